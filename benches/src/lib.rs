@@ -1,0 +1,1 @@
+//! Criterion benchmarks of pgyard beside its peers; the benchmarks live in `benches/`.

@@ -1,0 +1,3 @@
+//! `pgyard`: the command line of the pgyard workspace.
+
+fn main() {}

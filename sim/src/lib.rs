@@ -1,0 +1,1 @@
+//! The deterministic simulator of pgyard: one thread, one seeded RNG, virtual time.
