@@ -8,8 +8,13 @@
 //! libpq's validation messages.
 
 mod error;
+pub mod fuzzing;
 pub mod keywords;
 mod parse;
+pub mod proposal;
+pub mod resolve;
+pub mod serialize;
+pub mod typed;
 
 pub use error::{Lossy, ParseError};
 pub use keywords::Keyword;

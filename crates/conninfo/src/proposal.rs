@@ -1,0 +1,1 @@
+//! The 2015 multi-host proposal dialect.

@@ -1,0 +1,1 @@
+//! Serialization back to keyword/value and URI form.
