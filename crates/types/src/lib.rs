@@ -67,7 +67,8 @@ impl FromStr for Lsn {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let err = || LsnParseError(s.to_owned());
         let (hi, lo) = s.split_once('/').ok_or_else(err)?;
-        let ok = |p: &str| !p.is_empty() && p.len() <= 8 && p.bytes().all(|b| b.is_ascii_hexdigit());
+        let ok =
+            |p: &str| !p.is_empty() && p.len() <= 8 && p.bytes().all(|b| b.is_ascii_hexdigit());
         if !ok(hi) || !ok(lo) {
             return Err(err());
         }
@@ -147,8 +148,11 @@ mod tests {
 
     #[test]
     fn lsn_text_round_trip() {
-        for (text, value) in [("0/0", 0u64), ("0/2896DD0", 0x2896DD0), ("16/B374D848", 0x16_B374_D848)]
-        {
+        for (text, value) in [
+            ("0/0", 0u64),
+            ("0/2896DD0", 0x2896DD0),
+            ("16/B374D848", 0x16_B374_D848),
+        ] {
             let lsn: Lsn = text.parse().unwrap();
             assert_eq!(lsn, Lsn(value));
             assert_eq!(lsn.to_string(), text);
@@ -185,6 +189,9 @@ mod tests {
     fn instant_arithmetic_saturates() {
         let t = Instant(u64::MAX - 1) + Duration::from_secs(1);
         assert_eq!(t, Instant(u64::MAX));
-        assert_eq!(Instant(5).saturating_duration_since(Instant(9)), Duration::ZERO);
+        assert_eq!(
+            Instant(5).saturating_duration_since(Instant(9)),
+            Duration::ZERO
+        );
     }
 }

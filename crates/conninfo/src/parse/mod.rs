@@ -27,18 +27,41 @@ pub fn recognized_connection_string(input: &[u8]) -> bool {
 /// Parses a connection string as `PQconninfoParse` does: URI form when it starts with a URI
 /// prefix, keyword/value form otherwise.
 pub fn parse(input: impl AsRef<[u8]>) -> Result<ConnInfo, ParseError> {
-    let input = input.as_ref();
+    let mut out = ConnInfo::new();
+    parse_into(input.as_ref(), &mut out)?;
+    Ok(out)
+}
+
+/// Where the grammar delivers each keyword/value pair it reads, in input order.
+///
+/// libpq's own sink ([`ConnInfo`]) lets the last occurrence win; a dialect may accumulate.
+pub trait Sink {
+    /// Takes one pair; `Err(())` means the keyword is unknown. Aliases (`requiressl`, the URI
+    /// `ssl=true`) are already applied.
+    #[allow(clippy::result_unit_err)]
+    fn store(&mut self, keyword: &[u8], value: Vec<u8>) -> Result<(), ()>;
+}
+
+impl Sink for ConnInfo {
+    #[inline]
+    fn store(&mut self, keyword: &[u8], value: Vec<u8>) -> Result<(), ()> {
+        let kw = Keyword::from_name(keyword).ok_or(())?;
+        self.set(kw, value);
+        Ok(())
+    }
+}
+
+/// Runs the libpq grammar (URI or keyword/value) over `input`, handing each pair to `sink`.
+pub fn parse_into(input: &[u8], sink: &mut impl Sink) -> Result<(), ParseError> {
     if let Some(offset) = memchr0(input) {
         return Err(ParseError::NulByte { offset });
     }
-    let mut out = ConnInfo::new();
     let prefix = uri_prefix_length(input);
     if prefix != 0 {
-        parse_uri(input, prefix, &mut out)?;
+        parse_uri(input, prefix, sink)
     } else {
-        parse_keyword_value(input, &mut out)?;
+        parse_keyword_value(input, sink)
     }
-    Ok(out)
 }
 
 /// Parses the keyword/value arrays of `PQconnectdbParams` (without defaults).
@@ -77,7 +100,8 @@ where
             continue;
         };
         let k = k.as_ref();
-        let kw = Keyword::from_name(k).ok_or_else(|| ParseError::InvalidOption { name: k.to_vec() })?;
+        let kw =
+            Keyword::from_name(k).ok_or_else(|| ParseError::InvalidOption { name: k.to_vec() })?;
         if kw == Keyword::Dbname {
             if let Some(exp) = expansion.take() {
                 for (kw, v) in exp.iter() {
@@ -103,22 +127,19 @@ fn is_space(c: u8) -> bool {
 
 /// Stores one keyword/value pair with libpq's `requiressl` alias (`conninfo_storeval`).
 #[inline]
-fn store(out: &mut ConnInfo, name: &[u8], value: Vec<u8>) -> Result<(), Option<ParseError>> {
+fn store(out: &mut impl Sink, name: &[u8], value: Vec<u8>) -> Result<(), ()> {
     if name == b"requiressl" {
-        let v: &[u8] = if value.first() == Some(&b'1') { b"require" } else { b"prefer" };
-        out.set(Keyword::Sslmode, v);
-        return Ok(());
+        let v: &[u8] = if value.first() == Some(&b'1') {
+            b"require"
+        } else {
+            b"prefer"
+        };
+        return out.store(b"sslmode", v.to_vec());
     }
-    match Keyword::from_name(name) {
-        Some(kw) => {
-            out.set(kw, value);
-            Ok(())
-        }
-        None => Err(None),
-    }
+    out.store(name, value)
 }
 
-fn parse_keyword_value(s: &[u8], out: &mut ConnInfo) -> Result<(), ParseError> {
+fn parse_keyword_value(s: &[u8], out: &mut impl Sink) -> Result<(), ParseError> {
     let n = s.len();
     let mut i = 0;
     while i < n {
@@ -135,7 +156,9 @@ fn parse_keyword_value(s: &[u8], out: &mut ConnInfo) -> Result<(), ParseError> {
             i += 1;
         }
         if i >= n || s[i] != b'=' {
-            return Err(ParseError::MissingEquals { name: name.to_vec() });
+            return Err(ParseError::MissingEquals {
+                name: name.to_vec(),
+            });
         }
         i += 1;
         while i < n && is_space(s[i]) {
@@ -202,8 +225,9 @@ fn parse_keyword_value(s: &[u8], out: &mut ConnInfo) -> Result<(), ParseError> {
                 i += 1;
             }
         }
-        store(out, name, value)
-            .map_err(|_| ParseError::InvalidOption { name: name.to_vec() })?;
+        store(out, name, value).map_err(|_| ParseError::InvalidOption {
+            name: name.to_vec(),
+        })?;
     }
     Ok(())
 }
@@ -222,11 +246,15 @@ fn uri_decode(raw: &[u8]) -> Result<Vec<u8>, ParseError> {
             let hi = raw.get(q + 1).and_then(|&c| hex(c));
             let lo = hi.and(raw.get(q + 2).and_then(|&c| hex(c)));
             let (Some(hi), Some(lo)) = (hi, lo) else {
-                return Err(ParseError::InvalidPercentToken { component: raw.to_vec() });
+                return Err(ParseError::InvalidPercentToken {
+                    component: raw.to_vec(),
+                });
             };
             let c = (hi << 4) | lo;
             if c == 0 {
-                return Err(ParseError::ForbiddenPercentZero { component: raw.to_vec() });
+                return Err(ParseError::ForbiddenPercentZero {
+                    component: raw.to_vec(),
+                });
             }
             out.push(c);
             q += 3;
@@ -239,9 +267,18 @@ fn uri_decode(raw: &[u8]) -> Result<Vec<u8>, ParseError> {
         q += 1;
     }
     if q < n {
-        return Err(ParseError::UnexpectedSpaces { component: raw.to_vec() });
+        return Err(ParseError::UnexpectedSpaces {
+            component: raw.to_vec(),
+        });
     }
     Ok(out)
+}
+
+/// Stores a pair whose keyword every sink knows (the URI's fixed components).
+fn store_known(out: &mut impl Sink, keyword: &[u8], value: Vec<u8>) {
+    // The URI grammar only names keywords from libpq's table here; a sink that rejects one of
+    // them has nothing better to do than drop it.
+    let _ = out.store(keyword, value);
 }
 
 #[inline]
@@ -263,7 +300,7 @@ fn scan(s: &[u8], from: usize, stops: &[u8]) -> usize {
         .map_or(s.len(), |p| from + p)
 }
 
-fn parse_uri(uri: &[u8], prefix: usize, out: &mut ConnInfo) -> Result<(), ParseError> {
+fn parse_uri(uri: &[u8], prefix: usize, out: &mut impl Sink) -> Result<(), ParseError> {
     let n = uri.len();
     let start = prefix;
 
@@ -273,14 +310,14 @@ fn parse_uri(uri: &[u8], prefix: usize, out: &mut ConnInfo) -> Result<(), ParseE
         let user_end = scan(uri, start, b":@");
         let user = &uri[start..user_end];
         if !user.is_empty() {
-            out.set(Keyword::User, uri_decode(user)?);
+            store_known(out, b"user", uri_decode(user)?);
         }
         p = user_end;
         if uri[user_end] == b':' {
             let pw_end = scan(uri, user_end + 1, b"@");
             let password = &uri[user_end + 1..pw_end];
             if !password.is_empty() {
-                out.set(Keyword::Password, uri_decode(password)?);
+                store_known(out, b"password", uri_decode(password)?);
             }
             p = pw_end;
         }
@@ -336,10 +373,10 @@ fn parse_uri(uri: &[u8], prefix: usize, out: &mut ConnInfo) -> Result<(), ParseE
         ports.push(b',');
     }
     if !hosts.is_empty() {
-        out.set(Keyword::Host, uri_decode(&hosts)?);
+        store_known(out, b"host", uri_decode(&hosts)?);
     }
     if !ports.is_empty() {
-        out.set(Keyword::Port, uri_decode(&ports)?);
+        store_known(out, b"port", uri_decode(&ports)?);
     }
 
     let mut terminator = terminator;
@@ -348,7 +385,7 @@ fn parse_uri(uri: &[u8], prefix: usize, out: &mut ConnInfo) -> Result<(), ParseE
         let db_end = scan(uri, db_start, b"?");
         let dbname = &uri[db_start..db_end];
         if !dbname.is_empty() {
-            out.set(Keyword::Dbname, uri_decode(dbname)?);
+            store_known(out, b"dbname", uri_decode(dbname)?);
         }
         p = db_end;
         terminator = uri.get(p).copied();
@@ -359,7 +396,7 @@ fn parse_uri(uri: &[u8], prefix: usize, out: &mut ConnInfo) -> Result<(), ParseE
     Ok(())
 }
 
-fn parse_uri_params(params: &[u8], out: &mut ConnInfo) -> Result<(), ParseError> {
+fn parse_uri_params(params: &[u8], out: &mut impl Sink) -> Result<(), ParseError> {
     let n = params.len();
     let mut p = 0;
     while p < n {
@@ -384,12 +421,14 @@ fn parse_uri_params(params: &[u8], out: &mut ConnInfo) -> Result<(), ParseError>
             p += 1;
         }
         let Some(eq) = eq else {
-            return Err(ParseError::UriMissingSeparator { keyword: params[kw_start..end].to_vec() });
+            return Err(ParseError::UriMissingSeparator {
+                keyword: params[kw_start..end].to_vec(),
+            });
         };
         let keyword = uri_decode(&params[kw_start..eq])?;
         let value = uri_decode(&params[eq + 1..end])?;
         if keyword == b"ssl" && value == b"true" {
-            out.set(Keyword::Sslmode, &b"require"[..]);
+            store_known(out, b"sslmode", b"require".to_vec());
             continue;
         }
         if store(out, &keyword, value).is_err() {
