@@ -1,3 +1,35 @@
-//! `pgyard`: the command line of the pgyard workspace.
+//! `pgyard`: the command line of the pgyard workspace. This is an adapter: it reads the process
+//! environment, files and clocks, and hands them to the pure crates.
 
-fn main() {}
+mod conninfo_cmd;
+mod sim_cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// pgyard: PostgreSQL connection strings, failover, wire codec, slot sync and delayed apply.
+#[derive(Parser, Debug)]
+#[command(name = "pgyard", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the deterministic simulator (the main job).
+    Sim(sim_cmd::SimArgs),
+    /// Connection strings, parsed exactly as libpq 18 parses them.
+    Conninfo {
+        #[command(subcommand)]
+        command: conninfo_cmd::ConninfoCommand,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Sim(args) => sim_cmd::run(args),
+        Command::Conninfo { command } => conninfo_cmd::run(command),
+    }
+}

@@ -4,4 +4,5 @@
 //! parsing, and starts primaries and streaming standbys on free loopback ports as an
 //! unprivileged user.
 
+pub mod libpq;
 pub mod pg18;

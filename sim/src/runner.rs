@@ -1,0 +1,113 @@
+//! Running seeds: one seed, or a sweep over many with sharding.
+
+use crate::trace::{combine, COMBINE_START};
+use crate::{Scenario, Trace, Violation};
+
+/// The result of one seed of one scenario.
+#[derive(Clone, Debug)]
+pub struct SeedOutcome {
+    /// The seed.
+    pub seed: u64,
+    /// The trace's hash.
+    pub hash: u64,
+    /// Simulated nanoseconds covered.
+    pub simulated_nanos: u64,
+    /// The broken invariant, if any.
+    pub violation: Option<Violation>,
+}
+
+/// The RNG seed a scenario's run of `seed` starts from: distinct per scenario, so that seed 7
+/// of two scenarios are independent, and stable forever.
+fn derive_seed(scenario: &str, seed: u64) -> u64 {
+    let mut h = COMBINE_START;
+    for b in scenario.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h ^ seed.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+/// Runs one seed of `scenario`, writing into `trace`.
+pub fn run_seed(scenario: &dyn Scenario, seed: u64, trace: &mut Trace) -> SeedOutcome {
+    let mut rng = pgyard_types::rng_from_seed(derive_seed(scenario.name(), seed));
+    crate::trace!(trace, "SEED={seed} scenario={}", scenario.name());
+    let result = scenario.run(&mut rng, trace);
+    let (simulated_nanos, violation) = match result {
+        Ok(t) => (t, None),
+        Err(v) => {
+            crate::trace!(trace, "VIOLATION {v}");
+            (0, Some(v))
+        }
+    };
+    SeedOutcome {
+        seed,
+        hash: trace.hash(),
+        simulated_nanos,
+        violation,
+    }
+}
+
+/// Which seeds a sweep runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SeedSelection {
+    /// Seeds `0..n`.
+    Count(u64),
+    /// Exactly one seed.
+    One(u64),
+}
+
+/// A sweep of one scenario over a seed selection, optionally one shard of it.
+#[derive(Clone, Copy, Debug)]
+pub struct Sweep {
+    /// The seeds.
+    pub seeds: SeedSelection,
+    /// `(i, n)`: run only the seeds `s` with `s % n == i`.
+    pub shard: Option<(u64, u64)>,
+}
+
+/// What a sweep of one scenario found.
+#[derive(Clone, Debug, Default)]
+pub struct SweepSummary {
+    /// Seeds run.
+    pub seeds: u64,
+    /// Seeds whose invariants broke, with what broke.
+    pub failures: Vec<(u64, Violation)>,
+    /// Simulated nanoseconds over all seeds.
+    pub simulated_nanos: u64,
+    /// All per-seed trace hashes folded in seed order.
+    pub combined_hash: u64,
+}
+
+impl Sweep {
+    /// The seeds this sweep covers, in order.
+    pub fn seeds(&self) -> impl Iterator<Item = u64> + '_ {
+        let (first, end) = match self.seeds {
+            SeedSelection::Count(n) => (0, n),
+            SeedSelection::One(s) => (s, s.saturating_add(1)),
+        };
+        (first..end).filter(move |s| match self.shard {
+            Some((i, n)) => s % n == i,
+            None => true,
+        })
+    }
+
+    /// Runs the sweep; `progress` is called after every seed.
+    pub fn run(&self, scenario: &dyn Scenario, mut progress: impl FnMut(u64)) -> SweepSummary {
+        let mut summary = SweepSummary {
+            combined_hash: COMBINE_START,
+            ..Default::default()
+        };
+        for seed in self.seeds() {
+            let mut trace = Trace::hashing();
+            let out = run_seed(scenario, seed, &mut trace);
+            summary.seeds += 1;
+            summary.simulated_nanos = summary.simulated_nanos.saturating_add(out.simulated_nanos);
+            summary.combined_hash = combine(summary.combined_hash, seed, out.hash);
+            if let Some(v) = out.violation {
+                summary.failures.push((seed, v));
+            }
+            progress(seed);
+        }
+        summary
+    }
+}
