@@ -20,9 +20,29 @@ fn libpq(s: &str) -> BTreeMap<String, Vec<u8>> {
 
 #[test]
 fn corpus_is_not_trivial() {
-    assert!(CONNINFO.len() >= 30, "corpus has {} strings", CONNINFO.len());
+    assert!(
+        CONNINFO.len() >= 30,
+        "corpus has {} strings",
+        CONNINFO.len()
+    );
     assert!(CONNINFO.iter().any(|s| s.starts_with("postgresql://")));
     assert!(CONNINFO.iter().any(|s| !s.contains("://")));
+}
+
+#[test]
+fn libpq15_binding_reads_values() {
+    let v = libpq("postgresql://user%40corp:p%40ss%3Aword@db.example.com/prod");
+    assert_eq!(v.get("user").map(Vec::as_slice), Some(&b"user@corp"[..]));
+    assert_eq!(
+        v.get("password").map(Vec::as_slice),
+        Some(&b"p@ss:word"[..])
+    );
+    assert_eq!(v.get("dbname").map(Vec::as_slice), Some(&b"prod"[..]));
+    let c = CString::new("host=a bogus=1").expect("no NUL");
+    let err = libpq15::conninfo_parse(&c)
+        .err()
+        .expect("libpq rejects an unknown keyword");
+    assert_eq!(err, "invalid connection option \"bogus\"\n");
 }
 
 #[test]

@@ -1,3 +1,374 @@
-//! Project automation: `cargo xtask test`.
+//! Project automation for pgyard.
+//!
+//! - `cargo xtask test`: provisions PostgreSQL 18 and the unprivileged server account through
+//!   `pgyard-testkit`, then runs, in order, `cargo fmt --all --check`, `cargo clippy --workspace
+//!   --all-targets -- -D warnings`, `cargo test --workspace` and `cargo test -p pgyard-sim
+//!   --release`. Every step runs even if an earlier one failed; the run then exits non-zero and
+//!   names each failed step. A provisioning failure stops it at once.
+//! - `cargo xtask provision`: only the provisioning part of `test`.
+//! - `cargo xtask fuzz [SECONDS]`: runs every cargo-fuzz target in `fuzz/` for SECONDS each
+//!   (default 60), installing cargo-fuzz first if it is missing.
 
-fn main() {}
+use std::io::{self, BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+const USAGE: &str = "usage: cargo xtask <command>
+
+commands:
+  test              provision PostgreSQL 18, then fmt, clippy, cargo test (debug) and the
+                    simulator's tests in release mode
+  provision         only install PostgreSQL 18 and the server account
+  fuzz [SECONDS]    run every cargo-fuzz target in fuzz/ for SECONDS each (default 60)";
+
+const FUZZ_SECONDS_DEFAULT: u64 = 60;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("test") if args.len() == 1 => test(),
+        Some("provision") if args.len() == 1 => provision(),
+        Some("fuzz") if args.len() <= 2 => match args.get(1).map(|s| s.parse::<u64>()) {
+            None => fuzz(FUZZ_SECONDS_DEFAULT),
+            Some(Ok(seconds)) if seconds > 0 => fuzz(seconds),
+            Some(_) => Err(format!(
+                "fuzz: SECONDS must be a positive integer\n\n{USAGE}"
+            )),
+        },
+        Some("help" | "--help" | "-h") => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        _ => Err(USAGE.to_owned()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            let _ = io::stdout().flush();
+            eprintln!("xtask: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// One step's outcome, kept for the summary at the end.
+struct StepReport {
+    name: String,
+    elapsed: Duration,
+    /// `None` when the step passed, else why it failed.
+    failure: Option<String>,
+}
+
+/// Provisions, then runs every step even after a failure (so one CI run shows fmt, clippy and
+/// test results together), and fails at the end naming each failed step.
+fn test() -> Result<(), String> {
+    let root = workspace_root();
+    let started = Instant::now();
+    let mut reports = Vec::new();
+
+    let t = Instant::now();
+    provision()?;
+    reports.push(StepReport {
+        name: "provision".into(),
+        elapsed: t.elapsed(),
+        failure: None,
+    });
+
+    let mut summary_lines = Vec::new();
+    let steps: [(&str, &[&str], bool); 4] = [
+        ("cargo fmt", &["fmt", "--all", "--check"], false),
+        (
+            "cargo clippy",
+            &[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ],
+            false,
+        ),
+        ("cargo test (debug)", &["test", "--workspace"], true),
+        (
+            "cargo test -p pgyard-sim --release",
+            &["test", "-p", "pgyard-sim", "--release"],
+            true,
+        ),
+    ];
+    for (name, args, is_test) in steps {
+        let t = Instant::now();
+        let command = format!("cargo {}", args.join(" "));
+        banner(&format!("{name}: {command}"));
+        let mut cmd = Command::new(cargo());
+        cmd.args(args).current_dir(&root);
+        let outcome = if is_test {
+            run_collecting_summary(&mut cmd, &mut summary_lines)
+        } else {
+            run_inherit(&mut cmd)
+        };
+        reports.push(StepReport {
+            name: name.into(),
+            elapsed: t.elapsed(),
+            failure: outcome
+                .err()
+                .map(|why| format!("{why} (command: {command})")),
+        });
+    }
+    print_summary(&reports, &summary_lines);
+    let failed: Vec<String> = reports
+        .iter()
+        .filter_map(|r| {
+            r.failure
+                .as_ref()
+                .map(|why| format!("step `{}` failed: {why}", r.name))
+        })
+        .collect();
+    if failed.is_empty() {
+        println!("xtask: all steps passed in {}", seconds(started.elapsed()));
+        Ok(())
+    } else {
+        Err(failed.join("\nxtask: "))
+    }
+}
+
+fn provision() -> Result<(), String> {
+    banner("provision");
+    let install = pgyard_testkit::pg18::ensure_installed()
+        .map_err(|e| format!("step `provision` failed: installing PostgreSQL 18: {e}"))?;
+    println!(
+        "PostgreSQL 18 ({}) is in {}",
+        pgyard_testkit::pg18::PACKAGE,
+        install.bin_dir.display()
+    );
+    println!("libpq 18: {}", install.libpq.display());
+
+    let user = pgyard_testkit::cluster::ensure_server_user()
+        .map_err(|e| format!("step `provision` failed: server account: {e}"))?;
+    println!(
+        "servers run as `{}` (uid {}, gid {}){}",
+        user.name,
+        user.uid,
+        user.gid,
+        if user.created {
+            ", account created now"
+        } else {
+            ", account already present"
+        }
+    );
+
+    match pgyard_testkit::cluster::psql_path() {
+        Some(path) => println!("psql: {}", path.display()),
+        None => {
+            println!("psql not found; installing postgresql-client with apt-get");
+            install_psql().map_err(|e| format!("step `provision` failed: installing psql: {e}"))?;
+            let path = pgyard_testkit::cluster::psql_path().ok_or(
+                "step `provision` failed: psql is still missing after installing postgresql-client",
+            )?;
+            println!("psql: {}", path.display());
+        }
+    }
+    Ok(())
+}
+
+fn install_psql() -> Result<(), String> {
+    run_inherit(
+        Command::new("apt-get")
+            .args(["update", "-q"])
+            .env("DEBIAN_FRONTEND", "noninteractive"),
+    )?;
+    run_inherit(
+        Command::new("apt-get")
+            .args(["install", "-y", "-q", "--no-install-recommends"])
+            .arg("postgresql-client")
+            .env("DEBIAN_FRONTEND", "noninteractive"),
+    )
+}
+
+fn fuzz(seconds: u64) -> Result<(), String> {
+    let root = workspace_root();
+    let fuzz_dir = root.join("fuzz");
+    if !fuzz_dir.join("Cargo.toml").exists() {
+        println!(
+            "xtask: {} has no Cargo.toml: no fuzz targets to run",
+            fuzz_dir.display()
+        );
+        return Ok(());
+    }
+    let has_cargo_fuzz = Command::new(cargo())
+        .args(["fuzz", "--version"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_cargo_fuzz {
+        banner("installing cargo-fuzz");
+        run_inherit(Command::new(cargo()).args(["install", "cargo-fuzz", "--locked"]))
+            .map_err(|e| format!("installing cargo-fuzz failed: {e}"))?;
+    }
+    let listed = Command::new(cargo())
+        .args(["fuzz", "list", "--fuzz-dir"])
+        .arg(&fuzz_dir)
+        .current_dir(&root)
+        .env("RUSTC_BOOTSTRAP", "1")
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cargo fuzz list: {e}"))?;
+    if !listed.status.success() {
+        return Err(format!("cargo fuzz list failed ({})", listed.status));
+    }
+    let targets: Vec<String> = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if targets.is_empty() {
+        println!("xtask: cargo fuzz list found no targets");
+        return Ok(());
+    }
+    println!(
+        "xtask: fuzzing {} target(s) for {seconds} s each: {}",
+        targets.len(),
+        targets.join(", ")
+    );
+    let max_total_time = format!("-max_total_time={seconds}");
+    for target in &targets {
+        banner(&format!("fuzz {target} ({seconds} s)"));
+        run_inherit(
+            Command::new(cargo())
+                .args(["fuzz", "run", "--fuzz-dir"])
+                .arg(&fuzz_dir)
+                .args([target.as_str(), "--", &max_total_time])
+                .current_dir(&root)
+                .env("RUSTC_BOOTSTRAP", "1"),
+        )
+        .map_err(|e| format!("fuzz target `{target}` failed: {e}"))?;
+    }
+    println!(
+        "xtask: {} fuzz target(s) ran without findings",
+        targets.len()
+    );
+    Ok(())
+}
+
+fn print_summary(reports: &[StepReport], summary_lines: &[String]) {
+    println!();
+    println!("xtask summary:");
+    for report in reports {
+        let verdict = if report.failure.is_some() {
+            "FAILED"
+        } else {
+            "ok"
+        };
+        println!(
+            "  {verdict:<6} {:<40} {:>8}",
+            report.name,
+            seconds(report.elapsed)
+        );
+    }
+    if summary_lines.is_empty() {
+        return;
+    }
+    let (mut passed, mut failed, mut ignored) = (0u64, 0u64, 0u64);
+    for line in summary_lines {
+        passed += count_before(line, " passed");
+        failed += count_before(line, " failed");
+        ignored += count_before(line, " ignored");
+    }
+    println!(
+        "  {} test runs: {passed} passed, {failed} failed, {ignored} ignored",
+        summary_lines.len()
+    );
+    for line in summary_lines {
+        println!("{line}");
+    }
+}
+
+/// The number written just before `word` in a libtest summary line (`... 12 passed; ...`).
+fn count_before(line: &str, word: &str) -> u64 {
+    line.find(word)
+        .and_then(|end| line[..end].rsplit([' ', '.']).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+fn seconds(d: Duration) -> String {
+    format!("{:.1}s", d.as_secs_f64())
+}
+
+fn banner(text: &str) {
+    println!();
+    println!("==> {text}");
+    let _ = io::stdout().flush();
+}
+
+fn run_inherit(cmd: &mut Command) -> Result<(), String> {
+    let status = cmd
+        .stdin(Stdio::null())
+        .status()
+        .map_err(|e| format!("could not run {:?}: {e}", cmd.get_program()))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(status.to_string())
+    }
+}
+
+/// Runs `cmd`, echoing its stdout line by line and keeping libtest's `test result:` lines.
+fn run_collecting_summary(cmd: &mut Command, summary: &mut Vec<String>) -> Result<(), String> {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("could not run {:?}: {e}", cmd.get_program()))?;
+    if let Some(stdout) = child.stdout.take() {
+        let mut out = io::stdout();
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let _ = writeln!(out, "{line}");
+            if line.trim_start().starts_with("test result:") {
+                summary.push(line.trim().to_owned());
+            }
+        }
+        let _ = out.flush();
+    }
+    let status = child
+        .wait()
+        .map_err(|e| format!("waiting for {:?}: {e}", cmd.get_program()))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(status.to_string())
+    }
+}
+
+fn cargo() -> PathBuf {
+    std::env::var_os("CARGO")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("cargo"))
+}
+
+fn workspace_root() -> PathBuf {
+    // xtask lives in `<root>/xtask`; the manifest dir is baked in at compile time.
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_are_read_from_libtest_summaries() {
+        let line = "test result: ok. 12 passed; 1 failed; 3 ignored; 0 measured; 0 filtered out; \
+                    finished in 0.50s";
+        assert_eq!(count_before(line, " passed"), 12);
+        assert_eq!(count_before(line, " failed"), 1);
+        assert_eq!(count_before(line, " ignored"), 3);
+        assert_eq!(count_before("test result: ok. 0 passed;", " failed"), 0);
+    }
+}

@@ -57,7 +57,10 @@ pub fn run(cmd: ConninfoCommand) -> ExitCode {
 fn map_json(ci: &ConnInfo) -> serde_json::Value {
     let mut m = serde_json::Map::new();
     for (kw, v) in ci.iter() {
-        m.insert(kw.name().to_owned(), String::from_utf8_lossy(v).into_owned().into());
+        m.insert(
+            kw.name().to_owned(),
+            String::from_utf8_lossy(v).into_owned().into(),
+        );
     }
     serde_json::Value::Object(m)
 }
@@ -108,10 +111,15 @@ fn batch_parse() -> ExitCode {
         let result = match serde_json::from_slice::<String>(&line) {
             Ok(s) => {
                 let bytes = s.as_bytes();
-                let cut = bytes.iter().position(|&b| b == 0).map_or(bytes, |p| &bytes[..p]);
+                let cut = bytes
+                    .iter()
+                    .position(|&b| b == 0)
+                    .map_or(bytes, |p| &bytes[..p]);
                 match parse(cut) {
                     Ok(ci) => serde_json::json!({ "ok": map_json(&ci) }),
-                    Err(e) => serde_json::json!({ "error": String::from_utf8_lossy(&e.libpq_message()) }),
+                    Err(e) => {
+                        serde_json::json!({ "error": String::from_utf8_lossy(&e.libpq_message()) })
+                    }
                 }
             }
             Err(e) => serde_json::json!({

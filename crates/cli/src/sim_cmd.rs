@@ -55,7 +55,11 @@ pub fn run(args: SimArgs) -> ExitCode {
             Some(s) => vec![s],
             None => {
                 let names: Vec<_> = scenarios().iter().map(|s| s.name()).collect();
-                eprintln!("unknown scenario {:?}; known: all, {}", args.scenario, names.join(", "));
+                eprintln!(
+                    "unknown scenario {:?}; known: all, {}",
+                    args.scenario,
+                    names.join(", ")
+                );
                 return ExitCode::from(2);
             }
         }
@@ -127,7 +131,10 @@ pub fn run(args: SimArgs) -> ExitCode {
                 })
             })
             .collect();
-        println!("{}", serde_json::json!({ "scenarios": list, "ok": !failed }));
+        println!(
+            "{}",
+            serde_json::json!({ "scenarios": list, "ok": !failed })
+        );
     } else {
         println!(
             "{:<12} {:>8} {:>9} {:>14} {:>10} {:>10}",
@@ -145,7 +152,14 @@ pub fn run(args: SimArgs) -> ExitCode {
             );
         }
         let failures: usize = rows.iter().map(|(_, s, _)| s.failures.len()).sum();
-        println!("{}", if failed { format!("FAILED: {failures} seed(s) broke an invariant") } else { "ok".to_string() });
+        println!(
+            "{}",
+            if failed {
+                format!("FAILED: {failures} seed(s) broke an invariant")
+            } else {
+                "ok".to_string()
+            }
+        );
     }
     if args.trace_hash {
         println!("trace-hash {combined:016x}");
@@ -198,5 +212,8 @@ fn report_failure(sc: &dyn Scenario, seed: u64, violation: &pgyard_sim::Violatio
     for line in &lines[lines.len().saturating_sub(12)..] {
         eprintln!("    {line}");
     }
-    eprintln!("  replay: pgyard sim --scenario {} --seed {seed} --trace", sc.name());
+    eprintln!(
+        "  replay: pgyard sim --scenario {} --seed {seed} --trace",
+        sc.name()
+    );
 }

@@ -31,3 +31,36 @@ pub fn parse_arrays(data: &[u8]) {
         .collect();
     let _ = parse_params(&pairs, flag & 1 == 1);
 }
+
+/// Runs the service-file reader over `data`: the first line (up to `\n`) is the service name,
+/// the rest the file. Checks that every reported setting is a keyword other than `service`.
+pub fn service_file(data: &[u8]) {
+    let (name, contents) = match data.iter().position(|&b| b == b'\n') {
+        Some(i) => (&data[..i], &data[i + 1..]),
+        None => (data, &[][..]),
+    };
+    let scan = crate::resolve::parse_service_file(contents, b"fuzz.conf", name);
+    assert!(scan.found || scan.settings.is_empty());
+    assert!(scan
+        .settings
+        .iter()
+        .all(|(kw, v)| *kw != crate::Keyword::Service && v.len() < 1023));
+    if let Some(e) = &scan.error {
+        let _ = e.libpq_message();
+    }
+}
+
+/// Runs the password-file search over `data` with a few fixed keys; a found password is never
+/// longer than the file.
+pub fn passfile(data: &[u8]) {
+    const KEYS: [[&[u8]; 4]; 3] = [
+        [b"localhost", b"5432", b"db", b"user"],
+        [b"", b"", b"*", b":"],
+        [b"h\\", b"1", b"d", b"u"],
+    ];
+    for [host, port, dbname, user] in KEYS {
+        if let Some(pw) = crate::resolve::lookup(data, host, port, dbname, user) {
+            assert!(pw.len() <= data.len());
+        }
+    }
+}

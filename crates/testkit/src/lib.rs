@@ -4,5 +4,6 @@
 //! parsing, and starts primaries and streaming standbys on free loopback ports as an
 //! unprivileged user.
 
+pub mod cluster;
 pub mod libpq;
 pub mod pg18;

@@ -31,7 +31,8 @@ struct PQconninfoOption {
     dispsize: c_int,
 }
 
-type ConninfoParseFn = unsafe extern "C" fn(*const c_char, *mut *mut c_char) -> *mut PQconninfoOption;
+type ConninfoParseFn =
+    unsafe extern "C" fn(*const c_char, *mut *mut c_char) -> *mut PQconninfoOption;
 type ConndefaultsFn = unsafe extern "C" fn() -> *mut PQconninfoOption;
 type ConninfoFreeFn = unsafe extern "C" fn(*mut PQconninfoOption);
 type FreememFn = unsafe extern "C" fn(*mut c_void);
@@ -95,7 +96,9 @@ pub struct Libpq {
 
 impl fmt::Debug for Libpq {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Libpq").field("path", &self.path).finish_non_exhaustive()
+        f.debug_struct("Libpq")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
     }
 }
 
@@ -119,9 +122,12 @@ impl Libpq {
         // used while `lib` is alive, because `lib` is stored in the returned value with them.
         let (conninfo_parse, conndefaults, conninfo_free, freemem, lib_version) = unsafe {
             (
-                *lib.get::<ConninfoParseFn>(b"PQconninfoParse\0").map_err(err)?,
-                *lib.get::<ConndefaultsFn>(b"PQconndefaults\0").map_err(err)?,
-                *lib.get::<ConninfoFreeFn>(b"PQconninfoFree\0").map_err(err)?,
+                *lib.get::<ConninfoParseFn>(b"PQconninfoParse\0")
+                    .map_err(err)?,
+                *lib.get::<ConndefaultsFn>(b"PQconndefaults\0")
+                    .map_err(err)?,
+                *lib.get::<ConninfoFreeFn>(b"PQconninfoFree\0")
+                    .map_err(err)?,
                 *lib.get::<FreememFn>(b"PQfreemem\0").map_err(err)?,
                 *lib.get::<LibVersionFn>(b"PQlibVersion\0").map_err(err)?,
             )
@@ -175,7 +181,10 @@ impl Libpq {
         // valid out-pointer. libpq does not keep either pointer.
         let opts = unsafe { (self.conninfo_parse)(c.as_ptr(), &mut errmsg) };
         if opts.is_null() {
-            assert!(!errmsg.is_null(), "PQconninfoParse failed without a message");
+            assert!(
+                !errmsg.is_null(),
+                "PQconninfoParse failed without a message"
+            );
             // SAFETY: a non-null errmsg is a NUL-terminated string malloc'ed by libpq, which
             // we copy and then release exactly once with PQfreemem.
             let msg = unsafe {
@@ -293,7 +302,10 @@ mod tests {
             lib.conninfo_parse(b"x=1"),
             Err(b"invalid connection option \"x\"\n".to_vec())
         );
-        assert_eq!(lib.conninfo_parse(b"\xff=1").unwrap_err()[26..], *b"\"\xff\"\n");
+        assert_eq!(
+            lib.conninfo_parse(b"\xff=1").unwrap_err()[26..],
+            *b"\"\xff\"\n"
+        );
         let kws = lib.conndefaults_keywords();
         assert_eq!(kws.first().map(String::as_str), Some("service"));
         assert!(kws.iter().any(|k| k == "sslmode"));
@@ -301,7 +313,10 @@ mod tests {
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
         let dir = lib.path().parent().expect("libpq has a folder");
         for line in maps.lines().filter(|l| l.contains("libssl.so")) {
-            assert!(line.contains(&*dir.to_string_lossy()), "foreign libssl: {line}");
+            assert!(
+                line.contains(&*dir.to_string_lossy()),
+                "foreign libssl: {line}"
+            );
         }
     }
 

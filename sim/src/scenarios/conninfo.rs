@@ -62,7 +62,10 @@ impl Scenario for ConninfoScenario {
 
 fn check_map_round_trip(t: &mut Trace, i: u64, map: &ConnInfo) -> Result<(), Violation> {
     for (form, text) in [
-        ("keyword/value", pgyard_conninfo::serialize::to_keyword_value(map)),
+        (
+            "keyword/value",
+            pgyard_conninfo::serialize::to_keyword_value(map),
+        ),
         ("uri", pgyard_conninfo::serialize::to_uri(map)),
     ] {
         trace!(t, "map {i} as {form}: {:?}", Esc(&text));
@@ -71,7 +74,10 @@ fn check_map_round_trip(t: &mut Trace, i: u64, map: &ConnInfo) -> Result<(), Vio
             Ok(back) => {
                 return Err(Violation {
                     invariant: "serialize-reparse",
-                    detail: format!("{form} {:?} parsed to {back:?}, expected {map:?}", Esc(&text)),
+                    detail: format!(
+                        "{form} {:?} parsed to {back:?}, expected {map:?}",
+                        Esc(&text)
+                    ),
                 })
             }
             Err(e) => {
@@ -144,7 +150,11 @@ fn random_map(rng: &mut Rng, mix: &Mix) -> ConnInfo {
 fn random_string(rng: &mut Rng, mix: &Mix) -> Vec<u8> {
     let mut s = Vec::new();
     if uniform_inclusive(rng, 99) < mix.uri_percent {
-        s.extend_from_slice(if rng.next_u32() % 2 == 0 { b"postgresql://" } else { b"postgres://" });
+        s.extend_from_slice(if rng.next_u32() % 2 == 0 {
+            b"postgresql://"
+        } else {
+            b"postgres://"
+        });
         if rng.next_u32() % 3 == 0 {
             s.extend(random_value(rng, mix));
             if rng.next_u32() % 2 == 0 {
@@ -185,7 +195,11 @@ fn random_string(rng: &mut Rng, mix: &Mix) -> Vec<u8> {
     } else {
         for _ in 0..=uniform_inclusive(rng, mix.keywords_max) {
             s.extend_from_slice(random_keyword(rng).name().as_bytes());
-            s.extend_from_slice(if rng.next_u32() % 4 == 0 { b" = " } else { b"=" });
+            s.extend_from_slice(if rng.next_u32() % 4 == 0 {
+                b" = "
+            } else {
+                b"="
+            });
             if rng.next_u32() % 3 == 0 {
                 s.push(b'\'');
                 s.extend(random_value(rng, mix));
