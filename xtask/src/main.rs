@@ -2,8 +2,8 @@
 //!
 //! - `cargo xtask test`: provisions PostgreSQL 18 and the unprivileged server account through
 //!   `pgyard-testkit`, then runs, in order, `cargo fmt --all --check`, `cargo clippy --workspace
-//!   --all-targets -- -D warnings`, `cargo test --workspace` and `cargo test -p pgyard-sim
-//!   --release`. Every step runs even if an earlier one failed; the run then exits non-zero and
+//!   --all-targets -- -D warnings`, `cargo test --workspace --no-fail-fast` and `cargo test -p
+//!   pgyard-sim --release --no-fail-fast`. Every step runs even if an earlier one failed; the run then exits non-zero and
 //!   names each failed step. A provisioning failure stops it at once.
 //! - `cargo xtask provision`: only the provisioning part of `test`.
 //! - `cargo xtask fuzz [SECONDS]`: runs every cargo-fuzz target in `fuzz/` for SECONDS each
@@ -18,7 +18,8 @@ const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
   test              provision PostgreSQL 18, then fmt, clippy, cargo test (debug) and the
-                    simulator's tests in release mode
+                    simulator's tests in release mode; every step runs, failures are
+                    listed at the end
   provision         only install PostgreSQL 18 and the server account
   fuzz [SECONDS]    run every cargo-fuzz target in fuzz/ for SECONDS each (default 60)";
 
@@ -90,10 +91,15 @@ fn test() -> Result<(), String> {
             ],
             false,
         ),
-        ("cargo test (debug)", &["test", "--workspace"], true),
+        // --no-fail-fast: one failing test binary must not hide the results of the others.
+        (
+            "cargo test (debug)",
+            &["test", "--workspace", "--no-fail-fast"],
+            true,
+        ),
         (
             "cargo test -p pgyard-sim --release",
-            &["test", "-p", "pgyard-sim", "--release"],
+            &["test", "-p", "pgyard-sim", "--release", "--no-fail-fast"],
             true,
         ),
     ];

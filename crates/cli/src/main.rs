@@ -2,6 +2,7 @@
 //! environment, files and clocks, and hands them to the pure crates.
 
 mod conninfo_cmd;
+mod realenv;
 mod sim_cmd;
 
 use clap::{Parser, Subcommand};

@@ -1,19 +1,48 @@
 //! Entry points for fuzz targets and corpus replays: each takes arbitrary bytes, must never
 //! panic, and checks the properties that hold for every input.
 
-use crate::{parse, parse_params};
+use crate::serialize::{to_keyword_value, to_uri};
+use crate::{parse, parse_params, ConnInfo};
 
 /// Parses `data` as a connection string in whichever form it has; a success must re-parse
-/// identically after serialization.
+/// identically after serialization to both forms.
 pub fn parse_any(data: &[u8]) {
-    let _ = parse(data);
+    if let Ok(info) = parse(data) {
+        assert_round_trips(&info);
+    }
 }
 
 /// Forces the URI form: `data` is put behind the `postgresql://` prefix.
 pub fn parse_uri(data: &[u8]) {
     let mut s = b"postgresql://".to_vec();
     s.extend_from_slice(data);
-    let _ = parse(&s);
+    if let Ok(info) = parse(&s) {
+        assert_round_trips(&info);
+    }
+}
+
+/// Parses `data` in the proposal dialect; its table must survive serialization too.
+pub fn parse_proposal(data: &[u8]) {
+    if let Ok(p) = crate::proposal::parse(data) {
+        assert_round_trips(&p.conninfo);
+    }
+}
+
+fn assert_round_trips(info: &ConnInfo) {
+    let kv = to_keyword_value(info);
+    assert_eq!(
+        parse(&kv).as_ref(),
+        Ok(info),
+        "keyword/value {:?}",
+        kv.escape_ascii().to_string()
+    );
+    let uri = to_uri(info);
+    assert_eq!(
+        parse(&uri).as_ref(),
+        Ok(info),
+        "uri {:?}",
+        uri.escape_ascii().to_string()
+    );
 }
 
 /// Splits `data` into keyword arrays: the first byte picks `expand_dbname`, then entries are

@@ -11,6 +11,7 @@ mod error;
 pub mod fuzzing;
 pub mod keywords;
 mod parse;
+mod pipeline;
 pub mod proposal;
 pub mod resolve;
 pub mod serialize;
@@ -19,6 +20,7 @@ pub mod typed;
 pub use error::{Lossy, ParseError};
 pub use keywords::Keyword;
 pub use parse::{is_uri, parse, parse_into, parse_params, recognized_connection_string, Sink};
+pub use pipeline::{configure, ConfigureError, Configured};
 
 /// The libpq option table: one optional byte-string value per keyword.
 ///

@@ -293,6 +293,38 @@ fn inputs_found_by_generators_agree_with_libpq() {
     check_list("inputs found by generators", FOUND_BY_GENERATORS);
 }
 
+/// Long inputs: big values, many pairs, long host lists, error positions past 255.
+#[test]
+fn long_inputs_agree_with_libpq() {
+    let mut inputs: Vec<Vec<u8>> = Vec::new();
+    let big = "x".repeat(70_000);
+    inputs.push(format!("host={big} port=1").into_bytes());
+    inputs.push(format!("host='{big}\\' port=1").into_bytes());
+    inputs.push(format!("{big}=1").into_bytes());
+    inputs.push(format!("application_name='{big}").into_bytes());
+    inputs.push("host=a ".repeat(5_000).into_bytes());
+    inputs.push(
+        format!("postgresql://{big}:{big}@{big}:{big}/{big}?application_name={big}").into_bytes(),
+    );
+    inputs.push(format!("postgresql://u{big}@[::1]z").into_bytes());
+    let mut bracket = format!("postgresql://[{big}]").into_bytes();
+    bracket.push(0xff);
+    inputs.push(bracket);
+    inputs.push(format!("postgresql://h/{}", "%41".repeat(20_000)).into_bytes());
+    inputs.push(format!("postgresql://h/{} ", "%41".repeat(20_000)).into_bytes());
+    inputs.push(format!("postgresql://h/{}x y", "%41".repeat(20_000)).into_bytes());
+    let hosts: Vec<String> = (0..3_000).map(|i| format!("h{i}:{i}")).collect();
+    inputs.push(format!("postgresql://{}/db", hosts.join(",")).into_bytes());
+    let v6: Vec<String> = (0..3_000).map(|i| format!("[::{i}]")).collect();
+    inputs.push(format!("postgresql://{}/db", v6.join(",")).into_bytes());
+    inputs.push(format!("postgresql://h/db?{}", "port=1&".repeat(5_000)).into_bytes());
+    let mut report = Report::default();
+    for (i, input) in inputs.iter().enumerate() {
+        report.check(|| format!("long input {i}"), input);
+    }
+    report.finish("long inputs");
+}
+
 #[test]
 fn generated_keyword_value_strings_agree_with_libpq() {
     let seed = seed(0x6b76_0001);

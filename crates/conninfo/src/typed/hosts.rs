@@ -155,7 +155,8 @@ impl HostSlot {
 impl fmt::Debug for HostSlot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let text = |v: &Option<Vec<u8>>| -> Option<String> {
-            v.as_deref().map(|b| String::from_utf8_lossy(b).into_owned())
+            v.as_deref()
+                .map(|b| String::from_utf8_lossy(b).into_owned())
         };
         f.debug_struct("HostSlot")
             .field("kind", &self.kind)

@@ -153,7 +153,9 @@ impl fmt::Debug for ScramKey {
 
 /// The validated, typed connection configuration: libpq's state after `pqConnectOptions2`,
 /// plus pgyard's own (non-libpq) connection policy with libpq-compatible defaults.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// `Debug` masks passwords and SCRAM keys.
+#[derive(Clone, PartialEq)]
 pub struct ConnectConfig {
     options_table: ConnInfo,
     slots: Vec<HostSlot>,
@@ -671,6 +673,61 @@ impl ConnectConfig {
     pub fn with_keep_trying_addresses_after_mismatch(mut self, keep_trying: bool) -> Self {
         self.keep_trying_addresses_after_mismatch = keep_trying;
         self
+    }
+}
+
+impl fmt::Debug for ConnectConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = |v: &[u8]| String::from_utf8_lossy(v).into_owned();
+        let masked = |v: &Option<Vec<u8>>| v.as_ref().map(|_| "********");
+        let table: Vec<(&str, String)> = self
+            .options_table
+            .iter()
+            .map(|(kw, v)| {
+                let secret = kw.info().display == crate::keywords::Display::Secret
+                    || matches!(kw, Keyword::ScramClientKey | Keyword::ScramServerKey);
+                (
+                    kw.name(),
+                    if secret {
+                        "********".to_owned()
+                    } else {
+                        text(v)
+                    },
+                )
+            })
+            .collect();
+        f.debug_struct("ConnectConfig")
+            .field("slots", &self.slots)
+            .field("user", &text(&self.user))
+            .field("dbname", &text(&self.dbname))
+            .field("password", &masked(&self.password))
+            .field("require_auth", &self.require_auth)
+            .field("channel_binding", &self.channel_binding)
+            .field("sslmode", &self.sslmode)
+            .field("sslnegotiation", &self.sslnegotiation)
+            .field("ssl_min_protocol_version", &self.ssl_min_protocol_version)
+            .field("ssl_max_protocol_version", &self.ssl_max_protocol_version)
+            .field("sslcertmode", &self.sslcertmode)
+            .field("gssencmode", &self.gssencmode)
+            .field("target_session_attrs", &self.target_session_attrs)
+            .field("scram_client_key", &self.scram_client_key)
+            .field("scram_server_key", &self.scram_server_key)
+            .field("load_balance_hosts", &self.load_balance_hosts)
+            .field("min_protocol_version", &self.min_protocol_version)
+            .field("max_protocol_version", &self.max_protocol_version)
+            .field(
+                "client_encoding",
+                &self.client_encoding.as_deref().map(text),
+            )
+            .field("strategy", &self.strategy)
+            .field("race_stagger", &self.race_stagger)
+            .field("failover_timeout", &self.failover_timeout)
+            .field(
+                "keep_trying_addresses_after_mismatch",
+                &self.keep_trying_addresses_after_mismatch,
+            )
+            .field("options_table", &table)
+            .finish()
     }
 }
 

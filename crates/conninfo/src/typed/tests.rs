@@ -67,7 +67,10 @@ fn table_19_2_p3_rows() {
     let rejected: &[(&str, &str)] = &[
         ("sslmode=bogus", r#"invalid sslmode value: "bogus""#),
         ("sslmode=''", r#"invalid sslmode value: """#),
-        ("channel_binding=maybe", r#"invalid channel_binding value: "maybe""#),
+        (
+            "channel_binding=maybe",
+            r#"invalid channel_binding value: "maybe""#,
+        ),
         (
             "sslrootcert=system sslmode=require",
             r#"weak sslmode "require" may not be used with sslrootcert=system (use "verify-full")"#,
@@ -76,7 +79,10 @@ fn table_19_2_p3_rows() {
             "sslnegotiation=direct",
             r#"weak sslmode "prefer" may not be used with sslnegotiation=direct (use "require", "verify-ca", or "verify-full")"#,
         ),
-        ("sslnegotiation=Direct", r#"invalid sslnegotiation value: "Direct""#),
+        (
+            "sslnegotiation=Direct",
+            r#"invalid sslnegotiation value: "Direct""#,
+        ),
         (
             "ssl_min_protocol_version=TLSv1.4",
             r#"invalid "ssl_min_protocol_version" value: "TLSv1.4""#,
@@ -93,10 +99,22 @@ fn table_19_2_p3_rows() {
             "target_session_attrs=read_write",
             r#"invalid target_session_attrs value: "read_write""#,
         ),
-        ("target_session_attrs=ANY", r#"invalid target_session_attrs value: "ANY""#),
-        ("target_session_attrs=''", r#"invalid target_session_attrs value: """#),
-        ("load_balance_hosts=Random", r#"invalid load_balance_hosts value: "Random""#),
-        ("load_balance_hosts=''", r#"invalid load_balance_hosts value: """#),
+        (
+            "target_session_attrs=ANY",
+            r#"invalid target_session_attrs value: "ANY""#,
+        ),
+        (
+            "target_session_attrs=''",
+            r#"invalid target_session_attrs value: """#,
+        ),
+        (
+            "load_balance_hosts=Random",
+            r#"invalid load_balance_hosts value: "Random""#,
+        ),
+        (
+            "load_balance_hosts=''",
+            r#"invalid load_balance_hosts value: """#,
+        ),
         (
             "gssencmode=require",
             r#"gssencmode value "require" invalid when GSSAPI support is not compiled in"#,
@@ -223,10 +241,7 @@ fn counting_is_naive_and_n_comes_from_hostaddr_then_host() {
         .all(|s| s.kind() == SlotKind::DefaultUnixSocket));
     // hostaddr alone: host stays unset.
     let c = ok("hostaddr=::1");
-    assert_eq!(
-        slots(&c),
-        vec![(SlotKind::Address, None, s("::1"), None)]
-    );
+    assert_eq!(slots(&c), vec![(SlotKind::Address, None, s("::1"), None)]);
     // Empty host/hostaddr/port count as absent.
     let c = ok("host='' hostaddr='' port=''");
     assert_eq!(
@@ -271,21 +286,33 @@ fn ports_are_parsed_lazily_per_slot() {
     let c = ok("host=a,b port=99999,6001");
     let e = c.slots()[0].port().unwrap_err();
     assert!(!e.aborts());
-    assert_eq!(e.error(), &ConfigError::InvalidPortNumber {
-        value: b"99999".to_vec()
-    });
+    assert_eq!(
+        e.error(),
+        &ConfigError::InvalidPortNumber {
+            value: b"99999".to_vec()
+        }
+    );
     assert_eq!(c.slots()[1].port(), Ok(6001));
     // The integer rule applies; the raw text is kept (the password file matches it raw).
     let c = ok("port=' 6001 '");
     assert_eq!(c.slots()[0].port(), Ok(6001));
     assert_eq!(c.slots()[0].port_raw(), Some(&b" 6001 "[..]));
-    for (raw, good) in [("65535", true), ("65536", false), ("-1", false), ("1", true)] {
+    for (raw, good) in [
+        ("65535", true),
+        ("65536", false),
+        ("-1", false),
+        ("1", true),
+    ] {
         let c = ok(&format!("port={raw}"));
         assert_eq!(c.slots()[0].port().is_ok(), good, "{raw}");
     }
     // A port error comes before the socket path is built.
     let c = ok("host=/tmp port=x");
-    assert!(c.slots()[0].unix_socket_path().unwrap().unwrap_err().aborts());
+    assert!(c.slots()[0]
+        .unix_socket_path()
+        .unwrap()
+        .unwrap_err()
+        .aborts());
 }
 
 #[test]
@@ -303,7 +330,12 @@ fn socket_path_limit_is_107_bytes() {
     // libpq formats into a 1024-byte buffer: the reported path is cut at 1023 bytes.
     let huge = format!("/{}", "h".repeat(2000));
     let c = ok(&format!("host={huge}"));
-    match c.slots()[0].unix_socket_path().unwrap().unwrap_err().error() {
+    match c.slots()[0]
+        .unix_socket_path()
+        .unwrap()
+        .unwrap_err()
+        .error()
+    {
         ConfigError::SocketPathTooLong { path, max } => {
             assert_eq!(path.len(), 1023);
             assert_eq!(*max, 107);
@@ -359,8 +391,9 @@ fn password_lookup_runs_per_slot_only_without_a_password() {
     };
     let ctx = ctx().with_password_lookup(&lookup);
 
-    let c = ConnectConfig::from_resolved(&table("host=a,b,,x hostaddr=,,,9.9.9.9 port=5,6,,8"), &ctx)
-        .unwrap();
+    let c =
+        ConnectConfig::from_resolved(&table("host=a,b,,x hostaddr=,,,9.9.9.9 port=5,6,,8"), &ctx)
+            .unwrap();
     assert_eq!(
         *calls.borrow(),
         vec![
@@ -428,22 +461,43 @@ fn require_auth_errors() {
             "!password,md5",
             r#"require_auth method "md5" cannot be mixed with negative methods"#,
         ),
-        ("md5,md5", r#"require_auth method "md5" is specified more than once"#),
-        ("none,none", r#"require_auth method "none" is specified more than once"#),
-        ("!md5,!md5", r#"require_auth method "!md5" is specified more than once"#),
-        ("!none,!none", r#"require_auth method "!none" is specified more than once"#),
+        (
+            "md5,md5",
+            r#"require_auth method "md5" is specified more than once"#,
+        ),
+        (
+            "none,none",
+            r#"require_auth method "none" is specified more than once"#,
+        ),
+        (
+            "!md5,!md5",
+            r#"require_auth method "!md5" is specified more than once"#,
+        ),
+        (
+            "!none,!none",
+            r#"require_auth method "!none" is specified more than once"#,
+        ),
         (
             "scram-sha-256,scram-sha-256",
             r#"require_auth method "scram-sha-256" is specified more than once"#,
         ),
-        ("!oauth,!oauth", r#"require_auth method "!oauth" is specified more than once"#),
-        ("gss,gss", r#"require_auth method "gss" is specified more than once"#),
+        (
+            "!oauth,!oauth",
+            r#"require_auth method "!oauth" is specified more than once"#,
+        ),
+        (
+            "gss,gss",
+            r#"require_auth method "gss" is specified more than once"#,
+        ),
         ("kerberos", r#"invalid require_auth value: "kerberos""#),
         ("!kerberos", r#"invalid require_auth value: "kerberos""#),
         ("MD5", r#"invalid require_auth value: "MD5""#),
         ("md5,", r#"invalid require_auth value: """#),
         (",md5", r#"invalid require_auth value: """#),
-        ("md5, password", r#"invalid require_auth value: " password""#),
+        (
+            "md5, password",
+            r#"invalid require_auth value: " password""#,
+        ),
     ];
     for (value, expected) in cases {
         assert_eq!(
@@ -474,7 +528,10 @@ fn require_auth_semantics() {
     assert!(!plain.allows(AuthMethod::None));
     assert!(plain.allows_request(auth_request::PASSWORD));
     assert!(!plain.allows_request(auth_request::SASL));
-    assert!(!plain.allows_request(4), "crypt is never allowed when enforced");
+    assert!(
+        !plain.allows_request(4),
+        "crypt is never allowed when enforced"
+    );
 
     let scram = parse("scram-sha-256");
     assert!(scram.allows(AuthMethod::ScramSha256) && !scram.allows(AuthMethod::OAuth));
@@ -542,13 +599,27 @@ fn enum_spellings_round_trip() {
         SslMode::LIBPQ_VALUES,
         SslMode::as_str,
         SslMode::parse,
-        &["disable", "allow", "prefer", "require", "verify-ca", "verify-full"],
+        &[
+            "disable",
+            "allow",
+            "prefer",
+            "require",
+            "verify-ca",
+            "verify-full",
+        ],
     );
     check(
         TargetSessionAttrs::LIBPQ_VALUES,
         TargetSessionAttrs::as_str,
         TargetSessionAttrs::parse,
-        &["any", "read-write", "read-only", "primary", "standby", "prefer-standby"],
+        &[
+            "any",
+            "read-write",
+            "read-only",
+            "primary",
+            "standby",
+            "prefer-standby",
+        ],
     );
     check(
         LoadBalanceHosts::LIBPQ_VALUES,
@@ -610,9 +681,11 @@ fn unset_enums_take_libpq_phase_3_defaults() {
 
 #[test]
 fn every_valid_enum_value_is_accepted_and_typed() {
-    let c = ok("sslmode=verify-ca channel_binding=require sslnegotiation=direct \
+    let c = ok(
+        "sslmode=verify-ca channel_binding=require sslnegotiation=direct \
                 sslcertmode=require gssencmode=prefer target_session_attrs=prefer-standby \
-                load_balance_hosts=random");
+                load_balance_hosts=random",
+    );
     assert_eq!(c.sslmode(), SslMode::VerifyCa);
     assert_eq!(c.channel_binding(), ChannelBinding::Require);
     assert_eq!(c.sslnegotiation(), SslNegotiation::Direct);
@@ -731,7 +804,9 @@ fn tls_versions() {
 #[test]
 fn scram_keys() {
     let key32 = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
-    let c = ok(&format!("scram_client_key={key32} scram_server_key={key32}"));
+    let c = ok(&format!(
+        "scram_client_key={key32} scram_server_key={key32}"
+    ));
     let expected: Vec<u8> = (0u8..32).collect();
     assert_eq!(&c.scram_client_key().unwrap().as_bytes()[..], &expected[..]);
     assert_eq!(&c.scram_server_key().unwrap().as_bytes()[..], &expected[..]);
@@ -741,7 +816,10 @@ fn scram_keys() {
         err(&format!("scram_client_key={key16}")),
         "invalid SCRAM client key length: 16"
     );
-    assert_eq!(err("scram_client_key=''"), "invalid SCRAM client key length: 0");
+    assert_eq!(
+        err("scram_client_key=''"),
+        "invalid SCRAM client key length: 0"
+    );
     assert_eq!(err("scram_server_key=abc"), "invalid SCRAM server key");
     assert_eq!(
         err("scram_server_key=AAAA"),
@@ -757,12 +835,21 @@ fn scram_keys() {
 
 #[test]
 fn client_encoding_auto_and_flags() {
-    assert_eq!(ok("client_encoding=auto").client_encoding(), Some(&b"SQL_ASCII"[..]));
+    assert_eq!(
+        ok("client_encoding=auto").client_encoding(),
+        Some(&b"SQL_ASCII"[..])
+    );
     let utf8 = ctx().with_locale_encoding("UTF8");
     let c = ConnectConfig::from_resolved(&table("client_encoding=auto"), &utf8).unwrap();
     assert_eq!(c.client_encoding(), Some(&b"UTF8"[..]));
-    assert_eq!(ok("client_encoding=AUTO").client_encoding(), Some(&b"AUTO"[..]));
-    assert_eq!(ok("client_encoding=LATIN1").client_encoding(), Some(&b"LATIN1"[..]));
+    assert_eq!(
+        ok("client_encoding=AUTO").client_encoding(),
+        Some(&b"AUTO"[..])
+    );
+    assert_eq!(
+        ok("client_encoding=LATIN1").client_encoding(),
+        Some(&b"LATIN1"[..])
+    );
 
     assert!(ok("sslsni=1").sslsni());
     assert!(ok("sslsni=1yes").sslsni());
@@ -772,8 +859,10 @@ fn client_encoding_auto_and_flags() {
     assert!(!ok("sslcompression=yes").sslcompression());
     assert!(ok("gssdelegation=1").gssdelegation());
 
-    let c = ok("application_name='' fallback_application_name=fb options='-c x=1' \
-                replication=database requirepeer=postgres passfile=/p service=s");
+    let c = ok(
+        "application_name='' fallback_application_name=fb options='-c x=1' \
+                replication=database requirepeer=postgres passfile=/p service=s",
+    );
     assert_eq!(c.application_name(), Some(&b""[..]));
     assert_eq!(c.startup_application_name(), Some(&b"fb"[..]));
     assert_eq!(c.options(), b"-c x=1");
@@ -825,7 +914,9 @@ fn integer_rule_of_12_1() {
         assert!(parse_int_param("x", v.as_bytes()).is_err(), "{v:?}");
     }
     assert_eq!(
-        parse_int_param("keepalives_idle", b"x").unwrap_err().to_string(),
+        parse_int_param("keepalives_idle", b"x")
+            .unwrap_err()
+            .to_string(),
         r#"invalid integer value "x" for connection option "keepalives_idle""#
     );
 }
@@ -845,7 +936,10 @@ fn connect_timeout_values() {
     );
     // An empty value (e.g. PGCONNECT_TIMEOUT=) is an error when the blocking path parses it.
     assert_eq!(
-        ok("connect_timeout=''").connect_timeout().unwrap_err().to_string(),
+        ok("connect_timeout=''")
+            .connect_timeout()
+            .unwrap_err()
+            .to_string(),
         r#"invalid integer value "" for connection option "connect_timeout""#
     );
 }
@@ -870,7 +964,10 @@ fn keepalive_and_tcp_values() {
     assert_eq!(c.keepalives_interval(), Ok(Some(Duration::from_secs(5))));
     assert_eq!(c.keepalives_count(), Ok(Some(9)));
     assert_eq!(c.tcp_user_timeout(), Ok(Some(Duration::from_millis(1500))));
-    assert_eq!(ok("tcp_user_timeout=-1").tcp_user_timeout(), Ok(Some(Duration::ZERO)));
+    assert_eq!(
+        ok("tcp_user_timeout=-1").tcp_user_timeout(),
+        Ok(Some(Duration::ZERO))
+    );
     // Unparsable values do not stop phase 3 (libpq parses them per TCP attempt).
     let c = ok("keepalives_idle=x keepalives_interval=1.5 keepalives_count=y tcp_user_timeout=z");
     assert_eq!(
@@ -907,12 +1004,32 @@ fn validation_order_of_16() {
             "host=a hostaddr=1.1.1.1",
             "could not match 2 host names to 1 hostaddr values",
         ),
-        ("port=1,2", "port=1", "could not match 2 port numbers to 1 hosts"),
+        (
+            "port=1,2",
+            "port=1",
+            "could not match 2 port numbers to 1 hosts",
+        ),
         ("user=''", "user=u", "no os user"),
-        ("require_auth=md5,md5", "require_auth=md5", r#"require_auth method "md5" is specified more than once"#),
-        ("channel_binding=x", "channel_binding=require", r#"invalid channel_binding value: "x""#),
-        ("sslmode=x", "sslmode=prefer", r#"invalid sslmode value: "x""#),
-        ("sslnegotiation=x", "sslnegotiation=direct", r#"invalid sslnegotiation value: "x""#),
+        (
+            "require_auth=md5,md5",
+            "require_auth=md5",
+            r#"require_auth method "md5" is specified more than once"#,
+        ),
+        (
+            "channel_binding=x",
+            "channel_binding=require",
+            r#"invalid channel_binding value: "x""#,
+        ),
+        (
+            "sslmode=x",
+            "sslmode=prefer",
+            r#"invalid sslmode value: "x""#,
+        ),
+        (
+            "sslnegotiation=x",
+            "sslnegotiation=direct",
+            r#"invalid sslnegotiation value: "x""#,
+        ),
         (
             "",
             "",
@@ -926,11 +1043,11 @@ fn validation_order_of_16() {
                 sslcertmode=x gssencmode=x target_session_attrs=x scram_client_key=! \
                 scram_server_key=! load_balance_hosts=x min_protocol_version=x \
                 max_protocol_version=y";
-    for i in 0..steps.len() {
+    for (i, step) in steps.iter().enumerate() {
         let input = format!("{} {tail}", invalid.join(" "));
         let e = ConnectConfig::from_resolved(&table(&input), &no_user).unwrap_err();
-        assert_eq!(e.to_string(), steps[i].2, "step {i}: {input}");
-        invalid[i] = steps[i].1;
+        assert_eq!(e.to_string(), step.2, "step {i}: {input}");
+        invalid[i] = step.1;
     }
 
     // Continue from a config whose earlier steps are all valid, with sslmode=require.
@@ -950,9 +1067,21 @@ fn validation_order_of_16() {
             "ssl_max_protocol_version=TLSv1.2",
             r#"invalid "ssl_max_protocol_version" value: "y""#,
         ),
-        ("", "ssl_max_protocol_version=TLSv1.3", "invalid SSL protocol version range"),
-        ("sslcertmode=x", "sslcertmode=allow", r#"invalid sslcertmode value: "x""#),
-        ("gssencmode=x", "gssencmode=require", r#"invalid gssencmode value: "x""#),
+        (
+            "",
+            "ssl_max_protocol_version=TLSv1.3",
+            "invalid SSL protocol version range",
+        ),
+        (
+            "sslcertmode=x",
+            "sslcertmode=allow",
+            r#"invalid sslcertmode value: "x""#,
+        ),
+        (
+            "gssencmode=x",
+            "gssencmode=require",
+            r#"invalid gssencmode value: "x""#,
+        ),
         (
             "",
             "gssencmode=prefer",
@@ -963,9 +1092,17 @@ fn validation_order_of_16() {
             "target_session_attrs=any",
             r#"invalid target_session_attrs value: "x""#,
         ),
-        ("scram_client_key=!", "scram_client_key=AAAA", "invalid SCRAM client key"),
+        (
+            "scram_client_key=!",
+            "scram_client_key=AAAA",
+            "invalid SCRAM client key",
+        ),
         ("", KEY32_CLIENT, "invalid SCRAM client key length: 3"),
-        ("scram_server_key=!", KEY32_SERVER, "invalid SCRAM server key"),
+        (
+            "scram_server_key=!",
+            KEY32_SERVER,
+            "invalid SCRAM server key",
+        ),
         (
             "load_balance_hosts=x",
             "load_balance_hosts=random",
@@ -992,12 +1129,12 @@ fn validation_order_of_16() {
     // Fragments that fix a step may be replaced later by a different fix of the same keyword
     // (later occurrences win), so build the string from the current list each time.
     let mut current: Vec<String> = tail_steps.iter().map(|s| s.0.to_owned()).collect();
-    for i in 0..tail_steps.len() {
+    for (i, step) in tail_steps.iter().enumerate() {
         let input = format!("{head} {}", current.join(" "));
         let e = ConnectConfig::from_resolved(&table(&input), &ctx()).unwrap_err();
-        assert_eq!(e.to_string(), tail_steps[i].2, "tail step {i}: {input}");
-        if !tail_steps[i].1.is_empty() {
-            current.push(tail_steps[i].1.to_owned());
+        assert_eq!(e.to_string(), step.2, "tail step {i}: {input}");
+        if !step.1.is_empty() {
+            current.push(step.1.to_owned());
         }
     }
     // Finally, all valid.
@@ -1015,11 +1152,27 @@ fn validation_order_pairs() {
         ("require_auth=x", "channel_binding=y", "require_auth"),
         ("gssencmode=x", "sslcertmode=y", "sslcertmode"),
         ("target_session_attrs=x", "gssencmode=y", "gssencmode"),
-        ("load_balance_hosts=x", "target_session_attrs=y", "target_session_attrs"),
-        ("min_protocol_version=x", "load_balance_hosts=y", "load_balance_hosts"),
-        ("max_protocol_version=x", "min_protocol_version=y", "min_protocol_version"),
+        (
+            "load_balance_hosts=x",
+            "target_session_attrs=y",
+            "target_session_attrs",
+        ),
+        (
+            "min_protocol_version=x",
+            "load_balance_hosts=y",
+            "load_balance_hosts",
+        ),
+        (
+            "max_protocol_version=x",
+            "min_protocol_version=y",
+            "min_protocol_version",
+        ),
         ("scram_server_key=x", "scram_client_key=y", "client"),
-        ("sslcertmode=x", "ssl_max_protocol_version=y", "ssl_max_protocol_version"),
+        (
+            "sslcertmode=x",
+            "ssl_max_protocol_version=y",
+            "ssl_max_protocol_version",
+        ),
         ("require_auth=x", "port=1,2", "port numbers"),
     ];
     for (later, earlier, needle) in pairs {
@@ -1079,7 +1232,7 @@ fn pgyard_extensions_default_to_libpq_behaviour() {
 
     let mut d = c.clone();
     d.set_strategy(Strategy::Sequential);
-    d.set_race_stagger(Duration::ZERO);
+    d.set_race_stagger(DEFAULT_RACE_STAGGER);
     d.set_failover_timeout(None);
     d.set_keep_trying_addresses_after_mismatch(false);
     assert_eq!(d, ok(""));
@@ -1142,11 +1295,43 @@ fn libpq_message_keeps_raw_bytes_and_adds_newline() {
 
 fn value_strategy() -> impl proptest::strategy::Strategy<Value = Option<Vec<u8>>> {
     let interesting: Vec<&'static [u8]> = vec![
-        b"", b",", b",,", b"a,b", b"/tmp", b"@s", b"1.2.3.4,5.6.7.8", b"5432", b"0", b"-1",
-        b"99999", b"abc", b" 7 ", b"disable", b"allow", b"prefer", b"require", b"verify-ca",
-        b"verify-full", b"direct", b"postgres", b"system", b"TLSv1", b"tlsv1.3", b"3.0", b"3.2",
-        b"latest", b"random", b"any", b"standby", b"!none", b"md5,!md5", b"none,none", b"auto",
-        b"AAAA", b"TQ==TQ==", b"2147483648",
+        b"",
+        b",",
+        b",,",
+        b"a,b",
+        b"/tmp",
+        b"@s",
+        b"1.2.3.4,5.6.7.8",
+        b"5432",
+        b"0",
+        b"-1",
+        b"99999",
+        b"abc",
+        b" 7 ",
+        b"disable",
+        b"allow",
+        b"prefer",
+        b"require",
+        b"verify-ca",
+        b"verify-full",
+        b"direct",
+        b"postgres",
+        b"system",
+        b"TLSv1",
+        b"tlsv1.3",
+        b"3.0",
+        b"3.2",
+        b"latest",
+        b"random",
+        b"any",
+        b"standby",
+        b"!none",
+        b"md5,!md5",
+        b"none,none",
+        b"auto",
+        b"AAAA",
+        b"TQ==TQ==",
+        b"2147483648",
     ];
     proptest::option::of(prop_oneof![
         proptest::collection::vec(any::<u8>(), 0..24),

@@ -203,8 +203,8 @@ impl Report {
         if theirs == (self.ours)(input) {
             return;
         }
-        // Shrinking costs many parses; the first disagreements are enough to read.
-        let minimal = if self.found.len() < 4 * SHOWN {
+        // Shrinking costs many parses; the first, not too long disagreements are enough.
+        let minimal = if self.found.len() < 4 * SHOWN && input.len() <= 4096 {
             shrink(input, self.ours)
         } else {
             input.to_vec()
