@@ -10,6 +10,9 @@ use std::time::Instant;
 /// Seeds per scenario when none are asked for: enough to find bugs, well under a minute.
 const DEFAULT_SEEDS: u64 = 2000;
 
+/// Failing seeds reported in full per scenario; the rest are counted.
+const FAILURES_SHOWN: usize = 3;
+
 /// Arguments of `pgyard sim`.
 #[derive(Args, Debug)]
 pub struct SimArgs {
@@ -104,10 +107,17 @@ pub fn run(args: SimArgs) -> ExitCode {
         });
         let wall = started.elapsed();
         combined = pgyard_sim::trace::combine(combined, 0, summary.combined_hash);
-        for (seed, violation) in &summary.failures {
-            failed = true;
+        for (seed, violation) in summary.failures.iter().take(FAILURES_SHOWN) {
             report_failure(*sc, *seed, violation);
         }
+        if summary.failures.len() > FAILURES_SHOWN {
+            eprintln!(
+                "... and {} more failing seeds of {}",
+                summary.failures.len() - FAILURES_SHOWN,
+                sc.name()
+            );
+        }
+        failed |= !summary.failures.is_empty();
         rows.push((sc.name(), summary, wall));
     }
     if let Some(bar) = bar {

@@ -3,6 +3,7 @@
 //! typed view of the map agrees with the map it came from.
 
 use pgyard_conninfo::keywords::{Keyword, ALL as KEYWORDS};
+use pgyard_conninfo::typed::{ConnectConfig, Context, SlotKind};
 use pgyard_conninfo::{parse, ConnInfo};
 use pgyard_types::{uniform_inclusive, Rng, RngCore};
 
@@ -88,12 +89,69 @@ fn check_map_round_trip(t: &mut Trace, i: u64, map: &ConnInfo) -> Result<(), Vio
             }
         }
     }
-    check_typed_view(map)
+    check_typed_view(t, i, map)
 }
 
-/// The typed view's host list must be the comma split of the map's host strings.
-fn check_typed_view(map: &ConnInfo) -> Result<(), Violation> {
-    let _ = map;
+/// The typed view's host list must be the comma split of the map's `host`, `hostaddr` and
+/// `port` strings, paired as libpq pairs them (one port for all, or one per host).
+fn check_typed_view(t: &mut Trace, i: u64, map: &ConnInfo) -> Result<(), Violation> {
+    let ctx = Context::new().with_os_user("sim");
+    let cfg = match ConnectConfig::from_resolved(map, &ctx) {
+        Ok(c) => c,
+        Err(e) => {
+            trace!(t, "map {i} typed: {e}");
+            return Ok(());
+        }
+    };
+    let split = |kw: Keyword| -> Option<Vec<&[u8]>> {
+        map.get(kw)
+            .filter(|v| !v.is_empty())
+            .map(|v| v.split(|&b| b == b',').collect())
+    };
+    let (hostaddrs, hosts, ports) = (
+        split(Keyword::Hostaddr),
+        split(Keyword::Host),
+        split(Keyword::Port),
+    );
+    let n = hostaddrs.as_ref().or(hosts.as_ref()).map_or(1, Vec::len);
+    let slots = cfg.slots();
+    let fail = |detail: String| Violation {
+        invariant: "typed-view-agrees",
+        detail,
+    };
+    if slots.len() != n {
+        return Err(fail(format!(
+            "{} slots for {map:?}, expected {n}",
+            slots.len()
+        )));
+    }
+    let nonempty = |v: Option<&[u8]>| v.filter(|v| !v.is_empty()).map(<[u8]>::to_vec);
+    for (k, slot) in slots.iter().enumerate() {
+        let want_host = hosts.as_ref().and_then(|h| nonempty(h.get(k).copied()));
+        let want_addr = hostaddrs.as_ref().and_then(|h| nonempty(h.get(k).copied()));
+        let want_port = ports
+            .as_ref()
+            .and_then(|p| nonempty(if p.len() == 1 { p.first() } else { p.get(k) }.copied()));
+        // A slot with neither host nor hostaddr is the default socket directory, which the
+        // typed view names as its host.
+        let got_host = if slot.kind() == SlotKind::DefaultUnixSocket {
+            None
+        } else {
+            nonempty(slot.host())
+        };
+        let got = (
+            got_host,
+            nonempty(slot.hostaddr()),
+            nonempty(slot.port_raw()),
+        );
+        if got != (want_host.clone(), want_addr.clone(), want_port.clone()) {
+            return Err(fail(format!(
+                "slot {k} of {map:?} is {got:?}, expected {:?}",
+                (want_host, want_addr, want_port)
+            )));
+        }
+    }
+    trace!(t, "map {i} typed: {} slots", slots.len());
     Ok(())
 }
 
