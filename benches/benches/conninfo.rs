@@ -41,21 +41,21 @@ fn conninfo_parse(c: &mut Criterion) {
     group.bench_function("pgyard", |b| {
         b.iter(|| {
             for s in CONNINFO {
-                let _ = black_box(pgyard_conninfo::parse(black_box(s.as_bytes())));
+                black_box(&pgyard_conninfo::parse(black_box(s.as_bytes())));
             }
         })
     });
     group.bench_function("libpq", |b| {
         b.iter(|| {
             for s in &cstrings {
-                let _ = black_box(libpq15::conninfo_parse(black_box(s)));
+                black_box(&libpq15::conninfo_parse(black_box(s)));
             }
         })
     });
     group.bench_function("tokio_postgres", |b| {
         b.iter(|| {
             for s in CONNINFO {
-                let _ = black_box(tokio_postgres::Config::from_str(black_box(s)));
+                black_box(&tokio_postgres::Config::from_str(black_box(s)));
             }
         })
     });

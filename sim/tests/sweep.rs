@@ -33,7 +33,11 @@ fn same_seed_same_trace() {
             let ra = run_seed(*sc, seed, &mut a);
             let rb = run_seed(*sc, seed, &mut b);
             assert_eq!(ra.hash, rb.hash, "{} seed {seed}", sc.name());
-            assert!(a.steps() > 2, "{} seed {seed} recorded too little", sc.name());
+            assert!(
+                a.steps() > 2,
+                "{} seed {seed} recorded too little",
+                sc.name()
+            );
             assert_eq!(a.steps(), b.steps());
         }
         // Different seeds explore different inputs.

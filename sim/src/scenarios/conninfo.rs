@@ -159,7 +159,7 @@ const PLAIN: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789._-";
 const PUNCT: &[u8] = b"abcxyz019 .,:/@?=&%+-_";
 const GRAMMAR: &[u8] = b"ab19 \t\n\r\x0b\x0c'\\\"=&?/:@,[]%#+2F0";
 
-fn pick<'a>(rng: &mut Rng, items: &'a [u8]) -> u8 {
+fn pick(rng: &mut Rng, items: &[u8]) -> u8 {
     items[uniform_inclusive(rng, items.len() as u64 - 1) as usize]
 }
 
@@ -186,7 +186,7 @@ fn random_keyword(rng: &mut Rng) -> Keyword {
         Keyword::Password,
         Keyword::Dbname,
     ];
-    if rng.next_u32() % 2 == 0 {
+    if rng.next_u32().is_multiple_of(2) {
         HOT[uniform_inclusive(rng, HOT.len() as u64 - 1) as usize]
     } else {
         KEYWORDS[uniform_inclusive(rng, KEYWORDS.len() as u64 - 1) as usize]
@@ -208,14 +208,14 @@ fn random_map(rng: &mut Rng, mix: &Mix) -> ConnInfo {
 fn random_string(rng: &mut Rng, mix: &Mix) -> Vec<u8> {
     let mut s = Vec::new();
     if uniform_inclusive(rng, 99) < mix.uri_percent {
-        s.extend_from_slice(if rng.next_u32() % 2 == 0 {
+        s.extend_from_slice(if rng.next_u32().is_multiple_of(2) {
             b"postgresql://"
         } else {
             b"postgres://"
         });
-        if rng.next_u32() % 3 == 0 {
+        if rng.next_u32().is_multiple_of(3) {
             s.extend(random_value(rng, mix));
-            if rng.next_u32() % 2 == 0 {
+            if rng.next_u32().is_multiple_of(2) {
                 s.push(b':');
                 s.extend(random_value(rng, mix));
             }
@@ -225,21 +225,21 @@ fn random_string(rng: &mut Rng, mix: &Mix) -> Vec<u8> {
             if h > 0 {
                 s.push(b',');
             }
-            if rng.next_u32() % 5 == 0 {
+            if rng.next_u32().is_multiple_of(5) {
                 s.extend_from_slice(b"[::1]");
             } else {
                 s.extend(random_value(rng, mix));
             }
-            if rng.next_u32() % 2 == 0 {
+            if rng.next_u32().is_multiple_of(2) {
                 s.push(b':');
                 s.extend(random_value(rng, mix));
             }
         }
-        if rng.next_u32() % 2 == 0 {
+        if rng.next_u32().is_multiple_of(2) {
             s.push(b'/');
             s.extend(random_value(rng, mix));
         }
-        if rng.next_u32() % 2 == 0 {
+        if rng.next_u32().is_multiple_of(2) {
             s.push(b'?');
             for p in 0..=uniform_inclusive(rng, 3) {
                 if p > 0 {
@@ -253,12 +253,12 @@ fn random_string(rng: &mut Rng, mix: &Mix) -> Vec<u8> {
     } else {
         for _ in 0..=uniform_inclusive(rng, mix.keywords_max) {
             s.extend_from_slice(random_keyword(rng).name().as_bytes());
-            s.extend_from_slice(if rng.next_u32() % 4 == 0 {
+            s.extend_from_slice(if rng.next_u32().is_multiple_of(4) {
                 b" = "
             } else {
                 b"="
             });
-            if rng.next_u32() % 3 == 0 {
+            if rng.next_u32().is_multiple_of(3) {
                 s.push(b'\'');
                 s.extend(random_value(rng, mix));
                 s.push(b'\'');

@@ -42,7 +42,10 @@ fn text(b: Option<&[u8]>) -> Option<String> {
 }
 
 /// (kind, host, hostaddr, raw port) of every slot.
-fn slots(c: &ConnectConfig) -> Vec<(SlotKind, Option<String>, Option<String>, Option<String>)> {
+/// A slot as (kind, host, hostaddr, raw port), for compact comparisons.
+type SlotView = (SlotKind, Option<String>, Option<String>, Option<String>);
+
+fn slots(c: &ConnectConfig) -> Vec<SlotView> {
     c.slots()
         .iter()
         .map(|s| {
