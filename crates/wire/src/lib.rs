@@ -1,0 +1,9 @@
+//! The PostgreSQL frontend/backend protocol (3.0 and 3.2) as a pure, zero-copy codec: an
+//! incremental frame decoder, every message of both directions (decode borrows from the
+//! frame, encode writes into `BytesMut`), error fields and SQLSTATEs, the authentication
+//! exchanges as sans-IO state machines, the streaming-replication sub-protocol, logical
+//! replication's pgoutput, and the proposed middleware message with its splitter.
+
+pub mod buf;
+
+pub use buf::{DecodeError, Reader};
