@@ -7,3 +7,12 @@
 pub mod buf;
 
 pub use buf::{DecodeError, Reader};
+pub mod auth;
+pub mod backend;
+pub mod error_fields;
+pub mod frame;
+pub mod frontend;
+pub mod fuzzing;
+pub mod middleware;
+pub mod pgoutput;
+pub mod replication;

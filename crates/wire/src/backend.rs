@@ -1,0 +1,1 @@
+//! Backend (server → client) messages: typed decode borrowing from the frame, encode into `BytesMut`.

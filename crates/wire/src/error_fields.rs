@@ -1,0 +1,1 @@
+//! ErrorResponse/NoticeResponse fields, SQLSTATE constants and the failover classification.

@@ -1,0 +1,1 @@
+//! Framing: the incremental frame decoder, startup-phase messages and size limits.

@@ -1,0 +1,1 @@
+//! Entry points for fuzz targets and corpus replays; each must never panic on any bytes.

@@ -1,0 +1,1 @@
+//! The proposed middleware message (`M`), its class ranges, and the middleware-side splitter.

@@ -1,0 +1,1 @@
+//! Logical replication's pgoutput protocol, versions 1 to 4.

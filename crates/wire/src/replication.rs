@@ -1,0 +1,1 @@
+//! Streaming replication: CopyBoth sub-messages and the replication commands' result rows.
