@@ -78,3 +78,8 @@ fn service_file() {
 fn passfile() {
     replay("passfile", fuzzing::passfile);
 }
+
+#[test]
+fn conninfo_proposal() {
+    replay("conninfo_proposal", fuzzing::parse_proposal);
+}
