@@ -46,9 +46,9 @@ macro_rules! keywords {
         pub const ALL: &[Keyword] = &[ $( Keyword::$variant, )* ];
 
         impl Keyword {
-            /// Exact, case-sensitive lookup, as libpq's `conninfo_find`.
-            #[inline]
-            pub fn from_name(name: &[u8]) -> Option<Keyword> {
+            /// The plain linear lookup, kept as the oracle for the fast one.
+            #[cfg(test)]
+            fn from_name_scan(name: &[u8]) -> Option<Keyword> {
                 match name {
                     $( n if n == $name.as_bytes() => Some(Keyword::$variant), )*
                     _ => None,
@@ -111,6 +111,118 @@ keywords! {
     Sslkeylogfile = "sslkeylogfile", None, None, Debug;
 }
 
+impl Keyword {
+    /// Exact, case-sensitive lookup, as libpq's `conninfo_find`; dispatches on the length
+    /// first so a lookup compares against at most a handful of names.
+    #[inline]
+    pub fn from_name(name: &[u8]) -> Option<Keyword> {
+        match name.len() {
+            4 => match name {
+                b"user" => Some(Keyword::User),
+                b"host" => Some(Keyword::Host),
+                b"port" => Some(Keyword::Port),
+                _ => None,
+            },
+            6 => match name {
+                b"dbname" => Some(Keyword::Dbname),
+                b"sslkey" => Some(Keyword::Sslkey),
+                b"sslcrl" => Some(Keyword::Sslcrl),
+                b"sslsni" => Some(Keyword::Sslsni),
+                b"gsslib" => Some(Keyword::Gsslib),
+                _ => None,
+            },
+            7 => match name {
+                b"service" => Some(Keyword::Service),
+                b"options" => Some(Keyword::Options),
+                b"sslmode" => Some(Keyword::Sslmode),
+                b"sslcert" => Some(Keyword::Sslcert),
+                _ => None,
+            },
+            8 => match name {
+                b"password" => Some(Keyword::Password),
+                b"passfile" => Some(Keyword::Passfile),
+                b"hostaddr" => Some(Keyword::Hostaddr),
+                _ => None,
+            },
+            9 => match name {
+                b"sslcrldir" => Some(Keyword::Sslcrldir),
+                _ => None,
+            },
+            10 => match name {
+                b"keepalives" => Some(Keyword::Keepalives),
+                b"gssencmode" => Some(Keyword::Gssencmode),
+                b"krbsrvname" => Some(Keyword::Krbsrvname),
+                _ => None,
+            },
+            11 => match name {
+                b"sslcertmode" => Some(Keyword::Sslcertmode),
+                b"sslpassword" => Some(Keyword::Sslpassword),
+                b"sslrootcert" => Some(Keyword::Sslrootcert),
+                b"requirepeer" => Some(Keyword::Requirepeer),
+                b"replication" => Some(Keyword::Replication),
+                b"oauth_scope" => Some(Keyword::OauthScope),
+                _ => None,
+            },
+            12 => match name {
+                b"require_auth" => Some(Keyword::RequireAuth),
+                b"oauth_issuer" => Some(Keyword::OauthIssuer),
+                _ => None,
+            },
+            13 => match name {
+                b"gssdelegation" => Some(Keyword::Gssdelegation),
+                b"sslkeylogfile" => Some(Keyword::Sslkeylogfile),
+                _ => None,
+            },
+            14 => match name {
+                b"sslnegotiation" => Some(Keyword::Sslnegotiation),
+                b"sslcompression" => Some(Keyword::Sslcompression),
+                _ => None,
+            },
+            15 => match name {
+                b"channel_binding" => Some(Keyword::ChannelBinding),
+                b"connect_timeout" => Some(Keyword::ConnectTimeout),
+                b"client_encoding" => Some(Keyword::ClientEncoding),
+                b"keepalives_idle" => Some(Keyword::KeepalivesIdle),
+                b"oauth_client_id" => Some(Keyword::OauthClientId),
+                _ => None,
+            },
+            16 => match name {
+                b"application_name" => Some(Keyword::ApplicationName),
+                b"keepalives_count" => Some(Keyword::KeepalivesCount),
+                b"tcp_user_timeout" => Some(Keyword::TcpUserTimeout),
+                b"scram_client_key" => Some(Keyword::ScramClientKey),
+                b"scram_server_key" => Some(Keyword::ScramServerKey),
+                _ => None,
+            },
+            18 => match name {
+                b"load_balance_hosts" => Some(Keyword::LoadBalanceHosts),
+                _ => None,
+            },
+            19 => match name {
+                b"keepalives_interval" => Some(Keyword::KeepalivesInterval),
+                b"oauth_client_secret" => Some(Keyword::OauthClientSecret),
+                _ => None,
+            },
+            20 => match name {
+                b"min_protocol_version" => Some(Keyword::MinProtocolVersion),
+                b"max_protocol_version" => Some(Keyword::MaxProtocolVersion),
+                b"target_session_attrs" => Some(Keyword::TargetSessionAttrs),
+                _ => None,
+            },
+            24 => match name {
+                b"ssl_min_protocol_version" => Some(Keyword::SslMinProtocolVersion),
+                b"ssl_max_protocol_version" => Some(Keyword::SslMaxProtocolVersion),
+                _ => None,
+            },
+            25 => match name {
+                b"fallback_application_name" => Some(Keyword::FallbackApplicationName),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+}
+
 /// Number of keywords in libpq 18's table.
 pub const COUNT: usize = TABLE.len();
 
@@ -139,6 +251,20 @@ mod tests {
         for (i, kw) in ALL.iter().enumerate() {
             assert_eq!(*kw as usize, i);
             assert_eq!(Keyword::from_name(kw.name().as_bytes()), Some(*kw));
+        }
+    }
+
+    #[test]
+    fn fast_lookup_agrees_with_the_table() {
+        for kw in ALL {
+            let name = kw.name().as_bytes();
+            assert_eq!(Keyword::from_name(name), Keyword::from_name_scan(name));
+            for cut in 0..name.len() {
+                assert_eq!(
+                    Keyword::from_name(&name[..cut]),
+                    Keyword::from_name_scan(&name[..cut])
+                );
+            }
         }
     }
 

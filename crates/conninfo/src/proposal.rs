@@ -126,7 +126,7 @@ struct DialectSink {
 }
 
 impl Sink for DialectSink {
-    fn store(&mut self, keyword: &[u8], value: Vec<u8>) -> Result<(), ()> {
+    fn store(&mut self, keyword: &[u8], value: &[u8]) -> Result<(), ()> {
         let spelling: &'static str = match keyword {
             b"readonly" => "readonly",
             b"loadbalancing" => "loadbalancing",
@@ -141,7 +141,7 @@ impl Sink for DialectSink {
                                 list.extend_from_slice(&value);
                                 list
                             }
-                            None => value,
+                            None => value.to_vec(),
                         };
                         self.conninfo.set(kw, list);
                     }
@@ -165,7 +165,7 @@ impl Sink for DialectSink {
                 if self.error.is_none() {
                     self.error = Some(ParseError::InvalidBoolean {
                         keyword: spelling,
-                        value,
+                        value: value.to_vec(),
                     });
                 }
             }

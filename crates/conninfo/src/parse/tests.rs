@@ -372,3 +372,56 @@ fn keyword_arrays() {
         r#"dbname="port=8""#
     );
 }
+
+#[test]
+fn word_at_a_time_nul_search_agrees_with_a_byte_loop() {
+    let alphabet = [0u8, 1, 0x7f, 0x80, 0x81, 0xff, b'a'];
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    for len in 0..40 {
+        for _ in 0..200 {
+            let v: Vec<u8> = (0..len)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    alphabet[(state % alphabet.len() as u64) as usize]
+                })
+                .collect();
+            assert_eq!(memchr0(&v), v.iter().position(|&b| b == 0), "{v:?}");
+        }
+    }
+}
+
+#[test]
+fn word_at_a_time_scans_agree_with_byte_scans() {
+    let alphabet = [
+        0u8, 1, b' ', b'\t', 0x0b, b'=', b'\\', b'\'', 0x7f, 0x80, 0xa0, 0xff, b'a', b'Z',
+    ];
+    let masks = [
+        (0x21u8, b'=', b'=', SPACE | EQUALS | NUL),
+        (0x21, b'\\', b'\\', SPACE | BACKSLASH | NUL),
+        (1, b'\'', b'\\', QUOTE | BACKSLASH | NUL),
+    ];
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    for len in 0..48 {
+        for _ in 0..150 {
+            let v: Vec<u8> = (0..len)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    alphabet[(state % alphabet.len() as u64) as usize]
+                })
+                .collect();
+            for (below, a, b, mask) in masks {
+                for from in [0, len / 3] {
+                    assert_eq!(
+                        find_fast(&v, from, below, a, b, mask),
+                        find_class(&v, from, mask),
+                        "{v:?} from {from}"
+                    );
+                }
+            }
+        }
+    }
+}
