@@ -138,7 +138,7 @@ impl Sink for DialectSink {
                         let list = match self.conninfo.take(kw) {
                             Some(mut list) => {
                                 list.push(b',');
-                                list.extend_from_slice(&value);
+                                list.extend_from_slice(value);
                                 list
                             }
                             None => value.to_vec(),
@@ -158,7 +158,7 @@ impl Sink for DialectSink {
                 return Ok(());
             }
         };
-        match parse_bool(&value) {
+        match parse_bool(value) {
             Some(b) if spelling == "readonly" => self.role = Setting::Dialect(b),
             Some(b) => self.balance = Setting::Dialect(b),
             None => {

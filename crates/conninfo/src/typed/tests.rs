@@ -1245,7 +1245,7 @@ fn pgyard_extensions_default_to_libpq_behaviour() {
 #[test]
 fn libpq_message_keeps_raw_bytes_and_adds_newline() {
     let mut info = ConnInfo::new();
-    info.set(Keyword::Sslmode, b"\xffbad".to_vec());
+    info.set(Keyword::Sslmode, b"\xffbad");
     let e = ConnectConfig::from_resolved(&info, &ctx()).unwrap_err();
     assert_eq!(e.libpq_message(), b"invalid sslmode value: \"\xffbad\"\n");
     assert_eq!(e.to_string(), "invalid sslmode value: \"\u{fffd}bad\"");
