@@ -4,6 +4,7 @@
 mod conninfo_cmd;
 mod realenv;
 mod sim_cmd;
+mod slotsync_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -25,6 +26,11 @@ enum Command {
         #[command(subcommand)]
         command: conninfo_cmd::ConninfoCommand,
     },
+    /// Logical slot synchronization, decided as PostgreSQL 18 decides it.
+    Slotsync {
+        #[command(subcommand)]
+        command: slotsync_cmd::SlotsyncCommand,
+    },
 }
 
 fn main() -> ExitCode {
@@ -32,5 +38,6 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Sim(args) => sim_cmd::run(args),
         Command::Conninfo { command } => conninfo_cmd::run(command),
+        Command::Slotsync { command } => slotsync_cmd::run(command),
     }
 }

@@ -1,3 +1,27 @@
 //! Logical replication slot synchronization to physical standbys, decided as PostgreSQL 18
 //! decides it (`pg_sync_replication_slots()` and the slot-sync worker). Pure: the inputs are
 //! slot tables, WAL positions and settings; the outputs are actions and the resulting table.
+//!
+//! * [`engine`]: prerequisite checks, one sync cycle ([`sync_function`], [`sync_cycle`]),
+//!   promotion ([`promote`]) and the user operations a standby refuses ([`check_user_op`]).
+//! * [`standby_slots`]: the primary's `synchronized_standby_slots` gate for failover walsenders.
+//! * [`cadence`]: the worker's naptime/back-off and launch throttle, as a sans-IO scheduler.
+//! * [`plan`]: the JSON format of `pgyard slotsync plan` (see `docs/slotsync.md`).
+
+pub mod cadence;
+pub mod engine;
+pub mod error;
+pub mod input;
+pub mod plan;
+pub mod row;
+pub mod standby_slots;
+
+pub use engine::{
+    check_function_prerequisites, check_user_op, promote, sync_cycle, sync_function, Action,
+    Caller, DropReason, Outcome, SkipReason, UserOp,
+};
+pub use error::{InputError, SlotOpError, SyncError};
+pub use input::{Standby, WalLevel};
+pub use plan::{outcome_to_json, run_plan_text, PlanInput, PlanRun};
+pub use row::{InvalidationCause, SlotRow, SlotType};
+pub use standby_slots::{SendBound, StandbySlotList, StandbySlotReport};

@@ -1,0 +1,889 @@
+//! One synchronization cycle (`synchronize_slots` in PostgreSQL 18), its prerequisite checks,
+//! promotion, and the user operations a standby refuses on synced slots.
+
+use pgyard_types::{Lsn, Xid};
+use serde_json::{Map, Value};
+
+use crate::error::{SlotOpError, SyncError};
+use crate::input::{Standby, WalLevel};
+use crate::row::{xid_follows, xid_precedes, InvalidationCause, SlotRow, SlotType};
+
+/// Who runs the cycle: the SQL function or the slot sync worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Caller {
+    /// `pg_sync_replication_slots()`: one cycle, errors abort it, temporary slots are dropped.
+    Function,
+    /// The `slotsync worker`: "ahead of the standby" is a LOG skip and temporary slots stay.
+    Worker,
+}
+
+/// Why a local synced slot is dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropReason {
+    /// No slot of that name on the primary.
+    RemoteGone,
+    /// The primary's slot has `failover = false`.
+    RemoteNotFailover,
+    /// The primary's slot is temporary (never fetched).
+    RemoteTemporary,
+    /// The primary's slot is still being created (invalid LSNs or xmin while valid).
+    RemoteBeingCreated,
+    /// Invalidated on the standby while valid on the primary (re-created next cycle).
+    LocallyInvalidated,
+    /// Still temporary when the SQL function returned (or the worker exited / promotion).
+    NotSyncReady,
+}
+
+impl DropReason {
+    /// A short machine name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropReason::RemoteGone => "remote_gone",
+            DropReason::RemoteNotFailover => "remote_not_failover",
+            DropReason::RemoteTemporary => "remote_temporary",
+            DropReason::RemoteBeingCreated => "remote_being_created",
+            DropReason::LocallyInvalidated => "locally_invalidated",
+            DropReason::NotSyncReady => "not_sync_ready",
+        }
+    }
+}
+
+/// Why a remote slot was left alone this cycle.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SkipReason {
+    /// The remote row has invalid LSNs or xmin while valid: it is being created.
+    RemoteBeingCreated,
+    /// Invalidated on the primary and absent locally: never created.
+    RemoteInvalidated,
+    /// The local slot is invalidated: never synced again.
+    Invalidated(InvalidationCause),
+    /// Remote `confirmed_flush_lsn` beyond the standby's flush position (worker: LOG).
+    AheadOfStandby {
+        /// Remote `confirmed_flush_lsn`.
+        remote: Lsn,
+        /// Standby flush position.
+        standby: Lsn,
+    },
+    /// The remote slot needs WAL or catalog rows older than the local slot holds
+    /// (LOG for a temporary slot, DEBUG1 for a persistent one).
+    RemotePrecedes {
+        /// Remote `restart_lsn`.
+        remote_lsn: Lsn,
+        /// Remote `catalog_xmin`.
+        remote_xmin: Xid,
+        /// Local `restart_lsn`.
+        local_lsn: Lsn,
+        /// Local `catalog_xmin`.
+        local_xmin: Xid,
+        /// Whether the local slot is still temporary.
+        temporary: bool,
+    },
+    /// A temporary slot with nothing to advance: no consistent snapshot was checked.
+    NoConsistentSnapshot {
+        /// Local `restart_lsn`.
+        restart_lsn: Lsn,
+    },
+}
+
+impl SkipReason {
+    /// A short machine name.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            SkipReason::RemoteBeingCreated => "remote_being_created",
+            SkipReason::RemoteInvalidated => "remote_invalidated",
+            SkipReason::Invalidated(_) => "invalidated",
+            SkipReason::AheadOfStandby { .. } => "ahead_of_standby",
+            SkipReason::RemotePrecedes { .. } => "remote_precedes",
+            SkipReason::NoConsistentSnapshot { .. } => "no_consistent_snapshot",
+        }
+    }
+
+    /// The server log line (message and detail) for this skip, if it logs one.
+    pub fn log(&self, slot: &str) -> Option<(String, Option<String>)> {
+        match self {
+            SkipReason::AheadOfStandby { remote, standby } => Some((
+                SyncError::AheadOfStandby {
+                    slot: slot.to_owned(),
+                    remote: *remote,
+                    standby: *standby,
+                }
+                .to_string(),
+                None,
+            )),
+            SkipReason::RemotePrecedes {
+                remote_lsn,
+                remote_xmin,
+                local_lsn,
+                local_xmin,
+                ..
+            } => Some((
+                format!("could not synchronize replication slot \"{slot}\""),
+                Some(format!(
+                    "Synchronization could lead to data loss, because the remote slot needs WAL at LSN {remote_lsn} and catalog xmin {remote_xmin}, but the standby has LSN {local_lsn} and catalog xmin {local_xmin}."
+                )),
+            )),
+            SkipReason::NoConsistentSnapshot { restart_lsn } => Some((
+                format!("could not synchronize replication slot \"{slot}\""),
+                Some(format!(
+                    "Synchronization could lead to data loss, because the standby could not build a consistent snapshot to decode WALs at LSN {restart_lsn}."
+                )),
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// One decision of a sync cycle, in the order the server takes them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// A local synced slot is dropped.
+    Drop {
+        /// Slot name.
+        slot: String,
+        /// Its database OID (as logged: `dropped replication slot "%s" of database with OID %u`).
+        datoid: Option<u32>,
+        /// Why.
+        reason: DropReason,
+    },
+    /// A new temporary synced slot is created and reserves WAL and catalog rows.
+    Create {
+        /// Slot name.
+        slot: String,
+        /// Reserved `restart_lsn`: the later of the remote one and what the standby holds.
+        restart_lsn: Lsn,
+        /// Initial `catalog_xmin`: the standby's oldest safe decoding xid.
+        catalog_xmin: Xid,
+    },
+    /// A local slot takes the remote's positions and/or settings.
+    Update {
+        /// Slot name.
+        slot: String,
+        /// Columns changed, with their new values (JSON as in `pg_replication_slots`).
+        set: Vec<(&'static str, Value)>,
+    },
+    /// A temporary synced slot becomes persistent ("sync-ready").
+    Persist {
+        /// Slot name.
+        slot: String,
+    },
+    /// The remote's invalidation is copied to the local slot.
+    Invalidate {
+        /// Slot name.
+        slot: String,
+        /// The cause copied.
+        cause: InvalidationCause,
+    },
+    /// Nothing done for this slot this cycle.
+    Skip {
+        /// Slot name.
+        slot: String,
+        /// Why.
+        reason: SkipReason,
+    },
+}
+
+impl Action {
+    /// The action as a JSON object (`{"action": "...", "slot": "...", ...}`).
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        let lsn = |l: &Lsn| Value::String(l.to_string());
+        match self {
+            Action::Drop {
+                slot,
+                datoid,
+                reason,
+            } => {
+                m.insert("action".into(), "drop".into());
+                m.insert("slot".into(), slot.clone().into());
+                m.insert("reason".into(), reason.as_str().into());
+                if let Some(oid) = datoid {
+                    m.insert(
+                        "log".into(),
+                        format!("dropped replication slot \"{slot}\" of database with OID {oid}")
+                            .into(),
+                    );
+                }
+            }
+            Action::Create {
+                slot,
+                restart_lsn,
+                catalog_xmin,
+            } => {
+                m.insert("action".into(), "create".into());
+                m.insert("slot".into(), slot.clone().into());
+                m.insert("temporary".into(), true.into());
+                m.insert("restart_lsn".into(), lsn(restart_lsn));
+                m.insert("catalog_xmin".into(), catalog_xmin.0.to_string().into());
+            }
+            Action::Update { slot, set } => {
+                m.insert("action".into(), "update".into());
+                m.insert("slot".into(), slot.clone().into());
+                let mut s = Map::new();
+                for (k, v) in set {
+                    s.insert((*k).into(), v.clone());
+                }
+                m.insert("set".into(), Value::Object(s));
+            }
+            Action::Persist { slot } => {
+                m.insert("action".into(), "persist".into());
+                m.insert("slot".into(), slot.clone().into());
+                m.insert(
+                    "log".into(),
+                    format!("newly created replication slot \"{slot}\" is sync-ready now").into(),
+                );
+            }
+            Action::Invalidate { slot, cause } => {
+                m.insert("action".into(), "invalidate".into());
+                m.insert("slot".into(), slot.clone().into());
+                m.insert("cause".into(), cause.as_str().into());
+            }
+            Action::Skip { slot, reason } => {
+                m.insert("action".into(), "skip".into());
+                m.insert("slot".into(), slot.clone().into());
+                m.insert("reason".into(), reason.as_str().into());
+                if let Some((msg, detail)) = reason.log(slot) {
+                    m.insert("log".into(), msg.into());
+                    if let Some(d) = detail {
+                        m.insert("detail".into(), d.into());
+                    }
+                }
+            }
+        }
+        Value::Object(m)
+    }
+}
+
+/// What one cycle decided and left behind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// Decisions in order (for the function, the final drops of temporary slots included).
+    pub actions: Vec<Action>,
+    /// The standby's `pg_replication_slots` afterwards (also after an error: what survives).
+    pub slots_after: Vec<SlotRow>,
+    /// The error that ended the cycle, if any.
+    pub error: Option<SyncError>,
+    /// Whether any slot was created, updated or invalidated (drives the worker's naptime).
+    pub updated: bool,
+}
+
+/// The checks `pg_sync_replication_slots()` makes before touching any slot, in the server's
+/// order; returns the `dbname` from `primary_conninfo`.
+pub fn check_function_prerequisites(standby: &Standby) -> Result<String, SyncError> {
+    if !standby.in_recovery {
+        return Err(SyncError::NotInRecovery);
+    }
+    validate_params(standby)?;
+    let dbname = dbname_from_conninfo(&standby.primary_conninfo)?;
+    if standby.promotion_triggered {
+        return Err(SyncError::PromotionTriggered);
+    }
+    if standby.sync_replication_slots {
+        return Err(SyncError::Concurrent);
+    }
+    Ok(dbname)
+}
+
+/// `ValidateSlotSyncParams`: the four local settings, first failure wins.
+pub fn validate_params(standby: &Standby) -> Result<(), SyncError> {
+    if standby.wal_level < WalLevel::Logical {
+        return Err(SyncError::WalLevelTooLow);
+    }
+    if standby.primary_slot_name.is_empty() {
+        return Err(SyncError::PrimarySlotNameUnset);
+    }
+    if !standby.hot_standby_feedback {
+        return Err(SyncError::HotStandbyFeedbackOff);
+    }
+    if standby.primary_conninfo.is_empty() {
+        return Err(SyncError::PrimaryConninfoUnset);
+    }
+    Ok(())
+}
+
+/// The `dbname` of a `primary_conninfo`, read as libpq's `PQconninfoParse` reads it (no
+/// expansion); an empty value counts as missing.
+pub fn dbname_from_conninfo(conninfo: &str) -> Result<String, SyncError> {
+    let info = pgyard_conninfo::parse(conninfo.as_bytes()).map_err(|e| {
+        SyncError::ConninfoSyntax(String::from_utf8_lossy(&e.libpq_message()).into_owned())
+    })?;
+    match info.get_str(pgyard_conninfo::Keyword::Dbname) {
+        Some(db) if !db.is_empty() => Ok(db.into_owned()),
+        _ => Err(SyncError::DbnameMissing),
+    }
+}
+
+/// `validate_remote_info`: the primary must not be in recovery and must have the physical
+/// slot named by `primary_slot_name` (`remote_slots` is every row of its view).
+pub fn validate_remote(standby: &Standby, remote_slots: &[SlotRow]) -> Result<(), SyncError> {
+    if standby.primary_in_recovery {
+        return Err(SyncError::RemoteIsStandby);
+    }
+    let found = remote_slots
+        .iter()
+        .filter(|r| r.slot_type == SlotType::Physical && r.slot_name == standby.primary_slot_name)
+        .count();
+    if found != 1 {
+        return Err(SyncError::PrimarySlotMissing(
+            standby.primary_slot_name.clone(),
+        ));
+    }
+    Ok(())
+}
+
+/// What the worker does at launch with these settings: `Ok` if it starts, or the LOG line the
+/// postmaster writes instead (the worker is then not started).
+pub fn worker_launch_check(standby: &Standby) -> Result<(), SyncError> {
+    if !standby.in_recovery || !standby.sync_replication_slots {
+        return Err(SyncError::NotInRecovery);
+    }
+    validate_params(standby)
+}
+
+/// One `pg_sync_replication_slots()` call: prerequisite checks, then [`sync_cycle`].
+pub fn sync_function(
+    remote_slots: &[SlotRow],
+    local_slots: &[SlotRow],
+    standby: &Standby,
+) -> Outcome {
+    let checked =
+        check_function_prerequisites(standby).and_then(|_| validate_remote(standby, remote_slots));
+    if let Err(e) = checked {
+        return Outcome {
+            actions: Vec::new(),
+            slots_after: local_slots.to_vec(),
+            error: Some(e),
+            updated: false,
+        };
+    }
+    sync_cycle(remote_slots, local_slots, standby, Caller::Function)
+}
+
+/// One synchronization cycle without the prerequisite checks (`synchronize_slots`).
+pub fn sync_cycle(
+    remote_slots: &[SlotRow],
+    local_slots: &[SlotRow],
+    standby: &Standby,
+    caller: Caller,
+) -> Outcome {
+    let mut cycle = Cycle {
+        table: local_slots.iter().cloned().map(Some).collect(),
+        actions: Vec::new(),
+        updated: false,
+        standby,
+        caller,
+    };
+    let error = cycle.run(remote_slots).err();
+    if caller == Caller::Function {
+        cycle.drop_temporary_synced();
+    }
+    Outcome {
+        actions: cycle.actions,
+        slots_after: cycle.table.into_iter().flatten().collect(),
+        error,
+        updated: cycle.updated,
+    }
+}
+
+/// Promotion: slots not yet sync-ready are dropped, the rest stay (with `synced = true`).
+pub fn promote(local_slots: &[SlotRow]) -> (Vec<Action>, Vec<SlotRow>) {
+    let mut actions = Vec::new();
+    let mut after = Vec::new();
+    for row in local_slots {
+        if row.synced && row.temporary {
+            actions.push(Action::Drop {
+                slot: row.slot_name.clone(),
+                datoid: None,
+                reason: DropReason::NotSyncReady,
+            });
+            continue;
+        }
+        let mut row = row.clone();
+        if row.synced {
+            // Set to the promotion time, which a pure engine does not know.
+            row.inactive_since = None;
+        }
+        after.push(row);
+    }
+    (actions, after)
+}
+
+/// A user's slot operation, checked as a standby (or a promoted server) checks it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UserOp {
+    /// `pg_logical_slot_get_changes`, `_peek_changes`, `pg_replication_slot_advance`,
+    /// `START_REPLICATION SLOT … LOGICAL`.
+    Decode,
+    /// `pg_drop_replication_slot` / `DROP_REPLICATION_SLOT`.
+    Drop,
+    /// `ALTER_REPLICATION_SLOT` (with the failover value if given).
+    Alter {
+        /// `FAILOVER` option.
+        failover: Option<bool>,
+    },
+    /// Creating a logical slot.
+    Create {
+        /// Temporary slot.
+        temporary: bool,
+        /// Failover slot.
+        failover: bool,
+    },
+}
+
+/// Whether the server allows `op` on slot `name`; the error is the server's.
+pub fn check_user_op(
+    local_slots: &[SlotRow],
+    in_recovery: bool,
+    name: &str,
+    op: &UserOp,
+) -> Result<(), SlotOpError> {
+    let slot = local_slots.iter().find(|r| r.slot_name == name);
+    match op {
+        UserOp::Create {
+            temporary,
+            failover,
+        } => {
+            if *failover && in_recovery {
+                return Err(SlotOpError::FailoverOnStandby);
+            }
+            if *failover && *temporary {
+                return Err(SlotOpError::FailoverTemporary);
+            }
+            if slot.is_some() {
+                return Err(SlotOpError::AlreadyExists(name.to_owned()));
+            }
+            Ok(())
+        }
+        UserOp::Decode => {
+            let slot = slot.ok_or_else(|| SlotOpError::NoSuchSlot(name.to_owned()))?;
+            if let Some(cause) = slot.invalidation_reason {
+                return Err(SlotOpError::Invalidated(name.to_owned(), cause));
+            }
+            if in_recovery && slot.synced {
+                return Err(SlotOpError::CannotUseSynced(name.to_owned()));
+            }
+            Ok(())
+        }
+        UserOp::Drop => {
+            let slot = slot.ok_or_else(|| SlotOpError::NoSuchSlot(name.to_owned()))?;
+            if in_recovery && slot.synced {
+                return Err(SlotOpError::CannotDropSynced(name.to_owned()));
+            }
+            Ok(())
+        }
+        UserOp::Alter { failover } => {
+            let slot = slot.ok_or_else(|| SlotOpError::NoSuchSlot(name.to_owned()))?;
+            if in_recovery && slot.synced {
+                return Err(SlotOpError::CannotAlterSynced(name.to_owned()));
+            }
+            if in_recovery && *failover == Some(true) {
+                return Err(SlotOpError::AlterFailoverOnStandby);
+            }
+            Ok(())
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// the cycle
+
+/// A remote row admitted to the sync list, with NULLs read as invalid.
+struct Remote<'a> {
+    row: &'a SlotRow,
+    restart: Lsn,
+    confirmed: Lsn,
+    catalog_xmin: Xid,
+}
+
+struct Cycle<'a> {
+    /// Local slots in array order; `None` is a free entry (dropped this cycle).
+    table: Vec<Option<SlotRow>>,
+    actions: Vec<Action>,
+    updated: bool,
+    standby: &'a Standby,
+    caller: Caller,
+}
+
+impl Cycle<'_> {
+    fn run(&mut self, remote_rows: &[SlotRow]) -> Result<(), SyncError> {
+        let mut list = Vec::new();
+        for row in remote_rows {
+            if !row.failover || row.temporary {
+                continue;
+            }
+            let r = Remote {
+                row,
+                restart: row.restart_lsn.unwrap_or(Lsn::INVALID),
+                confirmed: row.confirmed_flush_lsn.unwrap_or(Lsn::INVALID),
+                catalog_xmin: row.catalog_xmin.unwrap_or(Xid(0)),
+            };
+            let incomplete =
+                r.restart == Lsn::INVALID || r.confirmed == Lsn::INVALID || r.catalog_xmin.0 == 0;
+            if incomplete && row.invalidation_reason.is_none() {
+                self.actions.push(Action::Skip {
+                    slot: row.slot_name.clone(),
+                    reason: SkipReason::RemoteBeingCreated,
+                });
+                continue;
+            }
+            list.push(r);
+        }
+        self.drop_obsolete(remote_rows, &list)?;
+        for r in &list {
+            self.sync_one(r)?;
+        }
+        Ok(())
+    }
+
+    fn drop_obsolete(&mut self, remote_rows: &[SlotRow], list: &[Remote]) -> Result<(), SyncError> {
+        for i in 0..self.table.len() {
+            let Some(local) = self.table[i].as_ref() else {
+                continue;
+            };
+            if !local.synced {
+                continue;
+            }
+            let remote = list.iter().find(|r| r.row.slot_name == local.slot_name);
+            let reason = match remote {
+                Some(r) => {
+                    if r.row.invalidation_reason.is_none() && local.invalidation_reason.is_some() {
+                        DropReason::LocallyInvalidated
+                    } else {
+                        continue;
+                    }
+                }
+                None => match remote_rows.iter().find(|r| r.slot_name == local.slot_name) {
+                    None => DropReason::RemoteGone,
+                    Some(r) if !r.failover => DropReason::RemoteNotFailover,
+                    Some(r) if r.temporary => DropReason::RemoteTemporary,
+                    Some(_) => DropReason::RemoteBeingCreated,
+                },
+            };
+            if let Some(pid) = local.active_pid {
+                return Err(SyncError::SlotActive {
+                    slot: local.slot_name.clone(),
+                    pid,
+                });
+            }
+            self.actions.push(Action::Drop {
+                slot: local.slot_name.clone(),
+                datoid: local.datoid,
+                reason,
+            });
+            self.table[i] = None;
+        }
+        Ok(())
+    }
+
+    fn sync_one(&mut self, r: &Remote) -> Result<(), SyncError> {
+        let name = &r.row.slot_name;
+        let flush = self.standby.flush_lsn();
+        // PostgreSQL 18.4 checks this first, before looking at the local slot at all.
+        if r.confirmed > flush {
+            match self.caller {
+                Caller::Function => {
+                    return Err(SyncError::AheadOfStandby {
+                        slot: name.clone(),
+                        remote: r.confirmed,
+                        standby: flush,
+                    })
+                }
+                Caller::Worker => {
+                    self.actions.push(Action::Skip {
+                        slot: name.clone(),
+                        reason: SkipReason::AheadOfStandby {
+                            remote: r.confirmed,
+                            standby: flush,
+                        },
+                    });
+                    return Ok(());
+                }
+            }
+        }
+        let Some(idx) = self.position(name) else {
+            return self.create(r);
+        };
+        let Some(local) = self.table[idx].as_mut() else {
+            return Ok(());
+        };
+        if !local.synced {
+            return Err(SyncError::SameNameSlot(name.clone()));
+        }
+        if let Some(pid) = local.active_pid {
+            return Err(SyncError::SlotActive {
+                slot: name.clone(),
+                pid,
+            });
+        }
+        let mut changed = false;
+        if local.invalidation_reason.is_none() {
+            if let Some(cause) = r.row.invalidation_reason {
+                mark_invalidated(local, cause);
+                self.actions.push(Action::Invalidate {
+                    slot: name.clone(),
+                    cause,
+                });
+                changed = true;
+            }
+        }
+        if let Some(cause) = local.invalidation_reason {
+            if !changed {
+                self.actions.push(Action::Skip {
+                    slot: name.clone(),
+                    reason: SkipReason::Invalidated(cause),
+                });
+            }
+            self.updated |= changed;
+            return Ok(());
+        }
+        if local.temporary {
+            let persisted = update_and_persist(local, r, &mut self.actions);
+            self.updated |= persisted;
+        } else {
+            let local_confirmed = local.confirmed_flush_lsn.unwrap_or(Lsn::INVALID);
+            if r.confirmed < local_confirmed {
+                return Err(SyncError::LocalAhead {
+                    slot: name.clone(),
+                    local: local_confirmed,
+                    remote: r.confirmed,
+                });
+            }
+            let (changed, _) = update_local(local, r, &mut self.actions);
+            self.updated |= changed;
+        }
+        Ok(())
+    }
+
+    fn create(&mut self, r: &Remote) -> Result<(), SyncError> {
+        let name = &r.row.slot_name;
+        if r.row.invalidation_reason.is_some() {
+            self.actions.push(Action::Skip {
+                slot: name.clone(),
+                reason: SkipReason::RemoteInvalidated,
+            });
+            return Ok(());
+        }
+        let in_use = self.table.iter().flatten().count();
+        if let Some(max) = self.standby.max_replication_slots {
+            if in_use >= max {
+                return Err(SyncError::AllSlotsInUse);
+            }
+        }
+        let restart = self.reserve_wal(r.restart);
+        let seg = self.standby.wal_segment_size_bytes.max(1);
+        if let Some(oldest) = self.standby.oldest_wal_lsn {
+            if restart.0 / seg < oldest.0 / seg {
+                return Err(SyncError::WalRemovedConcurrently(name.clone()));
+            }
+        }
+        let catalog_xmin = self.oldest_safe_xid();
+        let mut row = SlotRow::logical(name.clone());
+        row.plugin = r.row.plugin.clone();
+        row.datoid = r.row.datoid;
+        row.database = r.row.database.clone();
+        row.temporary = true;
+        row.synced = true;
+        row.two_phase = r.row.two_phase;
+        row.failover = r.row.failover;
+        row.restart_lsn = Some(restart);
+        row.catalog_xmin = Some(catalog_xmin);
+        row.wal_status = Some("reserved".into());
+        self.actions.push(Action::Create {
+            slot: name.clone(),
+            restart_lsn: restart,
+            catalog_xmin,
+        });
+        update_and_persist(&mut row, r, &mut self.actions);
+        self.updated = true;
+        match self.table.iter().position(Option::is_none) {
+            Some(free) => self.table[free] = Some(row),
+            None => self.table.push(Some(row)),
+        }
+        Ok(())
+    }
+
+    /// The later of the remote `restart_lsn` and the oldest WAL the standby surely keeps: the
+    /// earlier of its restartpoint's redo and the minimum `restart_lsn` of its valid slots.
+    fn reserve_wal(&self, remote_restart: Lsn) -> Lsn {
+        let slot_min = self
+            .table
+            .iter()
+            .flatten()
+            .filter(|s| s.invalidation_reason.is_none())
+            .filter_map(|s| s.restart_lsn)
+            .filter(|l| *l != Lsn::INVALID)
+            .min();
+        let min_safe = match (self.standby.redo_lsn, slot_min) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        remote_restart.max(min_safe.unwrap_or(Lsn::INVALID))
+    }
+
+    /// `GetOldestSafeDecodingTransactionId(true)` in recovery: the next xid, lowered by the
+    /// xmin and catalog_xmin of every valid local slot.
+    fn oldest_safe_xid(&self) -> Xid {
+        let mut oldest = self.standby.snapshot_xmin;
+        for s in self.table.iter().flatten() {
+            if s.invalidation_reason.is_some() {
+                continue;
+            }
+            for x in [s.xmin, s.catalog_xmin].into_iter().flatten() {
+                if x.0 != 0 && xid_precedes(x, oldest) {
+                    oldest = x;
+                }
+            }
+        }
+        oldest
+    }
+
+    fn position(&self, name: &str) -> Option<usize> {
+        self.table
+            .iter()
+            .position(|s| s.as_ref().is_some_and(|s| s.slot_name == name))
+    }
+
+    fn drop_temporary_synced(&mut self) {
+        for entry in self.table.iter_mut() {
+            if let Some(s) = entry {
+                if s.synced && s.temporary {
+                    self.actions.push(Action::Drop {
+                        slot: s.slot_name.clone(),
+                        datoid: None,
+                        reason: DropReason::NotSyncReady,
+                    });
+                    *entry = None;
+                }
+            }
+        }
+    }
+}
+
+fn mark_invalidated(local: &mut SlotRow, cause: InvalidationCause) {
+    local.invalidation_reason = Some(cause);
+    local.wal_status = Some("lost".into());
+    local.safe_wal_size = None;
+    local.conflicting = Some(cause.is_conflict());
+    local.inactive_since = None;
+}
+
+/// `update_local_synced_slot`: returns (changed, remote_precedes).
+fn update_local(local: &mut SlotRow, r: &Remote, actions: &mut Vec<Action>) -> (bool, bool) {
+    let name = &r.row.slot_name;
+    let l_restart = local.restart_lsn.unwrap_or(Lsn::INVALID);
+    let l_xmin = local.catalog_xmin.unwrap_or(Xid(0));
+    let l_confirmed = local.confirmed_flush_lsn.unwrap_or(Lsn::INVALID);
+    if r.restart < l_restart || xid_precedes(r.catalog_xmin, l_xmin) {
+        actions.push(Action::Skip {
+            slot: name.clone(),
+            reason: SkipReason::RemotePrecedes {
+                remote_lsn: r.restart,
+                remote_xmin: r.catalog_xmin,
+                local_lsn: l_restart,
+                local_xmin: l_xmin,
+                temporary: local.temporary,
+            },
+        });
+        return (false, true);
+    }
+    let mut set: Vec<(&'static str, Value)> = Vec::new();
+    let positions =
+        r.confirmed > l_confirmed || r.restart > l_restart || xid_follows(r.catalog_xmin, l_xmin);
+    if positions {
+        // Predicted as a copy: true when the standby has a serialized snapshot at the remote
+        // restart_lsn, and what local decoding reaches in the cases the tests exercise.
+        if r.restart != l_restart {
+            set.push(("restart_lsn", r.restart.to_string().into()));
+        }
+        if r.confirmed != l_confirmed {
+            set.push(("confirmed_flush_lsn", r.confirmed.to_string().into()));
+        }
+        if r.catalog_xmin != l_xmin {
+            set.push(("catalog_xmin", r.catalog_xmin.0.to_string().into()));
+        }
+        local.restart_lsn = Some(r.restart);
+        local.confirmed_flush_lsn = Some(r.confirmed);
+        local.catalog_xmin = Some(r.catalog_xmin);
+    }
+    let remote_tpa = r.row.two_phase_at.filter(|l| *l != Lsn::INVALID);
+    let local_tpa = local.two_phase_at.filter(|l| *l != Lsn::INVALID);
+    let config = r.row.datoid != local.datoid
+        || r.row.two_phase != local.two_phase
+        || r.row.failover != local.failover
+        || r.row.plugin != local.plugin
+        || remote_tpa != local_tpa;
+    if config {
+        let opt = |v: &Option<String>| v.clone().map_or(Value::Null, Value::String);
+        if r.row.plugin != local.plugin {
+            set.push(("plugin", opt(&r.row.plugin)));
+        }
+        if r.row.datoid != local.datoid {
+            set.push((
+                "datoid",
+                r.row
+                    .datoid
+                    .map_or(Value::Null, |o| Value::String(o.to_string())),
+            ));
+            set.push(("database", opt(&r.row.database)));
+        }
+        if r.row.two_phase != local.two_phase {
+            set.push(("two_phase", r.row.two_phase.into()));
+        }
+        if remote_tpa != local_tpa {
+            set.push((
+                "two_phase_at",
+                remote_tpa.map_or(Value::Null, |l| Value::String(l.to_string())),
+            ));
+        }
+        if r.row.failover != local.failover {
+            set.push(("failover", r.row.failover.into()));
+        }
+        local.plugin = r.row.plugin.clone();
+        local.datoid = r.row.datoid;
+        local.database = r.row.database.clone();
+        local.two_phase = r.row.two_phase;
+        local.two_phase_at = remote_tpa;
+        local.failover = r.row.failover;
+    }
+    let changed = positions || config;
+    if changed {
+        local.inactive_since = None;
+        actions.push(Action::Update {
+            slot: name.clone(),
+            set,
+        });
+    }
+    (changed, false)
+}
+
+/// `update_and_persist_local_synced_slot`: returns whether the slot became persistent.
+fn update_and_persist(local: &mut SlotRow, r: &Remote, actions: &mut Vec<Action>) -> bool {
+    let before = (
+        local.restart_lsn,
+        local.confirmed_flush_lsn,
+        local.catalog_xmin,
+    );
+    let (_, precedes) = update_local(local, r, actions);
+    if precedes {
+        return false;
+    }
+    let positions_moved = before
+        != (
+            local.restart_lsn,
+            local.confirmed_flush_lsn,
+            local.catalog_xmin,
+        );
+    if !positions_moved {
+        actions.push(Action::Skip {
+            slot: r.row.slot_name.clone(),
+            reason: SkipReason::NoConsistentSnapshot {
+                restart_lsn: local.restart_lsn.unwrap_or(Lsn::INVALID),
+            },
+        });
+        return false;
+    }
+    local.temporary = false;
+    actions.push(Action::Persist {
+        slot: r.row.slot_name.clone(),
+    });
+    true
+}
