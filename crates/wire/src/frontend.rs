@@ -22,7 +22,7 @@ use bytes::{BufMut, BytesMut};
 
 use crate::buf::{DecodeError, Reader};
 use crate::frame::{
-    len_i32, put_cstr, put_frame, put_i16s, put_nullable, put_oids, put_untyped, put_values,
+    count_u16, len_i32, put_cstr, put_frame, put_i16s, put_nullable, put_untyped, put_values,
     values_size, EncodeError, FormatCodes, Oids, ProtocolVersion, StartupKind, Values,
     CANCEL_REQUEST_CODE, GSSENC_REQUEST_CODE, MAX_CANCEL_KEY_BYTES, SSL_REQUEST_CODE,
 };
@@ -664,6 +664,10 @@ pub fn encode_cancel_request(pid: i32, key: &[u8], buf: &mut BytesMut) -> Result
 // Typed message builders (the driver fast path).
 
 /// Writes a Parse.
+///
+/// The hot builders (Parse, Bind, Describe, Execute, Sync) validate everything first, then
+/// compute the exact length and write the header with it, so nothing is patched or undone
+/// and fixed-size runs of fields go out in one copy.
 #[inline]
 pub fn encode_parse(
     name: &[u8],
@@ -671,12 +675,29 @@ pub fn encode_parse(
     param_types: &[u32],
     buf: &mut BytesMut,
 ) -> Result<(), EncodeError> {
-    let size = name.len() + query.len() + 4 + 4 * param_types.len();
-    put_frame(buf, tag::PARSE, size, |b| {
-        put_cstr(b, name, "statement name")?;
-        put_cstr(b, query, "query")?;
-        put_oids(b, param_types)
-    })
+    check_cstr(name, "statement name")?;
+    check_cstr(query, "query")?;
+    let n = count_u16(param_types.len(), "OID count")?;
+    let len = 4 + name.len() + 1 + query.len() + 1 + 2 + 4 * param_types.len();
+    let h = header(tag::PARSE, len)?;
+    buf.reserve(len + 1);
+    put_header_cstr(buf, h, name);
+    buf.put_slice(query);
+    let c = n.to_be_bytes();
+    match *param_types {
+        [] => buf.put_slice(&[0, c[0], c[1]]),
+        [t] => {
+            let t = t.to_be_bytes();
+            buf.put_slice(&[0, c[0], c[1], t[0], t[1], t[2], t[3]]);
+        }
+        _ => {
+            buf.put_slice(&[0, c[0], c[1]]);
+            for &t in param_types {
+                buf.put_u32(t);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Writes a Bind.
@@ -689,27 +710,101 @@ pub fn encode_bind(
     result_formats: &[i16],
     buf: &mut BytesMut,
 ) -> Result<(), EncodeError> {
-    let size = portal.len()
+    check_cstr(portal, "portal name")?;
+    check_cstr(statement, "statement name")?;
+    let npf = count_u16(param_formats.len(), "parameter format count")?;
+    let nv = count_u16(params.len(), "value count")?;
+    let nrf = count_u16(result_formats.len(), "result format count")?;
+    let mut values_len = 0usize;
+    for v in params.iter().flatten() {
+        len_i32(v.len(), "value")?;
+        values_len += v.len();
+    }
+    let len = 4
+        + portal.len()
+        + 1
         + statement.len()
-        + 6
-        + 2 * (param_formats.len() + result_formats.len())
-        + values_size(params);
-    put_frame(buf, tag::BIND, size, |b| {
-        put_cstr(b, portal, "portal name")?;
-        put_cstr(b, statement, "statement name")?;
-        put_i16s(b, param_formats, "parameter format count")?;
-        put_values(b, params)?;
-        put_i16s(b, result_formats, "result format count")
-    })
+        + 1
+        + 2
+        + 2 * param_formats.len()
+        + 2
+        + 4 * params.len()
+        + values_len
+        + 2
+        + 2 * result_formats.len();
+    let h = header(tag::BIND, len)?;
+    buf.reserve(len + 1);
+    let c = npf.to_be_bytes();
+    let v = nv.to_be_bytes();
+    if portal.is_empty() && statement.is_empty() {
+        // The common case (unnamed portal and statement): one copy up to the value count.
+        match *param_formats {
+            [] => buf.put_slice(&[h[0], h[1], h[2], h[3], h[4], 0, 0, c[0], c[1], v[0], v[1]]),
+            [f] => {
+                let f = f.to_be_bytes();
+                buf.put_slice(&[
+                    h[0], h[1], h[2], h[3], h[4], 0, 0, c[0], c[1], f[0], f[1], v[0], v[1],
+                ]);
+            }
+            _ => {
+                buf.put_slice(&[h[0], h[1], h[2], h[3], h[4], 0, 0, c[0], c[1]]);
+                for &f in param_formats {
+                    buf.put_i16(f);
+                }
+                buf.put_slice(&v);
+            }
+        }
+    } else {
+        put_header_cstr(buf, h, portal);
+        buf.put_slice(statement);
+        buf.put_slice(&[0, c[0], c[1]]);
+        for &f in param_formats {
+            buf.put_i16(f);
+        }
+        buf.put_slice(&v);
+    }
+    for v in params {
+        match v {
+            None => buf.put_slice(&[0xff; 4]),
+            Some(v) => {
+                // Checked above to fit an Int32.
+                buf.put_u32(v.len() as u32);
+                buf.put_slice(v);
+            }
+        }
+    }
+    let c = nrf.to_be_bytes();
+    match *result_formats {
+        [] => buf.put_slice(&c),
+        [f] => {
+            let f = f.to_be_bytes();
+            buf.put_slice(&[c[0], c[1], f[0], f[1]]);
+        }
+        _ => {
+            buf.put_slice(&c);
+            for &f in result_formats {
+                buf.put_i16(f);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Writes a Describe.
 #[inline]
 pub fn encode_describe(target: Target, name: &[u8], buf: &mut BytesMut) -> Result<(), EncodeError> {
-    put_frame(buf, tag::DESCRIBE, name.len() + 2, |b| {
-        b.put_u8(target.byte());
-        put_cstr(b, name, "name")
-    })
+    check_cstr(name, "name")?;
+    let len = 4 + 1 + name.len() + 1;
+    let h = header(tag::DESCRIBE, len)?;
+    buf.reserve(len + 1);
+    if name.is_empty() {
+        buf.put_slice(&[h[0], h[1], h[2], h[3], h[4], target.byte(), 0]);
+    } else {
+        buf.put_slice(&[h[0], h[1], h[2], h[3], h[4], target.byte()]);
+        buf.put_slice(name);
+        buf.put_u8(0);
+    }
+    Ok(())
 }
 
 /// Writes a Close.
@@ -723,11 +818,19 @@ pub fn encode_close(target: Target, name: &[u8], buf: &mut BytesMut) -> Result<(
 /// Writes an Execute.
 #[inline]
 pub fn encode_execute(portal: &[u8], max_rows: i32, buf: &mut BytesMut) -> Result<(), EncodeError> {
-    put_frame(buf, tag::EXECUTE, portal.len() + 5, |b| {
-        put_cstr(b, portal, "portal name")?;
-        b.put_i32(max_rows);
-        Ok(())
-    })
+    check_cstr(portal, "portal name")?;
+    let len = 4 + portal.len() + 1 + 4;
+    let h = header(tag::EXECUTE, len)?;
+    let r = max_rows.to_be_bytes();
+    buf.reserve(len + 1);
+    if portal.is_empty() {
+        buf.put_slice(&[h[0], h[1], h[2], h[3], h[4], 0, r[0], r[1], r[2], r[3]]);
+    } else {
+        buf.put_slice(&h);
+        buf.put_slice(portal);
+        buf.put_slice(&[0, r[0], r[1], r[2], r[3]]);
+    }
+    Ok(())
 }
 
 /// Writes a Sync.
@@ -817,6 +920,35 @@ pub fn encode_sasl_initial_response(
 /// Writes a SASLResponse.
 pub fn encode_sasl_response(data: &[u8], buf: &mut BytesMut) -> Result<(), EncodeError> {
     raw_frame(tag::AUTH_RESPONSE, data, buf)
+}
+
+/// A typed header for a message whose length word will be `len`.
+#[inline]
+fn header(tag: u8, len: usize) -> Result<[u8; 5], EncodeError> {
+    let l = len_i32(len, "message")?.to_be_bytes();
+    Ok([tag, l[0], l[1], l[2], l[3]])
+}
+
+/// Writes a header followed by a C string (one copy when the string is empty).
+#[inline]
+fn put_header_cstr(buf: &mut BytesMut, h: [u8; 5], s: &[u8]) {
+    if s.is_empty() {
+        buf.put_slice(&[h[0], h[1], h[2], h[3], h[4], 0]);
+    } else {
+        buf.put_slice(&h);
+        buf.put_slice(s);
+        buf.put_u8(0);
+    }
+}
+
+/// Refuses a C string with an embedded NUL.
+#[inline]
+fn check_cstr(s: &[u8], what: &'static str) -> Result<(), EncodeError> {
+    if s.contains(&0) {
+        Err(EncodeError::NulInString { what })
+    } else {
+        Ok(())
+    }
 }
 
 /// Writes a frame whose body is `body` verbatim.

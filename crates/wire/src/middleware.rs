@@ -410,7 +410,9 @@ mod tests {
     use crate::frame::ProtocolVersion;
     use crate::frontend::{encode_query, encode_ssl_request, encode_startup, encode_sync};
 
-    fn drain(s: &mut Splitter) -> (Vec<u8>, Vec<(i64, Vec<u8>)>, Option<DecodeError>) {
+    type Drained = (Vec<u8>, Vec<(i64, Vec<u8>)>, Option<DecodeError>);
+
+    fn drain(s: &mut Splitter) -> Drained {
         let mut fwd = Vec::new();
         let mut mw = Vec::new();
         loop {
@@ -475,6 +477,45 @@ mod tests {
             assert_eq!(mw, [(1 << 40, b"route=primary".to_vec())]);
             assert_eq!(s.buffered(), 0);
         }
+    }
+
+    #[test]
+    fn documented_trace() {
+        let mut input = BytesMut::new();
+        encode_query(b"select 1", &mut input).unwrap();
+        encode_middleware(1, b"hi", &mut input).unwrap();
+        encode_sync(&mut input);
+        let input = input.freeze();
+        let mut s = Splitter::with_phase(SplitPhase::Typed, Limits::postgres_server());
+        s.feed(&input);
+        assert_eq!(
+            s.split(),
+            Ok(Decoded::Frame(SplitItem::Forward(input.slice(0..14))))
+        );
+        let Ok(Decoded::Frame(SplitItem::Middleware(m))) = s.split() else {
+            panic!("middleware message")
+        };
+        assert_eq!((m.class().get(), &m.payload()[..]), (1, &b"hi"[..]));
+        assert_eq!(m.wire(), &input.slice(14..29));
+        assert_eq!(
+            s.split(),
+            Ok(Decoded::Frame(SplitItem::Forward(input.slice(29..34))))
+        );
+        assert_eq!(s.split(), Ok(Decoded::NeedMore { at_least: 5 }));
+
+        // One byte at a time: the header goes out whole, then byte by byte.
+        let mut s = Splitter::with_phase(SplitPhase::Typed, Limits::postgres_server());
+        let mut sizes = Vec::new();
+        for b in input.iter() {
+            s.feed(&[*b]);
+            while let Ok(Decoded::Frame(item)) = s.split() {
+                sizes.push(match item {
+                    SplitItem::Forward(b) => b.len(),
+                    SplitItem::Middleware(_) => 0,
+                });
+            }
+        }
+        assert_eq!(sizes, [5, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 5]);
     }
 
     #[test]

@@ -222,8 +222,11 @@ enum Be {
     ParameterDescription(Vec<u32>),
     ParameterStatus(Vec<u8>, Vec<u8>),
     Ready(TransactionStatus),
-    RowDescription(Vec<(Vec<u8>, u32, i16, u32, i16, i32, i16)>),
+    RowDescription(Vec<Column>),
 }
+
+/// Owned RowDescription field: name, table OID, attnum, type OID, typlen, typmod, format.
+type Column = (Vec<u8>, u32, i16, u32, i16, i32, i16);
 
 fn be() -> impl Strategy<Value = Be> {
     prop_oneof![
@@ -294,7 +297,7 @@ fn auth_of(k: u8, d: &[u8]) -> Authentication<'_> {
     }
 }
 
-fn field_desc(f: &(Vec<u8>, u32, i16, u32, i16, i32, i16)) -> FieldDescription<'_> {
+fn field_desc(f: &Column) -> FieldDescription<'_> {
     FieldDescription {
         name: &f.0,
         table_oid: f.1,
@@ -505,6 +508,44 @@ proptest! {
         let mut again = BytesMut::new();
         decoded.encode(&mut again).unwrap();
         prop_assert_eq!(&again[..], &buf[..]);
+    }
+
+    #[test]
+    fn hot_builders_round_trip_with_unnamed_objects(
+        name in prop_oneof![Just(Vec::new()), cstr()],
+        portal in prop_oneof![Just(Vec::new()), cstr()],
+        query in cstr(),
+        types in vec(any::<u32>(), 0..3),
+        pf in vec(any::<i16>(), 0..3),
+        params in values(),
+        rf in vec(any::<i16>(), 0..3),
+        target in target(),
+        max_rows in any::<i32>(),
+    ) {
+        let batch = [
+            Fe::Parse(name.clone(), query, types),
+            Fe::Bind(portal.clone(), name.clone(), pf, params, rf),
+            Fe::Describe(target, portal.clone()),
+            Fe::Execute(portal, max_rows),
+            Fe::Sync,
+        ];
+        let mut buf = BytesMut::new();
+        for m in &batch {
+            m.encode(&mut buf);
+        }
+        let mut it = frames(&buf, usize::MAX);
+        for m in &batch {
+            let f = it.next().unwrap().unwrap();
+            let decoded = FrontendMessage::decode(f.tag, f.body).unwrap();
+            m.check(&decoded);
+            let mut again = BytesMut::new();
+            decoded.encode(&mut again).unwrap();
+            let mut alone = BytesMut::new();
+            m.encode(&mut alone);
+            prop_assert_eq!(&again[..], &alone[..]);
+        }
+        prop_assert!(it.next().is_none());
+        prop_assert_eq!(it.consumed(), buf.len());
     }
 
     #[test]
