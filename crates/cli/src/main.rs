@@ -2,9 +2,11 @@
 //! environment, files and clocks, and hands them to the pure crates.
 
 mod conninfo_cmd;
+mod delayq_cmd;
 mod realenv;
 mod sim_cmd;
 mod slotsync_cmd;
+mod wire_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -26,10 +28,20 @@ enum Command {
         #[command(subcommand)]
         command: conninfo_cmd::ConninfoCommand,
     },
+    /// The crash-safe delay queue for time-delayed logical replication.
+    Delayq {
+        #[command(subcommand)]
+        command: delayq_cmd::DelayqCommand,
+    },
     /// Logical slot synchronization, decided as PostgreSQL 18 decides it.
     Slotsync {
         #[command(subcommand)]
         command: slotsync_cmd::SlotsyncCommand,
+    },
+    /// The FE/BE protocol codec on raw captures.
+    Wire {
+        #[command(subcommand)]
+        command: wire_cmd::WireCommand,
     },
 }
 
@@ -39,5 +51,7 @@ fn main() -> ExitCode {
         Command::Sim(args) => sim_cmd::run(args),
         Command::Conninfo { command } => conninfo_cmd::run(command),
         Command::Slotsync { command } => slotsync_cmd::run(command),
+        Command::Delayq { command } => delayq_cmd::run(command),
+        Command::Wire { command } => wire_cmd::run(command),
     }
 }

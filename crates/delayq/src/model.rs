@@ -1,0 +1,441 @@
+//! The in-memory index of the queue, built by applying records in log order. The live write
+//! path and recovery both go through [`Model::apply`], so a recovered queue is the queue that was
+//! written, minus what never reached the disk.
+
+use crate::format::{Body, Flavor, Rec, SealKind};
+use pgyard_types::{Lsn, PgTimestamp, UnixTime, Xid};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// A position in the log: (segment sequence number, byte offset in the segment).
+pub(crate) type Pos = (u64, u64);
+
+/// Where a record lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Loc {
+    pub seg: u64,
+    pub off: u64,
+    pub len: u64,
+}
+
+impl Loc {
+    pub fn pos(&self) -> Pos {
+        (self.seg, self.off)
+    }
+}
+
+/// State of a queued transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TxnState {
+    /// Changes are arriving; no commit yet.
+    InProgress,
+    /// Prepared (two-phase); waiting for COMMIT PREPARED or ROLLBACK PREPARED.
+    Prepared,
+    /// Committed and queued; handed out once due.
+    Committed,
+    /// Applied by the caller.
+    Applied,
+    /// Aborted, rolled back or abandoned; never handed out.
+    Aborted,
+}
+
+impl TxnState {
+    /// The name used by `pgyard delayq inspect`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TxnState::InProgress => "in-progress",
+            TxnState::Prepared => "prepared",
+            TxnState::Committed => "committed",
+            TxnState::Applied => "applied",
+            TxnState::Aborted => "aborted",
+        }
+    }
+
+    fn finished(self) -> bool {
+        matches!(self, TxnState::Applied | TxnState::Aborted)
+    }
+}
+
+/// Which message completed a transaction (the one whose LSNs and timestamp order it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CommitKind {
+    /// `Commit` (`'C'`).
+    Commit,
+    /// `Stream Commit` (`'c'`).
+    StreamCommit,
+    /// `Commit Prepared` (`'K'`).
+    CommitPrepared,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CommitInfo {
+    pub kind: CommitKind,
+    pub lsn: Lsn,
+    pub end: Lsn,
+    pub ts: PgTimestamp,
+    pub pos: Pos,
+}
+
+/// One queued unit: a transaction or a non-transactional message (`note`).
+#[derive(Clone, Debug)]
+pub(crate) struct Item {
+    pub id: u64,
+    pub xid: Xid,
+    pub note: bool,
+    pub flavor: Flavor,
+    pub state: TxnState,
+    pub begin: Option<Loc>,
+    /// Data records (changes, in-stream Relation/Type, transactional messages) with the
+    /// subtransaction xid they carry (0 = none).
+    pub body: Vec<(Loc, u32)>,
+    pub seal: Option<Loc>,
+    pub decide: Option<Loc>,
+    pub commit: Option<CommitInfo>,
+    pub due: Option<UnixTime>,
+    pub first_seg: u64,
+    pub last_seg: u64,
+}
+
+type SchemaKey = (u8, u32);
+
+/// The Relation/Type map, as of any position still needed by a pending transaction.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SchemaMap {
+    /// The latest description per key (used for segment snapshots and de-duplication).
+    pub current: BTreeMap<SchemaKey, (u8, Vec<u8>)>,
+    /// The map as of the last hand-out.
+    base: BTreeMap<SchemaKey, (u8, Vec<u8>)>,
+    /// Changes after `base`, in log order.
+    history: VecDeque<(Pos, SchemaKey, u8, Vec<u8>)>,
+    handed_any: bool,
+}
+
+impl SchemaMap {
+    pub fn key(tag: u8, oid: u32) -> SchemaKey {
+        // Types before relations, as the publisher sends them.
+        let rank = match tag {
+            b'Y' => 0,
+            b'R' => 1,
+            _ => 2,
+        };
+        (rank, oid)
+    }
+
+    fn record(&mut self, pos: Pos, tag: u8, oid: u32, raw: &[u8]) {
+        let key = Self::key(tag, oid);
+        if self
+            .current
+            .get(&key)
+            .is_some_and(|(t, p)| *t == tag && p.as_slice() == raw)
+        {
+            return;
+        }
+        self.current.insert(key, (tag, raw.to_vec()));
+        self.history.push_back((pos, key, tag, raw.to_vec()));
+    }
+
+    /// Descriptions the consumer needs before applying something committed at `pos`: the whole
+    /// map on the first call, afterwards only what changed since the previous call.
+    pub fn delta_until(&mut self, pos: Pos) -> Vec<Vec<u8>> {
+        let mut changed = BTreeSet::new();
+        while self.history.front().is_some_and(|h| h.0 < pos) {
+            if let Some((_, key, tag, raw)) = self.history.pop_front() {
+                self.base.insert(key, (tag, raw));
+                changed.insert(key);
+            }
+        }
+        if !self.handed_any {
+            self.handed_any = true;
+            return self.base.values().map(|(_, p)| p.clone()).collect();
+        }
+        changed
+            .iter()
+            .filter_map(|k| self.base.get(k).map(|(_, p)| p.clone()))
+            .collect()
+    }
+}
+
+/// The index.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Model {
+    pub items: BTreeMap<u64, Item>,
+    /// Committed, not yet applied items by commit position: the hand-out order.
+    pub order: BTreeMap<Pos, u64>,
+    /// The open non-streamed transaction (`B`…`C` or `b`…`P`).
+    pub open_tx: Option<u64>,
+    /// Open streamed transactions by top-level xid.
+    pub streams: BTreeMap<u32, u64>,
+    /// Prepared transactions waiting for their decision, by xid.
+    pub prepared: BTreeMap<u32, u64>,
+    pub schema: SchemaMap,
+    /// Everything that starts below this LSN is already queued or applied (exclusive end).
+    pub horizon: Lsn,
+    pub apply_lsn: Lsn,
+    pub next_id: u64,
+    last_due: Option<UnixTime>,
+    /// Delay plus skew tolerance, in microseconds.
+    pub delay_micros: i64,
+    /// Items with smaller ids began in segments that were purged: they are finished, and
+    /// their remaining records are skipped during recovery.
+    pub floor_id: u64,
+}
+
+impl Model {
+    pub fn new(delay_micros: i64) -> Self {
+        Model {
+            next_id: 1,
+            delay_micros,
+            ..Model::default()
+        }
+    }
+
+    /// Applies one record found (or just written) at `loc`.
+    pub fn apply(&mut self, rec: &Rec<'_>, loc: Loc) -> Result<(), &'static str> {
+        let pos = loc.pos();
+        match rec.body {
+            Body::Begin { flavor, .. } => {
+                if rec.item == 0 || self.items.contains_key(&rec.item) {
+                    return Err("transaction begins twice");
+                }
+                self.next_id = self.next_id.max(rec.item + 1);
+                self.items.insert(
+                    rec.item,
+                    Item {
+                        id: rec.item,
+                        xid: rec.xid,
+                        note: false,
+                        flavor,
+                        state: TxnState::InProgress,
+                        begin: (flavor != Flavor::Streamed).then_some(loc),
+                        body: Vec::new(),
+                        seal: None,
+                        decide: None,
+                        commit: None,
+                        due: None,
+                        first_seg: loc.seg,
+                        last_seg: loc.seg,
+                    },
+                );
+                match flavor {
+                    Flavor::Streamed => {
+                        self.streams.insert(rec.xid.0, rec.item);
+                    }
+                    _ => self.open_tx = Some(rec.item),
+                }
+            }
+            Body::Msg { .. } => {
+                if self.purged(rec.item) {
+                    return Ok(());
+                }
+                let it = self.live(rec.item, loc)?;
+                if it.state != TxnState::InProgress {
+                    return Err("change for a transaction that is not in progress");
+                }
+                it.body.push((loc, rec.xid.0));
+            }
+            Body::Seal {
+                kind,
+                commit_lsn,
+                end_lsn,
+                ts,
+                ..
+            } => {
+                if self.purged(rec.item) {
+                    self.horizon = self.horizon.max(end_lsn);
+                    return Ok(());
+                }
+                let delay = self.delay_micros;
+                let last_due = self.last_due;
+                let it = self.live(rec.item, loc)?;
+                if it.state != TxnState::InProgress {
+                    return Err("seal for a transaction that is not in progress");
+                }
+                it.seal = Some(loc);
+                let (xid, id) = (it.xid.0, it.id);
+                match kind {
+                    SealKind::Commit | SealKind::StreamCommit => {
+                        let ck = if kind == SealKind::Commit {
+                            CommitKind::Commit
+                        } else {
+                            CommitKind::StreamCommit
+                        };
+                        let due = due_after(last_due, ts, delay);
+                        it.state = TxnState::Committed;
+                        it.commit = Some(CommitInfo {
+                            kind: ck,
+                            lsn: commit_lsn,
+                            end: end_lsn,
+                            ts,
+                            pos,
+                        });
+                        it.due = Some(due);
+                        self.last_due = Some(due);
+                        self.order.insert(pos, id);
+                    }
+                    SealKind::Prepare | SealKind::StreamPrepare => {
+                        it.state = TxnState::Prepared;
+                        self.prepared.insert(xid, id);
+                    }
+                }
+                self.close_open(id, xid);
+                self.horizon = self.horizon.max(end_lsn);
+            }
+            Body::Decide {
+                commit,
+                commit_lsn,
+                end_lsn,
+                ts,
+                ..
+            } => {
+                if self.purged(rec.item) {
+                    self.horizon = self.horizon.max(end_lsn);
+                    return Ok(());
+                }
+                let delay = self.delay_micros;
+                let last_due = self.last_due;
+                let it = self.live(rec.item, loc)?;
+                if it.state != TxnState::Prepared {
+                    return Err("decision for a transaction that is not prepared");
+                }
+                it.decide = Some(loc);
+                let (xid, id) = (it.xid.0, it.id);
+                if commit {
+                    let due = due_after(last_due, ts, delay);
+                    it.state = TxnState::Committed;
+                    it.commit = Some(CommitInfo {
+                        kind: CommitKind::CommitPrepared,
+                        lsn: commit_lsn,
+                        end: end_lsn,
+                        ts,
+                        pos,
+                    });
+                    it.due = Some(due);
+                    self.last_due = Some(due);
+                    self.order.insert(pos, id);
+                } else {
+                    it.state = TxnState::Aborted;
+                }
+                self.prepared.remove(&xid);
+                self.horizon = self.horizon.max(end_lsn);
+            }
+            Body::Abort { sub_xid, .. } => {
+                let Some(it) = self.items.get_mut(&rec.item) else {
+                    // The whole transaction lived in purged segments.
+                    return Ok(());
+                };
+                it.last_seg = it.last_seg.max(loc.seg);
+                if it.state != TxnState::InProgress {
+                    return Err("abort of a transaction that is not in progress");
+                }
+                if sub_xid != 0 && sub_xid != it.xid.0 {
+                    // Like the apply worker's spool: drop from the subtransaction's first
+                    // change onwards.
+                    if let Some(i) = it.body.iter().position(|(_, s)| *s == sub_xid) {
+                        it.body.truncate(i);
+                    }
+                } else {
+                    it.state = TxnState::Aborted;
+                    let (id, xid) = (it.id, it.xid.0);
+                    self.close_open(id, xid);
+                }
+            }
+            Body::Schema { tag, oid, raw } => self.schema.record(pos, tag, oid, raw),
+            Body::Note { .. } => {
+                if rec.item == 0 || self.items.contains_key(&rec.item) {
+                    return Err("message queued twice");
+                }
+                self.next_id = self.next_id.max(rec.item + 1);
+                let due = self.last_due;
+                self.items.insert(
+                    rec.item,
+                    Item {
+                        id: rec.item,
+                        xid: Xid(0),
+                        note: true,
+                        flavor: Flavor::Plain,
+                        state: TxnState::Committed,
+                        begin: Some(loc),
+                        body: Vec::new(),
+                        seal: None,
+                        decide: None,
+                        commit: Some(CommitInfo {
+                            kind: CommitKind::Commit,
+                            lsn: rec.lsn,
+                            end: Lsn(rec.lsn.0.saturating_add(1)),
+                            ts: PgTimestamp(0),
+                            pos,
+                        }),
+                        due,
+                        first_seg: loc.seg,
+                        last_seg: loc.seg,
+                    },
+                );
+                self.order.insert(pos, rec.item);
+                self.horizon = self.horizon.max(Lsn(rec.lsn.0.saturating_add(1)));
+            }
+            Body::Applied => {
+                if let Some(it) = self.items.get_mut(&rec.item) {
+                    if it.state != TxnState::Committed {
+                        return Err("applied record for a transaction that is not committed");
+                    }
+                    it.state = TxnState::Applied;
+                    it.last_seg = it.last_seg.max(loc.seg);
+                    if let Some(c) = it.commit {
+                        self.order.remove(&c.pos);
+                    }
+                }
+                self.apply_lsn = self.apply_lsn.max(rec.lsn);
+            }
+        }
+        Ok(())
+    }
+
+    /// True for a record of an item that began in a purged segment.
+    fn purged(&self, id: u64) -> bool {
+        id < self.floor_id && !self.items.contains_key(&id)
+    }
+
+    /// The unfinished item a data record belongs to.
+    fn live(&mut self, id: u64, loc: Loc) -> Result<&mut Item, &'static str> {
+        let it = self
+            .items
+            .get_mut(&id)
+            .ok_or("record for an unknown transaction (its beginning is missing)")?;
+        if it.state.finished() {
+            return Err("record for a finished transaction");
+        }
+        it.last_seg = it.last_seg.max(loc.seg);
+        Ok(it)
+    }
+
+    fn close_open(&mut self, id: u64, xid: u32) {
+        if self.open_tx == Some(id) {
+            self.open_tx = None;
+        }
+        if self.streams.get(&xid) == Some(&id) {
+            self.streams.remove(&xid);
+        }
+    }
+
+    /// Oldest segment still needed by an unfinished item.
+    pub fn pinned_from(&self) -> Option<u64> {
+        self.items
+            .values()
+            .filter(|it| !it.state.finished())
+            .map(|it| it.first_seg)
+            .min()
+    }
+
+    /// Forgets finished items whose records all lie before segment `first_kept`.
+    pub fn forget_before(&mut self, first_kept: u64) {
+        self.items
+            .retain(|_, it| !(it.state.finished() && it.last_seg < first_kept));
+    }
+}
+
+fn due_after(last: Option<UnixTime>, ts: PgTimestamp, delay_micros: i64) -> UnixTime {
+    let own = UnixTime(ts.to_unix().0.saturating_add(delay_micros));
+    match last {
+        Some(l) if l > own => l,
+        _ => own,
+    }
+}

@@ -1,0 +1,1232 @@
+//! [`DelayQueue`]: the engine.
+
+use crate::format::{
+    segment_name, Body, Flavor, Rec, SealKind, SegmentHeader, SEGMENT_HEADER_BYTES,
+};
+use crate::model::{CommitKind, Loc, Model, Pos, SchemaMap, TxnState};
+use crate::recover::{scan, Recovery, SegState};
+use crate::storage::{Storage, StorageErrorKind};
+use crate::{Accepted, Config, Error, Event, Received};
+use pgyard_types::{Lsn, PgTimestamp, UnixTime, Xid};
+use std::ops::Bound;
+
+/// Identifies one queued transaction or message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ItemId(pub u64);
+
+/// Whether the producer should keep reading the replication stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    /// Keep reading.
+    Read,
+    /// Above the high watermark: stop reading until the queue shrinks below the low watermark
+    /// (keep sending status updates).
+    Pause,
+}
+
+/// A committed transaction that is due.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadyTxn {
+    /// Pass to [`DelayQueue::mark_applied`] after applying.
+    pub id: ItemId,
+    /// Top-level transaction id.
+    pub xid: Xid,
+    /// Which message committed it.
+    pub kind: CommitKind,
+    /// Commit LSN (of the `Commit`, `Stream Commit` or `Commit Prepared`).
+    pub commit_lsn: Lsn,
+    /// End LSN of the commit: the replication origin progress to record with the apply.
+    pub end_lsn: Lsn,
+    /// The publisher's commit timestamp.
+    pub commit_ts: PgTimestamp,
+    /// When it became due.
+    pub due: UnixTime,
+    /// `Relation`/`Type` messages to apply to the relation map first: all of them for the
+    /// first item handed out after opening, afterwards only the ones that changed.
+    pub schema: Vec<Vec<u8>>,
+    /// The transaction's raw pgoutput messages in order: `Begin`/`Begin Prepare` (absent for
+    /// streamed transactions), the data messages (without discarded subtransactions), then
+    /// `Commit`, `Prepare`/`Stream Prepare` + `Commit Prepared`, or `Stream Commit`.
+    pub messages: Vec<Vec<u8>>,
+}
+
+/// A non-transactional logical message that is due.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadyMessage {
+    /// Pass to [`DelayQueue::mark_applied`] after delivering.
+    pub id: ItemId,
+    /// The message's LSN.
+    pub lsn: Lsn,
+    /// The raw `Message` bytes.
+    pub payload: Vec<u8>,
+}
+
+/// Due output, in commit order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ready {
+    /// A transaction.
+    Transaction(ReadyTxn),
+    /// A non-transactional message.
+    Message(ReadyMessage),
+}
+
+impl Ready {
+    /// The id to acknowledge.
+    pub fn id(&self) -> ItemId {
+        match self {
+            Ready::Transaction(t) => t.id,
+            Ready::Message(m) => m.id,
+        }
+    }
+}
+
+/// A summary of the queue for tools and tests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Inspection {
+    /// See [`DelayQueue::flush_lsn`].
+    pub flush_lsn: Lsn,
+    /// See [`DelayQueue::apply_lsn`].
+    pub apply_lsn: Lsn,
+    /// See [`DelayQueue::resume_lsn`].
+    pub resume_lsn: Lsn,
+    /// See [`DelayQueue::write_lsn`].
+    pub write_lsn: Lsn,
+    /// Segment files, oldest first.
+    pub segments: Vec<SegmentInfo>,
+    /// Transactions: committed ones in commit order, then the others by arrival.
+    pub transactions: Vec<TxnInfo>,
+    /// Non-transactional messages not yet delivered.
+    pub messages_pending: usize,
+    /// Bytes in segment files (including buffered ones).
+    pub disk_bytes: u64,
+}
+
+/// One segment file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SegmentInfo {
+    /// File name.
+    pub file: String,
+    /// Sequence number.
+    pub seq: u64,
+    /// Where the last whole record ends.
+    pub valid_bytes: u64,
+    /// Capacity from its header.
+    pub capacity: u64,
+    /// Records in it.
+    pub records: u64,
+}
+
+/// One transaction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TxnInfo {
+    /// Queue-local id.
+    pub id: ItemId,
+    /// Top-level xid.
+    pub xid: Xid,
+    /// State.
+    pub state: TxnState,
+    /// Commit LSN, once committed.
+    pub commit_lsn: Option<Lsn>,
+    /// End LSN of the commit, once committed.
+    pub end_lsn: Option<Lsn>,
+    /// Publisher commit time, once committed.
+    pub commit_time: Option<PgTimestamp>,
+    /// Due time, once committed.
+    pub due: Option<UnixTime>,
+    /// Data messages (changes, transactional messages, in-stream Relation/Type) kept.
+    pub messages: usize,
+    /// Sequence number of the segment holding its first record.
+    pub first_segment: u64,
+}
+
+/// The durable delay queue over a [`Storage`].
+#[derive(Debug)]
+pub struct DelayQueue<S: Storage> {
+    storage: S,
+    config: Config,
+    model: Model,
+    segs: Vec<SegState>,
+    /// Records of the active (last) segment not yet written to storage.
+    buf: Vec<u8>,
+    /// Bytes of the active segment already written to storage.
+    written: u64,
+    unsynced: bool,
+    unsynced_seal: bool,
+    dir_dirty: bool,
+    /// Highest flush LSN reported so far (never decreases).
+    flushed: Lsn,
+    durable_horizon: Lsn,
+    received: Lsn,
+    /// Top-level xid of the open stream block.
+    in_block: Option<u32>,
+    /// Dropping a re-sent non-streamed transaction until its Commit/Prepare.
+    skipping: Option<Flavor>,
+    /// Commit position of the last item handed out this session.
+    handed: Option<Pos>,
+    /// A retryable refusal is pending: do not confirm anything newer.
+    stalled: bool,
+    paused: bool,
+    now: UnixTime,
+    fatal: Option<Error>,
+    recovery: Recovery,
+}
+
+impl<S: Storage> DelayQueue<S> {
+    /// Opens (and recovers) the queue in `storage`: rebuilds the index from the files, cuts off
+    /// a torn tail, and fails with [`Error::Corrupt`] on anything else that is not valid.
+    pub fn open(mut storage: S, config: Config) -> Result<Self, Error> {
+        config.validate()?;
+        let scanned = scan(&storage, config.delay_micros())?;
+        let mut segs = scanned.segs;
+        if let Some(t) = &scanned.recovery.torn_tail {
+            if t.offset == 0 {
+                storage.remove(&t.file).map_err(Error::Storage)?;
+                storage.sync_dir().map_err(Error::Storage)?;
+            } else {
+                storage
+                    .truncate(&t.file, t.offset)
+                    .map_err(Error::Storage)?;
+                storage.sync(&t.file).map_err(Error::Storage)?;
+            }
+        }
+        let model = scanned.model;
+        let written = segs.last().map_or(0, |s| s.len);
+        let horizon = model.horizon.max(model.apply_lsn);
+        segs.shrink_to_fit();
+        let mut q = DelayQueue {
+            storage,
+            config,
+            model,
+            segs,
+            buf: Vec::new(),
+            written,
+            unsynced: false,
+            unsynced_seal: false,
+            dir_dirty: false,
+            flushed: horizon,
+            durable_horizon: horizon,
+            received: horizon,
+            in_block: None,
+            skipping: None,
+            handed: None,
+            stalled: false,
+            paused: false,
+            now: UnixTime(0),
+            fatal: None,
+            recovery: scanned.recovery,
+        };
+        q.refresh_flow();
+        Ok(q)
+    }
+
+    /// What recovery found when the queue was opened.
+    pub fn recovery(&self) -> &Recovery {
+        &self.recovery
+    }
+
+    /// Gives the storage back (e.g. to crash a simulated disk and reopen).
+    pub fn into_storage(self) -> S {
+        self.storage
+    }
+
+    /// The storage.
+    pub fn storage(&self) -> &S {
+        &self.storage
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Takes one received message. Records are buffered; they are durable after
+    /// [`DelayQueue::flush`].
+    ///
+    /// Retryable errors ([`Error::is_retryable`]) leave the queue unchanged: stop reading and
+    /// submit the same message again later. Until then nothing newer is confirmed.
+    pub fn handle(&mut self, now: UnixTime, msg: Received<'_>) -> Result<Accepted, Error> {
+        self.check()?;
+        self.now = now;
+        let r = self.handle_inner(&msg);
+        match &r {
+            Ok(_) => {
+                self.stalled = false;
+                self.received = self.received.max(msg.wal_lsn).max(event_end(&msg.event));
+            }
+            Err(e) if e.is_retryable() => self.stalled = true,
+            Err(_) => {}
+        }
+        self.refresh_flow();
+        r
+    }
+
+    /// A keepalive's (or any other) report of the last WAL position received.
+    pub fn note_received(&mut self, lsn: Lsn) {
+        if !self.stalled {
+            self.received = self.received.max(lsn);
+        }
+    }
+
+    /// Forgets the per-connection stream state before a (re)connect: every transaction still in
+    /// progress is abandoned (the publisher sends it again from the start).
+    pub fn restart_stream(&mut self, now: UnixTime) -> Result<(), Error> {
+        self.check()?;
+        self.now = now;
+        let open: Vec<(u64, Xid)> = self
+            .model
+            .items
+            .values()
+            .filter(|it| it.state == TxnState::InProgress)
+            .map(|it| (it.id, it.xid))
+            .collect();
+        for (id, xid) in open {
+            self.push(Rec {
+                flags: 0,
+                xid,
+                item: id,
+                lsn: Lsn::INVALID,
+                body: Body::Abort {
+                    sub_xid: 0,
+                    raw: &[],
+                },
+            })?;
+        }
+        self.in_block = None;
+        self.skipping = None;
+        self.stalled = false;
+        Ok(())
+    }
+
+    /// Writes buffered records and fsyncs (group commit): afterwards everything accepted so
+    /// far is durable. Returns the new [`DelayQueue::flush_lsn`].
+    pub fn flush(&mut self) -> Result<Lsn, Error> {
+        self.check()?;
+        self.write_out()?;
+        if self.unsynced {
+            if let Some(name) = self.segs.last().map(|s| s.name.clone()) {
+                let r = self.storage.sync(&name);
+                r.map_err(|e| self.fail(Error::Storage(e)))?;
+            }
+            self.unsynced = false;
+        }
+        if self.dir_dirty {
+            let r = self.storage.sync_dir();
+            r.map_err(|e| self.fail(Error::Storage(e)))?;
+            self.dir_dirty = false;
+        }
+        self.unsynced_seal = false;
+        self.durable_horizon = self.durable_horizon.max(self.model.horizon);
+        self.flushed = self.flushed.max(self.durable_horizon).max(self.received);
+        Ok(self.flush_lsn())
+    }
+
+    /// True when records were accepted since the last flush.
+    pub fn needs_flush(&self) -> bool {
+        self.unsynced || self.dir_dirty
+    }
+
+    /// The LSN to report as flushed: every transaction committed below it is durable here (or
+    /// applied). When no completed transaction waits for an fsync it is the last received LSN.
+    /// Never decreases.
+    pub fn flush_lsn(&self) -> Lsn {
+        if self.unsynced_seal || self.stalled {
+            self.flushed
+        } else {
+            self.flushed.max(self.received)
+        }
+    }
+
+    /// End LSN of the newest transaction marked applied.
+    pub fn apply_lsn(&self) -> Lsn {
+        self.model.apply_lsn
+    }
+
+    /// Last LSN received.
+    pub fn write_lsn(&self) -> Lsn {
+        self.received
+    }
+
+    /// Where to start replication after a (re)connect: the larger of what is applied and the
+    /// end of the last durably queued transaction.
+    pub fn resume_lsn(&self) -> Lsn {
+        self.model.apply_lsn.max(self.durable_horizon)
+    }
+
+    /// Whether the producer should read more.
+    pub fn flow(&self) -> Flow {
+        if self.paused {
+            Flow::Pause
+        } else {
+            Flow::Read
+        }
+    }
+
+    /// Bytes in segment files, including records still buffered.
+    pub fn disk_bytes(&self) -> u64 {
+        self.segs.iter().map(|s| s.len).sum()
+    }
+
+    /// When the next item not yet handed out becomes due (`None`: nothing queued).
+    pub fn next_due(&self) -> Option<UnixTime> {
+        let (_, id) = self.next_unhanded()?;
+        self.model
+            .items
+            .get(&id)
+            .map(|it| it.due.unwrap_or(UnixTime(i64::MIN)))
+    }
+
+    /// The next item in commit order if it is due at `now`. Each item is handed out once per
+    /// session; acknowledge it with [`DelayQueue::mark_applied`].
+    pub fn poll_ready(&mut self, now: UnixTime) -> Result<Option<Ready>, Error> {
+        self.check()?;
+        let Some((pos, id)) = self.next_unhanded() else {
+            return Ok(None);
+        };
+        let Some(it) = self.model.items.get(&id) else {
+            return Ok(None);
+        };
+        let due = it.due.unwrap_or(UnixTime(i64::MIN));
+        if due > now {
+            return Ok(None);
+        }
+        let commit = it.commit;
+        let out = if it.note {
+            let loc = it
+                .begin
+                .ok_or_else(|| Error::Misuse("message without record".into()))?;
+            let payload = self.read_raw(loc)?;
+            Ready::Message(ReadyMessage {
+                id: ItemId(id),
+                lsn: commit.map_or(Lsn::INVALID, |c| c.lsn),
+                payload,
+            })
+        } else {
+            let locs: Vec<Loc> = it
+                .begin
+                .iter()
+                .copied()
+                .chain(it.body.iter().map(|(l, _)| *l))
+                .chain(it.seal)
+                .chain(it.decide)
+                .collect();
+            let xid = it.xid;
+            let mut messages = Vec::with_capacity(locs.len());
+            for loc in locs {
+                messages.push(self.read_raw(loc)?);
+            }
+            let c = commit.ok_or_else(|| Error::Misuse("uncommitted item in order".into()))?;
+            Ready::Transaction(ReadyTxn {
+                id: ItemId(id),
+                xid,
+                kind: c.kind,
+                commit_lsn: c.lsn,
+                end_lsn: c.end,
+                commit_ts: c.ts,
+                due,
+                schema: self.model.schema.delta_until(pos),
+                messages,
+            })
+        };
+        self.handed = Some(pos);
+        Ok(Some(out))
+    }
+
+    /// Records that the oldest handed-out item was applied (buffered; durable with the next
+    /// flush). Call it once the apply is committed on the subscriber together with its
+    /// replication origin progress. Items must be acknowledged in the order handed out.
+    pub fn mark_applied(&mut self, id: ItemId) -> Result<(), Error> {
+        self.check()?;
+        let Some((&pos, &head)) = self.model.order.iter().next() else {
+            return Err(Error::Misuse(format!("item {} is not pending", id.0)));
+        };
+        if head != id.0 {
+            return Err(Error::Misuse(format!(
+                "items are applied in commit order: next is {head}, not {}",
+                id.0
+            )));
+        }
+        if !matches!(self.handed, Some(h) if pos <= h) {
+            return Err(Error::Misuse(format!("item {} was not handed out", id.0)));
+        }
+        self.push_applied(head)?;
+        self.refresh_flow();
+        Ok(())
+    }
+
+    /// Marks every queued transaction whose end LSN is at or below `origin_lsn` (the
+    /// subscriber's replication origin progress) applied, with the messages before them.
+    pub fn skip_applied_through(&mut self, origin_lsn: Lsn) -> Result<usize, Error> {
+        self.check()?;
+        let mut upto = None;
+        for (&pos, id) in &self.model.order {
+            let it = &self.model.items[id];
+            match it.commit {
+                Some(c) if !it.note && c.end <= origin_lsn => upto = Some(pos),
+                Some(_) if it.note => {}
+                _ => break,
+            }
+        }
+        let Some(upto) = upto else { return Ok(0) };
+        let ids: Vec<u64> = self.model.order.range(..=upto).map(|(_, id)| *id).collect();
+        for id in &ids {
+            self.push_applied(*id)?;
+        }
+        self.handed = self.handed.max(Some(upto));
+        self.refresh_flow();
+        Ok(ids.len())
+    }
+
+    /// Flushes, then removes the oldest segments that hold nothing pending (never the active
+    /// one), fsyncing the directory after each removal. Returns the removed file names.
+    ///
+    /// "Applied" is taken from [`DelayQueue::mark_applied`] even before its record is durable:
+    /// the subscriber's replication origin is the durable truth (pass it to
+    /// [`DelayQueue::skip_applied_through`] after a restart). This is what lets a queue that
+    /// ran out of space free segments although it cannot write.
+    pub fn purge(&mut self) -> Result<Vec<String>, Error> {
+        match self.flush() {
+            Ok(_) => {}
+            // Out of space: still free what is durably finished.
+            Err(e) if e.is_retryable() => {}
+            Err(e) => return Err(e),
+        }
+        let Some(active) = self.segs.last().map(|s| s.seq) else {
+            return Ok(Vec::new());
+        };
+        let floor = self.model.pinned_from().unwrap_or(active).min(active);
+        let mut removed = Vec::new();
+        while self.segs.first().is_some_and(|s| s.seq < floor) {
+            let name = self.segs[0].name.clone();
+            match self.storage.remove(&name) {
+                Ok(()) => {}
+                Err(e) if e.kind == StorageErrorKind::NotFound => {}
+                Err(e) => return Err(Error::Storage(e)),
+            }
+            let r = self.storage.sync_dir();
+            r.map_err(|e| self.fail(Error::Storage(e)))?;
+            self.segs.remove(0);
+            removed.push(name);
+        }
+        if let Some(first) = self.segs.first().map(|s| s.seq) {
+            self.model.forget_before(first);
+        }
+        self.refresh_flow();
+        Ok(removed)
+    }
+
+    /// A summary for tools and tests.
+    pub fn inspect(&self) -> Inspection {
+        let segments = self
+            .segs
+            .iter()
+            .map(|s| SegmentInfo {
+                file: s.name.clone(),
+                seq: s.seq,
+                valid_bytes: s.len,
+                capacity: s.capacity,
+                records: s.records,
+            })
+            .collect();
+        let mut txns: Vec<_> = self.model.items.values().filter(|it| !it.note).collect();
+        txns.sort_by_key(|it| match it.commit {
+            Some(c) => (0, c.pos, it.id),
+            None => (1, (0, 0), it.id),
+        });
+        let transactions = txns
+            .into_iter()
+            .map(|it| TxnInfo {
+                id: ItemId(it.id),
+                xid: it.xid,
+                state: it.state,
+                commit_lsn: it.commit.map(|c| c.lsn),
+                end_lsn: it.commit.map(|c| c.end),
+                commit_time: it.commit.map(|c| c.ts),
+                due: it.due,
+                messages: it.body.len(),
+                first_segment: it.first_seg,
+            })
+            .collect();
+        let messages_pending = self
+            .model
+            .order
+            .values()
+            .filter(|id| self.model.items.get(id).is_some_and(|it| it.note))
+            .count();
+        Inspection {
+            flush_lsn: self.flush_lsn(),
+            apply_lsn: self.apply_lsn(),
+            resume_lsn: self.resume_lsn(),
+            write_lsn: self.write_lsn(),
+            segments,
+            transactions,
+            messages_pending,
+            disk_bytes: self.disk_bytes(),
+        }
+    }
+
+    // ---- helpers -------------------------------------------------------------------------
+
+    fn handle_inner(&mut self, msg: &Received<'_>) -> Result<Accepted, Error> {
+        let raw = msg.payload;
+        let wal = msg.wal_lsn;
+        let horizon = self.model.horizon;
+        match msg.event {
+            Event::Begin { xid, final_lsn, .. } => {
+                self.expect_idle("BEGIN")?;
+                if final_lsn < horizon {
+                    self.skipping = Some(Flavor::Plain);
+                    return Ok(Accepted::Duplicate);
+                }
+                self.begin(xid, wal, Flavor::Plain, raw)
+            }
+            Event::BeginPrepare {
+                xid, prepare_lsn, ..
+            } => {
+                self.expect_idle("BEGIN PREPARE")?;
+                if prepare_lsn < horizon || self.model.prepared.contains_key(&xid.0) {
+                    self.skipping = Some(Flavor::TwoPhase);
+                    return Ok(Accepted::Duplicate);
+                }
+                self.begin(xid, wal, Flavor::TwoPhase, raw)
+            }
+            Event::Commit {
+                commit_lsn,
+                end_lsn,
+                commit_ts,
+            } => self.seal_open(
+                Flavor::Plain,
+                SealKind::Commit,
+                commit_lsn,
+                end_lsn,
+                commit_ts,
+                wal,
+                raw,
+            ),
+            Event::Prepare {
+                prepare_lsn,
+                end_lsn,
+                prepare_ts,
+                ..
+            } => self.seal_open(
+                Flavor::TwoPhase,
+                SealKind::Prepare,
+                prepare_lsn,
+                end_lsn,
+                prepare_ts,
+                wal,
+                raw,
+            ),
+            Event::CommitPrepared {
+                xid,
+                commit_lsn,
+                end_lsn,
+                commit_ts,
+            } => {
+                self.expect_idle("COMMIT PREPARED")?;
+                if commit_lsn < horizon {
+                    return Ok(Accepted::Duplicate);
+                }
+                let Some(&id) = self.model.prepared.get(&xid.0) else {
+                    return Err(Error::Protocol(format!(
+                        "COMMIT PREPARED for transaction {xid}, which is not prepared in the queue"
+                    )));
+                };
+                self.push(Rec {
+                    flags: 0,
+                    xid,
+                    item: id,
+                    lsn: wal,
+                    body: Body::Decide {
+                        commit: true,
+                        commit_lsn,
+                        end_lsn,
+                        ts: commit_ts,
+                        raw,
+                    },
+                })?;
+                self.unsynced_seal = true;
+                Ok(Accepted::Queued)
+            }
+            Event::RollbackPrepared {
+                xid,
+                prepare_end_lsn,
+                rollback_end_lsn,
+                rollback_ts,
+            } => {
+                self.expect_idle("ROLLBACK PREPARED")?;
+                if rollback_end_lsn <= horizon {
+                    return Ok(Accepted::Duplicate);
+                }
+                let Some(&id) = self.model.prepared.get(&xid.0) else {
+                    return Ok(Accepted::Ignored);
+                };
+                self.push(Rec {
+                    flags: 0,
+                    xid,
+                    item: id,
+                    lsn: wal,
+                    body: Body::Decide {
+                        commit: false,
+                        commit_lsn: prepare_end_lsn,
+                        end_lsn: rollback_end_lsn,
+                        ts: rollback_ts,
+                        raw,
+                    },
+                })?;
+                self.unsynced_seal = true;
+                Ok(Accepted::Queued)
+            }
+            Event::StreamStart { xid, first } => {
+                if self.in_block.is_some() {
+                    return Err(Error::Protocol("duplicate STREAM START message".into()));
+                }
+                self.expect_idle("STREAM START")?;
+                let known = self.model.streams.get(&xid.0).copied();
+                if first {
+                    self.check_budget()?;
+                    if let Some(old) = known {
+                        // Re-streamed from the start (after a reconnect): drop the old chunks.
+                        self.push(abort_rec(xid, old, 0))?;
+                    }
+                    let id = self.model.next_id;
+                    self.push(Rec {
+                        flags: 0,
+                        xid,
+                        item: id,
+                        lsn: wal,
+                        body: Body::Begin {
+                            flavor: Flavor::Streamed,
+                            raw,
+                        },
+                    })?;
+                } else if known.is_none() {
+                    return Err(Error::Protocol(format!(
+                        "STREAM START for transaction {xid} continues a stream the queue does not hold"
+                    )));
+                }
+                self.in_block = Some(xid.0);
+                Ok(Accepted::Queued)
+            }
+            Event::StreamStop => match self.in_block.take() {
+                Some(_) => Ok(Accepted::Queued),
+                None => Err(Error::Protocol(
+                    "STREAM STOP message without STREAM START".into(),
+                )),
+            },
+            Event::StreamCommit {
+                xid,
+                commit_lsn,
+                end_lsn,
+                commit_ts,
+            } => self.seal_stream(
+                xid,
+                SealKind::StreamCommit,
+                commit_lsn,
+                end_lsn,
+                commit_ts,
+                wal,
+                raw,
+            ),
+            Event::StreamPrepare {
+                xid,
+                prepare_lsn,
+                end_lsn,
+                prepare_ts,
+            } => self.seal_stream(
+                xid,
+                SealKind::StreamPrepare,
+                prepare_lsn,
+                end_lsn,
+                prepare_ts,
+                wal,
+                raw,
+            ),
+            Event::StreamAbort { xid, sub_xid } => {
+                if self.in_block.is_some() {
+                    return Err(Error::Protocol(
+                        "STREAM ABORT message without STREAM STOP".into(),
+                    ));
+                }
+                let Some(&id) = self.model.streams.get(&xid.0) else {
+                    return Ok(Accepted::Ignored);
+                };
+                let mut rec = abort_rec(xid, id, sub_xid.0);
+                rec.body = Body::Abort {
+                    sub_xid: sub_xid.0,
+                    raw,
+                };
+                self.push(rec)?;
+                Ok(Accepted::Queued)
+            }
+            Event::Relation { oid, .. } | Event::Type { oid, .. } => {
+                if self.in_block.is_some() {
+                    return self.data(msg);
+                }
+                let tag = if matches!(msg.event, Event::Relation { .. }) {
+                    b'R'
+                } else {
+                    b'Y'
+                };
+                // Kept even inside a re-sent (skipped) transaction: the publisher will not
+                // send it again in this session.
+                let key_same = self
+                    .model
+                    .schema
+                    .current
+                    .get(&SchemaMap::key(tag, oid))
+                    .is_some_and(|(t, p)| *t == tag && p.as_slice() == raw);
+                if key_same {
+                    return Ok(Accepted::Queued);
+                }
+                self.push(Rec {
+                    flags: 0,
+                    xid: Xid(0),
+                    item: 0,
+                    lsn: wal,
+                    body: Body::Schema { tag, oid, raw },
+                })?;
+                Ok(Accepted::Queued)
+            }
+            Event::Change { .. } => self.data(msg),
+            Event::Message {
+                transactional: true,
+                ..
+            } => self.data(msg),
+            Event::Message {
+                transactional: false,
+                lsn,
+                ..
+            } => {
+                if lsn < horizon {
+                    return Ok(Accepted::Duplicate);
+                }
+                self.check_budget()?;
+                let id = self.model.next_id;
+                self.push(Rec {
+                    flags: 0,
+                    xid: Xid(0),
+                    item: id,
+                    lsn,
+                    body: Body::Note { raw },
+                })?;
+                self.unsynced_seal = true;
+                Ok(Accepted::Queued)
+            }
+        }
+    }
+
+    fn expect_idle(&self, what: &str) -> Result<(), Error> {
+        if self.in_block.is_some() {
+            return Err(Error::Protocol(format!("{what} inside a stream block")));
+        }
+        if self.model.open_tx.is_some() || self.skipping.is_some() {
+            return Err(Error::Protocol(format!("{what} inside a transaction")));
+        }
+        Ok(())
+    }
+
+    fn begin(&mut self, xid: Xid, wal: Lsn, flavor: Flavor, raw: &[u8]) -> Result<Accepted, Error> {
+        self.check_budget()?;
+        let id = self.model.next_id;
+        self.push(Rec {
+            flags: 0,
+            xid,
+            item: id,
+            lsn: wal,
+            body: Body::Begin { flavor, raw },
+        })?;
+        Ok(Accepted::Queued)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn seal_open(
+        &mut self,
+        flavor: Flavor,
+        kind: SealKind,
+        commit_lsn: Lsn,
+        end_lsn: Lsn,
+        ts: PgTimestamp,
+        wal: Lsn,
+        raw: &[u8],
+    ) -> Result<Accepted, Error> {
+        if self.in_block.is_some() {
+            return Err(Error::Protocol(format!("{kind:?} inside a stream block")));
+        }
+        if self.skipping == Some(flavor) {
+            self.skipping = None;
+            return Ok(Accepted::Duplicate);
+        }
+        let open = self.model.open_tx.and_then(|id| self.model.items.get(&id));
+        let Some((id, xid)) = open
+            .filter(|it| it.flavor == flavor)
+            .map(|it| (it.id, it.xid))
+        else {
+            return Err(Error::Protocol(format!(
+                "{kind:?} without a matching BEGIN"
+            )));
+        };
+        self.push(Rec {
+            flags: 0,
+            xid,
+            item: id,
+            lsn: wal,
+            body: Body::Seal {
+                kind,
+                commit_lsn,
+                end_lsn,
+                ts,
+                raw,
+            },
+        })?;
+        self.unsynced_seal = true;
+        Ok(Accepted::Queued)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn seal_stream(
+        &mut self,
+        xid: Xid,
+        kind: SealKind,
+        commit_lsn: Lsn,
+        end_lsn: Lsn,
+        ts: PgTimestamp,
+        wal: Lsn,
+        raw: &[u8],
+    ) -> Result<Accepted, Error> {
+        if self.in_block.is_some() {
+            return Err(Error::Protocol(format!(
+                "{} message without STREAM STOP",
+                if kind == SealKind::StreamCommit {
+                    "STREAM COMMIT"
+                } else {
+                    "STREAM PREPARE"
+                }
+            )));
+        }
+        let known = self.model.streams.get(&xid.0).copied();
+        if commit_lsn < self.model.horizon {
+            if let Some(id) = known {
+                self.push(abort_rec(xid, id, 0))?;
+            }
+            return Ok(Accepted::Duplicate);
+        }
+        let Some(id) = known else {
+            return Err(Error::Protocol(format!(
+                "{kind:?} for transaction {xid}, which the queue does not hold"
+            )));
+        };
+        self.push(Rec {
+            flags: 0,
+            xid,
+            item: id,
+            lsn: wal,
+            body: Body::Seal {
+                kind,
+                commit_lsn,
+                end_lsn,
+                ts,
+                raw,
+            },
+        })?;
+        self.unsynced_seal = true;
+        Ok(Accepted::Queued)
+    }
+
+    /// A data message: inside a stream block it belongs to the block's transaction.
+    fn data(&mut self, msg: &Received<'_>) -> Result<Accepted, Error> {
+        let sub = match msg.event {
+            Event::Change { xid }
+            | Event::Relation { xid, .. }
+            | Event::Type { xid, .. }
+            | Event::Message { xid, .. } => xid,
+            _ => None,
+        };
+        let (id, sub) = if let Some(top) = self.in_block {
+            let id =
+                self.model.streams.get(&top).copied().ok_or_else(|| {
+                    Error::Protocol("stream block for an unknown transaction".into())
+                })?;
+            (id, sub.map_or(top, |x| x.0))
+        } else if self.skipping.is_some() {
+            return Ok(Accepted::Duplicate);
+        } else if let Some(id) = self.model.open_tx {
+            (id, 0)
+        } else {
+            return Err(Error::Protocol("data message outside a transaction".into()));
+        };
+        self.push(Rec {
+            flags: 0,
+            xid: Xid(sub),
+            item: id,
+            lsn: msg.wal_lsn,
+            body: Body::Msg { raw: msg.payload },
+        })?;
+        Ok(Accepted::Queued)
+    }
+
+    fn push_applied(&mut self, id: u64) -> Result<(), Error> {
+        let it = &self.model.items[&id];
+        let lsn = match it.commit {
+            Some(c) if !it.note => c.end,
+            _ => Lsn::INVALID,
+        };
+        self.push(Rec {
+            flags: 0,
+            xid: it.xid,
+            item: id,
+            lsn,
+            body: Body::Applied,
+        })?;
+        Ok(())
+    }
+
+    fn check(&self) -> Result<(), Error> {
+        match &self.fatal {
+            Some(e) => Err(Error::Poisoned(Box::new(e.clone()))),
+            None => Ok(()),
+        }
+    }
+
+    fn fail(&mut self, e: Error) -> Error {
+        self.fatal = Some(e.clone());
+        e
+    }
+
+    fn check_budget(&self) -> Result<(), Error> {
+        let bytes = self.disk_bytes();
+        if bytes >= self.config.disk_bytes_max {
+            return Err(Error::Full {
+                bytes,
+                max: self.config.disk_bytes_max,
+            });
+        }
+        Ok(())
+    }
+
+    fn refresh_flow(&mut self) {
+        let bytes = self.disk_bytes();
+        if bytes >= self.config.disk_high_watermark_bytes {
+            self.paused = true;
+        } else if bytes <= self.config.disk_low_watermark_bytes {
+            self.paused = false;
+        }
+    }
+
+    fn next_unhanded(&self) -> Option<(Pos, u64)> {
+        let lower = match self.handed {
+            Some(h) => Bound::Excluded(h),
+            None => Bound::Unbounded,
+        };
+        self.model
+            .order
+            .range((lower, Bound::Unbounded))
+            .next()
+            .map(|(p, id)| (*p, *id))
+    }
+
+    /// Appends one record: rolls over when needed (retryable failures change nothing), buffers
+    /// it and applies it to the model.
+    fn push(&mut self, rec: Rec<'_>) -> Result<Loc, Error> {
+        let len = rec.encoded_len();
+        self.ensure_room(len)?;
+        let Some(seg) = self.segs.last_mut() else {
+            return Err(self.fail(Error::Misuse("no active segment".into())));
+        };
+        let loc = Loc {
+            seg: seg.seq,
+            off: seg.len,
+            len,
+        };
+        rec.encode(&mut self.buf);
+        seg.len += len;
+        seg.records += 1;
+        self.unsynced = true;
+        if let Err(reason) = self.model.apply(&rec, loc) {
+            let name = seg.name.clone();
+            return Err(self.fail(Error::Corrupt {
+                file: name,
+                offset: loc.off,
+                reason: format!("internal: record rejected by the index: {reason}"),
+            }));
+        }
+        if self.buf.len() >= self.config.write_buffer_bytes {
+            match self.write_out() {
+                Ok(()) => {}
+                // Kept in the buffer; the next flush retries.
+                Err(e) if e.is_retryable() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(loc)
+    }
+
+    fn ensure_room(&mut self, len: u64) -> Result<(), Error> {
+        if let Some(seg) = self.segs.last() {
+            if seg.len + len <= seg.capacity {
+                return Ok(());
+            }
+        }
+        let capacity = self.config.segment_bytes_max;
+        let seq = self.segs.last().map_or(1, |s| s.seq + 1);
+        let mut snap = Vec::new();
+        let mut snap_records = 0;
+        for (&(_, oid), (tag, raw)) in &self.model.schema.current {
+            Rec {
+                flags: 1,
+                xid: Xid(0),
+                item: 0,
+                lsn: Lsn::INVALID,
+                body: Body::Schema {
+                    tag: *tag,
+                    oid,
+                    raw,
+                },
+            }
+            .encode(&mut snap);
+            snap_records += 1;
+        }
+        let need = SEGMENT_HEADER_BYTES + snap.len() as u64 + len;
+        if need > capacity {
+            return Err(Error::RecordTooLarge {
+                len: need,
+                capacity,
+            });
+        }
+        // The old segment becomes immutable and durable before the next one exists, so only
+        // the newest segment can ever have a torn tail.
+        if let Some(old) = self.segs.last().map(|s| s.name.clone()) {
+            self.write_out()?;
+            if self.unsynced {
+                let r = self.storage.sync(&old);
+                r.map_err(|e| self.fail(Error::Storage(e)))?;
+                self.unsynced = false;
+            }
+        }
+        let name = segment_name(seq);
+        if let Err(e) = self.storage.create(&name) {
+            let e = Error::Storage(e);
+            return Err(if e.is_retryable() { e } else { self.fail(e) });
+        }
+        let header = SegmentHeader {
+            seq,
+            capacity,
+            created: self.now,
+            horizon: self.model.horizon,
+            apply_lsn: self.model.apply_lsn,
+            next_id: self.model.next_id,
+        };
+        self.buf.clear();
+        self.buf.extend_from_slice(&header.encode());
+        self.buf.extend_from_slice(&snap);
+        self.written = 0;
+        self.segs.push(SegState {
+            seq,
+            name,
+            capacity,
+            len: SEGMENT_HEADER_BYTES + snap.len() as u64,
+            records: snap_records,
+        });
+        self.dir_dirty = true;
+        self.unsynced = true;
+        Ok(())
+    }
+
+    /// Writes the buffer to the active segment. On ENOSPC the file is cut back to what was
+    /// written before and the buffer kept (retryable); other failures are fatal.
+    fn write_out(&mut self) -> Result<(), Error> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let Some(name) = self.segs.last().map(|s| s.name.clone()) else {
+            return Ok(());
+        };
+        match self.storage.append(&name, &self.buf) {
+            Ok(()) => {
+                self.written += self.buf.len() as u64;
+                self.buf.clear();
+                Ok(())
+            }
+            Err(e) if e.kind == StorageErrorKind::NoSpace => {
+                if let Err(t) = self.storage.truncate(&name, self.written) {
+                    return Err(self.fail(Error::Storage(t)));
+                }
+                Err(Error::Storage(e))
+            }
+            Err(e) => Err(self.fail(Error::Storage(e))),
+        }
+    }
+
+    /// The stored pgoutput bytes of one record, checked again.
+    fn read_raw(&mut self, loc: Loc) -> Result<Vec<u8>, Error> {
+        let active = self.segs.last().map(|s| (s.seq, s.name.clone()));
+        let name = self
+            .segs
+            .iter()
+            .find(|s| s.seq == loc.seg)
+            .map(|s| s.name.clone())
+            .ok_or_else(|| Error::Corrupt {
+                file: segment_name(loc.seg),
+                offset: loc.off,
+                reason: "segment of a pending record is gone".into(),
+            })?;
+        let bytes = match active {
+            Some((seq, _)) if seq == loc.seg && loc.off >= self.written => {
+                let from = (loc.off - self.written) as usize;
+                self.buf
+                    .get(from..from + loc.len as usize)
+                    .map(<[u8]>::to_vec)
+                    .unwrap_or_default()
+            }
+            _ => {
+                let mut b = vec![0u8; loc.len as usize];
+                let n = self
+                    .storage
+                    .read(&name, loc.off, &mut b)
+                    .map_err(Error::Storage)?;
+                b.truncate(n);
+                b
+            }
+        };
+        let corrupt = |reason: &str| Error::Corrupt {
+            file: name.clone(),
+            offset: loc.off,
+            reason: reason.to_owned(),
+        };
+        let rec = crate::format::decode_record(&bytes).map_err(corrupt)?;
+        Ok(match rec.body {
+            Body::Begin { raw, .. }
+            | Body::Msg { raw }
+            | Body::Note { raw }
+            | Body::Seal { raw, .. }
+            | Body::Decide { raw, .. }
+            | Body::Abort { raw, .. }
+            | Body::Schema { raw, .. } => raw.to_vec(),
+            Body::Applied => Vec::new(),
+        })
+    }
+}
+
+fn abort_rec(xid: Xid, id: u64, sub_xid: u32) -> Rec<'static> {
+    Rec {
+        flags: 0,
+        xid,
+        item: id,
+        lsn: Lsn::INVALID,
+        body: Body::Abort { sub_xid, raw: &[] },
+    }
+}
+
+/// An LSN the message proves was received.
+fn event_end(e: &Event) -> Lsn {
+    match *e {
+        Event::Commit { end_lsn, .. }
+        | Event::Prepare { end_lsn, .. }
+        | Event::CommitPrepared { end_lsn, .. }
+        | Event::StreamCommit { end_lsn, .. }
+        | Event::StreamPrepare { end_lsn, .. } => end_lsn,
+        Event::RollbackPrepared {
+            rollback_end_lsn, ..
+        } => rollback_end_lsn,
+        _ => Lsn::INVALID,
+    }
+}

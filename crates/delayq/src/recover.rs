@@ -1,0 +1,230 @@
+//! Recovery: rebuilding the index from the segment files alone.
+
+use crate::format::{
+    check_head, decode_record, parse_segment_name, SegmentHeader, RECORD_HEADER_BYTES,
+    SEGMENT_HEADER_BYTES,
+};
+use crate::model::{Loc, Model};
+use crate::storage::Storage;
+use crate::Error;
+
+/// What recovery found and did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// Segment files read.
+    pub segments: usize,
+    /// Valid records read.
+    pub records: u64,
+    /// The incomplete last write that was (or, for [`verify`], would be) cut off.
+    pub torn_tail: Option<TornTail>,
+}
+
+/// An incomplete last write at the end of the newest segment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TornTail {
+    /// Segment file name.
+    pub file: String,
+    /// Where the valid data ends (0: the segment header itself is incomplete and the file is
+    /// removed).
+    pub offset: u64,
+    /// Bytes after `offset`.
+    pub dropped_bytes: u64,
+    /// Why the data at `offset` is not a whole record.
+    pub reason: String,
+}
+
+/// A segment as recovery left it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SegState {
+    pub seq: u64,
+    pub name: String,
+    pub capacity: u64,
+    /// Bytes of whole records (including the header); for the active segment, including
+    /// records still buffered in memory.
+    pub len: u64,
+    pub records: u64,
+}
+
+pub(crate) struct Scanned {
+    pub segs: Vec<SegState>,
+    pub model: Model,
+    pub recovery: Recovery,
+}
+
+/// Checks every record of the queue in `storage` without changing anything.
+///
+/// A torn tail is reported in the result, not as an error; anything else that is not a valid
+/// queue is an [`Error::Corrupt`] naming the file and byte offset.
+pub fn verify<S: Storage>(storage: &S) -> Result<Recovery, Error> {
+    Ok(scan(storage, 0)?.recovery)
+}
+
+/// Reads all segments in order, applying every record to a fresh model.
+pub(crate) fn scan<S: Storage>(storage: &S, delay_micros: i64) -> Result<Scanned, Error> {
+    let mut names: Vec<(u64, String)> = storage
+        .list()
+        .map_err(Error::Storage)?
+        .into_iter()
+        .filter_map(|n| parse_segment_name(&n).map(|s| (s, n)))
+        .collect();
+    names.sort();
+    let mut model = Model::new(delay_micros);
+    let mut segs = Vec::new();
+    let mut recovery = Recovery::default();
+    let count = names.len();
+    for (i, (seq, name)) in names.into_iter().enumerate() {
+        let last = i + 1 == count;
+        let corrupt = |offset: u64, reason: &str| Error::Corrupt {
+            file: name.clone(),
+            offset,
+            reason: reason.to_owned(),
+        };
+        if let Some(prev) = segs.last().map(|s: &SegState| s.seq) {
+            if seq != prev + 1 {
+                return Err(corrupt(0, &format!("segment {} is missing", prev + 1)));
+            }
+        }
+        let size = storage.size(&name).map_err(Error::Storage)?;
+        let mut rd = Chunked::new(storage, &name, size);
+        let head = rd.get(0, SEGMENT_HEADER_BYTES)?.to_vec();
+        if (head.len() as u64) < SEGMENT_HEADER_BYTES {
+            if last {
+                recovery.torn_tail = Some(TornTail {
+                    file: name.clone(),
+                    offset: 0,
+                    dropped_bytes: size,
+                    reason: "segment header is incomplete".into(),
+                });
+                break;
+            }
+            return Err(corrupt(0, "segment header is incomplete"));
+        }
+        let header = SegmentHeader::decode(&head).map_err(|r| corrupt(0, r))?;
+        if header.seq != seq {
+            return Err(corrupt(0, "segment header names another segment"));
+        }
+        if segs.is_empty() {
+            model.floor_id = header.next_id;
+        }
+        model.horizon = model.horizon.max(header.horizon);
+        model.apply_lsn = model.apply_lsn.max(header.apply_lsn);
+        model.next_id = model.next_id.max(header.next_id);
+        let end = size.min(header.capacity);
+        let mut off = SEGMENT_HEADER_BYTES;
+        let mut records = 0;
+        let mut stop: Option<&'static str> = None;
+        while off < end {
+            let h = rd.get(off, RECORD_HEADER_BYTES)?;
+            let len = match check_head(h, end - off) {
+                Ok(len) => len,
+                Err(r) => {
+                    stop = Some(r);
+                    break;
+                }
+            };
+            let bytes = rd.get(off, len)?;
+            let rec = match decode_record(bytes) {
+                Ok(rec) => rec,
+                Err(r) => {
+                    stop = Some(r);
+                    break;
+                }
+            };
+            model
+                .apply(&rec, Loc { seg: seq, off, len })
+                .map_err(|r| corrupt(off, r))?;
+            off += len;
+            records += 1;
+        }
+        if off < size {
+            let reason = stop.unwrap_or("data past the segment's capacity");
+            if !last {
+                return Err(corrupt(off, reason));
+            }
+            if let Some(at) = rd.valid_record_after(off, end)? {
+                return Err(corrupt(
+                    off,
+                    &format!("{reason}, but a valid record follows at offset {at}"),
+                ));
+            }
+            recovery.torn_tail = Some(TornTail {
+                file: name.clone(),
+                offset: off,
+                dropped_bytes: size - off,
+                reason: reason.to_owned(),
+            });
+        }
+        recovery.records += records;
+        segs.push(SegState {
+            seq,
+            name,
+            capacity: header.capacity,
+            len: off,
+            records,
+        });
+    }
+    recovery.segments = segs.len();
+    Ok(Scanned {
+        segs,
+        model,
+        recovery,
+    })
+}
+
+const CHUNK: u64 = 64 << 10;
+
+/// Reads a file through a window so that a scan does not make a call per record.
+struct Chunked<'a, S> {
+    storage: &'a S,
+    name: &'a str,
+    size: u64,
+    start: u64,
+    buf: Vec<u8>,
+}
+
+impl<'a, S: Storage> Chunked<'a, S> {
+    fn new(storage: &'a S, name: &'a str, size: u64) -> Self {
+        Chunked {
+            storage,
+            name,
+            size,
+            start: 0,
+            buf: Vec::new(),
+        }
+    }
+
+    /// Up to `len` bytes at `off` (fewer only at the end of the file). `len` must already be
+    /// bounded by the file size; the window never exceeds what is left of the file.
+    fn get(&mut self, off: u64, len: u64) -> Result<&[u8], Error> {
+        let have = off >= self.start && off + len <= self.start + self.buf.len() as u64;
+        if !have {
+            let want = len.max(CHUNK).min(self.size.saturating_sub(off));
+            self.buf.clear();
+            self.buf.resize(want as usize, 0);
+            let n = self
+                .storage
+                .read(self.name, off, &mut self.buf)
+                .map_err(Error::Storage)?;
+            self.buf.truncate(n);
+            self.start = off;
+        }
+        let from = (off - self.start) as usize;
+        let to = (from + len as usize).min(self.buf.len());
+        Ok(&self.buf[from.min(to)..to])
+    }
+
+    /// The offset of the first whole, checksum-valid record starting after `off`, if any.
+    fn valid_record_after(&mut self, off: u64, end: u64) -> Result<Option<u64>, Error> {
+        let mut p = off + 1;
+        while p + RECORD_HEADER_BYTES <= end {
+            let h = self.get(p, RECORD_HEADER_BYTES)?;
+            if let Ok(len) = check_head(h, end - p) {
+                if decode_record(self.get(p, len)?).is_ok() {
+                    return Ok(Some(p));
+                }
+            }
+            p += 1;
+        }
+        Ok(None)
+    }
+}

@@ -1,0 +1,295 @@
+//! [`SimStorage`]: an in-memory directory with deterministic, seeded faults, shared by the unit
+//! tests, the simulator and the fuzz targets (feature `sim`).
+
+use crate::storage::{Storage, StorageError, StorageErrorKind};
+use pgyard_types::{rng_from_seed, uniform_inclusive, Rng, RngCore};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Which faults the simulated disk injects, and how often.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SimFaults {
+    /// Chance per million that a file or directory fsync fails (the file is then poisoned and
+    /// its unsynced data is dropped, as Linux does).
+    pub fsync_fail_per_million: u32,
+    /// Chance per million that an append fails with ENOSPC after writing a random prefix.
+    pub enospc_per_million: u32,
+    /// Total bytes the disk holds; appends beyond it fail with ENOSPC.
+    pub capacity_bytes: Option<u64>,
+    /// On [`SimStorage::crash`], keep a random prefix of each file's unsynced bytes (a torn
+    /// write) instead of dropping all of them.
+    pub torn_writes: bool,
+}
+
+/// Counters of what the simulated disk did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SimStats {
+    /// Successful file fsyncs.
+    pub syncs: u64,
+    /// Injected fsync failures.
+    pub fsync_failures: u64,
+    /// Injected or capacity ENOSPC failures.
+    pub enospc: u64,
+    /// Crashes.
+    pub crashes: u64,
+    /// Crashes that left a torn (partial) unsynced tail in some file.
+    pub torn: u64,
+}
+
+#[derive(Clone, Debug, Default)]
+struct SimFile {
+    data: Vec<u8>,
+    durable: Vec<u8>,
+    poisoned: bool,
+}
+
+/// A deterministic in-memory directory with fault injection.
+#[derive(Clone, Debug)]
+pub struct SimStorage {
+    files: BTreeMap<String, SimFile>,
+    /// Durable contents of durable files removed since the last directory sync.
+    removed: BTreeMap<String, Vec<u8>>,
+    durable_names: BTreeSet<String>,
+    rng: Rng,
+    faults: SimFaults,
+    stats: SimStats,
+}
+
+impl SimStorage {
+    /// An empty disk without faults; `seed` drives every later fault decision.
+    pub fn new(seed: u64) -> Self {
+        Self::with_rng(rng_from_seed(seed), SimFaults::default())
+    }
+
+    /// An empty disk with the given random source and faults.
+    pub fn with_rng(rng: Rng, faults: SimFaults) -> Self {
+        SimStorage {
+            files: BTreeMap::new(),
+            removed: BTreeMap::new(),
+            durable_names: BTreeSet::new(),
+            rng,
+            faults,
+            stats: SimStats::default(),
+        }
+    }
+
+    /// Changes the fault mix (e.g. none for a liveness phase).
+    pub fn set_faults(&mut self, faults: SimFaults) {
+        self.faults = faults;
+    }
+
+    /// What happened so far.
+    pub fn stats(&self) -> SimStats {
+        self.stats
+    }
+
+    /// Current contents of a file (including unsynced bytes).
+    pub fn file(&self, name: &str) -> Option<&[u8]> {
+        self.files.get(name).map(|f| f.data.as_slice())
+    }
+
+    /// Flips bits of one byte of a file, in both its current and durable contents.
+    pub fn corrupt(&mut self, name: &str, offset: usize, xor: u8) {
+        if let Some(f) = self.files.get_mut(name) {
+            if let Some(b) = f.data.get_mut(offset) {
+                *b ^= xor;
+            }
+            if let Some(b) = f.durable.get_mut(offset) {
+                *b ^= xor;
+            }
+        }
+    }
+
+    /// Power loss: unsynced data is lost (or torn), undurable creations and removals are
+    /// undone, poisoned files become readable again with what reached the disk.
+    pub fn crash(&mut self) {
+        self.stats.crashes += 1;
+        let names: Vec<String> = self.files.keys().cloned().collect();
+        for name in names {
+            if !self.durable_names.contains(&name) {
+                self.files.remove(&name);
+            }
+        }
+        for (name, data) in std::mem::take(&mut self.removed) {
+            if self.durable_names.contains(&name) && !self.files.contains_key(&name) {
+                self.files.insert(
+                    name,
+                    SimFile {
+                        data: data.clone(),
+                        durable: data,
+                        poisoned: false,
+                    },
+                );
+            }
+        }
+        let mut torn = false;
+        for f in self.files.values_mut() {
+            let mut keep = f.durable.clone();
+            let extra = f.data.len().saturating_sub(keep.len());
+            if self.faults.torn_writes && extra > 0 && f.data.starts_with(&f.durable) {
+                let k = uniform_inclusive(&mut self.rng, extra as u64) as usize;
+                keep.extend_from_slice(&f.data[f.durable.len()..f.durable.len() + k]);
+                torn |= k > 0;
+            }
+            f.data = keep.clone();
+            f.durable = keep;
+            f.poisoned = false;
+        }
+        if torn {
+            self.stats.torn += 1;
+        }
+    }
+
+    fn roll(&mut self, per_million: u32) -> bool {
+        per_million > 0 && (self.rng.next_u32() % 1_000_000) < per_million
+    }
+
+    fn file_mut(&mut self, op: &'static str, name: &str) -> Result<&mut SimFile, StorageError> {
+        match self.files.get_mut(name) {
+            None => Err(e(op, name, StorageErrorKind::NotFound)),
+            Some(f) if f.poisoned => Err(e(op, name, StorageErrorKind::Poisoned)),
+            Some(f) => Ok(f),
+        }
+    }
+}
+
+impl Storage for SimStorage {
+    fn list(&self) -> Result<Vec<String>, StorageError> {
+        Ok(self.files.keys().cloned().collect())
+    }
+
+    fn create(&mut self, name: &str) -> Result<(), StorageError> {
+        if self.files.contains_key(name) {
+            return Err(e("create", name, StorageErrorKind::AlreadyExists));
+        }
+        self.files.insert(name.to_owned(), SimFile::default());
+        Ok(())
+    }
+
+    fn append(&mut self, name: &str, data: &[u8]) -> Result<(), StorageError> {
+        let used: u64 = self.files.values().map(|f| f.data.len() as u64).sum();
+        let over = self
+            .faults
+            .capacity_bytes
+            .is_some_and(|cap| used + data.len() as u64 > cap);
+        let fail = over || self.roll(self.faults.enospc_per_million);
+        let prefix = if fail && !data.is_empty() {
+            let room = self
+                .faults
+                .capacity_bytes
+                .map_or(data.len() as u64, |cap| cap.saturating_sub(used));
+            let max = room.min(data.len() as u64 - 1);
+            uniform_inclusive(&mut self.rng, max) as usize
+        } else {
+            data.len()
+        };
+        let f = self.file_mut("append", name)?;
+        f.data.extend_from_slice(&data[..prefix]);
+        if fail {
+            self.stats.enospc += 1;
+            return Err(e("append", name, StorageErrorKind::NoSpace));
+        }
+        Ok(())
+    }
+
+    fn read(&self, name: &str, offset: u64, buf: &mut [u8]) -> Result<usize, StorageError> {
+        let f = self
+            .files
+            .get(name)
+            .ok_or_else(|| e("read", name, StorageErrorKind::NotFound))?;
+        let start = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(f.data.len());
+        let n = buf.len().min(f.data.len() - start);
+        buf[..n].copy_from_slice(&f.data[start..start + n]);
+        Ok(n)
+    }
+
+    fn size(&self, name: &str) -> Result<u64, StorageError> {
+        self.files
+            .get(name)
+            .map(|f| f.data.len() as u64)
+            .ok_or_else(|| e("stat", name, StorageErrorKind::NotFound))
+    }
+
+    fn sync(&mut self, name: &str) -> Result<(), StorageError> {
+        let fail = self.roll(self.faults.fsync_fail_per_million);
+        let f = self.file_mut("sync", name)?;
+        if fail {
+            // Linux drops the dirty pages and reports the error once; model the worst case.
+            f.poisoned = true;
+            f.data = f.durable.clone();
+            self.stats.fsync_failures += 1;
+            return Err(e(
+                "sync",
+                name,
+                StorageErrorKind::Other("simulated fsync failure (EIO)".into()),
+            ));
+        }
+        f.durable = f.data.clone();
+        self.stats.syncs += 1;
+        Ok(())
+    }
+
+    fn sync_dir(&mut self) -> Result<(), StorageError> {
+        if self.roll(self.faults.fsync_fail_per_million) {
+            self.stats.fsync_failures += 1;
+            return Err(e(
+                "sync directory",
+                "",
+                StorageErrorKind::Other("simulated fsync failure (EIO)".into()),
+            ));
+        }
+        self.durable_names = self.files.keys().cloned().collect();
+        self.removed.clear();
+        Ok(())
+    }
+
+    fn remove(&mut self, name: &str) -> Result<(), StorageError> {
+        let f = self
+            .files
+            .remove(name)
+            .ok_or_else(|| e("remove", name, StorageErrorKind::NotFound))?;
+        if self.durable_names.contains(name) {
+            self.removed.entry(name.to_owned()).or_insert(f.durable);
+        }
+        Ok(())
+    }
+
+    fn rename(&mut self, from: &str, to: &str) -> Result<(), StorageError> {
+        let f = self
+            .files
+            .remove(from)
+            .ok_or_else(|| e("rename", from, StorageErrorKind::NotFound))?;
+        if self.durable_names.contains(from) {
+            self.removed
+                .entry(from.to_owned())
+                .or_insert(f.durable.clone());
+        }
+        if let Some(old) = self.files.remove(to) {
+            if self.durable_names.contains(to) {
+                self.removed.entry(to.to_owned()).or_insert(old.durable);
+            }
+        }
+        self.files.insert(to.to_owned(), f);
+        Ok(())
+    }
+
+    fn truncate(&mut self, name: &str, len: u64) -> Result<(), StorageError> {
+        let f = self.file_mut("truncate", name)?;
+        let len = usize::try_from(len).unwrap_or(usize::MAX);
+        if len < f.data.len() {
+            f.data.truncate(len);
+        } else {
+            f.data.resize(len, 0);
+        }
+        Ok(())
+    }
+}
+
+fn e(op: &'static str, name: &str, kind: StorageErrorKind) -> StorageError {
+    StorageError {
+        op,
+        file: name.to_owned(),
+        kind,
+    }
+}
