@@ -79,7 +79,11 @@ pub struct Reader<'a> {
 impl<'a> Reader<'a> {
     /// A reader over `buf` whose error offsets start at 0.
     pub fn new(buf: &'a [u8]) -> Self {
-        Reader { buf, pos: 0, base: 0 }
+        Reader {
+            buf,
+            pos: 0,
+            base: 0,
+        }
     }
 
     /// A reader over `buf` whose error offsets start at `base`.
@@ -248,7 +252,10 @@ impl<'a> Reader<'a> {
 
     fn check_count(&self, n: i64, at: usize, min_item_bytes: usize) -> Result<usize, DecodeError> {
         if n < 0 || (n as usize).saturating_mul(min_item_bytes) > self.remaining() {
-            return Err(DecodeError::InvalidCount { count: n, offset: at });
+            return Err(DecodeError::InvalidCount {
+                count: n,
+                offset: at,
+            });
         }
         Ok(n as usize)
     }
@@ -263,7 +270,13 @@ mod tests {
         let mut r = Reader::with_base(&[0, 1, b'a', 0, 0xff], 10);
         assert_eq!(r.i16(), Ok(1));
         assert_eq!(r.cstr(), Ok(&b"a"[..]));
-        assert_eq!(r.i32(), Err(DecodeError::UnexpectedEnd { offset: 14, needed: 3 }));
+        assert_eq!(
+            r.i32(),
+            Err(DecodeError::UnexpectedEnd {
+                offset: 14,
+                needed: 3
+            })
+        );
         assert_eq!(r.u8(), Ok(0xff));
         assert_eq!(r.finish(), Ok(()));
         let mut r = Reader::new(b"abc");
@@ -273,12 +286,30 @@ mod tests {
     #[test]
     fn counts_and_lengths_cannot_overrun() {
         let mut r = Reader::new(&[0x7f, 0xff, 0, 0]);
-        assert_eq!(r.count16(1), Err(DecodeError::InvalidCount { count: 32767, offset: 0 }));
+        assert_eq!(
+            r.count16(1),
+            Err(DecodeError::InvalidCount {
+                count: 32767,
+                offset: 0
+            })
+        );
         let mut r = Reader::new(&[0xff, 0xff, 0xff, 0xff]);
         assert_eq!(r.nullable_bytes(), Ok(None));
         let mut r = Reader::new(&[0, 0, 0, 9, 1]);
-        assert_eq!(r.nullable_bytes(), Err(DecodeError::InvalidLength { length: 9, offset: 0 }));
+        assert_eq!(
+            r.nullable_bytes(),
+            Err(DecodeError::InvalidLength {
+                length: 9,
+                offset: 0
+            })
+        );
         let mut r = Reader::new(&[0xff, 0xff, 0xff, 0xfe]);
-        assert_eq!(r.nullable_bytes(), Err(DecodeError::InvalidLength { length: -2, offset: 0 }));
+        assert_eq!(
+            r.nullable_bytes(),
+            Err(DecodeError::InvalidLength {
+                length: -2,
+                offset: 0
+            })
+        );
     }
 }
