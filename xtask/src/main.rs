@@ -290,6 +290,8 @@ fn print_summary(reports: &[StepReport], summary_lines: &[String]) {
     for line in summary_lines {
         println!("{line}");
     }
+    // The plain closing line CI reads: totals over every test binary.
+    println!("tests: {passed} passed, {failed} failed");
 }
 
 /// The number written just before `word` in a libtest summary line (`... 12 passed; ...`).
