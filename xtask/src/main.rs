@@ -164,15 +164,32 @@ fn provision() -> Result<(), String> {
         }
     );
 
+    // The golden captures drive Debian's psql, pgbench and pg_recvlogical.
+    let tools_present = |path: &std::path::Path| {
+        let bin = path
+            .parent()
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or_default();
+        ["pgbench", "pg_recvlogical"]
+            .iter()
+            .all(|t| bin.join(t).is_file())
+    };
     match pgyard_testkit::cluster::psql_path() {
-        Some(path) => println!("psql: {}", path.display()),
-        None => {
-            println!("psql not found; installing postgresql-client with apt-get");
+        Some(path) if tools_present(&path) => {
+            println!("psql, pgbench, pg_recvlogical: {}", path.display())
+        }
+        _ => {
+            println!("PostgreSQL client tools missing; installing them with apt-get");
             install_psql().map_err(|e| format!("step `provision` failed: installing psql: {e}"))?;
             let path = pgyard_testkit::cluster::psql_path().ok_or(
                 "step `provision` failed: psql is still missing after installing postgresql-client",
             )?;
-            println!("psql: {}", path.display());
+            if !tools_present(&path) {
+                return Err(
+                    "step `provision` failed: pgbench or pg_recvlogical still missing".into(),
+                );
+            }
+            println!("psql, pgbench, pg_recvlogical: {}", path.display());
         }
     }
     Ok(())
@@ -187,7 +204,8 @@ fn install_psql() -> Result<(), String> {
     run_inherit(
         Command::new("apt-get")
             .args(["install", "-y", "-q", "--no-install-recommends"])
-            .arg("postgresql-client")
+            // pgbench ships in the server package; pg_recvlogical and psql in the client.
+            .args(["postgresql-client-15", "postgresql-15"])
             .env("DEBIAN_FRONTEND", "noninteractive"),
     )
 }

@@ -7,3 +7,4 @@
 pub mod cluster;
 pub mod libpq;
 pub mod pg18;
+pub mod proxy;
