@@ -1,13 +1,30 @@
 //! `pgyard delayq`: look into a delay queue directory.
 
 use clap::Subcommand;
-use pgyard_delayq::{verify, Config, DelayQueue, FsStorage, Inspection, Recovery};
+use pgyard_delayq::{verify, Config, DelayQueue, FsStorage, Inspection, Received, Recovery};
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// `pgyard delayq` subcommands.
 #[derive(Subcommand, Debug)]
 pub enum DelayqCommand {
+    /// Queue a raw backend capture of a logical replication connection (what
+    /// `pgyard wire decode --replication` reads) into DIR; prints `flushed LSN` lines as flush
+    /// points become durable. It only queues: it never applies or purges.
+    Ingest {
+        /// The queue directory (created if missing).
+        dir: PathBuf,
+        /// The backend-side capture.
+        #[arg(long)]
+        capture: PathBuf,
+        /// Apply delay, e.g. `30s`, `5min`, `1h`.
+        #[arg(long, default_value = "0s", value_parser = parse_delay)]
+        delay: std::time::Duration,
+        /// Flush after every N queued messages (and at the end).
+        #[arg(long, default_value_t = 64)]
+        sync_every: u64,
+    },
     /// Open (and so recover) a queue directory; list segments, watermarks and transactions.
     Inspect {
         /// The queue directory.
@@ -26,9 +43,184 @@ pub enum DelayqCommand {
 /// Runs a `pgyard delayq` subcommand.
 pub fn run(cmd: DelayqCommand) -> ExitCode {
     match cmd {
+        DelayqCommand::Ingest {
+            dir,
+            capture,
+            delay,
+            sync_every,
+        } => ingest(&dir, &capture, delay, sync_every.max(1)),
         DelayqCommand::Inspect { dir, json } => inspect(&dir, json),
         DelayqCommand::Verify { dir } => verify_dir(&dir),
     }
+}
+
+/// `30s`, `5min`, `1h`, `250ms`, `2d`, or plain seconds.
+fn parse_delay(s: &str) -> Result<std::time::Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (n, unit) = s.split_at(split);
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("invalid delay {s:?}: expected e.g. 30s, 5min, 1h"))?;
+    let secs = |k: u64| std::time::Duration::from_secs(n.saturating_mul(k));
+    Ok(match unit.trim() {
+        "" | "s" | "sec" | "secs" => secs(1),
+        "ms" => std::time::Duration::from_millis(n),
+        "min" | "mins" | "m" => secs(60),
+        "h" | "hour" | "hours" => secs(3600),
+        "d" | "day" | "days" => secs(86_400),
+        other => {
+            return Err(format!(
+                "invalid delay unit {other:?} in {s:?}: use ms, s, min, h or d"
+            ))
+        }
+    })
+}
+
+fn ingest(
+    dir: &std::path::Path,
+    capture: &std::path::Path,
+    delay: std::time::Duration,
+    sync_every: u64,
+) -> ExitCode {
+    let fail = |what: String| {
+        eprintln!("pgyard delayq ingest: {what}");
+        ExitCode::FAILURE
+    };
+    let bytes = match std::fs::read(capture) {
+        Ok(b) => b,
+        Err(e) => return fail(format!("{}: {e}", capture.display())),
+    };
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        return fail(format!("{}: {e}", dir.display()));
+    }
+    let storage = match FsStorage::open(dir) {
+        Ok(s) => s,
+        Err(e) => return fail(format!("{}: {e}", dir.display())),
+    };
+    let config = Config {
+        delay,
+        ..Config::default()
+    };
+    let mut q = match DelayQueue::open(storage, config) {
+        Ok(q) => q,
+        Err(e) => return fail(format!("{}: {e}", dir.display())),
+    };
+    report_torn(q.recovery(), "truncated");
+    let mut out = std::io::stdout().lock();
+    let mut reported = q.flush_lsn();
+    let mut since_flush = 0u64;
+    let mut flush = |q: &mut DelayQueue<FsStorage>, out: &mut std::io::StdoutLock<'_>| {
+        q.flush().map(|_| {
+            let now = q.flush_lsn();
+            if now > reported {
+                reported = now;
+                let _ = writeln!(out, "flushed {now}");
+            }
+        })
+    };
+    let result = feed_capture(&bytes, |item| {
+        let (wal_lsn, payload, msg) = match item {
+            Fed::Received(end) => {
+                q.note_received(end);
+                return Ok(());
+            }
+            Fed::Message(wal_lsn, payload, msg) => (wal_lsn, payload, msg),
+        };
+        let event = pgyard_delayq::pgoutput::event(msg);
+        let now = pgyard_types::UnixTime(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX)),
+        );
+        q.handle(
+            now,
+            Received {
+                wal_lsn,
+                payload,
+                event,
+            },
+        )
+        .map_err(|e| format!("queueing the message at {wal_lsn}: {e}"))?;
+        since_flush += 1;
+        if since_flush >= sync_every {
+            since_flush = 0;
+            flush(&mut q, &mut out).map_err(|e| format!("flush: {e}"))?;
+        }
+        Ok(())
+    });
+    if let Err(e) = result {
+        return fail(e);
+    }
+    if let Err(e) = flush(&mut q, &mut out) {
+        return fail(format!("flush: {e}"));
+    }
+    ExitCode::SUCCESS
+}
+
+/// What a capture walk hands out.
+enum Fed<'a, 'b> {
+    /// A pgoutput message with the WAL position it arrived at and its raw bytes.
+    Message(
+        pgyard_types::Lsn,
+        &'a [u8],
+        &'b pgyard_wire::pgoutput::PgOutputMessage<'a>,
+    ),
+    /// The server's report of how far it has sent WAL.
+    Received(pgyard_types::Lsn),
+}
+
+/// Walks a backend capture: skips the one-byte encryption answer, follows the connection into
+/// CopyBoth, and hands every XLogData's decoded pgoutput message and every WAL end reported to
+/// `each`.
+fn feed_capture(
+    capture: &[u8],
+    mut each: impl FnMut(Fed<'_, '_>) -> Result<(), String>,
+) -> Result<(), String> {
+    use pgyard_wire::pgoutput::{PgOutputDecoder, ProtoVersion};
+    use pgyard_wire::replication::ReplicationMessage;
+    // A capture may open with the one-byte answer to SSLRequest/GSSENCRequest; a typed frame
+    // never starts with a length word whose first byte is non-zero after `N`.
+    let mut start = 0;
+    while start < 2
+        && matches!(capture.get(start), Some(b'N' | b'S' | b'G'))
+        && capture.get(start + 1) != Some(&0)
+    {
+        start += 1;
+    }
+    let mut copy_both = false;
+    let mut decoder = PgOutputDecoder::new(ProtoVersion::MAX);
+    let mut pos = start;
+    for frame in pgyard_wire::frame::frames(&capture[start..], 1 << 30) {
+        let frame = frame.map_err(|e| format!("malformed capture at byte offset {pos}: {e}"))?;
+        let at = pos;
+        pos += frame.body.len() + 5;
+        match frame.tag {
+            b'W' => copy_both = true,
+            b'd' if copy_both => {
+                let msg = ReplicationMessage::decode_from_server(frame.body)
+                    .map_err(|e| format!("replication message at byte offset {at}: {e}"))?;
+                match msg {
+                    ReplicationMessage::XLogData(x) => {
+                        let m = decoder
+                            .decode(x.data)
+                            .map_err(|e| format!("pgoutput message at byte offset {at}: {e}"))?;
+                        each(Fed::Message(x.start, x.data, &m))?;
+                        each(Fed::Received(x.end))?;
+                    }
+                    ReplicationMessage::PrimaryKeepalive(k) => each(Fed::Received(k.wal_end))?,
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+    }
+    if pos != capture.len() {
+        return Err(format!(
+            "the capture ends inside a message at byte offset {pos}"
+        ));
+    }
+    Ok(())
 }
 
 fn inspect(dir: &std::path::Path, json: bool) -> ExitCode {

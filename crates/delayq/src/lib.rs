@@ -24,6 +24,7 @@ mod storage;
 #[cfg(test)]
 mod tests;
 
+pub mod pgoutput;
 pub use fs::FsStorage;
 pub use model::{CommitKind, TxnState};
 pub use queue::{
