@@ -1,7 +1,7 @@
 //! `pgyard conninfo`: connection strings as libpq 18 sees them.
 
-use crate::realenv::RealInputs;
 use clap::{Subcommand, ValueEnum};
+use pgyard_blocking::RealInputs;
 use pgyard_conninfo::typed::ConnectConfig;
 use pgyard_conninfo::{configure, keywords, parse, Configured, ConnInfo, Keyword, Lossy};
 use std::io::{BufRead, BufWriter, Write};

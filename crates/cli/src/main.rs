@@ -1,9 +1,9 @@
 //! `pgyard`: the command line of the pgyard workspace. This is an adapter: it reads the process
 //! environment, files and clocks, and hands them to the pure crates.
 
+mod connect_cmd;
 mod conninfo_cmd;
 mod delayq_cmd;
-mod realenv;
 mod sim_cmd;
 mod slotsync_cmd;
 mod wire_cmd;
@@ -23,6 +23,8 @@ struct Cli {
 enum Command {
     /// Run the deterministic simulator (the main job).
     Sim(sim_cmd::SimArgs),
+    /// Connect through the failover machine and run SQL (rows like `psql -At`).
+    Connect(connect_cmd::ConnectArgs),
     /// Connection strings, parsed exactly as libpq 18 parses them.
     Conninfo {
         #[command(subcommand)]
@@ -49,6 +51,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Sim(args) => sim_cmd::run(args),
+        Command::Connect(args) => connect_cmd::run(args),
         Command::Conninfo { command } => conninfo_cmd::run(command),
         Command::Slotsync { command } => slotsync_cmd::run(command),
         Command::Delayq { command } => delayq_cmd::run(command),

@@ -1,4 +1,5 @@
-//! The real process environment and files, read once and handed to the pure resolver.
+//! The real process environment and files, read once and handed to the pure resolver (the
+//! canonical copy: the CLI calls this one).
 
 use pgyard_conninfo::resolve::{Environment, FileKind, MemFile, MemFiles};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -7,6 +8,7 @@ use std::path::Path;
 
 /// A snapshot of everything libpq would read: environment variables, the OS user and its home
 /// directory, and the service and password files those point at.
+#[derive(Clone, Debug)]
 pub struct RealInputs {
     /// The environment, as the pure resolver takes it.
     pub env: Environment,

@@ -1,0 +1,363 @@
+//! TLS for the blocking adapter: rustls client configurations built from the connection
+//! settings, and the certificate checks libpq's `sslmode` values ask for.
+//!
+//! The machine decides *whether* and *how strictly* to verify ([`TlsVerify`]); this module
+//! only carries that out, plus libpq's file rule: a root certificate file that exists turns on
+//! chain verification even for `sslmode=require` (libpq loads it and sets `SSL_VERIFY_PEER`).
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use pgyard_connect::TlsVerify;
+use pgyard_conninfo::resolve::Environment;
+use pgyard_conninfo::typed::{ConnectConfig, SslCertMode, TlsVersion};
+use pgyard_conninfo::Keyword;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{
+    CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
+};
+
+/// The ALPN protocol PostgreSQL servers expect (mandatory with direct TLS).
+pub(crate) const ALPN_POSTGRESQL: &[u8] = b"postgresql";
+
+const ROOT_HINT: &str = "Either provide the file, use the system's trusted roots with \
+    sslrootcert=system, or change sslmode to disable server certificate verification.";
+
+/// Where the root certificates come from.
+#[derive(Clone, Debug)]
+enum RootCert {
+    /// `sslrootcert=system`: the operating system's store.
+    System,
+    /// A PEM file (which may not exist).
+    File(PathBuf),
+    /// No home directory to look in and no `sslrootcert`.
+    Unknown,
+}
+
+/// The TLS-related settings of one connect, with default file paths filled in.
+#[derive(Clone, Debug)]
+pub(crate) struct TlsSettings {
+    root: RootCert,
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    sni: bool,
+    client_cert: bool,
+    min: Option<TlsVersion>,
+    max: Option<TlsVersion>,
+}
+
+impl TlsSettings {
+    /// Reads the settings from `config`, with libpq's defaults under `~/.postgresql/`.
+    pub(crate) fn new(config: &ConnectConfig, env: &Environment) -> Self {
+        let home = env
+            .home_directory()
+            .map(|h| PathBuf::from(String::from_utf8_lossy(h).into_owned()));
+        let path = |kw: Keyword, default: &str| -> Option<PathBuf> {
+            match config.raw(kw) {
+                Some(v) if !v.is_empty() => {
+                    Some(PathBuf::from(String::from_utf8_lossy(v).into_owned()))
+                }
+                _ => home.as_ref().map(|h| h.join(".postgresql").join(default)),
+            }
+        };
+        let root = match config.raw(Keyword::Sslrootcert) {
+            Some(b"system") => RootCert::System,
+            _ => path(Keyword::Sslrootcert, "root.crt").map_or(RootCert::Unknown, RootCert::File),
+        };
+        TlsSettings {
+            root,
+            cert: path(Keyword::Sslcert, "postgresql.crt"),
+            key: path(Keyword::Sslkey, "postgresql.key"),
+            sni: config.sslsni(),
+            client_cert: config.sslcertmode() != SslCertMode::Disable,
+            min: config.ssl_min_protocol_version(),
+            max: config.ssl_max_protocol_version(),
+        }
+    }
+
+    /// A client configuration for one handshake, or libpq's text for why none can be made.
+    pub(crate) fn client_config(&self, verify: TlsVerify) -> Result<Arc<ClientConfig>, String> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let root_file_exists = matches!(&self.root, RootCert::File(p) if p.is_file());
+        // libpq verifies the chain whenever the root file exists, whatever the sslmode says.
+        let verify = match verify {
+            TlsVerify::None if root_file_exists => TlsVerify::Ca,
+            v => v,
+        };
+        let inner = match verify {
+            TlsVerify::None => None,
+            TlsVerify::Ca | TlsVerify::Full => {
+                let roots = self.roots()?;
+                let v =
+                    WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+                        .build()
+                        .map_err(|e| format!("could not set up certificate verification: {e}"))?;
+                Some(v)
+            }
+        };
+        let verifier = Arc::new(PgVerifier {
+            verify,
+            inner,
+            provider: provider.clone(),
+        });
+        let versions = self.versions();
+        let builder = ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&versions)
+            .map_err(|e| format!("SSL error: {e}"))?
+            .dangerous()
+            .with_custom_certificate_verifier(verifier);
+        let mut config = match self.client_identity()? {
+            Some((chain, key)) => builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| format!("could not load private key file: {e}"))?,
+            None => builder.with_no_client_auth(),
+        };
+        config.alpn_protocols = vec![ALPN_POSTGRESQL.to_vec()];
+        config.enable_sni = self.sni;
+        Ok(Arc::new(config))
+    }
+
+    fn roots(&self) -> Result<RootCertStore, String> {
+        let mut store = RootCertStore::empty();
+        match &self.root {
+            RootCert::System => {
+                let found = rustls_native_certs::load_native_certs();
+                for cert in found.certs {
+                    // A malformed system certificate is skipped, as OpenSSL skips it.
+                    let _ = store.add(cert);
+                }
+            }
+            RootCert::Unknown => {
+                return Err(format!(
+                    "could not get home directory to locate root certificate file\n{ROOT_HINT}"
+                ))
+            }
+            RootCert::File(path) => {
+                if !path.exists() {
+                    return Err(format!(
+                        "root certificate file \"{}\" does not exist\n{ROOT_HINT}",
+                        path.display()
+                    ));
+                }
+                let certs = CertificateDer::pem_file_iter(path)
+                    .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+                    .map_err(|e| {
+                        format!(
+                            "could not read root certificate file \"{}\": {e}",
+                            path.display()
+                        )
+                    })?;
+                for cert in certs {
+                    store.add(cert).map_err(|e| {
+                        format!(
+                            "could not read root certificate file \"{}\": {e}",
+                            path.display()
+                        )
+                    })?;
+                }
+            }
+        }
+        Ok(store)
+    }
+
+    fn client_identity(
+        &self,
+    ) -> Result<Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>, String> {
+        if !self.client_cert {
+            return Ok(None);
+        }
+        // libpq silently goes without a client certificate when the file is missing.
+        let Some(cert) = self.cert.as_deref().filter(|p| p.is_file()) else {
+            return Ok(None);
+        };
+        let chain = CertificateDer::pem_file_iter(cert)
+            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| {
+                format!(
+                    "could not read certificate file \"{}\": {e}",
+                    cert.display()
+                )
+            })?;
+        let key_path = self.key.clone().unwrap_or_default();
+        if !key_path.is_file() {
+            return Err(format!(
+                "certificate present, but not private key file \"{}\"",
+                key_path.display()
+            ));
+        }
+        check_key_permissions(&key_path)?;
+        let key = PrivateKeyDer::from_pem_file(&key_path).map_err(|e| {
+            format!(
+                "could not load private key file \"{}\": {e}",
+                key_path.display()
+            )
+        })?;
+        Ok(Some((chain, key)))
+    }
+
+    fn versions(&self) -> Vec<&'static rustls::SupportedProtocolVersion> {
+        let rank = |v: TlsVersion| match v {
+            TlsVersion::Tls1_0 => 0,
+            TlsVersion::Tls1_1 => 1,
+            TlsVersion::Tls1_2 => 2,
+            TlsVersion::Tls1_3 => 3,
+        };
+        let min = self.min.map_or(2, rank);
+        let max = self.max.map_or(3, rank);
+        let mut out = Vec::new();
+        if min <= 2 && max >= 2 {
+            out.push(&rustls::version::TLS12);
+        }
+        if min <= 3 && max >= 3 {
+            out.push(&rustls::version::TLS13);
+        }
+        out
+    }
+}
+
+/// The `ServerName` rustls needs: the host name, else the address connected to.
+pub(crate) fn server_name(name: Option<&str>, ip: Option<IpAddr>) -> ServerName<'static> {
+    if let Some(n) = name {
+        if let Ok(ip) = n.parse::<IpAddr>() {
+            return ServerName::IpAddress(ip.into());
+        }
+        if let Ok(s) = ServerName::try_from(n.to_owned()) {
+            return s;
+        }
+    }
+    match ip {
+        Some(ip) => ServerName::IpAddress(ip.into()),
+        None => ServerName::IpAddress(IpAddr::from([127, 0, 0, 1]).into()),
+    }
+}
+
+/// libpq's text for a failed handshake.
+pub(crate) fn handshake_error_text(e: &rustls::Error, host: &str) -> String {
+    match e {
+        rustls::Error::InvalidCertificate(CertificateError::NotValidForNameContext {
+            presented,
+            ..
+        }) => match presented
+            .iter()
+            .map(|n| presented_name(n))
+            .collect::<Vec<_>>()
+            .as_slice()
+        {
+            [] => "could not get server's host name from server certificate".to_owned(),
+            [one] => format!("server certificate for \"{one}\" does not match host name \"{host}\""),
+            [first, rest @ ..] => format!(
+                "server certificate for \"{first}\" (and {} other name{}) does not match host name \"{host}\"",
+                rest.len(),
+                if rest.len() == 1 { "" } else { "s" }
+            ),
+        },
+        rustls::Error::InvalidCertificate(CertificateError::NotValidForName) => {
+            format!("server certificate does not match host name \"{host}\"")
+        }
+        rustls::Error::InvalidCertificate(_) => "SSL error: certificate verify failed".to_owned(),
+        other => format!("SSL error: {other}"),
+    }
+}
+
+/// webpki lists names as `DnsName("x")` / `IpAddress(..)`; libpq shows the bare name.
+fn presented_name(n: &str) -> String {
+    n.strip_prefix("DnsName(\"")
+        .and_then(|r| r.strip_suffix("\")"))
+        .map(str::to_owned)
+        .unwrap_or_else(|| n.to_owned())
+}
+
+/// libpq refuses a key file readable by group or others unless root owns it (0640 at most).
+fn check_key_permissions(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).map_err(|e| {
+        format!(
+            "could not open private key file \"{}\": {e}",
+            path.display()
+        )
+    })?;
+    let mode = meta.mode();
+    let ok = if meta.uid() == 0 {
+        mode & 0o037 == 0
+    } else {
+        mode & 0o077 == 0
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "private key file \"{}\" has group or world access; file must have permissions u=rw (0600) or less if owned by the current user, or permissions u=rw,g=r (0640) or less if owned by root",
+            path.display()
+        ))
+    }
+}
+
+/// Carries out one [`TlsVerify`] level on top of webpki.
+#[derive(Debug)]
+struct PgVerifier {
+    verify: TlsVerify,
+    inner: Option<Arc<WebPkiServerVerifier>>,
+    provider: Arc<CryptoProvider>,
+}
+
+impl ServerCertVerifier for PgVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let Some(inner) = &self.inner else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        match inner.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
+            // webpki checks the name only after the chain passed, so for verify-ca a name
+            // error means the chain is good.
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) if self.verify == TlsVerify::Ca => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}

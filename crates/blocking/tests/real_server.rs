@@ -1,0 +1,309 @@
+//! pgyard-blocking against real PostgreSQL 18 servers started by pgyard-testkit, with psql
+//! (libpq 18) as the oracle for every choice and every error text.
+
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use pgyard_blocking::{connect, connect_with, ConnectOptions, Error, Session};
+use pgyard_testkit::cluster::{self, Auth, Options, Primary};
+
+/// What psql printed: `Ok(stdout)` or `Err(libpq's message without "psql: error: ")`.
+fn psql(conninfo: &str, sql: &str) -> Result<String, String> {
+    cluster::psql(conninfo, sql).map_err(|e| {
+        let text = e.to_string();
+        match text.split_once("psql: error: ") {
+            Some((_, msg)) => msg.trim_end().to_owned(),
+            None => text,
+        }
+    })
+}
+
+/// What pgyard does with the same conninfo: the server port, or libpq's message.
+fn pgyard_port(conninfo: &str) -> Result<String, String> {
+    let opts = ConnectOptions::default().seed(7);
+    let mut s = connect_with(conninfo, &opts).map_err(|e| e.to_string().trim_end().to_owned())?;
+    port_of(&mut s).map_err(|e| e.to_string())
+}
+
+fn port_of(s: &mut Session) -> Result<String, Error> {
+    let rows = s.simple_query("select inet_server_port()")?;
+    Ok(rows[0][0].clone().unwrap_or_default())
+}
+
+fn three_hosts(ports: [u16; 3], extra: &str) -> String {
+    format!(
+        "host=127.0.0.1,127.0.0.1,127.0.0.1 port={},{},{} user=postgres dbname=postgres {extra}",
+        ports[0], ports[1], ports[2]
+    )
+}
+
+#[test]
+fn target_session_attrs_refused_hung_and_reset_after_promotion() {
+    let mut primary = Primary::start(Options::default()).expect("primary");
+    let s1 = primary.add_standby("s1").expect("standby s1").port();
+    let s2 = primary.add_standby("s2").expect("standby s2").port();
+    let p = primary.port();
+
+    // Plain TCP and a Unix socket session, and simple_query's text rows.
+    let mut s = connect(&primary.conninfo()).expect("tcp connect");
+    assert_eq!(s.port(), Some(p));
+    assert_eq!(
+        s.simple_query("select 1, null::text, 'a b' union all select 2, 'x', ''")
+            .unwrap(),
+        vec![
+            vec![Some("1".into()), None, Some("a b".into())],
+            vec![Some("2".into()), Some("x".into()), Some(String::new())],
+        ]
+    );
+    assert!(s.backend_key().is_some());
+    assert!(s
+        .parameter("server_version")
+        .is_some_and(|v| v.starts_with("18")));
+    let err = s.simple_query("select 1/0").unwrap_err();
+    assert_eq!(err.to_string(), "ERROR:  division by zero\n");
+    assert_eq!(
+        s.simple_query("select 3").unwrap(),
+        vec![vec![Some("3".into())]]
+    );
+    // A cancel with nothing running is accepted and harmless.
+    s.cancel().expect("cancel");
+    drop(s);
+    let mut u = connect(&primary.socket_conninfo()).expect("unix connect");
+    assert!(matches!(u.target(), pgyard_blocking::OpenTarget::Unix(_)));
+    assert_eq!(port_of(&mut u).unwrap(), "");
+    drop(u);
+
+    // (a) Every target_session_attrs value, in two host orders: pgyard lands where psql does.
+    let orders = [[p, s1, s2], [s1, p, s2], [s2, s1, p]];
+    for tsa in [
+        "any",
+        "read-write",
+        "read-only",
+        "primary",
+        "standby",
+        "prefer-standby",
+    ] {
+        for ports in orders {
+            let ci = three_hosts(
+                ports,
+                &format!("target_session_attrs={tsa} load_balance_hosts=disable"),
+            );
+            let ours = pgyard_port(&ci);
+            let theirs = psql(&ci, "select inet_server_port()");
+            assert_eq!(ours, theirs, "{ci}");
+        }
+    }
+    // With load_balance_hosts=random only one server qualifies for these, whatever the order.
+    for tsa in ["read-write", "primary"] {
+        let ci = three_hosts(
+            [s1, s2, p],
+            &format!("target_session_attrs={tsa} load_balance_hosts=random"),
+        );
+        assert_eq!(
+            pgyard_port(&ci),
+            psql(&ci, "select inet_server_port()"),
+            "{ci}"
+        );
+        assert_eq!(pgyard_port(&ci), Ok(p.to_string()));
+    }
+
+    // The race strategy reaches the one server that qualifies, too.
+    let ci = three_hosts([s1, s2, p], "target_session_attrs=read-write");
+    let opts = ConnectOptions::default()
+        .seed(3)
+        .strategy(pgyard_blocking::Strategy::Race);
+    let s = connect_with(&ci, &opts).expect("race");
+    assert_eq!(s.port(), Some(p));
+    drop(s);
+
+    // (e) A refused port, then the primary.
+    let refused = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let ci = format!("host=127.0.0.1,127.0.0.1 port={refused},{p} user=postgres dbname=postgres");
+    let mut s = connect(&ci).expect("refused then primary");
+    assert_eq!(s.port(), Some(p));
+    assert_eq!(port_of(&mut s).unwrap(), p.to_string());
+    drop(s);
+
+    // A listener that accepts and never answers, with connect_timeout=1, then the primary.
+    let hung = TcpListener::bind("127.0.0.1:0").unwrap();
+    let hung_port = hung.local_addr().unwrap().port();
+    let held = Arc::new(Mutex::new(Vec::new()));
+    {
+        let held = held.clone();
+        thread::spawn(move || {
+            for c in hung.incoming().flatten() {
+                held.lock().unwrap().push(c);
+            }
+        });
+    }
+    let ci = format!(
+        "host=127.0.0.1,127.0.0.1 port={hung_port},{p} user=postgres dbname=postgres connect_timeout=1"
+    );
+    let t0 = Instant::now();
+    let mut s = connect(&ci).expect("hung then primary");
+    let took = t0.elapsed();
+    assert_eq!(port_of(&mut s).unwrap(), p.to_string());
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(5),
+        "took {took:?}"
+    );
+    assert_eq!(s.attempts().len(), 2, "{:?}", s.attempts());
+    drop(s);
+
+    // Everything fails: the message is libpq's, word for word.
+    let ci = format!(
+        "host=127.0.0.1,127.0.0.1 port={refused},{hung_port} user=postgres dbname=postgres connect_timeout=1"
+    );
+    let ours = pgyard_port(&ci).unwrap_err();
+    let theirs = psql(&ci, "select 1").unwrap_err();
+    assert_eq!(ours, theirs);
+
+    // (b) The primary stops, s1 is promoted: reset() with read-write lands on s1.
+    let ci = three_hosts([p, s1, s2], "target_session_attrs=read-write");
+    let mut s = connect(&ci).expect("read-write");
+    assert_eq!(s.port(), Some(p));
+    primary.stop().expect("stop primary");
+    primary
+        .standby_mut("s1")
+        .unwrap()
+        .promote()
+        .expect("promote s1");
+    s.reset().expect("reset after promotion");
+    assert_eq!(s.port(), Some(s1));
+    assert_eq!(port_of(&mut s).unwrap(), s1.to_string());
+    assert_eq!(
+        s.simple_query("select pg_is_in_recovery()").unwrap(),
+        vec![vec![Some("f".into())]]
+    );
+    assert_eq!(pgyard_port(&ci), psql(&ci, "select inet_server_port()"));
+    drop(s);
+    drop(held);
+}
+
+#[test]
+fn md5_login_and_wrong_password() {
+    let primary = Primary::start(Options::default().auth(Auth::Md5)).expect("primary");
+    let mut s = connect(&primary.conninfo()).expect("md5 login");
+    assert_eq!(port_of(&mut s).unwrap(), primary.port().to_string());
+    drop(s);
+    let ci = format!(
+        "host=127.0.0.1 port={} user=postgres dbname=postgres password=wrong",
+        primary.port()
+    );
+    let ours = pgyard_port(&ci).unwrap_err();
+    assert_eq!(ours, psql(&ci, "select 1").unwrap_err());
+    assert!(ours.contains("password authentication failed"), "{ours}");
+}
+
+/// Writes a self-signed certificate for `localhost` and its key where the server user can
+/// read them (key mode 0600, owned by that user).
+fn write_server_cert(dir: &std::path::Path) -> (String, String) {
+    use std::os::unix::fs::{chown, PermissionsExt};
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).expect("rcgen");
+    let cert = dir.join("server.crt");
+    let key = dir.join("server.key");
+    std::fs::write(&cert, ck.cert.pem()).unwrap();
+    std::fs::write(&key, ck.key_pair.serialize_pem()).unwrap();
+    let user = cluster::ensure_server_user().expect("server user");
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&cert, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    if user.uid != current_uid() {
+        chown(&key, Some(user.uid), Some(user.gid)).unwrap();
+        chown(&cert, Some(user.uid), Some(user.gid)).unwrap();
+    }
+    (
+        cert.to_string_lossy().into_owned(),
+        key.to_string_lossy().into_owned(),
+    )
+}
+
+/// This process's uid, from /proc (no libc call needed).
+fn current_uid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(0)
+}
+
+#[test]
+fn scram_and_tls_modes_match_psql() {
+    let dir = tempfile::Builder::new()
+        .prefix("pgyard-tls-")
+        .tempdir()
+        .unwrap();
+    let (cert, key) = write_server_cert(dir.path());
+    let primary = Primary::start(
+        Options::default()
+            .auth(Auth::ScramSha256)
+            .conf("ssl = on")
+            .conf(format!("ssl_cert_file = '{cert}'"))
+            .conf(format!("ssl_key_file = '{key}'")),
+    )
+    .expect("primary with TLS");
+    let port = primary.port();
+    let password = primary.password().unwrap().to_owned();
+
+    // (c) SCRAM login over plain TCP, and the wrong-password text.
+    let mut s = connect(&format!("{} sslmode=disable", primary.conninfo())).expect("scram");
+    assert!(!s.tls());
+    assert_eq!(port_of(&mut s).unwrap(), port.to_string());
+    drop(s);
+    let ci = format!("host=127.0.0.1 port={port} user=postgres dbname=postgres password=nope");
+    let ours = pgyard_port(&ci).unwrap_err();
+    assert_eq!(ours, psql(&ci, "select 1").unwrap_err());
+
+    // (d) TLS modes: pgyard succeeds exactly when psql does.
+    let base = |host: &str| {
+        format!("host={host} port={port} user=postgres dbname=postgres password={password}")
+    };
+    let cases = [
+        (base("127.0.0.1") + " sslmode=require", true),
+        (
+            base("127.0.0.1") + " sslmode=require channel_binding=require",
+            true,
+        ),
+        (
+            base("127.0.0.1") + &format!(" sslmode=verify-ca sslrootcert={cert}"),
+            true,
+        ),
+        (
+            base("127.0.0.1") + &format!(" sslmode=verify-full sslrootcert={cert}"),
+            false,
+        ),
+        (
+            base("localhost") + &format!(" sslmode=verify-full sslrootcert={cert}"),
+            true,
+        ),
+        (
+            base("127.0.0.1") + " sslmode=verify-ca sslrootcert=/nonexistent/root.crt",
+            false,
+        ),
+        (
+            base("127.0.0.1") + " sslmode=require sslnegotiation=direct",
+            true,
+        ),
+    ];
+    for (ci, expect_ok) in cases {
+        let ours = pgyard_port(&ci);
+        let theirs = psql(&ci, "select inet_server_port()");
+        assert_eq!(
+            ours.is_ok(),
+            theirs.is_ok(),
+            "{ci}\nours: {ours:?}\npsql: {theirs:?}"
+        );
+        assert_eq!(ours.is_ok(), expect_ok, "{ci}: {ours:?}");
+        if let (Err(a), Err(b)) = (&ours, &theirs) {
+            if a != b {
+                eprintln!("TLS error texts differ for {ci}:\n  ours: {a}\n  psql: {b}");
+            }
+        }
+    }
+    let s = connect(&(base("127.0.0.1") + " sslmode=require")).unwrap();
+    assert!(s.tls());
+}
