@@ -8,7 +8,9 @@
 
 use bytes::{BufMut, BytesMut};
 use fallible_iterator::FallibleIterator;
-use pgyard_wire::backend::{self, BackendMessage, DataRow, FieldDescription, TransactionStatus};
+use pgyard_wire::backend::{
+    self, BackendMessage, DataRow, DataRowFields, FieldDescription, TransactionStatus,
+};
 use pgyard_wire::frame::{self, Decoded, FrameDecoder, Limits, UnitRef};
 use pgyard_wire::frontend::{self, Target};
 use postgres_protocol::message::backend::Message;
@@ -209,8 +211,9 @@ impl Tally {
     }
 }
 
-/// pgyard, borrowing: `frame::frames` over the stream, `DataRow::decode` + `fields()` for
-/// rows, `BackendMessage::decode` for the rest. Nothing is copied or allocated.
+/// pgyard, borrowing: `frame::frames` over the stream, the one-pass `DataRowFields` for rows
+/// (every length checked as it is reached, as postgres-protocol's `ranges()` does),
+/// `BackendMessage::decode` for the rest. Nothing is copied or allocated.
 #[inline(never)]
 pub fn pgyard_visit(stream: &[u8]) -> Tally {
     let mut t = Tally::default();
@@ -219,9 +222,8 @@ pub fn pgyard_visit(stream: &[u8]) -> Tally {
         let f = f.expect("the stream frames");
         t.messages += 1;
         if f.tag == backend::tag::DATA_ROW {
-            let row = DataRow::decode(f.body).expect("a valid DataRow");
-            for v in row.fields() {
-                t.field(v);
+            for v in DataRowFields::new(f.body).expect("a valid column count") {
+                t.field(v.expect("a valid DataRow"));
             }
         } else {
             t.absorb(pgyard_other(f.tag, f.body));

@@ -350,6 +350,92 @@ impl<'a> DataRow<'a> {
     }
 }
 
+/// A DataRow read in one pass: only the column count is checked up front, and each value's
+/// length is checked as [`DataRowFields`] reaches it. For callers that visit every field
+/// anyway (drivers turning rows into values), this halves the work of [`DataRow::decode`]
+/// followed by [`DataRow::fields`]; a malformed row still ends in a [`DecodeError`].
+#[derive(Clone, Debug)]
+pub struct DataRowFields<'a> {
+    rest: &'a [u8],
+    left: u16,
+    /// Offset of `rest` within the body, for error positions.
+    at: usize,
+}
+
+impl<'a> DataRowFields<'a> {
+    /// Starts reading a `D` body.
+    #[inline]
+    pub fn new(body: &'a [u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(body);
+        let n = crate::frame::read_count_u16(&mut r, 4)?;
+        Ok(DataRowFields {
+            rest: r.rest(),
+            left: n as u16,
+            at: 2,
+        })
+    }
+
+    /// Number of columns the row claims.
+    #[inline]
+    pub fn len(&self) -> usize {
+        usize::from(self.left)
+    }
+
+    /// Whether no columns are left to read.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.left == 0
+    }
+}
+
+impl<'a> Iterator for DataRowFields<'a> {
+    type Item = Result<Option<&'a [u8]>, DecodeError>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        let rest = self.rest;
+        if self.left == 0 {
+            if rest.is_empty() {
+                return None;
+            }
+            // Report the leftover bytes once, then stop.
+            self.rest = &[];
+            return Some(Err(DecodeError::TrailingBytes {
+                offset: self.at,
+                count: rest.len(),
+            }));
+        }
+        self.left -= 1;
+        let Some(head) = rest.first_chunk::<4>() else {
+            self.left = 0;
+            self.rest = &[];
+            return Some(Err(DecodeError::UnexpectedEnd {
+                offset: self.at,
+                needed: 4 - rest.len(),
+            }));
+        };
+        let len = i32::from_be_bytes(*head);
+        if len >= 0 && (len as usize) <= rest.len() - 4 {
+            let end = 4 + len as usize;
+            self.rest = &rest[end..];
+            self.at += end;
+            return Some(Ok(Some(&rest[4..end])));
+        }
+        if len == -1 {
+            self.rest = &rest[4..];
+            self.at += 4;
+            return Some(Ok(None));
+        }
+        let offset = self.at;
+        self.left = 0;
+        self.rest = &[];
+        Some(Err(DecodeError::InvalidLength {
+            length: len.into(),
+            offset,
+        }))
+    }
+}
+
 /// Writes a DataRow.
 #[inline]
 pub fn encode_data_row(fields: &[Option<&[u8]>], buf: &mut BytesMut) -> Result<(), EncodeError> {

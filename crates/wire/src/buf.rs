@@ -92,26 +92,31 @@ impl<'a> Reader<'a> {
     }
 
     /// The current offset, as errors report it.
+    #[inline]
     pub fn offset(&self) -> usize {
         self.base + self.pos
     }
 
     /// Bytes not read yet.
+    #[inline]
     pub fn remaining(&self) -> usize {
         self.buf.len() - self.pos
     }
 
     /// The unread bytes, without consuming them.
+    #[inline]
     pub fn rest(&self) -> &'a [u8] {
         &self.buf[self.pos..]
     }
 
     /// Whether everything was read.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.remaining() == 0
     }
 
     /// Fails unless everything was read.
+    #[inline]
     pub fn finish(&self) -> Result<(), DecodeError> {
         if self.is_empty() {
             Ok(())
@@ -138,6 +143,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Everything that is left.
+    #[inline]
     pub fn take_rest(&mut self) -> &'a [u8] {
         let out = &self.buf[self.pos..];
         self.pos = self.buf.len();

@@ -1023,29 +1023,27 @@ impl<'a> Values<'a> {
         let n = read_count_u16(r, 4)?;
         let base = r.offset();
         let all = r.rest();
-        let mut rest = all;
+        // One index walk with a single range check per value: the hot loop of DataRow decode.
+        let mut pos = 0usize;
         for _ in 0..n {
-            let Some((head, tail)) = rest.split_first_chunk::<4>() else {
-                let at = base + (all.len() - rest.len());
+            let Some(head) = all.get(pos..pos + 4) else {
                 return Err(DecodeError::UnexpectedEnd {
-                    offset: at,
-                    needed: 4 - rest.len(),
+                    offset: base + pos,
+                    needed: pos + 4 - all.len(),
                 });
             };
-            let len = i32::from_be_bytes(*head);
-            if len >= 0 && len as usize <= tail.len() {
-                rest = &tail[len as usize..];
-            } else if len == -1 {
-                rest = tail;
-            } else {
+            let len = i32::from_be_bytes([head[0], head[1], head[2], head[3]]);
+            // -1 (NULL) carries no bytes; any other negative length is invalid.
+            let next = pos + 4 + (len.max(0) as usize);
+            if len < -1 || next > all.len() {
                 return Err(DecodeError::InvalidLength {
                     length: len.into(),
-                    offset: base + (all.len() - rest.len()),
+                    offset: base + pos,
                 });
             }
+            pos = next;
         }
-        let used = all.len() - rest.len();
-        let raw = r.bytes(used)?;
+        let raw = r.bytes(pos)?;
         Ok(Values {
             count: n as u16,
             raw,

@@ -944,11 +944,28 @@ fn put_header_cstr(buf: &mut BytesMut, h: [u8; 5], s: &[u8]) {
 /// Refuses a C string with an embedded NUL.
 #[inline]
 fn check_cstr(s: &[u8], what: &'static str) -> Result<(), EncodeError> {
-    if s.contains(&0) {
+    if has_nul(s) {
         Err(EncodeError::NulInString { what })
     } else {
         Ok(())
     }
+}
+
+/// Whether `s` holds a zero byte. Statement texts are short to medium, where eight bytes at
+/// a time beats both a byte loop and the set-up cost of a SIMD search.
+#[inline]
+fn has_nul(s: &[u8]) -> bool {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let mut chunks = s.chunks_exact(8);
+    for c in chunks.by_ref() {
+        let x = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        // Non-zero exactly when some byte of `x` is zero.
+        if x.wrapping_sub(LO) & !x & HI != 0 {
+            return true;
+        }
+    }
+    chunks.remainder().contains(&0)
 }
 
 /// Writes a frame whose body is `body` verbatim.
@@ -971,6 +988,30 @@ pub(crate) fn single_cstr(body: &[u8]) -> Result<&[u8], DecodeError> {
     let s = r.cstr()?;
     r.finish()?;
     Ok(s)
+}
+
+#[cfg(test)]
+mod nul_tests {
+    use super::has_nul;
+
+    #[test]
+    fn word_at_a_time_nul_check_agrees_with_a_byte_search() {
+        let alphabet = [0u8, 1, 0x7f, 0x80, 0x81, 0xff, b'a'];
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        for len in 0..40 {
+            for _ in 0..200 {
+                let v: Vec<u8> = (0..len)
+                    .map(|_| {
+                        state ^= state << 13;
+                        state ^= state >> 7;
+                        state ^= state << 17;
+                        alphabet[(state % alphabet.len() as u64) as usize]
+                    })
+                    .collect();
+                assert_eq!(has_nul(&v), v.contains(&0), "{v:?}");
+            }
+        }
+    }
 }
 
 #[cfg(test)]

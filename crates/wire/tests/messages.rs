@@ -891,3 +891,63 @@ proptest! {
         }
     }
 }
+
+mod one_pass_data_rows {
+    use bytes::BytesMut;
+    use pgyard_wire::backend::{encode_data_row, DataRow, DataRowFields};
+    use proptest::prelude::*;
+
+    fn body(fields: &[Option<Vec<u8>>]) -> Vec<u8> {
+        let refs: Vec<Option<&[u8]>> = fields.iter().map(|f| f.as_deref()).collect();
+        let mut buf = BytesMut::new();
+        encode_data_row(&refs, &mut buf).expect("encodes");
+        buf[5..].to_vec()
+    }
+
+    proptest! {
+        /// On well-formed rows the one-pass reader yields exactly what the validated view does.
+        #[test]
+        fn agrees_with_the_validated_view(fields in proptest::collection::vec(
+            proptest::option::of(proptest::collection::vec(any::<u8>(), 0..40)), 0..20)) {
+            let b = body(&fields);
+            let validated: Vec<Option<&[u8]>> = DataRow::decode(&b).expect("valid").fields().collect();
+            let lazy: Result<Vec<Option<&[u8]>>, _> = DataRowFields::new(&b).expect("count").collect();
+            prop_assert_eq!(lazy.expect("valid"), validated);
+        }
+
+        /// On any bytes, the one-pass reader fails exactly when the validated decode fails.
+        #[test]
+        fn fails_exactly_when_validation_fails(b in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let validated = DataRow::decode(&b);
+            let lazy = DataRowFields::new(&b).and_then(|f| f.collect::<Result<Vec<_>, _>>());
+            prop_assert_eq!(validated.is_ok(), lazy.is_ok(), "{:?} vs {:?}", validated, lazy);
+        }
+    }
+
+    #[test]
+    fn errors_name_the_offset() {
+        // Two columns claimed; the second length runs past the end.
+        let b = [0, 2, 0, 0, 0, 1, b'x', 0, 0, 0, 9, b'y'];
+        let mut f = DataRowFields::new(&b).expect("count fits");
+        assert_eq!(f.next(), Some(Ok(Some(&b"x"[..]))));
+        assert_eq!(
+            f.next(),
+            Some(Err(pgyard_wire::DecodeError::InvalidLength {
+                length: 9,
+                offset: 7
+            }))
+        );
+        assert_eq!(f.next(), None);
+        // One column and a stray byte after it.
+        let b = [0, 1, 0xff, 0xff, 0xff, 0xff, 7];
+        let f: Vec<_> = DataRowFields::new(&b).expect("count fits").collect();
+        assert_eq!(f.len(), 2);
+        assert!(matches!(
+            f[1],
+            Err(pgyard_wire::DecodeError::TrailingBytes {
+                offset: 6,
+                count: 1
+            })
+        ));
+    }
+}
