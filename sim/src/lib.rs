@@ -6,9 +6,12 @@
 //! APIs (the same calls the adapters make), and checks its invariants as it goes. The runner
 //! ([`run_seed`], [`Sweep`]) records every step in a [`Trace`] whose hash proves determinism.
 
+#[cfg(feature = "planted-bugs")]
+pub mod planted;
 pub mod runner;
 pub mod scenarios;
 pub mod trace;
+pub mod world;
 
 pub use runner::{run_seed, SeedOutcome, SeedSelection, Sweep, SweepSummary};
 pub use trace::Trace;

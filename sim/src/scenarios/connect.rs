@@ -1,0 +1,364 @@
+//! `connect`: a random cluster (primaries, standbys, nodes starting up or shutting down,
+//! crashed, full, old versions that report no role), random clients (every
+//! `target_session_attrs`, load balancing, racing, `connect_timeout`, the failover budget)
+//! and a random fault mix. Safety: a client only ever connects to a listed server that met
+//! its `target_session_attrs` when it answered. Liveness: once faults stop, a client with a
+//! fitting server connects within the bound its policy implies.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use pgyard_conninfo::typed::{ConnectConfig, Context, TargetSessionAttrs};
+use pgyard_conninfo::{parse, Strategy};
+use pgyard_types::{uniform_inclusive, Instant, Rng, RngCore};
+
+use crate::world::net::{Dns, Link, Net, NetMix, Partition};
+use crate::world::pg::{Node, NodeState, PASSWORD, USER};
+use crate::world::{describe_spec, Bug, ClientSpec, ClusterEvent, World};
+use crate::{trace, Scenario, Trace, Violation};
+
+/// The scenario.
+pub struct ConnectScenario;
+
+const MS: u64 = 1_000_000;
+
+/// What one seed draws first (swarm testing): which faults exist at all, and how often.
+#[derive(Debug)]
+pub(crate) struct Mix {
+    pub nodes: usize,
+    pub clients: usize,
+    pub net: NetMix,
+    pub partition: bool,
+    pub crash: bool,
+    pub promote: bool,
+    pub switchover: bool,
+    pub two_primaries: bool,
+    pub too_many: bool,
+    pub hang: bool,
+    pub old_version_pct: u64,
+    pub tls_pct: u64,
+    pub starting_pct: u64,
+    pub safety_ms: u64,
+}
+
+fn pct(rng: &mut Rng, on_pct: u64, max: u64) -> u64 {
+    if uniform_inclusive(rng, 99) < on_pct {
+        1 + uniform_inclusive(rng, max - 1)
+    } else {
+        0
+    }
+}
+
+fn coin(rng: &mut Rng, p: u64) -> bool {
+    uniform_inclusive(rng, 99) < p
+}
+
+pub(crate) fn draw_mix(rng: &mut Rng) -> Mix {
+    Mix {
+        nodes: 1 + uniform_inclusive(rng, 3) as usize,
+        // Small seeds, many of them (swarm testing): mostly one client, sometimes up to three.
+        clients: [1, 1, 1, 1, 1, 1, 2, 2, 2, 3][uniform_inclusive(rng, 9) as usize],
+        net: NetMix {
+            loss_pct: pct(rng, 30, 10),
+            reset_permille: pct(rng, 25, 60),
+            refuse_pct: pct(rng, 25, 20),
+            blackhole_pct: pct(rng, 20, 15),
+            tls_fail_pct: pct(rng, 25, 30),
+            dns_fail_pct: pct(rng, 20, 20),
+        },
+        partition: coin(rng, 25),
+        crash: coin(rng, 35),
+        promote: coin(rng, 35),
+        switchover: coin(rng, 20),
+        two_primaries: coin(rng, 15),
+        too_many: coin(rng, 25),
+        hang: coin(rng, 25),
+        old_version_pct: pct(rng, 40, 100),
+        tls_pct: pct(rng, 50, 100),
+        starting_pct: pct(rng, 25, 50),
+        safety_ms: 200 + uniform_inclusive(rng, 3000),
+    }
+}
+
+/// Nodes (node 0 the primary unless it starts elsewhere), DNS, and the network.
+pub(crate) fn build_world(rng: &mut Rng, mix: &Mix, bug: Bug) -> World {
+    let mut nodes = Vec::new();
+    for i in 0..mix.nodes {
+        let state = if i == 0 {
+            NodeState::Primary
+        } else {
+            NodeState::Standby
+        };
+        // trust 40 %, MD5 30 %, SCRAM 30 %.
+        let auth = [0, 0, 0, 0, 1, 1, 1, 2, 2, 2][uniform_inclusive(rng, 9) as usize];
+        let iterations = 1 + uniform_inclusive(rng, 3) as u32;
+        let mut n = Node::new(format!("pg{i}"), state, auth, iterations, rng);
+        n.old_version = coin(rng, mix.old_version_pct);
+        n.tls = coin(rng, mix.tls_pct);
+        n.lag_ms = uniform_inclusive(rng, 300);
+        if coin(rng, mix.starting_pct) {
+            n.state = NodeState::StartingUp {
+                standby: state == NodeState::Standby,
+            };
+        }
+        nodes.push(n);
+    }
+    let mut names = BTreeMap::new();
+    for i in 0..mix.nodes {
+        names.insert(format!("pg{i}"), vec![i]);
+    }
+    // A name with several addresses (a DNS round-robin record), in random order.
+    let mut all: Vec<usize> = (0..mix.nodes).collect();
+    shuffle(rng, &mut all);
+    let take = 1 + uniform_inclusive(rng, (mix.nodes - 1) as u64) as usize;
+    all.truncate(take.max(2).min(mix.nodes));
+    names.insert("pg-any".to_owned(), all);
+    let dns = Dns {
+        names,
+        latency_ns: 100_000 + uniform_inclusive(rng, 2 * MS),
+    };
+    let links = (0..mix.clients)
+        .map(|_| {
+            (0..mix.nodes)
+                .map(|_| Link {
+                    min_ns: 50_000 + uniform_inclusive(rng, 2 * MS),
+                    mean_ns: uniform_inclusive(rng, 5 * MS),
+                })
+                .collect()
+        })
+        .collect();
+    let net = Net {
+        links,
+        mix: mix.net.clone(),
+        partitions: Vec::new(),
+        faults: true,
+    };
+    World::new(nodes, dns, net, rng.next_u64(), bug)
+}
+
+/// Fisher–Yates with the world's RNG.
+pub(crate) fn shuffle<T>(rng: &mut Rng, v: &mut [T]) {
+    for i in (1..v.len()).rev() {
+        let j = uniform_inclusive(rng, i as u64) as usize;
+        v.swap(i, j);
+    }
+}
+
+/// A random client configuration over the world's names.
+pub(crate) fn random_config(
+    rng: &mut Rng,
+    nodes: usize,
+    all_tls: bool,
+) -> Result<(ConnectConfig, Vec<String>), Violation> {
+    let mut hosts = Vec::new();
+    let count = 1 + uniform_inclusive(rng, 2);
+    for _ in 0..count {
+        let r = uniform_inclusive(rng, 99);
+        let name = if r < 8 {
+            "nowhere".to_owned()
+        } else if r < 30 {
+            "pg-any".to_owned()
+        } else {
+            format!("pg{}", uniform_inclusive(rng, nodes as u64 - 1))
+        };
+        hosts.push(name);
+    }
+    let tsa_all = [
+        "any",
+        "read-write",
+        "read-only",
+        "primary",
+        "standby",
+        "prefer-standby",
+        "prefer-primary",
+    ];
+    let tsa = tsa_all[uniform_inclusive(rng, tsa_all.len() as u64 - 1) as usize];
+    let ssl = if all_tls {
+        ["disable", "allow", "prefer", "require"][uniform_inclusive(rng, 3) as usize]
+    } else {
+        ["disable", "allow", "prefer"][uniform_inclusive(rng, 2) as usize]
+    };
+    let mut text = format!(
+        "host={} port=5432 user={USER} password={PASSWORD} dbname=app sslmode={ssl}",
+        hosts.join(",")
+    );
+    if tsa != "prefer-primary" {
+        text.push_str(" target_session_attrs=");
+        text.push_str(tsa);
+    }
+    if coin(rng, 30) {
+        text.push_str(" load_balance_hosts=random");
+    }
+    if coin(rng, 50) {
+        text.push_str(&format!(
+            " connect_timeout={}",
+            2 + uniform_inclusive(rng, 8)
+        ));
+    }
+    let info = parse(&text).map_err(|e| Violation {
+        invariant: "generated-config-parses",
+        detail: format!("{text}: {e}"),
+    })?;
+    let mut cfg =
+        ConnectConfig::from_resolved(&info, &Context::new().with_os_user(USER)).map_err(|e| {
+            Violation {
+                invariant: "generated-config-resolves",
+                detail: format!("{text}: {e}"),
+            }
+        })?;
+    if tsa == "prefer-primary" {
+        cfg.set_target_session_attrs(TargetSessionAttrs::PreferPrimary);
+    }
+    if coin(rng, 25) {
+        cfg.set_strategy(Strategy::Race);
+        cfg.set_race_stagger(Duration::from_millis(10 + uniform_inclusive(rng, 400)));
+    }
+    if coin(rng, 25) {
+        cfg.set_failover_timeout(Some(Duration::from_millis(
+            500 + uniform_inclusive(rng, 5000),
+        )));
+    }
+    Ok((cfg, hosts))
+}
+
+/// Cluster events of the safety phase, as the mix allows.
+pub(crate) fn schedule_faults(rng: &mut Rng, w: &mut World, mix: &Mix, t: &mut Trace) {
+    let safety = mix.safety_ms * MS;
+    let at = |rng: &mut Rng| Instant(uniform_inclusive(rng, safety));
+    let n = mix.nodes as u64;
+    if mix.crash {
+        let node = uniform_inclusive(rng, n - 1) as usize;
+        let t0 = at(rng);
+        w.schedule(t0, ClusterEvent::Crash(node));
+        if coin(rng, 50) {
+            let back = Instant(t0.0 + uniform_inclusive(rng, safety / 2));
+            w.schedule(
+                back,
+                ClusterEvent::Set(node, NodeState::StartingUp { standby: true }),
+            );
+            w.schedule(
+                Instant(back.0 + 50 * MS),
+                ClusterEvent::Set(node, NodeState::Standby),
+            );
+        }
+    }
+    if mix.promote && n > 1 {
+        let node = 1 + uniform_inclusive(rng, n - 2) as usize;
+        let t0 = at(rng);
+        if !mix.two_primaries {
+            w.schedule(t0, ClusterEvent::Crash(0));
+        }
+        let lag = w.nodes[node].lag_ms * MS;
+        w.schedule(t0, ClusterEvent::Set(node, NodeState::Promoting));
+        w.schedule(
+            Instant(t0.0 + lag + 10 * MS),
+            ClusterEvent::Set(node, NodeState::Primary),
+        );
+    } else if mix.two_primaries && n > 1 {
+        let node = 1 + uniform_inclusive(rng, n - 2) as usize;
+        w.schedule(at(rng), ClusterEvent::Set(node, NodeState::Primary));
+    }
+    if mix.switchover && n > 1 {
+        let node = 1 + uniform_inclusive(rng, n - 2) as usize;
+        let t0 = at(rng);
+        w.schedule(t0, ClusterEvent::Set(0, NodeState::ShuttingDown));
+        w.schedule(
+            Instant(t0.0 + 20 * MS),
+            ClusterEvent::Set(node, NodeState::Promoting),
+        );
+        w.schedule(
+            Instant(t0.0 + 60 * MS),
+            ClusterEvent::Set(node, NodeState::Primary),
+        );
+        w.schedule(
+            Instant(t0.0 + 80 * MS),
+            ClusterEvent::Set(0, NodeState::StartingUp { standby: true }),
+        );
+        w.schedule(
+            Instant(t0.0 + 200 * MS),
+            ClusterEvent::Set(0, NodeState::Standby),
+        );
+    }
+    if mix.too_many {
+        let node = uniform_inclusive(rng, n - 1) as usize;
+        let t0 = at(rng);
+        w.schedule(t0, ClusterEvent::Limit(node, 0));
+        w.schedule(
+            Instant(t0.0 + uniform_inclusive(rng, safety)),
+            ClusterEvent::Limit(node, 100),
+        );
+    }
+    if mix.hang {
+        let node = uniform_inclusive(rng, n - 1) as usize;
+        let t0 = at(rng);
+        w.schedule(t0, ClusterEvent::Hang(node, true));
+        w.schedule(
+            Instant(t0.0 + uniform_inclusive(rng, safety)),
+            ClusterEvent::Hang(node, false),
+        );
+    }
+    if mix.partition {
+        let node = uniform_inclusive(rng, n - 1) as usize;
+        let from = at(rng);
+        let until = Instant(from.0 + uniform_inclusive(rng, 3000 * MS));
+        trace!(t, "partition pg{node} {}..{}", from.0, until.0);
+        w.net.partitions.push(Partition {
+            nodes: vec![node],
+            from,
+            until,
+        });
+    }
+}
+
+/// Runs one seed with an optional planted bug (the registered scenario runs with none).
+pub fn run_connect(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Violation> {
+    let mix = draw_mix(rng);
+    trace!(t, "mix {mix:?}");
+    let mut w = build_world(rng, &mix, bug);
+    for n in &w.nodes {
+        trace!(t, "node {}", n.describe());
+    }
+    let all_tls = w.nodes.iter().all(|n| n.tls);
+    for i in 0..mix.clients {
+        let (config, hosts) = random_config(rng, mix.nodes, all_tls)?;
+        let spec = ClientSpec {
+            config,
+            hosts,
+            connects: 1 + u32::from(coin(rng, 30)),
+            use_reset: coin(rng, 30),
+            hold_ns: Some(uniform_inclusive(rng, 500 * MS)),
+            detect_ns: MS + uniform_inclusive(rng, 100 * MS),
+            budget_rides_out: false,
+        };
+        trace!(t, "client {i} {}", describe_spec(&spec));
+        let start = Instant(uniform_inclusive(rng, mix.safety_ms * MS / 2));
+        w.add_client(spec, start);
+    }
+    schedule_faults(rng, &mut w, &mix, t);
+    let live = Instant(mix.safety_ms * MS);
+    w.schedule_liveness(live);
+    w.run(t, Instant(live.0 + 3_600_000 * MS))?;
+    trace!(
+        t,
+        "end t={} connected={} failed={} live_ok={}",
+        w.now.0,
+        w.stats.connected,
+        w.stats.failed,
+        w.stats.live_ok
+    );
+    Ok(w.now.0)
+}
+
+impl Scenario for ConnectScenario {
+    fn name(&self) -> &'static str {
+        "connect"
+    }
+
+    fn description(&self) -> &'static str {
+        "random cluster, configs and faults; connect safety and liveness"
+    }
+
+    fn run(&self, rng: &mut Rng, trace: &mut Trace) -> Result<u64, Violation> {
+        run_connect(rng, trace, None)
+    }
+}

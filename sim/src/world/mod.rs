@@ -1,0 +1,1162 @@
+//! The simulated world: a virtual clock and an event queue keyed by `(Instant, seq)`, a
+//! network with faults, DNS, PostgreSQL nodes, and clients that each drive the real
+//! [`pgyard_connect::Connector`] exactly as an adapter does (perform every action, feed
+//! back every event, call `handle_timeout` at `poll_timeout`). Invariants are checked as
+//! the run goes; the scenarios decide the cluster, the fault mix and the clients' plans.
+
+pub mod net;
+pub mod pg;
+pub mod queue;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use pgyard_connect::{
+    Action, AttemptId, ConnectError, Connector, Event, IoErrorKind, OpenTarget, ResolveToken,
+};
+use pgyard_conninfo::typed::{ConnectConfig, TargetSessionAttrs};
+use pgyard_conninfo::Strategy;
+use pgyard_types::{uniform_inclusive, Instant, Rng, RngCore};
+
+use crate::{trace, Trace, Violation};
+use net::{addr_node, Dns, Net, SYN_TIMEOUT_NS};
+use pg::{Node, NodeState, Session};
+pub use queue::Queue;
+
+/// Steps after which a run counts as a busy loop (a deadline that never moves).
+const STEPS_MAX: u64 = 200_000;
+
+/// What a client wants and how it behaves.
+#[derive(Clone, Debug)]
+pub struct ClientSpec {
+    /// The configuration every connect starts from.
+    pub config: ConnectConfig,
+    /// Host names in its list (each resolves through [`Dns`]).
+    pub hosts: Vec<String>,
+    /// Connects to make during the safety phase.
+    pub connects: u32,
+    /// Reconnect with `reset()` on the same machine instead of a new one.
+    pub use_reset: bool,
+    /// How long a session is held before the client ends it (`None`: until it breaks).
+    pub hold_ns: Option<u64>,
+    /// Delay before a reconnect after a broken session (failure detection).
+    pub detect_ns: u64,
+    /// A connect still running when faults stop must succeed if its failover budget
+    /// outlasts one more walk and a fitting server exists (the failover scenario's promise).
+    pub budget_rides_out: bool,
+}
+
+/// A planted bug the run switches on in every machine it builds.
+#[cfg(feature = "planted-bugs")]
+pub type Bug = Option<pgyard_connect::PlantedBug>;
+/// A planted bug the run switches on (nothing without the `planted-bugs` feature).
+#[cfg(not(feature = "planted-bugs"))]
+pub type Bug = Option<std::convert::Infallible>;
+
+/// A cluster event.
+#[derive(Clone, Copy, Debug)]
+pub enum ClusterEvent {
+    /// Node moves to a state.
+    Set(usize, NodeState),
+    /// The node's process dies: connections reset, later connects refused.
+    Crash(usize),
+    /// Half-open on or off.
+    Hang(usize, bool),
+    /// Connection limit (53300 past it).
+    Limit(usize, u32),
+}
+
+#[derive(Debug)]
+enum Delivery {
+    Opened,
+    OpenFailed(IoErrorKind),
+    Bytes(Vec<u8>, bool),
+    Closed,
+    TlsDone(bool),
+}
+
+#[derive(Debug)]
+enum Ev {
+    ToClient(u64, Delivery),
+    ToServer(u64, Vec<u8>),
+    Resolved(
+        usize,
+        u32,
+        ResolveToken,
+        Result<Vec<std::net::SocketAddr>, String>,
+    ),
+    Wake(usize, u32),
+    Cluster(ClusterEvent),
+    Liveness,
+}
+
+#[derive(Debug)]
+struct Sock {
+    client: usize,
+    attempt: AttemptId,
+    node: usize,
+    session: Box<Session>,
+    hung: bool,
+    server_gone: bool,
+    up_last: Instant,
+    down_last: Instant,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Idle,
+    Connecting,
+    Session,
+    Finished,
+}
+
+/// One line per attempt, for failure reports.
+#[derive(Clone, Debug)]
+struct AttemptLog {
+    attempt: AttemptId,
+    node: usize,
+    at: Instant,
+    outcome: String,
+}
+
+/// A client: its spec, the machine it drives, and what it saw.
+struct Client {
+    spec: ClientSpec,
+    /// `connect_timeout` in nanoseconds, parsed once.
+    ct_ns: Option<u64>,
+    machine: Option<Connector>,
+    gen: u32,
+    seed: u64,
+    mode: Mode,
+    socks: BTreeMap<AttemptId, u64>,
+    ever_opened: BTreeSet<AttemptId>,
+    opened_this: BTreeSet<AttemptId>,
+    open_now: BTreeSet<AttemptId>,
+    session: Option<(AttemptId, u64)>,
+    established: Option<AttemptId>,
+    connects_left: u32,
+    started: Instant,
+    after_cannot_connect: bool,
+    log: Vec<AttemptLog>,
+    liveness: bool,
+    live_deadline: Option<Instant>,
+    expect_success: bool,
+    carried: bool,
+    done_live: bool,
+}
+
+/// Counters a scenario can report or assert on.
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    /// Connects that ended with a session.
+    pub connected: u64,
+    /// Connects that ended with an error.
+    pub failed: u64,
+    /// Liveness connects that succeeded.
+    pub live_ok: u64,
+}
+
+/// The whole simulated world of one seed.
+pub struct World {
+    /// The virtual clock.
+    pub now: Instant,
+    queue: Queue<Ev>,
+    /// The PostgreSQL nodes.
+    pub nodes: Vec<Node>,
+    /// The resolver.
+    pub dns: Dns,
+    /// The network.
+    pub net: Net,
+    socks: BTreeMap<u64, Sock>,
+    next_sock: u64,
+    clients: Vec<Client>,
+    rng: Rng,
+    bug: Bug,
+    steps: u64,
+    /// Counters.
+    pub stats: Stats,
+}
+
+impl World {
+    /// A world with these nodes, resolver and network; `seed` drives every draw the world
+    /// makes (latencies, faults, salts and nonces).
+    pub fn new(nodes: Vec<Node>, dns: Dns, net: Net, seed: u64, bug: Bug) -> Self {
+        World {
+            now: Instant::ZERO,
+            queue: Queue::new(),
+            nodes,
+            dns,
+            net,
+            socks: BTreeMap::new(),
+            next_sock: 1,
+            clients: Vec::new(),
+            rng: pgyard_types::rng_from_seed(seed),
+            bug,
+            steps: 0,
+            stats: Stats::default(),
+        }
+    }
+
+    /// Adds a client that starts its first connect at `start`.
+    pub fn add_client(&mut self, spec: ClientSpec, start: Instant) {
+        let id = self.clients.len();
+        let seed = self.rng.next_u64();
+        let ct_ns = spec
+            .config
+            .connect_timeout()
+            .ok()
+            .flatten()
+            .map(|d| d.as_nanos() as u64);
+        self.clients.push(Client {
+            ct_ns,
+            connects_left: spec.connects,
+            spec,
+            machine: None,
+            gen: 0,
+            seed,
+            mode: Mode::Idle,
+            socks: BTreeMap::new(),
+            ever_opened: BTreeSet::new(),
+            opened_this: BTreeSet::new(),
+            open_now: BTreeSet::new(),
+            session: None,
+            established: None,
+            started: start,
+            after_cannot_connect: false,
+            log: Vec::new(),
+            liveness: false,
+            live_deadline: None,
+            expect_success: false,
+            carried: false,
+            done_live: false,
+        });
+        self.queue.push(start, Ev::Wake(id, 0));
+    }
+
+    /// Schedules a cluster event (ignored once the liveness phase has begun).
+    pub fn schedule(&mut self, at: Instant, event: ClusterEvent) {
+        self.queue.push(at, Ev::Cluster(event));
+    }
+
+    /// Schedules the switch to the liveness phase.
+    pub fn schedule_liveness(&mut self, at: Instant) {
+        self.queue.push(at, Ev::Liveness);
+    }
+
+    /// Runs until `end` or until nothing is left to do; then checks that every client
+    /// finished its liveness connect.
+    pub fn run(&mut self, t: &mut Trace, end: Instant) -> Result<(), Violation> {
+        loop {
+            self.steps += 1;
+            if self.steps > STEPS_MAX {
+                return Err(violation(
+                    "no-busy-loop",
+                    format!("more than {STEPS_MAX} steps"),
+                ));
+            }
+            let qt = self.queue.peek_time();
+            let mut ct: Option<(Instant, usize)> = None;
+            for (i, c) in self.clients.iter().enumerate() {
+                if c.mode != Mode::Connecting {
+                    continue;
+                }
+                if let Some(d) = c.machine.as_ref().and_then(Connector::poll_timeout) {
+                    if ct.is_none_or(|(best, _)| d < best) {
+                        ct = Some((d, i));
+                    }
+                }
+            }
+            let next = match (qt, ct) {
+                (None, None) => break,
+                (Some(q), None) => q,
+                (None, Some((c, _))) => c,
+                (Some(q), Some((c, _))) => q.min(c),
+            };
+            if next > end {
+                self.now = end;
+                break;
+            }
+            self.now = self.now.max(next);
+            match ct {
+                Some((c, i)) if qt.is_none_or(|q| c < q) => {
+                    if let Some(m) = self.clients[i].machine.as_mut() {
+                        m.handle_timeout(self.now);
+                    }
+                    self.drain(t, i)?;
+                }
+                _ => {
+                    if let Some((_, ev)) = self.queue.pop() {
+                        self.handle(t, ev)?;
+                    }
+                }
+            }
+        }
+        for (i, c) in self.clients.iter().enumerate() {
+            if c.liveness && !c.done_live {
+                return Err(violation(
+                    "liveness-converges",
+                    format!(
+                        "client {i} ({}) still {:?} at t={}ns{}",
+                        describe_spec(&c.spec),
+                        c.mode,
+                        self.now.0,
+                        attempts_text(&c.log)
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a listed name surely leads to a fitting server now. A mismatch or a 57P03
+    /// skips the rest of a name's addresses (libpq), so a name counts only when one of its
+    /// addresses fits and every other one either fits or refuses (a crashed node).
+    fn fitting_exists(&self, spec: &ClientSpec) -> bool {
+        let tsa = spec.config.target_session_attrs();
+        let fits = |n: usize| {
+            let st = self.nodes[n].state;
+            st.serving() && role_fits(tsa, Some(st.in_recovery()))
+        };
+        spec.hosts
+            .iter()
+            .filter_map(|h| self.dns.names.get(h))
+            .any(|nodes| {
+                nodes.iter().any(|&n| fits(n))
+                    && nodes
+                        .iter()
+                        .all(|&n| fits(n) || self.nodes[n].state == NodeState::Crashed)
+            })
+    }
+
+    fn listed_nodes(&self, spec: &ClientSpec) -> BTreeSet<usize> {
+        spec.hosts
+            .iter()
+            .filter_map(|h| self.dns.names.get(h))
+            .flatten()
+            .copied()
+            .collect()
+    }
+
+    /// The time a connect may take once faults stop: every (slot, address) attempt bounded
+    /// by `connect_timeout` or by the round trips a login needs, per pass, plus resolution.
+    fn bound_ns(&self, client: usize) -> u64 {
+        let ct_ns = self.clients[client].ct_ns;
+        let spec = &self.clients[client].spec;
+        let lat_max = self.net.links[client]
+            .iter()
+            .map(|l| l.max_ns())
+            .max()
+            .unwrap_or(0);
+        let round_trips = 40 * lat_max + 1_000_000;
+        let per_attempt = ct_ns.map_or(round_trips, |ct| round_trips.min(ct));
+        let passes = match spec.config.target_session_attrs() {
+            TargetSessionAttrs::PreferStandby | TargetSessionAttrs::PreferPrimary => 2,
+            _ => 1,
+        };
+        let walk: u64 = spec
+            .hosts
+            .iter()
+            .map(|h| self.dns.latency_ns + self.dns.count(h) as u64 * per_attempt)
+            .sum();
+        passes * walk + 1_000_000
+    }
+
+    fn handle(&mut self, t: &mut Trace, ev: Ev) -> Result<(), Violation> {
+        match ev {
+            Ev::Wake(i, gen) => {
+                if self.clients[i].gen != gen || self.clients[i].mode == Mode::Connecting {
+                    return Ok(());
+                }
+                self.wake(t, i)
+            }
+            Ev::Resolved(i, gen, token, result) => {
+                let c = &mut self.clients[i];
+                if c.gen != gen || c.mode != Mode::Connecting {
+                    return Ok(());
+                }
+                let event = match result {
+                    Ok(addrs) => Event::Resolved { token, addrs },
+                    Err(message) => Event::ResolveFailed { token, message },
+                };
+                if let Some(m) = c.machine.as_mut() {
+                    m.handle_event(self.now, event);
+                }
+                self.drain(t, i)
+            }
+            Ev::ToServer(id, bytes) => {
+                self.deliver_to_server(id, &bytes);
+                Ok(())
+            }
+            Ev::ToClient(id, d) => self.deliver_to_client(t, id, d),
+            Ev::Cluster(e) => {
+                if self.net.faults {
+                    self.cluster(t, e);
+                }
+                Ok(())
+            }
+            Ev::Liveness => self.liveness(t),
+        }
+    }
+
+    fn cluster(&mut self, t: &mut Trace, e: ClusterEvent) {
+        trace!(t, "t={} cluster {e:?}", self.now.0);
+        match e {
+            ClusterEvent::Set(n, s) => self.nodes[n].state = s,
+            ClusterEvent::Crash(n) => {
+                self.nodes[n].state = NodeState::Crashed;
+                let ids: Vec<u64> = self
+                    .socks
+                    .iter()
+                    .filter(|(_, s)| s.node == n && !s.server_gone)
+                    .map(|(&id, _)| id)
+                    .collect();
+                for id in ids {
+                    self.server_close(id);
+                }
+            }
+            ClusterEvent::Hang(n, on) => self.nodes[n].hang = on,
+            ClusterEvent::Limit(n, max) => self.nodes[n].max_sessions = max,
+        }
+    }
+
+    /// The server side closes `id`: the client sees EOF after the link delay.
+    fn server_close(&mut self, id: u64) {
+        let Some(s) = self.socks.get_mut(&id) else {
+            return;
+        };
+        s.server_gone = true;
+        s.session.end(&mut self.nodes[s.node]);
+        let d = self.net.delay(&mut self.rng, s.client, s.node, self.now);
+        let at = Instant((self.now.0 + d).max(s.down_last.0 + 1));
+        s.down_last = at;
+        self.queue.push(at, Ev::ToClient(id, Delivery::Closed));
+    }
+
+    fn liveness(&mut self, t: &mut Trace) -> Result<(), Violation> {
+        self.net.faults = false;
+        for n in &mut self.nodes {
+            n.hang = false;
+            n.max_sessions = n.max_sessions.max(1000);
+            n.state = match n.state {
+                NodeState::StartingUp { standby: true } => NodeState::Standby,
+                NodeState::StartingUp { standby: false } | NodeState::Promoting => {
+                    NodeState::Primary
+                }
+                NodeState::ShuttingDown => NodeState::Crashed,
+                s => s,
+            };
+        }
+        let states: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("{:?}", n.state))
+            .collect();
+        trace!(
+            t,
+            "t={} liveness phase: faults stop; nodes {}",
+            self.now.0,
+            states.join(",")
+        );
+        for i in 0..self.clients.len() {
+            let c = &mut self.clients[i];
+            c.liveness = true;
+            c.connects_left = 0;
+            match c.mode {
+                Mode::Connecting => {
+                    let budget_end = c
+                        .spec
+                        .config
+                        .failover_timeout()
+                        .map_or(0, |b| c.started.0 + b.as_nanos() as u64);
+                    let has_timeout = c.ct_ns.is_some();
+                    let rides_out = c.spec.budget_rides_out;
+                    if has_timeout || (rides_out && budget_end > 0) {
+                        c.carried = true;
+                        let bound = self.bound_ns(i);
+                        let c = &mut self.clients[i];
+                        // The attempt under way may wait out its whole connect_timeout.
+                        let ct = c.ct_ns.unwrap_or(0);
+                        c.live_deadline = Some(Instant(
+                            self.now.0.max(budget_end) + ct + 2 * bound + 2_000_000_000,
+                        ));
+                        c.expect_success = false;
+                        if rides_out && budget_end > self.now.0 + ct + bound + 2_000_000_000 {
+                            let fitting = self.fitting_exists(&self.clients[i].spec);
+                            self.clients[i].expect_success = fitting;
+                        }
+                        trace!(t, "c{i} carries its connect into the liveness phase");
+                    } else {
+                        self.abandon(t, i);
+                        self.start_connect(t, i)?;
+                    }
+                }
+                Mode::Session => {
+                    self.end_session(t, i);
+                    self.start_connect(t, i)?;
+                }
+                Mode::Idle | Mode::Finished => self.start_connect(t, i)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops the machine without waiting (the application gave up): its sockets close.
+    fn abandon(&mut self, t: &mut Trace, i: usize) {
+        trace!(t, "t={} c{i} abandons its connect", self.now.0);
+        let socks: Vec<u64> = self.clients[i].socks.values().copied().collect();
+        for id in socks {
+            self.client_close(id);
+        }
+        let c = &mut self.clients[i];
+        c.socks.clear();
+        c.open_now.clear();
+        c.machine = None;
+        c.mode = Mode::Idle;
+    }
+
+    fn end_session(&mut self, t: &mut Trace, i: usize) {
+        if let Some((a, id)) = self.clients[i].session.take() {
+            trace!(t, "t={} c{i} ends session a{}", self.now.0, a.0);
+            self.send(id, pgyard_wire_terminate());
+            self.client_close(id);
+            self.clients[i].socks.remove(&a);
+        }
+        self.clients[i].mode = Mode::Idle;
+    }
+
+    fn wake(&mut self, t: &mut Trace, i: usize) -> Result<(), Violation> {
+        let c = &self.clients[i];
+        match c.mode {
+            Mode::Session if c.spec.hold_ns.is_some() => {
+                self.end_session(t, i);
+                self.next_or_idle(i);
+                Ok(())
+            }
+            Mode::Session => {
+                // The session broke: reconnect (reset() or a new machine).
+                self.next_connect(t, i)
+            }
+            Mode::Idle => {
+                if self.clients[i].connects_left > 0 || self.clients[i].liveness {
+                    self.next_connect(t, i)
+                } else {
+                    Ok(())
+                }
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn next_or_idle(&mut self, i: usize) {
+        if self.clients[i].connects_left > 0 {
+            let think = 1_000_000 + uniform_inclusive(&mut self.rng, 200_000_000);
+            let gen = self.clients[i].gen;
+            self.queue
+                .push(Instant(self.now.0 + think), Ev::Wake(i, gen));
+        }
+    }
+
+    fn next_connect(&mut self, t: &mut Trace, i: usize) -> Result<(), Violation> {
+        let c = &mut self.clients[i];
+        if c.liveness {
+            if c.done_live {
+                return Ok(());
+            }
+        } else if c.connects_left == 0 {
+            return Ok(());
+        } else {
+            c.connects_left -= 1;
+        }
+        let reuse = c.spec.use_reset && c.machine.is_some() && !c.liveness;
+        if reuse {
+            trace!(t, "t={} c{i} reset()", self.now.0);
+            c.mode = Mode::Connecting;
+            c.gen += 1;
+            c.started = self.now;
+            c.log.clear();
+            c.opened_this.clear();
+            c.after_cannot_connect = false;
+            // reset() sends Terminate and closes the established attempt itself.
+            if let Some((a, _)) = c.session.take() {
+                c.socks.remove(&a);
+            }
+            if let Some(m) = c.machine.as_mut() {
+                m.reset(self.now);
+            }
+            self.drain(t, i)
+        } else {
+            if let Some((_, id)) = self.clients[i].session.take() {
+                self.client_close(id);
+            }
+            self.start_connect(t, i)
+        }
+    }
+
+    fn start_connect(&mut self, t: &mut Trace, i: usize) -> Result<(), Violation> {
+        let fitting = self.fitting_exists(&self.clients[i].spec);
+        let bound = self.bound_ns(i);
+        let now = self.now;
+        let c = &mut self.clients[i];
+        c.gen += 1;
+        c.seed = c.seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        #[allow(unused_mut)]
+        let mut m = Connector::new(c.spec.config.clone(), now, c.seed);
+        #[cfg(feature = "planted-bugs")]
+        if let Some(b) = self.bug {
+            m = m.with_planted_bug(b);
+        }
+        #[cfg(not(feature = "planted-bugs"))]
+        let _ = self.bug;
+        c.machine = Some(m);
+        c.mode = Mode::Connecting;
+        c.started = now;
+        c.socks.clear();
+        c.ever_opened.clear();
+        c.opened_this.clear();
+        c.open_now.clear();
+        c.established = None;
+        c.log.clear();
+        c.after_cannot_connect = false;
+        if c.liveness {
+            c.expect_success = fitting;
+            // Without a fitting server the failover budget may run out first, then one more
+            // walk may still be under way, after a backoff of at most 2 s.
+            let budget = c
+                .spec
+                .config
+                .failover_timeout()
+                .map_or(0, |b| b.as_nanos() as u64 + bound + 2_000_000_000);
+            let allowed = if fitting { bound } else { bound + budget };
+            c.live_deadline = Some(Instant(now.0 + allowed));
+            trace!(
+                t,
+                "t={} c{i} liveness connect, fitting={fitting} bound={bound}ns",
+                now.0
+            );
+        } else {
+            trace!(t, "t={} c{i} connect", now.0);
+        }
+        self.drain(t, i)
+    }
+
+    /// Performs every pending action of client `i`'s machine.
+    fn drain(&mut self, t: &mut Trace, i: usize) -> Result<(), Violation> {
+        loop {
+            let Some(action) = self.clients[i]
+                .machine
+                .as_mut()
+                .and_then(Connector::poll_action)
+            else {
+                return Ok(());
+            };
+            self.perform(t, i, action)?;
+        }
+    }
+
+    fn perform(&mut self, t: &mut Trace, i: usize, action: Action) -> Result<(), Violation> {
+        let now = self.now;
+        match action {
+            Action::Resolve { token, host, .. } => {
+                trace!(t, "t={} c{i} resolve {host}", now.0);
+                let c = &mut self.clients[i];
+                c.after_cannot_connect = false;
+                let gen = c.gen;
+                let result = if self.net.fires(&mut self.rng, self.net.mix.dns_fail_pct) {
+                    Err("Temporary failure in name resolution".to_owned())
+                } else {
+                    self.dns.lookup(&host)
+                };
+                let at = Instant(now.0 + self.dns.latency_ns);
+                self.queue.push(at, Ev::Resolved(i, gen, token, result));
+            }
+            Action::Open {
+                attempt, target, ..
+            } => {
+                let c = &mut self.clients[i];
+                if !c.ever_opened.insert(attempt) {
+                    return Err(violation(
+                        "attempt-ids-unique",
+                        format!(
+                            "client {i} opened a{} twice{}",
+                            attempt.0,
+                            attempts_text(&c.log)
+                        ),
+                    ));
+                }
+                let sequential = c.spec.config.strategy() == Strategy::Sequential;
+                if c.after_cannot_connect && sequential {
+                    return Err(violation(
+                        "57P03-moves-to-next-host",
+                        format!(
+                            "client {i} opened a{} on the same host after 57P03{}",
+                            attempt.0,
+                            attempts_text(&c.log)
+                        ),
+                    ));
+                }
+                let OpenTarget::Tcp(addr) = target else {
+                    return Err(violation("tcp-only", format!("{target:?}")));
+                };
+                let Some(node) = addr_node(&addr) else {
+                    return Err(violation("known-address", format!("{addr}")));
+                };
+                c.open_now.insert(attempt);
+                c.opened_this.insert(attempt);
+                c.log.push(AttemptLog {
+                    attempt,
+                    node,
+                    at: now,
+                    outcome: String::new(),
+                });
+                let id = self.next_sock;
+                self.next_sock += 1;
+                c.socks.insert(attempt, id);
+                trace!(
+                    t,
+                    "t={} c{i} open a{} {}",
+                    now.0,
+                    attempt.0,
+                    self.nodes[node].name
+                );
+                self.open(id, i, attempt, node);
+            }
+            Action::Send { attempt, bytes } => {
+                if let Some(&id) = self.clients[i].socks.get(&attempt) {
+                    self.send(id, bytes);
+                }
+            }
+            Action::StartTls { attempt, .. } => {
+                if let Some(&id) = self.clients[i].socks.get(&attempt) {
+                    let fail = self.net.fires(&mut self.rng, self.net.mix.tls_fail_pct);
+                    if let Some(s) = self.socks.get_mut(&id) {
+                        let d = self.net.delay(&mut self.rng, i, s.node, now) * 2;
+                        let at = Instant((now.0 + d).max(s.down_last.0 + 1));
+                        s.down_last = at;
+                        self.queue
+                            .push(at, Ev::ToClient(id, Delivery::TlsDone(!fail)));
+                    }
+                }
+            }
+            Action::Close { attempt } => {
+                let c = &mut self.clients[i];
+                if !c.open_now.remove(&attempt) {
+                    if c.established == Some(attempt) {
+                        c.established = None;
+                        if let Some(id) = c.socks.remove(&attempt) {
+                            self.client_close(id);
+                        }
+                        return Ok(());
+                    }
+                    return Err(violation(
+                        "close-once",
+                        format!("client {i} closed a{} which is not open", attempt.0),
+                    ));
+                }
+                if let Some(ct_ns) = c.ct_ns {
+                    let ct = Duration::from_nanos(ct_ns);
+                    if let Some(l) = c.log.iter().rev().find(|l| l.attempt == attempt) {
+                        let life = now.0 - l.at.0;
+                        if life > ct.as_nanos() as u64 {
+                            return Err(violation(
+                                "attempt-within-connect-timeout",
+                                format!(
+                                    "client {i} a{} lived {life}ns > connect_timeout {ct:?}{}",
+                                    attempt.0,
+                                    attempts_text(&c.log)
+                                ),
+                            ));
+                        }
+                    }
+                }
+                // Not traced: every Close follows from the events already in the trace.
+                if let Some(id) = c.socks.remove(&attempt) {
+                    self.client_close(id);
+                }
+            }
+            Action::Done(result) => self.done(t, i, result)?,
+        }
+        Ok(())
+    }
+
+    fn open(&mut self, id: u64, client: usize, attempt: AttemptId, node: usize) {
+        let now = self.now;
+        // The delays include any partition wait (SYNs are retransmitted until it heals).
+        let rtt = self.net.delay(&mut self.rng, client, node, now)
+            + self.net.delay(&mut self.rng, client, node, now);
+        let (at, outcome) =
+            if self.net.fires(&mut self.rng, self.net.mix.blackhole_pct) || rtt > SYN_TIMEOUT_NS {
+                (
+                    now.0 + SYN_TIMEOUT_NS,
+                    Delivery::OpenFailed(IoErrorKind::TimedOut),
+                )
+            } else if self.nodes[node].state == NodeState::Crashed
+                || self.net.fires(&mut self.rng, self.net.mix.refuse_pct)
+            {
+                (
+                    now.0 + rtt,
+                    Delivery::OpenFailed(IoErrorKind::ConnectionRefused),
+                )
+            } else {
+                (now.0 + rtt, Delivery::Opened)
+            };
+        let hung = self.nodes[node].hang;
+        let mut sock = self.sock(client, attempt, node, hung, now);
+        sock.down_last = Instant(at);
+        self.socks.insert(id, sock);
+        self.queue.push(Instant(at), Ev::ToClient(id, outcome));
+    }
+
+    fn sock(
+        &self,
+        client: usize,
+        attempt: AttemptId,
+        node: usize,
+        hung: bool,
+        now: Instant,
+    ) -> Sock {
+        Sock {
+            client,
+            attempt,
+            node,
+            session: Box::new(Session::new()),
+            hung,
+            server_gone: false,
+            up_last: now,
+            down_last: now,
+        }
+    }
+
+    fn send(&mut self, id: u64, bytes: Vec<u8>) {
+        let Some(s) = self.socks.get_mut(&id) else {
+            return;
+        };
+        let d = self.net.delay(&mut self.rng, s.client, s.node, self.now);
+        let at = Instant((self.now.0 + d).max(s.up_last.0 + 1));
+        s.up_last = at;
+        self.queue.push(at, Ev::ToServer(id, bytes));
+    }
+
+    fn client_close(&mut self, id: u64) {
+        if let Some(mut s) = self.socks.remove(&id) {
+            s.session.end(&mut self.nodes[s.node]);
+        }
+    }
+
+    fn deliver_to_server(&mut self, id: u64, bytes: &[u8]) {
+        let Some(s) = self.socks.get_mut(&id) else {
+            return;
+        };
+        if s.hung || s.server_gone {
+            return;
+        }
+        let node = s.node;
+        if self.nodes[node].state == NodeState::Crashed {
+            self.server_close(id);
+            return;
+        }
+        let reply = s
+            .session
+            .receive(&mut self.nodes[node], bytes, &mut self.rng);
+        let cannot = s.session.sent_cannot_connect_now;
+        let client = s.client;
+        if !reply.bytes.is_empty() {
+            let reset = self.net.faults
+                && self.net.mix.reset_permille > 0
+                && uniform_inclusive(&mut self.rng, 999) < self.net.mix.reset_permille;
+            if reset {
+                self.server_close(id);
+                return;
+            }
+            let d = self.net.delay(&mut self.rng, client, node, self.now);
+            let Some(s) = self.socks.get_mut(&id) else {
+                return;
+            };
+            let at = Instant((self.now.0 + d).max(s.down_last.0 + 1));
+            s.down_last = at;
+            self.queue
+                .push(at, Ev::ToClient(id, Delivery::Bytes(reply.bytes, cannot)));
+        }
+        if reply.close {
+            self.server_close(id);
+        }
+    }
+
+    fn deliver_to_client(&mut self, t: &mut Trace, id: u64, d: Delivery) -> Result<(), Violation> {
+        let Some(s) = self.socks.get(&id) else {
+            return Ok(());
+        };
+        let (i, attempt) = (s.client, s.attempt);
+        let now = self.now;
+        let c = &mut self.clients[i];
+        if c.session.is_some_and(|(_, sid)| sid == id) {
+            // The established session: only its end matters to the application.
+            if matches!(d, Delivery::Closed) {
+                trace!(t, "t={} c{i} session a{} broke", now.0, attempt.0);
+                c.session = None;
+                c.socks.remove(&attempt);
+                c.mode = if c.spec.use_reset && c.spec.hold_ns.is_none() {
+                    Mode::Session
+                } else {
+                    Mode::Idle
+                };
+                let gen = c.gen;
+                let detect = c.spec.detect_ns;
+                self.socks.remove(&id);
+                self.queue.push(Instant(now.0 + detect), Ev::Wake(i, gen));
+            }
+            return Ok(());
+        }
+        if c.mode != Mode::Connecting {
+            return Ok(());
+        }
+        let event = match d {
+            Delivery::Opened => Event::Opened { attempt },
+            Delivery::OpenFailed(error) => {
+                trace!(t, "t={} c{i} a{} open failed {error:?}", now.0, attempt.0);
+                self.socks.remove(&id);
+                Event::OpenFailed { attempt, error }
+            }
+            Delivery::Bytes(bytes, cannot) => {
+                if cannot {
+                    c.after_cannot_connect = true;
+                }
+                Event::Received { attempt, bytes }
+            }
+            Delivery::Closed => {
+                trace!(t, "t={} c{i} a{} eof", now.0, attempt.0);
+                Event::Closed { attempt }
+            }
+            Delivery::TlsDone(true) => Event::TlsEstablished {
+                attempt,
+                server_end_point: None,
+            },
+            Delivery::TlsDone(false) => Event::TlsFailed {
+                attempt,
+                message: "SSL error: unexpected eof while reading".to_owned(),
+            },
+        };
+        if let Some(m) = c.machine.as_mut() {
+            m.handle_event(now, event);
+        }
+        self.drain(t, i)
+    }
+
+    fn done(
+        &mut self,
+        t: &mut Trace,
+        i: usize,
+        result: Result<pgyard_connect::Established, ConnectError>,
+    ) -> Result<(), Violation> {
+        let now = self.now;
+        let listed = self.listed_nodes(&self.clients[i].spec);
+        let c = &mut self.clients[i];
+        let winner = result.as_ref().ok().map(|e| e.attempt);
+        let leftover: Vec<AttemptId> = c
+            .open_now
+            .iter()
+            .copied()
+            .filter(|a| Some(*a) != winner)
+            .collect();
+        if !leftover.is_empty() {
+            return Err(violation(
+                "every-open-closed",
+                format!(
+                    "client {i} finished with {leftover:?} still open{}",
+                    attempts_text(&c.log)
+                ),
+            ));
+        }
+        let tsa = c.spec.config.target_session_attrs();
+        match result {
+            Ok(est) => {
+                let Some(&id) = c.socks.get(&est.attempt) else {
+                    return Err(violation(
+                        "winner-is-an-attempt",
+                        format!("client {i} won with unknown a{}", est.attempt.0),
+                    ));
+                };
+                let sock = self.socks.get(&id);
+                let node = sock.map(|s| s.node);
+                let role = sock.and_then(|s| s.session.in_recovery_at_check);
+                trace!(
+                    t,
+                    "t={} c{i} connected a{} to {} in_recovery={role:?}",
+                    now.0,
+                    est.attempt.0,
+                    node.map_or("?", |n| self.nodes[n].name.as_str())
+                );
+                let c = &mut self.clients[i];
+                if !node.is_some_and(|n| listed.contains(&n)) {
+                    return Err(violation(
+                        "connected-to-listed-server",
+                        format!("client {i} connected to node {node:?}, listed {listed:?}"),
+                    ));
+                }
+                if !role_fits(tsa, role) {
+                    return Err(violation(
+                        "target-session-attrs-met",
+                        format!(
+                            "client {i} ({}) accepted {} whose in_recovery was {role:?} when it answered{}",
+                            describe_spec(&c.spec),
+                            node.map_or("?", |n| self.nodes[n].name.as_str()),
+                            attempts_text(&c.log)
+                        ),
+                    ));
+                }
+                if let Some(l) = c.log.iter_mut().rev().find(|l| l.attempt == est.attempt) {
+                    l.outcome = "won".to_owned();
+                }
+                if let (Some(ct), Some(l)) = (
+                    c.ct_ns.map(Duration::from_nanos),
+                    c.log.iter().rev().find(|l| l.attempt == est.attempt),
+                ) {
+                    let life = now.0 - l.at.0;
+                    if life > ct.as_nanos() as u64 {
+                        return Err(violation(
+                            "attempt-within-connect-timeout",
+                            format!(
+                                "client {i} won with a{} after {life}ns > {ct:?}",
+                                est.attempt.0
+                            ),
+                        ));
+                    }
+                }
+                c.open_now.remove(&est.attempt);
+                c.established = Some(est.attempt);
+                c.session = Some((est.attempt, id));
+                c.mode = Mode::Session;
+                self.stats.connected += 1;
+                self.finish(t, i, true)?;
+                let c = &mut self.clients[i];
+                if c.mode == Mode::Session {
+                    if let Some(hold) = c.spec.hold_ns {
+                        let gen = c.gen;
+                        self.queue.push(Instant(now.0 + hold), Ev::Wake(i, gen));
+                    }
+                }
+                Ok(())
+            }
+            Err(e) => {
+                let reported: BTreeSet<AttemptId> =
+                    e.reports.iter().filter_map(|r| r.attempt).collect();
+                let missing: Vec<AttemptId> =
+                    c.opened_this.difference(&reported).copied().collect();
+                trace!(
+                    t,
+                    "t={} c{i} failed: {} report entries",
+                    now.0,
+                    e.reports.len()
+                );
+                if !missing.is_empty() {
+                    return Err(violation(
+                        "report-names-every-attempt",
+                        format!(
+                            "client {i}: attempts {missing:?} missing from the report:\n{}",
+                            e.message()
+                        ),
+                    ));
+                }
+                self.stats.failed += 1;
+                let c = &mut self.clients[i];
+                c.mode = Mode::Idle;
+                if c.liveness && c.expect_success {
+                    return Err(violation(
+                        "liveness-connects",
+                        format!(
+                            "client {i} ({}) failed although a fitting server was reachable:\n{}{}",
+                            describe_spec(&c.spec),
+                            e.message(),
+                            attempts_text(&c.log)
+                        ),
+                    ));
+                }
+                self.finish(t, i, false)
+            }
+        }
+    }
+
+    /// After a connect ends: liveness bookkeeping, then the next step of the plan.
+    fn finish(&mut self, t: &mut Trace, i: usize, ok: bool) -> Result<(), Violation> {
+        let now = self.now;
+        let c = &mut self.clients[i];
+        if c.liveness {
+            if let Some(deadline) = c.live_deadline {
+                if now > deadline {
+                    return Err(violation(
+                        "liveness-within-bound",
+                        format!(
+                            "client {i} ({}) finished at {}ns, bound was {}ns{}",
+                            describe_spec(&c.spec),
+                            now.0,
+                            deadline.0,
+                            attempts_text(&c.log)
+                        ),
+                    ));
+                }
+            }
+            if c.carried {
+                c.carried = false;
+                if ok {
+                    self.end_session(t, i);
+                }
+                return self.start_connect(t, i);
+            }
+            c.done_live = true;
+            if ok {
+                self.stats.live_ok += 1;
+            }
+            c.mode = if ok { Mode::Session } else { Mode::Finished };
+            return Ok(());
+        }
+        if !ok {
+            let gen = c.gen;
+            let think = 1_000_000 + uniform_inclusive(&mut self.rng, 300_000_000);
+            self.queue.push(Instant(now.0 + think), Ev::Wake(i, gen));
+        }
+        Ok(())
+    }
+}
+
+/// Whether a server whose recovery state was `in_recovery` at the check fits `tsa`
+/// (prefer-* and `any` accept every server).
+fn role_fits(tsa: TargetSessionAttrs, in_recovery: Option<bool>) -> bool {
+    match tsa {
+        TargetSessionAttrs::ReadWrite | TargetSessionAttrs::Primary => in_recovery == Some(false),
+        TargetSessionAttrs::ReadOnly | TargetSessionAttrs::Standby => in_recovery == Some(true),
+        _ => true,
+    }
+}
+
+fn violation(invariant: &'static str, detail: String) -> Violation {
+    Violation { invariant, detail }
+}
+
+fn attempts_text(log: &[AttemptLog]) -> String {
+    let mut s = String::from("\nattempts:");
+    for l in log {
+        s.push_str(&format!(
+            "\n  a{} -> node {} at {}ns {}",
+            l.attempt.0, l.node, l.at.0, l.outcome
+        ));
+    }
+    s
+}
+
+/// One line describing a client's configuration.
+pub fn describe_spec(spec: &ClientSpec) -> String {
+    let c = &spec.config;
+    format!(
+        "hosts={} tsa={} lb={:?} strategy={:?} connect_timeout={:?} failover={:?}",
+        spec.hosts.join(","),
+        c.target_session_attrs().as_str(),
+        c.load_balance_hosts(),
+        c.strategy(),
+        c.connect_timeout().ok().flatten(),
+        c.failover_timeout()
+    )
+}
+
+/// The bytes of a Terminate message.
+fn pgyard_wire_terminate() -> Vec<u8> {
+    vec![b'X', 0, 0, 0, 4]
+}

@@ -1,0 +1,525 @@
+//! Simulated PostgreSQL nodes speaking the real protocol through pgyard-wire's server side:
+//! encryption requests, startup, trust/MD5/SCRAM authentication with real verifiers, the
+//! parameters a server reports, the two session-check queries, and the refusals a server
+//! gives while starting up, shutting down, or full.
+
+use bytes::BytesMut;
+use pgyard_types::{Rng, RngCore};
+use pgyard_wire::auth::{md5_secret, md5_verify, scram_secret, ScramSecret, ScramServer};
+use pgyard_wire::backend::{
+    encode_auth_sasl, encode_command_complete, encode_data_row, encode_ready_for_query,
+    encode_row_description, Authentication, BackendKeyData, FieldDescription, ParameterStatus,
+    TransactionStatus,
+};
+use pgyard_wire::error_fields::{encode_error_response, encode_notice_response};
+use pgyard_wire::frame::{Decoded, FrameDecoder, Limits, UnitRef};
+use pgyard_wire::frontend::StartupPacket;
+
+/// The user every simulated client logs in as.
+pub const USER: &str = "sim";
+/// The password every simulated server stores a verifier for.
+pub const PASSWORD: &str = "sim-secret";
+
+/// What a node currently is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeState {
+    /// Accepting sessions as a primary.
+    Primary,
+    /// Accepting sessions as a hot standby.
+    Standby,
+    /// A standby being promoted: still in recovery until the promotion completes.
+    Promoting,
+    /// Starting up: refuses sessions with 57P03 and becomes `then` afterwards.
+    StartingUp {
+        /// Whether it comes up as a standby.
+        standby: bool,
+    },
+    /// Shutting down: refuses sessions with 57P03.
+    ShuttingDown,
+    /// The process is gone: connections are refused.
+    Crashed,
+}
+
+impl NodeState {
+    /// Whether `pg_is_in_recovery()` would say true.
+    pub fn in_recovery(self) -> bool {
+        matches!(self, NodeState::Standby | NodeState::Promoting)
+    }
+
+    /// Whether the node accepts sessions at all.
+    pub fn serving(self) -> bool {
+        matches!(
+            self,
+            NodeState::Primary | NodeState::Standby | NodeState::Promoting
+        )
+    }
+}
+
+/// How a node authenticates.
+#[derive(Clone, Debug)]
+pub enum Auth {
+    /// `trust`.
+    Trust,
+    /// `md5` with the stored `md5…` secret.
+    Md5(String),
+    /// `scram-sha-256` with the stored verifier.
+    Scram(ScramSecret),
+}
+
+/// What a server does with a middleware (`M`) message that reaches it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MiddlewareStance {
+    /// A real server: unknown message type, FATAL 08P01, connection closed.
+    Reject,
+    /// The proposal: ignore it.
+    Ignore,
+    /// The proposal with a debug NOTICE.
+    Notice,
+}
+
+/// One simulated PostgreSQL server.
+#[derive(Clone, Debug)]
+pub struct Node {
+    /// Display name (`pg0`).
+    pub name: String,
+    /// Current state.
+    pub state: NodeState,
+    /// Reports neither `in_hot_standby` nor `default_transaction_read_only` (pre-14).
+    pub old_version: bool,
+    /// Answers SSLRequest with `S`.
+    pub tls: bool,
+    /// Authentication method and stored secret.
+    pub auth: Auth,
+    /// `max_connections` (sessions past it get 53300).
+    pub max_sessions: u32,
+    /// Sessions currently past startup.
+    pub sessions: u32,
+    /// Half-open: accepts connections and never answers (fault).
+    pub hang: bool,
+    /// Replication lag of a standby: how long a promotion must replay first.
+    pub lag_ms: u64,
+    /// What an `M` message does here.
+    pub middleware: MiddlewareStance,
+    /// `M` messages that reached this server (must stay 0 for `Reject` servers).
+    pub middleware_seen: u64,
+    next_pid: i32,
+}
+
+impl Node {
+    /// A node with `auth_kind` 0 trust, 1 MD5, 2 SCRAM (`iterations` small, as a simulated
+    /// server may store it, so a login costs microseconds).
+    pub fn new(
+        name: String,
+        state: NodeState,
+        auth_kind: u64,
+        iterations: u32,
+        rng: &mut Rng,
+    ) -> Self {
+        let auth = match auth_kind {
+            0 => Auth::Trust,
+            1 => Auth::Md5(md5_secret(USER, PASSWORD)),
+            _ => {
+                let mut salt = [0u8; 16];
+                rng.fill_bytes(&mut salt);
+                Auth::Scram(scram_secret(PASSWORD, &salt, iterations))
+            }
+        };
+        Node {
+            name,
+            state,
+            old_version: false,
+            tls: false,
+            auth,
+            max_sessions: 100,
+            sessions: 0,
+            hang: false,
+            lag_ms: 0,
+            middleware: MiddlewareStance::Reject,
+            middleware_seen: 0,
+            next_pid: 1000,
+        }
+    }
+
+    /// Short description for traces.
+    pub fn describe(&self) -> String {
+        let auth = match self.auth {
+            Auth::Trust => "trust",
+            Auth::Md5(_) => "md5",
+            Auth::Scram(_) => "scram",
+        };
+        format!(
+            "{} {:?} auth={auth} tls={} old={} max={} lag={}ms",
+            self.name, self.state, self.tls, self.old_version, self.max_sessions, self.lag_ms
+        )
+    }
+}
+
+/// Where a server-side session is.
+#[derive(Debug)]
+enum Phase {
+    Startup,
+    Md5 { salt: [u8; 4] },
+    ScramFirst(Box<ScramServer>),
+    ScramFinal(Box<ScramServer>),
+    Ready,
+    Gone,
+}
+
+/// The server side of one connection.
+#[derive(Debug)]
+pub struct Session {
+    dec: FrameDecoder,
+    phase: Phase,
+    counted: bool,
+    /// Whether the node was in recovery when it last answered ReadyForQuery (the moment a
+    /// client's session check reads): `None` before the first.
+    pub in_recovery_at_check: Option<bool>,
+    /// The server sent 57P03.
+    pub sent_cannot_connect_now: bool,
+    /// Queries answered after startup.
+    pub queries: u64,
+    /// Notices sent for middleware messages.
+    pub notices: u64,
+}
+
+/// What a session answers to bytes.
+#[derive(Debug, Default)]
+pub struct Reply {
+    /// Bytes to send back.
+    pub bytes: Vec<u8>,
+    /// Close the connection after sending.
+    pub close: bool,
+}
+
+impl Default for Session {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Session {
+    /// A fresh connection, reading startup packets.
+    pub fn new() -> Self {
+        Session {
+            dec: FrameDecoder::frontend(Limits::postgres_server()),
+            phase: Phase::Startup,
+            counted: false,
+            in_recovery_at_check: None,
+            sent_cannot_connect_now: false,
+            queries: 0,
+            notices: 0,
+        }
+    }
+
+    /// The connection ends (either side): releases the node's session slot.
+    pub fn end(&mut self, node: &mut Node) {
+        if self.counted {
+            node.sessions = node.sessions.saturating_sub(1);
+            self.counted = false;
+        }
+        self.phase = Phase::Gone;
+    }
+
+    /// Feeds bytes from the client; `rng` supplies salts and nonces.
+    pub fn receive(&mut self, node: &mut Node, data: &[u8], rng: &mut Rng) -> Reply {
+        let mut out = BytesMut::with_capacity(256);
+        let mut close = false;
+        self.dec.feed(data);
+        while !close {
+            let unit = match self.dec.decode_ref() {
+                Ok(Decoded::Frame(u)) => u,
+                Ok(Decoded::NeedMore { .. }) => break,
+                Err(_) => {
+                    fatal(&mut out, b"08P01", b"invalid frontend message");
+                    close = true;
+                    break;
+                }
+            };
+            match unit {
+                UnitRef::Startup(body) => match StartupPacket::decode(body) {
+                    Ok(StartupPacket::SslRequest) => {
+                        out.extend_from_slice(if node.tls { b"S" } else { b"N" });
+                    }
+                    Ok(StartupPacket::GssEncRequest) => out.extend_from_slice(b"N"),
+                    Ok(StartupPacket::Startup(_)) => {
+                        let (p, c) = start_session(self, node, &mut out, rng);
+                        self.phase = p;
+                        close = c;
+                    }
+                    Ok(StartupPacket::CancelRequest(_)) | Err(_) => close = true,
+                },
+                UnitRef::Byte(_) => close = true,
+                UnitRef::Typed(f) => {
+                    let (tag, body) = (f.tag, f.body.to_vec());
+                    close = self.typed(node, tag, &body, &mut out, rng);
+                }
+            }
+        }
+        if close {
+            self.end(node);
+        }
+        Reply {
+            bytes: Vec::from(out),
+            close,
+        }
+    }
+
+    fn typed(
+        &mut self,
+        node: &mut Node,
+        tag: u8,
+        body: &[u8],
+        out: &mut BytesMut,
+        rng: &mut Rng,
+    ) -> bool {
+        if tag == b'X' {
+            return true;
+        }
+        let phase = std::mem::replace(&mut self.phase, Phase::Gone);
+        match (phase, tag) {
+            (Phase::Md5 { salt }, b'p') => {
+                let Auth::Md5(secret) = &node.auth else {
+                    return true;
+                };
+                let response = body.strip_suffix(&[0]).unwrap_or(body);
+                if md5_verify(secret, salt, response) {
+                    self.finish_startup(node, out);
+                    false
+                } else {
+                    auth_failed(out);
+                    true
+                }
+            }
+            (Phase::ScramFirst(mut server), b'p') => {
+                let Some((mech, msg)) = sasl_initial(body) else {
+                    auth_failed(out);
+                    return true;
+                };
+                match server.handle_client_first(mech, msg) {
+                    Ok(first) => {
+                        put(out, |b| Authentication::SaslContinue(&first).encode(b));
+                        self.phase = Phase::ScramFinal(server);
+                        false
+                    }
+                    Err(_) => {
+                        auth_failed(out);
+                        true
+                    }
+                }
+            }
+            (Phase::ScramFinal(mut server), b'p') => match server.handle_client_final(body) {
+                Ok(fin) => {
+                    put(out, |b| Authentication::SaslFinal(&fin).encode(b));
+                    self.finish_startup(node, out);
+                    false
+                }
+                Err(_) => {
+                    auth_failed(out);
+                    true
+                }
+            },
+            (Phase::Ready, b'Q') => {
+                self.phase = Phase::Ready;
+                self.query(node, body, out);
+                false
+            }
+            (Phase::Ready, b'M') => {
+                self.phase = Phase::Ready;
+                node.middleware_seen += 1;
+                match node.middleware {
+                    MiddlewareStance::Reject => {
+                        fatal(out, b"08P01", b"invalid frontend message type 77");
+                        true
+                    }
+                    MiddlewareStance::Ignore => false,
+                    MiddlewareStance::Notice => {
+                        self.notices += 1;
+                        put(out, |b| {
+                            encode_notice_response(
+                                &[
+                                    (b'S', b"DEBUG"),
+                                    (b'C', b"00000"),
+                                    (b'M', b"middleware message ignored"),
+                                ],
+                                b,
+                            )
+                        });
+                        false
+                    }
+                }
+            }
+            (Phase::Ready, _) => {
+                fatal(out, b"08P01", b"invalid frontend message type");
+                true
+            }
+            _ => {
+                fatal(out, b"08P01", b"unexpected message during authentication");
+                let _ = rng;
+                true
+            }
+        }
+    }
+
+    fn query(&mut self, node: &Node, body: &[u8], out: &mut BytesMut) {
+        self.queries += 1;
+        let sql = body.strip_suffix(&[0]).unwrap_or(body);
+        let recovery = node.state.in_recovery();
+        let (column, value, command): (&[u8], &[u8], &[u8]) = match sql {
+            b"SHOW transaction_read_only" => (
+                b"transaction_read_only",
+                if recovery { b"on" } else { b"off" },
+                b"SHOW",
+            ),
+            b"SELECT pg_catalog.pg_is_in_recovery()" => (
+                b"pg_is_in_recovery",
+                if recovery { b"t" } else { b"f" },
+                b"SELECT 1",
+            ),
+            _ => (b"?column?", b"1", b"SELECT 1"),
+        };
+        put(out, |b| {
+            encode_row_description(
+                &[FieldDescription {
+                    name: column,
+                    table_oid: 0,
+                    column_id: 0,
+                    type_oid: 25,
+                    type_size: -1,
+                    type_modifier: -1,
+                    format: 0,
+                }],
+                b,
+            )
+        });
+        put(out, |b| encode_data_row(&[Some(value)], b));
+        put(out, |b| encode_command_complete(command, b));
+        self.ready(node, out);
+    }
+
+    fn ready(&mut self, node: &Node, out: &mut BytesMut) {
+        self.in_recovery_at_check = Some(node.state.in_recovery());
+        encode_ready_for_query(TransactionStatus::Idle, out);
+    }
+
+    fn finish_startup(&mut self, node: &mut Node, out: &mut BytesMut) {
+        put(out, |b| Authentication::Ok.encode(b));
+        let recovery = node.state.in_recovery();
+        let version: &[u8] = if node.old_version { b"13.2" } else { b"18.1" };
+        let onoff = |v: bool| -> &'static [u8] {
+            if v {
+                b"on"
+            } else {
+                b"off"
+            }
+        };
+        let mut params: Vec<(&[u8], &[u8])> = vec![
+            (b"server_version", version),
+            (b"client_encoding", b"UTF8"),
+            (b"integer_datetimes", b"on"),
+        ];
+        if !node.old_version {
+            params.push((b"in_hot_standby", onoff(recovery)));
+            params.push((b"default_transaction_read_only", onoff(recovery)));
+        }
+        for (name, value) in params {
+            put(out, |b| ParameterStatus { name, value }.encode(b));
+        }
+        node.next_pid += 1;
+        let pid = node.next_pid;
+        put(out, |b| {
+            BackendKeyData {
+                pid,
+                key: &pid.to_be_bytes(),
+            }
+            .encode(b)
+        });
+        self.phase = Phase::Ready;
+        self.ready(node, out);
+    }
+}
+
+/// Startup checks in PostgreSQL's order, then the first authentication request.
+fn start_session(
+    s: &mut Session,
+    node: &mut Node,
+    out: &mut BytesMut,
+    rng: &mut Rng,
+) -> (Phase, bool) {
+    match node.state {
+        NodeState::StartingUp { .. } => {
+            s.sent_cannot_connect_now = true;
+            fatal(out, b"57P03", b"the database system is starting up");
+            return (Phase::Gone, true);
+        }
+        NodeState::ShuttingDown => {
+            s.sent_cannot_connect_now = true;
+            fatal(out, b"57P03", b"the database system is shutting down");
+            return (Phase::Gone, true);
+        }
+        NodeState::Crashed => return (Phase::Gone, true),
+        _ => {}
+    }
+    if node.sessions >= node.max_sessions {
+        fatal(out, b"53300", b"sorry, too many clients already");
+        return (Phase::Gone, true);
+    }
+    node.sessions += 1;
+    s.counted = true;
+    match &node.auth {
+        Auth::Trust => {
+            s.finish_startup(node, out);
+            (Phase::Ready, false)
+        }
+        Auth::Md5(_) => {
+            let mut salt = [0u8; 4];
+            rng.fill_bytes(&mut salt);
+            put(out, |b| Authentication::Md5Password { salt }.encode(b));
+            (Phase::Md5 { salt }, false)
+        }
+        Auth::Scram(secret) => {
+            let mut nonce = [0u8; 18];
+            rng.fill_bytes(&mut nonce);
+            let server = ScramServer::new(secret.clone(), None, nonce);
+            let mechs: Vec<&[u8]> = server.mechanisms().iter().map(|m| m.as_bytes()).collect();
+            put(out, |b| encode_auth_sasl(&mechs, b));
+            (Phase::ScramFirst(Box::new(server)), false)
+        }
+    }
+}
+
+/// Splits a SASLInitialResponse body: mechanism, then the length-prefixed client-first.
+fn sasl_initial(body: &[u8]) -> Option<(&[u8], &[u8])> {
+    let nul = body.iter().position(|&b| b == 0)?;
+    let (mech, rest) = (&body[..nul], body.get(nul + 1..)?);
+    let len = i32::from_be_bytes(rest.get(..4)?.try_into().ok()?);
+    let msg = rest.get(4..)?;
+    (usize::try_from(len).ok()? == msg.len()).then_some((mech, msg))
+}
+
+fn auth_failed(out: &mut BytesMut) {
+    fatal(
+        out,
+        b"28P01",
+        b"password authentication failed for user \"sim\"",
+    );
+}
+
+fn fatal(out: &mut BytesMut, code: &[u8], message: &[u8]) {
+    put(out, |b| {
+        encode_error_response(
+            &[
+                (b'S', b"FATAL"),
+                (b'V', b"FATAL"),
+                (b'C', code),
+                (b'M', message),
+            ],
+            b,
+        )
+    });
+}
+
+/// Encodes into `out`; the simulator only builds well-formed messages, so an encode error is
+/// a bug in this file and dropping the message makes the client's invariants trip.
+fn put<E>(out: &mut BytesMut, f: impl FnOnce(&mut BytesMut) -> Result<(), E>) {
+    let _ = f(out);
+}
