@@ -391,8 +391,8 @@ enum Msg {
     Handover(AttemptId, Transport),
 }
 
-/// libpq's `IoErrorKind` for a socket error.
-pub(crate) fn io_kind(e: &io::Error) -> IoErrorKind {
+/// libpq's `IoErrorKind` for a socket error (by errno).
+pub fn io_kind(e: &io::Error) -> IoErrorKind {
     match e.raw_os_error() {
         Some(111) => IoErrorKind::ConnectionRefused,
         Some(2) => IoErrorKind::NotFound,
@@ -440,8 +440,16 @@ pub(crate) fn open(target: &OpenTarget, bound: Option<Duration>) -> io::Result<S
 }
 
 fn apply_tcp_options(sock: &Sock, opts: &TcpOptions) -> io::Result<()> {
-    let Sock::Tcp(s) = sock else { return Ok(()) };
-    let r = socket2::SockRef::from(s);
+    match sock {
+        Sock::Tcp(s) => set_tcp_options(s, opts),
+        Sock::Unix(_) => Ok(()),
+    }
+}
+
+/// Sets the keepalive and `TCP_USER_TIMEOUT` options the machine asked for on a connected TCP
+/// socket (std or tokio: anything with a file descriptor).
+pub fn set_tcp_options(sock: &impl std::os::fd::AsFd, opts: &TcpOptions) -> io::Result<()> {
+    let r = socket2::SockRef::from(sock);
     r.set_keepalive(opts.keepalives)?;
     if opts.keepalives {
         let mut ka = socket2::TcpKeepalive::new();

@@ -14,14 +14,15 @@
 mod driver;
 mod env;
 mod session;
-mod tls;
+pub mod tls;
 
 use std::time::Duration;
 
+pub use driver::{io_kind, set_tcp_options};
 pub use env::RealInputs;
 pub use pgyard_connect::{BackendKey, ConnectError, OpenTarget, ServerRole};
 pub use pgyard_conninfo::Strategy;
-pub use session::{RawFrame, Session};
+pub use session::{prepare, Prepared, RawFrame, Session};
 
 use pgyard_types::Instant;
 

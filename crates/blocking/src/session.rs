@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use pgyard_connect::{BackendKey, Connector, Established, OpenTarget, ServerRole};
+use pgyard_conninfo::typed::ConnectConfig;
 use pgyard_conninfo::{configure, Keyword};
 use pgyard_wire::backend::BackendMessage;
 use pgyard_wire::error_fields::Verbosity;
@@ -62,42 +63,14 @@ impl Session {
         options: &ConnectOptions,
         log: &mut Vec<Attempt>,
     ) -> Result<Session, Error> {
-        let lossy = |b: Vec<u8>| {
-            let mut s = String::from_utf8_lossy(&b).into_owned();
-            while s.ends_with('\n') {
-                s.pop();
-            }
-            s
-        };
-        let info =
-            pgyard_conninfo::parse(conninfo).map_err(|e| Error::Parse(lossy(e.libpq_message())))?;
-        let inputs = match &options.inputs {
-            Some(i) => i.clone(),
-            None => RealInputs::read(info.get(Keyword::Passfile)),
-        };
-        let configured = configure(info, &inputs.env, &inputs.files)
-            .map_err(|e| Error::Config(lossy(e.libpq_message())))?;
-        for w in &configured.warnings {
-            // libpq prints password-file warnings on standard error itself.
-            eprint!("{}", String::from_utf8_lossy(&w.libpq_message()));
-        }
-        let mut config = configured.config;
-        if let Some(s) = options.strategy {
-            config.set_strategy(s);
-        }
-        let extra = startup_extras(&inputs);
+        let prepared = prepare(conninfo, options)?;
         let driver = DriverConfig {
-            tls: TlsSettings::new(&config, &inputs.env),
-            connect_bound: config
-                .connect_timeout()
-                .ok()
-                .flatten()
-                .map(|d| d + Duration::from_secs(1)),
+            tls: prepared.tls,
+            connect_bound: prepared.connect_bound,
         };
-        let seed = options.seed.unwrap_or_else(os_seed);
         let clock = Clock::new();
-        let mut connector =
-            Connector::new(config, clock.now(), seed).with_extra_startup_params(extra);
+        let mut connector = Connector::new(prepared.config, clock.now(), prepared.seed)
+            .with_extra_startup_params(prepared.extra_startup_params);
         let from = log.len();
         let outcome = driver::run(&mut connector, &clock, &driver, None, log);
         let attempts = log[from..].to_vec();
@@ -352,6 +325,64 @@ impl Drop for Session {
             t.close();
         }
     }
+}
+
+/// What a driver needs before the machine's first action, resolved from a connection string
+/// and the adapter options (shared by this adapter and pgyard-tokio).
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    /// The typed configuration for [`Connector::new`] (strategy override applied).
+    pub config: ConnectConfig,
+    /// Startup parameters from PGDATESTYLE, PGTZ and PGGEQO, for
+    /// [`Connector::with_extra_startup_params`].
+    pub extra_startup_params: Vec<(Vec<u8>, Vec<u8>)>,
+    /// TLS settings (root, client certificate and key files, SNI, protocol versions).
+    pub tls: TlsSettings,
+    /// Upper bound for one socket `connect()`: `connect_timeout` + 1 s, so the machine's own
+    /// deadline always fires first.
+    pub connect_bound: Option<Duration>,
+    /// The machine's seed (the option's, or one from the operating system).
+    pub seed: u64,
+}
+
+/// Parses and resolves `conninfo` as libpq does (environment, service and password files,
+/// from `options.inputs` or the real ones), printing password-file warnings on standard error
+/// as libpq prints them.
+pub fn prepare(conninfo: &str, options: &ConnectOptions) -> Result<Prepared, Error> {
+    let lossy = |b: Vec<u8>| {
+        let mut s = String::from_utf8_lossy(&b).into_owned();
+        while s.ends_with('\n') {
+            s.pop();
+        }
+        s
+    };
+    let info =
+        pgyard_conninfo::parse(conninfo).map_err(|e| Error::Parse(lossy(e.libpq_message())))?;
+    let inputs = match &options.inputs {
+        Some(i) => i.clone(),
+        None => RealInputs::read(info.get(Keyword::Passfile)),
+    };
+    let configured = configure(info, &inputs.env, &inputs.files)
+        .map_err(|e| Error::Config(lossy(e.libpq_message())))?;
+    for w in &configured.warnings {
+        // libpq prints password-file warnings on standard error itself.
+        eprint!("{}", String::from_utf8_lossy(&w.libpq_message()));
+    }
+    let mut config = configured.config;
+    if let Some(s) = options.strategy {
+        config.set_strategy(s);
+    }
+    Ok(Prepared {
+        extra_startup_params: startup_extras(&inputs),
+        tls: TlsSettings::new(&config, &inputs.env),
+        connect_bound: config
+            .connect_timeout()
+            .ok()
+            .flatten()
+            .map(|d| d + Duration::from_secs(1)),
+        seed: options.seed.unwrap_or_else(os_seed),
+        config,
+    })
 }
 
 /// The startup parameters libpq takes from PGDATESTYLE, PGTZ and PGGEQO (unless `default`).

@@ -1,4 +1,4 @@
-//! TLS for the blocking adapter: rustls client configurations built from the connection
+//! TLS for the adapters (this blocking one and pgyard-tokio): rustls client configurations built from the connection
 //! settings, and the certificate checks libpq's `sslmode` values ask for.
 //!
 //! The machine decides *whether* and *how strictly* to verify ([`TlsVerify`]); this module
@@ -23,7 +23,7 @@ use rustls::{
 };
 
 /// The ALPN protocol PostgreSQL servers expect (mandatory with direct TLS).
-pub(crate) const ALPN_POSTGRESQL: &[u8] = b"postgresql";
+pub const ALPN_POSTGRESQL: &[u8] = b"postgresql";
 
 const ROOT_HINT: &str = "Either provide the file, use the system's trusted roots with \
     sslrootcert=system, or change sslmode to disable server certificate verification.";
@@ -41,7 +41,7 @@ enum RootCert {
 
 /// The TLS-related settings of one connect, with default file paths filled in.
 #[derive(Clone, Debug)]
-pub(crate) struct TlsSettings {
+pub struct TlsSettings {
     root: RootCert,
     cert: Option<PathBuf>,
     key: Option<PathBuf>,
@@ -53,7 +53,7 @@ pub(crate) struct TlsSettings {
 
 impl TlsSettings {
     /// Reads the settings from `config`, with libpq's defaults under `~/.postgresql/`.
-    pub(crate) fn new(config: &ConnectConfig, env: &Environment) -> Self {
+    pub fn new(config: &ConnectConfig, env: &Environment) -> Self {
         let home = env
             .home_directory()
             .map(|h| PathBuf::from(String::from_utf8_lossy(h).into_owned()));
@@ -81,7 +81,7 @@ impl TlsSettings {
     }
 
     /// A client configuration for one handshake, or libpq's text for why none can be made.
-    pub(crate) fn client_config(&self, verify: TlsVerify) -> Result<Arc<ClientConfig>, String> {
+    pub fn client_config(&self, verify: TlsVerify) -> Result<Arc<ClientConfig>, String> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let root_file_exists = matches!(&self.root, RootCert::File(p) if p.is_file());
         // libpq verifies the chain whenever the root file exists, whatever the sslmode says.
@@ -221,7 +221,7 @@ impl TlsSettings {
 }
 
 /// The `ServerName` rustls needs: the host name, else the address connected to.
-pub(crate) fn server_name(name: Option<&str>, ip: Option<IpAddr>) -> ServerName<'static> {
+pub fn server_name(name: Option<&str>, ip: Option<IpAddr>) -> ServerName<'static> {
     if let Some(n) = name {
         if let Ok(ip) = n.parse::<IpAddr>() {
             return ServerName::IpAddress(ip.into());
@@ -237,7 +237,7 @@ pub(crate) fn server_name(name: Option<&str>, ip: Option<IpAddr>) -> ServerName<
 }
 
 /// libpq's text for a failed handshake.
-pub(crate) fn handshake_error_text(e: &rustls::Error, host: &str) -> String {
+pub fn handshake_error_text(e: &rustls::Error, host: &str) -> String {
     match e {
         rustls::Error::InvalidCertificate(CertificateError::NotValidForNameContext {
             presented,

@@ -9,6 +9,9 @@ use std::process::ExitCode;
 /// `pgyard delayq` subcommands.
 #[derive(Subcommand, Debug)]
 pub enum DelayqCommand {
+    /// Stream a publisher's logical slot (pgoutput) into DIR, holding every transaction for
+    /// --delay and reporting the durable position as flushed.
+    Follow(crate::delayq_follow::FollowArgs),
     /// Queue a raw backend capture of a logical replication connection (what
     /// `pgyard wire decode --replication` reads) into DIR; prints `flushed LSN` lines as flush
     /// points become durable. It only queues: it never applies or purges.
@@ -49,13 +52,14 @@ pub fn run(cmd: DelayqCommand) -> ExitCode {
             delay,
             sync_every,
         } => ingest(&dir, &capture, delay, sync_every.max(1)),
+        DelayqCommand::Follow(args) => crate::delayq_follow::run(args),
         DelayqCommand::Inspect { dir, json } => inspect(&dir, json),
         DelayqCommand::Verify { dir } => verify_dir(&dir),
     }
 }
 
 /// `30s`, `5min`, `1h`, `250ms`, `2d`, or plain seconds.
-fn parse_delay(s: &str) -> Result<std::time::Duration, String> {
+pub(crate) fn parse_delay(s: &str) -> Result<std::time::Duration, String> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (n, unit) = s.split_at(split);

@@ -4,6 +4,7 @@
 mod connect_cmd;
 mod conninfo_cmd;
 mod delayq_cmd;
+mod delayq_follow;
 mod sim_cmd;
 mod slotsync_cmd;
 mod wire_cmd;
