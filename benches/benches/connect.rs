@@ -1,0 +1,159 @@
+//! `connect_failover/{pgyard_sequential,libpq,pgyard_race,healthy}`: one connect (and close)
+//! per iteration to a PostgreSQL 18 primary from pgyard-testkit (trust authentication over
+//! TCP, `sslmode=disable`).
+//!
+//! The failover ids use the host list [hung, hung, refused, primary] with `connect_timeout=2`:
+//! two listeners of this benchmark that accept and never answer, then a port nothing listens
+//! on, then the primary. `pgyard_sequential` (the blocking adapter, libpq's strategy) and
+//! `libpq` (libpq 18's `PQconnectdb`, `PQstatus`, `PQfinish`) wait out both timeouts, about
+//! 4 s per iteration; `pgyard_race` starts an attempt every stagger (250 ms by default) and
+//! at once after a failure, so it should land about 2 × stagger after `healthy`, which is
+//! pgyard straight to the primary.
+//!
+//! Goals: `pgyard_sequential` within 10% of `libpq`; `pgyard_race` ≤ `healthy` + 2 × stagger
+//! + 10%. The slow ids run 10 single-iteration samples (flat sampling), about 40 s each.
+
+use std::ffi::CString;
+use std::hint::black_box;
+use std::io::Read;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkGroup, Criterion, SamplingMode};
+use pgyard_benches::libpq18::Libpq18;
+use pgyard_blocking::{ConnectOptions, Strategy};
+use pgyard_testkit::cluster::{Options, Primary};
+use pgyard_testkit::pg18;
+
+/// Seed of pgyard's random source, fixed so that no connect draws from the OS.
+const SEED: u64 = 0x00c0_ffee;
+
+/// A listener on 127.0.0.1 that accepts every connection and never sends a byte; each
+/// connection is held (read and discarded) until the client closes it.
+fn hung_listener() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a hung listener");
+    let port = listener.local_addr().expect("listener address").port();
+    thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            thread::spawn(move || drain(stream));
+        }
+    });
+    port
+}
+
+/// Reads until the peer closes, answering nothing.
+fn drain(mut stream: TcpStream) {
+    let mut buf = [0u8; 512];
+    while matches!(stream.read(&mut buf), Ok(n) if n > 0) {}
+}
+
+/// A loopback port that refuses connections: bound by a throwaway listener, then released.
+fn refused_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a throwaway listener");
+    let port = listener.local_addr().expect("listener address").port();
+    drop(listener);
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    assert!(
+        TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_err(),
+        "port {port} was expected to refuse connections"
+    );
+    port
+}
+
+/// Connects with pgyard's blocking adapter and checks that it reached `port`.
+fn pgyard_connect(conninfo: &str, options: &ConnectOptions, port: u16) -> pgyard_blocking::Session {
+    let s = pgyard_blocking::connect_with(conninfo, options)
+        .unwrap_or_else(|e| panic!("pgyard could not connect with {conninfo:?}: {e}"));
+    assert_eq!(s.port(), Some(port), "pgyard landed elsewhere");
+    s
+}
+
+/// Runs `f` once and reports how long it took (a sanity check printed before timing).
+fn once(name: &str, f: impl FnOnce()) {
+    let start = Instant::now();
+    f();
+    eprintln!(
+        "connect_failover/{name}: one untimed run took {:?}",
+        start.elapsed()
+    );
+}
+
+/// Configures `group` for the next id: flat sampling, `measure` of measurement time.
+fn timing(group: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>, measure: Duration) {
+    group
+        .sampling_mode(SamplingMode::Flat)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(measure);
+}
+
+fn connect_failover(c: &mut Criterion) {
+    let install = pg18::ensure_installed().expect("PostgreSQL 18 from pgyard-testkit");
+    let libpq = Libpq18::load(&install.libpq).expect("load libpq 18");
+    let primary = Primary::start(Options::default()).expect("start a PostgreSQL 18 primary");
+    let port = primary.port();
+    let (hung1, hung2, refused) = (hung_listener(), hung_listener(), refused_port());
+
+    let failover = format!(
+        "host=127.0.0.1,127.0.0.1,127.0.0.1,127.0.0.1 port={hung1},{hung2},{refused},{port} \
+         connect_timeout=2 user=postgres dbname=postgres sslmode=disable"
+    );
+    let healthy = format!("{} connect_timeout=2 sslmode=disable", primary.conninfo());
+    let failover_c = CString::new(failover.as_str()).expect("conninfo holds no NUL byte");
+    let sequential = ConnectOptions::default()
+        .seed(SEED)
+        .strategy(Strategy::Sequential);
+    let race = ConnectOptions::default()
+        .seed(SEED)
+        .strategy(Strategy::Race);
+    let direct = ConnectOptions::default().seed(SEED);
+
+    // Every id reaches the primary, and the failover ids take roughly the expected time.
+    once("pgyard_sequential", || {
+        drop(pgyard_connect(&failover, &sequential, port))
+    });
+    once("libpq", || {
+        let conn = libpq
+            .connect(&failover_c)
+            .unwrap_or_else(|e| panic!("libpq 18 could not connect: {e}"));
+        assert_eq!(conn.port(), port.to_string(), "libpq landed elsewhere");
+    });
+    once("pgyard_race", || {
+        drop(pgyard_connect(&failover, &race, port))
+    });
+    once("healthy", || drop(pgyard_connect(&healthy, &direct, port)));
+
+    let mut group = c.benchmark_group("connect_failover");
+    group.sample_size(10);
+    // About 4 s per iteration: 10 samples of one iteration each. Flat sampling rounds the
+    // iterations per sample up, so the target stays a little under 10 × 4 s (criterion then
+    // warns that it needs about 40 s, which is expected).
+    timing(&mut group, Duration::from_secs(36));
+    group.bench_function("pgyard_sequential", |b| {
+        b.iter(|| black_box(pgyard_connect(&failover, &sequential, port)))
+    });
+    group.bench_function("libpq", |b| {
+        b.iter(|| {
+            let conn = libpq.connect(&failover_c).expect("libpq 18 connects");
+            black_box(&conn);
+        })
+    });
+    // About 0.5 s per iteration.
+    timing(&mut group, Duration::from_secs(8));
+    group.bench_function("pgyard_race", |b| {
+        b.iter(|| black_box(pgyard_connect(&failover, &race, port)))
+    });
+    timing(&mut group, Duration::from_secs(5));
+    group.bench_function("healthy", |b| {
+        b.iter(|| black_box(pgyard_connect(&healthy, &direct, port)))
+    });
+    group.finish();
+    drop(primary);
+}
+
+fn main() {
+    // `criterion_main!` spelled out: its generated `pub fn` would lack a doc comment.
+    let mut c = Criterion::default().configure_from_args();
+    connect_failover(&mut c);
+    c.final_summary();
+}
