@@ -8,6 +8,8 @@
 
 #[cfg(feature = "planted-bugs")]
 pub mod planted;
+pub mod planted_scenarios;
+pub mod publisher;
 pub mod runner;
 pub mod scenarios;
 pub mod trace;

@@ -4,6 +4,8 @@ pub mod connect;
 mod conninfo;
 pub mod failover;
 mod middleware;
+pub mod delayq;
+pub mod slotsync;
 
 use crate::Scenario;
 
@@ -13,4 +15,6 @@ pub static ALL: &[&dyn Scenario] = &[
     &connect::ConnectScenario,
     &failover::FailoverScenario,
     &middleware::MiddlewareScenario,
+    &delayq::DelayqScenario,
+    &slotsync::SlotsyncScenario,
 ];

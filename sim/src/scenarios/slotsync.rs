@@ -1,0 +1,391 @@
+//! `slotsync`: a primary (the publisher model) with 1–2 physical standbys, a logical
+//! subscriber consuming through the failover slot `sub_slot`, the slot-sync engine copying that
+//! slot to the standbys (the worker on its `WorkerSchedule` cadence, or
+//! `pg_sync_replication_slots()` now and then), and a failover at a random moment: a standby is
+//! promoted with the engine's `promote` and the subscriber resumes from its synced slot.
+//!
+//! With `synchronized_standby_slots` naming the promoted standby, the walsender sends only up
+//! to `StandbySlotList::send_bound`, and the subscriber must resume exactly after what it
+//! applied: nothing it applied is missing on the new primary, nothing it never got is skipped,
+//! and the WAL it needs is reserved by the slot. Without the setting the same quantities are
+//! measured and traced as the loss window ([`loss_window`]).
+
+use pgyard_slotsync::cadence::WorkerSchedule;
+use pgyard_slotsync::{
+    promote, sync_cycle, sync_function, Caller, SlotRow, Standby, StandbySlotList,
+};
+use pgyard_types::{uniform_inclusive, Instant, Lsn, Rng, UnixTime, Xid};
+
+use crate::planted_scenarios::ScenarioBug;
+use crate::publisher::{Publisher, Workload};
+use crate::{trace, Scenario, Trace, Violation};
+
+/// The scenario.
+pub struct SlotsyncScenario;
+
+impl Scenario for SlotsyncScenario {
+    fn name(&self) -> &'static str {
+        "slotsync"
+    }
+
+    fn description(&self) -> &'static str {
+        "failover slot synced to standbys; the subscriber resumes on the promoted standby"
+    }
+
+    fn run(&self, rng: &mut Rng, trace: &mut Trace) -> Result<u64, Violation> {
+        run_slotsync(rng, trace, None).map(|r| r.nanos)
+    }
+}
+
+/// What a failover cost the subscriber.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LossWindow {
+    /// Whether `synchronized_standby_slots` named the promoted standby.
+    pub gate_on: bool,
+    /// Whether the promoted standby had a sync-ready copy of the slot (else the subscriber
+    /// cannot resume at all and must be re-synchronized from scratch).
+    pub slot_ready: bool,
+    /// Transactions the subscriber applied that the new primary does not have.
+    pub divergent: u64,
+    /// Transactions of the new primary the subscriber will never receive.
+    pub skipped: u64,
+    /// Transactions the subscriber should receive whose WAL the slot no longer reserves.
+    pub wal_missing: u64,
+}
+
+impl LossWindow {
+    /// Transactions lost or diverged in all.
+    pub fn total(&self) -> u64 {
+        self.divergent + self.skipped + self.wal_missing
+    }
+}
+
+/// The result of one seed.
+#[derive(Clone, Debug)]
+pub struct SlotsyncRun {
+    /// Simulated nanoseconds.
+    pub nanos: u64,
+    /// What the failover cost (`None` when no failover happened).
+    pub loss: Option<LossWindow>,
+}
+
+/// Runs `seed` as the runner does and returns its loss window (for sweeps that total it).
+pub fn loss_window(seed: u64) -> Result<Option<LossWindow>, Violation> {
+    let mut h = crate::trace::COMBINE_START;
+    for b in "slotsync".bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    let mut rng = pgyard_types::rng_from_seed(h ^ seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let mut t = Trace::hashing();
+    crate::trace!(t, "SEED={seed} scenario=slotsync");
+    run_slotsync(&mut rng, &mut t, None).map(|r| r.loss)
+}
+
+#[derive(Debug)]
+struct Mix {
+    ticks: u64,
+    tick_ms: u64,
+    standbys: u64,
+    gate_on: bool,
+    list_all: bool,
+    worker: bool,
+    function_every: u64,
+    txn_percent: u64,
+    receive_percent: u64,
+    confirm_percent: u64,
+    stall_percent: [u64; 2],
+    failover_tick: u64,
+    new_after_failover: u64,
+    workload: Workload,
+}
+
+const SLOT: &str = "sub_slot";
+/// Where the slot and the subscription start.
+const START: Lsn = Lsn(0x300_0000);
+
+fn fail(invariant: &'static str, detail: String) -> Violation {
+    Violation { invariant, detail }
+}
+
+/// Runs one seed; `bug` plants a scenario bug (see [`ScenarioBug`]).
+pub fn run_slotsync(
+    rng: &mut Rng,
+    t: &mut Trace,
+    bug: Option<ScenarioBug>,
+) -> Result<SlotsyncRun, Violation> {
+    let r = |rng: &mut Rng, max: u64| uniform_inclusive(rng, max);
+    let ticks = 40 + r(rng, 260);
+    let mut workload = Workload::draw(rng);
+    // Two-phase and streamed work counts only by its commits here.
+    workload.plain += 2;
+    let mix = Mix {
+        ticks,
+        tick_ms: 20 + r(rng, 480),
+        standbys: 1 + r(rng, 1),
+        gate_on: r(rng, 1) == 0,
+        list_all: r(rng, 1) == 0,
+        worker: r(rng, 1) == 0,
+        function_every: 1 + r(rng, 20),
+        txn_percent: 20 + r(rng, 80),
+        receive_percent: 20 + r(rng, 80),
+        confirm_percent: 5 + r(rng, 60),
+        stall_percent: [r(rng, 90), r(rng, 90)],
+        failover_tick: r(rng, ticks),
+        new_after_failover: r(rng, 8),
+        workload,
+    };
+    trace!(t, "mix {mix:?}");
+    let mut publ = Publisher::new(mix.workload.clone(), START);
+    for i in 0..mix.standbys as usize {
+        publ.add_standby(&format!("standby{}", i + 1), mix.stall_percent[i]);
+    }
+    let listed: Vec<usize> = if mix.list_all {
+        (0..mix.standbys as usize).collect()
+    } else {
+        vec![0]
+    };
+    let setting = listed
+        .iter()
+        .map(|&i| publ.standbys[i].slot.clone())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let list = StandbySlotList::parse(if mix.gate_on { &setting } else { "" })
+        .map_err(|e| fail("setting-parses", format!("{setting:?}: {e:?}")))?;
+    trace!(t, "synchronized_standby_slots = {:?}", list.names());
+    let mut locals: Vec<Vec<SlotRow>> = vec![Vec::new(); mix.standbys as usize];
+    let mut schedules: Vec<WorkerSchedule> = (0..mix.standbys)
+        .map(|_| WorkerSchedule::new(Instant::ZERO))
+        .collect();
+    // Subscriber: commits received (and applied) in order, and what it confirmed.
+    let mut received = 0usize;
+    // The subscription starts where its slot was created.
+    let mut confirmed = START;
+    let mut now = Instant::ZERO;
+    let wall0 = 1_700_000_000_000_000i64;
+    for tick in 0..mix.ticks {
+        now = Instant(now.0 + mix.tick_ms * 1_000_000);
+        let wall = UnixTime(wall0 + (now.0 / 1000) as i64);
+        if r(rng, 99) < mix.txn_percent {
+            publ.step(rng, wall);
+        }
+        publ.advance_standbys(rng);
+        let primary_rows = primary_rows(&publ);
+        // The walsender's bound.
+        let flush = publ.flush_lsn();
+        let bound = if bug == Some(ScenarioBug::IgnoreStandbySlots) {
+            Some(flush)
+        } else {
+            list.send_bound(&primary_rows, flush, true, false, false)
+                .upto
+        };
+        if r(rng, 99) < mix.receive_percent {
+            let upto = bound.unwrap_or(Lsn(0));
+            let before = received;
+            while received < publ.commits.len()
+                && publ.commits[received].end_lsn <= upto
+                && r(rng, 3) != 0
+            {
+                received += 1;
+            }
+            if received > before {
+                trace!(
+                    t,
+                    "tick {tick}: subscriber received {} commits (bound {upto})",
+                    received - before
+                );
+            }
+        }
+        if received > 0 && r(rng, 99) < mix.confirm_percent {
+            let at = publ.commits[received - 1].end_lsn;
+            if at > confirmed {
+                confirmed = at;
+                publ.confirm(at);
+                trace!(t, "tick {tick}: subscriber confirmed {at}");
+            }
+        }
+        for i in 0..mix.standbys as usize {
+            let input = standby_input(&publ, i, mix.worker);
+            let run = if mix.worker {
+                schedules[i].handle_timeout(now)
+            } else {
+                tick % mix.function_every == 0
+            };
+            if !run {
+                continue;
+            }
+            let out = if mix.worker {
+                sync_cycle(&primary_rows, &locals[i], &input, Caller::Worker)
+            } else {
+                sync_function(&primary_rows, &locals[i], &input)
+            };
+            if mix.worker {
+                schedules[i].handle_cycle_done(now, out.updated);
+            }
+            if let Some(e) = &out.error {
+                trace!(t, "tick {tick}: standby{} sync: ERROR {e}", i + 1);
+            }
+            if !out.actions.is_empty() {
+                let names: Vec<String> = out
+                    .actions
+                    .iter()
+                    .map(|a| a.to_json()["action"].as_str().unwrap_or("?").to_owned())
+                    .collect();
+                trace!(t, "tick {tick}: standby{} sync: {}", i + 1, names.join(","));
+            }
+            locals[i] = out.slots_after;
+        }
+        if tick == mix.failover_tick {
+            let candidates: Vec<usize> = if mix.gate_on {
+                listed.clone()
+            } else {
+                (0..mix.standbys as usize).collect()
+            };
+            let p = candidates[r(rng, candidates.len() as u64 - 1) as usize];
+            let loss = failover(rng, t, &mix, &publ, &locals[p], p, received, confirmed)?;
+            return Ok(SlotsyncRun {
+                nanos: now.0,
+                loss: Some(loss),
+            });
+        }
+    }
+    Ok(SlotsyncRun {
+        nanos: now.0,
+        loss: None,
+    })
+}
+
+/// Promotes standby `p` and checks how the subscriber resumes there.
+#[allow(clippy::too_many_arguments)]
+fn failover(
+    rng: &mut Rng,
+    t: &mut Trace,
+    mix: &Mix,
+    publ: &Publisher,
+    local: &[SlotRow],
+    p: usize,
+    received: usize,
+    confirmed: Lsn,
+) -> Result<LossWindow, Violation> {
+    let sb = &publ.standbys[p];
+    // The new primary's WAL ends where the standby's received WAL ends; its timeline goes on
+    // from there with new transactions.
+    let f = sb.receive_lsn;
+    let (_, after) = promote(local);
+    let slot = after.iter().find(|s| s.slot_name == SLOT);
+    let applied_end = received
+        .checked_sub(1)
+        .map_or(START, |i| publ.commits[i].end_lsn);
+    trace!(
+        t,
+        "failover to standby{} at {f}: subscriber applied through {applied_end}, confirmed {confirmed}, slot {:?}",
+        p + 1,
+        slot.map(|s| (s.confirmed_flush_lsn, s.restart_lsn))
+    );
+    let mut loss = LossWindow {
+        gate_on: mix.gate_on,
+        slot_ready: slot.is_some(),
+        ..LossWindow::default()
+    };
+    loss.divergent = publ.commits[..received]
+        .iter()
+        .filter(|c| c.end_lsn > f)
+        .count() as u64;
+    if let Some(slot) = slot {
+        let s_conf = slot.confirmed_flush_lsn.unwrap_or(Lsn(0));
+        let s_restart = slot.restart_lsn.unwrap_or(Lsn(0));
+        if mix.gate_on && s_conf > confirmed {
+            return Err(fail(
+                "synced-slot-not-ahead",
+                format!("synced confirmed_flush {s_conf} is ahead of what the subscriber confirmed ({confirmed})"),
+            ));
+        }
+        // The walsender starts at the later of the subscriber's origin and the slot.
+        let start = applied_end.max(s_conf);
+        let mut lsn = f.0;
+        let new_commits: Vec<(Lsn, Lsn)> = (0..mix.new_after_failover)
+            .map(|_| {
+                let first = Lsn(lsn);
+                lsn += 0x40 + 8 * uniform_inclusive(rng, 40);
+                let commit = Lsn(lsn);
+                lsn += 0x18;
+                (first, commit)
+            })
+            .collect();
+        let old = publ.commits[received..]
+            .iter()
+            .filter(|c| c.end_lsn <= f)
+            .map(|c| (c.first_lsn, c.commit_lsn));
+        for (first, commit) in old.chain(new_commits.iter().copied()) {
+            if commit < start {
+                loss.skipped += 1;
+            } else if first < s_restart {
+                loss.wal_missing += 1;
+            }
+        }
+    }
+    trace!(t, "loss window {loss:?}");
+    if mix.gate_on && loss.total() > 0 {
+        return Err(fail(
+            "failover-loses-nothing",
+            format!(
+                "with synchronized_standby_slots the subscriber lost {loss:?} (standby at {f}, \
+                 applied through {applied_end})"
+            ),
+        ));
+    }
+    Ok(loss)
+}
+
+/// The primary's `pg_replication_slots`: each standby's physical slot (its feedback as
+/// `restart_lsn`) and the subscriber's failover slot.
+fn primary_rows(publ: &Publisher) -> Vec<SlotRow> {
+    let mut rows: Vec<SlotRow> = publ
+        .standbys
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let mut row = SlotRow::physical(s.slot.clone());
+            row.active = true;
+            row.active_pid = Some(100 + i as i64);
+            row.restart_lsn = Some(s.feedback_lsn);
+            row.wal_status = Some("reserved".into());
+            row
+        })
+        .collect();
+    let mut row = SlotRow::logical(SLOT);
+    row.plugin = Some("pgoutput".into());
+    row.datoid = Some(5);
+    row.database = Some("postgres".into());
+    row.active = true;
+    row.active_pid = Some(200);
+    row.restart_lsn = Some(publ.slot.restart_lsn);
+    row.confirmed_flush_lsn = Some(publ.slot.confirmed_flush_lsn);
+    row.catalog_xmin = Some(publ.slot.catalog_xmin);
+    row.wal_status = Some("reserved".into());
+    row.failover = true;
+    rows.push(row);
+    rows
+}
+
+/// Standby `i` as the sync engine reads it.
+fn standby_input(publ: &Publisher, i: usize, worker: bool) -> Standby {
+    let s = &publ.standbys[i];
+    // Its oldest running xid as of replay: the first transaction that began after it.
+    let xmin = publ
+        .txns
+        .values()
+        .rev()
+        .take_while(|t| t.first_lsn >= s.replay_lsn)
+        .last()
+        .map_or(publ.next_xid(), |t| t.xid);
+    Standby {
+        receive_lsn: Some(s.receive_lsn),
+        replay_lsn: Some(s.replay_lsn),
+        snapshot_xmin: Xid(xmin.0),
+        primary_slot_name: s.slot.clone(),
+        primary_conninfo: "host=primary dbname=postgres".into(),
+        sync_replication_slots: worker,
+        ..Standby::default()
+    }
+}
