@@ -247,7 +247,11 @@ impl<S: Storage> DelayQueue<S> {
     pub fn handle(&mut self, now: UnixTime, msg: Received<'_>) -> Result<Accepted, Error> {
         self.check()?;
         self.now = now;
+        // What may already have been reported stays reported: a completed transaction that
+        // now waits for its fsync holds `flush_lsn` where it was, never below.
+        let floor = self.flush_lsn();
         let r = self.handle_inner(&msg);
+        self.flushed = self.flushed.max(floor);
         match &r {
             Ok(_) => {
                 self.stalled = false;
@@ -388,6 +392,16 @@ impl<S: Storage> DelayQueue<S> {
         let due = it.due.unwrap_or(UnixTime(i64::MIN));
         if due > now {
             return Ok(None);
+        }
+        // Only durable transactions are handed out: applying one moves the subscriber's origin
+        // past everything before it, so a transaction (say an earlier PREPARE) that a crash
+        // could still take away must not be overtaken.
+        if !it.note {
+            if let Some(c) = it.commit {
+                if c.end > self.flush_lsn() {
+                    return Ok(None);
+                }
+            }
         }
         let commit = it.commit;
         let out = if it.note {

@@ -91,6 +91,7 @@ macro_rules! both {
 }
 
 both!(
+    nothing_undurable_is_handed_out_and_flush_lsn_never_falls,
     commit_order_and_due_times,
     flush_lsn_contract,
     streamed_interleaved_with_aborts,
@@ -103,6 +104,31 @@ both!(
     messages_in_stream_order,
     protocol_violations_change_nothing,
 );
+
+fn nothing_undurable_is_handed_out_and_flush_lsn_never_falls<H: Harness>(h: &mut H) {
+    let mut q = DelayQueue::open(h.fresh(), delayed(0)).unwrap();
+    let mut g = Gen::default();
+    let mut last = q.flush_lsn();
+    for xid in 1..=4 {
+        for m in g.plain(xid, 10, 2) {
+            feed(&mut q, &[m]);
+            // Reported positions only move forward, whatever arrives.
+            assert!(q.flush_lsn() >= last, "{} < {last}", q.flush_lsn());
+            last = q.flush_lsn();
+        }
+        q.note_received(Lsn(g.lsn + 0x10));
+        assert!(q.flush_lsn() >= last);
+        last = q.flush_lsn();
+    }
+    // Due, but buffered only: a crash could still take them away, so none is handed out.
+    assert!(q.poll_ready(at(100)).unwrap().is_none());
+    q.flush().unwrap();
+    assert!(q.flush_lsn() >= last);
+    let Some(Ready::Transaction(t)) = q.poll_ready(at(100)).unwrap() else {
+        panic!("a durable, due transaction is handed out");
+    };
+    assert_eq!(t.xid, Xid(1));
+}
 
 // ---- stream builder ------------------------------------------------------------------------
 
