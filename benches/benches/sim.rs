@@ -18,7 +18,11 @@ fn bench(c: &mut Criterion) {
     };
     // Every seed must pass, or the benchmark would time failure reports.
     let summary = sweep.run(connect, |_| {});
-    assert!(summary.failures.is_empty(), "{:?}", summary.failures.first());
+    assert!(
+        summary.failures.is_empty(),
+        "{:?}",
+        summary.failures.first()
+    );
     let mut group = c.benchmark_group("sim_connect");
     group.throughput(Throughput::Elements(SEEDS));
     group.sample_size(10);

@@ -2,9 +2,9 @@
 
 pub mod connect;
 mod conninfo;
+pub mod delayq;
 pub mod failover;
 mod middleware;
-pub mod delayq;
 pub mod slotsync;
 
 use crate::Scenario;
