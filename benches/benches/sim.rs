@@ -7,6 +7,10 @@ use std::hint::black_box;
 use criterion::{Criterion, Throughput};
 use pgyard_sim::{scenario, SeedSelection, Sweep};
 
+/// The allocator `pgyard sim` runs with, so the bench tracks the command's speed.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Seeds per iteration.
 const SEEDS: u64 = 1000;
 
