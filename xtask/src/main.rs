@@ -3,8 +3,9 @@
 //! - `cargo xtask test`: provisions PostgreSQL 18 and the unprivileged server account through
 //!   `pgyard-testkit`, then runs, in order, `cargo fmt --all --check`, `cargo clippy --workspace
 //!   --all-targets -- -D warnings`, `cargo test --workspace --no-fail-fast` and `cargo test -p
-//!   pgyard-sim --release --no-fail-fast`. Every step runs even if an earlier one failed; the run then exits non-zero and
-//!   names each failed step. A provisioning failure stops it at once.
+//!   pgyard-sim --release --features planted-bugs --no-fail-fast`. Every step runs even if an
+//!   earlier one failed; the run then exits non-zero and names each failed step. A
+//!   provisioning failure stops it at once.
 //! - `cargo xtask provision`: only the provisioning part of `test`.
 //! - `cargo xtask fuzz [SECONDS]`: runs every cargo-fuzz target in `fuzz/` for SECONDS each
 //!   (default 60), installing cargo-fuzz first if it is missing.
@@ -97,9 +98,19 @@ fn test() -> Result<(), String> {
             &["test", "--workspace", "--no-fail-fast"],
             true,
         ),
+        // The release sweeps run with the planted bugs compiled in (each off unless a test
+        // switches it on), so the same run shows the bugs caught and everything else passing.
         (
-            "cargo test -p pgyard-sim --release",
-            &["test", "-p", "pgyard-sim", "--release", "--no-fail-fast"],
+            "cargo test -p pgyard-sim --release --features planted-bugs",
+            &[
+                "test",
+                "-p",
+                "pgyard-sim",
+                "--release",
+                "--features",
+                "planted-bugs",
+                "--no-fail-fast",
+            ],
             true,
         ),
     ];
