@@ -110,6 +110,9 @@ fn test() -> Result<(), String> {
                 "--features",
                 "planted-bugs",
                 "--no-fail-fast",
+                "--",
+                // Shows the `planted bug NAME caught at seed S` lines in the CI log.
+                "--nocapture",
             ],
             true,
         ),
