@@ -30,7 +30,7 @@ pub fn run_seed_with_bug(
     bug: PlantedBug,
     trace: &mut Trace,
 ) -> Option<SeedOutcome> {
-    let mut rng = pgyard_types::rng_from_seed(derive_seed(name, seed));
+    let mut rng = pgyard_types::rng_from_seed(crate::runner::derive_seed(name, seed));
     crate::trace!(trace, "SEED={seed} scenario={name} planted={bug:?}");
     let result: Result<u64, Violation> = match name {
         "connect" => connect::run_connect(&mut rng, trace, Some(bug)),
@@ -61,15 +61,4 @@ pub fn first_catch(bug: PlantedBug, seeds_max: u64) -> Option<(u64, &'static str
         }
     }
     None
-}
-
-/// The runner's per-scenario seed derivation (a copy of the private `runner::derive_seed`,
-/// so seed S here builds the same world as `pgyard sim --scenario NAME --seed S`).
-fn derive_seed(scenario: &str, seed: u64) -> u64 {
-    let mut h = crate::trace::COMBINE_START;
-    for b in scenario.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h ^ seed.wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }

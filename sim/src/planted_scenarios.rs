@@ -36,7 +36,7 @@ mod runner {
         bug: ScenarioBug,
         trace: &mut Trace,
     ) -> Option<SeedOutcome> {
-        let mut rng = pgyard_types::rng_from_seed(derive_seed(name, seed));
+        let mut rng = pgyard_types::rng_from_seed(crate::runner::derive_seed(name, seed));
         crate::trace!(trace, "SEED={seed} scenario={name} planted={bug:?}");
         let result: Result<u64, Violation> = match name {
             "delayq" => delayq::run_delayq(&mut rng, trace, Some(bug)),
@@ -62,16 +62,6 @@ mod runner {
                 .violation
                 .map(|v| (seed, v))
         })
-    }
-
-    /// The runner's per-scenario seed derivation (as `runner::derive_seed`).
-    fn derive_seed(scenario: &str, seed: u64) -> u64 {
-        let mut h = crate::trace::COMBINE_START;
-        for b in scenario.bytes() {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        h ^ seed.wrapping_mul(0x9E37_79B9_7F4A_7C15)
     }
 }
 

@@ -18,7 +18,7 @@ pub struct SeedOutcome {
 
 /// The RNG seed a scenario's run of `seed` starts from: distinct per scenario, so that seed 7
 /// of two scenarios are independent, and stable forever.
-fn derive_seed(scenario: &str, seed: u64) -> u64 {
+pub fn derive_seed(scenario: &str, seed: u64) -> u64 {
     let mut h = COMBINE_START;
     for b in scenario.bytes() {
         h ^= u64::from(b);
