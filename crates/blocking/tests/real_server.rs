@@ -307,3 +307,111 @@ fn scram_and_tls_modes_match_psql() {
     let s = connect(&(base("127.0.0.1") + " sslmode=require")).unwrap();
     assert!(s.tls());
 }
+
+/// A CA, a server certificate for `localhost` signed by it, and a client certificate for
+/// `certuser`; the server's files are made readable to the server user.
+struct Pki {
+    ca: String,
+    server_cert: String,
+    server_key: String,
+    client_cert: String,
+    client_key: String,
+}
+
+fn write_pki(dir: &std::path::Path) -> Pki {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+    use std::os::unix::fs::{chown, PermissionsExt};
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "pgyard test CA");
+    let ca_key = KeyPair::generate().expect("CA key");
+    let ca = ca_params.self_signed(&ca_key).expect("CA certificate");
+    let server_key = KeyPair::generate().expect("server key");
+    let server = CertificateParams::new(vec!["localhost".to_owned()])
+        .expect("server params")
+        .signed_by(&server_key, &ca, &ca_key)
+        .expect("server certificate");
+    let mut client_params = CertificateParams::new(Vec::<String>::new()).expect("client params");
+    client_params
+        .distinguished_name
+        .push(DnType::CommonName, "certuser");
+    let client_key = KeyPair::generate().expect("client key");
+    let client = client_params
+        .signed_by(&client_key, &ca, &ca_key)
+        .expect("client certificate");
+
+    let write = |name: &str, text: String, mode: u32| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        path
+    };
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ca_path = write("ca.crt", ca.pem(), 0o644);
+    let server_cert = write("server.crt", server.pem(), 0o644);
+    let server_key_path = write("server.key", server_key.serialize_pem(), 0o600);
+    let client_cert = write("client.crt", client.pem(), 0o644);
+    let client_key_path = write("client.key", client_key.serialize_pem(), 0o600);
+    let user = cluster::ensure_server_user().expect("server user");
+    if user.uid != current_uid() {
+        for p in [&ca_path, &server_cert, &server_key_path] {
+            chown(p, Some(user.uid), Some(user.gid)).unwrap();
+        }
+    }
+    let s = |p: std::path::PathBuf| p.to_string_lossy().into_owned();
+    Pki {
+        ca: s(ca_path),
+        server_cert: s(server_cert),
+        server_key: s(server_key_path),
+        client_cert: s(client_cert),
+        client_key: s(client_key_path),
+    }
+}
+
+/// Client-certificate authentication (`cert` in pg_hba.conf): with `sslcert`/`sslkey` the
+/// login succeeds, without them it fails, exactly as for psql.
+#[test]
+fn client_certificates_authenticate_as_psql_does() {
+    let dir = tempfile::Builder::new()
+        .prefix("pgyard-pki-")
+        .tempdir()
+        .unwrap();
+    let pki = write_pki(dir.path());
+    let primary = Primary::start(
+        Options::default()
+            .conf("ssl = on")
+            .conf(format!("ssl_cert_file = '{}'", pki.server_cert))
+            .conf(format!("ssl_key_file = '{}'", pki.server_key))
+            .conf(format!("ssl_ca_file = '{}'", pki.ca))
+            .hba("hostssl all certuser 127.0.0.1/32 cert"),
+    )
+    .expect("primary with client-certificate auth");
+    primary
+        .psql("create role certuser login")
+        .expect("role created");
+    let base = format!(
+        "host=localhost hostaddr=127.0.0.1 port={} user=certuser dbname=postgres \
+         sslmode=verify-full sslrootcert={}",
+        primary.port(),
+        pki.ca
+    );
+    let with_cert = format!(
+        "{base} sslcert={} sslkey={}",
+        pki.client_cert, pki.client_key
+    );
+    let ours = pgyard_port(&with_cert);
+    let theirs = psql(&with_cert, "select inet_server_port()");
+    assert!(ours.is_ok(), "{ours:?}");
+    assert_eq!(ours, theirs);
+    let s = connect(&with_cert).expect("certificate login");
+    assert!(s.tls());
+
+    // Without a client certificate the server refuses the login, for both.
+    let missing = format!("{base} sslcert=/nonexistent/client.crt sslkey=/nonexistent/client.key");
+    let ours = pgyard_port(&missing);
+    let theirs = psql(&missing, "select 1");
+    assert!(ours.is_err(), "{ours:?}");
+    assert!(theirs.is_err(), "{theirs:?}");
+}
