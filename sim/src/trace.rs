@@ -37,17 +37,22 @@ impl Trace {
 
     /// Records one step.
     pub fn step(&mut self, args: std::fmt::Arguments<'_>) {
-        self.scratch.clear();
-        // Writing into a String cannot fail.
-        let _ = self.scratch.write_fmt(args);
-        for b in self.scratch.bytes().chain(std::iter::once(b'\n')) {
-            self.hash ^= u64::from(b);
-            self.hash = self.hash.wrapping_mul(FNV_PRIME);
-        }
         self.steps += 1;
         if let Some(lines) = &mut self.lines {
+            self.scratch.clear();
+            // Writing into a String cannot fail.
+            let _ = self.scratch.write_fmt(args);
+            self.hash = fnv(self.hash, self.scratch.as_bytes());
             lines.push(self.scratch.clone());
+        } else {
+            // Hash the formatted pieces as they are produced: the same bytes in the same order
+            // as the recorded line, without building it.
+            let mut w = Hasher(self.hash);
+            // Hashing cannot fail.
+            let _ = w.write_fmt(args);
+            self.hash = w.0;
         }
+        self.hash = fnv(self.hash, b"\n");
     }
 
     /// The hash of everything recorded so far.
@@ -63,6 +68,27 @@ impl Trace {
     /// The recorded lines (empty unless built with [`Trace::recording`]).
     pub fn lines(&self) -> &[String] {
         self.lines.as_deref().unwrap_or(&[])
+    }
+}
+
+/// FNV-1a over `bytes`, continuing from `h`.
+#[inline]
+fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(FNV_PRIME);
+    }
+    h
+}
+
+/// A `fmt::Write` that only hashes what is written.
+struct Hasher(u64);
+
+impl std::fmt::Write for Hasher {
+    #[inline]
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0 = fnv(self.0, s.as_bytes());
+        Ok(())
     }
 }
 
