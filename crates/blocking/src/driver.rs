@@ -22,6 +22,7 @@ use pgyard_connect::{
 use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, ClientConnection};
 
+use crate::attempts::AttemptLog;
 use crate::tls::{self, TlsSettings};
 use crate::{Attempt, Clock, Error};
 
@@ -155,8 +156,7 @@ pub(crate) fn run(
     let mut workers: BTreeMap<AttemptId, Sender<Cmd>> = BTreeMap::new();
     let mut local: VecDeque<Event> = VecDeque::new();
     let mut hosts: HashMap<IpAddr, String> = HashMap::new();
-    let mut index: HashMap<AttemptId, usize> = HashMap::new();
-    let log_start = log.len();
+    let mut attempts = AttemptLog::new(log);
     loop {
         while let Some(action) = connector.poll_action() {
             match action {
@@ -175,14 +175,7 @@ pub(crate) fn run(
                             .unwrap_or_else(|| a.ip().to_string()),
                         OpenTarget::Unix(p) => String::from_utf8_lossy(p).into_owned(),
                     };
-                    index.insert(attempt, log.len());
-                    log.push(Attempt {
-                        host,
-                        target: target.clone(),
-                        started: clock.elapsed(),
-                        ended: None,
-                        outcome: String::new(),
-                    });
+                    attempts.opened(attempt, host, target.clone(), clock.elapsed());
                     let (ctx, crx) = mpsc::channel();
                     workers.insert(attempt, ctx);
                     let out = tx.clone();
@@ -216,10 +209,10 @@ pub(crate) fn run(
                     direct,
                     verify,
                 } => {
-                    let ip = index.get(&attempt).and_then(|&i| match log[i].target {
-                        OpenTarget::Tcp(a) => Some(a.ip()),
-                        OpenTarget::Unix(_) => None,
-                    });
+                    let ip = match attempts.target(attempt) {
+                        Some(OpenTarget::Tcp(a)) => Some(a.ip()),
+                        _ => None,
+                    };
                     let name_for_text = server_name
                         .clone()
                         .or_else(|| ip.map(|i| i.to_string()))
@@ -246,13 +239,7 @@ pub(crate) fn run(
                     if let Some(w) = workers.remove(&attempt) {
                         let _ = w.send(Cmd::Close);
                     }
-                    if let Some(&i) = index.get(&attempt) {
-                        let a = &mut log[i];
-                        a.ended.get_or_insert(clock.elapsed());
-                        if a.outcome.is_empty() {
-                            a.outcome = "closed".to_owned();
-                        }
-                    }
+                    attempts.closed(attempt, clock.elapsed());
                 }
                 Action::Done(Ok(mut est)) => {
                     let Some(w) = workers.remove(&est.attempt) else {
@@ -261,25 +248,11 @@ pub(crate) fn run(
                     drop(workers);
                     let _ = w.send(Cmd::Handover);
                     let transport = take_over(&rx, est.attempt, &mut est.leftover)?;
-                    if let Some(&i) = index.get(&est.attempt) {
-                        log[i].ended = Some(clock.elapsed());
-                        log[i].outcome = "connected".to_owned();
-                    }
+                    attempts.connected(est.attempt, clock.elapsed());
                     return Ok((est, transport));
                 }
                 Action::Done(Err(e)) => {
-                    for r in &e.reports {
-                        let Some(i) = r.attempt.and_then(|a| index.get(&a)) else {
-                            continue;
-                        };
-                        let text = r.text.trim_end().replace('\n', " / ");
-                        if !text.is_empty() {
-                            log[*i].outcome = text;
-                        }
-                    }
-                    for a in &mut log[log_start..] {
-                        a.ended.get_or_insert(clock.elapsed());
-                    }
+                    attempts.failed(&e, clock.elapsed());
                     return Err(Error::Connect(e));
                 }
             }
@@ -299,7 +272,7 @@ pub(crate) fn run(
         };
         match rx.recv_timeout(wait) {
             Ok(Msg::Event(ev)) => {
-                note_event(&ev, &index, log, clock);
+                attempts.event(&ev, clock.elapsed());
                 connector.handle_event(clock.now(), ev);
             }
             Ok(Msg::Handover(..)) => {}
@@ -307,21 +280,6 @@ pub(crate) fn run(
             Err(RecvTimeoutError::Disconnected) => {
                 return Err(Error::Internal("event channel closed".into()));
             }
-        }
-    }
-}
-
-fn note_event(ev: &Event, index: &HashMap<AttemptId, usize>, log: &mut [Attempt], clock: &Clock) {
-    let (attempt, outcome) = match ev {
-        Event::OpenFailed { attempt, error } => (attempt, error.strerror().to_owned()),
-        Event::TlsFailed { attempt, message } => (attempt, message.trim_end().to_owned()),
-        Event::Closed { attempt } => (attempt, "closed by server".to_owned()),
-        _ => return,
-    };
-    if let Some(&i) = index.get(attempt) {
-        log[i].ended.get_or_insert(clock.elapsed());
-        if log[i].outcome.is_empty() {
-            log[i].outcome = outcome;
         }
     }
 }

@@ -11,6 +11,7 @@
 //! # Ok::<(), pgyard_blocking::Error>(())
 //! ```
 
+pub mod attempts;
 mod driver;
 mod env;
 mod session;

@@ -13,6 +13,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use pgyard_blocking::attempts::AttemptLog;
 use pgyard_blocking::tls::{self, TlsSettings};
 use pgyard_blocking::{Attempt, Error};
 use pgyard_connect::{
@@ -54,8 +55,7 @@ pub(crate) async fn run(
     let mut workers: HashMap<AttemptId, UnboundedSender<Cmd>> = HashMap::new();
     let mut local: VecDeque<Event> = VecDeque::new();
     let mut hosts: HashMap<IpAddr, String> = HashMap::new();
-    let mut index: HashMap<AttemptId, usize> = HashMap::new();
-    let log_start = log.len();
+    let mut attempts = AttemptLog::new(log);
     loop {
         while let Some(action) = connector.poll_action() {
             match action {
@@ -78,14 +78,7 @@ pub(crate) async fn run(
                             .unwrap_or_else(|| a.ip().to_string()),
                         OpenTarget::Unix(p) => String::from_utf8_lossy(p).into_owned(),
                     };
-                    index.insert(attempt, log.len());
-                    log.push(Attempt {
-                        host,
-                        target: target.clone(),
-                        started: clock.elapsed(),
-                        ended: None,
-                        outcome: String::new(),
-                    });
+                    attempts.opened(attempt, host, target.clone(), clock.elapsed());
                     let (ctx, crx) = mpsc::unbounded_channel();
                     workers.insert(attempt, ctx);
                     let out = tx.clone();
@@ -109,10 +102,10 @@ pub(crate) async fn run(
                     direct,
                     verify,
                 } => {
-                    let ip = index.get(&attempt).and_then(|&i| match log[i].target {
-                        OpenTarget::Tcp(a) => Some(a.ip()),
-                        OpenTarget::Unix(_) => None,
-                    });
+                    let ip = match attempts.target(attempt) {
+                        Some(OpenTarget::Tcp(a)) => Some(a.ip()),
+                        _ => None,
+                    };
                     let host = server_name
                         .clone()
                         .or_else(|| ip.map(|i| i.to_string()))
@@ -141,13 +134,7 @@ pub(crate) async fn run(
                     if let Some(w) = workers.remove(&attempt) {
                         let _ = w.send(Cmd::Close);
                     }
-                    if let Some(&i) = index.get(&attempt) {
-                        let a = &mut log[i];
-                        a.ended.get_or_insert(clock.elapsed());
-                        if a.outcome.is_empty() {
-                            a.outcome = "closed".to_owned();
-                        }
-                    }
+                    attempts.closed(attempt, clock.elapsed());
                 }
                 Action::Done(Ok(mut est)) => {
                     let Some(w) = workers.remove(&est.attempt) else {
@@ -157,25 +144,11 @@ pub(crate) async fn run(
                     drop(workers);
                     let _ = w.send(Cmd::Handover);
                     let transport = take_over(&mut rx, est.attempt, &mut est.leftover).await?;
-                    if let Some(&i) = index.get(&est.attempt) {
-                        log[i].ended = Some(clock.elapsed());
-                        log[i].outcome = "connected".to_owned();
-                    }
+                    attempts.connected(est.attempt, clock.elapsed());
                     return Ok((est, transport));
                 }
                 Action::Done(Err(e)) => {
-                    for r in &e.reports {
-                        let Some(i) = r.attempt.and_then(|a| index.get(&a)) else {
-                            continue;
-                        };
-                        let text = r.text.trim_end().replace('\n', " / ");
-                        if !text.is_empty() {
-                            log[*i].outcome = text;
-                        }
-                    }
-                    for a in &mut log[log_start..] {
-                        a.ended.get_or_insert(clock.elapsed());
-                    }
+                    attempts.failed(&e, clock.elapsed());
                     return Err(Error::Connect(e));
                 }
             }
@@ -205,7 +178,7 @@ pub(crate) async fn run(
         };
         match msg {
             Some(Msg::Event(ev)) => {
-                note_event(&ev, &index, log, clock);
+                attempts.event(&ev, clock.elapsed());
                 connector.handle_event(clock.now(), ev);
             }
             Some(Msg::Resolved(host, addrs, ev)) => {
@@ -224,21 +197,6 @@ pub(crate) async fn run(
 async fn write_flush(t: &mut Transport, bytes: &[u8]) -> io::Result<()> {
     t.write_all(bytes).await?;
     t.flush().await
-}
-
-fn note_event(ev: &Event, index: &HashMap<AttemptId, usize>, log: &mut [Attempt], clock: &Clock) {
-    let (attempt, outcome) = match ev {
-        Event::OpenFailed { attempt, error } => (attempt, error.strerror().to_owned()),
-        Event::TlsFailed { attempt, message } => (attempt, message.trim_end().to_owned()),
-        Event::Closed { attempt } => (attempt, "closed by server".to_owned()),
-        _ => return,
-    };
-    if let Some(&i) = index.get(attempt) {
-        log[i].ended.get_or_insert(clock.elapsed());
-        if log[i].outcome.is_empty() {
-            log[i].outcome = outcome;
-        }
-    }
 }
 
 /// Waits for the winner's task to hand its stream back; bytes it read meanwhile belong after
