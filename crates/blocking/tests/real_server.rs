@@ -415,3 +415,36 @@ fn client_certificates_authenticate_as_psql_does() {
     assert!(ours.is_err(), "{ours:?}");
     assert!(theirs.is_err(), "{theirs:?}");
 }
+
+/// Raw frames reach a real server unchanged, and the proposal's middleware message shows why a
+/// middleware must consume every `M`: PostgreSQL 18 rejects the unknown type byte.
+#[test]
+fn raw_frames_and_a_middleware_message_against_a_real_server() {
+    let primary = Primary::start(Options::default()).expect("primary");
+    let mut s = connect(&format!("{} sslmode=disable", primary.conninfo())).expect("session");
+
+    let mut buf = bytes::BytesMut::new();
+    pgyard_wire::frontend::encode_query(b"select 41 + 1", &mut buf).expect("encodes");
+    s.send_frame(&buf).expect("sent");
+    let mut tags = Vec::new();
+    let mut value = None;
+    loop {
+        let f = s.recv_frame().expect("a frame");
+        tags.push(f.tag);
+        if f.tag == b'D' {
+            let row = pgyard_wire::backend::DataRow::decode(&f.body).expect("a DataRow");
+            value = row.fields().next().flatten().map(<[u8]>::to_vec);
+        }
+        if f.tag == b'Z' {
+            break;
+        }
+    }
+    assert_eq!(tags, b"TDCZ");
+    assert_eq!(value.as_deref(), Some(&b"42"[..]));
+
+    s.send_middleware(1 << 40, b"route: replica").expect("sent");
+    let f = s.recv_frame().expect("the server answers");
+    assert_eq!(f.tag, b'E', "a real server refuses the unknown type byte");
+    let fields = pgyard_wire::error_fields::ErrorFields::decode(&f.body).expect("error fields");
+    assert_eq!(fields.code(), Some(&b"08P01"[..]), "{fields}");
+}
