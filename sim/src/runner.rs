@@ -1,5 +1,7 @@
 //! Running seeds: one seed, or a sweep over many with sharding.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use crate::trace::{combine, COMBINE_START};
 use crate::{Scenario, Trace, Violation};
 
@@ -91,7 +93,7 @@ impl Sweep {
         })
     }
 
-    /// Runs the sweep; `progress` is called after every seed.
+    /// Runs the sweep on this thread; `progress` is called after every seed.
     pub fn run(&self, scenario: &dyn Scenario, mut progress: impl FnMut(u64)) -> SweepSummary {
         let mut summary = SweepSummary {
             combined_hash: COMBINE_START,
@@ -99,15 +101,80 @@ impl Sweep {
         };
         for seed in self.seeds() {
             let mut trace = Trace::hashing();
-            let out = run_seed(scenario, seed, &mut trace);
-            summary.seeds += 1;
-            summary.simulated_nanos = summary.simulated_nanos.saturating_add(out.simulated_nanos);
-            summary.combined_hash = combine(summary.combined_hash, seed, out.hash);
-            if let Some(v) = out.violation {
-                summary.failures.push((seed, v));
-            }
+            summary.add(run_seed(scenario, seed, &mut trace));
             progress(seed);
         }
         summary
+    }
+
+    /// Runs the sweep's seeds on `jobs` threads. Each seed still runs alone on one thread
+    /// with its own RNG, so its trace is the one [`Sweep::run`] gives; the outcomes are
+    /// folded in seed order, so the summary (combined hash included) is identical too.
+    /// `progress` is called after every seed, from whichever thread ran it.
+    pub fn run_jobs(
+        &self,
+        scenario: &dyn Scenario,
+        jobs: usize,
+        progress: impl Fn(u64) + Sync,
+    ) -> SweepSummary {
+        let seeds: Vec<u64> = self.seeds().collect();
+        if jobs <= 1 || seeds.len() < 2 {
+            return self.run(scenario, progress);
+        }
+        // Small blocks handed out from a shared cursor: seeds differ a lot in cost, so a
+        // static split would leave one thread idle at the end.
+        const BLOCK: usize = 32;
+        let cursor = AtomicUsize::new(0);
+        let mut parts: Vec<Vec<(usize, SeedOutcome)>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..jobs.min(seeds.len()))
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut done = Vec::new();
+                        loop {
+                            let start = cursor.fetch_add(BLOCK, Ordering::Relaxed);
+                            if start >= seeds.len() {
+                                break;
+                            }
+                            for (i, &seed) in seeds.iter().enumerate().skip(start).take(BLOCK) {
+                                let mut trace = Trace::hashing();
+                                done.push((i, run_seed(scenario, seed, &mut trace)));
+                                progress(seed);
+                            }
+                        }
+                        done
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| match h.join() {
+                    Ok(done) => done,
+                    // A scenario that panics is a bug in the simulator: surface it as is.
+                    Err(panic) => std::panic::resume_unwind(panic),
+                })
+                .collect()
+        });
+        let mut all: Vec<(usize, SeedOutcome)> = parts.drain(..).flatten().collect();
+        all.sort_unstable_by_key(|(i, _)| *i);
+        let mut summary = SweepSummary {
+            combined_hash: COMBINE_START,
+            ..Default::default()
+        };
+        for (_, out) in all {
+            summary.add(out);
+        }
+        summary
+    }
+}
+
+impl SweepSummary {
+    /// Folds in the next seed's outcome (seeds must come in sweep order).
+    fn add(&mut self, out: SeedOutcome) {
+        self.seeds += 1;
+        self.simulated_nanos = self.simulated_nanos.saturating_add(out.simulated_nanos);
+        self.combined_hash = combine(self.combined_hash, out.seed, out.hash);
+        if let Some(v) = out.violation {
+            self.failures.push((out.seed, v));
+        }
     }
 }

@@ -83,3 +83,24 @@ fn trace_of_a_known_seed_starts_with_its_header_and_mix() {
     assert_eq!(t.lines()[0], "SEED=7 scenario=conninfo");
     assert!(t.lines()[1].starts_with("mix Mix {"), "{}", t.lines()[1]);
 }
+
+#[test]
+fn threads_give_the_summary_of_one_thread() {
+    for sc in scenarios() {
+        let sweep = Sweep {
+            seeds: SeedSelection::Count(70),
+            shard: Some((1, 2)),
+        };
+        let one = sweep.run(*sc, |_| {});
+        let calls = std::sync::atomic::AtomicU64::new(0);
+        let many = sweep.run_jobs(*sc, 3, |_| {
+            calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        });
+        assert_eq!(one.seeds, 35, "{}", sc.name());
+        assert_eq!(many.seeds, one.seeds, "{}", sc.name());
+        assert_eq!(calls.into_inner(), one.seeds, "{}", sc.name());
+        assert_eq!(many.combined_hash, one.combined_hash, "{}", sc.name());
+        assert_eq!(many.simulated_nanos, one.simulated_nanos, "{}", sc.name());
+        assert_eq!(many.failures, one.failures, "{}", sc.name());
+    }
+}

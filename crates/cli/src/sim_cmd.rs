@@ -37,6 +37,10 @@ pub struct SimArgs {
     /// Machine-readable summary.
     #[arg(long)]
     json: bool,
+    /// Threads to spread the seeds over (default: one per core). Every seed runs alone on
+    /// one thread; results and hashes do not depend on this.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    jobs: Option<u64>,
 }
 
 fn parse_shard(s: &str) -> Result<(u64, u64), String> {
@@ -79,6 +83,10 @@ pub fn run(args: SimArgs) -> ExitCode {
         return run_traced(&chosen, &sweep, args.trace_hash);
     }
 
+    let jobs = args.jobs.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |n| n.get()),
+        |j| j as usize,
+    );
     let total: u64 = sweep.seeds().count() as u64 * chosen.len() as u64;
     let bar = if std::io::stderr().is_terminal() && !args.json {
         let bar = ProgressBar::new(total);
@@ -100,7 +108,7 @@ pub fn run(args: SimArgs) -> ExitCode {
             bar.set_prefix(sc.name());
         }
         let started = Instant::now();
-        let summary = sweep.run(*sc, |_| {
+        let summary = sweep.run_jobs(*sc, jobs, |_| {
             if let Some(bar) = &bar {
                 bar.inc(1);
             }

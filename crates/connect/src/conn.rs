@@ -111,11 +111,14 @@ pub(crate) enum Verdict {
     Failed { class: FailClass },
 }
 
+/// Startup parameters as (name, value) pairs, shared by every connection of a machine.
+pub(crate) type StartupParams = std::sync::Arc<[(Vec<u8>, Vec<u8>)]>;
+
 /// Everything from the configuration one connection needs.
 #[derive(Clone, Debug)]
 pub(crate) struct ConnParams {
     pub user: Vec<u8>,
-    pub startup: Vec<(Vec<u8>, Vec<u8>)>,
+    pub startup: StartupParams,
     pub password: Option<Vec<u8>>,
     pub password_from_file: Option<Vec<u8>>,
     pub require_auth: RequireAuth,
@@ -299,7 +302,7 @@ impl Conn {
                 "could not send startup packet: invalid parameter\n",
             );
         }
-        out.push(Out::Send(b.to_vec()));
+        out.push(Out::Send(Vec::from(b)));
         self.startup_sent = true;
         self.state = State::AwaitAuth;
         let config = AuthConfig {
@@ -416,10 +419,15 @@ impl Conn {
     }
 
     fn process_frames(&mut self, out: &mut Vec<Out>) -> Verdict {
-        loop {
-            let (tag, body) = match self.next_frame() {
+        // Frames are handled in place and the consumed prefix is removed once at the end:
+        // copying each body out and draining after every frame moved the rest of a burst
+        // (a dozen ParameterStatus messages) again and again.
+        let mut rx = std::mem::take(&mut self.rx);
+        let mut pos = 0;
+        let verdict = loop {
+            let (tag, used) = match next_frame(&rx[pos..]) {
                 Ok(Some(f)) => f,
-                Ok(None) => return Verdict::Pending,
+                Ok(None) => break Verdict::Pending,
                 Err(tag) => {
                     let m = if matches!(self.state, State::AwaitAuth) {
                         format!(
@@ -432,44 +440,28 @@ impl Conn {
                             char::from(tag)
                         )
                     };
-                    return self.fail(FailClass::Abort, &m);
+                    break self.fail(FailClass::Abort, &m);
                 }
             };
+            let body = &rx[pos + HEADER_LEN..pos + used];
             let v = match self.state {
-                State::AwaitAuth => self.on_auth_phase(tag, &body, out),
-                State::AwaitReady => self.on_ready_phase(tag, &body, out),
-                State::AwaitCheck { .. } => self.on_check_phase(tag, &body, out),
+                State::AwaitAuth => self.on_auth_phase(tag, body, out),
+                State::AwaitReady => self.on_ready_phase(tag, body, out),
+                State::AwaitCheck { .. } => self.on_check_phase(tag, body, out),
                 _ => Verdict::Pending,
             };
+            pos += used;
             if v != Verdict::Pending {
-                if v == Verdict::Qualified {
-                    self.leftover = std::mem::take(&mut self.rx);
-                }
-                return v;
+                break v;
             }
-        }
-    }
-
-    /// Takes the next complete frame off the buffer; `Err(tag)` for a bad length word.
-    fn next_frame(&mut self) -> Result<Option<(u8, Vec<u8>)>, u8> {
-        let tag = match self.rx.first() {
-            Some(&t) => t,
-            None => return Ok(None),
         };
-        let max = if b"TDdVENA".contains(&tag) {
-            0x3FFF_FFFF
+        rx.drain(..pos);
+        if verdict == Verdict::Qualified {
+            self.leftover = rx;
         } else {
-            30_000
-        };
-        match decode_frame(&self.rx, max) {
-            Ok(Decoded::Frame(f)) => {
-                let (tag, body, used) = (f.tag, f.body.to_vec(), f.wire_len());
-                self.rx.drain(..used);
-                Ok(Some((tag, body)))
-            }
-            Ok(Decoded::NeedMore { .. }) => Ok(None),
-            Err(_) => Err(tag),
+            self.rx = rx;
         }
+        verdict
     }
 
     fn render_error(body: &[u8]) -> (String, Option<Vec<u8>>) {
@@ -701,11 +693,16 @@ impl Conn {
             b"server_version" => self.sversion = parse_server_version(value),
             _ => {}
         }
-        let name = String::from_utf8_lossy(name).into_owned();
-        let value = String::from_utf8_lossy(value).into_owned();
-        match self.parameters.iter_mut().find(|(n, _)| *n == name) {
+        // `from_utf8` is the fast path (servers send valid UTF-8); lossy only when it is not.
+        let text = |b: &[u8]| match std::str::from_utf8(b) {
+            Ok(s) => s.to_owned(),
+            Err(_) => String::from_utf8_lossy(b).into_owned(),
+        };
+        let value = text(value);
+        let name = String::from_utf8_lossy(name);
+        match self.parameters.iter_mut().find(|(n, _)| *n == *name) {
             Some(slot) => slot.1 = value,
-            None => self.parameters.push((name, value)),
+            None => self.parameters.push((name.into_owned(), value)),
         }
     }
 
@@ -938,6 +935,28 @@ fn auth_error_text(e: &AuthError) -> String {
     let mut m = e.to_string();
     m.push('\n');
     m
+}
+
+/// Type byte and length word of a backend message.
+const HEADER_LEN: usize = 5;
+
+/// The tag and whole length of the complete frame at the front of `rx`, if there is one;
+/// `Err(tag)` for a bad length word (libpq's limits: about 1 GiB for `T D d V E N A`, 30 000
+/// for the rest).
+fn next_frame(rx: &[u8]) -> Result<Option<(u8, usize)>, u8> {
+    let Some(&tag) = rx.first() else {
+        return Ok(None);
+    };
+    let max = if b"TDdVENA".contains(&tag) {
+        0x3FFF_FFFF
+    } else {
+        30_000
+    };
+    match decode_frame(rx, max) {
+        Ok(Decoded::Frame(f)) => Ok(Some((f.tag, f.wire_len()))),
+        Ok(Decoded::NeedMore { .. }) => Ok(None),
+        Err(_) => Err(tag),
+    }
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@ use pgyard_wire::auth::{ChannelBinding, NONCE_RAW_LEN};
 use pgyard_wire::frame::ProtocolVersion as WireVersion;
 
 pub use conn::ServerRole;
+use conn::StartupParams;
 use conn::{Check, Conn, ConnParams, FailClass, Method, Out, Verdict};
 pub use memory::{HostEntry, HostStatus, HostStatusMemory};
 pub use report::{AttemptReport, ConnectError};
@@ -306,6 +307,8 @@ pub struct Connector {
     cycle: u32,
     memory: Option<HostStatusMemory>,
     extra_startup: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The startup parameters, built on first use and shared by every connection.
+    startup: Option<StartupParams>,
     established: Option<AttemptId>,
     stale_role: Option<(conn::Tri, conn::Tri, i32)>,
     #[cfg(feature = "planted-bugs")]
@@ -380,6 +383,7 @@ impl Connector {
             cycle: 0,
             memory: None,
             extra_startup: Vec::new(),
+            startup: None,
             established: None,
             stale_role: None,
             #[cfg(feature = "planted-bugs")]
@@ -398,6 +402,7 @@ impl Connector {
     /// `datestyle`, `timezone`, `geqo` from PGDATESTYLE, PGTZ, PGGEQO unless `default`).
     pub fn with_extra_startup_params(mut self, params: Vec<(Vec<u8>, Vec<u8>)>) -> Self {
         self.extra_startup = params;
+        self.startup = None;
         self
     }
 
@@ -691,7 +696,7 @@ impl Connector {
     }
 
     fn win(&mut self, now: Instant, i: usize) {
-        let run = self.runs.remove(i);
+        let mut run = self.runs.remove(i);
         self.remember(run.slot, HostStatus::Up(run.conn.role), now);
         // Losers of a race: Terminate where the protocol is up, then Close.
         for other in self.runs.drain(..) {
@@ -712,12 +717,12 @@ impl Connector {
             slot: run.slot,
             host: String::from_utf8_lossy(slot.display_host()).into_owned(),
             target: run.target.clone(),
-            parameters: run.conn.parameters.clone(),
-            backend_key: run.conn.backend_key.clone(),
+            parameters: std::mem::take(&mut run.conn.parameters),
+            backend_key: run.conn.backend_key.take(),
             protocol_version: (run.conn.protocol.major(), run.conn.protocol.minor()),
             tls: run.conn.tls,
             role: run.conn.role,
-            leftover: run.conn.leftover.clone(),
+            leftover: std::mem::take(&mut run.conn.leftover),
         };
         self.established = Some(run.id);
         self.reports.clear();
@@ -1050,7 +1055,8 @@ impl Connector {
         self.open_conn(now, run, None)
     }
 
-    fn conn_params(&self, slot: usize) -> ConnParams {
+    /// The startup parameters every connection sends (the same for all of them).
+    fn startup_params(&self) -> StartupParams {
         let c = &self.config;
         let mut startup: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
         let mut put = |k: &str, v: Option<&[u8]>| {
@@ -1069,6 +1075,19 @@ impl Connector {
                 startup.push((k.clone(), v.clone()));
             }
         }
+        startup.into()
+    }
+
+    fn conn_params(&mut self, slot: usize) -> ConnParams {
+        let startup = match &self.startup {
+            Some(s) => s.clone(),
+            None => {
+                let s = self.startup_params();
+                self.startup = Some(s.clone());
+                s
+            }
+        };
+        let c = &self.config;
         let slot_pw = c.slots().get(slot).and_then(|s| s.password());
         let password_from_file = match (slot_pw, c.passfile()) {
             (Some(_), Some(path)) => Some(path.to_vec()),
@@ -1132,15 +1151,14 @@ impl Connector {
         } else {
             slot.host().unwrap_or_default()
         };
-        let host_display = String::from_utf8_lossy(shown).into_owned();
-        let port_display = match slot.port_raw() {
-            Some(p) if !p.is_empty() => String::from_utf8_lossy(p).into_owned(),
-            _ => "5432".to_owned(),
+        let port = match slot.port_raw() {
+            Some(p) if !p.is_empty() => p,
+            _ => b"5432",
         };
         let prefix = report::prefix_for(
             slot.kind() == SlotKind::Address,
-            &host_display,
-            &port_display,
+            &String::from_utf8_lossy(shown),
+            &String::from_utf8_lossy(port),
             &run.target,
         );
         self.reports.push(AttemptReport {

@@ -59,27 +59,112 @@ impl fmt::Display for ConnectError {
     }
 }
 
-/// The host-identity prefix libpq appends before connecting (spec §8.4).
+/// The host-identity prefix libpq appends before connecting (spec §8.4). Built with
+/// `push_str` rather than `format!`: it runs once per attempt, thousands of times a second
+/// in the simulator.
 pub(crate) fn prefix_for(
     kind_is_address: bool,
     host_display: &str,
     port_display: &str,
     target: &OpenTarget,
 ) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::with_capacity(64 + host_display.len());
     match target {
-        OpenTarget::Unix(path) => format!(
-            "connection to server on socket \"{}\" failed: ",
-            String::from_utf8_lossy(path)
-        ),
-        OpenTarget::Tcp(addr) => {
-            let ip = addr.ip().to_string();
-            if !kind_is_address && host_display != ip {
-                format!(
-                    "connection to server at \"{host_display}\" ({ip}), port {port_display} failed: "
-                )
-            } else {
-                format!("connection to server at \"{host_display}\", port {port_display} failed: ")
-            }
+        OpenTarget::Unix(path) => {
+            s.push_str("connection to server on socket \"");
+            s.push_str(&String::from_utf8_lossy(path));
+            s.push_str("\" failed: ");
         }
+        OpenTarget::Tcp(addr) => {
+            s.push_str("connection to server at \"");
+            s.push_str(host_display);
+            s.push('"');
+            if !kind_is_address {
+                let mark = s.len();
+                s.push_str(" (");
+                match addr.ip() {
+                    std::net::IpAddr::V4(v4) => push_ipv4(&mut s, v4),
+                    // Writing into a String cannot fail.
+                    ip => {
+                        let _ = write!(s, "{ip}");
+                    }
+                }
+                // libpq names the address only when it differs from what the user wrote.
+                if s[mark + 2..] == *host_display {
+                    s.truncate(mark);
+                } else {
+                    s.push(')');
+                }
+            }
+            s.push_str(", port ");
+            s.push_str(port_display);
+            s.push_str(" failed: ");
+        }
+    }
+    s
+}
+
+/// Dotted-quad text of `ip`, as `Ipv4Addr`'s `Display` prints it, without the formatting
+/// machinery (a tenth of the instructions).
+fn push_ipv4(s: &mut String, ip: std::net::Ipv4Addr) {
+    for (i, octet) in ip.octets().into_iter().enumerate() {
+        if i > 0 {
+            s.push('.');
+        }
+        if octet >= 100 {
+            s.push(char::from(b'0' + octet / 100));
+        }
+        if octet >= 10 {
+            s.push(char::from(b'0' + octet / 10 % 10));
+        }
+        s.push(char::from(b'0' + octet % 10));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dotted_quads_match_display() {
+        for ip in [
+            [0, 0, 0, 0],
+            [127, 0, 0, 1],
+            [10, 99, 100, 255],
+            [1, 20, 109, 200],
+        ] {
+            let ip = std::net::Ipv4Addr::from(ip);
+            let mut s = String::new();
+            push_ipv4(&mut s, ip);
+            assert_eq!(s, ip.to_string());
+        }
+    }
+
+    #[test]
+    fn prefix_names_the_address_only_when_it_differs() {
+        let target = OpenTarget::Tcp("10.0.0.7:5433".parse().expect("addr"));
+        assert_eq!(
+            prefix_for(false, "db", "5433", &target),
+            "connection to server at \"db\" (10.0.0.7), port 5433 failed: "
+        );
+        assert_eq!(
+            prefix_for(false, "10.0.0.7", "5433", &target),
+            "connection to server at \"10.0.0.7\", port 5433 failed: "
+        );
+        assert_eq!(
+            prefix_for(true, "10.0.0.7", "5433", &target),
+            "connection to server at \"10.0.0.7\", port 5433 failed: "
+        );
+        let v6 = OpenTarget::Tcp("[::1]:5432".parse().expect("addr"));
+        assert_eq!(
+            prefix_for(false, "localhost", "5432", &v6),
+            "connection to server at \"localhost\" (::1), port 5432 failed: "
+        );
+        let unix = OpenTarget::Unix(b"/tmp/.s.PGSQL.5432".to_vec());
+        assert_eq!(
+            prefix_for(false, "/tmp", "5432", &unix),
+            "connection to server on socket \"/tmp/.s.PGSQL.5432\" failed: "
+        );
     }
 }
