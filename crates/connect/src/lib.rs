@@ -652,26 +652,27 @@ impl Connector {
             self.runs[i].conn.fell_back_to_plain = false;
             self.runs[i].method_idx += 1;
         }
-        let server_name = {
-            let slot = &self.config.slots()[self.runs[i].slot];
-            slot.host()
-                .filter(|h| !h.is_empty() && !slot.kind().is_unix_socket())
-                .map(|h| String::from_utf8_lossy(h).into_owned())
-        };
-        let verify = match self.config.sslmode() {
-            SslMode::VerifyFull => TlsVerify::Full,
-            SslMode::VerifyCa => TlsVerify::Ca,
-            _ => TlsVerify::None,
-        };
         for o in out {
             match o {
                 Out::Send(bytes) => self.actions.push_back(Action::Send { attempt: id, bytes }),
-                Out::StartTls { direct } => self.actions.push_back(Action::StartTls {
-                    attempt: id,
-                    server_name: server_name.clone(),
-                    direct,
-                    verify,
-                }),
+                Out::StartTls { direct } => {
+                    let slot = &self.config.slots()[self.runs[i].slot];
+                    let server_name = slot
+                        .host()
+                        .filter(|h| !h.is_empty() && !slot.kind().is_unix_socket())
+                        .map(|h| String::from_utf8_lossy(h).into_owned());
+                    let verify = match self.config.sslmode() {
+                        SslMode::VerifyFull => TlsVerify::Full,
+                        SslMode::VerifyCa => TlsVerify::Ca,
+                        _ => TlsVerify::None,
+                    };
+                    self.actions.push_back(Action::StartTls {
+                        attempt: id,
+                        server_name,
+                        direct,
+                        verify,
+                    });
+                }
             }
         }
         let msgs = std::mem::take(&mut self.runs[i].conn.messages);
