@@ -39,6 +39,9 @@ pub struct Workload {
     /// The publisher's clock is off the caller's wall clock by up to this much either way,
     /// drawn afresh per commit (so commit timestamps go backwards now and then).
     pub skew_micros: i64,
+    /// Percent of two-phase transactions left prepared until [`Publisher::finish_all`]
+    /// (long-lived prepared transactions). Not drawn: 0 unless a scenario sets it.
+    pub held_percent: u64,
 }
 
 impl Workload {
@@ -53,6 +56,7 @@ impl Workload {
             abort_percent: uniform_inclusive(rng, 40),
             sub_abort_percent: uniform_inclusive(rng, 40),
             skew_micros: uniform_inclusive(rng, 2_000_000) as i64,
+            held_percent: 0,
         }
     }
 }
@@ -205,6 +209,8 @@ pub struct Publisher {
     pub notes: Vec<Note>,
     open: Vec<OpenStream>,
     prepared: Vec<u32>,
+    /// Prepared transactions whose decision waits for `finish_all`.
+    held: Vec<u32>,
     /// Transactions not yet confirmed by the slot: first LSN → (xid, end of its final record).
     unconfirmed: BTreeMap<u64, (u32, Option<Lsn>)>,
     /// The logical slot.
@@ -228,6 +234,7 @@ impl Publisher {
             notes: Vec::new(),
             open: Vec::new(),
             prepared: Vec::new(),
+            held: Vec::new(),
             unconfirmed: BTreeMap::new(),
             slot: LogicalSlot {
                 restart_lsn: start,
@@ -260,7 +267,7 @@ impl Publisher {
 
     /// Transactions prepared and not yet decided, or streamed and not yet finished.
     pub fn open_count(&self) -> usize {
-        self.open.len() + self.prepared.len()
+        self.open.len() + self.prepared.len() + self.held.len()
     }
 
     /// Adds a physical standby caught up to the current position.
@@ -315,6 +322,7 @@ impl Publisher {
         while !self.open.is_empty() {
             self.stream_finish(rng, wall, 0);
         }
+        self.prepared.append(&mut self.held);
         while !self.prepared.is_empty() {
             self.decide(rng, wall, 0);
         }
@@ -546,7 +554,12 @@ impl Publisher {
         if let Some(t) = self.txns.get_mut(&xid) {
             t.prepare_end = Some(end_lsn);
         }
-        self.prepared.push(xid);
+        let held = self.workload.held_percent;
+        if held > 0 && uniform_inclusive(rng, 99) < held {
+            self.held.push(xid);
+        } else {
+            self.prepared.push(xid);
+        }
     }
 
     /// Decides the `i`-th prepared transaction: commit or roll back.

@@ -325,6 +325,7 @@ fn to_json(info: &Inspection) -> serde_json::Value {
         "transactions": transactions,
         "messages_pending": info.messages_pending,
         "disk_bytes": info.disk_bytes,
+        "budget_bytes": info.budget_bytes,
     })
 }
 
@@ -335,6 +336,7 @@ fn text_report(info: &Inspection) -> String {
     let _ = writeln!(o, "apply_lsn   {}", info.apply_lsn);
     let _ = writeln!(o, "resume_lsn  {}", info.resume_lsn);
     let _ = writeln!(o, "disk_bytes  {}", info.disk_bytes);
+    let _ = writeln!(o, "budget_bytes {}", info.budget_bytes);
     let _ = writeln!(o);
     let _ = writeln!(
         o,

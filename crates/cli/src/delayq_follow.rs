@@ -1,5 +1,5 @@
 //! `pgyard delayq follow`: stream a publisher's logical slot into a delay queue directory
-//! (through the tokio adapter) until Ctrl-C.
+//! (through the tokio adapter) until Ctrl-C, reconnecting after passing failures.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -25,8 +25,10 @@ pub struct FollowArgs {
     pub dir: PathBuf,
 }
 
-/// Runs `pgyard delayq follow`: prints `following …`, then `flushed LSN` whenever the durable
-/// position reported to the publisher moves, and `stopped …` after Ctrl-C.
+/// Runs `pgyard delayq follow`: prints `following …` at every (re)start of the stream, then
+/// `flushed LSN` whenever the durable position reported to the publisher moves, each
+/// reconnect with its cause on stderr, and `stopped …` after Ctrl-C; an error that
+/// reconnecting cannot cure ends it with exit status 1.
 pub fn run(args: FollowArgs) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -49,11 +51,16 @@ pub fn run(args: FollowArgs) -> ExitCode {
         let (tx, mut rx) = tokio::sync::watch::channel(Progress::default());
         let printer = tokio::spawn(async move {
             let mut shown: Option<pgyard_types::Lsn> = None;
-            let mut started = false;
+            let (mut sessions, mut reconnects) = (0, 0);
             while rx.changed().await.is_ok() {
                 let p = rx.borrow_and_update().clone();
-                if !started {
-                    started = true;
+                if p.reconnects > reconnects {
+                    reconnects = p.reconnects;
+                    let why = p.last_error.as_deref().unwrap_or("connection lost");
+                    eprintln!("pgyard delayq follow: {why}; reconnecting");
+                }
+                if p.sessions > sessions {
+                    sessions = p.sessions;
                     println!("following from {}", p.start_lsn);
                 }
                 if p.status_updates > 0 && shown.is_none_or(|s| p.reported_flush > s) {
@@ -74,8 +81,9 @@ pub fn run(args: FollowArgs) -> ExitCode {
         match result {
             Ok(p) => {
                 println!(
-                    "stopped: {} message(s) received, {} duplicate(s) dropped, flushed {}",
-                    p.messages, p.duplicates, p.reported_flush
+                    "stopped: {} message(s) received, {} duplicate(s) dropped, {} reconnect(s), \
+                     flushed {}",
+                    p.messages, p.duplicates, p.reconnects, p.reported_flush
                 );
                 ExitCode::SUCCESS
             }

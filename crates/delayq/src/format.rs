@@ -4,8 +4,11 @@ use pgyard_types::{Lsn, PgTimestamp, UnixTime, Xid};
 
 /// Magic at the start of every segment file.
 pub(crate) const SEGMENT_MAGIC: &[u8; 8] = b"PGYDQSEG";
-/// On-disk format version written by this crate.
-pub(crate) const FORMAT_VERSION: u16 = 1;
+/// On-disk format version written by this crate. Version 1 files (no CARRY records, MSG flags
+/// always 0) are read as well: every version 1 record means the same in version 2.
+pub(crate) const FORMAT_VERSION: u16 = 2;
+/// Oldest format version still read.
+const FORMAT_VERSION_MIN: u16 = 1;
 /// Size of the segment header.
 pub(crate) const SEGMENT_HEADER_BYTES: u64 = 72;
 /// Size of the fixed record header.
@@ -67,7 +70,8 @@ impl SegmentHeader {
         if crc32c::crc32c(&b[0..68]) != u32_at(b, 68) {
             return Err("segment header checksum mismatch");
         }
-        if u16::from_le_bytes([b[8], b[9]]) != FORMAT_VERSION {
+        let version = u16::from_le_bytes([b[8], b[9]]);
+        if !(FORMAT_VERSION_MIN..=FORMAT_VERSION).contains(&version) {
             return Err("unsupported segment format version");
         }
         let h = SegmentHeader {
@@ -97,6 +101,7 @@ pub(crate) enum Kind {
     Schema = 6,
     Note = 7,
     Applied = 8,
+    Carry = 9,
 }
 
 impl Kind {
@@ -110,6 +115,7 @@ impl Kind {
             6 => Kind::Schema,
             7 => Kind::Note,
             8 => Kind::Applied,
+            9 => Kind::Carry,
             _ => return None,
         })
     }
@@ -140,6 +146,8 @@ pub(crate) enum Body<'a> {
         raw: &'a [u8],
     },
     Msg {
+        /// `(tag, OID)` of a Relation/Type message inside a stream block (MSG flags 2).
+        schema: Option<(u8, u32)>,
         raw: &'a [u8],
     },
     Seal {
@@ -171,10 +179,28 @@ pub(crate) enum Body<'a> {
     Applied,
 }
 
+/// MSG flag: an in-stream Relation/Type message; `u8 tag, u32 OID` precede the raw message.
+pub(crate) const MSG_SCHEMA: u8 = 2;
+/// CARRY flag: the last record of a carry-forward set.
+pub(crate) const CARRY_LAST: u8 = 1;
+
+/// Whether a record is an original or a carried-forward copy (kind CARRY).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Carry {
+    /// An ordinary record.
+    No,
+    /// A copy inside a carry-forward set.
+    Copy,
+    /// The copy that completes the set: only now does the item move.
+    Last,
+}
+
 /// A decoded record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Rec<'a> {
+    /// The flags of the (inner) record; for MSG, derived from `schema` when encoding.
     pub flags: u8,
+    pub carry: Carry,
     /// Transaction id (for MSG: the subtransaction's xid, 0 if none).
     pub xid: Xid,
     /// DQ-local item id, 0 when the record belongs to none.
@@ -185,7 +211,8 @@ pub(crate) struct Rec<'a> {
 }
 
 impl Rec<'_> {
-    fn kind(&self) -> Kind {
+    /// The kind of the record (of the copied record, for CARRY).
+    fn inner_kind(&self) -> Kind {
         match self.body {
             Body::Begin { .. } => Kind::Begin,
             Body::Msg { .. } => Kind::Msg,
@@ -198,22 +225,55 @@ impl Rec<'_> {
         }
     }
 
+    fn inner_flags(&self) -> u8 {
+        match self.body {
+            Body::Msg {
+                schema: Some(_), ..
+            } => self.flags | MSG_SCHEMA,
+            Body::Msg { schema: None, .. } => self.flags & !MSG_SCHEMA,
+            _ => self.flags,
+        }
+    }
+
     /// Appends the framed record to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
         let start = out.len();
         out.extend_from_slice(&[0u8; 8]); // len and crc, filled below
-        out.push(self.kind() as u8);
-        out.push(self.flags);
+        match self.carry {
+            Carry::No => {
+                out.push(self.inner_kind() as u8);
+                out.push(self.inner_flags());
+            }
+            Carry::Copy | Carry::Last => {
+                out.push(Kind::Carry as u8);
+                out.push(if self.carry == Carry::Last {
+                    CARRY_LAST
+                } else {
+                    0
+                });
+            }
+        }
         out.extend_from_slice(&[0, 0]);
         out.extend_from_slice(&self.xid.0.to_le_bytes());
         out.extend_from_slice(&self.item.to_le_bytes());
         out.extend_from_slice(&self.lsn.0.to_le_bytes());
+        if self.carry != Carry::No {
+            out.push(self.inner_kind() as u8);
+            out.push(self.inner_flags());
+        }
         let raw = match self.body {
             Body::Begin { flavor, raw } => {
                 out.push(flavor as u8);
                 raw
             }
-            Body::Msg { raw } | Body::Note { raw } => raw,
+            Body::Msg { schema, raw } => {
+                if let Some((tag, oid)) = schema {
+                    out.push(tag);
+                    out.extend_from_slice(&oid.to_le_bytes());
+                }
+                raw
+            }
+            Body::Note { raw } => raw,
             Body::Seal {
                 kind,
                 commit_lsn,
@@ -258,13 +318,18 @@ impl Rec<'_> {
     pub fn encoded_len(&self) -> u64 {
         let meta = match self.body {
             Body::Begin { raw, .. } => 1 + raw.len(),
-            Body::Msg { raw } | Body::Note { raw } => raw.len(),
+            Body::Msg {
+                schema: Some(_),
+                raw,
+            } => 5 + raw.len(),
+            Body::Msg { raw, .. } | Body::Note { raw } => raw.len(),
             Body::Seal { raw, .. } | Body::Decide { raw, .. } => 25 + raw.len(),
             Body::Abort { raw, .. } => 4 + raw.len(),
             Body::Schema { raw, .. } => 5 + raw.len(),
             Body::Applied => 0,
         };
-        RECORD_HEADER_BYTES + meta as u64
+        let carried = if self.carry == Carry::No { 0 } else { 2 };
+        RECORD_HEADER_BYTES + meta as u64 + carried
     }
 }
 
@@ -314,11 +379,39 @@ pub(crate) fn decode_record(rec: &[u8]) -> Result<Rec<'_>, &'static str> {
     }
     // check_head accepted the kind byte.
     let kind = Kind::from_u8(rec[8]).ok_or("unknown record kind")?;
-    let flags = rec[9];
     let xid = Xid(u32_at(rec, 12));
     let item = u64_at(rec, 16);
     let lsn = Lsn(u64_at(rec, 24));
     let p = &rec[RECORD_HEADER_BYTES as usize..];
+    let (carry, kind, flags, p) = if kind == Kind::Carry {
+        if p.len() < 2 {
+            return Err("record payload is too short for its kind");
+        }
+        let carry = match rec[9] {
+            0 => Carry::Copy,
+            CARRY_LAST => Carry::Last,
+            _ => return Err("unknown carry flags"),
+        };
+        let inner = Kind::from_u8(p[0]).ok_or("unknown carried record kind")?;
+        if !matches!(inner, Kind::Begin | Kind::Msg | Kind::Seal) {
+            return Err("record kind that is never carried forward");
+        }
+        (carry, inner, p[1], &p[2..])
+    } else {
+        (Carry::No, kind, rec[9], p)
+    };
+    let body = decode_body(kind, flags, p)?;
+    Ok(Rec {
+        flags,
+        carry,
+        xid,
+        item,
+        lsn,
+        body,
+    })
+}
+
+fn decode_body(kind: Kind, flags: u8, p: &[u8]) -> Result<Body<'_>, &'static str> {
     let need = |n: usize| {
         if p.len() < n {
             Err("record payload is too short for its kind")
@@ -326,7 +419,7 @@ pub(crate) fn decode_record(rec: &[u8]) -> Result<Rec<'_>, &'static str> {
             Ok(())
         }
     };
-    let body = match kind {
+    Ok(match kind {
         Kind::Begin => {
             need(1)?;
             let flavor = match p[0] {
@@ -340,7 +433,17 @@ pub(crate) fn decode_record(rec: &[u8]) -> Result<Rec<'_>, &'static str> {
                 raw: &p[1..],
             }
         }
-        Kind::Msg => Body::Msg { raw: p },
+        Kind::Msg if flags & MSG_SCHEMA != 0 => {
+            need(5)?;
+            Body::Msg {
+                schema: Some((p[0], u32_at(p, 1))),
+                raw: &p[5..],
+            }
+        }
+        Kind::Msg => Body::Msg {
+            schema: None,
+            raw: p,
+        },
         Kind::Note => Body::Note { raw: p },
         Kind::Seal => {
             need(25)?;
@@ -390,13 +493,7 @@ pub(crate) fn decode_record(rec: &[u8]) -> Result<Rec<'_>, &'static str> {
             }
         }
         Kind::Applied => Body::Applied,
-    };
-    Ok(Rec {
-        flags,
-        xid,
-        item,
-        lsn,
-        body,
+        Kind::Carry => return Err("a carried record cannot itself be carried"),
     })
 }
 
@@ -425,6 +522,25 @@ mod tests {
     }
 
     #[test]
+    fn version_1_headers_are_read() {
+        let h = SegmentHeader {
+            seq: 1,
+            capacity: 4096,
+            created: UnixTime(0),
+            horizon: Lsn(0),
+            apply_lsn: Lsn(0),
+            next_id: 1,
+        };
+        let mut b = h.encode();
+        for (v, ok) in [(0u16, false), (1, true), (2, true), (3, false)] {
+            b[8..10].copy_from_slice(&v.to_le_bytes());
+            let crc = crc32c::crc32c(&b[0..68]);
+            b[68..72].copy_from_slice(&crc.to_le_bytes());
+            assert_eq!(SegmentHeader::decode(&b).is_ok(), ok, "version {v}");
+        }
+    }
+
+    #[test]
     fn header_round_trip_and_damage() {
         let h = SegmentHeader {
             seq: 3,
@@ -447,7 +563,14 @@ mod tests {
                 flavor: Flavor::Streamed,
                 raw: b"B",
             },
-            Body::Msg { raw: b"I..." },
+            Body::Msg {
+                schema: None,
+                raw: b"I...",
+            },
+            Body::Msg {
+                schema: Some((b'R', 16385)),
+                raw: b"R...",
+            },
             Body::Seal {
                 kind: SealKind::StreamPrepare,
                 commit_lsn: Lsn(1),
@@ -474,22 +597,36 @@ mod tests {
             Body::Note { raw: b"M" },
             Body::Applied,
         ];
+        let carriable =
+            |b: &Body<'_>| matches!(b, Body::Begin { .. } | Body::Msg { .. } | Body::Seal { .. });
         for body in bodies {
-            let rec = Rec {
-                flags: 0,
-                xid: Xid(42),
-                item: 9,
-                lsn: Lsn(0x1234),
-                body,
-            };
-            let mut out = Vec::new();
-            rec.encode(&mut out);
-            assert_eq!(out.len() as u64, rec.encoded_len());
-            assert_eq!(decode_record(&out), Ok(rec));
-            for i in 0..out.len() {
-                let mut bad = out.clone();
-                bad[i] ^= 0x10;
-                assert!(decode_record(&bad).is_err(), "flip at {i} undetected");
+            for carry in [Carry::No, Carry::Copy, Carry::Last] {
+                if carry != Carry::No && !carriable(&body) {
+                    continue;
+                }
+                let flags = match body {
+                    Body::Msg {
+                        schema: Some(_), ..
+                    } => MSG_SCHEMA,
+                    _ => 0,
+                };
+                let rec = Rec {
+                    flags,
+                    carry,
+                    xid: Xid(42),
+                    item: 9,
+                    lsn: Lsn(0x1234),
+                    body,
+                };
+                let mut out = Vec::new();
+                rec.encode(&mut out);
+                assert_eq!(out.len() as u64, rec.encoded_len());
+                assert_eq!(decode_record(&out), Ok(rec));
+                for i in 0..out.len() {
+                    let mut bad = out.clone();
+                    bad[i] ^= 0x10;
+                    assert!(decode_record(&bad).is_err(), "flip at {i} undetected");
+                }
             }
         }
     }

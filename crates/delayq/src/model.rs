@@ -2,7 +2,7 @@
 //! path and recovery both go through [`Model::apply`], so a recovered queue is the queue that was
 //! written, minus what never reached the disk.
 
-use crate::format::{Body, Flavor, Rec, SealKind};
+use crate::format::{Body, Carry, Flavor, Rec, SealKind};
 use pgyard_types::{Lsn, PgTimestamp, UnixTime, Xid};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -50,7 +50,7 @@ impl TxnState {
         }
     }
 
-    fn finished(self) -> bool {
+    pub(crate) fn finished(self) -> bool {
         matches!(self, TxnState::Applied | TxnState::Aborted)
     }
 }
@@ -83,10 +83,17 @@ pub(crate) struct Item {
     pub note: bool,
     pub flavor: Flavor,
     pub state: TxnState,
+    /// The BEGIN (or NOTE) record: what a carry-forward copies first.
+    pub start: Loc,
+    /// The record handed out as the first message (absent for streamed transactions, whose
+    /// BEGIN holds a `Stream Start`).
     pub begin: Option<Loc>,
     /// Data records (changes, in-stream Relation/Type, transactional messages) with the
     /// subtransaction xid they carry (0 = none).
     pub body: Vec<(Loc, u32)>,
+    /// In-stream Relation/Type messages among `body`: (index in `body`, tag, OID, WAL LSN,
+    /// message).
+    pub schema: Vec<(usize, u8, u32, Lsn, Vec<u8>)>,
     pub seal: Option<Loc>,
     pub decide: Option<Loc>,
     pub commit: Option<CommitInfo>,
@@ -102,11 +109,16 @@ type SchemaKey = (u8, u32);
 pub(crate) struct SchemaMap {
     /// The latest description per key (used for segment snapshots and de-duplication).
     pub current: BTreeMap<SchemaKey, (u8, Vec<u8>)>,
+    /// The WAL LSN each current description was sent at (catalog time, unlike log order).
+    pub current_lsn: BTreeMap<SchemaKey, Lsn>,
     /// The map as of the last hand-out.
     base: BTreeMap<SchemaKey, (u8, Vec<u8>)>,
     /// Changes after `base`, in log order.
     history: VecDeque<(Pos, SchemaKey, u8, Vec<u8>)>,
     handed_any: bool,
+    /// Keys the consumer may hold differently from `base`: a streamed transaction handed out
+    /// carried its own (possibly outdated) descriptions in its messages.
+    dirty: BTreeSet<SchemaKey>,
 }
 
 impl SchemaMap {
@@ -120,8 +132,10 @@ impl SchemaMap {
         (rank, oid)
     }
 
-    fn record(&mut self, pos: Pos, tag: u8, oid: u32, raw: &[u8]) {
+    fn record(&mut self, pos: Pos, tag: u8, oid: u32, raw: &[u8], lsn: Lsn) {
         let key = Self::key(tag, oid);
+        let at = self.current_lsn.entry(key).or_insert(lsn);
+        *at = (*at).max(lsn);
         if self
             .current
             .get(&key)
@@ -130,7 +144,17 @@ impl SchemaMap {
             return;
         }
         self.current.insert(key, (tag, raw.to_vec()));
+        self.current_lsn.insert(key, lsn);
         self.history.push_back((pos, key, tag, raw.to_vec()));
+    }
+
+    /// The consumer applied `raw` (outside-stream form) from a streamed transaction's messages;
+    /// if the map says otherwise, the next hand-out repeats the map's description.
+    pub fn consumer_applied(&mut self, tag: u8, oid: u32, raw: &[u8]) {
+        let key = Self::key(tag, oid);
+        if self.base.get(&key).is_none_or(|(_, p)| p.as_slice() != raw) {
+            self.dirty.insert(key);
+        }
     }
 
     /// Descriptions the consumer needs before applying something committed at `pos`: the whole
@@ -143,6 +167,7 @@ impl SchemaMap {
                 changed.insert(key);
             }
         }
+        changed.append(&mut self.dirty);
         if !self.handed_any {
             self.handed_any = true;
             return self.base.values().map(|(_, p)| p.clone()).collect();
@@ -174,9 +199,16 @@ pub(crate) struct Model {
     last_due: Option<UnixTime>,
     /// Delay plus skew tolerance, in microseconds.
     pub delay_micros: i64,
-    /// Items with smaller ids began in segments that were purged: they are finished, and
-    /// their remaining records are skipped during recovery.
+    /// Items with smaller ids began in segments that were purged: they are finished (or
+    /// carried forward), and their records before a carry-forward are skipped during recovery.
     pub floor_id: u64,
+    /// A carry-forward set being read: the item as its copies describe it, and where the set
+    /// starts.
+    pub carrying: Option<(Item, Loc)>,
+    /// Unfinished items by the segment of their first record: `pinned_from` in O(log n).
+    live_by_seg: BTreeMap<u64, u32>,
+    /// Committed, unapplied items (and messages) by the segment of their first record.
+    due_by_seg: BTreeMap<u64, u32>,
 }
 
 impl Model {
@@ -190,6 +222,123 @@ impl Model {
 
     /// Applies one record found (or just written) at `loc`.
     pub fn apply(&mut self, rec: &Rec<'_>, loc: Loc) -> Result<(), &'static str> {
+        if rec.carry == Carry::No && self.carrying.is_some() {
+            return Err("carry-forward set interrupted");
+        }
+        let before = self.tracked(rec.item);
+        let r = if rec.carry == Carry::No {
+            self.apply_original(rec, loc)
+        } else {
+            self.apply_carried(rec, loc)
+        };
+        let after = self.tracked(rec.item);
+        if before != after {
+            untrack(&mut self.live_by_seg, &mut self.due_by_seg, before);
+            track(&mut self.live_by_seg, &mut self.due_by_seg, after);
+        }
+        r
+    }
+
+    fn tracked(&self, id: u64) -> Option<(TxnState, u64)> {
+        self.items.get(&id).map(|it| (it.state, it.first_seg))
+    }
+
+    /// A record of a carry-forward set: the copies build the item afresh, and only the last one
+    /// moves it (so a set cut short by a crash changes nothing).
+    fn apply_carried(&mut self, rec: &Rec<'_>, loc: Loc) -> Result<(), &'static str> {
+        match rec.body {
+            Body::Begin { flavor, .. } => {
+                if self.carrying.is_some() {
+                    return Err("carry-forward set interrupted");
+                }
+                let it = Item {
+                    id: rec.item,
+                    xid: rec.xid,
+                    note: false,
+                    flavor,
+                    state: TxnState::InProgress,
+                    start: loc,
+                    begin: (flavor != Flavor::Streamed).then_some(loc),
+                    body: Vec::new(),
+                    schema: Vec::new(),
+                    seal: None,
+                    decide: None,
+                    commit: None,
+                    due: None,
+                    first_seg: loc.seg,
+                    last_seg: loc.seg,
+                };
+                self.carrying = Some((it, loc));
+            }
+            Body::Msg { schema, raw } => {
+                let it = self.carried_item(rec.item)?;
+                if let Some((tag, oid)) = schema {
+                    it.schema
+                        .push((it.body.len(), tag, oid, rec.lsn, raw.to_vec()));
+                }
+                it.body.push((loc, rec.xid.0));
+                it.last_seg = loc.seg;
+            }
+            Body::Seal {
+                kind: SealKind::Prepare | SealKind::StreamPrepare,
+                ..
+            } => {
+                let it = self.carried_item(rec.item)?;
+                it.seal = Some(loc);
+                it.state = TxnState::Prepared;
+                it.last_seg = loc.seg;
+            }
+            _ => return Err("record kind that is never carried forward"),
+        }
+        if rec.carry == Carry::Last {
+            self.finish_carry()?;
+        }
+        Ok(())
+    }
+
+    fn carried_item(&mut self, id: u64) -> Result<&mut Item, &'static str> {
+        match &mut self.carrying {
+            Some((it, _)) if it.id == id => Ok(it),
+            _ => Err("carried record outside its carry-forward set"),
+        }
+    }
+
+    fn finish_carry(&mut self) -> Result<(), &'static str> {
+        let Some((c, _)) = self.carrying.take() else {
+            return Err("carry-forward set without a beginning");
+        };
+        match self.items.get_mut(&c.id) {
+            // The originals are still there (not purged yet): the item moves to the copies.
+            Some(old) => {
+                let same = old.state == c.state
+                    && old.xid == c.xid
+                    && old.flavor == c.flavor
+                    && old.body.len() == c.body.len()
+                    && old.seal.is_some() == c.seal.is_some();
+                if !same {
+                    return Err("carried copy disagrees with the original transaction");
+                }
+                *old = c;
+            }
+            // The originals were purged: the copies are the item.
+            None => {
+                self.next_id = self.next_id.max(c.id + 1);
+                match c.state {
+                    TxnState::Prepared => {
+                        self.prepared.insert(c.xid.0, c.id);
+                    }
+                    TxnState::InProgress if c.flavor == Flavor::Streamed => {
+                        self.streams.insert(c.xid.0, c.id);
+                    }
+                    _ => return Err("carried transaction that is neither prepared nor streaming"),
+                }
+                self.items.insert(c.id, c);
+            }
+        }
+        Ok(())
+    }
+
+    fn apply_original(&mut self, rec: &Rec<'_>, loc: Loc) -> Result<(), &'static str> {
         let pos = loc.pos();
         match rec.body {
             Body::Begin { flavor, .. } => {
@@ -205,8 +354,10 @@ impl Model {
                         note: false,
                         flavor,
                         state: TxnState::InProgress,
+                        start: loc,
                         begin: (flavor != Flavor::Streamed).then_some(loc),
                         body: Vec::new(),
+                        schema: Vec::new(),
                         seal: None,
                         decide: None,
                         commit: None,
@@ -222,13 +373,17 @@ impl Model {
                     _ => self.open_tx = Some(rec.item),
                 }
             }
-            Body::Msg { .. } => {
+            Body::Msg { schema, raw } => {
                 if self.purged(rec.item) {
                     return Ok(());
                 }
                 let it = self.live(rec.item, loc)?;
                 if it.state != TxnState::InProgress {
                     return Err("change for a transaction that is not in progress");
+                }
+                if let Some((tag, oid)) = schema {
+                    it.schema
+                        .push((it.body.len(), tag, oid, rec.lsn, raw.to_vec()));
                 }
                 it.body.push((loc, rec.xid.0));
             }
@@ -331,6 +486,7 @@ impl Model {
                     // change onwards.
                     if let Some(i) = it.body.iter().position(|(_, s)| *s == sub_xid) {
                         it.body.truncate(i);
+                        it.schema.retain(|s| s.0 < i);
                     }
                 } else {
                     it.state = TxnState::Aborted;
@@ -338,7 +494,7 @@ impl Model {
                     self.close_open(id, xid);
                 }
             }
-            Body::Schema { tag, oid, raw } => self.schema.record(pos, tag, oid, raw),
+            Body::Schema { tag, oid, raw } => self.schema.record(pos, tag, oid, raw, rec.lsn),
             Body::Note { .. } => {
                 if rec.item == 0 || self.items.contains_key(&rec.item) {
                     return Err("message queued twice");
@@ -353,8 +509,10 @@ impl Model {
                         note: true,
                         flavor: Flavor::Plain,
                         state: TxnState::Committed,
+                        start: loc,
                         begin: Some(loc),
                         body: Vec::new(),
+                        schema: Vec::new(),
                         seal: None,
                         decide: None,
                         commit: Some(CommitInfo {
@@ -418,17 +576,51 @@ impl Model {
 
     /// Oldest segment still needed by an unfinished item.
     pub fn pinned_from(&self) -> Option<u64> {
-        self.items
-            .values()
-            .filter(|it| !it.state.finished())
-            .map(|it| it.first_seg)
-            .min()
+        self.live_by_seg.keys().next().copied()
+    }
+
+    /// Oldest segment holding the first record of a committed item not yet applied: what
+    /// applying due work (and nothing else) will release.
+    pub fn committed_from(&self) -> Option<u64> {
+        self.due_by_seg.keys().next().copied()
     }
 
     /// Forgets finished items whose records all lie before segment `first_kept`.
     pub fn forget_before(&mut self, first_kept: u64) {
         self.items
             .retain(|_, it| !(it.state.finished() && it.last_seg < first_kept));
+    }
+}
+
+fn track(live: &mut BTreeMap<u64, u32>, due: &mut BTreeMap<u64, u32>, at: Option<(TxnState, u64)>) {
+    let Some((state, seg)) = at else { return };
+    if !state.finished() {
+        *live.entry(seg).or_default() += 1;
+    }
+    if state == TxnState::Committed {
+        *due.entry(seg).or_default() += 1;
+    }
+}
+
+fn untrack(
+    live: &mut BTreeMap<u64, u32>,
+    due: &mut BTreeMap<u64, u32>,
+    at: Option<(TxnState, u64)>,
+) {
+    let Some((state, seg)) = at else { return };
+    let dec = |m: &mut BTreeMap<u64, u32>| {
+        if let Some(n) = m.get_mut(&seg) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&seg);
+            }
+        }
+    };
+    if !state.finished() {
+        dec(live);
+    }
+    if state == TxnState::Committed {
+        dec(due);
     }
 }
 

@@ -1,7 +1,7 @@
 //! [`DelayQueue`]: the engine.
 
 use crate::format::{
-    segment_name, Body, Flavor, Rec, SealKind, SegmentHeader, SEGMENT_HEADER_BYTES,
+    segment_name, Body, Carry, Flavor, Rec, SealKind, SegmentHeader, SEGMENT_HEADER_BYTES,
 };
 use crate::model::{CommitKind, Loc, Model, Pos, SchemaMap, TxnState};
 use crate::recover::{scan, Recovery, SegState};
@@ -42,7 +42,8 @@ pub struct ReadyTxn {
     /// When it became due.
     pub due: UnixTime,
     /// `Relation`/`Type` messages to apply to the relation map first: all of them for the
-    /// first item handed out after opening, afterwards only the ones that changed.
+    /// first item handed out after opening, afterwards the ones that changed (and the ones a
+    /// streamed transaction handed out before redescribed differently in its messages).
     pub schema: Vec<Vec<u8>>,
     /// The transaction's raw pgoutput messages in order: `Begin`/`Begin Prepare` (absent for
     /// streamed transactions), the data messages (without discarded subtransactions), then
@@ -99,6 +100,9 @@ pub struct Inspection {
     pub messages_pending: usize,
     /// Bytes in segment files (including buffered ones).
     pub disk_bytes: u64,
+    /// The part of `disk_bytes` counted against the budget and the watermarks (see
+    /// [`DelayQueue::budget_bytes`]).
+    pub budget_bytes: u64,
 }
 
 /// One segment file.
@@ -165,6 +169,8 @@ pub struct DelayQueue<S: Storage> {
     handed: Option<Pos>,
     /// A retryable refusal is pending: do not confirm anything newer.
     stalled: bool,
+    /// A carry-forward set is not durable yet: segments from this one on must stay.
+    carry_unsynced_from: Option<u64>,
     paused: bool,
     now: UnixTime,
     fatal: Option<Error>,
@@ -210,6 +216,7 @@ impl<S: Storage> DelayQueue<S> {
             skipping: None,
             handed: None,
             stalled: false,
+            carry_unsynced_from: None,
             paused: false,
             now: UnixTime(0),
             fatal: None,
@@ -286,6 +293,7 @@ impl<S: Storage> DelayQueue<S> {
         for (id, xid) in open {
             self.push(Rec {
                 flags: 0,
+                carry: Carry::No,
                 xid,
                 item: id,
                 lsn: Lsn::INVALID,
@@ -319,6 +327,7 @@ impl<S: Storage> DelayQueue<S> {
             self.dir_dirty = false;
         }
         self.unsynced_seal = false;
+        self.carry_unsynced_from = None;
         self.durable_horizon = self.durable_horizon.max(self.model.horizon);
         self.flushed = self.flushed.max(self.durable_horizon).max(self.received);
         Ok(self.flush_lsn())
@@ -368,6 +377,24 @@ impl<S: Storage> DelayQueue<S> {
     /// Bytes in segment files, including records still buffered.
     pub fn disk_bytes(&self) -> u64 {
         self.segs.iter().map(|s| s.len).sum()
+    }
+
+    /// The bytes the budget and the watermarks count: all segments except the oldest ones kept
+    /// only by undecided transactions (prepared, or in progress) — from the oldest segment an
+    /// unfinished item began in up to the oldest one holding committed, unapplied work.
+    /// Applying cannot free those; only reading on (to their decision) can, so counting them
+    /// would let a paused producer wait forever. Carry-forward keeps them small.
+    pub fn budget_bytes(&self) -> u64 {
+        let Some(active) = self.segs.last().map(|s| s.seq) else {
+            return 0;
+        };
+        let held_from = self.model.pinned_from().unwrap_or(active);
+        let held_to = self.model.committed_from().unwrap_or(active).min(active);
+        self.segs
+            .iter()
+            .filter(|s| s.seq < held_from || s.seq >= held_to)
+            .map(|s| s.len)
+            .sum()
     }
 
     /// When the next item not yet handed out becomes due (`None`: nothing queued).
@@ -424,11 +451,27 @@ impl<S: Storage> DelayQueue<S> {
                 .chain(it.decide)
                 .collect();
             let xid = it.xid;
+            let in_stream: Vec<(u8, u32, Vec<u8>)> = it
+                .schema
+                .iter()
+                .filter_map(|(_, tag, oid, _, raw)| {
+                    let rest = raw.get(5..)?;
+                    Some((
+                        *tag,
+                        *oid,
+                        std::iter::once(*tag).chain(rest.iter().copied()).collect(),
+                    ))
+                })
+                .collect();
             let mut messages = Vec::with_capacity(locs.len());
             for loc in locs {
                 messages.push(self.read_raw(loc)?);
             }
             let c = commit.ok_or_else(|| Error::Misuse("uncommitted item in order".into()))?;
+            let schema = self.model.schema.delta_until(pos);
+            for (tag, oid, raw) in in_stream {
+                self.model.schema.consumer_applied(tag, oid, &raw);
+            }
             Ready::Transaction(ReadyTxn {
                 id: ItemId(id),
                 xid,
@@ -437,7 +480,7 @@ impl<S: Storage> DelayQueue<S> {
                 end_lsn: c.end,
                 commit_ts: c.ts,
                 due,
-                schema: self.model.schema.delta_until(pos),
+                schema,
                 messages,
             })
         };
@@ -498,16 +541,29 @@ impl<S: Storage> DelayQueue<S> {
     /// [`DelayQueue::skip_applied_through`] after a restart). This is what lets a queue that
     /// ran out of space free segments although it cannot write.
     pub fn purge(&mut self) -> Result<Vec<String>, Error> {
-        match self.flush() {
-            Ok(_) => {}
+        let flushed = match self.flush() {
+            Ok(_) => true,
             // Out of space: still free what is durably finished.
-            Err(e) if e.is_retryable() => {}
+            Err(e) if e.is_retryable() => false,
             Err(e) => return Err(e),
+        };
+        if flushed && self.carry_forward()? {
+            match self.flush() {
+                Ok(_) => {}
+                // The copies wait in the buffer; the originals stay until they are durable.
+                Err(e) if e.is_retryable() => {}
+                Err(e) => return Err(e),
+            }
         }
         let Some(active) = self.segs.last().map(|s| s.seq) else {
             return Ok(Vec::new());
         };
-        let floor = self.model.pinned_from().unwrap_or(active).min(active);
+        let floor = self
+            .model
+            .pinned_from()
+            .unwrap_or(active)
+            .min(active)
+            .min(self.carry_unsynced_from.unwrap_or(active));
         let mut removed = Vec::new();
         while self.segs.first().is_some_and(|s| s.seq < floor) {
             let name = self.segs[0].name.clone();
@@ -575,6 +631,7 @@ impl<S: Storage> DelayQueue<S> {
             transactions,
             messages_pending,
             disk_bytes: self.disk_bytes(),
+            budget_bytes: self.budget_bytes(),
         }
     }
 
@@ -647,6 +704,7 @@ impl<S: Storage> DelayQueue<S> {
                 };
                 self.push(Rec {
                     flags: 0,
+                    carry: Carry::No,
                     xid,
                     item: id,
                     lsn: wal,
@@ -676,6 +734,7 @@ impl<S: Storage> DelayQueue<S> {
                 };
                 self.push(Rec {
                     flags: 0,
+                    carry: Carry::No,
                     xid,
                     item: id,
                     lsn: wal,
@@ -705,6 +764,7 @@ impl<S: Storage> DelayQueue<S> {
                     let id = self.model.next_id;
                     self.push(Rec {
                         flags: 0,
+                        carry: Carry::No,
                         xid,
                         item: id,
                         lsn: wal,
@@ -794,6 +854,7 @@ impl<S: Storage> DelayQueue<S> {
                 }
                 self.push(Rec {
                     flags: 0,
+                    carry: Carry::No,
                     xid: Xid(0),
                     item: 0,
                     lsn: wal,
@@ -818,6 +879,7 @@ impl<S: Storage> DelayQueue<S> {
                 let id = self.model.next_id;
                 self.push(Rec {
                     flags: 0,
+                    carry: Carry::No,
                     xid: Xid(0),
                     item: id,
                     lsn,
@@ -844,6 +906,7 @@ impl<S: Storage> DelayQueue<S> {
         let id = self.model.next_id;
         self.push(Rec {
             flags: 0,
+            carry: Carry::No,
             xid,
             item: id,
             lsn: wal,
@@ -881,6 +944,7 @@ impl<S: Storage> DelayQueue<S> {
         };
         self.push(Rec {
             flags: 0,
+            carry: Carry::No,
             xid,
             item: id,
             lsn: wal,
@@ -918,6 +982,11 @@ impl<S: Storage> DelayQueue<S> {
             )));
         }
         let known = self.model.streams.get(&xid.0).copied();
+        if kind == SealKind::StreamCommit {
+            if let Some(id) = known {
+                self.promote_stream_schema(id)?;
+            }
+        }
         if commit_lsn < self.model.horizon {
             if let Some(id) = known {
                 self.push(abort_rec(xid, id, 0))?;
@@ -931,6 +1000,7 @@ impl<S: Storage> DelayQueue<S> {
         };
         self.push(Rec {
             flags: 0,
+            carry: Carry::No,
             xid,
             item: id,
             lsn: wal,
@@ -944,6 +1014,59 @@ impl<S: Storage> DelayQueue<S> {
         })?;
         self.unsynced_seal = true;
         Ok(Accepted::Queued)
+    }
+
+    /// At Stream Commit pgoutput marks the relations described inside the stream as sent for
+    /// the whole session (`cleanup_rel_sync_cache`), so later transactions use them without a
+    /// new Relation message: their descriptions join the map here, in the outside-stream form
+    /// (the in-stream form only adds the Int32 xid after the tag). Written before the seal: a
+    /// crash between the two leaves descriptions that were current anyway (the streamed
+    /// transaction holds its relations' locks until it ends).
+    fn promote_stream_schema(&mut self, id: u64) -> Result<(), Error> {
+        let Some(it) = self.model.items.get(&id) else {
+            return Ok(());
+        };
+        let mut latest: Vec<((u8, u32), Lsn, Vec<u8>)> = Vec::new();
+        for (_, tag, oid, lsn, raw) in &it.schema {
+            let Some(rest) = raw.get(5..) else { continue };
+            let global: Vec<u8> = std::iter::once(*tag).chain(rest.iter().copied()).collect();
+            latest.retain(|(k, _, _)| *k != (*tag, *oid));
+            latest.push(((*tag, *oid), *lsn, global));
+        }
+        for ((tag, oid), lsn, raw) in latest {
+            let key = SchemaMap::key(tag, oid);
+            let same = self
+                .model
+                .schema
+                .current
+                .get(&key)
+                .is_some_and(|(t, p)| *t == tag && *p == raw);
+            // A description sent later in the WAL than the stream's wins: DDL after the stream
+            // described the relation (possible once the change that locked it was rolled back
+            // to a savepoint) invalidates the stream's list on the publisher, so pgoutput does
+            // not count it as sent, and a transaction queued since may depend on the newer one.
+            let newer = self
+                .model
+                .schema
+                .current_lsn
+                .get(&key)
+                .is_some_and(|l| *l > lsn);
+            if !same && !newer {
+                self.push(Rec {
+                    flags: 0,
+                    carry: Carry::No,
+                    xid: Xid(0),
+                    item: 0,
+                    lsn,
+                    body: Body::Schema {
+                        tag,
+                        oid,
+                        raw: &raw,
+                    },
+                })?;
+            }
+        }
+        Ok(())
     }
 
     /// A data message: inside a stream block it belongs to the block's transaction.
@@ -970,10 +1093,18 @@ impl<S: Storage> DelayQueue<S> {
         };
         self.push(Rec {
             flags: 0,
+            carry: Carry::No,
             xid: Xid(sub),
             item: id,
             lsn: msg.wal_lsn,
-            body: Body::Msg { raw: msg.payload },
+            body: Body::Msg {
+                schema: match msg.event {
+                    Event::Relation { oid, .. } => Some((b'R', oid)),
+                    Event::Type { oid, .. } => Some((b'Y', oid)),
+                    _ => None,
+                },
+                raw: msg.payload,
+            },
         })?;
         Ok(Accepted::Queued)
     }
@@ -986,6 +1117,7 @@ impl<S: Storage> DelayQueue<S> {
         };
         self.push(Rec {
             flags: 0,
+            carry: Carry::No,
             xid: it.xid,
             item: id,
             lsn,
@@ -1007,7 +1139,7 @@ impl<S: Storage> DelayQueue<S> {
     }
 
     fn check_budget(&self) -> Result<(), Error> {
-        let bytes = self.disk_bytes();
+        let bytes = self.budget_bytes();
         if bytes >= self.config.disk_bytes_max {
             return Err(Error::Full {
                 bytes,
@@ -1018,7 +1150,7 @@ impl<S: Storage> DelayQueue<S> {
     }
 
     fn refresh_flow(&mut self) {
-        let bytes = self.disk_bytes();
+        let bytes = self.budget_bytes();
         if bytes >= self.config.disk_high_watermark_bytes {
             self.paused = true;
         } else if bytes <= self.config.disk_low_watermark_bytes {
@@ -1084,19 +1216,11 @@ impl<S: Storage> DelayQueue<S> {
         let seq = self.segs.last().map_or(1, |s| s.seq + 1);
         let mut snap = Vec::new();
         let mut snap_records = 0;
-        for (&(_, oid), (tag, raw)) in &self.model.schema.current {
-            Rec {
-                flags: 1,
-                xid: Xid(0),
-                item: 0,
-                lsn: Lsn::INVALID,
-                body: Body::Schema {
-                    tag: *tag,
-                    oid,
-                    raw,
-                },
-            }
-            .encode(&mut snap);
+        for (key, (tag, raw)) in &self.model.schema.current {
+            let lsn = self.model.schema.current_lsn.get(key).copied();
+            let mut rec = schema_rec(*tag, key.1, raw);
+            rec.lsn = lsn.unwrap_or(Lsn::INVALID);
+            rec.encode(&mut snap);
             snap_records += 1;
         }
         let need = SEGMENT_HEADER_BYTES + snap.len() as u64 + len;
@@ -1170,8 +1294,126 @@ impl<S: Storage> DelayQueue<S> {
         }
     }
 
+    /// Copies the records of undecided items (prepared, or streamed and in progress) that keep
+    /// old segments alive into the newest segment, one set per item ending with a CARRY record
+    /// flagged last, when that frees more than it writes. Returns whether anything was copied;
+    /// the caller flushes before removing the old segments.
+    pub(crate) fn carry_forward(&mut self) -> Result<bool, Error> {
+        let Some(active) = self.segs.last().map(|s| s.seq) else {
+            return Ok(false);
+        };
+        // Room in an empty segment: a set never spans two.
+        let snapshot: u64 = self
+            .model
+            .schema
+            .current
+            .iter()
+            .map(|(&(_, oid), (tag, raw))| schema_rec(*tag, oid, raw).encoded_len())
+            .sum();
+        let room = self
+            .config
+            .segment_bytes_max
+            .saturating_sub(SEGMENT_HEADER_BYTES + snapshot);
+        let carriable = |it: &crate::model::Item| {
+            it.state == TxnState::Prepared
+                || (it.state == TxnState::InProgress && it.flavor == Flavor::Streamed)
+        };
+        let set_bytes = |it: &crate::model::Item| -> u64 {
+            std::iter::once(it.start)
+                .chain(it.body.iter().map(|(l, _)| *l))
+                .chain(it.seal)
+                .map(|l| l.len + 2)
+                .sum()
+        };
+        // Segments below `floor` become removable once the sets below are copied.
+        let mut floor = self.model.committed_from().unwrap_or(active).min(active);
+        for it in self.model.items.values() {
+            if !it.state.finished()
+                && it.first_seg < floor
+                && (!carriable(it) || set_bytes(it) > room)
+            {
+                floor = it.first_seg;
+            }
+        }
+        let mut sets: Vec<(u64, u64)> = self
+            .model
+            .items
+            .values()
+            .filter(|it| !it.state.finished() && it.first_seg < floor)
+            .map(|it| (it.id, set_bytes(it)))
+            .collect();
+        if sets.is_empty() {
+            return Ok(false);
+        }
+        let freed: u64 = self
+            .segs
+            .iter()
+            .filter(|s| s.seq < floor)
+            .map(|s| s.len)
+            .sum();
+        let copied: u64 = sets.iter().map(|s| s.1).sum();
+        if copied + SEGMENT_HEADER_BYTES + snapshot >= freed {
+            return Ok(false);
+        }
+        sets.sort_unstable();
+        for (id, bytes) in sets {
+            let locs: Vec<Loc> = {
+                let it = &self.model.items[&id];
+                std::iter::once(it.start)
+                    .chain(it.body.iter().map(|(l, _)| *l))
+                    .chain(it.seal)
+                    .collect()
+            };
+            // Read the whole set before writing any of it, so that only a fatal error can
+            // leave a set unfinished.
+            let mut records = Vec::with_capacity(locs.len());
+            for loc in &locs {
+                records.push((self.read_record(*loc)?, loc.seg));
+            }
+            match self.ensure_room(bytes) {
+                Ok(()) => {}
+                Err(e) if e.is_retryable() => return Ok(self.carry_unsynced_from.is_some()),
+                Err(e) => return Err(e),
+            }
+            let from = self.model.items[&id].first_seg;
+            self.carry_unsynced_from = Some(self.carry_unsynced_from.unwrap_or(from).min(from));
+            let n = records.len();
+            for (i, (bytes, seg)) in records.iter().enumerate() {
+                let name = segment_name(*seg);
+                let rec = crate::format::decode_record(bytes).map_err(|r| Error::Corrupt {
+                    file: name,
+                    offset: 0,
+                    reason: r.to_owned(),
+                })?;
+                let carry = if i + 1 == n { Carry::Last } else { Carry::Copy };
+                self.push(Rec { carry, ..rec })?;
+            }
+        }
+        Ok(true)
+    }
+
     /// The stored pgoutput bytes of one record, checked again.
     fn read_raw(&mut self, loc: Loc) -> Result<Vec<u8>, Error> {
+        let bytes = self.read_record(loc)?;
+        let rec = crate::format::decode_record(&bytes).map_err(|r| Error::Corrupt {
+            file: segment_name(loc.seg),
+            offset: loc.off,
+            reason: r.to_owned(),
+        })?;
+        Ok(match rec.body {
+            Body::Begin { raw, .. }
+            | Body::Msg { raw, .. }
+            | Body::Note { raw }
+            | Body::Seal { raw, .. }
+            | Body::Decide { raw, .. }
+            | Body::Abort { raw, .. }
+            | Body::Schema { raw, .. } => raw.to_vec(),
+            Body::Applied => Vec::new(),
+        })
+    }
+
+    /// The bytes of one whole record, with its checksum verified.
+    fn read_record(&mut self, loc: Loc) -> Result<Vec<u8>, Error> {
         let active = self.segs.last().map(|s| (s.seq, s.name.clone()));
         let name = self
             .segs
@@ -1201,28 +1443,33 @@ impl<S: Storage> DelayQueue<S> {
                 b
             }
         };
-        let corrupt = |reason: &str| Error::Corrupt {
-            file: name.clone(),
-            offset: loc.off,
-            reason: reason.to_owned(),
-        };
-        let rec = crate::format::decode_record(&bytes).map_err(corrupt)?;
-        Ok(match rec.body {
-            Body::Begin { raw, .. }
-            | Body::Msg { raw }
-            | Body::Note { raw }
-            | Body::Seal { raw, .. }
-            | Body::Decide { raw, .. }
-            | Body::Abort { raw, .. }
-            | Body::Schema { raw, .. } => raw.to_vec(),
-            Body::Applied => Vec::new(),
-        })
+        if let Err(reason) = crate::format::decode_record(&bytes) {
+            return Err(Error::Corrupt {
+                file: name,
+                offset: loc.off,
+                reason: reason.to_owned(),
+            });
+        }
+        Ok(bytes)
+    }
+}
+
+/// A segment-start snapshot copy of one Relation/Type description.
+fn schema_rec(tag: u8, oid: u32, raw: &[u8]) -> Rec<'_> {
+    Rec {
+        flags: 1,
+        carry: Carry::No,
+        xid: Xid(0),
+        item: 0,
+        lsn: Lsn::INVALID,
+        body: Body::Schema { tag, oid, raw },
     }
 }
 
 fn abort_rec(xid: Xid, id: u64, sub_xid: u32) -> Rec<'static> {
     Rec {
         flags: 0,
+        carry: Carry::No,
         xid,
         item: id,
         lsn: Lsn::INVALID,

@@ -103,6 +103,9 @@ both!(
     backpressure_and_budget,
     messages_in_stream_order,
     protocol_violations_change_nothing,
+    prepared_transaction_no_longer_deadlocks_a_tiny_budget,
+    undecided_bodies_over_budget_do_not_pause,
+    stream_commit_promotes_in_stream_relations,
 );
 
 fn nothing_undurable_is_handed_out_and_flush_lsn_never_falls<H: Harness>(h: &mut H) {
@@ -773,6 +776,207 @@ fn protocol_violations_change_nothing<H: Harness>(h: &mut H) {
     assert!(matches!(q.mark_applied(ItemId(1)), Err(Error::Misuse(_))));
 }
 
+fn tiny_budget() -> Config {
+    Config {
+        disk_bytes_max: 4 * 4096,
+        disk_high_watermark_bytes: 3 * 4096,
+        disk_low_watermark_bytes: 2 * 4096,
+        ..small()
+    }
+}
+
+/// Feeds one message, honouring the queue as a producer must: `Ok(false)` when the message
+/// was refused as `Full` (to be submitted again).
+fn offer<S: Storage>(q: &mut DelayQueue<S>, (e, p): &(Event, Vec<u8>)) -> bool {
+    let r = q.handle(
+        at(0),
+        Received {
+            wal_lsn: Lsn::INVALID,
+            payload: p,
+            event: *e,
+        },
+    );
+    match r {
+        Ok(_) => true,
+        Err(Error::Full { .. }) => false,
+        Err(err) => panic!("{e:?}: {err}"),
+    }
+}
+
+/// Plays `msgs` like a producer that honours `Pause` and `Full`: whenever it has to stop, it
+/// applies what is due and purges, and then it must be able to go on. Returns how often it had
+/// to stop.
+fn produce<S: Storage>(q: &mut DelayQueue<S>, msgs: &[(Event, Vec<u8>)]) -> usize {
+    let mut stops = 0;
+    let mut i = 0;
+    while i < msgs.len() {
+        if q.flow() == Flow::Read && offer(q, &msgs[i]) {
+            i += 1;
+            continue;
+        }
+        stops += 1;
+        q.flush().unwrap();
+        drain(q, at(1000));
+        q.purge().unwrap();
+        // Before carry-forward, this was the deadlock: the prepared transaction pinned every
+        // segment, nothing could be freed, and its decision lay behind the refused message.
+        assert_eq!(q.flow(), Flow::Read, "stuck: {:?}", q.inspect().segments);
+        assert!(offer(q, &msgs[i]), "still refused after purging");
+        i += 1;
+    }
+    stops
+}
+
+fn prepared_transaction_no_longer_deadlocks_a_tiny_budget<H: Harness>(h: &mut H) {
+    let mut q = DelayQueue::open(h.fresh(), tiny_budget()).unwrap();
+    let mut g = Gen::default();
+    let mut stream = g.prepare(500, 1, 4);
+    // A streamed transaction that stays in progress all along pins segments the same way.
+    stream.extend(g.stream_block(600, true, &[600, 600]));
+    for xid in 1..300 {
+        stream.extend(g.plain(xid, 2, 3));
+        if xid % 50 == 0 {
+            stream.extend(g.stream_block(600, false, &[600]));
+        }
+    }
+    let stops = produce(&mut q, &stream);
+    assert!(stops >= 3, "the budget was never reached ({stops} stops)");
+    // Both undecided transactions were carried forward: old segments are gone.
+    q.flush().unwrap();
+    drain(&mut q, at(1000));
+    q.purge().unwrap();
+    let info = q.inspect();
+    assert!(info.segments[0].seq > 3, "{:?}", info.segments);
+    assert!(info.disk_bytes <= tiny_budget().disk_bytes_max);
+    let first = |q: &DelayQueue<_>, xid| {
+        let t = q.inspect().transactions;
+        t.iter()
+            .find(|t| t.xid == Xid(xid))
+            .map(|t| (t.state, t.first_segment))
+    };
+    assert_eq!(first(&q, 500).unwrap().0, TxnState::Prepared);
+    assert_eq!(first(&q, 600).unwrap().0, TxnState::InProgress);
+    // Recovery after the old copies are gone: each transaction exactly once.
+    let mut q = DelayQueue::open(h.crash(q.into_storage()), tiny_budget()).unwrap();
+    assert_eq!(
+        q.inspect()
+            .transactions
+            .iter()
+            .filter(|t| t.xid == Xid(500))
+            .count(),
+        1
+    );
+    q.restart_stream(at(0)).unwrap();
+    let mut tail = g.commit_prepared(500, 3);
+    tail.extend(g.stream_block(600, true, &[600]));
+    tail.extend(g.stream_commit(600, 3));
+    produce(&mut q, &tail);
+    q.flush().unwrap();
+    let Some(Ready::Transaction(t)) = q.poll_ready(at(1000)).unwrap() else {
+        panic!("the prepared transaction is not handed out");
+    };
+    let texts: Vec<String> = t
+        .messages
+        .iter()
+        .map(|m| String::from_utf8_lossy(m).into_owned())
+        .collect();
+    assert_eq!(
+        texts,
+        ["b500", "I500.0", "I500.1", "I500.2", "I500.3", "P500", "K500"]
+    );
+    q.mark_applied(t.id).unwrap();
+    assert_eq!(drain(&mut q, at(1000)), ["c600"]);
+    q.purge().unwrap();
+    assert_eq!(q.inspect().segments.len(), 1);
+}
+
+fn undecided_bodies_over_budget_do_not_pause<H: Harness>(h: &mut H) {
+    let mut q = DelayQueue::open(h.fresh(), tiny_budget()).unwrap();
+    let mut g = Gen::default();
+    // Larger than the whole budget (and than a segment, so it cannot even be carried).
+    let mut stream = g.prepare(500, 1, 700);
+    for xid in 1..200 {
+        stream.extend(g.plain(xid, 2, 3));
+    }
+    produce(&mut q, &stream);
+    q.flush().unwrap();
+    drain(&mut q, at(1000));
+    q.purge().unwrap();
+    let info = q.inspect();
+    assert!(info.disk_bytes > tiny_budget().disk_bytes_max);
+    assert!(info.budget_bytes <= tiny_budget().disk_low_watermark_bytes);
+    assert_eq!(q.flow(), Flow::Read);
+    produce(&mut q, &g.commit_prepared(500, 3));
+    q.flush().unwrap();
+    let got = drain(&mut q, at(1000));
+    assert_eq!(got, ["K500"]);
+    q.purge().unwrap();
+    assert_eq!(q.inspect().segments.len(), 1);
+}
+
+/// Real pgoutput bytes of a Relation message (in-stream form when `xid` is set).
+fn relation_bytes(oid: u32, xid: Option<Xid>, column: &[u8]) -> Vec<u8> {
+    use pgyard_wire::pgoutput::{PgOutputMessage, Relation, RelationColumn, ReplicaIdentity, Seq};
+    let cols = [RelationColumn {
+        key: true,
+        name: column,
+        type_oid: 23,
+        type_modifier: -1,
+    }];
+    PgOutputMessage::Relation(Relation {
+        xid,
+        oid,
+        namespace: b"public",
+        name: b"t",
+        replica_identity: ReplicaIdentity::Default,
+        columns: Seq::from_slice(&cols),
+    })
+    .to_bytes()
+    .unwrap()
+    .to_vec()
+}
+
+fn stream_commit_promotes_in_stream_relations<H: Harness>(h: &mut H) {
+    let mut q = DelayQueue::open(h.fresh(), small()).unwrap();
+    let mut g = Gen::default();
+    // The stream describes relation 16400 inside its block; pgoutput then counts it as sent
+    // for the session, so the plain transaction after it uses 16400 without a Relation.
+    let mut stream = g.stream_block(700, true, &[700]);
+    stream.insert(
+        1,
+        (
+            Event::Relation {
+                oid: 16400,
+                xid: Some(Xid(700)),
+            },
+            relation_bytes(16400, Some(Xid(700)), b"v2"),
+        ),
+    );
+    feed(&mut q, &stream);
+    for xid in 1..40 {
+        feed(&mut q, &g.plain(xid, 1, 2));
+    }
+    q.flush().unwrap();
+    drain(&mut q, at(100));
+    // Carried forward with its in-stream Relation still marked as one.
+    q.purge().unwrap();
+    assert!(q.inspect().segments[0].seq > 1);
+    feed(&mut q, &g.stream_commit(700, 2));
+    feed(&mut q, &g.plain(800, 2, 1));
+    q.flush().unwrap();
+    let got = drain(&mut q, at(100));
+    assert_eq!(got, ["c700", "C800"]);
+    // A consumer that restarts learns 16400 from the map, in the outside-stream form.
+    feed(&mut q, &g.plain(801, 3, 1));
+    q.flush().unwrap();
+    let mut q = DelayQueue::open(h.crash(q.into_storage()), small()).unwrap();
+    let Some(Ready::Transaction(t)) = q.poll_ready(at(100)).unwrap() else {
+        panic!("nothing ready");
+    };
+    assert_eq!(t.xid, Xid(801));
+    assert_eq!(t.schema, [relation_bytes(16400, None, b"v2")]);
+}
+
 // ---- tests that only the simulated disk can do ---------------------------------------------
 
 #[test]
@@ -887,6 +1091,62 @@ fn enospc_is_retryable_and_loses_nothing() {
     drain(&mut q, at(10));
     let applied = states(&q);
     assert!(applied.iter().all(|s| s.1 == "applied"), "{applied:?}");
+}
+
+/// A carry-forward set cut at every possible point by a power loss (torn writes), and after it
+/// became durable but before or after the old segments went: recovery always finds the
+/// prepared transaction exactly once, with all of its changes.
+#[test]
+fn carry_forward_is_crash_safe() {
+    for seed in 0..40u64 {
+        let faults = SimFaults {
+            torn_writes: true,
+            ..SimFaults::default()
+        };
+        let storage = SimStorage::with_rng(pgyard_types::rng_from_seed(seed), faults);
+        let mut q = DelayQueue::open(storage, small()).unwrap();
+        let mut g = Gen::default();
+        feed(&mut q, &g.prepare(500, 1, 6));
+        for xid in 1..60 {
+            feed(&mut q, &g.plain(xid, 2, 3));
+        }
+        q.flush().unwrap();
+        drain(&mut q, at(1000));
+        q.flush().unwrap();
+        let segments = q.inspect().segments.len();
+        assert!(q.carry_forward().unwrap(), "seed {seed}: nothing carried");
+        let step = seed % 3;
+        if step >= 1 {
+            q.flush().unwrap();
+        }
+        if step == 2 {
+            assert_eq!(q.purge().unwrap().len(), segments - 1, "seed {seed}");
+        }
+        let mut s = q.into_storage();
+        s.crash();
+        let mut q = DelayQueue::open(s, small()).unwrap();
+        let again = DelayQueue::open(q.storage().clone(), small()).unwrap();
+        assert_eq!(q.inspect(), again.inspect(), "seed {seed}");
+        let p: Vec<_> = q
+            .inspect()
+            .transactions
+            .into_iter()
+            .filter(|t| t.xid == Xid(500))
+            .collect();
+        assert_eq!(p.len(), 1, "seed {seed}: {p:?}");
+        assert_eq!((p[0].state, p[0].messages), (TxnState::Prepared, 6));
+        q.restart_stream(at(0)).unwrap();
+        feed(&mut q, &g.commit_prepared(500, 3));
+        q.flush().unwrap();
+        let Some(Ready::Transaction(t)) = q.poll_ready(at(1000)).unwrap() else {
+            panic!("seed {seed}: not handed out");
+        };
+        assert_eq!(t.messages.len(), 9, "seed {seed}");
+        assert_eq!(t.messages[6], b"I500.5");
+        q.mark_applied(t.id).unwrap();
+        q.purge().unwrap();
+        assert_eq!(q.inspect().segments.len(), 1, "seed {seed}");
+    }
 }
 
 mod props {

@@ -20,6 +20,14 @@
 //! out after every flush that moved the horizon, on every keepalive (at once when the server
 //! asks for a reply), and at least every [`FollowOptions::status_interval`].
 //!
+//! A broken connection is not the end: [`run`] reconnects with bounded exponential backoff
+//! ([`FollowOptions::reconnect_delay_min`] doubling up to
+//! [`FollowOptions::reconnect_delay_max`]; back to the minimum once `START_REPLICATION` is
+//! accepted again), abandons the transactions still in progress, and starts again at the
+//! queue's resume LSN; whatever the publisher re-sends is dropped by the queue as a duplicate.
+//! Errors that reconnecting cannot cure ([`FollowError::is_retryable`]: a missing slot or
+//! publication, failed authentication, a bad connection string, a broken queue) end it.
+//!
 //! Nothing is applied here yet (that comes later), so the queue only grows: when it reaches
 //! its high watermark [`run`] stops reading (and keeps reporting) until it is stopped.
 
@@ -64,11 +72,15 @@ pub struct FollowOptions {
     pub status_interval: Duration,
     /// Seed, strategy or injected inputs for the connect.
     pub connect: ConnectOptions,
+    /// The wait before the first reconnect after a connection broke ...
+    pub reconnect_delay_min: Duration,
+    /// ... doubling after each failed attempt up to this.
+    pub reconnect_delay_max: Duration,
 }
 
 impl FollowOptions {
     /// Options with the default cadence (flush every 256 messages or 100 ms, status at least
-    /// every second).
+    /// every second, reconnects after 100 ms doubling up to 10 s).
     pub fn new(
         conninfo: impl Into<String>,
         slot: impl Into<String>,
@@ -86,6 +98,8 @@ impl FollowOptions {
             flush_interval: Duration::from_millis(100),
             status_interval: Duration::from_secs(1),
             connect: ConnectOptions::default(),
+            reconnect_delay_min: Duration::from_millis(100),
+            reconnect_delay_max: Duration::from_secs(10),
         }
     }
 }
@@ -93,9 +107,9 @@ impl FollowOptions {
 /// Where a running [`run`] stands, published on a watch channel (see [`run_observed`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Progress {
-    /// The LSN `START_REPLICATION` was sent with.
+    /// The LSN the latest `START_REPLICATION` was sent with.
     pub start_lsn: Lsn,
-    /// pgoutput messages received on this connection.
+    /// pgoutput messages received since [`run`] started (over every connection).
     pub messages: u64,
     /// Messages the queue dropped as already queued (re-sent after a restart).
     pub duplicates: u64,
@@ -107,6 +121,12 @@ pub struct Progress {
     pub status_updates: u64,
     /// The queue's summary after the last flush point (only kept while someone watches).
     pub inspection: Option<Inspection>,
+    /// Connections that broke (or could not be made) and were tried again.
+    pub reconnects: u64,
+    /// Why the latest reconnect was needed.
+    pub last_error: Option<String>,
+    /// `START_REPLICATION` commands the server accepted.
+    pub sessions: u64,
 }
 
 /// Why following stopped.
@@ -116,9 +136,18 @@ pub enum FollowError {
     /// The connect failed, or the connection broke (libpq's texts).
     #[error("{0}")]
     Connection(#[from] crate::Error),
-    /// The server refused a command (its ErrorResponse, rendered as libpq does).
-    #[error("{0}")]
-    Server(String),
+    /// The server refused a command or ended the connection (its ErrorResponse, rendered as
+    /// libpq does).
+    #[error("{message}")]
+    Server {
+        /// The rendered error.
+        message: String,
+        /// Its SQLSTATE (empty if the server sent none).
+        sqlstate: String,
+    },
+    /// The server ended the replication stream (CopyDone), e.g. when it shuts down.
+    #[error("the server ended the replication stream")]
+    StreamEnded,
     /// The queue refused a message or failed to store it.
     #[error("{0}")]
     Queue(#[from] pgyard_delayq::Error),
@@ -130,8 +159,64 @@ pub enum FollowError {
     Protocol(String),
 }
 
+impl FollowError {
+    /// True when connecting again may cure it: the connection broke or could not be made for a
+    /// passing reason (refused, reset, timed out, the server starting up or shutting down, too
+    /// many clients), the walsender was terminated, or the slot is still held by a walsender
+    /// that is going away (SQLSTATE classes 08, 53, 57 and 55006).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            FollowError::Connection(e) => connection_retryable(e),
+            FollowError::Server { sqlstate, .. } => {
+                matches!(sqlstate.get(..2), Some("08" | "53" | "57")) || sqlstate == "55006"
+            }
+            FollowError::StreamEnded => true,
+            FollowError::Queue(e) => e.is_retryable(),
+            FollowError::Dir(_) | FollowError::Protocol(_) => false,
+        }
+    }
+}
+
+/// A connect or I/O failure worth retrying. The connect machine reports libpq's texts (no
+/// SQLSTATE for a refused startup), so the passing causes are recognised by libpq's and the
+/// server's own wording; anything else (authentication, unknown database or role, TLS,
+/// configuration) is final.
+fn connection_retryable(e: &crate::Error) -> bool {
+    const PASSING: &[&str] = &[
+        "Connection refused",
+        "No such file or directory",
+        "Connection reset",
+        "timeout expired",
+        "server closed the connection unexpectedly",
+        "the database system is starting up",
+        "the database system is shutting down",
+        "the database system is in recovery mode",
+        "the database system is not yet accepting connections",
+        "the database system is not accepting connections",
+        "sorry, too many clients already",
+        "remaining connection slots are reserved",
+        "terminating connection due to administrator command",
+        "could not receive data from server",
+        "could not send data to server",
+        "Network is unreachable",
+        "No route to host",
+    ];
+    // A missing certificate file also says "No such file or directory".
+    const FINAL: &[&str] = &["authentication", "password", "certificate", "SSL", "GSS"];
+    let passing = |text: &str| {
+        PASSING.iter().any(|p| text.contains(p)) && !FINAL.iter().any(|p| text.contains(p))
+    };
+    match e {
+        crate::Error::Io(_) => true,
+        crate::Error::Connect(c) => passing(&c.message()),
+        crate::Error::Server(text) => passing(text),
+        _ => false,
+    }
+}
+
 /// Streams `options.slot` into the queue in `options.dir` until `stop` resolves (or an error
-/// ends it); see the module documentation. Returns the final progress.
+/// that reconnecting cannot cure ends it); see the module documentation. Returns the final
+/// progress.
 pub async fn run(
     options: &FollowOptions,
     stop: impl Future<Output = ()>,
@@ -140,7 +225,7 @@ pub async fn run(
     run_observed(options, stop, &tx).await
 }
 
-/// [`run`], publishing [`Progress`] on `progress` after every status update.
+/// [`run`], publishing [`Progress`] on `progress` after every status update and reconnect.
 pub async fn run_observed(
     options: &FollowOptions,
     stop: impl Future<Output = ()>,
@@ -155,11 +240,55 @@ pub async fn run_observed(
         ..Config::default()
     };
     let mut queue = DelayQueue::open(storage, config)?;
+    let mut state = Progress::default();
+    let mut backoff = options.reconnect_delay_min;
+    let mut stop = std::pin::pin!(stop);
+    loop {
+        let r = follow_once(options, &mut queue, &mut state, stop.as_mut(), progress).await;
+        match r {
+            Ok(Some(done)) => return Ok(done),
+            // A stream that had started broke: the backoff starts afresh.
+            Ok(None) => backoff = options.reconnect_delay_min,
+            Err(e) if e.is_retryable() => {
+                // What arrived before the break is kept; the publisher re-sends the rest.
+                match queue.flush() {
+                    Ok(_) => {}
+                    Err(q) if q.is_retryable() => {}
+                    Err(q) => return Err(q.into()),
+                }
+                state.reconnects += 1;
+                state.last_error = Some(e.to_string().trim_end().to_owned());
+                progress.send_replace(state.clone());
+            }
+            Err(e) => return Err(e),
+        }
+        tokio::select! {
+            biased;
+            () = stop.as_mut() => return Ok(state),
+            () = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(options.reconnect_delay_max);
+    }
+}
+
+/// One connection: `Ok(Some(progress))` after `stop`, `Ok(None)` when a stream that had
+/// started broke for a retryable reason (already counted and flushed), `Err` otherwise.
+async fn follow_once(
+    options: &FollowOptions,
+    queue: &mut DelayQueue<FsStorage>,
+    state: &mut Progress,
+    mut stop: std::pin::Pin<&mut impl Future<Output = ()>>,
+    progress: &watch::Sender<Progress>,
+) -> Result<Option<Progress>, FollowError> {
     queue.restart_stream(unix_now())?;
     let start = queue.resume_lsn();
 
     let conninfo = with_replication(&options.conninfo);
-    let mut session = crate::connect_with(&conninfo, &options.connect).await?;
+    let mut session = tokio::select! {
+        biased;
+        () = stop.as_mut() => return Ok(Some(state.clone())),
+        s = crate::connect_with(&conninfo, &options.connect) => s?,
+    };
     let mut pgoutput =
         PgOutputOptions::new(ProtoVersion::V4.number(), &[options.publication.as_str()]);
     pgoutput.streaming = Streaming::On;
@@ -168,6 +297,8 @@ pub async fn run_observed(
         .send_query(&start_replication_pgoutput(&options.slot, start, &pgoutput))
         .await?;
     expect_copy_both(&mut session).await?;
+    state.start_lsn = start;
+    state.sessions += 1;
 
     let mut f = Follower {
         session,
@@ -175,50 +306,32 @@ pub async fn run_observed(
         decoder: PgOutputDecoder::new(ProtoVersion::V4),
         options,
         progress,
-        state: Progress {
-            start_lsn: start,
-            ..Progress::default()
-        },
+        state: state.clone(),
         since_flush: 0,
         first_unflushed: None,
         last_status: Instant::now(),
         retry: None,
     };
     f.publish();
-    let mut stop = std::pin::pin!(stop);
-    loop {
-        let status_due = f.last_status + options.status_interval;
-        let wake = match (f.first_unflushed, &f.retry) {
-            (_, Some(_)) => Instant::now() + options.flush_interval,
-            (Some(t), None) => (t + options.flush_interval).min(status_due),
-            (None, None) => status_due,
-        };
-        let reading = f.retry.is_none() && f.queue.flow() == Flow::Read;
-        let woke = tokio::select! {
-            biased;
-            () = &mut stop => Wake::Stop,
-            r = f.session.recv_frame(), if reading => Wake::Frame(r),
-            () = tokio::time::sleep_until(wake) => Wake::Timer,
-        };
-        match woke {
-            Wake::Stop => break,
-            Wake::Frame(r) => {
-                let frame = r?;
-                if !f.on_frame(frame).await? {
-                    return Err(FollowError::Protocol(
-                        "the server ended the replication stream".to_owned(),
-                    ));
-                }
+    let r = f.stream(stop).await;
+    match r {
+        Ok(()) => f.finish().await.map(Some),
+        Err(e) if e.is_retryable() => {
+            f.state.reconnects += 1;
+            f.state.last_error = Some(e.to_string().trim_end().to_owned());
+            *state = f.state.clone();
+            f.publish();
+            f.session.close().await;
+            // Keep what arrived; the publisher re-sends the rest.
+            match f.queue.flush() {
+                Ok(_) => {}
+                Err(q) if q.is_retryable() => {}
+                Err(q) => return Err(q.into()),
             }
-            Wake::Timer => {}
+            Ok(None)
         }
-        f.retry_pending()?;
-        f.maybe_flush().await?;
-        if Instant::now() >= f.last_status + options.status_interval {
-            f.send_status().await?;
-        }
+        Err(e) => Err(e),
     }
-    f.finish().await
 }
 
 /// What woke the loop.
@@ -237,9 +350,9 @@ struct Pending {
 }
 
 /// The loop's state.
-struct Follower<'o> {
+struct Follower<'o, 'q> {
     session: Session,
-    queue: DelayQueue<FsStorage>,
+    queue: &'q mut DelayQueue<FsStorage>,
     decoder: PgOutputDecoder,
     options: &'o FollowOptions,
     progress: &'o watch::Sender<Progress>,
@@ -250,7 +363,45 @@ struct Follower<'o> {
     retry: Option<Pending>,
 }
 
-impl Follower<'_> {
+impl Follower<'_, '_> {
+    /// Reads the stream until `stop` (`Ok`) or an error.
+    async fn stream(
+        &mut self,
+        mut stop: std::pin::Pin<&mut impl Future<Output = ()>>,
+    ) -> Result<(), FollowError> {
+        let options = self.options;
+        loop {
+            let status_due = self.last_status + options.status_interval;
+            let wake = match (self.first_unflushed, &self.retry) {
+                (_, Some(_)) => Instant::now() + options.flush_interval,
+                (Some(t), None) => (t + options.flush_interval).min(status_due),
+                (None, None) => status_due,
+            };
+            let reading = self.retry.is_none() && self.queue.flow() == Flow::Read;
+            let woke = tokio::select! {
+                biased;
+                () = stop.as_mut() => Wake::Stop,
+                r = self.session.recv_frame(), if reading => Wake::Frame(r),
+                () = tokio::time::sleep_until(wake) => Wake::Timer,
+            };
+            match woke {
+                Wake::Stop => return Ok(()),
+                Wake::Frame(r) => {
+                    let frame = r?;
+                    if !self.on_frame(frame).await? {
+                        return Err(FollowError::StreamEnded);
+                    }
+                }
+                Wake::Timer => {}
+            }
+            self.retry_pending()?;
+            self.maybe_flush().await?;
+            if Instant::now() >= self.last_status + options.status_interval {
+                self.send_status().await?;
+            }
+        }
+    }
+
     /// Handles one backend frame; `false` when the server ended the stream.
     async fn on_frame(&mut self, frame: crate::RawFrame) -> Result<bool, FollowError> {
         match frame.tag {
@@ -258,9 +409,7 @@ impl Follower<'_> {
             b'c' => return Ok(false),
             _ => {
                 match decode(&frame)? {
-                    BackendMessage::ErrorResponse(e) => {
-                        return Err(FollowError::Server(e.render(Verbosity::Default, true)))
-                    }
+                    BackendMessage::ErrorResponse(e) => return Err(server_error(&e)),
                     BackendMessage::ParameterStatus(p) => self.session.note_parameter(
                         String::from_utf8_lossy(p.name).into_owned(),
                         String::from_utf8_lossy(p.value).into_owned(),
@@ -430,6 +579,16 @@ impl Follower<'_> {
     }
 }
 
+fn server_error(e: &pgyard_wire::error_fields::ErrorFields<'_>) -> FollowError {
+    FollowError::Server {
+        message: e.render(Verbosity::Default, true),
+        sqlstate: e
+            .code()
+            .map(|c| String::from_utf8_lossy(c).into_owned())
+            .unwrap_or_default(),
+    }
+}
+
 /// Waits for CopyBothResponse after `START_REPLICATION`.
 async fn expect_copy_both(session: &mut Session) -> Result<(), FollowError> {
     let mut error = None;
@@ -438,12 +597,13 @@ async fn expect_copy_both(session: &mut Session) -> Result<(), FollowError> {
         match decode(&frame)? {
             BackendMessage::CopyBothResponse(_) => return Ok(()),
             BackendMessage::ErrorResponse(e) => {
-                error.get_or_insert_with(|| e.render(Verbosity::Default, true));
+                error.get_or_insert_with(|| server_error(&e));
             }
             BackendMessage::ReadyForQuery(_) => {
-                return Err(FollowError::Server(error.unwrap_or_else(|| {
-                    "START_REPLICATION ended without starting a stream".to_owned()
-                })))
+                return Err(error.unwrap_or_else(|| FollowError::Server {
+                    message: "START_REPLICATION ended without starting a stream".to_owned(),
+                    sqlstate: String::new(),
+                }))
             }
             _ => {}
         }
@@ -473,7 +633,30 @@ fn unix_now() -> UnixTime {
 
 #[cfg(test)]
 mod tests {
-    use super::with_replication;
+    use super::{with_replication, FollowError};
+
+    fn server(sqlstate: &str) -> FollowError {
+        FollowError::Server {
+            message: String::new(),
+            sqlstate: sqlstate.to_owned(),
+        }
+    }
+
+    #[test]
+    fn passing_failures_are_retried_and_final_ones_are_not() {
+        // Walsender terminated, shutdown, starting up, too many clients, slot still held.
+        for code in ["57P01", "57P02", "57P03", "53300", "08006", "55006"] {
+            assert!(server(code).is_retryable(), "{code}");
+        }
+        // Slot or publication missing, authentication, wal_level, syntax.
+        for code in ["42704", "28P01", "28000", "55000", "42601", ""] {
+            assert!(!server(code).is_retryable(), "{code}");
+        }
+        assert!(FollowError::StreamEnded.is_retryable());
+        assert!(FollowError::Connection(crate::Error::Io("reset".into())).is_retryable());
+        assert!(!FollowError::Connection(crate::Error::Parse("bad".into())).is_retryable());
+        assert!(!FollowError::Protocol("garbage".into()).is_retryable());
+    }
 
     #[test]
     fn replication_is_added_to_both_syntaxes() {

@@ -269,3 +269,120 @@ async fn follow_holds_an_hour_while_the_slot_advances_and_resumes_exactly_once()
         .collect();
     assert!(commits.windows(2).all(|w| w[0] < w[1]), "{commits:?}");
 }
+
+/// Commits `n` transactions one after the other through `conninfo`, returning their xids in
+/// commit order.
+fn produce(conninfo: &str, from: u32, n: u32) -> Vec<u32> {
+    (from..from + n)
+        .map(|i| {
+            let out = pgyard_testkit::cluster::psql(
+                conninfo,
+                &format!(
+                    "begin; insert into t(v) select 'txn {i} row ' || g from generate_series(1, 3) g; \
+                     select pg_current_xact_id()::text; commit;"
+                ),
+            )
+            .unwrap_or_else(|e| panic!("transaction {i}: {e}"));
+            std::thread::sleep(Duration::from_millis(20));
+            let xid = out
+                .lines()
+                .find_map(|l| l.trim().parse::<u64>().ok())
+                .unwrap_or_else(|| panic!("no xid in {out:?}"));
+            u32::try_from(xid).expect("epoch 0")
+        })
+        .collect()
+}
+
+/// Terminates the slot's walsender, once one holds it.
+async fn terminate_walsender(node: &Node) {
+    let sql = format!(
+        "select pg_terminate_backend(active_pid) from pg_replication_slots \
+         where slot_name = '{SLOT}' and active_pid is not null"
+    );
+    wait_until(Duration::from_secs(15), "a walsender to terminate", || {
+        q(node, &sql) == "t"
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follow_reconnects_after_walsender_kills_and_a_restart_exactly_once_in_order() {
+    let mut primary = Primary::start(Options::default()).expect("primary");
+    q(
+        &primary,
+        "create table t (id serial primary key, v text not null); \
+         create publication pgyard for table t",
+    );
+    q(
+        &primary,
+        &format!("select pg_create_logical_replication_slot('{SLOT}', 'pgoutput')"),
+    );
+    let dir = tempfile::Builder::new()
+        .prefix("pgyard-follow-reconnect-")
+        .tempdir()
+        .unwrap();
+    let mut options = FollowOptions::new(primary.conninfo(), SLOT, "pgyard", HOUR, dir.path());
+    options.reconnect_delay_min = Duration::from_millis(50);
+    options.reconnect_delay_max = Duration::from_millis(800);
+    let running = start(&options);
+    let reconnects = |r: &Running| r.progress.borrow().reconnects;
+
+    // Transactions keep coming while the walsender is killed twice under them.
+    let conninfo = primary.conninfo();
+    let producer = tokio::task::spawn_blocking(move || produce(&conninfo, 0, 30));
+    for k in 1..=2 {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        terminate_walsender(&primary).await;
+        wait_until(Duration::from_secs(15), "follow to notice", || {
+            reconnects(&running) >= k
+        })
+        .await;
+    }
+    let mut xids = producer.await.unwrap();
+
+    // A restart of the primary (fast shutdown) while follow is connected, then more work.
+    let before = reconnects(&running);
+    primary.restart().expect("restart");
+    wait_until(Duration::from_secs(20), "follow to reconnect", || {
+        reconnects(&running) > before && slot_state(&primary).2
+    })
+    .await;
+    let conninfo = primary.conninfo();
+    xids.extend(
+        tokio::task::spawn_blocking(move || produce(&conninfo, 30, 5))
+            .await
+            .unwrap(),
+    );
+    wait_until(Duration::from_secs(20), "the queue to catch up", || {
+        running.committed().len() == xids.len()
+    })
+    .await;
+    let last = running.stop().await;
+    assert!(last.reconnects >= 3, "{last:?}");
+    assert!(last.sessions >= 4, "{last:?}");
+
+    // Exactly once, in commit order, after a clean recovery.
+    let storage = FsStorage::open(dir.path()).unwrap();
+    let report = pgyard_delayq::verify(&storage).expect("verify");
+    assert!(report.torn_tail.is_none(), "{report:?}");
+    let queue = DelayQueue::open(
+        storage,
+        Config {
+            delay: HOUR,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    let info = queue.inspect();
+    let held: Vec<u32> = info
+        .transactions
+        .iter()
+        .filter(|t| t.state == TxnState::Committed)
+        .map(|t| t.xid.0)
+        .collect();
+    assert_eq!(held, xids, "{info:#?}");
+    assert!(info
+        .transactions
+        .iter()
+        .all(|t| matches!(t.state, TxnState::Committed | TxnState::Aborted)));
+}

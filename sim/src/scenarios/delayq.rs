@@ -2,6 +2,9 @@
 //! non-transactional messages) through a `DelayQueue` over a faulty `SimStorage`, with random
 //! flush points, standby status reports, apply polls at an advancing wall clock, purges,
 //! reconnects, crashes (torn writes), fsync failures (poisoned → crash → reopen) and ENOSPC.
+//! Many seeds hold some prepared transactions until the end of the run under a budget of a few
+//! segments, with a producer that always honours `Pause`: carry-forward must keep them from
+//! deadlocking the queue.
 //!
 //! Invariants, checked after every step and every recovery: every transaction committed at or
 //! below a reported flush LSN survives any crash and is applied exactly once, in commit order,
@@ -14,13 +17,19 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use pgyard_delayq::{
-    Config, DelayQueue, Error, Flow, Ready, ReadyMessage, ReadyTxn, Received, SimFaults,
+    Config, DelayQueue, Error, Event, Flow, Ready, ReadyMessage, ReadyTxn, Received, SimFaults,
     SimStorage, Storage, TxnState,
 };
-use pgyard_types::{rng_from_seed, uniform_inclusive, Lsn, Rng, RngCore, UnixTime};
+use pgyard_types::{
+    rng_from_seed, uniform_inclusive, Lsn, PgTimestamp, Rng, RngCore, UnixTime, Xid,
+};
+use pgyard_wire::pgoutput::{
+    self as po, PgOutputDecoder, PgOutputMessage, ProtoVersion, RelationColumn, ReplicaIdentity,
+    Seq, TupleValue,
+};
 
 use crate::planted_scenarios::ScenarioBug;
-use crate::publisher::{Fate, Publisher, Workload};
+use crate::publisher::{Fate, LogItem, Publisher, Workload};
 use crate::{trace, Scenario, Trace, Violation};
 
 /// The scenario.
@@ -61,6 +70,26 @@ struct Mix {
     segment_bytes: u64,
     write_buffer: usize,
     budget_segments: Option<u64>,
+}
+
+/// How often a relation is redefined (DDL) between workload steps.
+fn draw_ddl(rng: &mut Rng) -> u64 {
+    if uniform_inclusive(rng, 2) == 0 {
+        0
+    } else {
+        uniform_inclusive(rng, 25)
+    }
+}
+
+/// Long-lived prepared transactions (decided only at the end of the run) are drawn with a
+/// tiny budget often enough that every few seeds pin old segments while the queue is full.
+fn draw_held(rng: &mut Rng, mix: &mut Mix) {
+    if mix.workload.two_phase > 0 && uniform_inclusive(rng, 1) == 0 {
+        mix.workload.held_percent = 10 + uniform_inclusive(rng, 40);
+        if uniform_inclusive(rng, 1) == 0 {
+            mix.budget_segments = Some(4 + uniform_inclusive(rng, 2));
+        }
+    }
 }
 
 fn draw_mix(rng: &mut Rng) -> Mix {
@@ -115,6 +144,10 @@ struct Subscriber {
     last_pos: Lsn,
     /// An applied item whose `mark_applied` must be retried.
     unacked: Option<pgyard_delayq::ItemId>,
+    /// The apply worker's relation map (lost when the process restarts): OID → columns.
+    relations: BTreeMap<u32, Vec<(Vec<u8>, u32)>>,
+    /// Type OIDs described to it.
+    types: BTreeSet<u32>,
 }
 
 struct Run<'a> {
@@ -135,6 +168,9 @@ struct Run<'a> {
     reported_here: Lsn,
     session: u64,
     sub: Subscriber,
+    catalog: Catalog,
+    ddl_percent: u64,
+    wal: Walsender,
 }
 
 fn fail(invariant: &'static str, detail: String) -> Violation {
@@ -147,8 +183,10 @@ pub fn run_delayq(
     t: &mut Trace,
     bug: Option<ScenarioBug>,
 ) -> Result<u64, Violation> {
-    let mix = draw_mix(rng);
-    trace!(t, "mix {mix:?}");
+    let mut mix = draw_mix(rng);
+    draw_held(rng, &mut mix);
+    let ddl_percent = draw_ddl(rng);
+    trace!(t, "mix {mix:?}, ddl {ddl_percent}%");
     let budget = mix
         .budget_segments
         .map_or(Config::default().disk_bytes_max, |n| n * mix.segment_bytes);
@@ -188,6 +226,9 @@ pub fn run_delayq(
         reported_here: Lsn(0),
         session: 0,
         sub: Subscriber::default(),
+        catalog: Catalog::default(),
+        ddl_percent,
+        wal: Walsender::new(),
     };
     run.safety()?;
     run.liveness()?;
@@ -208,6 +249,9 @@ impl Run<'_> {
             self.now.0 += uniform_inclusive(self.rng, self.mix.tick_max_ms * 1000) as i64;
             let new = self.publ.step(self.rng, self.now);
             self.conn.extend(new);
+            if self.roll(self.ddl_percent) {
+                self.ddl();
+            }
             self.deliver()?;
             if self.roll(self.mix.flush_percent) {
                 self.flush()?;
@@ -234,15 +278,9 @@ impl Run<'_> {
 
     /// Faults stop; every transaction ends; the queue drains.
     fn liveness(&mut self) -> Result<(), Violation> {
-        trace!(self.t, "liveness: faults stop, the budget is lifted");
+        // The budget stays: long-lived prepared transactions must not deadlock it.
+        trace!(self.t, "liveness: faults stop");
         self.faults = SimFaults::default();
-        // A small budget can deadlock (documented limit: prepared transactions pin their
-        // segments, and their decisions may wait behind refused new items); the operator's
-        // remedy is a larger budget, applied at the restart below.
-        let d = Config::default();
-        self.cfg.disk_bytes_max = d.disk_bytes_max;
-        self.cfg.disk_high_watermark_bytes = d.disk_high_watermark_bytes;
-        self.cfg.disk_low_watermark_bytes = d.disk_low_watermark_bytes;
         self.restart(false)?;
         let new = self.publ.finish_all(self.rng, self.now);
         self.conn.extend(new);
@@ -255,7 +293,11 @@ impl Run<'_> {
             }
             self.poll()?;
             self.purge()?;
-            if self.conn.is_empty() && self.q().next_due().is_none() && self.sub.unacked.is_none() {
+            if self.conn.is_empty()
+                && self.wal.out.is_empty()
+                && self.q().next_due().is_none()
+                && self.sub.unacked.is_none()
+            {
                 trace!(self.t, "liveness: drained after {round} rounds");
                 return self.final_checks();
             }
@@ -264,9 +306,13 @@ impl Run<'_> {
         Err(fail(
             "liveness-drains",
             format!(
-                "queue did not drain: {} messages unsent, next due {:?}",
+                "queue did not drain: {} messages unsent, next due {:?}, flow {:?}, \
+                 {} of {} bytes counted against the budget",
                 self.conn.len(),
-                self.q().next_due()
+                self.q().next_due(),
+                self.q().flow(),
+                self.q().budget_bytes(),
+                self.q().disk_bytes()
             ),
         ))
     }
@@ -309,19 +355,22 @@ impl Run<'_> {
 
     fn deliver(&mut self) -> Result<(), Violation> {
         for _ in 0..self.mix.deliver_max {
-            // Pause is honoured while applying due work can free space; with nothing due,
-            // only later messages (a decision for a prepared transaction that pins old
-            // segments) can, so reading goes on and the budget refuses new items instead.
-            if self.q().flow() == Flow::Pause && self.q().next_due().is_some() {
+            // A producer that honours Pause, as `follow` does: the queue must never pause
+            // (or refuse) for bytes that only reading on could free.
+            if self.q().flow() == Flow::Pause {
                 return Ok(());
             }
-            let Some(&i) = self.conn.front() else {
-                return Ok(());
+            if self.wal.out.is_empty() {
+                let Some(i) = self.conn.pop_front() else {
+                    return Ok(());
+                };
+                let item = self.publ.log()[i].clone();
+                self.wal.send(&item, &self.catalog)?;
+            }
+            let Some((wal_lsn, event, payload)) = self.wal.out.front().cloned() else {
+                continue;
             };
-            let item = &self.publ.log()[i];
-            let (wal_lsn, event) = (item.lsn, item.event);
             let now = self.now;
-            let payload = item.payload.clone();
             let r = self.q().handle(
                 now,
                 Received {
@@ -332,7 +381,7 @@ impl Run<'_> {
             );
             match r {
                 Ok(_) => {
-                    self.conn.pop_front();
+                    self.wal.out.pop_front();
                 }
                 Err(e) if e.is_retryable() => {
                     trace!(self.t, "handle {event:?}: {e} (retry later)");
@@ -342,6 +391,23 @@ impl Run<'_> {
             }
         }
         Ok(())
+    }
+
+    /// DDL between workload steps: a new definition of a relation, from the current WAL
+    /// position on. A relation changed by an open transaction (streaming, or prepared) is
+    /// locked until it ends, as on the server.
+    fn ddl(&mut self) {
+        let rel = uniform_inclusive(self.rng, u64::from(RELATIONS) - 1) as u32;
+        let locked = self.publ.txns.values().any(|t| {
+            matches!(t.fate, Fate::InProgress | Fate::Prepared)
+                && t.changes.iter().any(|c| rel_of(c) == rel)
+        });
+        if locked {
+            return;
+        }
+        let at = self.publ.flush_lsn();
+        let v = self.catalog.redefine(rel, at);
+        trace!(self.t, "ALTER TABLE t{rel} at {at}: version {v}");
     }
 
     /// A non-retryable error: protocol errors are violations, storage failures make the
@@ -495,19 +561,18 @@ impl Run<'_> {
                 ),
             ));
         }
-        let data: Vec<&Vec<u8>> = t
-            .messages
-            .iter()
-            .filter(|m| m.first() == Some(&b'C'))
-            .collect();
-        if data.len() != txn.changes.len() || data.iter().zip(&txn.changes).any(|(a, b)| *a != b) {
+        let expected = txn.changes.clone();
+        let data = self.apply_schema_and_changes(t)?;
+        if data != expected {
             return Err(fail(
                 "applied-content",
                 format!(
-                    "transaction {} applied {} changes, expected {:?}",
+                    "transaction {} applied {:?}, expected {:?}",
                     t.xid,
-                    data.len(),
-                    txn.changes
+                    data.iter()
+                        .map(|c| String::from_utf8_lossy(c).into_owned())
+                        .collect::<Vec<_>>(),
+                    expected
                         .iter()
                         .map(|c| String::from_utf8_lossy(c).into_owned())
                         .collect::<Vec<_>>()
@@ -527,12 +592,99 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// Plays the apply worker's relation map through one transaction: the queue's `schema`
+    /// first, then its messages in order. Every change must refer to a relation the map holds,
+    /// with the definition the change was encoded with (and every custom type described).
+    /// Returns the changes' payloads.
+    fn apply_schema_and_changes(&mut self, t: &ReadyTxn) -> Result<Vec<Vec<u8>>, Violation> {
+        let bad = |what: String| {
+            fail(
+                "relation-described",
+                format!("transaction {}: {what}", t.xid),
+            )
+        };
+        for raw in &t.schema {
+            match po::decode(raw, false) {
+                Ok(PgOutputMessage::Relation(r)) => self.sub.hold_relation(&r),
+                Ok(PgOutputMessage::Type(y)) => {
+                    self.sub.types.insert(y.oid);
+                }
+                other => return Err(bad(format!("schema entry {other:?}"))),
+            }
+        }
+        let streamed = !matches!(
+            t.messages.first().and_then(|m| m.first()),
+            Some(b'B' | b'b')
+        );
+        let mut data = Vec::new();
+        for raw in &t.messages {
+            let in_stream = streamed && matches!(raw.first(), Some(b'R' | b'Y' | b'I' | b'M'));
+            match po::decode(raw, in_stream) {
+                Ok(PgOutputMessage::Relation(r)) => self.sub.hold_relation(&r),
+                Ok(PgOutputMessage::Type(y)) => {
+                    self.sub.types.insert(y.oid);
+                }
+                Ok(PgOutputMessage::Insert(i)) => {
+                    let vals: Vec<TupleValue<'_>> = i.new.iter().collect();
+                    let (Some(TupleValue::Text(payload)), Some(TupleValue::Text(ver))) =
+                        (vals.first(), vals.get(1))
+                    else {
+                        return Err(bad(format!("malformed change {raw:?}")));
+                    };
+                    let ver: u32 = std::str::from_utf8(ver)
+                        .ok()
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(0);
+                    let rel = i.relation.wrapping_sub(REL_OID_BASE);
+                    let want = columns(rel, ver);
+                    let Some(held) = self.sub.relations.get(&i.relation) else {
+                        return Err(bad(format!(
+                            "change {} on relation {} that the consumer does not hold",
+                            String::from_utf8_lossy(payload),
+                            i.relation
+                        )));
+                    };
+                    let held_names: Vec<(Vec<u8>, u32)> = held.clone();
+                    let want_names: Vec<(Vec<u8>, u32)> =
+                        want.iter().map(|(n, ty, _)| (n.clone(), *ty)).collect();
+                    if held_names != want_names || vals.len() != want.len() {
+                        return Err(bad(format!(
+                            "change {} encoded with version {ver} of relation {}, the consumer \
+                             holds {:?}",
+                            String::from_utf8_lossy(payload),
+                            i.relation,
+                            held_names
+                                .iter()
+                                .map(|(n, _)| String::from_utf8_lossy(n).into_owned())
+                                .collect::<Vec<_>>()
+                        )));
+                    }
+                    if let Some(ty) = want_names
+                        .iter()
+                        .map(|c| c.1)
+                        .find(|ty| *ty >= TYPE_OID_BASE && !self.sub.types.contains(ty))
+                    {
+                        return Err(bad(format!("type {ty} used before it was described")));
+                    }
+                    data.push(payload.to_vec());
+                }
+                Ok(_) => {}
+                Err(e) => return Err(bad(format!("undecodable message {raw:?}: {e}"))),
+            }
+        }
+        Ok(data)
+    }
+
     fn deliver_note(&mut self, m: &ReadyMessage) -> Result<(), Violation> {
+        let content = match po::decode(&m.payload, false) {
+            Ok(PgOutputMessage::Message(lm)) => lm.content.to_vec(),
+            _ => Vec::new(),
+        };
         let known = self
             .publ
             .notes
             .iter()
-            .any(|n| n.lsn == m.lsn && n.payload == m.payload);
+            .any(|n| n.lsn == m.lsn && n.payload == content);
         if !known {
             return Err(fail(
                 "only-published",
@@ -611,7 +763,10 @@ impl Run<'_> {
             .min()
             .unwrap_or(last.seq)
             .min(last.seq);
-        let bad = first.seq > floor || (info.messages_pending == 0 && first.seq < floor);
+        // Segments below the floor may stay while a carry-forward set is not yet durable
+        // (purge's flush ran out of space); a pending message pins its segment too.
+        let settled = info.messages_pending == 0 && !self.q().needs_flush();
+        let bad = first.seq > floor || (settled && first.seq < floor);
         if bad {
             return Err(fail(
                 "no-orphan-segments",
@@ -646,6 +801,7 @@ impl Run<'_> {
             idx.len()
         );
         self.conn = idx.into();
+        self.wal = Walsender::new();
         self.session += 1;
         self.sub.last_pos = Lsn(0);
     }
@@ -657,6 +813,9 @@ impl Run<'_> {
             return Err(fail("recovery-succeeds", "no queue to restart".into()));
         };
         let mut storage = q.into_storage();
+        // The apply worker restarts with the process: its relation map is gone.
+        self.sub.relations.clear();
+        self.sub.types.clear();
         for attempt in 0..20 {
             if crash || attempt > 0 {
                 storage.crash();
@@ -821,4 +980,351 @@ impl Run<'_> {
 enum AfterOpen {
     Violation(Violation),
     Fatal(Error),
+}
+
+impl Subscriber {
+    fn hold_relation(&mut self, r: &po::Relation<'_>) {
+        let cols = r
+            .columns
+            .iter()
+            .map(|c| (c.name.to_vec(), c.type_oid))
+            .collect();
+        self.relations.insert(r.oid, cols);
+    }
+}
+
+// ---- relations and the walsender's pgoutput ------------------------------------------------
+
+/// Tables the workload writes to.
+const RELATIONS: u32 = 3;
+const REL_OID_BASE: u32 = 16384;
+/// OIDs of the custom (non-built-in) column types, one per table.
+const TYPE_OID_BASE: u32 = 70000;
+const TEXT_OID: u32 = 25;
+const INT4_OID: u32 = 23;
+
+/// Table definitions over time: version `v` of a table holds from its DDL's WAL position on.
+#[derive(Debug, Default)]
+struct Catalog {
+    history: BTreeMap<u32, Vec<(Lsn, u32)>>,
+}
+
+impl Catalog {
+    fn version(&self, rel: u32, at: Lsn) -> u32 {
+        self.history
+            .get(&rel)
+            .and_then(|h| h.iter().rev().find(|(l, _)| *l <= at))
+            .map_or(1, |(_, v)| *v)
+    }
+
+    fn redefine(&mut self, rel: u32, at: Lsn) -> u32 {
+        let h = self.history.entry(rel).or_default();
+        let v = h.last().map_or(1, |(_, v)| *v) + 1;
+        h.push((at, v));
+        v
+    }
+}
+
+/// The table a change (`C<xid>.<n>`) writes to.
+fn rel_of(payload: &[u8]) -> u32 {
+    let n: u64 = std::str::from_utf8(payload)
+        .ok()
+        .and_then(|p| p.rsplit('.').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    (n % u64::from(RELATIONS)) as u32
+}
+
+/// Version `v` of table `rel`: the payload and version columns, then `v % 3` more whose names
+/// name the version, the first of a custom type when `v` is even.
+fn columns(rel: u32, v: u32) -> Vec<(Vec<u8>, u32, bool)> {
+    let mut c = vec![
+        (b"payload".to_vec(), TEXT_OID, true),
+        (b"ver".to_vec(), INT4_OID, false),
+    ];
+    for i in 0..v % 3 {
+        let ty = if i == 0 && v.is_multiple_of(2) {
+            TYPE_OID_BASE + rel
+        } else {
+            TEXT_OID
+        };
+        c.push((format!("x{v}_{i}").into_bytes(), ty, false));
+    }
+    c
+}
+
+/// What pgoutput sends for one walsender session: Relation (with Type) messages before a
+/// table's first change in the session, again after a redefinition, and per streamed
+/// transaction inside its blocks; at Stream Commit the tables described in the stream count as
+/// described for the session (`cleanup_rel_sync_cache`). Descriptions sent inside a rolled-back
+/// subtransaction's part of a stream are dropped with it on the apply side, so the model sends
+/// them again (pgoutput's own bookkeeping of that case is not modelled).
+#[derive(Debug)]
+struct Walsender {
+    decoder: PgOutputDecoder,
+    block: Option<u32>,
+    global: BTreeMap<u32, u32>,
+    /// Per streamed transaction: (table, version, sequence number of the description).
+    streams: BTreeMap<u32, Vec<(u32, u32, u64)>>,
+    /// Sequence number of the first change of each (transaction, subtransaction).
+    first_change: BTreeMap<(u32, u32), u64>,
+    seq: u64,
+    /// Encoded messages not yet taken by the queue: (`'w'` LSN, event, bytes).
+    out: VecDeque<(Lsn, Event, Vec<u8>)>,
+}
+
+impl Walsender {
+    fn new() -> Self {
+        Walsender {
+            decoder: PgOutputDecoder::new(ProtoVersion::V4),
+            block: None,
+            global: BTreeMap::new(),
+            streams: BTreeMap::new(),
+            first_change: BTreeMap::new(),
+            seq: 0,
+            out: VecDeque::new(),
+        }
+    }
+
+    /// Encodes one message of the publisher's log, with the descriptions it needs first.
+    fn send(&mut self, item: &LogItem, catalog: &Catalog) -> Result<(), Violation> {
+        let lsn = item.lsn;
+        let gid = |xid: Xid| format!("pgyard_{}", xid.0).into_bytes();
+        let msg_bytes = match item.event {
+            Event::Begin {
+                xid,
+                final_lsn,
+                commit_ts,
+            } => encode(PgOutputMessage::Begin(po::Begin {
+                final_lsn,
+                commit_time: commit_ts,
+                xid,
+            })),
+            Event::Commit {
+                commit_lsn,
+                end_lsn,
+                commit_ts,
+            } => encode(PgOutputMessage::Commit(po::Commit {
+                commit_lsn,
+                end_lsn,
+                commit_time: commit_ts,
+            })),
+            Event::BeginPrepare {
+                xid,
+                prepare_lsn,
+                end_lsn,
+                prepare_ts,
+            }
+            | Event::Prepare {
+                xid,
+                prepare_lsn,
+                end_lsn,
+                prepare_ts,
+            }
+            | Event::StreamPrepare {
+                xid,
+                prepare_lsn,
+                end_lsn,
+                prepare_ts,
+            } => {
+                let g = gid(xid);
+                let p = po::Prepare {
+                    prepare_lsn,
+                    end_lsn,
+                    prepare_time: prepare_ts,
+                    xid,
+                    gid: &g,
+                };
+                if let Event::StreamPrepare { .. } = item.event {
+                    self.streams.remove(&xid.0);
+                }
+                encode(match item.event {
+                    Event::BeginPrepare { .. } => PgOutputMessage::BeginPrepare(p),
+                    Event::Prepare { .. } => PgOutputMessage::Prepare(p),
+                    _ => PgOutputMessage::StreamPrepare(p),
+                })
+            }
+            Event::CommitPrepared {
+                xid,
+                commit_lsn,
+                end_lsn,
+                commit_ts,
+            } => {
+                let g = gid(xid);
+                encode(PgOutputMessage::CommitPrepared(po::CommitPrepared {
+                    commit_lsn,
+                    end_lsn,
+                    commit_time: commit_ts,
+                    xid,
+                    gid: &g,
+                }))
+            }
+            Event::RollbackPrepared {
+                xid,
+                prepare_end_lsn,
+                rollback_end_lsn,
+                rollback_ts,
+            } => {
+                let g = gid(xid);
+                encode(PgOutputMessage::RollbackPrepared(po::RollbackPrepared {
+                    prepare_end_lsn,
+                    rollback_end_lsn,
+                    prepare_time: PgTimestamp(0),
+                    rollback_time: rollback_ts,
+                    xid,
+                    gid: &g,
+                }))
+            }
+            Event::StreamStart { xid, first } => {
+                self.block = Some(xid.0);
+                encode(PgOutputMessage::StreamStart(po::StreamStart {
+                    xid,
+                    first_segment: first,
+                }))
+            }
+            Event::StreamStop => {
+                self.block = None;
+                encode(PgOutputMessage::StreamStop)
+            }
+            Event::StreamCommit {
+                xid,
+                commit_lsn,
+                end_lsn,
+                commit_ts,
+            } => {
+                // DDL since the stream described a table invalidated that (pgoutput clears
+                // the entry's list of streamed transactions): only current ones count.
+                for (rel, v, _) in self.streams.remove(&xid.0).unwrap_or_default() {
+                    if catalog.version(rel, lsn) == v {
+                        self.global.insert(rel, v);
+                    }
+                }
+                encode(PgOutputMessage::StreamCommit(po::StreamCommit {
+                    xid,
+                    commit_lsn,
+                    end_lsn,
+                    commit_time: commit_ts,
+                }))
+            }
+            Event::StreamAbort { xid, sub_xid } => {
+                if sub_xid == xid {
+                    self.streams.remove(&xid.0);
+                } else if let Some(cut) = self.first_change.get(&(xid.0, sub_xid.0)) {
+                    let cut = *cut;
+                    if let Some(sent) = self.streams.get_mut(&xid.0) {
+                        sent.retain(|(_, _, at)| *at < cut);
+                    }
+                }
+                encode(PgOutputMessage::StreamAbort(po::StreamAbort {
+                    xid,
+                    subxid: sub_xid,
+                    abort: None,
+                }))
+            }
+            Event::Change { xid } => {
+                let rel = rel_of(&item.payload);
+                let v = catalog.version(rel, lsn);
+                let top = self.block;
+                let described = match top {
+                    Some(top) => self
+                        .streams
+                        .get(&top)
+                        .and_then(|s| s.iter().rev().find(|(r, _, _)| *r == rel))
+                        .is_some_and(|(_, sv, _)| *sv == v),
+                    None => self.global.get(&rel) == Some(&v),
+                };
+                if !described {
+                    let in_stream = top.map(Xid);
+                    if v.is_multiple_of(2) && !v.is_multiple_of(3) {
+                        let name = format!("t{rel}_kind").into_bytes();
+                        let y = encode(PgOutputMessage::Type(po::Type {
+                            xid: in_stream,
+                            oid: TYPE_OID_BASE + rel,
+                            namespace: b"public",
+                            name: &name,
+                        }))?;
+                        self.emit(lsn, y)?;
+                    }
+                    let cols = columns(rel, v);
+                    let rc: Vec<RelationColumn<'_>> = cols
+                        .iter()
+                        .map(|(name, ty, key)| RelationColumn {
+                            key: *key,
+                            name,
+                            type_oid: *ty,
+                            type_modifier: -1,
+                        })
+                        .collect();
+                    let name = format!("t{rel}").into_bytes();
+                    let r = encode(PgOutputMessage::Relation(po::Relation {
+                        xid: in_stream,
+                        oid: REL_OID_BASE + rel,
+                        namespace: b"public",
+                        name: &name,
+                        replica_identity: ReplicaIdentity::Default,
+                        columns: Seq::from_slice(&rc),
+                    }))?;
+                    let at = self.seq;
+                    self.emit(lsn, r)?;
+                    match top {
+                        Some(top) => self.streams.entry(top).or_default().push((rel, v, at)),
+                        None => {
+                            self.global.insert(rel, v);
+                        }
+                    }
+                }
+                if let (Some(top), Some(sub)) = (top, xid) {
+                    self.first_change.entry((top, sub.0)).or_insert(self.seq);
+                }
+                let ver = v.to_string().into_bytes();
+                let mut vals = vec![TupleValue::Text(&item.payload), TupleValue::Text(&ver)];
+                vals.resize(columns(rel, v).len(), TupleValue::Null);
+                encode(PgOutputMessage::Insert(po::Insert {
+                    xid,
+                    relation: REL_OID_BASE + rel,
+                    new: Seq::from_slice(&vals),
+                }))
+            }
+            Event::Message {
+                transactional,
+                xid,
+                lsn: at,
+            } => encode(PgOutputMessage::Message(po::LogicalMessage {
+                xid,
+                transactional,
+                lsn: at,
+                prefix: b"pgyard",
+                content: &item.payload,
+            })),
+            Event::Relation { .. } | Event::Type { .. } => {
+                return Err(fail(
+                    "queue-accepts-valid-stream",
+                    "the publisher model never logs descriptions".into(),
+                ))
+            }
+        }?;
+        self.emit(lsn, msg_bytes)
+    }
+
+    /// Queues one encoded message, with the event the production path derives from its bytes.
+    fn emit(&mut self, lsn: Lsn, bytes: Vec<u8>) -> Result<(), Violation> {
+        let event = match self.decoder.decode(&bytes) {
+            Ok(m) => pgyard_delayq::pgoutput::event(&m),
+            Err(e) => {
+                return Err(fail(
+                    "queue-accepts-valid-stream",
+                    format!("the walsender model sent undecodable bytes {bytes:?}: {e}"),
+                ))
+            }
+        };
+        self.seq += 1;
+        self.out.push_back((lsn, event, bytes));
+        Ok(())
+    }
+}
+
+fn encode(m: PgOutputMessage<'_>) -> Result<Vec<u8>, Violation> {
+    m.to_bytes()
+        .map(|b| b.to_vec())
+        .map_err(|e| fail("queue-accepts-valid-stream", format!("encode {m:?}: {e}")))
 }
