@@ -154,6 +154,8 @@ pub struct Stats {
     pub failed: u64,
     /// Liveness connects that succeeded.
     pub live_ok: u64,
+    /// `(client, node)` of every session established, in order.
+    pub sessions: Vec<(usize, usize)>,
 }
 
 /// The whole simulated world of one seed.
@@ -1026,6 +1028,9 @@ impl World {
                 c.session = Some((est.attempt, id));
                 c.mode = Mode::Session;
                 self.stats.connected += 1;
+                if let Some(n) = node {
+                    self.stats.sessions.push((i, n));
+                }
                 self.finish(t, i, true)?;
                 let c = &mut self.clients[i];
                 if c.mode == Mode::Session {
