@@ -102,6 +102,29 @@ pub(crate) struct Item {
     pub last_seg: u64,
 }
 
+impl Item {
+    /// A transaction whose BEGIN record is at `loc` (read from its own record or a carried copy).
+    fn begun(id: u64, xid: Xid, flavor: Flavor, loc: Loc) -> Item {
+        Item {
+            id,
+            xid,
+            note: false,
+            flavor,
+            state: TxnState::InProgress,
+            start: loc,
+            begin: (flavor != Flavor::Streamed).then_some(loc),
+            body: Vec::new(),
+            schema: Vec::new(),
+            seal: None,
+            decide: None,
+            commit: None,
+            due: None,
+            first_seg: loc.seg,
+            last_seg: loc.seg,
+        }
+    }
+}
+
 type SchemaKey = (u8, u32);
 
 /// The Relation/Type map, as of any position still needed by a pending transaction.
@@ -251,23 +274,7 @@ impl Model {
                 if self.carrying.is_some() {
                     return Err("carry-forward set interrupted");
                 }
-                let it = Item {
-                    id: rec.item,
-                    xid: rec.xid,
-                    note: false,
-                    flavor,
-                    state: TxnState::InProgress,
-                    start: loc,
-                    begin: (flavor != Flavor::Streamed).then_some(loc),
-                    body: Vec::new(),
-                    schema: Vec::new(),
-                    seal: None,
-                    decide: None,
-                    commit: None,
-                    due: None,
-                    first_seg: loc.seg,
-                    last_seg: loc.seg,
-                };
+                let it = Item::begun(rec.item, rec.xid, flavor, loc);
                 self.carrying = Some((it, loc));
             }
             Body::Msg { schema, raw } => {
@@ -346,26 +353,8 @@ impl Model {
                     return Err("transaction begins twice");
                 }
                 self.next_id = self.next_id.max(rec.item + 1);
-                self.items.insert(
-                    rec.item,
-                    Item {
-                        id: rec.item,
-                        xid: rec.xid,
-                        note: false,
-                        flavor,
-                        state: TxnState::InProgress,
-                        start: loc,
-                        begin: (flavor != Flavor::Streamed).then_some(loc),
-                        body: Vec::new(),
-                        schema: Vec::new(),
-                        seal: None,
-                        decide: None,
-                        commit: None,
-                        due: None,
-                        first_seg: loc.seg,
-                        last_seg: loc.seg,
-                    },
-                );
+                self.items
+                    .insert(rec.item, Item::begun(rec.item, rec.xid, flavor, loc));
                 match flavor {
                     Flavor::Streamed => {
                         self.streams.insert(rec.xid.0, rec.item);
