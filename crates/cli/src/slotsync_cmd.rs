@@ -12,7 +12,9 @@ use clap::Subcommand;
 pub enum SlotsyncCommand {
     /// Predict one `pg_sync_replication_slots()` call: actions and the standby's slots after.
     Plan {
-        /// JSON file with `remote_slots`, `local_slots` and `standby` (see docs/slotsync.md).
+        /// JSON file with `remote_slots`, `local_slots` and `standby` (optionally with the
+        /// standby's `serialized_snapshots`, `running_xacts`, `xacts` and the previous call's
+        /// `effective_catalog_xmins`; see docs/slotsync.md).
         #[arg(long)]
         input: PathBuf,
     },

@@ -1,9 +1,12 @@
 //! One synchronization cycle (`synchronize_slots` in PostgreSQL 18), its prerequisite checks,
 //! promotion, and the user operations a standby refuses on synced slots.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use pgyard_types::{Lsn, Xid};
 use serde_json::{Map, Value};
 
+use crate::decoding::{self, SlotPositions};
 use crate::error::{SlotOpError, SyncError};
 use crate::input::{Standby, WalLevel};
 use crate::row::{xid_follows, xid_precedes, InvalidationCause, SlotRow, SlotType};
@@ -133,6 +136,31 @@ impl SkipReason {
     }
 }
 
+/// Where an update's `restart_lsn` and `catalog_xmin` came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Positions {
+    /// Copied from the remote: the standby has a serialized snapshot at the remote
+    /// `restart_lsn` (or the input lists no snapshots and a copy is assumed).
+    Copied,
+    /// Advanced by decoding the standby's WAL up to the remote `confirmed_flush_lsn`.
+    Decoded {
+        /// Whether decoding reached a consistent snapshot.
+        consistent: bool,
+        /// Whether a case the model does not cover decided a value (see [`decoding`]).
+        approximate: bool,
+    },
+}
+
+impl Positions {
+    /// `copied` or `decoded`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Positions::Copied => "copied",
+            Positions::Decoded { .. } => "decoded",
+        }
+    }
+}
+
 /// One decision of a sync cycle, in the order the server takes them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
@@ -160,6 +188,8 @@ pub enum Action {
         slot: String,
         /// Columns changed, with their new values (JSON as in `pg_replication_slots`).
         set: Vec<(&'static str, Value)>,
+        /// How the positions were synced, when they were (`None`: settings only).
+        positions: Option<Positions>,
     },
     /// A temporary synced slot becomes persistent ("sync-ready").
     Persist {
@@ -215,7 +245,11 @@ impl Action {
                 m.insert("restart_lsn".into(), lsn(restart_lsn));
                 m.insert("catalog_xmin".into(), catalog_xmin.0.to_string().into());
             }
-            Action::Update { slot, set } => {
+            Action::Update {
+                slot,
+                set,
+                positions,
+            } => {
                 m.insert("action".into(), "update".into());
                 m.insert("slot".into(), slot.clone().into());
                 let mut s = Map::new();
@@ -223,6 +257,15 @@ impl Action {
                     s.insert((*k).into(), v.clone());
                 }
                 m.insert("set".into(), Value::Object(s));
+                if let Some(p) = positions {
+                    m.insert("positions".into(), p.as_str().into());
+                    if let Positions::Decoded {
+                        approximate: true, ..
+                    } = p
+                    {
+                        m.insert("approximate".into(), true.into());
+                    }
+                }
             }
             Action::Persist { slot } => {
                 m.insert("action".into(), "persist".into());
@@ -264,6 +307,11 @@ pub struct Outcome {
     pub error: Option<SyncError>,
     /// Whether any slot was created, updated or invalidated (drives the worker's naptime).
     pub updated: bool,
+    /// The in-memory `effective_catalog_xmin` of the slots in `slots_after` where it is not
+    /// their `catalog_xmin` (a decoded update leaves the slot's own lower than the remote's,
+    /// which the server puts in memory). Pass it as the next call's
+    /// [`Standby::effective_catalog_xmins`].
+    pub effective_catalog_xmins: BTreeMap<String, Xid>,
 }
 
 /// The checks `pg_sync_replication_slots()` makes before touching any slot, in the server's
@@ -353,6 +401,14 @@ pub fn sync_function(
             slots_after: local_slots.to_vec(),
             error: Some(e),
             updated: false,
+            effective_catalog_xmins: initial_effective(local_slots, standby)
+                .into_iter()
+                .filter(|(name, x)| {
+                    local_slots
+                        .iter()
+                        .any(|r| &r.slot_name == name && r.catalog_xmin != Some(*x))
+                })
+                .collect(),
         };
     }
     sync_cycle(remote_slots, local_slots, standby, Caller::Function)
@@ -371,17 +427,50 @@ pub fn sync_cycle(
         updated: false,
         standby,
         caller,
+        snapshots: standby
+            .serialized_snapshots
+            .as_ref()
+            .map(|v| v.iter().copied().collect()),
+        effective: initial_effective(local_slots, standby),
+        required: (None, None),
     };
+    // Assumes the last computation came after any invalidation (see docs/slotsync.md).
+    cycle.compute_required_xmin();
     let error = cycle.run(remote_slots).err();
     if caller == Caller::Function {
         cycle.drop_temporary_synced();
     }
+    let slots_after: Vec<SlotRow> = cycle.table.into_iter().flatten().collect();
+    let effective_catalog_xmins = slots_after
+        .iter()
+        .filter_map(|r| {
+            let x = cycle.effective.get(&r.slot_name)?;
+            (r.catalog_xmin != Some(*x)).then(|| (r.slot_name.clone(), *x))
+        })
+        .collect();
     Outcome {
         actions: cycle.actions,
-        slots_after: cycle.table.into_iter().flatten().collect(),
+        slots_after,
         error,
         updated: cycle.updated,
+        effective_catalog_xmins,
     }
+}
+
+/// Each local slot's in-memory `effective_catalog_xmin` when the call starts: the input's
+/// value where given, else the view's `catalog_xmin` (what a server start restores).
+fn initial_effective(local_slots: &[SlotRow], standby: &Standby) -> BTreeMap<String, Xid> {
+    local_slots
+        .iter()
+        .filter_map(|r| {
+            let x = standby
+                .effective_catalog_xmins
+                .get(&r.slot_name)
+                .copied()
+                .or(r.catalog_xmin)?;
+            (x.0 != 0).then(|| (r.slot_name.clone(), x))
+        })
+        .collect()
 }
 
 /// Promotion: slots not yet sync-ready are dropped, the rest stay (with `synced = true`).
@@ -501,6 +590,13 @@ struct Cycle<'a> {
     updated: bool,
     standby: &'a Standby,
     caller: Caller,
+    /// The standby's serialized snapshots, growing as decoding writes more (`None`: unknown).
+    snapshots: Option<BTreeSet<Lsn>>,
+    /// Each slot's in-memory `effective_catalog_xmin` (not always the view's `catalog_xmin`).
+    effective: BTreeMap<String, Xid>,
+    /// The ProcArray's `replication_slot_xmin` and `replication_slot_catalog_xmin` as last
+    /// computed (`ReplicationSlotsComputeRequiredXmin`); invalid as `None`.
+    required: (Option<Xid>, Option<Xid>),
 }
 
 impl Cycle<'_> {
@@ -569,7 +665,11 @@ impl Cycle<'_> {
                 datoid: local.datoid,
                 reason,
             });
+            let name = local.slot_name.clone();
             self.table[i] = None;
+            self.effective.remove(&name);
+            // ReplicationSlotDropPtr recomputes the horizons.
+            self.compute_required_xmin();
         }
         Ok(())
     }
@@ -635,9 +735,14 @@ impl Cycle<'_> {
             self.updated |= changed;
             return Ok(());
         }
-        if local.temporary {
-            let persisted = update_and_persist(local, r, &mut self.actions);
-            self.updated |= persisted;
+        let mut wal = Wal {
+            standby: self.standby,
+            snapshots: &mut self.snapshots,
+        };
+        let synced_positions = if local.temporary {
+            let res = update_and_persist(local, r, &mut wal, &mut self.actions)?;
+            self.updated |= res.persisted;
+            res.positions_synced
         } else {
             let local_confirmed = local.confirmed_flush_lsn.unwrap_or(Lsn::INVALID);
             if r.confirmed < local_confirmed {
@@ -647,10 +752,44 @@ impl Cycle<'_> {
                     remote: r.confirmed,
                 });
             }
-            let (changed, _) = update_local(local, r, &mut self.actions);
-            self.updated |= changed;
+            let res = update_local(local, r, &mut wal, &mut self.actions)?;
+            self.updated |= res.changed;
+            res.positions_synced
+        };
+        if synced_positions {
+            self.positions_synced(name, r.catalog_xmin);
         }
         Ok(())
+    }
+
+    /// After `update_local_synced_slot` synced the positions: the in-memory
+    /// `effective_catalog_xmin` becomes the **remote's** `catalog_xmin` (whatever decoding left
+    /// in the slot), and the horizons are recomputed.
+    fn positions_synced(&mut self, name: &str, remote_catalog_xmin: Xid) {
+        self.effective.insert(name.to_owned(), remote_catalog_xmin);
+        self.compute_required_xmin();
+    }
+
+    /// `ReplicationSlotsComputeRequiredXmin`: the oldest data xmin (`effective_xmin`, the view's
+    /// `xmin`) and catalog xmin (`effective_catalog_xmin`) over the valid slots.
+    fn compute_required_xmin(&mut self) {
+        let mut xmin: Option<Xid> = None;
+        let mut catalog: Option<Xid> = None;
+        let older = |acc: &mut Option<Xid>, x: Option<Xid>| {
+            if let Some(x) = x.filter(|x| x.0 != 0) {
+                if acc.is_none_or(|a| xid_precedes(x, a)) {
+                    *acc = Some(x);
+                }
+            }
+        };
+        for s in self.table.iter().flatten() {
+            if s.invalidation_reason.is_some() {
+                continue;
+            }
+            older(&mut xmin, s.xmin);
+            older(&mut catalog, self.effective.get(&s.slot_name).copied());
+        }
+        self.required = (xmin, catalog);
     }
 
     fn create(&mut self, r: &Remote) -> Result<(), SyncError> {
@@ -692,11 +831,28 @@ impl Cycle<'_> {
             restart_lsn: restart,
             catalog_xmin,
         });
-        update_and_persist(&mut row, r, &mut self.actions);
+        let idx = match self.table.iter().position(Option::is_none) {
+            Some(free) => free,
+            None => {
+                self.table.push(None);
+                self.table.len() - 1
+            }
+        };
+        self.table[idx] = Some(row);
+        // effective_catalog_xmin = the initial catalog_xmin, then the horizons are recomputed.
+        self.effective.insert(name.clone(), catalog_xmin);
+        self.compute_required_xmin();
         self.updated = true;
-        match self.table.iter().position(Option::is_none) {
-            Some(free) => self.table[free] = Some(row),
-            None => self.table.push(Some(row)),
+        let mut wal = Wal {
+            standby: self.standby,
+            snapshots: &mut self.snapshots,
+        };
+        let Some(row) = self.table[idx].as_mut() else {
+            return Ok(());
+        };
+        let res = update_and_persist(row, r, &mut wal, &mut self.actions)?;
+        if res.positions_synced {
+            self.positions_synced(name, r.catalog_xmin);
         }
         Ok(())
     }
@@ -720,17 +876,13 @@ impl Cycle<'_> {
     }
 
     /// `GetOldestSafeDecodingTransactionId(true)` in recovery: the next xid, lowered by the
-    /// xmin and catalog_xmin of every valid local slot.
+    /// ProcArray's slot horizons as last computed — the in-memory `effective_catalog_xmin`
+    /// values, not the view's `catalog_xmin` (after a decoded update they differ).
     fn oldest_safe_xid(&self) -> Xid {
         let mut oldest = self.standby.snapshot_xmin;
-        for s in self.table.iter().flatten() {
-            if s.invalidation_reason.is_some() {
-                continue;
-            }
-            for x in [s.xmin, s.catalog_xmin].into_iter().flatten() {
-                if x.0 != 0 && xid_precedes(x, oldest) {
-                    oldest = x;
-                }
+        for x in [self.required.0, self.required.1].into_iter().flatten() {
+            if xid_precedes(x, oldest) {
+                oldest = x;
             }
         }
         oldest
@@ -743,6 +895,7 @@ impl Cycle<'_> {
     }
 
     fn drop_temporary_synced(&mut self) {
+        let mut dropped = false;
         for entry in self.table.iter_mut() {
             if let Some(s) = entry {
                 if s.synced && s.temporary {
@@ -751,9 +904,14 @@ impl Cycle<'_> {
                         datoid: None,
                         reason: DropReason::NotSyncReady,
                     });
+                    self.effective.remove(&s.slot_name);
                     *entry = None;
+                    dropped = true;
                 }
             }
+        }
+        if dropped {
+            self.compute_required_xmin();
         }
     }
 }
@@ -766,8 +924,36 @@ fn mark_invalidated(local: &mut SlotRow, cause: InvalidationCause) {
     local.inactive_since = None;
 }
 
-/// `update_local_synced_slot`: returns (changed, remote_precedes).
-fn update_local(local: &mut SlotRow, r: &Remote, actions: &mut Vec<Action>) -> (bool, bool) {
+/// What the WAL-dependent part of an update reads: the standby's WAL facts and its
+/// serialized snapshots.
+struct Wal<'a, 'b> {
+    standby: &'a Standby,
+    snapshots: &'b mut Option<BTreeSet<Lsn>>,
+}
+
+/// What `update_local_synced_slot` reports.
+struct UpdateResult {
+    changed: bool,
+    precedes: bool,
+    /// `found_consistent_snapshot`: positions synced and a consistent snapshot reachable.
+    consistent: bool,
+    /// `updated_xmin_or_lsn`: the positions were synced (copied or decoded).
+    positions_synced: bool,
+}
+
+/// What `update_and_persist_local_synced_slot` did.
+struct PersistResult {
+    persisted: bool,
+    positions_synced: bool,
+}
+
+/// `update_local_synced_slot`.
+fn update_local(
+    local: &mut SlotRow,
+    r: &Remote,
+    wal: &mut Wal,
+    actions: &mut Vec<Action>,
+) -> Result<UpdateResult, SyncError> {
     let name = &r.row.slot_name;
     let l_restart = local.restart_lsn.unwrap_or(Lsn::INVALID);
     let l_xmin = local.catalog_xmin.unwrap_or(Xid(0));
@@ -783,26 +969,72 @@ fn update_local(local: &mut SlotRow, r: &Remote, actions: &mut Vec<Action>) -> (
                 temporary: local.temporary,
             },
         });
-        return (false, true);
+        return Ok(UpdateResult {
+            changed: false,
+            precedes: true,
+            consistent: false,
+            positions_synced: false,
+        });
     }
     let mut set: Vec<(&'static str, Value)> = Vec::new();
-    let positions =
-        r.confirmed > l_confirmed || r.restart > l_restart || xid_follows(r.catalog_xmin, l_xmin);
-    if positions {
-        // Predicted as a copy: true when the standby has a serialized snapshot at the remote
-        // restart_lsn, and what local decoding reaches in the cases the tests exercise.
-        if r.restart != l_restart {
-            set.push(("restart_lsn", r.restart.to_string().into()));
+    let mut positions = None;
+    let mut consistent = false;
+    if r.confirmed > l_confirmed || r.restart > l_restart || xid_follows(r.catalog_xmin, l_xmin) {
+        let copy = wal
+            .snapshots
+            .as_ref()
+            .is_none_or(|snaps| snaps.contains(&r.restart));
+        let after = if copy {
+            positions = Some(Positions::Copied);
+            consistent = true;
+            SlotPositions {
+                restart_lsn: r.restart,
+                confirmed_flush_lsn: r.confirmed,
+                catalog_xmin: r.catalog_xmin,
+            }
+        } else {
+            let start = SlotPositions {
+                restart_lsn: l_restart,
+                confirmed_flush_lsn: l_confirmed,
+                catalog_xmin: l_xmin,
+            };
+            let snaps = wal.snapshots.get_or_insert_with(BTreeSet::new);
+            let adv = decoding::advance(
+                start,
+                r.confirmed,
+                &wal.standby.running_xacts,
+                &wal.standby.xacts,
+                snaps,
+            );
+            positions = Some(Positions::Decoded {
+                consistent: adv.consistent,
+                approximate: adv.approximate,
+            });
+            consistent = adv.consistent;
+            adv.positions
+        };
+        if after.restart_lsn != l_restart {
+            set.push(("restart_lsn", after.restart_lsn.to_string().into()));
         }
-        if r.confirmed != l_confirmed {
-            set.push(("confirmed_flush_lsn", r.confirmed.to_string().into()));
+        if after.confirmed_flush_lsn != l_confirmed {
+            set.push((
+                "confirmed_flush_lsn",
+                after.confirmed_flush_lsn.to_string().into(),
+            ));
         }
-        if r.catalog_xmin != l_xmin {
-            set.push(("catalog_xmin", r.catalog_xmin.0.to_string().into()));
+        if after.catalog_xmin != l_xmin {
+            set.push(("catalog_xmin", after.catalog_xmin.0.to_string().into()));
         }
-        local.restart_lsn = Some(r.restart);
-        local.confirmed_flush_lsn = Some(r.confirmed);
-        local.catalog_xmin = Some(r.catalog_xmin);
+        local.restart_lsn = Some(after.restart_lsn);
+        local.confirmed_flush_lsn = Some(after.confirmed_flush_lsn);
+        local.catalog_xmin = Some(after.catalog_xmin);
+        if after.confirmed_flush_lsn != r.confirmed {
+            return Err(SyncError::ConfirmedFlushDiffers {
+                slot: name.clone(),
+                remote: r.confirmed,
+                local: after.confirmed_flush_lsn,
+            });
+        }
     }
     let remote_tpa = r.row.two_phase_at.filter(|l| *l != Lsn::INVALID);
     let local_tpa = local.two_phase_at.filter(|l| *l != Lsn::INVALID);
@@ -844,46 +1076,51 @@ fn update_local(local: &mut SlotRow, r: &Remote, actions: &mut Vec<Action>) -> (
         local.two_phase_at = remote_tpa;
         local.failover = r.row.failover;
     }
-    let changed = positions || config;
+    let changed = positions.is_some() || config;
     if changed {
         local.inactive_since = None;
         actions.push(Action::Update {
             slot: name.clone(),
             set,
+            positions,
         });
     }
-    (changed, false)
+    Ok(UpdateResult {
+        changed,
+        precedes: false,
+        consistent,
+        positions_synced: positions.is_some(),
+    })
 }
 
-/// `update_and_persist_local_synced_slot`: returns whether the slot became persistent.
-fn update_and_persist(local: &mut SlotRow, r: &Remote, actions: &mut Vec<Action>) -> bool {
-    let before = (
-        local.restart_lsn,
-        local.confirmed_flush_lsn,
-        local.catalog_xmin,
-    );
-    let (_, precedes) = update_local(local, r, actions);
-    if precedes {
-        return false;
+/// `update_and_persist_local_synced_slot`: whether the slot became persistent.
+fn update_and_persist(
+    local: &mut SlotRow,
+    r: &Remote,
+    wal: &mut Wal,
+    actions: &mut Vec<Action>,
+) -> Result<PersistResult, SyncError> {
+    let res = update_local(local, r, wal, actions)?;
+    let mut out = PersistResult {
+        persisted: false,
+        positions_synced: res.positions_synced,
+    };
+    if res.precedes {
+        return Ok(out);
     }
-    let positions_moved = before
-        != (
-            local.restart_lsn,
-            local.confirmed_flush_lsn,
-            local.catalog_xmin,
-        );
-    if !positions_moved {
+    if !res.consistent {
         actions.push(Action::Skip {
             slot: r.row.slot_name.clone(),
             reason: SkipReason::NoConsistentSnapshot {
                 restart_lsn: local.restart_lsn.unwrap_or(Lsn::INVALID),
             },
         });
-        return false;
+        return Ok(out);
     }
     local.temporary = false;
     actions.push(Action::Persist {
         slot: r.row.slot_name.clone(),
     });
-    true
+    out.persisted = true;
+    Ok(out)
 }

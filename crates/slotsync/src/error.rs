@@ -82,6 +82,17 @@ pub enum SyncError {
         /// Remote `confirmed_flush_lsn`.
         remote: Lsn,
     },
+    /// After decoding, the local `confirmed_flush` is not the remote one (internal; a
+    /// temporary slot whose earlier decoding went past the remote position).
+    #[error("synchronized confirmed_flush for slot \"{slot}\" differs from remote slot")]
+    ConfirmedFlushDiffers {
+        /// The slot.
+        slot: String,
+        /// Remote `confirmed_flush_lsn`.
+        remote: Lsn,
+        /// Local `confirmed_flush_lsn` after decoding.
+        local: Lsn,
+    },
     /// The slot to acquire is in use by another process.
     #[error("replication slot \"{slot}\" is active for PID {pid}")]
     SlotActive {
@@ -107,6 +118,9 @@ impl SyncError {
             } => Some(format!(
                 "Local slot's start streaming location LSN({local}) is ahead of remote slot's LSN({remote})."
             )),
+            SyncError::ConfirmedFlushDiffers { remote, local, .. } => Some(format!(
+                "Remote slot has LSN {remote} but local slot has LSN {local}."
+            )),
             _ => None,
         }
     }
@@ -131,7 +145,9 @@ impl SyncError {
             SyncError::ConninfoSyntax(_) => "42601",
             SyncError::SlotActive { .. } => "55006",
             SyncError::AllSlotsInUse => "53400",
-            SyncError::LocalAhead { .. } | SyncError::WalRemovedConcurrently(_) => "XX000",
+            SyncError::LocalAhead { .. }
+            | SyncError::ConfirmedFlushDiffers { .. }
+            | SyncError::WalRemovedConcurrently(_) => "XX000",
             _ => "22023",
         }
     }

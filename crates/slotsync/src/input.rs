@@ -1,8 +1,11 @@
 //! The standby's side of the input: WAL positions and settings, as `SHOW` prints them.
 
+use std::collections::BTreeMap;
+
 use pgyard_types::{Lsn, Xid};
 use serde_json::{Map, Value};
 
+use crate::decoding::{lsns_json, opt_lsn_list, RunningXacts, XactRecords};
 use crate::error::InputError;
 use crate::row::{int, lsn, opt_boolean, text, xid};
 
@@ -62,6 +65,20 @@ pub struct Standby {
     pub max_replication_slots: Option<usize>,
     /// Whether promotion has been signalled (the function refuses to start).
     pub promotion_triggered: bool,
+    /// LSNs of the `pg_logical/snapshots/*.snap` files; `None`: unknown, and every update is
+    /// predicted as a copy of the remote positions (the behaviour before these inputs).
+    pub serialized_snapshots: Option<Vec<Lsn>>,
+    /// The `RUNNING_XACTS` records of the standby's WAL from the oldest local slot's
+    /// `restart_lsn` on, which decide decoded positions (absent: none).
+    pub running_xacts: Vec<RunningXacts>,
+    /// The records of the transactions running at one of those records.
+    pub xacts: Vec<XactRecords>,
+    /// The in-memory `effective_catalog_xmin` of local slots where it is not the view's
+    /// `catalog_xmin` (not in `pg_replication_slots`). A sync update sets it to the remote's
+    /// `catalog_xmin` even when decoding left the slot's own lower; a new slot's initial
+    /// `catalog_xmin` reads it. [`crate::Outcome::effective_catalog_xmins`] gives it for the
+    /// next call; a server restart resets it to the view's values (empty map).
+    pub effective_catalog_xmins: BTreeMap<String, Xid>,
 }
 
 impl Default for Standby {
@@ -82,6 +99,10 @@ impl Default for Standby {
             primary_in_recovery: false,
             max_replication_slots: None,
             promotion_triggered: false,
+            serialized_snapshots: None,
+            running_xacts: Vec::new(),
+            xacts: Vec::new(),
+            effective_catalog_xmins: BTreeMap::new(),
         }
     }
 }
@@ -135,6 +156,10 @@ impl Standby {
             primary_in_recovery: opt_boolean(obj, "primary_in_recovery")?.unwrap_or(false),
             max_replication_slots,
             promotion_triggered: opt_boolean(obj, "promotion_triggered")?.unwrap_or(false),
+            serialized_snapshots: opt_lsn_list(obj, "serialized_snapshots")?,
+            running_xacts: objects(obj, "running_xacts", RunningXacts::from_json)?,
+            xacts: objects(obj, "xacts", XactRecords::from_json)?,
+            effective_catalog_xmins: xid_map(obj, "effective_catalog_xmins")?,
         })
     }
 
@@ -171,10 +196,44 @@ impl Standby {
             "sync_replication_slots".into(),
             onoff(self.sync_replication_slots),
         );
-        m.insert(
-            "wal_segment_size".into(),
-            format!("{}MB", self.wal_segment_size_bytes / (1024 * 1024)).into(),
-        );
+        let seg = self.wal_segment_size_bytes;
+        let mb = seg / (1024 * 1024);
+        let seg_text = if mb * 1024 * 1024 == seg {
+            format!("{mb}MB")
+        } else {
+            seg.to_string()
+        };
+        m.insert("wal_segment_size".into(), seg_text.into());
+        if self.primary_in_recovery {
+            m.insert("primary_in_recovery".into(), true.into());
+        }
+        if let Some(max) = self.max_replication_slots {
+            m.insert("max_replication_slots".into(), max.into());
+        }
+        if self.promotion_triggered {
+            m.insert("promotion_triggered".into(), true.into());
+        }
+        if let Some(snaps) = &self.serialized_snapshots {
+            m.insert("serialized_snapshots".into(), lsns_json(snaps));
+        }
+        if !self.running_xacts.is_empty() {
+            m.insert(
+                "running_xacts".into(),
+                Value::Array(self.running_xacts.iter().map(|r| r.to_json()).collect()),
+            );
+        }
+        if !self.xacts.is_empty() {
+            m.insert(
+                "xacts".into(),
+                Value::Array(self.xacts.iter().map(|x| x.to_json()).collect()),
+            );
+        }
+        if !self.effective_catalog_xmins.is_empty() {
+            m.insert(
+                "effective_catalog_xmins".into(),
+                xid_map_json(&self.effective_catalog_xmins),
+            );
+        }
         Value::Object(m)
     }
 }
@@ -224,6 +283,49 @@ fn field_text(obj: &Map<String, Value>, key: &str) -> Result<Option<String>, Inp
         Some(Value::Number(n)) => Ok(Some(n.to_string())),
         Some(other) => Err(InputError(format!("{key}: unexpected {other}"))),
     }
+}
+
+fn objects<T>(
+    obj: &Map<String, Value>,
+    key: &str,
+    read: fn(&Value) -> Result<T, InputError>,
+) -> Result<Vec<T>, InputError> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(a)) => a.iter().map(read).collect(),
+        Some(other) => Err(InputError(format!("{key}: expected an array, got {other}"))),
+    }
+}
+
+/// A JSON object of slot name → xid (string or number), as `effective_catalog_xmins` is.
+pub(crate) fn xid_map(
+    obj: &Map<String, Value>,
+    key: &str,
+) -> Result<BTreeMap<String, Xid>, InputError> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(BTreeMap::new()),
+        Some(Value::Object(m)) => {
+            let mut out = BTreeMap::new();
+            for name in m.keys() {
+                let x = xid(m, name)?
+                    .ok_or_else(|| InputError(format!("{key}.{name}: xid expected")))?;
+                out.insert(name.clone(), x);
+            }
+            Ok(out)
+        }
+        Some(other) => Err(InputError(format!(
+            "{key}: expected an object of slot name to xid, got {other}"
+        ))),
+    }
+}
+
+/// The JSON form of a slot name → xid map (xids as strings, like the view's).
+pub(crate) fn xid_map_json(map: &BTreeMap<String, Xid>) -> Value {
+    Value::Object(
+        map.iter()
+            .map(|(k, x)| (k.clone(), Value::String(x.0.to_string())))
+            .collect(),
+    )
 }
 
 fn guc_bool(obj: &Map<String, Value>, key: &str, default: bool) -> Result<bool, InputError> {

@@ -4,11 +4,14 @@
 //!
 //! * [`engine`]: prerequisite checks, one sync cycle ([`sync_function`], [`sync_cycle`]),
 //!   promotion ([`promote`]) and the user operations a standby refuses ([`check_user_op`]).
+//! * [`decoding`]: what advancing a synced slot by decoding the standby's WAL does to its
+//!   `restart_lsn` and `catalog_xmin`, from the `xl_running_xacts` records given.
 //! * [`standby_slots`]: the primary's `synchronized_standby_slots` gate for failover walsenders.
 //! * [`cadence`]: the worker's naptime/back-off and launch throttle, as a sans-IO scheduler.
 //! * [`plan`]: the JSON format of `pgyard slotsync plan` (see `docs/slotsync.md`).
 
 pub mod cadence;
+pub mod decoding;
 pub mod engine;
 pub mod error;
 pub mod input;
@@ -18,7 +21,7 @@ pub mod standby_slots;
 
 pub use engine::{
     check_function_prerequisites, check_user_op, promote, sync_cycle, sync_function, Action,
-    Caller, DropReason, Outcome, SkipReason, UserOp,
+    Caller, DropReason, Outcome, Positions, SkipReason, UserOp,
 };
 pub use error::{InputError, SlotOpError, SyncError};
 pub use input::{Standby, WalLevel};

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use crate::engine::{sync_function, Outcome};
 use crate::error::InputError;
-use crate::input::Standby;
+use crate::input::{xid_map_json, Standby};
 use crate::row::SlotRow;
 
 /// The plan input.
@@ -70,8 +70,10 @@ impl PlanInput {
     }
 }
 
-/// The plan output: `{"actions": [...], "slots_after": [...]}`, plus `"error"` (message,
-/// detail, sqlstate) when the server would raise one.
+/// The plan output: `{"actions": [...], "slots_after": [...]}`, plus
+/// `"effective_catalog_xmins"` (slot → xid, when some slot's in-memory value is not its
+/// `catalog_xmin`; feed it to the next call's `standby`) and `"error"` (message, detail,
+/// sqlstate) when the server would raise one.
 pub fn outcome_to_json(outcome: &Outcome) -> Value {
     let mut m = Map::new();
     m.insert(
@@ -82,6 +84,12 @@ pub fn outcome_to_json(outcome: &Outcome) -> Value {
         "slots_after".into(),
         Value::Array(outcome.slots_after.iter().map(SlotRow::to_json).collect()),
     );
+    if !outcome.effective_catalog_xmins.is_empty() {
+        m.insert(
+            "effective_catalog_xmins".into(),
+            xid_map_json(&outcome.effective_catalog_xmins),
+        );
+    }
     if let Some(e) = &outcome.error {
         let mut err = Map::new();
         err.insert("message".into(), e.to_string().into());

@@ -3,41 +3,20 @@
 use pgyard_slotsync::engine::{check_user_op, promote, sync_cycle, UserOp};
 use pgyard_slotsync::input::{parse_guc_bool, parse_size};
 use pgyard_slotsync::*;
-use pgyard_types::{Lsn, Xid};
+use pgyard_types::Xid;
 
-fn lsn(s: &str) -> Lsn {
-    s.parse().unwrap()
-}
+mod common;
+use common::*;
 
 fn standby() -> Standby {
     Standby {
-        receive_lsn: Some(lsn("0/5000000")),
-        replay_lsn: Some(lsn("0/5000000")),
-        redo_lsn: Some(lsn("0/1000028")),
-        oldest_wal_lsn: Some(lsn("0/1000000")),
-        snapshot_xmin: Xid(750),
-        primary_slot_name: "s1".into(),
         primary_conninfo: "host=127.0.0.1 port=5432 user=postgres dbname=postgres".into(),
-        ..Standby::default()
+        ..base_standby()
     }
 }
 
-fn remote(name: &str, restart: &str, confirmed: &str, xmin: u32) -> SlotRow {
-    let mut r = SlotRow::logical(name);
-    r.plugin = Some("test_decoding".into());
-    r.datoid = Some(5);
-    r.database = Some("postgres".into());
-    r.failover = true;
-    r.restart_lsn = Some(lsn(restart));
-    r.confirmed_flush_lsn = Some(lsn(confirmed));
-    r.catalog_xmin = Some(Xid(xmin));
-    r.wal_status = Some("reserved".into());
-    r
-}
-
 fn physical(name: &str) -> SlotRow {
-    let mut r = SlotRow::physical(name);
-    r.restart_lsn = Some(lsn("0/5000000"));
+    let mut r = physical_named(name);
     r.active_pid = Some(42);
     r.active = true;
     r

@@ -3,7 +3,10 @@
 
 use std::time::Duration;
 
+use std::collections::BTreeSet;
+
 use pgyard_slotsync::cadence::{LaunchGate, WorkerSchedule, NAPTIME_MAX, NAPTIME_MIN};
+use pgyard_slotsync::decoding::{advance, RunningXacts, SlotPositions, XactRecords};
 use pgyard_slotsync::engine::{promote, sync_cycle};
 use pgyard_slotsync::standby_slots::StandbySlotProblem;
 use pgyard_slotsync::*;
@@ -59,27 +62,72 @@ fn arb_row() -> impl Strategy<Value = SlotRow> {
         )
 }
 
-fn arb_standby() -> impl Strategy<Value = Standby> {
+fn arb_running() -> impl Strategy<Value = RunningXacts> {
     (
         0u64..0x3000,
-        0u64..0x3000,
         0u32..40,
-        any::<bool>(),
-        proptest::option::of(0usize..6),
+        0u32..4,
+        proptest::collection::vec(0u32..40, 0..3),
+        proptest::collection::vec(0u32..40, 0..2),
     )
-        .prop_map(|(flush, redo, xmin, recovery, max)| Standby {
-            receive_lsn: Some(Lsn(flush)),
-            replay_lsn: Some(Lsn(flush / 2)),
-            redo_lsn: Some(Lsn(redo)),
-            oldest_wal_lsn: Some(Lsn(0)),
-            snapshot_xmin: Xid(xmin),
-            in_recovery: recovery,
-            primary_slot_name: "s0".into(),
-            primary_conninfo: "dbname=postgres".into(),
-            wal_segment_size_bytes: 0x1000,
-            max_replication_slots: max,
-            ..Standby::default()
+        .prop_map(|(at, oldest, span, xids, subxids)| RunningXacts {
+            start_lsn: Lsn(at),
+            end_lsn: Some(Lsn(at + 0x20)),
+            oldest_running_xid: Xid(oldest),
+            next_xid: Xid(oldest.wrapping_add(span)),
+            xids: xids.into_iter().map(Xid).collect(),
+            subxids: subxids.into_iter().map(Xid).collect(),
         })
+}
+
+fn arb_xact() -> impl Strategy<Value = XactRecords> {
+    (
+        0u32..40,
+        proptest::collection::vec(0u64..0x3000, 0..3),
+        proptest::collection::vec(0u64..0x3000, 0..3),
+        proptest::option::of(0u64..0x3000),
+    )
+        .prop_map(|(xid, records, changes, end)| XactRecords {
+            xid: Xid(xid),
+            record_lsns: records.into_iter().map(Lsn).collect(),
+            change_lsns: changes.into_iter().map(Lsn).collect(),
+            end_lsn: end.map(Lsn),
+        })
+}
+
+fn arb_standby() -> impl Strategy<Value = Standby> {
+    (
+        (
+            0u64..0x3000,
+            0u64..0x3000,
+            0u32..40,
+            any::<bool>(),
+            proptest::option::of(0usize..6),
+        ),
+        (
+            proptest::option::of(proptest::collection::vec(0u64..0x3000, 0..4)),
+            proptest::collection::vec(arb_running(), 0..5),
+            proptest::collection::vec(arb_xact(), 0..4),
+        ),
+    )
+        .prop_map(
+            |((flush, redo, xmin, recovery, max), (snaps, running, xacts))| Standby {
+                receive_lsn: Some(Lsn(flush)),
+                replay_lsn: Some(Lsn(flush / 2)),
+                redo_lsn: Some(Lsn(redo)),
+                oldest_wal_lsn: Some(Lsn(0)),
+                snapshot_xmin: Xid(xmin),
+                in_recovery: recovery,
+                primary_slot_name: "s0".into(),
+                primary_conninfo: "dbname=postgres".into(),
+                wal_segment_size_bytes: 0x1000,
+                max_replication_slots: max,
+                serialized_snapshots: snaps.map(|v| v.into_iter().map(Lsn).collect()),
+                running_xacts: running,
+                xacts,
+                ..Standby::default()
+            },
+        )
 }
 
 fn unique(mut rows: Vec<SlotRow>) -> Vec<SlotRow> {
@@ -137,6 +185,46 @@ proptest! {
         for s in &out.slots_after {
             prop_assert_eq!(&SlotRow::from_json(&s.to_json()).unwrap(), s);
         }
+    }
+
+    #[test]
+    fn advance_never_panics_and_only_moves_forward(
+        restart in 0u64..0x3000,
+        confirmed in 0u64..0x3000,
+        xmin in 0u32..40,
+        moveto in 0u64..0x3000,
+        running in proptest::collection::vec(arb_running(), 0..6),
+        xacts in proptest::collection::vec(arb_xact(), 0..4),
+        snaps in proptest::collection::vec(0u64..0x3000, 0..4),
+    ) {
+        let start = SlotPositions {
+            restart_lsn: Lsn(restart),
+            confirmed_flush_lsn: Lsn(confirmed),
+            catalog_xmin: Xid(xmin),
+        };
+        let mut set: BTreeSet<Lsn> = snaps.into_iter().map(Lsn).collect();
+        let before = set.clone();
+        let adv = advance(start, Lsn(moveto), &running, &xacts, &mut set);
+        let p = adv.positions;
+        prop_assert_eq!(p.confirmed_flush_lsn, Lsn(confirmed.max(moveto)));
+        prop_assert!(p.restart_lsn >= start.restart_lsn);
+        prop_assert!(p.restart_lsn <= start.restart_lsn.max(Lsn(moveto)));
+        prop_assert!(!pgyard_slotsync::row::xid_precedes(p.catalog_xmin, start.catalog_xmin));
+        // Snapshots are written only at running_xacts records the advance read.
+        for l in &adv.serialized {
+            prop_assert!(!before.contains(l) && set.contains(l));
+            prop_assert!(running.iter().any(|r| r.start_lsn == *l));
+            prop_assert!(*l >= start.restart_lsn);
+        }
+        // Same input, same answer.
+        let mut again: BTreeSet<Lsn> = before.clone();
+        prop_assert_eq!(advance(start, Lsn(moveto), &running, &xacts, &mut again), adv);
+    }
+
+    #[test]
+    fn standby_json_round_trips(standby in arb_standby()) {
+        let back = Standby::from_json(&standby.to_json()).unwrap();
+        prop_assert_eq!(back, standby);
     }
 
     #[test]
