@@ -1,6 +1,8 @@
 //! `sim_connect/pgyard`: the `connect` scenario of the deterministic simulator, N seeds per
-//! iteration (the same work as `pgyard sim --scenario connect --seeds N`, without the CLI).
-//! There is no peer to compare with; the number to watch is seeds per second.
+//! iteration on one thread (`pgyard sim --scenario connect --seeds N --jobs 1`, without the
+//! CLI); `sim_connect/pgyard_all_cores`: the same seeds spread over one thread per core, as
+//! `pgyard sim` runs them by default. There is no peer to compare with; the number to watch is
+//! seeds per second.
 
 use std::hint::black_box;
 
@@ -32,6 +34,10 @@ fn bench(c: &mut Criterion) {
     group.sample_size(10);
     group.bench_function("pgyard", |b| {
         b.iter(|| black_box(sweep.run(connect, |_| {}).combined_hash))
+    });
+    let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
+    group.bench_function("pgyard_all_cores", |b| {
+        b.iter(|| black_box(sweep.run_jobs(connect, jobs, |_| {}).combined_hash))
     });
     group.finish();
 }
