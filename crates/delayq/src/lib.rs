@@ -24,6 +24,8 @@ mod storage;
 #[cfg(test)]
 mod tests;
 
+#[cfg(feature = "sim")]
+pub mod fuzzing;
 pub mod pgoutput;
 pub use fs::FsStorage;
 pub use model::{CommitKind, TxnState};

@@ -329,7 +329,7 @@ impl Model {
             }
             // The originals were purged: the copies are the item.
             None => {
-                self.next_id = self.next_id.max(c.id + 1);
+                self.next_id = self.next_id.max(next_id_after(c.id)?);
                 match c.state {
                     TxnState::Prepared => {
                         self.prepared.insert(c.xid.0, c.id);
@@ -352,7 +352,7 @@ impl Model {
                 if rec.item == 0 || self.items.contains_key(&rec.item) {
                     return Err("transaction begins twice");
                 }
-                self.next_id = self.next_id.max(rec.item + 1);
+                self.next_id = self.next_id.max(next_id_after(rec.item)?);
                 self.items
                     .insert(rec.item, Item::begun(rec.item, rec.xid, flavor, loc));
                 match flavor {
@@ -488,7 +488,7 @@ impl Model {
                 if rec.item == 0 || self.items.contains_key(&rec.item) {
                     return Err("message queued twice");
                 }
-                self.next_id = self.next_id.max(rec.item + 1);
+                self.next_id = self.next_id.max(next_id_after(rec.item)?);
                 let due = self.last_due;
                 self.items.insert(
                     rec.item,
@@ -611,6 +611,11 @@ fn untrack(
     if state == TxnState::Committed {
         dec(due);
     }
+}
+
+/// The id after `id`; the last id is never handed out, so a record carrying it is damage.
+fn next_id_after(id: u64) -> Result<u64, &'static str> {
+    id.checked_add(1).ok_or("item id out of range")
 }
 
 fn due_after(last: Option<UnixTime>, ts: PgTimestamp, delay_micros: i64) -> UnixTime {

@@ -154,6 +154,8 @@ pub struct DelayQueue<S: Storage> {
     buf: Vec<u8>,
     /// Bytes of the active segment already written to storage.
     written: u64,
+    /// Bytes of the active segment known durable (every older segment is durable).
+    synced: u64,
     unsynced: bool,
     unsynced_seal: bool,
     dir_dirty: bool,
@@ -206,6 +208,7 @@ impl<S: Storage> DelayQueue<S> {
             segs,
             buf: Vec::new(),
             written,
+            synced: written,
             unsynced: false,
             unsynced_seal: false,
             dir_dirty: false,
@@ -320,6 +323,7 @@ impl<S: Storage> DelayQueue<S> {
                 r.map_err(|e| self.fail(Error::Storage(e)))?;
             }
             self.unsynced = false;
+            self.synced = self.written;
         }
         if self.dir_dirty {
             let r = self.storage.sync_dir();
@@ -423,9 +427,12 @@ impl<S: Storage> DelayQueue<S> {
         // Only durable transactions are handed out: applying one moves the subscriber's origin
         // past everything before it, so a transaction (say an earlier PREPARE) that a crash
         // could still take away must not be overtaken.
+        // The flush LSN alone is not enough: a publisher that reported a position past a
+        // transaction it sends later would let an unsynced one through.
         if !it.note {
             if let Some(c) = it.commit {
-                if c.end > self.flush_lsn() {
+                let last = it.decide.or(it.seal);
+                if c.end > self.flush_lsn() || last.is_some_and(|l| !self.is_durable(l)) {
                     return Ok(None);
                 }
             }
@@ -1126,6 +1133,15 @@ impl<S: Storage> DelayQueue<S> {
         Ok(())
     }
 
+    /// Whether the record at `loc` survives a crash: older segments were synced before the
+    /// active one was created.
+    fn is_durable(&self, loc: Loc) -> bool {
+        match self.segs.last() {
+            Some(active) if active.seq == loc.seg => loc.off + loc.len <= self.synced,
+            _ => true,
+        }
+    }
+
     fn check(&self) -> Result<(), Error> {
         match &self.fatal {
             Some(e) => Err(Error::Poisoned(Box::new(e.clone()))),
@@ -1213,7 +1229,12 @@ impl<S: Storage> DelayQueue<S> {
             }
         }
         let capacity = self.config.segment_bytes_max;
-        let seq = self.segs.last().map_or(1, |s| s.seq + 1);
+        let seq = match self.segs.last() {
+            None => 1,
+            Some(s) => s.seq.checked_add(1).ok_or_else(|| {
+                Error::Misuse("segment sequence numbers are used up; start a new directory".into())
+            })?,
+        };
         let mut snap = Vec::new();
         let mut snap_records = 0;
         for (key, (tag, raw)) in &self.model.schema.current {
@@ -1257,6 +1278,7 @@ impl<S: Storage> DelayQueue<S> {
         self.buf.extend_from_slice(&header.encode());
         self.buf.extend_from_slice(&snap);
         self.written = 0;
+        self.synced = 0;
         self.segs.push(SegState {
             seq,
             name,

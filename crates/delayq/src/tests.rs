@@ -106,6 +106,7 @@ both!(
     prepared_transaction_no_longer_deadlocks_a_tiny_budget,
     undecided_bodies_over_budget_do_not_pause,
     stream_commit_promotes_in_stream_relations,
+    reported_position_past_a_later_commit_hands_out_nothing_unsynced,
 );
 
 fn nothing_undurable_is_handed_out_and_flush_lsn_never_falls<H: Harness>(h: &mut H) {
@@ -131,6 +132,30 @@ fn nothing_undurable_is_handed_out_and_flush_lsn_never_falls<H: Harness>(h: &mut
         panic!("a durable, due transaction is handed out");
     };
     assert_eq!(t.xid, Xid(1));
+}
+
+/// Found by the `delayq_stream` fuzz target: a keepalive past a transaction the publisher
+/// sends afterwards made the flush LSN cover the transaction's commit before it was durable, and
+/// `poll_ready` handed it out (a crash then lost it).
+fn reported_position_past_a_later_commit_hands_out_nothing_unsynced<H: Harness>(h: &mut H) {
+    let mut q = DelayQueue::open(h.fresh(), delayed(0)).unwrap();
+    let mut g = Gen::default();
+    let t = g.plain(1, 1, 1);
+    let Event::Commit { end_lsn, .. } = t.last().unwrap().0 else {
+        unreachable!()
+    };
+    q.note_received(Lsn(end_lsn.0 + 0x1000));
+    feed(&mut q, &t);
+    assert!(q.flush_lsn() > end_lsn);
+    assert!(
+        q.poll_ready(at(100)).unwrap().is_none(),
+        "handed out unsynced"
+    );
+    q.flush().unwrap();
+    let Some(Ready::Transaction(r)) = q.poll_ready(at(100)).unwrap() else {
+        panic!("a durable, due transaction is handed out");
+    };
+    assert_eq!(r.xid, Xid(1));
 }
 
 // ---- stream builder ------------------------------------------------------------------------
@@ -1348,4 +1373,84 @@ mod props {
             prop_assert_eq!(info.segments[0].seq, pinned);
         }
     }
+}
+
+// ---- ids and sequence numbers at the end of their range -------------------------------------
+
+/// One segment `seq` holding the given records, on a fresh simulated disk.
+fn disk_with(seq: u64, records: &[crate::format::Rec<'_>]) -> SimStorage {
+    let header = crate::format::SegmentHeader {
+        seq,
+        capacity: 4096,
+        created: UnixTime(0),
+        horizon: Lsn(0),
+        apply_lsn: Lsn(0),
+        next_id: 1,
+    };
+    let mut bytes = header.encode().to_vec();
+    for r in records {
+        r.encode(&mut bytes);
+    }
+    let name = crate::format::segment_name(seq);
+    let mut s = SimStorage::new(1);
+    s.create(&name).unwrap();
+    s.append(&name, &bytes).unwrap();
+    s.sync(&name).unwrap();
+    s.sync_dir().unwrap();
+    s
+}
+
+/// Found by the `delayq_recover` fuzz target: a checksum-valid record with the largest item id
+/// overflowed the next id during recovery.
+#[test]
+fn largest_item_id_on_disk_is_corruption() {
+    use crate::format::{Body, Carry, Flavor, Rec};
+    let begin = Rec {
+        flags: 0,
+        carry: Carry::No,
+        xid: Xid(7),
+        item: u64::MAX,
+        lsn: Lsn(0x100),
+        body: Body::Begin {
+            flavor: Flavor::Plain,
+            raw: b"B",
+        },
+    };
+    let note = Rec {
+        body: Body::Note { raw: b"M" },
+        ..begin
+    };
+    for rec in [begin, note] {
+        let disk = disk_with(1, &[rec]);
+        let want = Err(Error::Corrupt {
+            file: crate::format::segment_name(1),
+            offset: 72,
+            reason: "item id out of range".into(),
+        });
+        assert_eq!(verify(&disk).map(|_| ()), want);
+        assert_eq!(DelayQueue::open(disk, small()).map(|_| ()), want);
+    }
+}
+
+/// Rolling over from the segment with the largest sequence number is refused, not a panic.
+#[test]
+fn last_segment_sequence_number_does_not_roll_over() {
+    let disk = disk_with(u64::MAX, &[]);
+    let mut q = DelayQueue::open(disk, small()).unwrap();
+    let mut g = Gen::default();
+    let mut refused = None;
+    'fill: for xid in 1..200 {
+        for (event, payload) in g.plain(xid, 1, 4) {
+            let msg = Received {
+                wal_lsn: Lsn(0),
+                payload: &payload,
+                event,
+            };
+            if let Err(e) = q.handle(at(1), msg) {
+                refused = Some(e);
+                break 'fill;
+            }
+        }
+    }
+    assert!(matches!(refused, Some(Error::Misuse(_))), "{refused:?}");
 }
