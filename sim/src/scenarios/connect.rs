@@ -14,7 +14,7 @@ use pgyard_types::{uniform_inclusive, Instant, Rng, RngCore};
 
 use crate::world::net::{Dns, Link, Net, NetMix, Partition};
 use crate::world::pg::{Node, NodeState, PASSWORD, USER};
-use crate::world::{describe_spec, Bug, ClientSpec, ClusterEvent, World};
+use crate::world::{Bug, ClientSpec, ClusterEvent, SpecText, World};
 use crate::{trace, Scenario, Trace, Violation};
 
 /// The scenario.
@@ -23,7 +23,6 @@ pub struct ConnectScenario;
 const MS: u64 = 1_000_000;
 
 /// What one seed draws first (swarm testing): which faults exist at all, and how often.
-#[derive(Debug)]
 pub(crate) struct Mix {
     pub nodes: usize,
     pub clients: usize,
@@ -39,6 +38,33 @@ pub(crate) struct Mix {
     pub tls_pct: u64,
     pub starting_pct: u64,
     pub safety_ms: u64,
+}
+
+/// The text `#[derive(Debug)]` would print (the trace format is part of the replay
+/// contract), in one `write!`: the derived builder was a visible share of a seed's cost.
+impl std::fmt::Debug for Mix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Mix {{ nodes: {}, clients: {}, net: {:?}, partition: {}, crash: {}, promote: {}, \
+             switchover: {}, two_primaries: {}, too_many: {}, hang: {}, old_version_pct: {}, \
+             tls_pct: {}, starting_pct: {}, safety_ms: {} }}",
+            self.nodes,
+            self.clients,
+            self.net,
+            self.partition,
+            self.crash,
+            self.promote,
+            self.switchover,
+            self.two_primaries,
+            self.too_many,
+            self.hang,
+            self.old_version_pct,
+            self.tls_pct,
+            self.starting_pct,
+            self.safety_ms
+        )
+    }
 }
 
 fn pct(rng: &mut Rng, on_pct: u64, max: u64) -> u64 {
@@ -316,7 +342,7 @@ pub fn run_connect(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Violat
     trace!(t, "mix {mix:?}");
     let mut w = build_world(rng, &mix, bug);
     for n in &w.nodes {
-        trace!(t, "node {}", n.describe());
+        trace!(t, "node {}", n.describe_text());
     }
     let all_tls = w.nodes.iter().all(|n| n.tls);
     for i in 0..mix.clients {
@@ -330,7 +356,7 @@ pub fn run_connect(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Violat
             detect_ns: MS + uniform_inclusive(rng, 100 * MS),
             budget_rides_out: false,
         };
-        trace!(t, "client {i} {}", describe_spec(&spec));
+        trace!(t, "client {i} {}", SpecText(&spec));
         let start = Instant(uniform_inclusive(rng, mix.safety_ms * MS / 2));
         w.add_client(spec, start);
     }

@@ -14,7 +14,7 @@ use pgyard_types::{uniform_inclusive, Instant, Rng};
 use super::connect::{build_world, draw_mix, shuffle};
 use crate::world::net::NetMix;
 use crate::world::pg::{NodeState, PASSWORD, USER};
-use crate::world::{describe_spec, Bug, ClientSpec, ClusterEvent};
+use crate::world::{Bug, ClientSpec, ClusterEvent, SpecText};
 use crate::{trace, Scenario, Trace, Violation};
 
 /// The scenario.
@@ -54,7 +54,7 @@ pub fn run_failover(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Viola
     trace!(t, "mix {mix:?} {fm:?}");
     let mut w = build_world(rng, &mix, bug);
     for n in &w.nodes {
-        trace!(t, "node {}", n.describe());
+        trace!(t, "node {}", n.describe_text());
     }
     let new_primary = 1 + uniform_inclusive(rng, mix.nodes as u64 - 2) as usize;
     let lag = w.nodes[new_primary].lag_ms * MS;
@@ -116,7 +116,7 @@ pub fn run_failover(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Viola
             detect_ns: MS + uniform_inclusive(rng, 50 * MS),
             budget_rides_out: true,
         };
-        trace!(t, "client {i} {}", describe_spec(&spec));
+        trace!(t, "client {i} {}", SpecText(&spec));
         w.add_client(spec, Instant(uniform_inclusive(rng, 20 * MS)));
     }
     if fm.switchover {

@@ -1149,16 +1149,32 @@ fn attempts_text(log: &[AttemptLog]) -> String {
 
 /// One line describing a client's configuration.
 pub fn describe_spec(spec: &ClientSpec) -> String {
-    let c = &spec.config;
-    format!(
-        "hosts={} tsa={} lb={:?} strategy={:?} connect_timeout={:?} failover={:?}",
-        spec.hosts.join(","),
-        c.target_session_attrs().as_str(),
-        c.load_balance_hosts(),
-        c.strategy(),
-        c.connect_timeout().ok().flatten(),
-        c.failover_timeout()
-    )
+    SpecText(spec).to_string()
+}
+
+/// [`describe_spec`] as a `Display`, so a trace line formats it in place.
+pub struct SpecText<'a>(pub &'a ClientSpec);
+
+impl std::fmt::Display for SpecText<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let c = &self.0.config;
+        f.write_str("hosts=")?;
+        for (i, h) in self.0.hosts.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            f.write_str(h)?;
+        }
+        write!(
+            f,
+            " tsa={} lb={:?} strategy={:?} connect_timeout={:?} failover={:?}",
+            c.target_session_attrs().as_str(),
+            c.load_balance_hosts(),
+            c.strategy(),
+            c.connect_timeout().ok().flatten(),
+            c.failover_timeout()
+        )
+    }
 }
 
 /// The bytes of a Terminate message.

@@ -142,15 +142,12 @@ impl Node {
 
     /// Short description for traces.
     pub fn describe(&self) -> String {
-        let auth = match self.auth {
-            Auth::Trust => "trust",
-            Auth::Md5(_) => "md5",
-            Auth::Scram(_) => "scram",
-        };
-        format!(
-            "{} {:?} auth={auth} tls={} old={} max={} lag={}ms",
-            self.name, self.state, self.tls, self.old_version, self.max_sessions, self.lag_ms
-        )
+        self.describe_text().to_string()
+    }
+
+    /// [`Node::describe`] as a `Display`, so a trace line formats it in place.
+    pub fn describe_text(&self) -> impl std::fmt::Display + '_ {
+        NodeText(self)
     }
 }
 
@@ -522,4 +519,23 @@ fn fatal(out: &mut BytesMut, code: &[u8], message: &[u8]) {
 /// a bug in this file and dropping the message makes the client's invariants trip.
 fn put<E>(out: &mut BytesMut, f: impl FnOnce(&mut BytesMut) -> Result<(), E>) {
     let _ = f(out);
+}
+
+/// The text of [`Node::describe`].
+struct NodeText<'a>(&'a Node);
+
+impl std::fmt::Display for NodeText<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.0;
+        let auth = match n.auth {
+            Auth::Trust => "trust",
+            Auth::Md5(_) => "md5",
+            Auth::Scram(_) => "scram",
+        };
+        write!(
+            f,
+            "{} {:?} auth={auth} tls={} old={} max={} lag={}ms",
+            n.name, n.state, n.tls, n.old_version, n.max_sessions, n.lag_ms
+        )
+    }
 }
