@@ -13,6 +13,7 @@
 //! Goals: `pgyard_sequential` within 10% of `libpq`; `pgyard_race` ≤ `healthy` + 2 × stagger
 //! + 10%. The slow ids run 10 single-iteration samples (flat sampling), about 40 s each.
 
+use pgyard_blocking::SessionInfo;
 use std::ffi::CString;
 use std::hint::black_box;
 use std::io::Read;

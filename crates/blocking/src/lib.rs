@@ -14,6 +14,7 @@
 pub mod attempts;
 mod driver;
 mod env;
+mod info;
 mod session;
 pub mod tls;
 
@@ -21,6 +22,7 @@ use std::time::Duration;
 
 pub use driver::{io_kind, set_tcp_options};
 pub use env::RealInputs;
+pub use info::SessionInfo;
 pub use pgyard_connect::{BackendKey, ConnectError, OpenTarget, ServerRole};
 pub use pgyard_conninfo::Strategy;
 pub use session::{prepare, Prepared, RawFrame, Session};

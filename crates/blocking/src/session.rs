@@ -5,7 +5,7 @@ use std::io::{Read, Write};
 use std::time::Duration;
 
 use bytes::BytesMut;
-use pgyard_connect::{BackendKey, Connector, Established, OpenTarget, ServerRole};
+use pgyard_connect::{Connector, Established};
 use pgyard_conninfo::typed::ConnectConfig;
 use pgyard_conninfo::{configure, Keyword};
 use pgyard_wire::backend::BackendMessage;
@@ -84,73 +84,6 @@ impl Session {
             transport: Some(transport),
             attempts,
         })
-    }
-
-    /// What libpq's `PQhost` reports for this connection.
-    pub fn host(&self) -> &str {
-        &self.established.host
-    }
-
-    /// The address (or Unix socket) connected to.
-    pub fn target(&self) -> &OpenTarget {
-        &self.established.target
-    }
-
-    /// The server's port, for TCP connections.
-    pub fn port(&self) -> Option<u16> {
-        match &self.established.target {
-            OpenTarget::Tcp(a) => Some(a.port()),
-            OpenTarget::Unix(_) => None,
-        }
-    }
-
-    /// The index of the chosen host in the configuration's slot order.
-    pub fn slot(&self) -> usize {
-        self.established.slot
-    }
-
-    /// ParameterStatus values reported at startup, in arrival order.
-    pub fn parameters(&self) -> &[(String, String)] {
-        &self.established.parameters
-    }
-
-    /// One server parameter (`server_version`, `in_hot_standby`, …).
-    pub fn parameter(&self, name: &str) -> Option<&str> {
-        self.established
-            .parameters
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// BackendKeyData, what [`Session::cancel`] quotes.
-    pub fn backend_key(&self) -> Option<&BackendKey> {
-        self.established.backend_key.as_ref()
-    }
-
-    /// The protocol version in use (major, minor).
-    pub fn protocol_version(&self) -> (u16, u16) {
-        self.established.protocol_version
-    }
-
-    /// Whether the connection is encrypted with TLS.
-    pub fn tls(&self) -> bool {
-        self.established.tls
-    }
-
-    /// The server role, if the session check learned it.
-    pub fn role(&self) -> Option<ServerRole> {
-        self.established.role
-    }
-
-    /// Every attempt of the last connect or reset, in the order they started.
-    pub fn attempts(&self) -> &[Attempt] {
-        &self.attempts
-    }
-
-    /// The machine's view of the connection.
-    pub fn established(&self) -> &Established {
-        &self.established
     }
 
     /// Runs `sql` with the simple query protocol and returns every row of every result as
@@ -398,4 +331,14 @@ fn startup_extras(inputs: &RealInputs) -> Vec<(Vec<u8>, Vec<u8>)> {
         (!v.eq_ignore_ascii_case(b"default")).then(|| (name.as_bytes().to_vec(), v.to_vec()))
     })
     .collect()
+}
+
+impl crate::SessionInfo for Session {
+    fn established(&self) -> &Established {
+        &self.established
+    }
+
+    fn attempts(&self) -> &[Attempt] {
+        &self.attempts
+    }
 }

@@ -1,6 +1,7 @@
 //! pgyard-blocking against real PostgreSQL 18 servers started by pgyard-testkit, with psql
 //! (libpq 18) as the oracle for every choice and every error text.
 
+use pgyard_blocking::SessionInfo;
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::thread;

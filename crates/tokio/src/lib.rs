@@ -22,7 +22,9 @@ mod session;
 
 use std::time::Duration;
 
-pub use pgyard_blocking::{Attempt, ConnectOptions, Error, RawFrame, RealInputs, Strategy};
+pub use pgyard_blocking::{
+    Attempt, ConnectOptions, Error, RawFrame, RealInputs, SessionInfo, Strategy,
+};
 pub use pgyard_connect::{BackendKey, ConnectError, OpenTarget, ServerRole};
 pub use session::{CancelToken, Session};
 

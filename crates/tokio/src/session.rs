@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use pgyard_blocking::{Attempt, ConnectOptions, Error, RawFrame};
-use pgyard_connect::{BackendKey, Connector, Established, OpenTarget, ServerRole};
+use pgyard_connect::{BackendKey, Connector, Established, OpenTarget};
 use pgyard_wire::backend::BackendMessage;
 use pgyard_wire::error_fields::Verbosity;
 use pgyard_wire::frame::{decode_frame, Decoded};
@@ -64,73 +64,6 @@ impl Session {
             transport: Some(transport),
             attempts,
         })
-    }
-
-    /// What libpq's `PQhost` reports for this connection.
-    pub fn host(&self) -> &str {
-        &self.established.host
-    }
-
-    /// The address (or Unix socket) connected to.
-    pub fn target(&self) -> &OpenTarget {
-        &self.established.target
-    }
-
-    /// The server's port, for TCP connections.
-    pub fn port(&self) -> Option<u16> {
-        match &self.established.target {
-            OpenTarget::Tcp(a) => Some(a.port()),
-            OpenTarget::Unix(_) => None,
-        }
-    }
-
-    /// The index of the chosen host in the configuration's slot order.
-    pub fn slot(&self) -> usize {
-        self.established.slot
-    }
-
-    /// ParameterStatus values reported at startup (and since), in arrival order.
-    pub fn parameters(&self) -> &[(String, String)] {
-        &self.established.parameters
-    }
-
-    /// One server parameter (`server_version`, `in_hot_standby`, …).
-    pub fn parameter(&self, name: &str) -> Option<&str> {
-        self.established
-            .parameters
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// BackendKeyData, what [`Session::cancel`] quotes.
-    pub fn backend_key(&self) -> Option<&BackendKey> {
-        self.established.backend_key.as_ref()
-    }
-
-    /// The protocol version in use (major, minor).
-    pub fn protocol_version(&self) -> (u16, u16) {
-        self.established.protocol_version
-    }
-
-    /// Whether the connection is encrypted with TLS.
-    pub fn tls(&self) -> bool {
-        self.established.tls
-    }
-
-    /// The server role, if the session check learned it.
-    pub fn role(&self) -> Option<ServerRole> {
-        self.established.role
-    }
-
-    /// Every attempt of the last connect or reset, in the order they started.
-    pub fn attempts(&self) -> &[Attempt] {
-        &self.attempts
-    }
-
-    /// The machine's view of the connection.
-    pub fn established(&self) -> &Established {
-        &self.established
     }
 
     /// Runs `sql` with the simple query protocol and returns every row of every result as
@@ -361,5 +294,15 @@ impl Drop for Session {
                 let _ = t.shutdown().await;
             });
         }
+    }
+}
+
+impl crate::SessionInfo for Session {
+    fn established(&self) -> &Established {
+        &self.established
+    }
+
+    fn attempts(&self) -> &[Attempt] {
+        &self.attempts
     }
 }

@@ -1,6 +1,7 @@
 //! pgyard-tokio against real PostgreSQL 18 servers started by pgyard-testkit, with psql
 //! (libpq 18) and pgyard-blocking as the oracles for every choice and every error text.
 
+use pgyard_tokio::SessionInfo;
 use std::time::{Duration, Instant};
 
 use pgyard_testkit::cluster::{self, Auth, Options, Primary};
