@@ -477,34 +477,14 @@ impl ScramClient {
 
     /// The error the machine failed with, if any.
     pub fn error(&self) -> Option<&ScramError> {
-        match &self.state {
-            ClientState::Failed(e) => Some(e),
-            _ => None,
-        }
+        self.state.failure()
     }
 
     fn step<T>(
         &mut self,
         f: impl FnOnce(ClientState) -> Result<(ClientState, T), ScramError>,
     ) -> Result<T, ScramError> {
-        let state = std::mem::replace(
-            &mut self.state,
-            ClientState::Failed(ScramError::InvalidState),
-        );
-        if let ClientState::Failed(e) = state {
-            self.state = ClientState::Failed(e.clone());
-            return Err(e);
-        }
-        match f(state) {
-            Ok((next, out)) => {
-                self.state = next;
-                Ok(out)
-            }
-            Err(e) => {
-                self.state = ClientState::Failed(e.clone());
-                Err(e)
-            }
-        }
+        sticky_step(&mut self.state, ScramError::InvalidState, f)
     }
 }
 
@@ -918,33 +898,71 @@ impl ScramServer {
 
     /// The error the machine failed with, if any.
     pub fn error(&self) -> Option<&ScramServerError> {
-        match &self.state {
-            ServerState::Failed(e) => Some(e),
-            _ => None,
-        }
+        self.state.failure()
     }
 
     fn step<T>(
         &mut self,
         f: impl FnOnce(ServerState) -> Result<(ServerState, T), ScramServerError>,
     ) -> Result<T, ScramServerError> {
-        let state = std::mem::replace(
-            &mut self.state,
-            ServerState::Failed(ScramServerError::InvalidState),
-        );
-        if let ServerState::Failed(e) = state {
-            self.state = ServerState::Failed(e.clone());
-            return Err(e);
+        sticky_step(&mut self.state, ScramServerError::InvalidState, f)
+    }
+}
+
+/// A machine state with a terminal failed state that keeps its error: once failed, every
+/// later input gets the same error back (the client and the server machine share this).
+trait Sticky: Sized {
+    type Error: Clone;
+    fn failed(e: Self::Error) -> Self;
+    fn failure(&self) -> Option<&Self::Error>;
+}
+
+impl Sticky for ClientState {
+    type Error = ScramError;
+    fn failed(e: ScramError) -> Self {
+        ClientState::Failed(e)
+    }
+    fn failure(&self) -> Option<&ScramError> {
+        match self {
+            ClientState::Failed(e) => Some(e),
+            _ => None,
         }
-        match f(state) {
-            Ok((next, out)) => {
-                self.state = next;
-                Ok(out)
-            }
-            Err(e) => {
-                self.state = ServerState::Failed(e.clone());
-                Err(e)
-            }
+    }
+}
+
+impl Sticky for ServerState {
+    type Error = ScramServerError;
+    fn failed(e: ScramServerError) -> Self {
+        ServerState::Failed(e)
+    }
+    fn failure(&self) -> Option<&ScramServerError> {
+        match self {
+            ServerState::Failed(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Runs one transition on `slot`: a failed machine stays failed, an error fails it.
+fn sticky_step<S: Sticky, T>(
+    slot: &mut S,
+    placeholder: S::Error,
+    f: impl FnOnce(S) -> Result<(S, T), S::Error>,
+) -> Result<T, S::Error> {
+    let state = std::mem::replace(slot, S::failed(placeholder));
+    if let Some(e) = state.failure() {
+        let e = e.clone();
+        *slot = S::failed(e.clone());
+        return Err(e);
+    }
+    match f(state) {
+        Ok((next, out)) => {
+            *slot = next;
+            Ok(out)
+        }
+        Err(e) => {
+            *slot = S::failed(e.clone());
+            Err(e)
         }
     }
 }
