@@ -3,7 +3,7 @@
 //! move `restart_lsn` and `catalog_xmin` (`xl_running_xacts`, and the records of the
 //! transactions still running at one of them). Pure: the WAL facts are inputs.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use pgyard_types::{Lsn, Xid};
 use serde_json::{Map, Value};
@@ -35,8 +35,9 @@ pub struct RunningXacts {
     pub subxids: Vec<Xid>,
 }
 
-/// The records of one transaction that decoding tracks (top-level xid only).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// The records of one transaction (or subtransaction) that decoding reads, by the xid
+/// `pg_walinspect` shows for them (a subtransaction's records carry its own xid).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct XactRecords {
     /// The transaction id.
     pub xid: Xid,
@@ -47,8 +48,26 @@ pub struct XactRecords {
     /// multi-insert): the first one decoded in `FULL_SNAPSHOT` or later gives it a base
     /// snapshot.
     pub change_lsns: Vec<Lsn>,
-    /// Start of its commit or abort record, if it ended.
+    /// Start of its commit or abort record (`COMMIT_PREPARED`/`ABORT_PREPARED` for a prepared
+    /// transaction; a subtransaction's own `ABORT` for `ROLLBACK TO`), if it ended.
     pub end_lsn: Option<Lsn>,
+    /// Whether that record is an abort (an abort never rebuilds the builder's snapshot).
+    pub aborted: bool,
+    /// Whether that commit record carries invalidation messages (`XACT_XINFO_HAS_INVALS`).
+    pub has_invals: bool,
+    /// The subtransactions its commit/abort/prepare record lists.
+    pub subxids: Vec<Xid>,
+    /// For a subtransaction: its top-level xid (`XLR_BLOCK_ID_TOPLEVEL_XID` of its first
+    /// record, or its top-level commit record's subxact list).
+    pub top_xid: Option<Xid>,
+    /// Start of the record that carries `top_xid` (its first record): decoding that reads it
+    /// makes it a known subtransaction (`ReorderBufferAssignChild`).
+    pub top_xid_lsn: Option<Lsn>,
+    /// Start LSNs of its `Transaction/INVALIDATION` records (catalog changes; read only once
+    /// the snapshot is FULL).
+    pub invalidation_lsns: Vec<Lsn>,
+    /// Start of its `Transaction/PREPARE` record (read only once the snapshot is FULL).
+    pub prepare_lsn: Option<Lsn>,
 }
 
 /// A slot's positions as the advance reads and writes them.
@@ -72,7 +91,8 @@ pub struct Advance {
     /// Snapshot files this advance wrote (`SnapBuildSerialize` at running_xacts records).
     pub serialized: Vec<Lsn>,
     /// Whether an unmodelled case decided a value (restored snapshot's xmin used as a
-    /// candidate, subtransactions running).
+    /// candidate or rebuilt after a catalog change, a restored snapshot's catalog-change
+    /// list needed, a running subtransaction whose top-level xid is unknown).
     pub approximate: bool,
 }
 
@@ -86,6 +106,27 @@ pub fn advance(
     xacts: &[XactRecords],
     snapshots: &mut BTreeSet<Lsn>,
 ) -> Advance {
+    advance_with_files(
+        start,
+        moveto,
+        running,
+        xacts,
+        snapshots,
+        &mut BTreeMap::new(),
+    )
+}
+
+/// [`advance`] with the contents of (some of) the snapshot files, by LSN: a restored file's
+/// `xmin` and catalog-change list are then exact. Files this advance writes are added with
+/// what it wrote (unless its own builder xmin was an approximation).
+pub fn advance_with_files(
+    start: SlotPositions,
+    moveto: Lsn,
+    running: &[RunningXacts],
+    xacts: &[XactRecords],
+    snapshots: &mut BTreeSet<Lsn>,
+    files: &mut BTreeMap<Lsn, SnapshotFile>,
+) -> Advance {
     let mut d = Decoder {
         slot: SlotState {
             pos: start,
@@ -94,30 +135,52 @@ pub fn advance(
         },
         build: Build::Start,
         builder_xmin: Xid(0),
+        builder_xmin_restored: false,
+        restored_at: None,
+        catchange: Vec::new(),
         snapshot_xmin: None,
         last_serialized: None,
         current_restart: None,
         txns: Vec::new(),
+        sub_of: BTreeMap::new(),
+        catalog: BTreeSet::new(),
         serialized: Vec::new(),
         approximate: false,
     };
+    let mapped_subs: BTreeSet<Xid> = xacts
+        .iter()
+        .filter(|x| x.top_xid.is_some())
+        .map(|x| x.xid)
+        .collect();
     for (at, event) in events(start.restart_lsn, moveto, running, xacts) {
         match event {
             Event::Running(i) => {
                 if let Some(rec) = running.get(i) {
+                    if rec.subxids.iter().any(|s| !mapped_subs.contains(s)) {
+                        d.approximate = true;
+                    }
                     let prev_oldest = running
                         .iter()
                         .filter(|r| r.start_lsn < rec.start_lsn)
                         .max_by_key(|r| r.start_lsn)
                         .map(|r| r.oldest_running_xid);
-                    d.running_xacts(at, rec, prev_oldest, snapshots);
+                    d.running_xacts(at, rec, prev_oldest, snapshots, files);
                 }
             }
-            Event::Record(xid) => {
-                d.txn_entry(xid);
-            }
+            Event::Assign { sub, top } => d.assign_child(top, sub),
+            Event::Record(xid) => d.process_xid(xid),
             Event::Change(xid) => d.change(xid, at),
-            Event::End(xid) => d.end(xid),
+            Event::Invalidation(xid) => d.invalidation(xid),
+            Event::Prepare(xid) => {
+                if d.build_at_least_full() {
+                    d.process_xid(xid);
+                }
+            }
+            Event::End(i) => {
+                if let Some(x) = xacts.get(i) {
+                    d.end(x);
+                }
+            }
         }
     }
     // LogicalConfirmReceivedLocation(moveto): always called, even when nothing was read.
@@ -180,7 +243,9 @@ impl RunningXacts {
 }
 
 impl XactRecords {
-    /// Reads `{"xid", "record_lsns", "change_lsns", "end_lsn"}`.
+    /// Reads `{"xid", "record_lsns", "change_lsns", "end_lsn"}` and the optional `"aborted"`,
+    /// `"has_invals"`,
+    /// `"subxids"`, `"top_xid"`, `"top_xid_lsn"`, `"invalidation_lsns"`, `"prepare_lsn"`.
     pub fn from_json(value: &Value) -> Result<XactRecords, InputError> {
         let obj = value
             .as_object()
@@ -190,6 +255,13 @@ impl XactRecords {
             record_lsns: lsn_list(obj, "record_lsns")?,
             change_lsns: lsn_list(obj, "change_lsns")?,
             end_lsn: lsn(obj, "end_lsn")?,
+            aborted: matches!(obj.get("aborted"), Some(Value::Bool(true))),
+            has_invals: matches!(obj.get("has_invals"), Some(Value::Bool(true))),
+            subxids: xid_list(obj, "subxids")?,
+            top_xid: xid(obj, "top_xid")?,
+            top_xid_lsn: lsn(obj, "top_xid_lsn")?,
+            invalidation_lsns: lsn_list(obj, "invalidation_lsns")?,
+            prepare_lsn: lsn(obj, "prepare_lsn")?,
         })
     }
 
@@ -204,6 +276,149 @@ impl XactRecords {
             self.end_lsn
                 .map_or(Value::Null, |l| Value::String(l.to_string())),
         );
+        if self.aborted {
+            m.insert("aborted".into(), true.into());
+        }
+        if self.has_invals {
+            m.insert("has_invals".into(), true.into());
+        }
+        if !self.subxids.is_empty() {
+            m.insert("subxids".into(), xids_json(&self.subxids));
+        }
+        if let Some(t) = self.top_xid {
+            m.insert("top_xid".into(), t.0.into());
+        }
+        if let Some(l) = self.top_xid_lsn {
+            m.insert("top_xid_lsn".into(), l.to_string().into());
+        }
+        if !self.invalidation_lsns.is_empty() {
+            m.insert(
+                "invalidation_lsns".into(),
+                lsns_json(&self.invalidation_lsns),
+            );
+        }
+        if let Some(l) = self.prepare_lsn {
+            m.insert("prepare_lsn".into(), l.to_string().into());
+        }
+        Value::Object(m)
+    }
+}
+
+/// The top-level xid a WAL record carries (`XLR_BLOCK_ID_TOPLEVEL_XID`, written into the
+/// first record of a subtransaction at `wal_level = logical`), read from the record's raw
+/// bytes starting at `start` (at least its headers; a page header inside them, at an 8 kB
+/// boundary, is skipped). `None` when the record has none or the bytes are too short.
+pub fn record_toplevel_xid(start: Lsn, raw: &[u8]) -> Option<Xid> {
+    // Remove short page headers at page boundaries inside the bytes.
+    let mut bytes = Vec::with_capacity(raw.len());
+    let mut pos = start.0;
+    let mut i = 0usize;
+    while i < raw.len() {
+        if pos.is_multiple_of(WAL_PAGE_BYTES) && i > 0 {
+            i += SHORT_PAGE_HEADER_BYTES as usize;
+            pos += SHORT_PAGE_HEADER_BYTES;
+            continue;
+        }
+        bytes.push(raw[i]);
+        i += 1;
+        pos += 1;
+    }
+    let u16_at = |o: usize| -> Option<u16> {
+        Some(u16::from_le_bytes([*bytes.get(o)?, *bytes.get(o + 1)?]))
+    };
+    // XLogRecord: xl_tot_len, xl_xid, xl_prev, xl_info, xl_rmid, padding, xl_crc.
+    let mut o = 24usize;
+    loop {
+        let id = *bytes.get(o)?;
+        match id {
+            // XLR_BLOCK_ID_DATA_SHORT / _LONG: the main data header comes last.
+            255 | 254 => return None,
+            // XLR_BLOCK_ID_ORIGIN
+            253 => o += 3,
+            // XLR_BLOCK_ID_TOPLEVEL_XID
+            252 => {
+                let b = bytes.get(o + 1..o + 5)?;
+                return Some(Xid(u32::from_le_bytes([b[0], b[1], b[2], b[3]])));
+            }
+            0..=32 => {
+                let fork_flags = *bytes.get(o + 1)?;
+                o += 4; // id, fork_flags, data_length
+                if fork_flags & 0x10 != 0 {
+                    // XLogRecordBlockImageHeader: length, hole_offset, bimg_info.
+                    let bimg_info = *bytes.get(o + 4)?;
+                    u16_at(o)?;
+                    o += 5;
+                    if bimg_info & 0x01 != 0 && bimg_info & (0x04 | 0x08 | 0x10) != 0 {
+                        o += 2; // XLogRecordBlockCompressHeader
+                    }
+                }
+                if fork_flags & 0x80 == 0 {
+                    o += 12; // RelFileLocator
+                }
+                o += 4; // BlockNumber
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// What decoding reads from a serialized snapshot file when it restores it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SnapshotFile {
+    /// The builder's `xmin` (the restored snapshot's xmin).
+    pub xmin: Xid,
+    /// `catchange.xip`: transactions with catalog changes running when it was written.
+    pub catchange: Vec<Xid>,
+}
+
+impl SnapshotFile {
+    /// Reads a `pg_logical/snapshots/*.snap` file (`SnapBuildOnDisk`, PostgreSQL 18 on a
+    /// 64-bit little-endian server): `xmin` at byte 32, `committed.xcnt` at 96,
+    /// `catchange.xcnt` at 128, then the committed and the catalog-change xids from 144.
+    pub fn parse(bytes: &[u8]) -> Option<SnapshotFile> {
+        let u32_at = |o: usize| -> Option<u32> {
+            let b = bytes.get(o..o + 4)?;
+            Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        };
+        let u64_at = |o: usize| -> Option<u64> {
+            let b = bytes.get(o..o + 8)?;
+            let mut a = [0u8; 8];
+            a.copy_from_slice(b);
+            Some(u64::from_le_bytes(a))
+        };
+        // SNAPBUILD_MAGIC
+        if u32_at(0)? != 0x51A1_E001 {
+            return None;
+        }
+        let xmin = Xid(u32_at(32)?);
+        let committed = usize::try_from(u64_at(96)?).ok()?;
+        let catchange = usize::try_from(u64_at(128)?).ok()?;
+        let from = 144usize.checked_add(committed.checked_mul(4)?)?;
+        let catchange = (0..catchange)
+            .map(|i| u32_at(from + 4 * i).map(Xid))
+            .collect::<Option<Vec<Xid>>>()?;
+        Some(SnapshotFile { xmin, catchange })
+    }
+}
+
+impl SnapshotFile {
+    /// Reads `{"xmin", "catchange"}`.
+    pub fn from_json(value: &Value) -> Result<SnapshotFile, InputError> {
+        let obj = value
+            .as_object()
+            .ok_or_else(|| InputError::new("snapshot_files: entry is not an object"))?;
+        Ok(SnapshotFile {
+            xmin: xid(obj, "xmin")?
+                .ok_or_else(|| InputError::new("snapshot_files: xmin is required"))?,
+            catchange: xid_list(obj, "catchange")?,
+        })
+    }
+
+    /// The JSON object [`SnapshotFile::from_json`] reads.
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("xmin".into(), self.xmin.0.to_string().into());
+        m.insert("catchange".into(), xids_json(&self.catchange));
         Value::Object(m)
     }
 }
@@ -270,12 +485,21 @@ enum Build {
 
 enum Event {
     Running(usize),
+    /// `ReorderBufferAssignChild` at a record carrying its top-level xid.
+    Assign {
+        sub: Xid,
+        top: Xid,
+    },
     Record(Xid),
     Change(Xid),
-    End(Xid),
+    Invalidation(Xid),
+    Prepare(Xid),
+    /// Commit/abort record of `xacts[i]`.
+    End(usize),
 }
 
-/// The records the advance reads, in WAL order (a record's xid entry before its change).
+/// The records the advance reads, in WAL order (at one LSN: the child assignment, the xid
+/// entry, then the change).
 fn events(
     from: Lsn,
     moveto: Lsn,
@@ -289,15 +513,26 @@ fn events(
             ev.push((r.start_lsn, 0, Event::Running(i)));
         }
     }
-    for x in xacts {
+    for (i, x) in xacts.iter().enumerate() {
+        if let (Some(top), Some(l)) = (x.top_xid, x.top_xid_lsn) {
+            if read(l) && top != x.xid {
+                ev.push((l, 1, Event::Assign { sub: x.xid, top }));
+            }
+        }
         for l in x.record_lsns.iter().copied().filter(|l| read(*l)) {
-            ev.push((l, 1, Event::Record(x.xid)));
+            ev.push((l, 2, Event::Record(x.xid)));
         }
         for l in x.change_lsns.iter().copied().filter(|l| read(*l)) {
-            ev.push((l, 2, Event::Change(x.xid)));
+            ev.push((l, 3, Event::Change(x.xid)));
+        }
+        for l in x.invalidation_lsns.iter().copied().filter(|l| read(*l)) {
+            ev.push((l, 4, Event::Invalidation(x.xid)));
+        }
+        if let Some(l) = x.prepare_lsn.filter(|l| read(*l)) {
+            ev.push((l, 4, Event::Prepare(x.xid)));
         }
         if let Some(l) = x.end_lsn.filter(|l| read(*l)) {
-            ev.push((l, 3, Event::End(x.xid)));
+            ev.push((l, 5, Event::End(i)));
         }
     }
     ev.sort_by_key(|(l, k, _)| (*l, *k));
@@ -376,6 +611,13 @@ struct Decoder {
     build: Build,
     /// `builder->xmin`.
     builder_xmin: Xid,
+    /// Whether `builder_xmin` is a restored snapshot's (not in the inputs, approximated).
+    builder_xmin_restored: bool,
+    /// Where a snapshot file whose contents are not in the inputs was restored (its
+    /// catalog-change list is unknown).
+    restored_at: Option<Lsn>,
+    /// `builder->catchange.xip` (from a restored file).
+    catchange: Vec<Xid>,
     /// `builder->snapshot->xmin`, once built (base snapshots share it until rebuilt), and
     /// whether it came from a restored snapshot file.
     snapshot_xmin: Option<(Xid, bool)>,
@@ -384,6 +626,10 @@ struct Decoder {
     /// `reorder->current_restart_decoding_lsn`.
     current_restart: Option<Lsn>,
     txns: Vec<Txn>,
+    /// Known subtransactions (`RBTXN_IS_SUBXACT`) and their top-level xid.
+    sub_of: BTreeMap<Xid, Xid>,
+    /// Entries with `RBTXN_HAS_CATALOG_CHANGES`.
+    catalog: BTreeSet<Xid>,
     serialized: Vec<Lsn>,
     approximate: bool,
 }
@@ -396,20 +642,29 @@ impl Decoder {
         rec: &RunningXacts,
         prev_oldest: Option<Xid>,
         snapshots: &mut BTreeSet<Lsn>,
+        files: &mut BTreeMap<Lsn, SnapshotFile>,
     ) {
-        if !rec.subxids.is_empty() {
-            self.approximate = true;
-        }
         if self.build == Build::Consistent {
             // SnapBuildSerialize: an existing file is reused, either way it is the new
-            // restart point.
+            // restart point. A new file holds the builder's xmin before this record and the
+            // transactions flagged with catalog changes.
             if snapshots.insert(at) {
                 self.serialized.push(at);
+                if !self.builder_xmin_restored && self.restored_at.is_none() {
+                    let catchange: Vec<Xid> = self.catalog.iter().copied().collect();
+                    files.insert(
+                        at,
+                        SnapshotFile {
+                            xmin: self.builder_xmin,
+                            catchange,
+                        },
+                    );
+                }
             }
             self.last_serialized = Some(at);
             self.current_restart = Some(at);
             self.after_find(at, rec);
-        } else if self.find_snapshot(at, rec, prev_oldest, snapshots) {
+        } else if self.find_snapshot(at, rec, prev_oldest, snapshots, files) {
             self.after_find(at, rec);
         }
         self.abort_old(rec.oldest_running_xid);
@@ -423,18 +678,30 @@ impl Decoder {
         rec: &RunningXacts,
         prev_oldest: Option<Xid>,
         snapshots: &BTreeSet<Lsn>,
+        files: &BTreeMap<Lsn, SnapshotFile>,
     ) -> bool {
         let (oldest, next) = (rec.oldest_running_xid, rec.next_xid);
         if oldest == next {
             self.builder_xmin = next;
+            self.builder_xmin_restored = false;
             self.build = Build::Consistent;
             return false;
         }
         if snapshots.contains(&at) {
-            // The file's xmin is the builder xmin of whoever wrote it: normally the
-            // oldestRunningXid of the running_xacts record before this one.
+            if let Some(file) = files.get(&at) {
+                self.builder_xmin = file.xmin;
+                self.catchange = file.catchange.clone();
+                self.snapshot_xmin = Some((file.xmin, false));
+                self.current_restart = Some(at);
+                self.build = Build::Consistent;
+                return false;
+            }
+            // Contents unknown: the file's xmin is the builder xmin of whoever wrote it,
+            // normally the oldestRunningXid of the running_xacts record before this one.
             let xmin = prev_oldest.unwrap_or(oldest);
             self.builder_xmin = xmin;
+            self.builder_xmin_restored = true;
+            self.restored_at = Some(at);
             self.snapshot_xmin = Some((xmin, true));
             self.current_restart = Some(at);
             self.build = Build::Consistent;
@@ -444,6 +711,7 @@ impl Decoder {
             Build::Start => {
                 self.build = Build::Building(next);
                 self.builder_xmin = next;
+                self.builder_xmin_restored = false;
             }
             Build::Building(phase) if !xid_follows(phase, oldest) => {
                 self.build = Build::Full(next);
@@ -460,6 +728,10 @@ impl Decoder {
     /// catalog_xmin always, candidate restart_lsn once consistent.
     fn after_find(&mut self, at: Lsn, rec: &RunningXacts) {
         self.builder_xmin = rec.oldest_running_xid;
+        self.builder_xmin_restored = false;
+        // SnapBuildPurgeOlderTxn
+        let xmin = self.builder_xmin;
+        self.catchange.retain(|x| !xid_precedes(*x, xmin));
         // ReorderBufferGetOldestXmin: the base snapshot set first.
         let xmin = match self.txns.iter().filter_map(|t| t.base).min_by_key(|b| b.0) {
             Some((_, xmin, restored)) => {
@@ -487,17 +759,46 @@ impl Decoder {
     }
 
     /// `ReorderBufferAbortOld`: forgets transactions older than `oldest`, in LSN order,
-    /// stopping at the first that is not.
+    /// stopping at the first that is not (with their known subtransactions).
     fn abort_old(&mut self, oldest: Xid) {
-        let keep_from = self
-            .txns
-            .iter()
-            .position(|t| !xid_precedes(t.xid, oldest))
-            .unwrap_or(self.txns.len());
-        self.txns.drain(..keep_from);
+        while let Some(t) = self.txns.first() {
+            if !xid_precedes(t.xid, oldest) {
+                break;
+            }
+            let xid = t.xid;
+            self.cleanup(xid);
+        }
     }
 
-    /// `ReorderBufferProcessXid`: the transaction's entry, created at its first record.
+    fn build_at_least_full(&self) -> bool {
+        matches!(self.build, Build::Full(_) | Build::Consistent)
+    }
+
+    /// `ReorderBufferCleanupTXN`: a top-level entry goes with its known subtransactions; a
+    /// known subtransaction just leaves its parent.
+    fn cleanup(&mut self, xid: Xid) {
+        if self.sub_of.remove(&xid).is_some() {
+            self.catalog.remove(&xid);
+            return;
+        }
+        if let Some(i) = self.txns.iter().position(|t| t.xid == xid) {
+            self.txns.remove(i);
+            self.catalog.remove(&xid);
+            let subs: Vec<Xid> = self
+                .sub_of
+                .iter()
+                .filter(|(_, top)| **top == xid)
+                .map(|(s, _)| *s)
+                .collect();
+            for s in subs {
+                self.sub_of.remove(&s);
+                self.catalog.remove(&s);
+            }
+        }
+    }
+
+    /// `ReorderBufferTXNByXid(create, as top-level)`: the transaction's entry, created at its
+    /// first record with the restart point current then.
     fn txn_entry(&mut self, xid: Xid) -> usize {
         match self.txns.iter().position(|t| t.xid == xid) {
             Some(i) => i,
@@ -512,9 +813,42 @@ impl Decoder {
         }
     }
 
-    /// A data change: `SnapBuildProcessChange` gives the transaction a base snapshot.
+    /// `ReorderBufferProcessXid`: a known subtransaction is already there; anything else gets
+    /// a top-level entry.
+    fn process_xid(&mut self, xid: Xid) {
+        if !self.sub_of.contains_key(&xid) {
+            self.txn_entry(xid);
+        }
+    }
+
+    /// `ReorderBufferAssignChild`: the top-level entry is created if needed; a subtransaction
+    /// seen before as top-level leaves that list and hands an earlier base snapshot to its
+    /// parent (`ReorderBufferTransferSnapToParent`).
+    fn assign_child(&mut self, top: Xid, sub: Xid) {
+        if self.sub_of.contains_key(&top) {
+            return;
+        }
+        self.txn_entry(top);
+        if self.sub_of.contains_key(&sub) {
+            return;
+        }
+        if let Some(i) = self.txns.iter().position(|t| t.xid == sub) {
+            let moved = self.txns.remove(i);
+            if let Some(b) = moved.base {
+                if let Some(t) = self.txns.iter_mut().find(|t| t.xid == top) {
+                    if t.base.is_none_or(|tb| b.0 < tb.0) {
+                        t.base = Some(b);
+                    }
+                }
+            }
+        }
+        self.sub_of.insert(sub, top);
+    }
+
+    /// A data change: `SnapBuildProcessChange` gives the transaction (the top-level one of a
+    /// known subtransaction) a base snapshot.
     fn change(&mut self, xid: Xid, at: Lsn) {
-        let i = self.txn_entry(xid);
+        self.process_xid(xid);
         let usable = match self.build {
             Build::Start | Build::Building(_) => false,
             Build::Full(phase) => !xid_precedes(xid, phase),
@@ -523,20 +857,72 @@ impl Decoder {
         if !usable {
             return;
         }
+        let target = self.sub_of.get(&xid).copied().unwrap_or(xid);
+        let has_base = self
+            .txns
+            .iter()
+            .any(|t| t.xid == target && t.base.is_some());
+        if has_base {
+            return;
+        }
         let (xmin, restored) = *self.snapshot_xmin.get_or_insert((self.builder_xmin, false));
+        let i = self.txn_entry(target);
         if let Some(t) = self.txns.get_mut(i) {
-            if t.base.is_none() {
-                t.base = Some((at, xmin, restored));
-            }
+            t.base = Some((at, xmin, restored));
         }
     }
 
-    /// A commit or abort: forgotten once the snapshot is full (before that decoding bails
-    /// out and the entry waits for `ReorderBufferAbortOld`).
-    fn end(&mut self, xid: Xid) {
-        if matches!(self.build, Build::Full(_) | Build::Consistent) {
-            self.txns.retain(|t| t.xid != xid);
+    /// `XLOG_XACT_INVALIDATIONS` (FULL or later): `ReorderBufferXidSetCatalogChanges`, which
+    /// also flags the top-level transaction of a known subtransaction.
+    fn invalidation(&mut self, xid: Xid) {
+        if !self.build_at_least_full() {
+            return;
         }
+        self.process_xid(xid);
+        self.catalog.insert(xid);
+        if let Some(top) = self.sub_of.get(&xid).copied() {
+            self.catalog.insert(top);
+        }
+    }
+
+    /// A commit or abort record (FULL or later; before that `xact_decode` bails out and the
+    /// entry waits for `ReorderBufferAbortOld`). A commit of a transaction with catalog
+    /// changes (its own or a listed subtransaction's flag) rebuilds the builder's snapshot
+    /// from the builder's xmin (`SnapBuildCommitTxn`); then the transaction and its listed
+    /// subtransactions are forgotten.
+    fn end(&mut self, x: &XactRecords) {
+        if !self.build_at_least_full() {
+            return;
+        }
+        if !x.aborted {
+            let flagged = |d: &Decoder, xid: Xid| {
+                d.catalog.contains(&xid)
+                    && (d.sub_of.contains_key(&xid) || d.txns.iter().any(|t| t.xid == xid))
+            };
+            // SnapBuildXidHasCatalogChanges: the reorder buffer's flag, or a restored
+            // file's catalog-change list for a commit record with invalidations.
+            let in_catchange = |d: &Decoder, xid: Xid| x.has_invals && d.catchange.contains(&xid);
+            let catalog = flagged(self, x.xid)
+                || in_catchange(self, x.xid)
+                || x.subxids
+                    .iter()
+                    .any(|s| flagged(self, *s) || in_catchange(self, *s));
+            if !catalog {
+                if let Some(r) = self.restored_at {
+                    // The restored file's catalog-change list is not in the inputs.
+                    if x.invalidation_lsns.iter().any(|l| *l < r) {
+                        self.approximate = true;
+                    }
+                }
+            }
+            if catalog {
+                self.snapshot_xmin = Some((self.builder_xmin, self.builder_xmin_restored));
+            }
+        }
+        for s in &x.subxids {
+            self.cleanup(*s);
+        }
+        self.cleanup(x.xid);
     }
 }
 

@@ -431,6 +431,7 @@ pub fn sync_cycle(
             .serialized_snapshots
             .as_ref()
             .map(|v| v.iter().copied().collect()),
+        files: standby.snapshot_files.clone(),
         effective: initial_effective(local_slots, standby),
         required: (None, None),
     };
@@ -592,6 +593,8 @@ struct Cycle<'a> {
     caller: Caller,
     /// The standby's serialized snapshots, growing as decoding writes more (`None`: unknown).
     snapshots: Option<BTreeSet<Lsn>>,
+    /// What is known of the snapshot files' contents, growing with the files decoding writes.
+    files: BTreeMap<Lsn, decoding::SnapshotFile>,
     /// Each slot's in-memory `effective_catalog_xmin` (not always the view's `catalog_xmin`).
     effective: BTreeMap<String, Xid>,
     /// The ProcArray's `replication_slot_xmin` and `replication_slot_catalog_xmin` as last
@@ -738,6 +741,7 @@ impl Cycle<'_> {
         let mut wal = Wal {
             standby: self.standby,
             snapshots: &mut self.snapshots,
+            files: &mut self.files,
         };
         let synced_positions = if local.temporary {
             let res = update_and_persist(local, r, &mut wal, &mut self.actions)?;
@@ -846,6 +850,7 @@ impl Cycle<'_> {
         let mut wal = Wal {
             standby: self.standby,
             snapshots: &mut self.snapshots,
+            files: &mut self.files,
         };
         let Some(row) = self.table[idx].as_mut() else {
             return Ok(());
@@ -929,6 +934,7 @@ fn mark_invalidated(local: &mut SlotRow, cause: InvalidationCause) {
 struct Wal<'a, 'b> {
     standby: &'a Standby,
     snapshots: &'b mut Option<BTreeSet<Lsn>>,
+    files: &'b mut BTreeMap<Lsn, decoding::SnapshotFile>,
 }
 
 /// What `update_local_synced_slot` reports.
@@ -999,12 +1005,13 @@ fn update_local(
                 catalog_xmin: l_xmin,
             };
             let snaps = wal.snapshots.get_or_insert_with(BTreeSet::new);
-            let adv = decoding::advance(
+            let adv = decoding::advance_with_files(
                 start,
                 r.confirmed,
                 &wal.standby.running_xacts,
                 &wal.standby.xacts,
                 snaps,
+                wal.files,
             );
             positions = Some(Positions::Decoded {
                 consistent: adv.consistent,

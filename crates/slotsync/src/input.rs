@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use pgyard_types::{Lsn, Xid};
 use serde_json::{Map, Value};
 
-use crate::decoding::{lsns_json, opt_lsn_list, RunningXacts, XactRecords};
+use crate::decoding::{lsns_json, opt_lsn_list, RunningXacts, SnapshotFile, XactRecords};
 use crate::error::InputError;
 use crate::row::{int, lsn, opt_boolean, text, xid};
 
@@ -45,7 +45,8 @@ pub struct Standby {
     pub oldest_wal_lsn: Option<Lsn>,
     /// Redo pointer of the latest restartpoint (`pg_control_checkpoint()`).
     pub redo_lsn: Option<Lsn>,
-    /// `pg_snapshot_xmin(pg_current_snapshot())`: stands for the standby's next xid.
+    /// The standby's next xid (a new slot's initial `catalog_xmin` in recovery); with nothing
+    /// running on the primary `pg_snapshot_xmin(pg_current_snapshot())`, otherwise higher.
     pub snapshot_xmin: Xid,
     /// `wal_level`.
     pub wal_level: WalLevel,
@@ -68,6 +69,9 @@ pub struct Standby {
     /// LSNs of the `pg_logical/snapshots/*.snap` files; `None`: unknown, and every update is
     /// predicted as a copy of the remote positions (the behaviour before these inputs).
     pub serialized_snapshots: Option<Vec<Lsn>>,
+    /// The contents of (some of) those files by LSN (builder xmin, catalog-change xids):
+    /// restoring a file listed here is exact; others are approximated.
+    pub snapshot_files: BTreeMap<Lsn, SnapshotFile>,
     /// The `RUNNING_XACTS` records of the standby's WAL from the oldest local slot's
     /// `restart_lsn` on, which decide decoded positions (absent: none).
     pub running_xacts: Vec<RunningXacts>,
@@ -100,6 +104,7 @@ impl Default for Standby {
             max_replication_slots: None,
             promotion_triggered: false,
             serialized_snapshots: None,
+            snapshot_files: BTreeMap::new(),
             running_xacts: Vec::new(),
             xacts: Vec::new(),
             effective_catalog_xmins: BTreeMap::new(),
@@ -157,6 +162,7 @@ impl Standby {
             max_replication_slots,
             promotion_triggered: opt_boolean(obj, "promotion_triggered")?.unwrap_or(false),
             serialized_snapshots: opt_lsn_list(obj, "serialized_snapshots")?,
+            snapshot_files: snapshot_files(obj)?,
             running_xacts: objects(obj, "running_xacts", RunningXacts::from_json)?,
             xacts: objects(obj, "xacts", XactRecords::from_json)?,
             effective_catalog_xmins: xid_map(obj, "effective_catalog_xmins")?,
@@ -215,6 +221,17 @@ impl Standby {
         }
         if let Some(snaps) = &self.serialized_snapshots {
             m.insert("serialized_snapshots".into(), lsns_json(snaps));
+        }
+        if !self.snapshot_files.is_empty() {
+            m.insert(
+                "snapshot_files".into(),
+                Value::Object(
+                    self.snapshot_files
+                        .iter()
+                        .map(|(l, f)| (l.to_string(), f.to_json()))
+                        .collect(),
+                ),
+            );
         }
         if !self.running_xacts.is_empty() {
             m.insert(
@@ -315,6 +332,24 @@ pub(crate) fn xid_map(
         }
         Some(other) => Err(InputError(format!(
             "{key}: expected an object of slot name to xid, got {other}"
+        ))),
+    }
+}
+
+fn snapshot_files(obj: &Map<String, Value>) -> Result<BTreeMap<Lsn, SnapshotFile>, InputError> {
+    match obj.get("snapshot_files") {
+        None | Some(Value::Null) => Ok(BTreeMap::new()),
+        Some(Value::Object(m)) => m
+            .iter()
+            .map(|(k, v)| {
+                let l = k
+                    .parse::<Lsn>()
+                    .map_err(|_| InputError(format!("snapshot_files: not an LSN: {k}")))?;
+                Ok((l, SnapshotFile::from_json(v)?))
+            })
+            .collect(),
+        Some(other) => Err(InputError(format!(
+            "snapshot_files: expected an object of LSN to file contents, got {other}"
         ))),
     }
 }

@@ -92,6 +92,7 @@ fn arb_xact() -> impl Strategy<Value = XactRecords> {
             record_lsns: records.into_iter().map(Lsn).collect(),
             change_lsns: changes.into_iter().map(Lsn).collect(),
             end_lsn: end.map(Lsn),
+            ..XactRecords::default()
         })
 }
 
