@@ -949,22 +949,18 @@ impl<S: Storage> DelayQueue<S> {
                 "{kind:?} without a matching BEGIN"
             )));
         };
-        self.push(Rec {
-            flags: 0,
-            carry: Carry::No,
+        self.push_seal(
             xid,
-            item: id,
-            lsn: wal,
-            body: Body::Seal {
+            id,
+            wal,
+            Body::Seal {
                 kind,
                 commit_lsn,
                 end_lsn,
                 ts,
                 raw,
             },
-        })?;
-        self.unsynced_seal = true;
-        Ok(Accepted::Queued)
+        )
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1005,22 +1001,18 @@ impl<S: Storage> DelayQueue<S> {
                 "{kind:?} for transaction {xid}, which the queue does not hold"
             )));
         };
-        self.push(Rec {
-            flags: 0,
-            carry: Carry::No,
+        self.push_seal(
             xid,
-            item: id,
-            lsn: wal,
-            body: Body::Seal {
+            id,
+            wal,
+            Body::Seal {
                 kind,
                 commit_lsn,
                 end_lsn,
                 ts,
                 raw,
             },
-        })?;
-        self.unsynced_seal = true;
-        Ok(Accepted::Queued)
+        )
     }
 
     /// At Stream Commit pgoutput marks the relations described inside the stream as sent for
@@ -1140,6 +1132,20 @@ impl<S: Storage> DelayQueue<S> {
             Some(active) if active.seq == loc.seg => loc.off + loc.len <= self.synced,
             _ => true,
         }
+    }
+
+    /// Queues a SEAL record (commit, prepare, stream commit or stream prepare) for item `id`.
+    fn push_seal(&mut self, xid: Xid, id: u64, wal: Lsn, body: Body) -> Result<Accepted, Error> {
+        self.push(Rec {
+            flags: 0,
+            carry: Carry::No,
+            xid,
+            item: id,
+            lsn: wal,
+            body,
+        })?;
+        self.unsynced_seal = true;
+        Ok(Accepted::Queued)
     }
 
     fn check(&self) -> Result<(), Error> {
