@@ -25,7 +25,7 @@ pub use env::RealInputs;
 pub use info::SessionInfo;
 pub use pgyard_connect::{BackendKey, ConnectError, OpenTarget, ServerRole};
 pub use pgyard_conninfo::Strategy;
-pub use session::{prepare, Prepared, RawFrame, Session};
+pub use session::{prepare, take_frame, Prepared, RawFrame, Session, SERVER_CLOSED};
 
 use pgyard_types::Instant;
 

@@ -20,6 +20,27 @@ use crate::{os_seed, Attempt, Clock, ConnectOptions, Error};
 /// The largest backend frame a session accepts (libpq's own cap for rows is 1 GiB).
 const FRAME_BYTES_MAX: usize = 0x3FFF_FFFF;
 
+/// libpq's text when the server closes the connection while a reply is awaited.
+pub const SERVER_CLOSED: &str = "server closed the connection unexpectedly\n\tThis probably means the server terminated abnormally\n\tbefore or while processing the request.";
+
+/// Takes the next complete backend frame off the front of `inbuf`, if there is one (the
+/// blocking and the tokio session read frames the same way, only the socket differs).
+pub fn take_frame(inbuf: &mut Vec<u8>) -> Result<Option<RawFrame>, Error> {
+    match decode_frame(inbuf, FRAME_BYTES_MAX) {
+        Ok(Decoded::Frame(f)) => {
+            let frame = RawFrame {
+                tag: f.tag,
+                body: f.body.to_vec(),
+            };
+            let used = f.wire_len();
+            inbuf.drain(..used);
+            Ok(Some(frame))
+        }
+        Ok(Decoded::NeedMore { .. }) => Ok(None),
+        Err(e) => Err(Error::Io(format!("lost synchronization with server: {e}"))),
+    }
+}
+
 /// One frame as it came off the wire: type byte and body.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RawFrame {
@@ -148,18 +169,8 @@ impl Session {
     /// Reads the next backend frame, blocking until it is complete.
     pub fn recv_frame(&mut self) -> Result<RawFrame, Error> {
         loop {
-            match decode_frame(&self.inbuf, FRAME_BYTES_MAX) {
-                Ok(Decoded::Frame(f)) => {
-                    let out = RawFrame {
-                        tag: f.tag,
-                        body: f.body.to_vec(),
-                    };
-                    let used = f.wire_len();
-                    self.inbuf.drain(..used);
-                    return Ok(out);
-                }
-                Ok(Decoded::NeedMore { .. }) => {}
-                Err(e) => return Err(Error::Io(format!("lost synchronization with server: {e}"))),
+            if let Some(frame) = take_frame(&mut self.inbuf)? {
+                return Ok(frame);
             }
             let mut chunk = [0u8; 16 * 1024];
             let t = self.transport_mut()?;
@@ -167,10 +178,7 @@ impl Session {
                 .read(&mut chunk)
                 .map_err(|e| Error::Io(format!("could not receive data from server: {e}")))?;
             if n == 0 {
-                return Err(Error::Io(
-                    "server closed the connection unexpectedly\n\tThis probably means the server terminated abnormally\n\tbefore or while processing the request."
-                        .to_owned(),
-                ));
+                return Err(Error::Io(SERVER_CLOSED.to_owned()));
             }
             self.inbuf.extend_from_slice(&chunk[..n]);
         }

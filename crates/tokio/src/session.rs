@@ -4,18 +4,15 @@
 use std::time::Duration;
 
 use bytes::BytesMut;
+use pgyard_blocking::{take_frame, SERVER_CLOSED};
 use pgyard_blocking::{Attempt, ConnectOptions, Error, RawFrame};
 use pgyard_connect::{BackendKey, Connector, Established, OpenTarget};
 use pgyard_wire::backend::BackendMessage;
 use pgyard_wire::error_fields::Verbosity;
-use pgyard_wire::frame::{decode_frame, Decoded};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::driver::{self, DriverConfig, Transport};
 use crate::Clock;
-
-/// The largest backend frame a session accepts (libpq's own cap for rows is 1 GiB).
-const FRAME_BYTES_MAX: usize = 0x3FFF_FFFF;
 
 /// An established connection to the server the machine chose.
 pub struct Session {
@@ -142,18 +139,8 @@ impl Session {
     /// `tokio::select!`) loses no bytes, they stay buffered for the next call.
     pub async fn recv_frame(&mut self) -> Result<RawFrame, Error> {
         loop {
-            match decode_frame(&self.inbuf, FRAME_BYTES_MAX) {
-                Ok(Decoded::Frame(f)) => {
-                    let out = RawFrame {
-                        tag: f.tag,
-                        body: f.body.to_vec(),
-                    };
-                    let used = f.wire_len();
-                    self.inbuf.drain(..used);
-                    return Ok(out);
-                }
-                Ok(Decoded::NeedMore { .. }) => {}
-                Err(e) => return Err(Error::Io(format!("lost synchronization with server: {e}"))),
+            if let Some(frame) = take_frame(&mut self.inbuf)? {
+                return Ok(frame);
             }
             let mut chunk = [0u8; 16 * 1024];
             let t = self.transport_mut()?;
@@ -163,10 +150,7 @@ impl Session {
                 .await
                 .map_err(|e| Error::Io(format!("could not receive data from server: {e}")))?;
             if n == 0 {
-                return Err(Error::Io(
-                    "server closed the connection unexpectedly\n\tThis probably means the server terminated abnormally\n\tbefore or while processing the request."
-                        .to_owned(),
-                ));
+                return Err(Error::Io(SERVER_CLOSED.to_owned()));
             }
             self.inbuf.extend_from_slice(&chunk[..n]);
         }
