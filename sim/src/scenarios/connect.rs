@@ -342,7 +342,7 @@ pub fn run_connect(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Violat
     trace!(t, "mix {mix:?}");
     let mut w = build_world(rng, &mix, bug);
     for n in &w.nodes {
-        trace!(t, "node {}", n.describe_text());
+        trace!(t, "node {}", n.describe());
     }
     let all_tls = w.nodes.iter().all(|n| n.tls);
     for i in 0..mix.clients {

@@ -54,7 +54,7 @@ pub fn run_failover(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Viola
     trace!(t, "mix {mix:?} {fm:?}");
     let mut w = build_world(rng, &mix, bug);
     for n in &w.nodes {
-        trace!(t, "node {}", n.describe_text());
+        trace!(t, "node {}", n.describe());
     }
     let new_primary = 1 + uniform_inclusive(rng, mix.nodes as u64 - 2) as usize;
     let lag = w.nodes[new_primary].lag_ms * MS;

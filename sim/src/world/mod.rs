@@ -299,7 +299,7 @@ impl World {
                     "liveness-converges",
                     format!(
                         "client {i} ({}) still {:?} at t={}ns{}",
-                        describe_spec(&c.spec),
+                        SpecText(&c.spec),
                         c.mode,
                         self.now.0,
                         attempts_text(&c.log)
@@ -999,7 +999,7 @@ impl World {
                         "target-session-attrs-met",
                         format!(
                             "client {i} ({}) accepted {} whose in_recovery was {role:?} when it answered{}",
-                            describe_spec(&c.spec),
+                            SpecText(&c.spec),
                             node.map_or("?", |n| self.nodes[n].name.as_str()),
                             attempts_text(&c.log)
                         ),
@@ -1069,7 +1069,7 @@ impl World {
                         "liveness-connects",
                         format!(
                             "client {i} ({}) failed although a fitting server was reachable:\n{}{}",
-                            describe_spec(&c.spec),
+                            SpecText(&c.spec),
                             e.message(),
                             attempts_text(&c.log)
                         ),
@@ -1091,7 +1091,7 @@ impl World {
                         "liveness-within-bound",
                         format!(
                             "client {i} ({}) finished at {}ns, bound was {}ns{}",
-                            describe_spec(&c.spec),
+                            SpecText(&c.spec),
                             now.0,
                             deadline.0,
                             attempts_text(&c.log)
@@ -1147,12 +1147,8 @@ fn attempts_text(log: &[AttemptLog]) -> String {
     s
 }
 
-/// One line describing a client's configuration.
-pub fn describe_spec(spec: &ClientSpec) -> String {
-    SpecText(spec).to_string()
-}
-
-/// [`describe_spec`] as a `Display`, so a trace line formats it in place.
+/// One line describing a client's configuration, formatted in place (trace lines, failure
+/// reports).
 pub struct SpecText<'a>(pub &'a ClientSpec);
 
 impl std::fmt::Display for SpecText<'_> {

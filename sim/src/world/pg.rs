@@ -141,12 +141,7 @@ impl Node {
     }
 
     /// Short description for traces.
-    pub fn describe(&self) -> String {
-        self.describe_text().to_string()
-    }
-
-    /// [`Node::describe`] as a `Display`, so a trace line formats it in place.
-    pub fn describe_text(&self) -> impl std::fmt::Display + '_ {
+    pub fn describe(&self) -> impl std::fmt::Display + '_ {
         NodeText(self)
     }
 }
