@@ -95,10 +95,7 @@ impl Sweep {
 
     /// Runs the sweep on this thread; `progress` is called after every seed.
     pub fn run(&self, scenario: &dyn Scenario, mut progress: impl FnMut(u64)) -> SweepSummary {
-        let mut summary = SweepSummary {
-            combined_hash: COMBINE_START,
-            ..Default::default()
-        };
+        let mut summary = SweepSummary::empty();
         for seed in self.seeds() {
             let mut trace = Trace::hashing();
             summary.add(run_seed(scenario, seed, &mut trace));
@@ -125,7 +122,7 @@ impl Sweep {
         // static split would leave one thread idle at the end.
         const BLOCK: usize = 32;
         let cursor = AtomicUsize::new(0);
-        let mut parts: Vec<Vec<(usize, SeedOutcome)>> = std::thread::scope(|s| {
+        let parts: Vec<Vec<(usize, SeedOutcome)>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..jobs.min(seeds.len()))
                 .map(|_| {
                     s.spawn(|| {
@@ -154,12 +151,9 @@ impl Sweep {
                 })
                 .collect()
         });
-        let mut all: Vec<(usize, SeedOutcome)> = parts.drain(..).flatten().collect();
+        let mut all: Vec<(usize, SeedOutcome)> = parts.into_iter().flatten().collect();
         all.sort_unstable_by_key(|(i, _)| *i);
-        let mut summary = SweepSummary {
-            combined_hash: COMBINE_START,
-            ..Default::default()
-        };
+        let mut summary = SweepSummary::empty();
         for (_, out) in all {
             summary.add(out);
         }
@@ -168,6 +162,14 @@ impl Sweep {
 }
 
 impl SweepSummary {
+    /// The summary of no seeds yet.
+    fn empty() -> Self {
+        SweepSummary {
+            combined_hash: COMBINE_START,
+            ..Default::default()
+        }
+    }
+
     /// Folds in the next seed's outcome (seeds must come in sweep order).
     fn add(&mut self, out: SeedOutcome) {
         self.seeds += 1;
