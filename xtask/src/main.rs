@@ -5,7 +5,8 @@
 //!   --all-targets -- -D warnings`, `cargo test --workspace --no-fail-fast` and `cargo test -p
 //!   pgyard-sim --release --features planted-bugs --no-fail-fast`. Every step runs even if an
 //!   earlier one failed; the run then exits non-zero and names each failed step. A
-//!   provisioning failure stops it at once.
+//!   provisioning failure stops it at once. The summary ends with every binary's libtest
+//!   line and the ten slowest test binaries.
 //! - `cargo xtask provision`: only the provisioning part of `test`.
 //! - `cargo xtask fuzz [SECONDS]`: runs every cargo-fuzz target in `fuzz/` for SECONDS each
 //!   (default 60), installing cargo-fuzz first if it is missing.
@@ -77,7 +78,7 @@ fn test() -> Result<(), String> {
         failure: None,
     });
 
-    let mut summary_lines = Vec::new();
+    let mut test_log = TestLog::default();
     let steps: [(&str, &[&str], bool); 4] = [
         ("cargo fmt", &["fmt", "--all", "--check"], false),
         (
@@ -124,7 +125,7 @@ fn test() -> Result<(), String> {
         let mut cmd = Command::new(cargo());
         cmd.args(args).current_dir(&root);
         let outcome = if is_test {
-            run_collecting_summary(&mut cmd, &mut summary_lines)
+            run_collecting_summary(&mut cmd, &mut test_log)
         } else {
             run_inherit(&mut cmd)
         };
@@ -136,7 +137,7 @@ fn test() -> Result<(), String> {
                 .map(|why| format!("{why} (command: {command})")),
         });
     }
-    print_summary(&reports, &summary_lines);
+    print_summary(&reports, &test_log.results);
     let failed: Vec<String> = reports
         .iter()
         .filter_map(|r| {
@@ -291,7 +292,7 @@ fn fuzz(seconds: u64) -> Result<(), String> {
     Ok(())
 }
 
-fn print_summary(reports: &[StepReport], summary_lines: &[String]) {
+fn print_summary(reports: &[StepReport], results: &[BinaryResult]) {
     println!();
     println!("xtask summary:");
     for report in reports {
@@ -306,21 +307,32 @@ fn print_summary(reports: &[StepReport], summary_lines: &[String]) {
             seconds(report.elapsed)
         );
     }
-    if summary_lines.is_empty() {
+    if results.is_empty() {
         return;
     }
     let (mut passed, mut failed, mut ignored) = (0u64, 0u64, 0u64);
-    for line in summary_lines {
-        passed += count_before(line, " passed");
-        failed += count_before(line, " failed");
-        ignored += count_before(line, " ignored");
+    for r in results {
+        passed += count_before(&r.summary, " passed");
+        failed += count_before(&r.summary, " failed");
+        ignored += count_before(&r.summary, " ignored");
     }
     println!(
         "  {} test runs: {passed} passed, {failed} failed, {ignored} ignored",
-        summary_lines.len()
+        results.len()
     );
-    for line in summary_lines {
-        println!("{line}");
+    for r in results {
+        println!("{}  [{}]", r.summary, r.binary);
+    }
+    // CI has 90 minutes on two cores: keep the biggest costs in sight.
+    let mut slowest: Vec<&BinaryResult> = results.iter().filter(|r| r.elapsed.is_some()).collect();
+    slowest.sort_by_key(|r| std::cmp::Reverse(r.elapsed));
+    println!("ten slowest test binaries:");
+    for r in slowest.iter().take(10) {
+        println!(
+            "  {:>8}  {}",
+            seconds(r.elapsed.unwrap_or_default()),
+            r.binary
+        );
     }
     // The plain closing line CI reads: totals over every test binary.
     println!("tests: {passed} passed, {failed} failed");
@@ -356,27 +368,103 @@ fn run_inherit(cmd: &mut Command) -> Result<(), String> {
     }
 }
 
-/// Runs `cmd`, echoing its stdout line by line and keeping libtest's `test result:` lines.
-fn run_collecting_summary(cmd: &mut Command, summary: &mut Vec<String>) -> Result<(), String> {
+/// One test binary's libtest summary, with the binary cargo named before it.
+struct BinaryResult {
+    /// The crate and what cargo named, e.g. `pgyard_slotsync tests/differential.rs`.
+    binary: String,
+    /// The `test result:` line.
+    summary: String,
+    /// The `finished in` time libtest reported.
+    elapsed: Option<Duration>,
+}
+
+/// Follows one merged stdout+stderr stream of `cargo test`: cargo names each binary on stderr
+/// just before running it, and the binary prints its `test result:` line on stdout.
+#[derive(Default)]
+struct TestLog {
+    /// The crate whose unit tests ran last: cargo runs a package's unit tests before its
+    /// integration tests, whose `Running` lines name only a path inside the package.
+    package: String,
+    current: Option<String>,
+    results: Vec<BinaryResult>,
+}
+
+impl TestLog {
+    fn line(&mut self, line: &str) {
+        let t = line.trim();
+        if let Some(rest) = t.strip_prefix("Running ") {
+            let (source, stem) = binary_source_and_stem(rest);
+            if source.starts_with("unittests ") {
+                self.package = stem.to_owned();
+            }
+            self.current = Some(if self.package.is_empty() || self.package == stem {
+                format!("{stem} {source}")
+            } else {
+                format!("{} {source}", self.package)
+            });
+        } else if let Some(rest) = t.strip_prefix("Doc-tests ") {
+            self.current = Some(format!("{rest} doc-tests"));
+        } else if t.starts_with("test result:") {
+            self.results.push(BinaryResult {
+                binary: self.current.take().unwrap_or_else(|| "(unnamed)".into()),
+                summary: t.to_owned(),
+                elapsed: finished_in(t),
+            });
+        }
+    }
+}
+
+/// `tests/x.rs (target/debug/deps/x-0123abcd)` → (`tests/x.rs`, `x`).
+fn binary_source_and_stem(running: &str) -> (&str, &str) {
+    let Some((source, path)) = running.rsplit_once(" (") else {
+        return (running, "");
+    };
+    let file = path
+        .trim_end_matches(')')
+        .rsplit('/')
+        .next()
+        .unwrap_or(path);
+    let stem = match file.rsplit_once('-') {
+        Some((stem, hash)) if hash.chars().all(|c| c.is_ascii_hexdigit()) => stem,
+        _ => file,
+    };
+    (source, stem)
+}
+
+/// The duration in libtest's `...; finished in 12.34s` ending.
+fn finished_in(summary: &str) -> Option<Duration> {
+    let (_, rest) = summary.rsplit_once("finished in ")?;
+    let secs: f64 = rest.trim().trim_end_matches('s').parse().ok()?;
+    Duration::try_from_secs_f64(secs).ok()
+}
+
+/// Runs `cmd` with stderr merged into its stdout (one pipe keeps cargo's `Running` lines in
+/// order with the binaries' output), echoing each line and keeping libtest's summaries.
+fn run_collecting_summary(cmd: &mut Command, log: &mut TestLog) -> Result<(), String> {
+    let program = cmd.get_program().to_owned();
+    let (reader, writer) = io::pipe().map_err(|e| format!("creating a pipe: {e}"))?;
+    let writer_err = writer
+        .try_clone()
+        .map_err(|e| format!("duplicating a pipe: {e}"))?;
     let mut child = cmd
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
+        .stdout(writer)
+        .stderr(writer_err)
         .spawn()
-        .map_err(|e| format!("could not run {:?}: {e}", cmd.get_program()))?;
-    if let Some(stdout) = child.stdout.take() {
-        let mut out = io::stdout();
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            let _ = writeln!(out, "{line}");
-            if line.trim_start().starts_with("test result:") {
-                summary.push(line.trim().to_owned());
-            }
-        }
-        let _ = out.flush();
+        .map_err(|e| format!("could not run {program:?}: {e}"))?;
+    // The command holds the only write ends now (ours went into `cmd`); drop it so the
+    // reader sees end-of-file when the child exits.
+    drop(std::mem::replace(cmd, Command::new("true")));
+    let mut out = io::stdout();
+    for line in BufReader::new(reader).lines() {
+        let Ok(line) = line else { break };
+        let _ = writeln!(out, "{line}");
+        log.line(&line);
     }
+    let _ = out.flush();
     let status = child
         .wait()
-        .map_err(|e| format!("waiting for {:?}: {e}", cmd.get_program()))?;
+        .map_err(|e| format!("waiting for {program:?}: {e}"))?;
     if status.success() {
         Ok(())
     } else {
@@ -410,5 +498,47 @@ mod tests {
         assert_eq!(count_before(line, " failed"), 1);
         assert_eq!(count_before(line, " ignored"), 3);
         assert_eq!(count_before("test result: ok. 0 passed;", " failed"), 0);
+        assert_eq!(finished_in(line), Some(Duration::from_millis(500)));
+    }
+
+    #[test]
+    fn summaries_are_paired_with_the_binary_cargo_named() {
+        let mut log = TestLog::default();
+        for line in [
+            "     Running unittests src/lib.rs (target/debug/deps/pgyard_slotsync-0a1b2c3d4e5f6789)",
+            "test result: ok. 9 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; \
+             finished in 0.20s",
+            "     Running tests/differential.rs (target/debug/deps/differential-0a1b2c3d4e5f6789)",
+            "running 1 test",
+            "test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; \
+             finished in 61.20s",
+            "   Doc-tests pgyard_wire",
+            "test result: ok. 3 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; \
+             finished in 0.01s",
+            "test result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; \
+             finished in 0.00s",
+        ] {
+            log.line(line);
+        }
+        let named: Vec<(&str, Option<Duration>)> = log
+            .results
+            .iter()
+            .map(|r| (r.binary.as_str(), r.elapsed))
+            .collect();
+        assert_eq!(
+            named,
+            [
+                (
+                    "pgyard_slotsync unittests src/lib.rs",
+                    Some(Duration::from_millis(200))
+                ),
+                (
+                    "pgyard_slotsync tests/differential.rs",
+                    Some(Duration::from_millis(61_200))
+                ),
+                ("pgyard_wire doc-tests", Some(Duration::from_millis(10))),
+                ("(unnamed)", Some(Duration::ZERO)),
+            ]
+        );
     }
 }

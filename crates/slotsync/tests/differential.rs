@@ -145,9 +145,17 @@ impl Harness {
         }
     }
 
-    /// Waits (bounded) until the standby has replayed everything the primary flushed.
+    /// Makes the primary flush every WAL record inserted so far, then waits (bounded) until
+    /// the standby has replayed it.
     fn wait_replay(&self) {
-        let target = self.p("select pg_current_wal_flush_lsn()");
+        // An open transaction's records stay in the primary's WAL buffers until something
+        // flushes them: the walwriter once a RUNNING_XACTS record asks it to, or the next
+        // commit. Waiting for the flush position alone let them reach the standby between
+        // capturing an input and the call, moving its next xid under the engine (issue 11).
+        // A non-transactional logical message flushed at once pushes them out now; it takes no
+        // xid, and fast-forward decoding skips it.
+        let target = self.p("select pg_current_wal_flush_lsn() \
+             from (select pg_logical_emit_message(false, 'pgyard-harness', '', true)) m");
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
             let done = self.s(&format!(
@@ -376,6 +384,9 @@ impl Harness {
         let result = self.standby().psql("select pg_sync_replication_slots()");
         // The LOG lines of the call: a temporary slot's skip shows the local catalog_xmin the
         // server computed (the initial one for a new slot), which the view never shows.
+        if let Some(stale) = self.input_went_stale(&input) {
+            self.mismatches.push(format!("[{step}] {stale}"));
+        }
         let log = self.standby().log_text();
         let logged = sync_skip_logs(log.get(log_start..).unwrap_or(""));
         let predicted_logs: Vec<(String, Option<String>)> = outcome
@@ -499,6 +510,45 @@ impl Harness {
             ));
         }
         actual_error
+    }
+
+    /// The harness's own check that the input still described the standby when the call ran:
+    /// a record replayed after the capture that carries an xid at or past the captured next
+    /// xid (or a RUNNING_XACTS record announcing one) moves the standby's next xid, and with
+    /// it a new slot's catalog_xmin, under the engine. Names those records, so that such a
+    /// race is reported as the harness's fault rather than as a wrong prediction.
+    fn input_went_stale(&self, input: &PlanInput) -> Option<String> {
+        let captured = input.standby.replay_lsn?;
+        let now: Lsn = self.s("select pg_last_wal_replay_lsn()").parse().ok()?;
+        if now <= captured {
+            return None;
+        }
+        let next = u64::from(input.standby.snapshot_xmin.0);
+        let text = self.s(&format!(
+            "select coalesce(json_agg(json_build_object('lsn', start_lsn, 'rm', resource_manager, \
+             'type', record_type, 'xid', xid::text::bigint, 'description', description) \
+             order by start_lsn), '[]') from pg_get_wal_records_info('{captured}', '{now}') \
+             where xid::text::bigint >= {next} or record_type = 'RUNNING_XACTS'"
+        ));
+        let recs: Vec<Value> = serde_json::from_str(&text).expect("replayed records JSON");
+        let moved: Vec<String> = recs
+            .iter()
+            .filter(|r| {
+                let desc = r["description"].as_str().unwrap_or("");
+                match parse_running_xacts_description(desc) {
+                    Some((nx, ..)) if r["type"] == "RUNNING_XACTS" => u64::from(nx.0) > next,
+                    _ => r["xid"].as_u64().is_some_and(|x| x >= next),
+                }
+            })
+            .map(Value::to_string)
+            .collect();
+        (!moved.is_empty()).then(|| {
+            format!(
+                "harness: the input went stale: between capture (replay {captured}, next xid \
+                 {next}) and the call the standby replayed {}",
+                moved.join(", ")
+            )
+        })
     }
 
     /// Runs `sql` on the standby and checks the server's error against the engine's.
@@ -1057,9 +1107,11 @@ fn random_sequence(h: &mut Harness, seed: u64, steps: usize) {
                 open.sessions
                     .push(thread::spawn(move || cluster::psql(&sock, &sql)));
                 let deadline = Instant::now() + Duration::from_secs(10);
+                // Its statements before the sleep assign the top-level xid and a subxid; only
+                // once it sleeps are both in WAL, so that the flush in `wait_replay` covers them.
                 while h.p(
                     "select count(*) from pg_stat_activity where backend_xid is not null \
-                           and state = 'active' and query like '%pg_sleep(1.5)%'",
+                           and wait_event = 'PgSleep' and query like '%pg_sleep(1.5)%'",
                 ) == "0"
                 {
                     assert!(Instant::now() < deadline, "open session did not start");
