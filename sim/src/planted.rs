@@ -17,6 +17,7 @@ pub const ALL: &[PlantedBug] = &[
     PlantedBug::SkipPreferSecondPass,
     PlantedBug::TrustStaleParameterStatus,
     PlantedBug::StartupErrorNextAddress,
+    PlantedBug::AcceptAnyAlpn,
 ];
 
 /// Scenarios that accept a planted bug, by name.

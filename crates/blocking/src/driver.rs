@@ -206,8 +206,8 @@ pub(crate) fn run(
                 Action::StartTls {
                     attempt,
                     server_name,
-                    direct,
                     verify,
+                    ..
                 } => {
                     let ip = match attempts.target(attempt) {
                         Some(OpenTarget::Tcp(a)) => Some(a.ip()),
@@ -224,7 +224,6 @@ pub(crate) fn run(
                                     config,
                                     name: tls::server_name(server_name.as_deref(), ip),
                                     host: name_for_text,
-                                    direct,
                                 });
                             }
                         }
@@ -319,14 +318,10 @@ fn resolve(
             }
             Event::Resolved { token, addrs }
         }
-        Err(e) => {
-            let text = e.to_string();
-            let message = text
-                .strip_prefix("failed to lookup address information: ")
-                .unwrap_or(&text)
-                .to_owned();
-            Event::ResolveFailed { token, message }
-        }
+        Err(e) => Event::ResolveFailed {
+            token,
+            message: e.to_string(),
+        },
     }
 }
 
@@ -337,7 +332,6 @@ enum Cmd {
         config: Arc<ClientConfig>,
         name: ServerName<'static>,
         host: String,
-        direct: bool,
     },
     Close,
     Handover,
@@ -458,7 +452,7 @@ fn worker(
     if !send(Event::Opened { attempt }) {
         return;
     }
-    let mut tls: Option<(ClientConnection, String, bool)> = None;
+    let mut tls: Option<(ClientConnection, String)> = None;
     let mut handshaking = false;
     let mut eof = false;
     let mut buf = vec![0u8; 16 * 1024];
@@ -474,7 +468,7 @@ fn worker(
             match next {
                 Ok(Cmd::Send(bytes)) => {
                     let r = match &mut tls {
-                        Some((c, _, _)) => c
+                        Some((c, _)) => c
                             .writer()
                             .write_all(&bytes)
                             .and_then(|()| flush_tls(c, &mut sock)),
@@ -485,29 +479,26 @@ fn worker(
                         return;
                     }
                 }
-                Ok(Cmd::StartTls {
-                    config,
-                    name,
-                    host,
-                    direct,
-                }) => match ClientConnection::new(config, name) {
-                    Ok(mut c) => {
-                        if flush_tls(&mut c, &mut sock).is_err() {
-                            send(Event::Closed { attempt });
-                            return;
+                Ok(Cmd::StartTls { config, name, host }) => {
+                    match ClientConnection::new(config, name) {
+                        Ok(mut c) => {
+                            if flush_tls(&mut c, &mut sock).is_err() {
+                                send(Event::Closed { attempt });
+                                return;
+                            }
+                            tls = Some((c, host));
+                            handshaking = true;
                         }
-                        tls = Some((c, host, direct));
-                        handshaking = true;
+                        Err(e) => {
+                            send(Event::TlsFailed {
+                                attempt,
+                                message: format!("SSL error: {e}"),
+                            });
+                        }
                     }
-                    Err(e) => {
-                        send(Event::TlsFailed {
-                            attempt,
-                            message: format!("SSL error: {e}"),
-                        });
-                    }
-                },
+                }
                 Ok(Cmd::Close) | Err(TryRecvError::Disconnected) => {
-                    if let Some((c, _, _)) = &mut tls {
+                    if let Some((c, _)) = &mut tls {
                         c.send_close_notify();
                         let _ = flush_tls(c, &mut sock);
                     }
@@ -517,9 +508,7 @@ fn worker(
                 Ok(Cmd::Handover) => {
                     let _ = sock.set_read_timeout(None);
                     let t = match tls.take() {
-                        Some((c, _, _)) => {
-                            Transport::Tls(Box::new(rustls::StreamOwned::new(c, sock)))
-                        }
+                        Some((c, _)) => Transport::Tls(Box::new(rustls::StreamOwned::new(c, sock))),
                         None => Transport::Plain(sock),
                     };
                     let _ = out.send(Msg::Handover(attempt, t));
@@ -554,7 +543,7 @@ fn worker(
                     }
                 }
             },
-            Some((c, host, direct)) => {
+            Some((c, host)) => {
                 match c.read_tls(&mut sock) {
                     Ok(0) => {
                         send(Event::Closed { attempt });
@@ -600,30 +589,7 @@ fn worker(
                 }
                 if handshaking && !c.is_handshaking() {
                     handshaking = false;
-                    let ev = match (c.alpn_protocol(), *direct) {
-                        (None, true) => Event::TlsFailed {
-                            attempt,
-                            message: "direct SSL connection was established without ALPN \
-                                      protocol negotiation extension"
-                                .to_owned(),
-                        },
-                        (Some(p), _) if p != tls::ALPN_POSTGRESQL => Event::TlsFailed {
-                            attempt,
-                            message: "SSL connection was established with unexpected ALPN \
-                                      protocol"
-                                .to_owned(),
-                        },
-                        _ => Event::TlsEstablished {
-                            attempt,
-                            server_end_point: c
-                                .peer_certificates()
-                                .and_then(|certs| certs.first())
-                                .and_then(|cert| {
-                                    pgyard_wire::auth::tls_server_end_point(cert.as_ref()).ok()
-                                }),
-                        },
-                    };
-                    if !send(ev) {
+                    if !send(tls::established(attempt, c)) {
                         return;
                     }
                 }

@@ -9,7 +9,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use pgyard_connect::TlsVerify;
+use pgyard_connect::{AttemptId, Event, TlsVerify, ALPN_POSTGRESQL};
 use pgyard_conninfo::resolve::Environment;
 use pgyard_conninfo::typed::{ConnectConfig, SslCertMode, TlsVersion};
 use pgyard_conninfo::Keyword;
@@ -19,11 +19,9 @@ use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{
-    CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
+    CertificateError, ClientConfig, ClientConnection, DigitallySignedStruct, RootCertStore,
+    SignatureScheme,
 };
-
-/// The ALPN protocol PostgreSQL servers expect (mandatory with direct TLS).
-pub const ALPN_POSTGRESQL: &[u8] = b"postgresql";
 
 const ROOT_HINT: &str = "Either provide the file, use the system's trusted roots with \
     sslrootcert=system, or change sslmode to disable server certificate verification.";
@@ -233,6 +231,19 @@ pub fn server_name(name: Option<&str>, ip: Option<IpAddr>) -> ServerName<'static
     match ip {
         Some(ip) => ServerName::IpAddress(ip.into()),
         None => ServerName::IpAddress(IpAddr::from([127, 0, 0, 1]).into()),
+    }
+}
+
+/// The event for a finished handshake: the channel-binding hash of the server's certificate
+/// and what the server selected by ALPN, for the machine to judge.
+pub fn established(attempt: AttemptId, conn: &ClientConnection) -> Event {
+    Event::TlsEstablished {
+        attempt,
+        server_end_point: conn
+            .peer_certificates()
+            .and_then(|certs| certs.first())
+            .and_then(|cert| pgyard_wire::auth::tls_server_end_point(cert.as_ref()).ok()),
+        alpn: conn.alpn_protocol().map(<[u8]>::to_vec),
     }
 }
 

@@ -320,14 +320,21 @@ impl Conn {
         Verdict::Pending
     }
 
-    /// The TLS handshake finished.
+    /// The TLS handshake finished, the server having selected `alpn` (refused as libpq
+    /// refuses it unless `check_alpn` is off, which only a planted bug does).
     pub(crate) fn tls_established(
         &mut self,
         end_point: Option<Vec<u8>>,
+        alpn: Option<&[u8]>,
+        check_alpn: bool,
         out: &mut Vec<Out>,
     ) -> Verdict {
         if !self.in_tls_handshake() {
             return Verdict::Pending;
+        }
+        let direct = self.method == Method::Ssl && self.params.direct_ssl;
+        if let Some(refusal) = crate::alpn_refusal(alpn, direct).filter(|_| check_alpn) {
+            return self.tls_failed(refusal);
         }
         self.tls = true;
         // Without a certificate hash, SCRAM-PLUS cannot be offered; an empty end point

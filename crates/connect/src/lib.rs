@@ -13,6 +13,7 @@
 mod conn;
 mod memory;
 mod report;
+mod verdict;
 
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
@@ -32,6 +33,7 @@ use conn::StartupParams;
 use conn::{Check, Conn, ConnParams, FailClass, Method, Out, Verdict};
 pub use memory::{HostEntry, HostStatus, HostStatusMemory};
 pub use report::{AttemptReport, ConnectError};
+pub use verdict::{alpn_refusal, resolver_text, ALPN_POSTGRESQL};
 
 /// Names one connection (one socket). Events about a closed attempt are ignored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -126,11 +128,13 @@ pub enum Event {
         /// The addresses.
         addrs: Vec<SocketAddr>,
     },
-    /// A host name did not resolve; `message` is `gai_strerror`'s text.
+    /// A host name did not resolve. The machine words the error as libpq does.
     ResolveFailed {
         /// The token of the [`Action::Resolve`].
         token: ResolveToken,
-        /// E.g. `Name or service not known`.
+        /// The resolver's error as the platform reported it: `gai_strerror`'s text (e.g.
+        /// `Name or service not known`), or Rust's `io::Error` text for it, which puts
+        /// `failed to lookup address information: ` in front.
         message: String,
     },
     /// The socket connected.
@@ -157,14 +161,17 @@ pub enum Event {
         /// The attempt.
         attempt: AttemptId,
     },
-    /// The TLS handshake of [`Action::StartTls`] completed.
+    /// The TLS handshake of [`Action::StartTls`] completed. The machine still refuses the
+    /// connection when the ALPN selection is not what libpq accepts.
     TlsEstablished {
         /// The attempt.
         attempt: AttemptId,
         /// `tls-server-end-point` channel-binding data, if the certificate allows it.
         server_end_point: Option<Vec<u8>>,
+        /// The protocol the server selected by ALPN, if it selected one.
+        alpn: Option<Vec<u8>>,
     },
-    /// The TLS handshake failed (including certificate checks and ALPN for direct TLS).
+    /// The TLS handshake failed (including certificate checks).
     TlsFailed {
         /// The attempt.
         attempt: AttemptId,
@@ -276,6 +283,8 @@ pub enum PlantedBug {
     TrustStaleParameterStatus,
     /// Treat 57P03 (cannot connect now) as a reason to try the slot's next address.
     StartupErrorNextAddress,
+    /// Accept whatever the server selected by ALPN, or nothing, even for direct TLS.
+    AcceptAnyAlpn,
 }
 
 /// Base delay between failover cycles; doubles per cycle.
@@ -466,9 +475,13 @@ impl Connector {
             Event::TlsEstablished {
                 attempt,
                 server_end_point,
-            } => self.with_run(now, attempt, |c, out| {
-                c.tls_established(server_end_point.clone(), out)
-            }),
+                alpn,
+            } => {
+                let check_alpn = !self.bug(BugId::AnyAlpn);
+                self.with_run(now, attempt, |c, out| {
+                    c.tls_established(server_end_point.clone(), alpn.as_deref(), check_alpn, out)
+                })
+            }
             Event::TlsFailed { attempt, message } => {
                 self.with_run(now, attempt, |c, _| c.tls_failed(&message))
             }
@@ -568,6 +581,7 @@ impl Connector {
                 BugId::NoPass2 => PlantedBug::SkipPreferSecondPass,
                 BugId::StaleParams => PlantedBug::TrustStaleParameterStatus,
                 BugId::StartupNextAddr => PlantedBug::StartupErrorNextAddress,
+                BugId::AnyAlpn => PlantedBug::AcceptAnyAlpn,
             };
             self.bugs.contains(&want)
         }
@@ -959,9 +973,10 @@ impl Connector {
             }
             Err(message) => {
                 self.remember(slot, HostStatus::Down, now);
+                let text = resolver_text(&message);
                 self.push_plain_report(
                     slot,
-                    format!("could not translate host name \"{host}\" to address: {message}\n"),
+                    format!("could not translate host name \"{host}\" to address: {text}\n"),
                 );
             }
         }
@@ -1227,6 +1242,7 @@ enum BugId {
     NoPass2,
     StaleParams,
     StartupNextAddr,
+    AnyAlpn,
 }
 
 fn role_fits(check: Check, role: ServerRole) -> bool {

@@ -126,3 +126,11 @@ fn startup_error_next_address() {
     ));
     let _ = Duration::ZERO;
 }
+
+#[test]
+fn accept_any_alpn() {
+    let mk = || World::new().pg("127.0.0.1:6001", Pg::new().ssl(Ssl::Yes).alpn(None));
+    let ci = "host=127.0.0.1 port=6001 sslmode=require sslnegotiation=direct";
+    assert!(!run(&mut mk(), ci, None));
+    assert!(run(&mut mk(), ci, Some(PlantedBug::AcceptAnyAlpn)));
+}

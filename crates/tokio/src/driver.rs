@@ -99,8 +99,8 @@ pub(crate) async fn run(
                 Action::StartTls {
                     attempt,
                     server_name,
-                    direct,
                     verify,
+                    ..
                 } => {
                     let ip = match attempts.target(attempt) {
                         Some(OpenTarget::Tcp(a)) => Some(a.ip()),
@@ -117,7 +117,6 @@ pub(crate) async fn run(
                                     config,
                                     name: tls::server_name(server_name.as_deref(), ip),
                                     host,
-                                    direct,
                                 });
                             }
                         }
@@ -238,14 +237,13 @@ async fn resolve(token: ResolveToken, host: &str, port: u16) -> (Event, Vec<Sock
                 addrs,
             )
         }
-        Err(e) => {
-            let text = e.to_string();
-            let message = text
-                .strip_prefix("failed to lookup address information: ")
-                .unwrap_or(&text)
-                .to_owned();
-            (Event::ResolveFailed { token, message }, Vec::new())
-        }
+        Err(e) => (
+            Event::ResolveFailed {
+                token,
+                message: e.to_string(),
+            },
+            Vec::new(),
+        ),
     }
 }
 
@@ -256,7 +254,6 @@ enum Cmd {
         config: Arc<ClientConfig>,
         name: ServerName<'static>,
         host: String,
-        direct: bool,
     },
     Close,
     Handover,
@@ -375,12 +372,7 @@ async fn worker(
                     eof = true;
                 }
             }
-            Some(Cmd::StartTls {
-                config,
-                name,
-                host,
-                direct,
-            }) => {
+            Some(Cmd::StartTls { config, name, host }) => {
                 let connector = tokio_rustls::TlsConnector::from(config);
                 let handshake = connector.connect(name, stream);
                 let result = tokio::select! {
@@ -403,29 +395,7 @@ async fn worker(
                         return;
                     }
                 };
-                let conn = tls.get_ref().1;
-                let ev = match (conn.alpn_protocol(), direct) {
-                    (None, true) => Event::TlsFailed {
-                        attempt,
-                        message: "direct SSL connection was established without ALPN \
-                                  protocol negotiation extension"
-                            .to_owned(),
-                    },
-                    (Some(p), _) if p != tls::ALPN_POSTGRESQL => Event::TlsFailed {
-                        attempt,
-                        message: "SSL connection was established with unexpected ALPN protocol"
-                            .to_owned(),
-                    },
-                    _ => Event::TlsEstablished {
-                        attempt,
-                        server_end_point: conn
-                            .peer_certificates()
-                            .and_then(|certs| certs.first())
-                            .and_then(|cert| {
-                                pgyard_wire::auth::tls_server_end_point(cert.as_ref()).ok()
-                            }),
-                    },
-                };
+                let ev = tls::established(attempt, tls.get_ref().1);
                 stream = Box::new(tls);
                 if !send(ev) {
                     return;

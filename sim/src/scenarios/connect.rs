@@ -36,6 +36,8 @@ pub(crate) struct Mix {
     pub hang: bool,
     pub old_version_pct: u64,
     pub tls_pct: u64,
+    /// How often a server's TLS handshakes select no ALPN or another protocol.
+    pub alpn_off_pct: u64,
     pub starting_pct: u64,
     pub safety_ms: u64,
 }
@@ -48,7 +50,7 @@ impl std::fmt::Debug for Mix {
             f,
             "Mix {{ nodes: {}, clients: {}, net: {:?}, partition: {}, crash: {}, promote: {}, \
              switchover: {}, two_primaries: {}, too_many: {}, hang: {}, old_version_pct: {}, \
-             tls_pct: {}, starting_pct: {}, safety_ms: {} }}",
+             tls_pct: {}, alpn_off_pct: {}, starting_pct: {}, safety_ms: {} }}",
             self.nodes,
             self.clients,
             self.net,
@@ -61,6 +63,7 @@ impl std::fmt::Debug for Mix {
             self.hang,
             self.old_version_pct,
             self.tls_pct,
+            self.alpn_off_pct,
             self.starting_pct,
             self.safety_ms
         )
@@ -101,6 +104,7 @@ pub(crate) fn draw_mix(rng: &mut Rng) -> Mix {
         hang: coin(rng, 25),
         old_version_pct: pct(rng, 40, 100),
         tls_pct: pct(rng, 50, 100),
+        alpn_off_pct: pct(rng, 30, 60),
         starting_pct: pct(rng, 25, 50),
         safety_ms: 200 + uniform_inclusive(rng, 3000),
     }
@@ -121,6 +125,13 @@ pub(crate) fn build_world(rng: &mut Rng, mix: &Mix, bug: Bug) -> World {
         let mut n = Node::new(format!("pg{i}"), state, auth, iterations, rng);
         n.old_version = coin(rng, mix.old_version_pct);
         n.tls = coin(rng, mix.tls_pct);
+        if coin(rng, mix.alpn_off_pct) {
+            n.alpn = if coin(rng, 50) {
+                None
+            } else {
+                Some(b"http/1.1")
+            };
+        }
         n.lag_ms = uniform_inclusive(rng, 300);
         if coin(rng, mix.starting_pct) {
             n.state = NodeState::StartingUp {
@@ -208,6 +219,10 @@ pub(crate) fn random_config(
         "host={} port=5432 user={USER} password={PASSWORD} dbname=app sslmode={ssl}",
         hosts.join(",")
     );
+    // Direct TLS (libpq 17+) needs sslmode require or stronger.
+    if ssl == "require" && coin(rng, 40) {
+        text.push_str(" sslnegotiation=direct");
+    }
     if tsa != "prefer-primary" {
         text.push_str(" target_session_attrs=");
         text.push_str(tsa);

@@ -72,7 +72,8 @@ enum Delivery {
     OpenFailed(IoErrorKind),
     Bytes(Vec<u8>, bool),
     Closed,
-    TlsDone(bool),
+    /// The handshake's outcome; when it completed, what the server selected by ALPN.
+    TlsDone(Result<Option<&'static [u8]>, ()>),
 }
 
 #[derive(Debug)]
@@ -100,6 +101,8 @@ struct Sock {
     server_gone: bool,
     up_last: Instant,
     down_last: Instant,
+    /// The last TLS handshake: whether it started directly, and what the server selected.
+    tls: Option<(bool, Option<&'static [u8]>)>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -438,6 +441,9 @@ impl World {
         self.net.faults = false;
         for n in &mut self.nodes {
             n.hang = false;
+            // A refused ALPN selection aborts a libpq connect outright, like a failed
+            // handshake: the liveness phase repairs it with the other faults.
+            n.alpn = Some(b"postgresql");
             n.max_sessions = n.max_sessions.max(1000);
             n.state = match n.state {
                 NodeState::StartingUp { standby: true } => NodeState::Standby,
@@ -727,15 +733,25 @@ impl World {
                     self.send(id, bytes);
                 }
             }
-            Action::StartTls { attempt, .. } => {
+            Action::StartTls {
+                attempt, direct, ..
+            } => {
                 if let Some(&id) = self.clients[i].socks.get(&attempt) {
                     let fail = self.net.fires(&mut self.rng, self.net.mix.tls_fail_pct);
                     if let Some(s) = self.socks.get_mut(&id) {
+                        let node = &self.nodes[s.node];
+                        // A server without TLS cannot take a direct handshake.
+                        let outcome = if fail || (direct && !node.tls) {
+                            Err(())
+                        } else {
+                            s.tls = Some((direct, node.alpn));
+                            Ok(node.alpn)
+                        };
                         let d = self.net.delay(&mut self.rng, i, s.node, now) * 2;
                         let at = Instant((now.0 + d).max(s.down_last.0 + 1));
                         s.down_last = at;
                         self.queue
-                            .push(at, Ev::ToClient(id, Delivery::TlsDone(!fail)));
+                            .push(at, Ev::ToClient(id, Delivery::TlsDone(outcome)));
                     }
                 }
             }
@@ -825,6 +841,7 @@ impl World {
             server_gone: false,
             up_last: now,
             down_last: now,
+            tls: None,
         }
     }
 
@@ -928,11 +945,12 @@ impl World {
                 trace!(t, "t={} c{i} a{} eof", now.0, attempt.0);
                 Event::Closed { attempt }
             }
-            Delivery::TlsDone(true) => Event::TlsEstablished {
+            Delivery::TlsDone(Ok(alpn)) => Event::TlsEstablished {
                 attempt,
                 server_end_point: None,
+                alpn: alpn.map(<[u8]>::to_vec),
             },
-            Delivery::TlsDone(false) => Event::TlsFailed {
+            Delivery::TlsDone(Err(())) => Event::TlsFailed {
                 attempt,
                 message: "SSL error: unexpected eof while reading".to_owned(),
             },
@@ -980,6 +998,25 @@ impl World {
                 let sock = self.socks.get(&id);
                 let node = sock.map(|s| s.node);
                 let role = sock.and_then(|s| s.session.in_recovery_at_check);
+                // Stated on its own terms, not through the machine's verdict function: a TLS
+                // session stands only on ALPN `postgresql`, or on none when TLS was negotiated
+                // by SSLRequest.
+                if let Some((direct, alpn)) = sock.and_then(|s| s.tls).filter(|_| est.tls) {
+                    let acceptable = match alpn {
+                        Some(p) => p == b"postgresql",
+                        None => !direct,
+                    };
+                    if !acceptable {
+                        return Err(violation(
+                            "tls-alpn-accepted-as-libpq",
+                            format!(
+                                "client {i} a{} established TLS (direct={direct}) with ALPN {:?}",
+                                est.attempt.0,
+                                alpn.map(String::from_utf8_lossy)
+                            ),
+                        ));
+                    }
+                }
                 trace!(
                     t,
                     "t={} c{i} connected a{} to {} in_recovery={role:?}",

@@ -86,8 +86,11 @@ pub struct Node {
     pub state: NodeState,
     /// Reports neither `in_hot_standby` nor `default_transaction_read_only` (pre-14).
     pub old_version: bool,
-    /// Answers SSLRequest with `S`.
+    /// Answers SSLRequest with `S` (and takes direct TLS).
     pub tls: bool,
+    /// What its TLS handshakes select by ALPN: `postgresql` from PostgreSQL 17 on, nothing from
+    /// older servers or a TLS front that does not negotiate it, or another protocol entirely.
+    pub alpn: Option<&'static [u8]>,
     /// Authentication method and stored secret.
     pub auth: Auth,
     /// `max_connections` (sessions past it get 53300).
@@ -129,6 +132,7 @@ impl Node {
             state,
             old_version: false,
             tls: false,
+            alpn: Some(b"postgresql"),
             auth,
             max_sessions: 100,
             sessions: 0,

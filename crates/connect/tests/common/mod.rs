@@ -69,6 +69,8 @@ pub struct Pg {
     pub key: Vec<u8>,
     /// Never answer the startup packet.
     pub hang_after_startup: bool,
+    /// What the TLS handshake reports the server selected by ALPN.
+    pub alpn: Option<Vec<u8>>,
 }
 
 impl Pg {
@@ -91,6 +93,7 @@ impl Pg {
             in_recovery: Some("f".into()),
             key: vec![1, 2, 3, 4],
             hang_after_startup: false,
+            alpn: Some(pgyard_connect::ALPN_POSTGRESQL.to_vec()),
         }
     }
     pub fn primary() -> Pg {
@@ -127,6 +130,11 @@ impl Pg {
     }
     pub fn ssl(mut self, ssl: Ssl) -> Pg {
         self.ssl = ssl;
+        self
+    }
+
+    pub fn alpn(mut self, alpn: Option<&[u8]>) -> Pg {
+        self.alpn = alpn.map(<[u8]>::to_vec);
         self
     }
 }
@@ -353,6 +361,7 @@ impl World {
                         Event::TlsEstablished {
                             attempt,
                             server_end_point: None,
+                            alpn: pg.alpn.clone(),
                         },
                     );
                 } else {
