@@ -9,17 +9,13 @@ use std::time::{Duration, Instant};
 
 use pgyard_blocking::{connect, connect_with, ConnectOptions, Error, Session};
 use pgyard_testkit::cluster::{self, Auth, Options, Primary};
+use pgyard_testkit::fixtures::{
+    assert_same_as_psql, fail_over, mixed_rows, psql_outcome as psql, tls_cases, tls_primary,
+    MIXED_ROWS_SQL,
+};
+use pgyard_wire::error_fields::SqlState;
 
-/// What psql printed: `Ok(stdout)` or `Err(libpq's message without "psql: error: ")`.
-fn psql(conninfo: &str, sql: &str) -> Result<String, String> {
-    cluster::psql(conninfo, sql).map_err(|e| {
-        let text = e.to_string();
-        match text.split_once("psql: error: ") {
-            Some((_, msg)) => msg.trim_end().to_owned(),
-            None => text,
-        }
-    })
-}
+const DIVISION_BY_ZERO: SqlState = SqlState::from_array(*b"22012");
 
 /// What pgyard does with the same conninfo: the server port, or libpq's message.
 fn pgyard_port(conninfo: &str) -> Result<String, String> {
@@ -50,23 +46,21 @@ fn target_session_attrs_refused_hung_and_reset_after_promotion() {
     // Plain TCP and a Unix socket session, and simple_query's text rows.
     let mut s = connect(&primary.conninfo()).expect("tcp connect");
     assert_eq!(s.port(), Some(p));
-    assert_eq!(
-        s.simple_query("select 1, null::text, 'a b' union all select 2, 'x', ''")
-            .unwrap(),
-        vec![
-            vec![Some("1".into()), None, Some("a b".into())],
-            vec![Some("2".into()), Some("x".into()), Some(String::new())],
-        ]
-    );
+    assert_eq!(s.simple_query(MIXED_ROWS_SQL).unwrap(), mixed_rows());
     assert!(s.backend_key().is_some());
     assert!(s
         .parameter("server_version")
         .is_some_and(|v| v.starts_with("18")));
+    // A server error leaves the session usable.
     let err = s.simple_query("select 1/0").unwrap_err();
     assert_eq!(err.to_string(), "ERROR:  division by zero\n");
     assert_eq!(
-        s.simple_query("select 3").unwrap(),
-        vec![vec![Some("3".into())]]
+        err.kind(),
+        pgyard_blocking::ErrorKind::Refused(DIVISION_BY_ZERO)
+    );
+    assert_eq!(
+        s.simple_query("select 3").unwrap()[0][0].as_deref(),
+        Some("3")
     );
     // A cancel with nothing running is accepted and harmless.
     s.cancel().expect("cancel");
@@ -168,12 +162,7 @@ fn target_session_attrs_refused_hung_and_reset_after_promotion() {
     let ci = three_hosts([p, s1, s2], "target_session_attrs=read-write");
     let mut s = connect(&ci).expect("read-write");
     assert_eq!(s.port(), Some(p));
-    primary.stop().expect("stop primary");
-    primary
-        .standby_mut("s1")
-        .unwrap()
-        .promote()
-        .expect("promote s1");
+    fail_over(&mut primary, "s1").expect("promote s1 after stopping the primary");
     s.reset().expect("reset after promotion");
     assert_eq!(s.port(), Some(s1));
     assert_eq!(port_of(&mut s).unwrap(), s1.to_string());
@@ -201,29 +190,6 @@ fn md5_login_and_wrong_password() {
     assert!(ours.contains("password authentication failed"), "{ours}");
 }
 
-/// Writes a self-signed certificate for `localhost` and its key where the server user can
-/// read them (key mode 0600, owned by that user).
-fn write_server_cert(dir: &std::path::Path) -> (String, String) {
-    use std::os::unix::fs::{chown, PermissionsExt};
-    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).expect("rcgen");
-    let cert = dir.join("server.crt");
-    let key = dir.join("server.key");
-    std::fs::write(&cert, ck.cert.pem()).unwrap();
-    std::fs::write(&key, ck.key_pair.serialize_pem()).unwrap();
-    let user = cluster::ensure_server_user().expect("server user");
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::set_permissions(&cert, std::fs::Permissions::from_mode(0o644)).unwrap();
-    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
-    if user.uid != current_uid() {
-        chown(&key, Some(user.uid), Some(user.gid)).unwrap();
-        chown(&cert, Some(user.uid), Some(user.gid)).unwrap();
-    }
-    (
-        cert.to_string_lossy().into_owned(),
-        key.to_string_lossy().into_owned(),
-    )
-}
-
 /// This process's uid, from /proc (no libc call needed).
 fn current_uid() -> u32 {
     use std::os::unix::fs::MetadataExt;
@@ -234,21 +200,8 @@ fn current_uid() -> u32 {
 
 #[test]
 fn scram_and_tls_modes_match_psql() {
-    let dir = tempfile::Builder::new()
-        .prefix("pgyard-tls-")
-        .tempdir()
-        .unwrap();
-    let (cert, key) = write_server_cert(dir.path());
-    let primary = Primary::start(
-        Options::default()
-            .auth(Auth::ScramSha256)
-            .conf("ssl = on")
-            .conf(format!("ssl_cert_file = '{cert}'"))
-            .conf(format!("ssl_key_file = '{key}'")),
-    )
-    .expect("primary with TLS");
+    let (primary, cert) = tls_primary().expect("primary with TLS");
     let port = primary.port();
-    let password = primary.password().unwrap().to_owned();
 
     // (c) SCRAM login over plain TCP, and the wrong-password text.
     let mut s = connect(&format!("{} sslmode=disable", primary.conninfo())).expect("scram");
@@ -259,54 +212,14 @@ fn scram_and_tls_modes_match_psql() {
     let ours = pgyard_port(&ci).unwrap_err();
     assert_eq!(ours, psql(&ci, "select 1").unwrap_err());
 
-    // (d) TLS modes: pgyard succeeds exactly when psql does.
-    let base = |host: &str| {
-        format!("host={host} port={port} user=postgres dbname=postgres password={password}")
-    };
-    let cases = [
-        (base("127.0.0.1") + " sslmode=require", true),
-        (
-            base("127.0.0.1") + " sslmode=require channel_binding=require",
-            true,
-        ),
-        (
-            base("127.0.0.1") + &format!(" sslmode=verify-ca sslrootcert={cert}"),
-            true,
-        ),
-        (
-            base("127.0.0.1") + &format!(" sslmode=verify-full sslrootcert={cert}"),
-            false,
-        ),
-        (
-            base("localhost") + &format!(" sslmode=verify-full sslrootcert={cert}"),
-            true,
-        ),
-        (
-            base("127.0.0.1") + " sslmode=verify-ca sslrootcert=/nonexistent/root.crt",
-            false,
-        ),
-        (
-            base("127.0.0.1") + " sslmode=require sslnegotiation=direct",
-            true,
-        ),
-    ];
-    for (ci, expect_ok) in cases {
+    // (d) TLS modes: pgyard succeeds exactly when psql does, with psql's texts.
+    for (ci, expect_ok) in tls_cases(&primary, &cert) {
         let ours = pgyard_port(&ci);
-        let theirs = psql(&ci, "select inet_server_port()");
-        assert_eq!(
-            ours.is_ok(),
-            theirs.is_ok(),
-            "{ci}\nours: {ours:?}\npsql: {theirs:?}"
-        );
         assert_eq!(ours.is_ok(), expect_ok, "{ci}: {ours:?}");
-        if let (Err(a), Err(b)) = (&ours, &theirs) {
-            if a != b {
-                eprintln!("TLS error texts differ for {ci}:\n  ours: {a}\n  psql: {b}");
-            }
-        }
+        assert_same_as_psql(&ci, "select inet_server_port()", &ours);
     }
-    let s = connect(&(base("127.0.0.1") + " sslmode=require")).unwrap();
-    assert!(s.tls());
+    let base = primary.conninfo();
+    assert!(connect(&format!("{base} sslmode=require")).unwrap().tls());
 }
 
 /// A CA, a server certificate for `localhost` signed by it, and a client certificate for

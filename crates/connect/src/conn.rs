@@ -9,10 +9,12 @@ use pgyard_wire::auth::{
     AuthClient, AuthConfig, AuthError, AuthRequest, AuthResponse, AuthStep, ChannelBinding,
     NONCE_RAW_LEN,
 };
-use pgyard_wire::error_fields::{ErrorFields, Verbosity};
+use pgyard_wire::error_fields::{ErrorFields, SqlState, Verbosity};
 use pgyard_wire::frame::{decode_frame, Decoded, ProtocolVersion};
 use pgyard_wire::frontend;
 
+use crate::kinds;
+use crate::report::FailureKind;
 use crate::BackendKey;
 
 /// libpq's text for an unexpected end of file from the server.
@@ -108,7 +110,7 @@ pub(crate) enum Out {
 pub(crate) enum Verdict {
     Pending,
     Qualified,
-    Failed { class: FailClass },
+    Failed { class: FailClass, kind: FailureKind },
 }
 
 /// Startup parameters as (name, value) pairs, shared by every connection of a machine.
@@ -161,7 +163,8 @@ enum State {
         query: CheckQuery,
         rows: u32,
         value: Option<Vec<u8>>,
-        errored: bool,
+        /// What the check query's ErrorResponse meant, once one came.
+        error: Option<FailureKind>,
     },
     Finished,
 }
@@ -260,10 +263,10 @@ impl Conn {
         (self.in_hot_standby, self.dtro, self.sversion)
     }
 
-    fn fail(&mut self, class: FailClass, msg: &str) -> Verdict {
+    fn fail(&mut self, class: FailClass, kind: FailureKind, msg: &str) -> Verdict {
         self.messages.push_str(msg);
         self.state = State::Finished;
-        Verdict::Failed { class }
+        Verdict::Failed { class, kind }
     }
 
     /// The socket is open: start negotiating.
@@ -299,6 +302,7 @@ impl Conn {
         if frontend::encode_startup(self.protocol, &pairs, &mut b).is_err() {
             return self.fail(
                 FailClass::Abort,
+                FailureKind::Configuration,
                 "could not send startup packet: invalid parameter\n",
             );
         }
@@ -334,7 +338,7 @@ impl Conn {
         }
         let direct = self.method == Method::Ssl && self.params.direct_ssl;
         if let Some(refusal) = crate::alpn_refusal(alpn, direct).filter(|_| check_alpn) {
-            return self.tls_failed(refusal);
+            return self.end_tls(refusal, FailureKind::Protocol);
         }
         self.tls = true;
         // Without a certificate hash, SCRAM-PLUS cannot be offered; an empty end point
@@ -345,25 +349,35 @@ impl Conn {
 
     /// The TLS handshake failed with `message` (the driver's text).
     pub(crate) fn tls_failed(&mut self, message: &str) -> Verdict {
+        self.end_tls(message, kinds::tls_failure(message))
+    }
+
+    fn end_tls(&mut self, message: &str, kind: FailureKind) -> Verdict {
         if !self.in_tls_handshake() {
             return Verdict::Pending;
         }
         let mut m = message.trim_end_matches('\n').to_owned();
         m.push('\n');
-        self.fail(FailClass::NextMethod, &m)
+        self.fail(FailClass::NextMethod, kind, &m)
     }
 
     /// The server closed the connection.
     pub(crate) fn closed(&mut self) -> Verdict {
         match self.state {
             State::Finished => Verdict::Pending,
-            State::Connecting => self.fail(FailClass::NextAddr, EOF_MESSAGE),
-            State::Tls => self.tls_failed("SSL SYSCALL error: EOF detected"),
+            State::Connecting => {
+                self.fail(FailClass::NextAddr, FailureKind::Transient, EOF_MESSAGE)
+            }
+            State::Tls => self.end_tls("SSL SYSCALL error: EOF detected", FailureKind::Transient),
             State::AwaitCheck { query, .. } => {
                 self.messages.push_str(EOF_MESSAGE);
-                self.fail(FailClass::Mismatch, query.failed_line())
+                self.fail(
+                    FailClass::Mismatch,
+                    FailureKind::Transient,
+                    query.failed_line(),
+                )
             }
-            _ => self.fail(FailClass::Abort, EOF_MESSAGE),
+            _ => self.fail(FailClass::Abort, FailureKind::Transient, EOF_MESSAGE),
         }
     }
 
@@ -383,6 +397,7 @@ impl Conn {
                     if self.rx.len() > 1 {
                         return self.fail(
                             FailClass::Abort,
+                            FailureKind::Protocol,
                             "received unencrypted data after SSL response\n",
                         );
                     }
@@ -403,22 +418,26 @@ impl Conn {
                     } else {
                         return self.fail(
                             FailClass::Abort,
+                            FailureKind::Configuration,
                             "server does not support SSL, but SSL was required\n",
                         );
                     }
                 }
                 b'E' => {
+                    // libpq does not read this error (the server is not authenticated yet);
+                    // a postmaster sends it when it cannot start a backend, e.g. fork failed.
                     return self.fail(
                         FailClass::Abort,
+                        FailureKind::Transient,
                         "server sent an error response during SSL exchange\n",
-                    )
+                    );
                 }
                 other => {
                     let m = format!(
                         "received invalid response to SSL negotiation: {}\n",
                         char::from(other)
                     );
-                    return self.fail(FailClass::Abort, &m);
+                    return self.fail(FailClass::Abort, FailureKind::Protocol, &m);
                 }
             }
         }
@@ -447,7 +466,7 @@ impl Conn {
                             char::from(tag)
                         )
                     };
-                    break self.fail(FailClass::Abort, &m);
+                    break self.fail(FailClass::Abort, FailureKind::Protocol, &m);
                 }
             };
             let body = &rx[pos + HEADER_LEN..pos + used];
@@ -471,12 +490,9 @@ impl Conn {
         verdict
     }
 
-    fn render_error(body: &[u8]) -> (String, Option<Vec<u8>>) {
+    fn render_error(body: &[u8]) -> (String, Option<SqlState>) {
         match ErrorFields::decode(body) {
-            Ok(f) => (
-                f.render(Verbosity::Default, true),
-                f.code().map(<[u8]>::to_vec),
-            ),
+            Ok(f) => (f.render(Verbosity::Default, true), f.sqlstate()),
             Err(_) => (
                 "received invalid error message from server\n".to_owned(),
                 None,
@@ -489,7 +505,7 @@ impl Conn {
             b'E' => {
                 let (text, code) = Self::render_error(body);
                 self.messages.push_str(&text);
-                if code.as_deref() == Some(b"28P01".as_slice()) {
+                if code == Some(SqlState::INVALID_PASSWORD) {
                     if let Some(path) = &self.params.password_from_file {
                         let line = format!(
                             "password retrieved from file \"{}\"\n",
@@ -498,12 +514,12 @@ impl Conn {
                         self.messages.push_str(&line);
                     }
                 }
-                let class = if code.as_deref() == Some(b"57P03".as_slice()) {
+                let class = if code == Some(SqlState::CANNOT_CONNECT_NOW) {
                     FailClass::NextSlot
                 } else {
                     FailClass::NextMethod
                 };
-                self.fail(class, "")
+                self.fail(class, kinds::server_error(code), "")
             }
             b'v' => self.on_negotiate(body),
             b'R' => self.on_auth_request(body, out),
@@ -512,7 +528,7 @@ impl Conn {
                     "expected authentication request from server, but received {}\n",
                     char::from(other)
                 );
-                self.fail(FailClass::Abort, &m)
+                self.fail(FailClass::Abort, FailureKind::Protocol, &m)
             }
         }
     }
@@ -522,49 +538,59 @@ impl Conn {
         if self.negotiated {
             return self.fail(
                 FailClass::Abort,
+                FailureKind::Protocol,
                 "received duplicate protocol negotiation message\n",
             );
         }
         self.negotiated = true;
         if body.len() < 4 || body.len() > 1996 {
-            return self.fail(FailClass::Abort, &format!("{P}\n"));
+            return self.fail(FailClass::Abort, FailureKind::Protocol, &format!("{P}\n"));
         }
         let word = |at: usize| -> Option<u32> {
             body.get(at..at + 4)
                 .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
         };
         let (Some(theirs), Some(count)) = (word(0), word(4)) else {
-            return self.fail(FailClass::Abort, &format!("{P}: message too short\n"));
+            return self.fail(
+                FailClass::Abort,
+                FailureKind::Protocol,
+                &format!("{P}: message too short\n"),
+            );
         };
         let count = count as i32;
         let theirs = ProtocolVersion(theirs);
         if theirs > self.protocol {
             return self.fail(
                 FailClass::Abort,
+                FailureKind::Protocol,
                 &format!("{P}: server requested downgrade to a higher-numbered version\n"),
             );
         }
         if theirs < ProtocolVersion::V3_0 {
             return self.fail(
                 FailClass::Abort,
+                FailureKind::Protocol,
                 &format!("{P}: server requested downgrade to pre-3.0 protocol version\n"),
             );
         }
         if theirs == ProtocolVersion::V3_1_RESERVED {
             return self.fail(
                 FailClass::Abort,
+                FailureKind::Protocol,
                 &format!("{P}: server requested downgrade to non-existent 3.1 protocol version\n"),
             );
         }
         if count < 0 {
             return self.fail(
                 FailClass::Abort,
+                FailureKind::Protocol,
                 &format!("{P}: server reported negative number of unsupported parameters\n"),
             );
         }
         if theirs == self.protocol && count == 0 {
             return self.fail(
                 FailClass::Abort,
+                FailureKind::Protocol,
                 &format!("{P}: server negotiated but asks for no changes\n"),
             );
         }
@@ -576,14 +602,18 @@ impl Conn {
                 self.params.min_version.major(),
                 self.params.min_version.minor()
             );
-            return self.fail(FailClass::Abort, &m);
+            return self.fail(FailClass::Abort, FailureKind::Configuration, &m);
         }
         self.protocol = theirs;
         if count > 0 {
             let rest = body.get(8..).unwrap_or_default();
             let name_end = rest.iter().position(|&b| b == 0);
             let Some(end) = name_end else {
-                return self.fail(FailClass::Abort, &format!("{P}: message too short\n"));
+                return self.fail(
+                    FailClass::Abort,
+                    FailureKind::Protocol,
+                    &format!("{P}: message too short\n"),
+                );
             };
             let name = String::from_utf8_lossy(&rest[..end]).into_owned();
             let m = if name.starts_with("_pq_.") {
@@ -591,7 +621,7 @@ impl Conn {
             } else {
                 format!("{P}: server reported unsupported parameter name without a \"_pq_.\" prefix (\"{name}\")\n")
             };
-            return self.fail(FailClass::Abort, &m);
+            return self.fail(FailClass::Abort, FailureKind::Protocol, &m);
         }
         Verdict::Pending
     }
@@ -627,6 +657,7 @@ impl Conn {
             Err(_) => {
                 return self.fail(
                     FailClass::Abort,
+                    FailureKind::Protocol,
                     "expected authentication request from server, but received R\n",
                 )
             }
@@ -639,7 +670,7 @@ impl Conn {
             .unwrap_or_default();
         if let Some(reason) = self.require_auth_reason(request.code()) {
             let m = format!("authentication method requirement \"{raw}\" failed: {reason}\n");
-            return self.fail(FailClass::Abort, &m);
+            return self.fail(FailClass::Abort, FailureKind::Authentication, &m);
         }
         if matches!(request, AuthRequest::Sasl(_))
             && !self.params.require_auth.allows(AuthMethod::ScramSha256)
@@ -647,16 +678,21 @@ impl Conn {
             let m = format!(
                 "authentication method requirement \"{raw}\" failed: server requested SCRAM-SHA-256 authentication\n"
             );
-            return self.fail(FailClass::Abort, &m);
+            return self.fail(FailClass::Abort, FailureKind::Authentication, &m);
         }
         let Some(auth) = self.auth.as_mut() else {
-            return self.fail(FailClass::Abort, "authentication state lost\n");
+            // send_startup sets it before any request can arrive; reaching this is a bug.
+            return self.fail(
+                FailClass::Abort,
+                FailureKind::Protocol,
+                "authentication state lost\n",
+            );
         };
         let step = auth.handle_request(request);
         match step {
             Err(e) => {
                 let m = auth_error_text(&e);
-                self.fail(FailClass::Abort, &m)
+                self.fail(FailClass::Abort, kinds::auth_error(&e), &m)
             }
             Ok(AuthStep::Send(resp)) => {
                 let mut b = BytesMut::new();
@@ -677,7 +713,12 @@ impl Conn {
                     AuthResponse::Sasl(data) => frontend::encode_sasl_response(data, &mut b),
                 };
                 if r.is_err() {
-                    return self.fail(FailClass::Abort, "could not send authentication response\n");
+                    // Only a configured password that cannot be framed fails to encode.
+                    return self.fail(
+                        FailClass::Abort,
+                        FailureKind::Configuration,
+                        "could not send authentication response\n",
+                    );
                 }
                 out.push(Out::Send(b.to_vec()));
                 Verdict::Pending
@@ -730,6 +771,7 @@ impl Conn {
                 if body.len() < 5 {
                     return self.fail(
                         FailClass::Abort,
+                        FailureKind::Protocol,
                         "received invalid BackendKeyData message\n",
                     );
                 }
@@ -742,8 +784,8 @@ impl Conn {
             }
             b'N' => Verdict::Pending,
             b'E' => {
-                let (text, _) = Self::render_error(body);
-                self.fail(FailClass::Abort, &text)
+                let (text, code) = Self::render_error(body);
+                self.fail(FailClass::Abort, kinds::server_error(code), &text)
             }
             b'Z' => self.check_target(out),
             other => {
@@ -751,7 +793,7 @@ impl Conn {
                     "unexpected message type \"{}\" during startup\n",
                     char::from(other)
                 );
-                self.fail(FailClass::Abort, &m)
+                self.fail(FailClass::Abort, FailureKind::Protocol, &m)
             }
         }
     }
@@ -811,7 +853,8 @@ impl Conn {
             }
             Some(m) => {
                 out.push(Out::Send(terminate_bytes()));
-                self.fail(FailClass::Mismatch, m)
+                // A server of the wrong role now may be the right one after a failover.
+                self.fail(FailClass::Mismatch, FailureKind::Transient, m)
             }
         }
     }
@@ -819,14 +862,15 @@ impl Conn {
     fn send_check(&mut self, query: CheckQuery, out: &mut Vec<Out>) -> Verdict {
         let mut b = BytesMut::new();
         if frontend::encode_query(query.sql(), &mut b).is_err() {
-            return self.fail(FailClass::Abort, query.failed_line());
+            // The check queries are constants that always encode; reaching this is a bug.
+            return self.fail(FailClass::Abort, FailureKind::Protocol, query.failed_line());
         }
         out.push(Out::Send(b.to_vec()));
         self.state = State::AwaitCheck {
             query,
             rows: 0,
             value: None,
-            errored: false,
+            error: None,
         };
         Verdict::Pending
     }
@@ -836,7 +880,7 @@ impl Conn {
             query,
             rows,
             value,
-            errored,
+            error,
         } = &mut self.state
         else {
             return Verdict::Pending;
@@ -850,13 +894,15 @@ impl Conn {
                 }
             }
             b'E' => {
-                *errored = true;
-                let (text, _) = Self::render_error(body);
+                let (text, code) = Self::render_error(body);
+                *error = Some(kinds::server_error(code));
                 self.messages.push_str(&text);
             }
             b'S' => self.parameter_status(body),
             b'Z' => {
-                let ok = !*errored && *rows == 1;
+                let ok = error.is_none() && *rows == 1;
+                // No error but not one usable row: the server answered nonsense.
+                let kind = error.unwrap_or(FailureKind::Protocol);
                 let v = value.take();
                 match (ok, v) {
                     (true, Some(v)) => {
@@ -882,7 +928,7 @@ impl Conn {
                     }
                     _ => {
                         out.push(Out::Send(terminate_bytes()));
-                        return self.fail(FailClass::Mismatch, query.failed_line());
+                        return self.fail(FailClass::Mismatch, kind, query.failed_line());
                     }
                 }
             }

@@ -11,6 +11,7 @@
 //! one [`Action::Done`].
 
 mod conn;
+mod kinds;
 mod memory;
 mod report;
 mod verdict;
@@ -32,7 +33,7 @@ pub use conn::ServerRole;
 use conn::StartupParams;
 use conn::{Check, Conn, ConnParams, FailClass, Method, Out, Verdict};
 pub use memory::{HostEntry, HostStatus, HostStatusMemory};
-pub use report::{AttemptReport, ConnectError};
+pub use report::{AttemptReport, ConnectError, FailureKind};
 pub use verdict::{alpn_refusal, resolver_text, ALPN_POSTGRESQL};
 
 /// Names one connection (one socket). Events about a closed attempt are ignored.
@@ -466,7 +467,7 @@ impl Connector {
                 };
                 let msg = format!("{}{tail}", error.strerror());
                 self.append(i, &msg);
-                self.fail_run(now, i, FailClass::NextAddr);
+                self.fail_run(now, i, FailClass::NextAddr, FailureKind::Transient);
             }
             Event::Received { attempt, bytes } => {
                 self.with_run(now, attempt, |c, out| c.received(&bytes, out))
@@ -502,7 +503,7 @@ impl Connector {
                 .position(|r| r.deadline.is_some_and(|d| d <= now));
             let Some(i) = expired else { break };
             self.append(i, "timeout expired\n");
-            self.fail_run(now, i, FailClass::NextAddr);
+            self.fail_run(now, i, FailClass::NextAddr, FailureKind::Transient);
             if self.done {
                 return;
             }
@@ -694,7 +695,7 @@ impl Connector {
         match verdict {
             Verdict::Pending => {}
             Verdict::Qualified => self.win(now, i),
-            Verdict::Failed { class } => self.fail_run(now, i, class),
+            Verdict::Failed { class, kind } => self.fail_run(now, i, class, kind),
         }
     }
 
@@ -759,9 +760,12 @@ impl Connector {
         self.finish(Err(ConnectError { reports }));
     }
 
-    /// Ends connection `i` with `class` and moves on as libpq would.
-    fn fail_run(&mut self, now: Instant, i: usize, class: FailClass) {
+    /// Ends connection `i` with `class`, its report marked `kind`, and moves on as libpq would.
+    fn fail_run(&mut self, now: Instant, i: usize, class: FailClass, kind: FailureKind) {
         let mut run = self.runs.remove(i);
+        if let Some(rep) = self.reports.get_mut(run.report) {
+            rep.kind = kind;
+        }
         self.actions.push_back(Action::Close { attempt: run.id });
         #[cfg(feature = "planted-bugs")]
         {
@@ -913,17 +917,17 @@ impl Connector {
                 }
                 Prep::NextSlot(msg) => {
                     self.remember(slot, HostStatus::Down, now);
-                    self.push_plain_report(slot, msg);
+                    self.push_plain_report(slot, msg, FailureKind::Configuration);
                 }
                 Prep::Abort(msg) => {
-                    self.push_plain_report(slot, msg);
+                    self.push_plain_report(slot, msg, FailureKind::Configuration);
                     return Next::Aborted;
                 }
             }
         }
     }
 
-    fn push_plain_report(&mut self, slot: usize, text: String) {
+    fn push_plain_report(&mut self, slot: usize, text: String, kind: FailureKind) {
         self.reports.push(AttemptReport {
             attempt: None,
             slot: Some(slot),
@@ -931,6 +935,7 @@ impl Connector {
             prefix: String::new(),
             text,
             cancelled: false,
+            kind,
         });
     }
 
@@ -969,6 +974,7 @@ impl Connector {
                 self.push_plain_report(
                     slot,
                     format!("could not translate host name \"{host}\" to address: Name or service not known\n"),
+                    FailureKind::Transient,
                 );
             }
             Err(message) => {
@@ -977,6 +983,7 @@ impl Connector {
                 self.push_plain_report(
                     slot,
                     format!("could not translate host name \"{host}\" to address: {text}\n"),
+                    FailureKind::Transient,
                 );
             }
         }
@@ -1184,6 +1191,7 @@ impl Connector {
             prefix,
             text: String::new(),
             cancelled: false,
+            kind: FailureKind::Transient,
         });
         run.report = self.reports.len() - 1;
         // TCP socket options are parsed when the socket is made; a bad one skips the address.
@@ -1194,6 +1202,7 @@ impl Connector {
                 Err(msg) => {
                     if let Some(rep) = self.reports.last_mut() {
                         rep.text.push_str(&msg);
+                        rep.kind = FailureKind::Configuration;
                     }
                     self.remember(run.slot, HostStatus::Down, now);
                     return false;
@@ -1205,6 +1214,7 @@ impl Connector {
             if let Err(msg) = self.timeout.clone() {
                 if let Some(rep) = self.reports.last_mut() {
                     rep.text.push_str(&msg);
+                    rep.kind = FailureKind::Configuration;
                 }
                 self.abort();
                 return false;

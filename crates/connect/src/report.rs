@@ -2,7 +2,47 @@
 
 use std::fmt;
 
+use pgyard_wire::error_fields::SqlState;
+
 use crate::{AttemptId, OpenTarget};
+
+/// What kind of failure an attempt (or a whole connect) ended in, for callers that decide
+/// without reading texts. The text stays libpq's; this is what it means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FailureKind {
+    /// The network or the server's momentary state: unreachable, refused, timed out, reset,
+    /// a name that did not resolve, the server closing the connection, a server of the wrong
+    /// role for `target_session_attrs`. Worth retrying.
+    Transient,
+    /// Authentication failed or could not proceed, on either side: a wrong password, an
+    /// `pg_hba.conf` rejection, no password to send, a `require_auth` or `channel_binding`
+    /// refusal, a server certificate that does not verify.
+    Authentication,
+    /// The configuration cannot work against this server: an invalid option value met at
+    /// connect time, TLS required but not offered, a missing certificate file.
+    Configuration,
+    /// The server broke the protocol: bytes or messages that make no sense at that point.
+    Protocol,
+    /// The server refused with an ErrorResponse carrying this SQLSTATE (other than the
+    /// authentication ones).
+    Refused(SqlState),
+}
+
+impl FailureKind {
+    /// Whether trying again later may succeed: transient failures, and refusals that say
+    /// the server cannot take the connection now (too many connections, starting up or
+    /// shutting down, out of resources, connection-class errors).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            FailureKind::Transient => true,
+            FailureKind::Refused(s) => {
+                matches!(&s.class(), b"08" | b"53" | b"57")
+            }
+            _ => false,
+        }
+    }
+}
 
 /// One entry of the error buffer: either an attempt (a host-identity prefix plus the lines
 /// appended while it ran) or a line with no prefix (resolution and port errors).
@@ -21,6 +61,8 @@ pub struct AttemptReport {
     pub text: String,
     /// Whether a race winner cancelled this attempt (its entry is not rendered).
     pub cancelled: bool,
+    /// What the entry's failure means.
+    pub kind: FailureKind,
 }
 
 impl AttemptReport {
@@ -50,6 +92,18 @@ impl ConnectError {
             .filter(|r| !r.cancelled)
             .map(AttemptReport::render)
             .collect()
+    }
+}
+
+impl ConnectError {
+    /// What the failure means: the kind of the last entry libpq renders (the one that ended
+    /// the connect), or [`FailureKind::Transient`] when nothing was rendered.
+    pub fn kind(&self) -> FailureKind {
+        self.reports
+            .iter()
+            .rev()
+            .find(|r| !r.cancelled && !r.text.is_empty())
+            .map_or(FailureKind::Transient, |r| r.kind)
     }
 }
 

@@ -5,6 +5,7 @@
 //! unprivileged user.
 
 pub mod cluster;
+pub mod fixtures;
 pub mod fuzz;
 pub mod libpq;
 pub mod pg18;

@@ -47,8 +47,8 @@ use pgyard_wire::replication::{
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::session::decode;
 use crate::{ConnectOptions, Session};
+use pgyard_driver::decode;
 
 /// What [`run`] needs: where to connect, which slot and publication, the delay and the queue
 /// directory, plus the flush and status cadence.
@@ -166,7 +166,9 @@ impl FollowError {
     /// that is going away (SQLSTATE classes 08, 53, 57 and 55006).
     pub fn is_retryable(&self) -> bool {
         match self {
-            FollowError::Connection(e) => connection_retryable(e),
+            // By the failure's kind: the connection broke or could not be made for a passing
+            // reason, or the server refused for one; never by matching texts.
+            FollowError::Connection(e) => e.kind().is_retryable(),
             FollowError::Server { sqlstate, .. } => {
                 matches!(sqlstate.get(..2), Some("08" | "53" | "57")) || sqlstate == "55006"
             }
@@ -174,43 +176,6 @@ impl FollowError {
             FollowError::Queue(e) => e.is_retryable(),
             FollowError::Dir(_) | FollowError::Protocol(_) => false,
         }
-    }
-}
-
-/// A connect or I/O failure worth retrying. The connect machine reports libpq's texts (no
-/// SQLSTATE for a refused startup), so the passing causes are recognised by libpq's and the
-/// server's own wording; anything else (authentication, unknown database or role, TLS,
-/// configuration) is final.
-fn connection_retryable(e: &crate::Error) -> bool {
-    const PASSING: &[&str] = &[
-        "Connection refused",
-        "No such file or directory",
-        "Connection reset",
-        "timeout expired",
-        "server closed the connection unexpectedly",
-        "the database system is starting up",
-        "the database system is shutting down",
-        "the database system is in recovery mode",
-        "the database system is not yet accepting connections",
-        "the database system is not accepting connections",
-        "sorry, too many clients already",
-        "remaining connection slots are reserved",
-        "terminating connection due to administrator command",
-        "could not receive data from server",
-        "could not send data to server",
-        "Network is unreachable",
-        "No route to host",
-    ];
-    // A missing certificate file also says "No such file or directory".
-    const FINAL: &[&str] = &["authentication", "password", "certificate", "SSL", "GSS"];
-    let passing = |text: &str| {
-        PASSING.iter().any(|p| text.contains(p)) && !FINAL.iter().any(|p| text.contains(p))
-    };
-    match e {
-        crate::Error::Io(_) => true,
-        crate::Error::Connect(c) => passing(&c.message()),
-        crate::Error::Server(text) => passing(text),
-        _ => false,
     }
 }
 

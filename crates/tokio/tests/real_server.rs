@@ -1,22 +1,15 @@
 //! pgyard-tokio against real PostgreSQL 18 servers started by pgyard-testkit, with psql
-//! (libpq 18) and pgyard-blocking as the oracles for every choice and every error text.
+//! (libpq 18) as the oracle for every choice and every error text.
 
 use pgyard_tokio::SessionInfo;
 use std::time::{Duration, Instant};
 
-use pgyard_testkit::cluster::{self, Auth, Options, Primary};
+use pgyard_testkit::cluster::{Options, Primary};
+use pgyard_testkit::fixtures::{
+    assert_same_as_psql, fail_over, mixed_rows, psql_outcome as psql, tls_cases, tls_primary,
+    MIXED_ROWS_SQL,
+};
 use pgyard_tokio::{connect, connect_with, ConnectOptions, Error, Session, Strategy};
-
-/// What psql printed: `Ok(stdout)` or `Err(libpq's message without "psql: error: ")`.
-fn psql(conninfo: &str, sql: &str) -> Result<String, String> {
-    cluster::psql(conninfo, sql).map_err(|e| {
-        let text = e.to_string();
-        match text.split_once("psql: error: ") {
-            Some((_, msg)) => msg.trim_end().to_owned(),
-            None => text,
-        }
-    })
-}
 
 /// What pgyard-tokio does with the same conninfo: the server port, or libpq's message.
 async fn tokio_port(conninfo: &str) -> Result<String, String> {
@@ -25,22 +18,6 @@ async fn tokio_port(conninfo: &str) -> Result<String, String> {
         .await
         .map_err(|e| e.to_string().trim_end().to_owned())?;
     port_of(&mut s).await.map_err(|e| e.to_string())
-}
-
-/// The same through the blocking adapter (on a blocking-pool thread).
-async fn blocking_port(conninfo: &str) -> Result<String, String> {
-    let ci = conninfo.to_owned();
-    tokio::task::spawn_blocking(move || {
-        let opts = pgyard_blocking::ConnectOptions::default().seed(7);
-        let mut s = pgyard_blocking::connect_with(&ci, &opts)
-            .map_err(|e| e.to_string().trim_end().to_owned())?;
-        let rows = s
-            .simple_query("select inet_server_port()")
-            .map_err(|e| e.to_string())?;
-        Ok(rows[0][0].clone().unwrap_or_default())
-    })
-    .await
-    .unwrap()
 }
 
 async fn port_of(s: &mut Session) -> Result<String, Error> {
@@ -73,15 +50,8 @@ async fn failover_choices_timeouts_race_and_reset() {
     // A plain session: rows as text, server errors, parameters, backend key, cancel.
     let mut s = connect(&primary.conninfo()).await.expect("tcp connect");
     assert_eq!(s.port(), Some(p));
-    assert_eq!(
-        s.simple_query("select 1, null::text, 'a b' union all select 2, 'x', ''")
-            .await
-            .unwrap(),
-        vec![
-            vec![Some("1".into()), None, Some("a b".into())],
-            vec![Some("2".into()), Some("x".into()), Some(String::new())],
-        ]
-    );
+    let rows = s.simple_query(MIXED_ROWS_SQL).await;
+    assert_eq!(rows.unwrap(), mixed_rows());
     assert!(s.backend_key().is_some());
     assert!(s
         .parameter("server_version")
@@ -139,7 +109,6 @@ async fn failover_choices_timeouts_race_and_reset() {
             );
             let ours = tokio_port(&ci).await;
             assert_eq!(ours, psql(&ci, "select inet_server_port()"), "{ci}");
-            assert_eq!(ours, blocking_port(&ci).await, "{ci}");
         }
     }
 
@@ -186,23 +155,17 @@ async fn failover_choices_timeouts_race_and_reset() {
     assert_eq!(s.attempts().len(), 2, "{:?}", s.attempts());
     drop(s);
 
-    // Everything fails: the message is libpq's, word for word (and the blocking adapter's).
+    // Everything fails: the message is libpq's, word for word.
     let ci = hosts(&[refused, hung_port], "connect_timeout=1");
     let ours = tokio_port(&ci).await.unwrap_err();
     assert_eq!(ours, psql(&ci, "select 1").unwrap_err());
-    assert_eq!(ours, blocking_port(&ci).await.unwrap_err());
     holder.abort();
 
     // The primary stops, s1 is promoted: reset() with read-write lands on s1.
     let ci = hosts(&[p, s1], "target_session_attrs=read-write");
     let mut s = connect(&ci).await.expect("read-write");
     assert_eq!(s.port(), Some(p));
-    primary.stop().expect("stop primary");
-    primary
-        .standby_mut("s1")
-        .unwrap()
-        .promote()
-        .expect("promote s1");
+    fail_over(&mut primary, "s1").expect("promote s1 after stopping the primary");
     s.reset().await.expect("reset after promotion");
     assert_eq!(s.port(), Some(s1));
     assert_eq!(port_of(&mut s).await.unwrap(), s1.to_string());
@@ -219,100 +182,30 @@ async fn failover_choices_timeouts_race_and_reset() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scram_wrong_password_and_tls() {
-    let dir = tempfile::Builder::new()
-        .prefix("pgyard-tokio-tls-")
-        .tempdir()
-        .unwrap();
-    let (cert, key) = write_server_cert(dir.path());
-    let primary = Primary::start(
-        Options::default()
-            .auth(Auth::ScramSha256)
-            .conf("ssl = on")
-            .conf(format!("ssl_cert_file = '{cert}'"))
-            .conf(format!("ssl_key_file = '{key}'")),
-    )
-    .expect("primary with TLS");
+    let (primary, cert) = tls_primary().expect("primary with TLS");
     let port = primary.port();
-    let password = primary.password().unwrap().to_owned();
 
-    // SCRAM over plain TCP.
+    // SCRAM over plain TCP, then the wrong password: psql's text.
     let mut s = connect(&format!("{} sslmode=disable", primary.conninfo()))
         .await
         .expect("scram");
     assert!(!s.tls());
     assert_eq!(port_of(&mut s).await.unwrap(), port.to_string());
     drop(s);
-
-    // The wrong-password text is psql's and the blocking adapter's.
     let ci = format!("host=127.0.0.1 port={port} user=postgres dbname=postgres password=nope");
     let ours = tokio_port(&ci).await.unwrap_err();
     assert!(ours.contains("password authentication failed"), "{ours}");
     assert_eq!(ours, psql(&ci, "select 1").unwrap_err());
-    assert_eq!(ours, blocking_port(&ci).await.unwrap_err());
 
-    // TLS through tokio-rustls: success exactly when psql succeeds, same texts as blocking.
-    let base = |host: &str| {
-        format!("host={host} port={port} user=postgres dbname=postgres password={password}")
-    };
-    let cases = [
-        (
-            base("127.0.0.1") + " sslmode=require channel_binding=require",
-            true,
-        ),
-        (
-            base("localhost") + &format!(" sslmode=verify-full sslrootcert={cert}"),
-            true,
-        ),
-        (
-            base("127.0.0.1") + &format!(" sslmode=verify-full sslrootcert={cert}"),
-            false,
-        ),
-        (
-            base("127.0.0.1") + " sslmode=require sslnegotiation=direct",
-            true,
-        ),
-    ];
-    for (ci, expect_ok) in cases {
+    // TLS through tokio-rustls: success exactly when psql succeeds, with psql's texts.
+    for (ci, expect_ok) in tls_cases(&primary, &cert) {
         let ours = tokio_port(&ci).await;
-        let theirs = psql(&ci, "select inet_server_port()");
-        assert_eq!(
-            ours.is_ok(),
-            theirs.is_ok(),
-            "{ci}\nours: {ours:?}\npsql: {theirs:?}"
-        );
         assert_eq!(ours.is_ok(), expect_ok, "{ci}: {ours:?}");
-        assert_eq!(ours, blocking_port(&ci).await, "{ci}");
+        assert_same_as_psql(&ci, "select inet_server_port()", &ours);
     }
-    let mut s = connect(&(base("127.0.0.1") + " sslmode=require"))
+    let mut s = connect(&format!("{} sslmode=require", primary.conninfo()))
         .await
         .unwrap();
     assert!(s.tls());
     assert_eq!(port_of(&mut s).await.unwrap(), port.to_string());
-    s.close().await;
-}
-
-/// Writes a self-signed certificate for `localhost` and its key where the server user can
-/// read them (key mode 0600, owned by that user).
-fn write_server_cert(dir: &std::path::Path) -> (String, String) {
-    use std::os::unix::fs::{chown, MetadataExt, PermissionsExt};
-    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).expect("rcgen");
-    let cert = dir.join("server.crt");
-    let key = dir.join("server.key");
-    std::fs::write(&cert, ck.cert.pem()).unwrap();
-    std::fs::write(&key, ck.key_pair.serialize_pem()).unwrap();
-    let user = cluster::ensure_server_user().expect("server user");
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::set_permissions(&cert, std::fs::Permissions::from_mode(0o644)).unwrap();
-    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let me = std::fs::metadata("/proc/self")
-        .map(|m| m.uid())
-        .unwrap_or(0);
-    if user.uid != me {
-        chown(&key, Some(user.uid), Some(user.gid)).unwrap();
-        chown(&cert, Some(user.uid), Some(user.gid)).unwrap();
-    }
-    (
-        cert.to_string_lossy().into_owned(),
-        key.to_string_lossy().into_owned(),
-    )
 }

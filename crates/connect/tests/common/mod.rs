@@ -71,6 +71,8 @@ pub struct Pg {
     pub hang_after_startup: bool,
     /// What the TLS handshake reports the server selected by ALPN.
     pub alpn: Option<Vec<u8>>,
+    /// The driver's text for a failed handshake (`Ssl::YesButFails`); `None`: an EOF.
+    pub tls_failure: Option<String>,
 }
 
 impl Pg {
@@ -94,6 +96,7 @@ impl Pg {
             key: vec![1, 2, 3, 4],
             hang_after_startup: false,
             alpn: Some(pgyard_connect::ALPN_POSTGRESQL.to_vec()),
+            tls_failure: None,
         }
     }
     pub fn primary() -> Pg {
@@ -135,6 +138,13 @@ impl Pg {
 
     pub fn alpn(mut self, alpn: Option<&[u8]>) -> Pg {
         self.alpn = alpn.map(<[u8]>::to_vec);
+        self
+    }
+
+    /// Fails the TLS handshake with the driver's `message`.
+    pub fn tls_failure(mut self, message: &str) -> Pg {
+        self.ssl = Ssl::YesButFails;
+        self.tls_failure = Some(message.into());
         self
     }
 }
@@ -370,7 +380,10 @@ impl World {
                         &k,
                         Event::TlsFailed {
                             attempt,
-                            message: "SSL SYSCALL error: EOF detected".into(),
+                            message: pg
+                                .tls_failure
+                                .clone()
+                                .unwrap_or_else(|| "SSL SYSCALL error: EOF detected".into()),
                         },
                     );
                 }

@@ -1,5 +1,5 @@
-//! TLS for the adapters (this blocking one and pgyard-tokio): rustls client configurations built from the connection
-//! settings, and the certificate checks libpq's `sslmode` values ask for.
+//! TLS for the adapters (pgyard-blocking and pgyard-tokio): rustls client configurations built
+//! from the connection settings, and the certificate checks libpq's `sslmode` values ask for.
 //!
 //! The machine decides *whether* and *how strictly* to verify ([`TlsVerify`]); this module
 //! only carries that out, plus libpq's file rule: a root certificate file that exists turns on
@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use pgyard_connect::{AttemptId, Event, TlsVerify, ALPN_POSTGRESQL};
+
+use crate::certnames::{CertificateNames, HostNameMismatch};
 use pgyard_conninfo::resolve::Environment;
 use pgyard_conninfo::typed::{ConnectConfig, SslCertMode, TlsVersion};
 use pgyard_conninfo::Keyword;
@@ -247,40 +249,39 @@ pub fn established(attempt: AttemptId, conn: &ClientConnection) -> Event {
     }
 }
 
+/// The event for a handshake that failed with `e` (an I/O error that wraps rustls's error, as
+/// `StreamOwned` and tokio-rustls report it): libpq's text for `host`, or a plain EOF.
+pub fn handshake_failed(attempt: AttemptId, e: &std::io::Error, host: &str) -> Event {
+    match e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+        Some(te) => Event::TlsFailed {
+            attempt,
+            message: handshake_error_text(te, host),
+        },
+        None => Event::Closed { attempt },
+    }
+}
+
 /// libpq's text for a failed handshake.
 pub fn handshake_error_text(e: &rustls::Error, host: &str) -> String {
     match e {
+        rustls::Error::InvalidCertificate(CertificateError::Other(other)) => {
+            match other.0.downcast_ref::<HostNameMismatch>() {
+                Some(mismatch) => mismatch.names.mismatch_text(host),
+                None => "SSL error: certificate verify failed".to_owned(),
+            }
+        }
+        // webpki lists the subjectAltNames but not the Common Name, so this is exact unless
+        // libpq would also have looked at the Common Name (see `HostNameMismatch`).
         rustls::Error::InvalidCertificate(CertificateError::NotValidForNameContext {
             presented,
             ..
-        }) => match presented
-            .iter()
-            .map(|n| presented_name(n))
-            .collect::<Vec<_>>()
-            .as_slice()
-        {
-            [] => "could not get server's host name from server certificate".to_owned(),
-            [one] => format!("server certificate for \"{one}\" does not match host name \"{host}\""),
-            [first, rest @ ..] => format!(
-                "server certificate for \"{first}\" (and {} other name{}) does not match host name \"{host}\"",
-                rest.len(),
-                if rest.len() == 1 { "" } else { "s" }
-            ),
-        },
+        }) => CertificateNames::from_presented(presented).mismatch_text(host),
         rustls::Error::InvalidCertificate(CertificateError::NotValidForName) => {
             format!("server certificate does not match host name \"{host}\"")
         }
         rustls::Error::InvalidCertificate(_) => "SSL error: certificate verify failed".to_owned(),
         other => format!("SSL error: {other}"),
     }
-}
-
-/// webpki lists names as `DnsName("x")` / `IpAddress(..)`; libpq shows the bare name.
-fn presented_name(n: &str) -> String {
-    n.strip_prefix("DnsName(\"")
-        .and_then(|r| r.strip_suffix("\")"))
-        .map(str::to_owned)
-        .unwrap_or_else(|| n.to_owned())
 }
 
 /// libpq refuses a key file readable by group or others unless root owns it (0640 at most).
@@ -334,6 +335,13 @@ impl ServerCertVerifier for PgVerifier {
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
             )) if self.verify == TlsVerify::Ca => Ok(ServerCertVerified::assertion()),
+            // libpq words a mismatch from the certificate's names, Common Name included.
+            Err(
+                e @ rustls::Error::InvalidCertificate(
+                    CertificateError::NotValidForName
+                    | CertificateError::NotValidForNameContext { .. },
+                ),
+            ) => Err(HostNameMismatch::error_for(end_entity).unwrap_or(e)),
             other => other,
         }
     }

@@ -1,0 +1,263 @@
+//! `sslmode=verify-full` host-name mismatches against a real PostgreSQL 18 server, with psql
+//! (libpq 18) as the oracle for the whole error text: which names libpq examines (DNS and IP
+//! subjectAltNames in certificate order, the Common Name only when no SAN has the host's type),
+//! how it prints an IP address, and its "(and N other name[s])" count.
+//!
+//! One server serves every certificate in turn: `ALTER SYSTEM` points `ssl_cert_file` at the
+//! next one and `pg_reload_conf()` makes the postmaster load it, so the test starts one server.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use pgyard_blocking::connect;
+use pgyard_driver::CertificateNames;
+use pgyard_testkit::cluster::{self, Options, Primary};
+use pgyard_testkit::fixtures::psql_outcome as psql;
+use rcgen::{
+    BasicConstraints, Certificate, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair,
+    SanType,
+};
+
+/// What pgyard does with the same conninfo: `Ok(())` or its message.
+fn pgyard(conninfo: &str) -> Result<(), String> {
+    connect(conninfo)
+        .map(drop)
+        .map_err(|e| e.to_string().trim_end().to_owned())
+}
+
+/// This process's uid, from /proc (no libc call needed).
+fn current_uid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(0)
+}
+
+/// One server certificate: its subjectAltNames in order and its subject's Common Name.
+struct Case {
+    label: &'static str,
+    sans: Vec<SanType>,
+    cn: Option<&'static str>,
+}
+
+fn dns(name: &str) -> SanType {
+    SanType::DnsName(name.try_into().expect("an IA5 name"))
+}
+
+fn ip(addr: &str) -> SanType {
+    SanType::IpAddress(addr.parse::<IpAddr>().expect("an address"))
+}
+
+fn cases() -> Vec<Case> {
+    let case = |label, sans, cn| Case { label, sans, cn };
+    vec![
+        // The issue's four certificates.
+        case(
+            "three DNS SANs",
+            vec![dns("a.example"), dns("b.example"), dns("c.example")],
+            Some("cn.example"),
+        ),
+        case(
+            "two DNS SANs and an IP SAN",
+            vec![dns("a.example"), dns("b.example"), ip("10.0.0.1")],
+            Some("cn.example"),
+        ),
+        case("one DNS SAN", vec![dns("a.example")], Some("cn.example")),
+        case("no SAN, a CN", vec![], Some("cn.example")),
+        // Around them: what libpq counts, what it prints first, and when the CN joins in.
+        case("one IP SAN", vec![ip("10.0.0.1")], Some("cn.example")),
+        case(
+            "IP SANs first",
+            vec![ip("2001:db8::5"), dns("a.example"), ip("10.0.0.1")],
+            None,
+        ),
+        case(
+            "e-mail and URI SANs are not names",
+            vec![
+                SanType::Rfc822Name("pg@a.example".try_into().expect("IA5")),
+                dns("a.example"),
+                SanType::URI("https://a.example/".try_into().expect("IA5")),
+            ],
+            Some("cn.example"),
+        ),
+        case("no names at all", vec![], None),
+        case("IPv4-mapped IPv6", vec![ip("::ffff:10.0.0.1")], None),
+        case("IPv4-compatible IPv6", vec![ip("::10.0.0.1")], None),
+        // webpki would print this one as `2001:db8::1::1`, which fits several addresses.
+        case(
+            "two equal zero runs",
+            vec![ip("2001:db8:0:0:1:0:0:1")],
+            None,
+        ),
+        case("trailing zero run", vec![ip("fe80::")], None),
+        case("one zero group", vec![ip("2001:db8:0:1:1:1:1:1")], None),
+        case("loopback", vec![ip("::1"), dns("a.example")], None),
+    ]
+}
+
+/// A CA that signs every server certificate; clients trust only it.
+struct Ca {
+    cert: Certificate,
+    key: KeyPair,
+}
+
+impl Ca {
+    fn new() -> Ca {
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "pgyard tls_names CA");
+        let key = KeyPair::generate().expect("CA key");
+        let cert = params.self_signed(&key).expect("CA certificate");
+        Ca { cert, key }
+    }
+
+    /// Writes the certificate for `case` and its key where the server user can read them;
+    /// returns the certificate's DER and both paths.
+    fn issue(&self, dir: &Path, n: usize, case: &Case) -> (Vec<u8>, String, String) {
+        let mut params = CertificateParams::default();
+        params.subject_alt_names = case.sans.clone();
+        params.distinguished_name = DistinguishedName::new();
+        if let Some(cn) = case.cn {
+            params.distinguished_name.push(DnType::CommonName, cn);
+        }
+        let key = KeyPair::generate().expect("server key");
+        let cert = params
+            .signed_by(&key, &self.cert, &self.key)
+            .expect("server certificate");
+        let cert_path = write(dir, &format!("server-{n}.crt"), cert.pem(), 0o644);
+        let key_path = write(dir, &format!("server-{n}.key"), key.serialize_pem(), 0o600);
+        (cert.der().to_vec(), cert_path, key_path)
+    }
+}
+
+/// Writes `text` to `dir/name` with `mode`, owned by the server user (the server refuses a key
+/// it does not own).
+fn write(dir: &Path, name: &str, text: String, mode: u32) -> String {
+    use std::os::unix::fs::{chown, PermissionsExt};
+    let path: PathBuf = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    let user = cluster::ensure_server_user().expect("server user");
+    if user.uid != current_uid() {
+        chown(&path, Some(user.uid), Some(user.gid)).unwrap();
+    }
+    path.to_string_lossy().into_owned()
+}
+
+/// Points the running server at another certificate and waits until new connections get it.
+fn swap_certificate(primary: &Primary, cert: &str, key: &str) {
+    primary
+        .psql(&format!("alter system set ssl_cert_file = '{cert}'"))
+        .expect("ssl_cert_file set");
+    primary
+        .psql(&format!("alter system set ssl_key_file = '{key}'"))
+        .expect("ssl_key_file set");
+    primary
+        .psql("select pg_reload_conf()")
+        .expect("configuration reloaded");
+    // A backend forked after the postmaster handled SIGHUP reports the new file, and the
+    // postmaster reloads its TLS context in that same step.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = primary
+            .psql("show ssl_cert_file")
+            .expect("show ssl_cert_file");
+        if now == cert {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the server kept {now} instead of {cert}:\n{}",
+            primary.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The two kinds of host name libpq tells apart (an IP address turns off the Common Name
+/// fallback only when an iPAddress SAN exists), neither of which any certificate here names.
+const HOSTS: [(&str, &str); 2] = [
+    ("host=localhost hostaddr=127.0.0.1", "localhost"),
+    ("host=127.0.0.1", "127.0.0.1"),
+];
+
+/// For every certificate and both kinds of host name, the text libpq gives is the one pgyard
+/// words from the certificate's names, and the one pgyard gives when it connects.
+#[test]
+fn verify_full_name_mismatch_texts_match_psql() {
+    let dir = tempfile::Builder::new()
+        .prefix("pgyard-tls-names-")
+        .tempdir()
+        .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let ca = Ca::new();
+    let ca_path = write(dir.path(), "ca.crt", ca.cert.pem(), 0o644);
+    let cases = cases();
+    let issued: Vec<_> = cases
+        .iter()
+        .enumerate()
+        .map(|(n, case)| ca.issue(dir.path(), n, case))
+        .collect();
+    let (_, cert, key) = &issued[0];
+    let primary = Primary::start(
+        Options::default()
+            .conf("ssl = on")
+            .conf(format!("ssl_cert_file = '{cert}'"))
+            .conf(format!("ssl_key_file = '{key}'")),
+    )
+    .expect("primary with TLS");
+    let port = primary.port();
+
+    let mut differences = Vec::new();
+    let mut compared = 0;
+    for (n, (case, (der, cert, key))) in cases.iter().zip(&issued).enumerate() {
+        if n > 0 {
+            swap_certificate(&primary, cert, key);
+        }
+        let names = CertificateNames::from_der(der).expect("rcgen's certificate reads");
+        for (keywords, host) in HOSTS {
+            let ci = format!(
+                "{keywords} port={port} user=postgres dbname=postgres \
+                 sslmode=verify-full sslrootcert={ca_path}"
+            );
+            let theirs = psql(&ci, "select 1");
+            let Err(theirs) = theirs else {
+                panic!("{}, {keywords}: psql connected: {theirs:?}", case.label);
+            };
+            assert!(
+                theirs.contains("does not match host name")
+                    || theirs.contains("could not get server's host name"),
+                "{}, {keywords}: psql failed for another reason: {theirs}",
+                case.label
+            );
+            let (_, their_reason) = theirs.split_once(" failed: ").expect("libpq's prefix");
+            let worded = names.check(host);
+            if worded.as_ref().err().map(String::as_str) != Some(their_reason) {
+                differences.push(format!(
+                    "{}, {keywords}, from the certificate:\n  ours: {worded:?}\n  psql: {their_reason:?}",
+                    case.label
+                ));
+            }
+            let ours = pgyard(&ci);
+            if ours.as_ref().err() != Some(&theirs) {
+                differences.push(format!(
+                    "{}, {keywords}, connecting:\n  ours: {ours:?}\n  psql: {theirs:?}",
+                    case.label
+                ));
+            }
+            compared += 2;
+        }
+    }
+    assert!(
+        differences.is_empty(),
+        "{} of {compared} texts differ from psql's:\n{}",
+        differences.len(),
+        differences.join("\n")
+    );
+}

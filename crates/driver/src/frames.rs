@@ -1,0 +1,197 @@
+//! Frames off the wire, and what a simple query's reply means: the adapters read and write,
+//! this decides.
+
+use bytes::BytesMut;
+use pgyard_connect::{BackendKey, OpenTarget};
+use pgyard_wire::backend::BackendMessage;
+use pgyard_wire::error_fields::{SqlState, Verbosity};
+use pgyard_wire::frame::{decode_frame, Decoded};
+
+use crate::Error;
+
+/// The largest backend frame a session accepts (libpq's own cap for rows is 1 GiB).
+const FRAME_BYTES_MAX: usize = 0x3FFF_FFFF;
+
+/// libpq's text when the server closes the connection while a reply is awaited.
+pub const SERVER_CLOSED: &str = "server closed the connection unexpectedly\n\tThis probably means the server terminated abnormally\n\tbefore or while processing the request.";
+
+/// One frame as it came off the wire: type byte and body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawFrame {
+    /// The type byte.
+    pub tag: u8,
+    /// The body, without the type byte and the length word.
+    pub body: Vec<u8>,
+}
+
+/// Takes the next complete backend frame off the front of `inbuf`, if there is one.
+pub fn take_frame(inbuf: &mut Vec<u8>) -> Result<Option<RawFrame>, Error> {
+    match decode_frame(inbuf, FRAME_BYTES_MAX) {
+        Ok(Decoded::Frame(f)) => {
+            let frame = RawFrame {
+                tag: f.tag,
+                body: f.body.to_vec(),
+            };
+            let used = f.wire_len();
+            inbuf.drain(..used);
+            Ok(Some(frame))
+        }
+        Ok(Decoded::NeedMore { .. }) => Ok(None),
+        Err(e) => Err(Error::Protocol(format!(
+            "lost synchronization with server: {e}"
+        ))),
+    }
+}
+
+/// Rows of text values (`None` for NULL), as a simple query returns them.
+pub type Rows = Vec<Vec<Option<String>>>;
+
+/// What the adapter does after feeding one frame to a [`SimpleQuery`].
+#[derive(Debug)]
+pub enum Reply {
+    /// Read the next frame.
+    Continue,
+    /// Send these bytes, then read on.
+    Send(BytesMut),
+    /// The server is ready again: the query's outcome.
+    Done(Result<Rows, Error>),
+}
+
+/// One simple-protocol query's reply, frame by frame: rows of every result, the first
+/// ErrorResponse, ParameterStatus changes, and COPY FROM STDIN refused as psql's `-c` would.
+#[derive(Debug, Default)]
+pub struct SimpleQuery {
+    rows: Rows,
+    error: Option<Error>,
+}
+
+impl SimpleQuery {
+    /// The query and the `Query` frame that starts it.
+    pub fn start(sql: &str) -> Result<(SimpleQuery, BytesMut), Error> {
+        let mut buf = BytesMut::new();
+        pgyard_wire::frontend::encode_query(sql.as_bytes(), &mut buf)
+            .map_err(|e| Error::Config(e.to_string()))?;
+        Ok((SimpleQuery::default(), buf))
+    }
+
+    /// Feeds the next frame; `parameters` takes the ParameterStatus values it carries.
+    pub fn frame(
+        &mut self,
+        frame: &RawFrame,
+        parameters: &mut Vec<(String, String)>,
+    ) -> Result<Reply, Error> {
+        match decode(frame)? {
+            BackendMessage::DataRow(row) => self.rows.push(
+                row.fields()
+                    .map(|v| v.map(|b| String::from_utf8_lossy(b).into_owned()))
+                    .collect(),
+            ),
+            BackendMessage::ErrorResponse(f) => {
+                self.error.get_or_insert_with(|| Error::Server {
+                    sqlstate: f.sqlstate().unwrap_or(SqlState::from_array(*b"XX000")),
+                    text: f.render(Verbosity::Default, true),
+                });
+            }
+            BackendMessage::ParameterStatus(p) => note_parameter(
+                parameters,
+                String::from_utf8_lossy(p.name).into_owned(),
+                String::from_utf8_lossy(p.value).into_owned(),
+            ),
+            BackendMessage::CopyInResponse(_) => {
+                let mut b = BytesMut::new();
+                pgyard_wire::frontend::encode_copy_fail(
+                    b"COPY FROM STDIN is not supported",
+                    &mut b,
+                )
+                .map_err(|e| Error::Internal(e.to_string()))?;
+                return Ok(Reply::Send(b));
+            }
+            BackendMessage::ReadyForQuery(_) => {
+                let outcome = match self.error.take() {
+                    Some(e) => Err(e),
+                    None => Ok(std::mem::take(&mut self.rows)),
+                };
+                return Ok(Reply::Done(outcome));
+            }
+            _ => {}
+        }
+        Ok(Reply::Continue)
+    }
+}
+
+/// Records a ParameterStatus: a known name changes in place, a new one goes last.
+pub fn note_parameter(parameters: &mut Vec<(String, String)>, name: String, value: String) {
+    match parameters.iter_mut().find(|(n, _)| *n == name) {
+        Some(slot) => slot.1 = value,
+        None => parameters.push((name, value)),
+    }
+}
+
+/// Decodes a backend frame, with the sessions' error text.
+pub fn decode(frame: &RawFrame) -> Result<BackendMessage<'_>, Error> {
+    BackendMessage::decode(frame.tag, &frame.body)
+        .map_err(|e| Error::Protocol(format!("could not decode a server message: {e}")))
+}
+
+/// The CancelRequest for a session's backend key, and where to send it (as `PQcancel`: a new
+/// plaintext connection to the same address).
+pub fn cancel_request(
+    target: &OpenTarget,
+    key: Option<&BackendKey>,
+) -> Result<(OpenTarget, BytesMut), Error> {
+    let key = key.ok_or_else(|| Error::Protocol("no backend key to cancel with".to_owned()))?;
+    let mut buf = BytesMut::new();
+    pgyard_wire::frontend::encode_cancel_request(key.pid, &key.key, &mut buf)
+        .map_err(|e| Error::Protocol(e.to_string()))?;
+    Ok((target.clone(), buf))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pgyard_wire::backend;
+
+    fn frames(build: impl FnOnce(&mut BytesMut)) -> Vec<RawFrame> {
+        let mut b = BytesMut::new();
+        build(&mut b);
+        let mut bytes = b.to_vec();
+        std::iter::from_fn(|| take_frame(&mut bytes).expect("frames decode")).collect()
+    }
+
+    #[test]
+    fn rows_errors_and_parameters_of_a_reply() {
+        let reply = frames(|b| {
+            backend::ParameterStatus {
+                name: b"TimeZone",
+                value: b"UTC",
+            }
+            .encode(b)
+            .expect("encode");
+            backend::encode_data_row(&[Some(b"1".as_slice()), None], b).expect("encode");
+            backend::encode_ready_for_query(backend::TransactionStatus::Idle, b);
+        });
+        let (mut q, request) = SimpleQuery::start("select 1, null").expect("query");
+        assert_eq!(request[0], b'Q');
+        let mut params = vec![("TimeZone".to_owned(), "CET".to_owned())];
+        let mut outcome = None;
+        for f in &reply {
+            if let Reply::Done(r) = q.frame(f, &mut params).expect("decodes") {
+                outcome = Some(r);
+            }
+        }
+        assert_eq!(
+            outcome.expect("done").expect("rows"),
+            vec![vec![Some("1".to_owned()), None]]
+        );
+        assert_eq!(params, vec![("TimeZone".to_owned(), "UTC".to_owned())]);
+    }
+
+    #[test]
+    fn a_truncated_stream_waits_and_garbage_is_a_protocol_error() {
+        let mut partial = vec![b'Z', 0, 0, 0, 5];
+        assert_eq!(take_frame(&mut partial).expect("needs more"), None);
+        let mut garbage = vec![b'Z', 0, 0, 0, 1, 0];
+        let e = take_frame(&mut garbage).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Protocol);
+    }
+}

@@ -1,0 +1,135 @@
+//! What the blocking and the tokio adapters share, so that neither holds a decision or a copy
+//! of the other: the driver core that turns the connect machine's actions into I/O requests
+//! and keeps the bookkeeping around them ([`core`]), the TLS settings and texts ([`tls`]),
+//! typed errors, the attempt log, reading libpq's inputs, and the simple-query reply. It does
+//! no socket I/O and keeps no clock: time comes in as an argument, as for the machine.
+
+pub mod attempts;
+mod certnames;
+pub mod core;
+mod env;
+mod error;
+mod frames;
+mod info;
+mod net;
+mod prepare;
+mod session;
+pub mod tls;
+
+use std::time::Duration;
+
+pub use certnames::{CertificateNames, HostNameMismatch};
+pub use env::RealInputs;
+pub use error::{Error, ErrorKind};
+pub use frames::{
+    cancel_request, decode, note_parameter, take_frame, RawFrame, Reply, Rows, SimpleQuery,
+    SERVER_CLOSED,
+};
+pub use info::SessionInfo;
+pub use net::{io_kind, open_event, set_tcp_options, unix_address, UnixAddress};
+pub use pgyard_connect::{BackendKey, ConnectError, OpenTarget, ServerRole};
+pub use pgyard_conninfo::Strategy;
+pub use prepare::{prepare, DriverConfig, Prepared};
+pub use session::{receive_error, send_error, Machine, SessionCore};
+
+/// Adapter-level choices that are not part of a connection string.
+#[derive(Clone, Debug, Default)]
+pub struct ConnectOptions {
+    /// Seed for the machine's random source (load-balancing shuffles, SCRAM nonces);
+    /// `None` draws one from the operating system.
+    pub seed: Option<u64>,
+    /// Overrides the connection string's strategy (`Sequential` is libpq's).
+    pub strategy: Option<Strategy>,
+    /// Environment and files to use instead of reading the real ones.
+    pub inputs: Option<RealInputs>,
+}
+
+impl ConnectOptions {
+    /// Sets the seed.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Sets the strategy.
+    pub fn strategy(mut self, strategy: Strategy) -> Self {
+        self.strategy = Some(strategy);
+        self
+    }
+
+    /// Uses these inputs instead of the process environment and files.
+    pub fn inputs(mut self, inputs: RealInputs) -> Self {
+        self.inputs = Some(inputs);
+        self
+    }
+}
+
+/// One connection attempt as the driver saw it (for `--explain`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attempt {
+    /// The host name (or address, or socket path) the attempt was for.
+    pub host: String,
+    /// The address or socket connected to.
+    pub target: OpenTarget,
+    /// When the attempt started, from the start of the connect (or reset).
+    pub started: Duration,
+    /// When it ended (failed, was closed or won).
+    pub ended: Option<Duration>,
+    /// `connected`, the error text, or `closed` when the machine dropped it.
+    pub outcome: String,
+}
+
+impl Attempt {
+    /// The address as text: `ip:port` or the socket path.
+    pub fn address(&self) -> String {
+        match &self.target {
+            OpenTarget::Tcp(a) => a.to_string(),
+            OpenTarget::Unix(p) => String::from_utf8_lossy(p).into_owned(),
+        }
+    }
+
+    /// How long the attempt ran.
+    pub fn elapsed(&self) -> Duration {
+        self.ended
+            .unwrap_or(self.started)
+            .saturating_sub(self.started)
+    }
+}
+
+/// Real time mapped onto the machine's clock from a fixed origin (the connect's start).
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    origin: std::time::Instant,
+}
+
+impl Clock {
+    /// A clock whose origin is now.
+    pub fn new() -> Self {
+        Clock {
+            origin: std::time::Instant::now(),
+        }
+    }
+
+    /// Now on the machine's clock (the origin is `Instant(0)`).
+    pub fn now(&self) -> pgyard_types::Instant {
+        pgyard_types::Instant(u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Clock::new()
+    }
+}
+
+/// A seed from the operating system's randomness.
+pub fn os_seed() -> u64 {
+    // getrandom only fails on platforms without an entropy source; fall back to the clock.
+    getrandom::u64().unwrap_or_else(|_| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0)
+            ^ u64::from(std::process::id())
+    })
+}

@@ -1,0 +1,91 @@
+//! Socket facts both adapters need in the same form: libpq's reading of an errno, the TCP
+//! options the machine asks for, and what a Unix socket "path" names.
+
+use std::io;
+use std::path::Path;
+
+use pgyard_connect::{AttemptId, Event, IoErrorKind, TcpOptions};
+
+/// libpq's `IoErrorKind` for a socket error (by errno).
+pub fn io_kind(e: &io::Error) -> IoErrorKind {
+    match e.raw_os_error() {
+        Some(111) => IoErrorKind::ConnectionRefused,
+        Some(2) => IoErrorKind::NotFound,
+        Some(113) => IoErrorKind::HostUnreachable,
+        Some(101) => IoErrorKind::NetworkUnreachable,
+        Some(110) => IoErrorKind::TimedOut,
+        Some(13) => IoErrorKind::PermissionDenied,
+        Some(99) => IoErrorKind::AddrNotAvailable,
+        Some(104) => IoErrorKind::ConnectionReset,
+        _ if e.kind() == io::ErrorKind::TimedOut => IoErrorKind::TimedOut,
+        _ => {
+            let text = e.to_string();
+            let text = match text.find(" (os error ") {
+                Some(i) => text[..i].to_owned(),
+                None => text,
+            };
+            IoErrorKind::Other(text)
+        }
+    }
+}
+
+/// A worker's report on opening its socket: Opened, or OpenFailed as libpq reads the error.
+pub fn open_event<S>(attempt: AttemptId, opened: &io::Result<S>) -> Event {
+    match opened {
+        Ok(_) => Event::Opened { attempt },
+        Err(e) => Event::OpenFailed {
+            attempt,
+            error: io_kind(e),
+        },
+    }
+}
+
+/// Sets the keepalive and `TCP_USER_TIMEOUT` options the machine asked for on a connected TCP
+/// socket (std or tokio: anything with a file descriptor).
+pub fn set_tcp_options(sock: &impl std::os::fd::AsFd, opts: &TcpOptions) -> io::Result<()> {
+    let r = socket2::SockRef::from(sock);
+    r.set_keepalive(opts.keepalives)?;
+    if opts.keepalives {
+        let mut ka = socket2::TcpKeepalive::new();
+        if let Some(d) = opts.keepalives_idle {
+            ka = ka.with_time(d);
+        }
+        if let Some(d) = opts.keepalives_interval {
+            ka = ka.with_interval(d);
+        }
+        if let Some(n) = opts.keepalives_count {
+            ka = ka.with_retries(n);
+        }
+        r.set_tcp_keepalive(&ka)?;
+    }
+    if let Some(d) = opts.tcp_user_timeout {
+        r.set_tcp_user_timeout(Some(d))?;
+    }
+    Ok(())
+}
+
+/// Where a Unix-socket target points: libpq reads a leading `@` as Linux's abstract
+/// namespace.
+#[derive(Debug)]
+pub enum UnixAddress<'a> {
+    /// An abstract socket name (without the `@`).
+    Abstract(std::os::unix::net::SocketAddr),
+    /// A path in the file system.
+    Path(&'a Path),
+}
+
+/// Reads a Unix-socket target as libpq does.
+pub fn unix_address(path: &[u8]) -> io::Result<UnixAddress<'_>> {
+    use std::os::unix::ffi::OsStrExt;
+    match path.strip_prefix(b"@") {
+        Some(name) => {
+            use std::os::linux::net::SocketAddrExt;
+            Ok(UnixAddress::Abstract(
+                std::os::unix::net::SocketAddr::from_abstract_name(name)?,
+            ))
+        }
+        None => Ok(UnixAddress::Path(Path::new(std::ffi::OsStr::from_bytes(
+            path,
+        )))),
+    }
+}

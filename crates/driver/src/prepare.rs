@@ -1,0 +1,103 @@
+//! Everything a driver needs before the machine's first action, from a connection string and
+//! the adapter options.
+
+use std::time::Duration;
+
+use pgyard_conninfo::typed::ConnectConfig;
+use pgyard_conninfo::{configure, Keyword};
+
+use crate::env::RealInputs;
+use crate::tls::TlsSettings;
+use crate::{os_seed, ConnectOptions, Error};
+
+/// What a driver needs before the machine's first action, resolved from a connection string
+/// and the adapter options.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    /// The typed configuration for `Connector::new` (strategy override applied).
+    pub config: ConnectConfig,
+    /// Startup parameters from PGDATESTYLE, PGTZ and PGGEQO, for
+    /// `Connector::with_extra_startup_params`.
+    pub extra_startup_params: Vec<(Vec<u8>, Vec<u8>)>,
+    /// TLS settings (root, client certificate and key files, SNI, protocol versions).
+    pub tls: TlsSettings,
+    /// Upper bound for one socket `connect()`: `connect_timeout` + 1 s, so the machine's own
+    /// deadline always fires first.
+    pub connect_bound: Option<Duration>,
+    /// The machine's seed (the option's, or one from the operating system).
+    pub seed: u64,
+}
+
+/// Parses and resolves `conninfo` as libpq does (environment, service and password files,
+/// from `options.inputs` or the real ones), printing password-file warnings on standard error
+/// as libpq prints them.
+pub fn prepare(conninfo: &str, options: &ConnectOptions) -> Result<Prepared, Error> {
+    let lossy = |b: Vec<u8>| {
+        let mut s = String::from_utf8_lossy(&b).into_owned();
+        while s.ends_with('\n') {
+            s.pop();
+        }
+        s
+    };
+    let info =
+        pgyard_conninfo::parse(conninfo).map_err(|e| Error::Parse(lossy(e.libpq_message())))?;
+    let inputs = match &options.inputs {
+        Some(i) => i.clone(),
+        None => RealInputs::read(info.get(Keyword::Passfile)),
+    };
+    let configured = configure(info, &inputs.env, &inputs.files)
+        .map_err(|e| Error::Config(lossy(e.libpq_message())))?;
+    for w in &configured.warnings {
+        // libpq prints password-file warnings on standard error itself.
+        eprint!("{}", String::from_utf8_lossy(&w.libpq_message()));
+    }
+    let mut config = configured.config;
+    if let Some(s) = options.strategy {
+        config.set_strategy(s);
+    }
+    Ok(Prepared {
+        extra_startup_params: startup_extras(&inputs),
+        tls: TlsSettings::new(&config, &inputs.env),
+        connect_bound: config
+            .connect_timeout()
+            .ok()
+            .flatten()
+            .map(|d| d + Duration::from_secs(1)),
+        seed: options.seed.unwrap_or_else(os_seed),
+        config,
+    })
+}
+
+/// The startup parameters libpq takes from PGDATESTYLE, PGTZ and PGGEQO (unless `default`).
+fn startup_extras(inputs: &RealInputs) -> Vec<(Vec<u8>, Vec<u8>)> {
+    [
+        ("PGDATESTYLE", "datestyle"),
+        ("PGTZ", "timezone"),
+        ("PGGEQO", "geqo"),
+    ]
+    .into_iter()
+    .filter_map(|(var, name)| {
+        let v = inputs.env.var(var)?;
+        (!v.eq_ignore_ascii_case(b"default")).then(|| (name.as_bytes().to_vec(), v.to_vec()))
+    })
+    .collect()
+}
+
+/// Connect-wide settings a driver needs besides the machine.
+#[derive(Clone, Debug)]
+pub struct DriverConfig {
+    /// TLS settings for [`crate::core::Core`].
+    pub tls: TlsSettings,
+    /// Upper bound for one socket `connect()`, above the machine's `connect_timeout`.
+    pub connect_bound: Option<Duration>,
+}
+
+impl Prepared {
+    /// What the driver keeps for the session's life (resets included).
+    pub fn driver_config(&self) -> DriverConfig {
+        DriverConfig {
+            tls: self.tls.clone(),
+            connect_bound: self.connect_bound,
+        }
+    }
+}

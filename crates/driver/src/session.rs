@@ -1,0 +1,140 @@
+//! What an established session holds, whatever does its I/O: the machine (kept for resets),
+//! the connection it chose, the bytes read past the last whole frame, and the attempts.
+
+use bytes::BytesMut;
+use pgyard_connect::{AttemptId, Connector, Established};
+
+use crate::frames::{cancel_request, take_frame, RawFrame, SERVER_CLOSED};
+use crate::{prepare, Attempt, Clock, ConnectOptions, DriverConfig, Error, OpenTarget};
+
+/// The machine a session connects (and resets) with, and what its driver needs besides.
+pub struct Machine {
+    /// The connect machine.
+    pub connector: Connector,
+    /// Its clock, from the first connect.
+    pub clock: Clock,
+    /// TLS settings and the connect bound.
+    pub driver: DriverConfig,
+}
+
+impl Machine {
+    /// The machine for `conninfo`, resolved as libpq resolves it (see [`prepare`]).
+    pub fn prepare(conninfo: &str, options: &ConnectOptions) -> Result<Machine, Error> {
+        let prepared = prepare(conninfo, options)?;
+        let driver = prepared.driver_config();
+        let clock = Clock::new();
+        let connector = Connector::new(prepared.config, clock.now(), prepared.seed)
+            .with_extra_startup_params(prepared.extra_startup_params);
+        Ok(Machine {
+            connector,
+            clock,
+            driver,
+        })
+    }
+}
+
+/// An established session's state over a transport `T`.
+pub struct SessionCore<T> {
+    /// The machine, kept for resets.
+    pub machine: Machine,
+    established: Established,
+    transport: Option<T>,
+    inbuf: Vec<u8>,
+    attempts: Vec<Attempt>,
+}
+
+impl<T> std::fmt::Debug for SessionCore<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("established", &self.established)
+            .field("attempts", &self.attempts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> SessionCore<T> {
+    /// The session the driver's connect produced; `attempts` are that connect's.
+    pub fn new(machine: Machine, won: (Established, T), attempts: Vec<Attempt>) -> Self {
+        let (established, transport) = won;
+        SessionCore {
+            machine,
+            inbuf: established.leftover.clone(),
+            established,
+            transport: Some(transport),
+            attempts,
+        }
+    }
+
+    /// Starts a reset (`PQreset`): the machine starts over, and the connection it replaces
+    /// goes to the driver, which sends it Terminate and closes it.
+    pub fn begin_reset(&mut self) -> Option<(AttemptId, T)> {
+        self.machine.connector.reset(self.machine.clock.now());
+        self.transport.take().map(|t| (self.established.attempt, t))
+    }
+
+    /// Ends a reset with what the driver's connect produced.
+    pub fn finish_reset(&mut self, won: (Established, T), attempts: Vec<Attempt>) {
+        let (established, transport) = won;
+        self.inbuf = established.leftover.clone();
+        self.established = established;
+        self.transport = Some(transport);
+        self.attempts = attempts;
+    }
+
+    /// The machine's view of the connection (ParameterStatus values kept current).
+    pub fn established(&self) -> &Established {
+        &self.established
+    }
+
+    /// Every attempt of the last connect or reset.
+    pub fn attempts(&self) -> &[Attempt] {
+        &self.attempts
+    }
+
+    /// The ParameterStatus values, for the session to keep current.
+    pub fn parameters_mut(&mut self) -> &mut Vec<(String, String)> {
+        &mut self.established.parameters
+    }
+
+    /// The open transport.
+    pub fn transport_mut(&mut self) -> Result<&mut T, Error> {
+        self.transport
+            .as_mut()
+            .ok_or_else(|| Error::Io("connection not open".to_owned()))
+    }
+
+    /// The transport, taken for closing.
+    pub fn take_transport(&mut self) -> Option<T> {
+        self.transport.take()
+    }
+
+    /// The next whole frame already read, if any.
+    pub fn next_frame(&mut self) -> Result<Option<RawFrame>, Error> {
+        take_frame(&mut self.inbuf)
+    }
+
+    /// Bytes a read returned; none means the server closed the connection.
+    pub fn received(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        if bytes.is_empty() {
+            return Err(Error::Io(SERVER_CLOSED.to_owned()));
+        }
+        self.inbuf.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    /// Where to send a CancelRequest for this session, and the packet.
+    pub fn cancel_request(&self) -> Result<(OpenTarget, BytesMut), Error> {
+        let est = &self.established;
+        cancel_request(&est.target, est.backend_key.as_ref())
+    }
+}
+
+/// The text of a failed read on the session's connection.
+pub fn receive_error(e: std::io::Error) -> Error {
+    Error::Io(format!("could not receive data from server: {e}"))
+}
+
+/// The text of a failed write on the session's connection.
+pub fn send_error(e: std::io::Error) -> Error {
+    Error::Io(format!("could not send data to server: {e}"))
+}

@@ -1,0 +1,144 @@
+//! Fixtures the adapters' real-server tests share, so that each adapter is held to the same
+//! cases: psql as the oracle for connection outcomes, TLS certificates and the table of
+//! `sslmode` cases, a failover, and a query's expected text rows.
+
+use std::io;
+use std::os::unix::fs::{chown, MetadataExt, PermissionsExt};
+use std::path::Path;
+
+use crate::cluster::{self, Auth, Options, Primary};
+
+/// What psql printed: `Ok(stdout)` or `Err(libpq's message without "psql: error: ")`.
+pub fn psql_outcome(conninfo: &str, sql: &str) -> Result<String, String> {
+    cluster::psql(conninfo, sql).map_err(|e| {
+        let text = e.to_string();
+        match text.split_once("psql: error: ") {
+            Some((_, msg)) => msg.trim_end().to_owned(),
+            None => text,
+        }
+    })
+}
+
+/// Asserts that an adapter's outcome for `conninfo` (the answer to `sql`, or the error text
+/// without its trailing newline) is psql's, word for word.
+pub fn assert_same_as_psql(conninfo: &str, sql: &str, ours: &Result<String, String>) {
+    let theirs = psql_outcome(conninfo, sql);
+    assert_eq!(
+        ours, &theirs,
+        "{conninfo}\nours: {ours:?}\npsql: {theirs:?}"
+    );
+}
+
+/// Fails over: stops the primary and promotes its standby `name`.
+pub fn fail_over(primary: &mut Primary, name: &str) -> io::Result<()> {
+    primary.stop()?;
+    let standby = primary
+        .standby_mut(name)
+        .ok_or_else(|| io::Error::other(format!("no standby named {name}")))?;
+    standby.promote()
+}
+
+/// A query whose rows mix values, NULL and empty text: what every adapter's simple query must
+/// return as text rows.
+pub const MIXED_ROWS_SQL: &str = "select 1, null::text, 'a b' union all select 2, 'x', ''";
+
+/// The rows of [`MIXED_ROWS_SQL`] (`None` for NULL).
+pub fn mixed_rows() -> Vec<Vec<Option<String>>> {
+    let text = |s: &str| Some(s.to_owned());
+    vec![
+        vec![text("1"), None, text("a b")],
+        vec![text("2"), text("x"), text("")],
+    ]
+}
+
+/// Writes a self-signed certificate for `names` (DNS names or IP literals) and its key into
+/// `dir`, readable by the server user (key mode 0600, owned by that user). Returns the paths.
+pub fn write_server_cert(dir: &Path, names: &[&str]) -> io::Result<(String, String)> {
+    let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+    let ck = rcgen::generate_simple_self_signed(names).map_err(io::Error::other)?;
+    write_cert_files(dir, &ck.cert.pem(), &ck.key_pair.serialize_pem())
+}
+
+/// Writes a PEM certificate and key into `dir` as `server.crt` and `server.key`, readable by
+/// the server user.
+pub fn write_cert_files(dir: &Path, cert_pem: &str, key_pem: &str) -> io::Result<(String, String)> {
+    let cert = dir.join("server.crt");
+    let key = dir.join("server.key");
+    std::fs::write(&cert, cert_pem)?;
+    std::fs::write(&key, key_pem)?;
+    let user = cluster::ensure_server_user()?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
+    std::fs::set_permissions(&cert, std::fs::Permissions::from_mode(0o644))?;
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))?;
+    // The server refuses a key file it does not own (or that others can read).
+    let me = std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(0);
+    if user.uid != me {
+        chown(&key, Some(user.uid), Some(user.gid))?;
+        chown(&cert, Some(user.uid), Some(user.gid))?;
+    }
+    Ok((
+        cert.to_string_lossy().into_owned(),
+        key.to_string_lossy().into_owned(),
+    ))
+}
+
+/// A SCRAM primary serving TLS with a self-signed certificate for `localhost` (kept in the
+/// cluster's folder, removed with it); returns it with the certificate's path (a root file for
+/// `verify-*`).
+pub fn tls_primary() -> io::Result<(Primary, String)> {
+    let primary = Primary::start(Options::default().auth(Auth::ScramSha256))?;
+    let dir = primary.root().join("tls");
+    std::fs::create_dir_all(&dir)?;
+    let (cert, key) = write_server_cert(&dir, &["localhost"])?;
+    primary.psql(&format!("alter system set ssl_cert_file = '{cert}'"))?;
+    primary.psql(&format!("alter system set ssl_key_file = '{key}'"))?;
+    primary.psql("alter system set ssl = on")?;
+    primary.psql("select pg_reload_conf()")?;
+    // New sessions fork from the postmaster once it has reloaded the files.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while primary.psql("show ssl")? != "on" {
+        if std::time::Instant::now() > deadline {
+            return Err(io::Error::other("the server did not turn TLS on after a reload"));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Ok((primary, cert))
+}
+
+/// The `sslmode` cases against a [`tls_primary`], each with whether psql connects.
+pub fn tls_cases(primary: &Primary, cert: &str) -> Vec<(String, bool)> {
+    let port = primary.port();
+    let password = primary.password().unwrap_or_default();
+    let base = |host: &str| {
+        format!("host={host} port={port} user=postgres dbname=postgres password={password}")
+    };
+    vec![
+        (base("127.0.0.1") + " sslmode=require", true),
+        (
+            base("127.0.0.1") + " sslmode=require channel_binding=require",
+            true,
+        ),
+        (
+            base("127.0.0.1") + &format!(" sslmode=verify-ca sslrootcert={cert}"),
+            true,
+        ),
+        (
+            base("127.0.0.1") + &format!(" sslmode=verify-full sslrootcert={cert}"),
+            false,
+        ),
+        (
+            base("localhost") + &format!(" sslmode=verify-full sslrootcert={cert}"),
+            true,
+        ),
+        (
+            base("127.0.0.1") + " sslmode=verify-ca sslrootcert=/nonexistent/root.crt",
+            false,
+        ),
+        (
+            base("127.0.0.1") + " sslmode=require sslnegotiation=direct",
+            true,
+        ),
+    ]
+}

@@ -1,0 +1,55 @@
+//! A connection's byte stream over tokio sockets: TCP, Unix, or TLS over either.
+
+use std::io;
+use std::time::Duration;
+
+use pgyard_connect::{OpenTarget, TcpOptions};
+use pgyard_driver::{set_tcp_options, unix_address, UnixAddress};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpStream, UnixStream};
+
+/// A byte stream the session can own: TCP, Unix, or TLS over either.
+pub(crate) trait Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Stream for T {}
+
+/// A connection's byte stream, whatever it runs over.
+pub(crate) type Transport = Box<dyn Stream>;
+
+pub(crate) async fn write_flush(t: &mut Transport, bytes: &[u8]) -> io::Result<()> {
+    t.write_all(bytes).await?;
+    t.flush().await
+}
+
+/// Opens a socket to `target` (bounded by `bound` for TCP; running out reads as ETIMEDOUT)
+/// and applies the machine's TCP options, if any.
+pub(crate) async fn open(
+    target: &OpenTarget,
+    tcp: Option<&TcpOptions>,
+    bound: Option<Duration>,
+) -> io::Result<Transport> {
+    let addr = match target {
+        OpenTarget::Tcp(addr) => addr,
+        OpenTarget::Unix(path) => {
+            return Ok(match unix_address(path)? {
+                UnixAddress::Abstract(addr) => {
+                    let s = std::os::unix::net::UnixStream::connect_addr(&addr)?;
+                    s.set_nonblocking(true)?;
+                    Box::new(UnixStream::from_std(s)?)
+                }
+                UnixAddress::Path(p) => Box::new(UnixStream::connect(p).await?),
+            })
+        }
+    };
+    let s = match bound {
+        Some(b) => tokio::time::timeout(b, TcpStream::connect(addr))
+            .await
+            .map_err(|_| io::Error::from_raw_os_error(110))??,
+        None => TcpStream::connect(addr).await?,
+    };
+    s.set_nodelay(true)?;
+    if let Some(opts) = tcp {
+        set_tcp_options(&s, opts)?;
+    }
+    Ok(Box::new(s))
+}
