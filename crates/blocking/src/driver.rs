@@ -152,9 +152,11 @@ fn worker(
                         let why = result
                             .err()
                             .map_or("TLS is up already".into(), |e| e.to_string());
+                        // rustls refused its own configuration: a setting that cannot work.
                         Event::TlsFailed {
                             attempt,
                             message: format!("SSL error: {why}"),
+                            kind: pgyard_connect::FailureKind::Configuration,
                         }
                     }
                 }

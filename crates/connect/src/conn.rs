@@ -347,9 +347,10 @@ impl Conn {
         self.send_startup(out)
     }
 
-    /// The TLS handshake failed with `message` (the driver's text).
-    pub(crate) fn tls_failed(&mut self, message: &str) -> Verdict {
-        self.end_tls(message, kinds::tls_failure(message))
+    /// The TLS handshake failed with `message` (the driver's text) and the `kind` the
+    /// driver read from the TLS library's error type.
+    pub(crate) fn tls_failed(&mut self, message: &str, kind: FailureKind) -> Verdict {
+        self.end_tls(message, kind)
     }
 
     fn end_tls(&mut self, message: &str, kind: FailureKind) -> Verdict {

@@ -1,6 +1,6 @@
 //! What each failure means ([`FailureKind`]), decided where the failure is met so that callers
-//! never read libpq's texts. Texts from outside the machine (the TLS library's, through the
-//! driver) are the one place a text is read, because that is all a driver hands in.
+//! never read libpq's texts. A failed TLS handshake arrives with its kind, which the driver
+//! reads from the TLS library's error type; no text is read anywhere.
 
 use pgyard_wire::auth::{AuthError, ScramError};
 use pgyard_wire::error_fields::SqlState;
@@ -55,54 +55,6 @@ fn scram_error(e: &ScramError) -> FailureKind {
     }
 }
 
-/// The kind of a failed TLS handshake from the driver's `message` (`Event::TlsFailed`).
-pub(crate) fn tls_failure(message: &str) -> FailureKind {
-    let m = message.trim_end_matches('\n');
-    if is_verification_failure(m) {
-        return FailureKind::Authentication;
-    }
-    // The machine's own ALPN refusals, should a driver hand them back.
-    let alpn = [
-        crate::alpn_refusal(None, true),
-        crate::alpn_refusal(Some(b""), false),
-    ];
-    if alpn.contains(&Some(m)) {
-        return FailureKind::Protocol;
-    }
-    if m.starts_with("SSL error:") || m.starts_with("SSL SYSCALL error:") {
-        // Handshake alerts, resets and EOFs: the network or the server's state.
-        return FailureKind::Transient;
-    }
-    if is_local_file_problem(m) {
-        return FailureKind::Configuration;
-    }
-    // Anything else a driver may word (a socket error mid-handshake) is the network's.
-    FailureKind::Transient
-}
-
-/// libpq's texts for a server certificate that does not prove the server's identity.
-fn is_verification_failure(m: &str) -> bool {
-    m == "SSL error: certificate verify failed"
-        || m == "could not get server's host name from server certificate"
-        || (m.starts_with("server certificate ") && m.contains(" does not match host name \""))
-}
-
-/// The texts libpq (and the adapters after it) give for certificate and key files that are
-/// missing, unreadable or unsafe: settings that cannot work, whatever the server does.
-fn is_local_file_problem(m: &str) -> bool {
-    const PREFIXES: [&str; 8] = [
-        "root certificate file \"",
-        "could not get home directory to locate root certificate file",
-        "could not read root certificate file \"",
-        "could not read certificate file \"",
-        "certificate present, but not private key file \"",
-        "could not load private key file",
-        "could not open private key file \"",
-        "private key file \"",
-    ];
-    PREFIXES.iter().any(|p| m.starts_with(p))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,44 +84,5 @@ mod tests {
         assert_eq!(scram(ScramError::ServerSignatureMismatch), Authentication);
         assert_eq!(scram(ScramError::ChannelBindingSslNotInUse), Authentication);
         assert_eq!(scram(ScramError::InvalidSalt), Protocol);
-    }
-
-    #[test]
-    fn tls_texts_by_meaning() {
-        use FailureKind::*;
-        let cases = [
-            ("SSL error: certificate verify failed", Authentication),
-            (
-                "server certificate for \"a.example\" does not match host name \"db\"",
-                Authentication,
-            ),
-            (
-                "server certificate for \"a\" (and 2 other names) does not match host name \"db\"",
-                Authentication,
-            ),
-            ("server certificate does not match host name \"db\"", Authentication),
-            ("could not get server's host name from server certificate", Authentication),
-            ("SSL SYSCALL error: EOF detected", Transient),
-            ("SSL error: received fatal alert: HandshakeFailure", Transient),
-            (
-                "direct SSL connection was established without ALPN protocol negotiation extension",
-                Protocol,
-            ),
-            ("SSL connection was established with unexpected ALPN protocol", Protocol),
-            (
-                "root certificate file \"/h/.postgresql/root.crt\" does not exist\nEither provide the file",
-                Configuration,
-            ),
-            ("could not load private key file \"/k\": bad", Configuration),
-            ("Connection reset by peer", Transient),
-        ];
-        for (text, kind) in cases {
-            assert_eq!(tls_failure(text), kind, "{text}");
-            assert_eq!(
-                tls_failure(&format!("{text}\n")),
-                kind,
-                "{text} with newline"
-            );
-        }
     }
 }

@@ -176,8 +176,13 @@ pub enum Event {
     TlsFailed {
         /// The attempt.
         attempt: AttemptId,
-        /// The TLS library's text, e.g. `SSL error: certificate verify failed`.
+        /// libpq's text, e.g. `SSL error: certificate verify failed`.
         message: String,
+        /// What the failure means, from the TLS library's error type: a certificate that did
+        /// not verify is [`FailureKind::Authentication`], a setting that cannot work (a missing
+        /// root file) [`FailureKind::Configuration`], an alert or a reset
+        /// [`FailureKind::Transient`].
+        kind: FailureKind,
     },
 }
 
@@ -483,9 +488,11 @@ impl Connector {
                     c.tls_established(server_end_point.clone(), alpn.as_deref(), check_alpn, out)
                 })
             }
-            Event::TlsFailed { attempt, message } => {
-                self.with_run(now, attempt, |c, _| c.tls_failed(&message))
-            }
+            Event::TlsFailed {
+                attempt,
+                message,
+                kind,
+            } => self.with_run(now, attempt, |c, _| c.tls_failed(&message, kind)),
         }
     }
 

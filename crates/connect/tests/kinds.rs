@@ -293,7 +293,10 @@ fn certificate_verification_failures_are_authentication() {
         "server certificate for \"other.example\" does not match host name \"127.0.0.1\"",
         "could not get server's host name from server certificate",
     ] {
-        let e = fails(&mut one(Pg::new().tls_failure(text)), "sslmode=verify-full");
+        let e = fails(
+            &mut one(Pg::new().tls_failure(text, auth)),
+            "sslmode=verify-full",
+        );
         assert_eq!(e.message(), format!("{P1}{text}\n"));
         assert_kinds(&e, auth, false, &[auth]);
     }
@@ -306,27 +309,29 @@ fn other_tls_failures_are_transient_or_configuration() {
         "SSL SYSCALL error: EOF detected",
         "SSL error: received fatal alert: HandshakeFailure",
     ] {
-        let e = fails(&mut one(Pg::new().tls_failure(text)), "sslmode=require");
+        let e = fails(&mut one(Pg::new().tls_failure(text, t)), "sslmode=require");
         assert_eq!(e.message(), format!("{P1}{text}\n"));
         assert_kinds(&e, t, true, &[t]);
     }
     let missing = "root certificate file \"/h/.postgresql/root.crt\" does not exist\n\
                    Either provide the file, use the system's trusted roots with sslrootcert=system, \
                    or change sslmode to disable server certificate verification.";
+    let c = FailureKind::Configuration;
     let e = fails(
-        &mut one(Pg::new().tls_failure(missing)),
+        &mut one(Pg::new().tls_failure(missing, c)),
         "sslmode=verify-ca",
     );
     assert_eq!(e.message(), format!("{P1}{missing}\n"));
-    let c = FailureKind::Configuration;
     assert_kinds(&e, c, false, &[c]);
 }
 
 #[test]
 fn a_tls_failure_then_a_plaintext_refusal_ends_as_the_refusal() {
     // prefer: the failed handshake is one entry, the plaintext retry's 53300 is the last.
-    let pg = Pg::error("53300", "sorry, too many clients already")
-        .tls_failure("SSL error: certificate verify failed");
+    let pg = Pg::error("53300", "sorry, too many clients already").tls_failure(
+        "SSL error: certificate verify failed",
+        FailureKind::Authentication,
+    );
     let e = fails(&mut one(pg), "");
     assert_kinds(
         &e,

@@ -65,9 +65,9 @@ impl<'a> AttemptLog<'a> {
             Event::OpenFailed { attempt, error } => {
                 self.end(*attempt, || error.strerror().to_owned(), at)
             }
-            Event::TlsFailed { attempt, message } => {
-                self.end(*attempt, || message.trim_end().to_owned(), at)
-            }
+            Event::TlsFailed {
+                attempt, message, ..
+            } => self.end(*attempt, || message.trim_end().to_owned(), at),
             Event::Closed { attempt } => self.end(*attempt, || "closed by server".to_owned(), at),
             _ => {}
         }

@@ -25,7 +25,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pgyard_connect::{
-    Action, AttemptId, Connector, Established, Event, OpenTarget, ResolveToken, TcpOptions,
+    Action, AttemptId, Connector, Established, Event, FailureKind, OpenTarget, ResolveToken,
+    TcpOptions,
 };
 use pgyard_types::Instant;
 use rustls::pki_types::ServerName;
@@ -269,7 +270,12 @@ impl<'a, M: Mailbox> Core<'a, M> {
                         let cmd = WorkerCmd::StartTls { config, name, host };
                         self.post(attempt, cmd);
                     }
-                    Err(message) => self.local.push_back(Event::TlsFailed { attempt, message }),
+                    // A setting that cannot work (a missing root file): libpq's text.
+                    Err(message) => self.local.push_back(Event::TlsFailed {
+                        attempt,
+                        message,
+                        kind: FailureKind::Configuration,
+                    }),
                 }
                 return None;
             }

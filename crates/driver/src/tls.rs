@@ -9,7 +9,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use pgyard_connect::{AttemptId, Event, TlsVerify, ALPN_POSTGRESQL};
+use pgyard_connect::{AttemptId, Event, FailureKind, TlsVerify, ALPN_POSTGRESQL};
 
 use crate::certnames::{CertificateNames, HostNameMismatch};
 use pgyard_conninfo::resolve::Environment;
@@ -256,8 +256,19 @@ pub fn handshake_failed(attempt: AttemptId, e: &std::io::Error, host: &str) -> E
         Some(te) => Event::TlsFailed {
             attempt,
             message: handshake_error_text(te, host),
+            kind: handshake_failure_kind(te),
         },
         None => Event::Closed { attempt },
+    }
+}
+
+/// What a failed handshake means, by rustls's error type: a server certificate that does not
+/// verify (chain or name) fails the server's authentication; anything else (an alert, a
+/// malformed message, an unsupported version) is the connection's and may pass.
+pub fn handshake_failure_kind(e: &rustls::Error) -> FailureKind {
+    match e {
+        rustls::Error::InvalidCertificate(_) => FailureKind::Authentication,
+        _ => FailureKind::Transient,
     }
 }
 
@@ -378,5 +389,35 @@ impl ServerCertVerifier for PgVerifier {
         self.provider
             .signature_verification_algorithms
             .supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_certificate_that_does_not_verify_is_authentication_anything_else_transient() {
+        let bad = rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer);
+        assert_eq!(handshake_failure_kind(&bad), FailureKind::Authentication);
+        let alert = rustls::Error::AlertReceived(rustls::AlertDescription::HandshakeFailure);
+        assert_eq!(handshake_failure_kind(&alert), FailureKind::Transient);
+        let io = std::io::Error::new(std::io::ErrorKind::InvalidData, bad);
+        let ev = handshake_failed(AttemptId(3), &io, "db");
+        assert_eq!(
+            ev,
+            Event::TlsFailed {
+                attempt: AttemptId(3),
+                message: "SSL error: certificate verify failed".into(),
+                kind: FailureKind::Authentication,
+            }
+        );
+        let eof = std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
+        assert_eq!(
+            handshake_failed(AttemptId(3), &eof, "db"),
+            Event::Closed {
+                attempt: AttemptId(3)
+            }
+        );
     }
 }

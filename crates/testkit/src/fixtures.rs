@@ -100,7 +100,9 @@ pub fn tls_primary() -> io::Result<(Primary, String)> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
     while primary.psql("show ssl")? != "on" {
         if std::time::Instant::now() > deadline {
-            return Err(io::Error::other("the server did not turn TLS on after a reload"));
+            return Err(io::Error::other(
+                "the server did not turn TLS on after a reload",
+            ));
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }

@@ -952,6 +952,7 @@ impl World {
             },
             Delivery::TlsDone(Err(())) => Event::TlsFailed {
                 attempt,
+                kind: pgyard_connect::FailureKind::Transient,
                 message: "SSL error: unexpected eof while reading".to_owned(),
             },
         };

@@ -72,7 +72,7 @@ pub struct Pg {
     /// What the TLS handshake reports the server selected by ALPN.
     pub alpn: Option<Vec<u8>>,
     /// The driver's text for a failed handshake (`Ssl::YesButFails`); `None`: an EOF.
-    pub tls_failure: Option<String>,
+    pub tls_failure: Option<(String, pgyard_connect::FailureKind)>,
 }
 
 impl Pg {
@@ -142,9 +142,9 @@ impl Pg {
     }
 
     /// Fails the TLS handshake with the driver's `message`.
-    pub fn tls_failure(mut self, message: &str) -> Pg {
+    pub fn tls_failure(mut self, message: &str, kind: pgyard_connect::FailureKind) -> Pg {
         self.ssl = Ssl::YesButFails;
-        self.tls_failure = Some(message.into());
+        self.tls_failure = Some((message.into(), kind));
         self
     }
 }
@@ -376,16 +376,19 @@ impl World {
                     );
                 } else {
                     s.phase = Phase::Gone;
-                    self.emit(
-                        &k,
+                    self.emit(&k, {
+                        let (message, kind) = pg.tls_failure.clone().unwrap_or_else(|| {
+                            (
+                                "SSL SYSCALL error: EOF detected".into(),
+                                pgyard_connect::FailureKind::Transient,
+                            )
+                        });
                         Event::TlsFailed {
                             attempt,
-                            message: pg
-                                .tls_failure
-                                .clone()
-                                .unwrap_or_else(|| "SSL SYSCALL error: EOF detected".into()),
-                        },
-                    );
+                            message,
+                            kind,
+                        }
+                    });
                 }
             }
             Action::Close { attempt } => {
