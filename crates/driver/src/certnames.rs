@@ -363,40 +363,18 @@ const OID_SUBJECT_ALT_NAME: &[u8] = &[0x55, 0x1d, 0x11];
 /// 2.5.4.3, commonName.
 const OID_COMMON_NAME: &[u8] = &[0x55, 0x04, 0x03];
 
-/// The next DER element of `input`: its tag and contents.
+/// The next DER element of `input` (pgyard-wire's reader): its tag and contents.
 fn der_next<'a>(input: &mut &'a [u8]) -> Option<(u8, &'a [u8])> {
-    let (&tag, rest) = input.split_first()?;
-    // Multi-byte tags never occur in the parts of a certificate read here.
-    if tag & 0x1f == 0x1f {
-        return None;
-    }
-    let (&first, mut rest) = rest.split_first()?;
-    let len = if first < 0x80 {
-        usize::from(first)
-    } else {
-        let n = usize::from(first & 0x7f);
-        if n == 0 || n > 4 || rest.len() < n {
-            return None;
-        }
-        let (bytes, after) = rest.split_at(n);
-        rest = after;
-        bytes
-            .iter()
-            .fold(0usize, |acc, &b| (acc << 8) | usize::from(b))
-    };
-    if rest.len() < len {
-        return None;
-    }
-    let (value, after) = rest.split_at(len);
+    let (tag, contents, after) = pgyard_wire::der::element(input).ok()?;
     *input = after;
-    Some((tag, value))
+    Some((tag, contents))
 }
 
+/// The contents of the next element of `input`, which must have tag `tag`.
 fn der_expect<'a>(input: &mut &'a [u8], tag: u8) -> Option<&'a [u8]> {
-    match der_next(input)? {
-        (t, value) if t == tag => Some(value),
-        _ => None,
-    }
+    let (contents, after) = pgyard_wire::der::expect(input, tag).ok()?;
+    *input = after;
+    Some(contents)
 }
 
 /// The DNS and IP names of the subjectAltName extension, in order, from the extensions field.

@@ -9,6 +9,7 @@ pub mod buf;
 pub use buf::{DecodeError, Reader};
 pub mod auth;
 pub mod backend;
+pub mod der;
 pub mod describe;
 pub mod error_fields;
 pub mod frame;

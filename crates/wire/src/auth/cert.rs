@@ -119,40 +119,12 @@ fn pss_hash(params: &[u8]) -> Result<EndPointHash, CertHashError> {
 
 /// Reads one element with tag `tag`; returns its contents and what follows it.
 fn der_element(input: &[u8], tag: u8) -> Result<(&[u8], &[u8]), CertHashError> {
-    match input.first() {
-        Some(&t) if t == tag => {}
-        Some(_) => return Err(CertHashError::Malformed("unexpected DER tag")),
-        None => return Err(CertHashError::Malformed("truncated DER element")),
-    }
-    der_any(input)
+    crate::der::expect(input, tag).map_err(|e| CertHashError::Malformed(e.text()))
 }
 
 /// Reads one element of any single-byte tag; returns its contents and what follows it.
 fn der_any(input: &[u8]) -> Result<(&[u8], &[u8]), CertHashError> {
-    let truncated = CertHashError::Malformed("truncated DER element");
-    let (&tag, rest) = input.split_first().ok_or(truncated.clone())?;
-    if tag & 0x1f == 0x1f {
-        return Err(CertHashError::Malformed("multi-byte DER tag"));
-    }
-    let (&first, mut rest) = rest.split_first().ok_or(truncated.clone())?;
-    let len = if first < 0x80 {
-        usize::from(first)
-    } else {
-        let count = usize::from(first & 0x7f);
-        if count == 0 || count > 4 {
-            return Err(CertHashError::Malformed("unsupported DER length"));
-        }
-        if rest.len() < count {
-            return Err(truncated);
-        }
-        let (len_bytes, after) = rest.split_at(count);
-        rest = after;
-        len_bytes
-            .iter()
-            .fold(0usize, |acc, &b| (acc << 8) | usize::from(b))
-    };
-    if rest.len() < len {
-        return Err(truncated);
-    }
-    Ok(rest.split_at(len))
+    crate::der::element(input)
+        .map(|(_, contents, after)| (contents, after))
+        .map_err(|e| CertHashError::Malformed(e.text()))
 }
