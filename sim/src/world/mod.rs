@@ -674,6 +674,10 @@ impl World {
                 } else {
                     self.dns.lookup(&host)
                 };
+                // As the adapters hand it in: Rust's `io::Error` text for getaddrinfo's error,
+                // which the machine words as libpq.
+                let result =
+                    result.map_err(|gai| format!("failed to lookup address information: {gai}"));
                 let at = Instant(now.0 + self.dns.latency_ns);
                 self.queue.push(at, Ev::Resolved(i, gen, token, result));
             }
@@ -1090,6 +1094,19 @@ impl World {
                     now.0,
                     e.reports.len()
                 );
+                // The platform's wording of a resolver error never reaches libpq's text.
+                if let Some(r) = e.reports.iter().find(|r| {
+                    r.text.starts_with("could not translate host name")
+                        && !r.text.ends_with("to address: Name or service not known\n")
+                        && !r
+                            .text
+                            .ends_with("to address: Temporary failure in name resolution\n")
+                }) {
+                    return Err(violation(
+                        "resolver-error-worded-as-libpq",
+                        format!("client {i}: {:?}", r.text),
+                    ));
+                }
                 if !missing.is_empty() {
                     return Err(violation(
                         "report-names-every-attempt",
