@@ -125,6 +125,11 @@ fn test() -> Result<(), String> {
         let mut cmd = Command::new(cargo());
         cmd.args(args).current_dir(&root);
         let outcome = if is_test {
+            test_log.suffix = if args.contains(&"--release") {
+                " (release)"
+            } else {
+                ""
+            };
             run_collecting_summary(&mut cmd, &mut test_log)
         } else {
             run_inherit(&mut cmd)
@@ -382,6 +387,8 @@ struct BinaryResult {
 /// just before running it, and the binary prints its `test result:` line on stdout.
 #[derive(Default)]
 struct TestLog {
+    /// Appended to every binary's name (the release step runs some binaries again).
+    suffix: &'static str,
     /// The crate whose unit tests ran last: cargo runs a package's unit tests before its
     /// integration tests, whose `Running` lines name only a path inside the package.
     package: String,
@@ -405,8 +412,9 @@ impl TestLog {
         } else if let Some(rest) = t.strip_prefix("Doc-tests ") {
             self.current = Some(format!("{rest} doc-tests"));
         } else if t.starts_with("test result:") {
+            let binary = self.current.take().unwrap_or_else(|| "(unnamed)".into());
             self.results.push(BinaryResult {
-                binary: self.current.take().unwrap_or_else(|| "(unnamed)".into()),
+                binary: format!("{binary}{}", self.suffix),
                 summary: t.to_owned(),
                 elapsed: finished_in(t),
             });
