@@ -18,7 +18,7 @@ use crate::transport::{open, Transport};
 /// How long a worker's read waits before it looks at its commands again.
 const POLL: Duration = Duration::from_millis(4);
 
-/// Runs `connector` until it is done. `held` is the established connection a reset replaces.
+/// Runs `machine` until it is done. `held` is the established connection a reset replaces.
 pub(crate) fn run(
     machine: &mut Machine,
     mut held: Option<(AttemptId, Transport)>,
@@ -70,9 +70,17 @@ pub(crate) fn run(
                     ),
                 }
             }
-            // The old connection may be dead already; Terminate is a courtesy.
-            Io::SendHeld { bytes } => drop(held.as_mut().map(|(_, t)| t.send(&bytes))),
-            Io::CloseHeld => drop(held.take().map(|(_, t)| t.close())),
+            Io::SendHeld { bytes } => {
+                if let Some((_, t)) = held.as_mut() {
+                    // The old connection may be dead already; Terminate is a courtesy.
+                    let _ = t.send(&bytes);
+                }
+            }
+            Io::CloseHeld => {
+                if let Some((_, t)) = held.take() {
+                    t.close();
+                }
+            }
         }
     }
 }

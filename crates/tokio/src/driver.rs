@@ -13,7 +13,7 @@ use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 
 use crate::transport::{open, write_flush, Transport};
 
-/// Runs `connector` until it is done. `held` is the established connection a reset replaces.
+/// Runs `machine` until it is done. `held` is the established connection a reset replaces.
 pub(crate) async fn run(
     machine: &mut Machine,
     mut held: Option<(AttemptId, Transport)>,
