@@ -8,10 +8,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use pgyard_blocking::{connect, connect_with, ConnectOptions, Error, Session};
-use pgyard_testkit::cluster::{self, Auth, Options, Primary};
+use pgyard_testkit::cluster::{Auth, Options, Primary};
 use pgyard_testkit::fixtures::{
     assert_same_as_psql, fail_over, mixed_rows, psql_outcome as psql, tls_cases, tls_primary,
-    MIXED_ROWS_SQL,
+    write_for_server, MIXED_ROWS_SQL,
 };
 use pgyard_wire::error_fields::SqlState;
 
@@ -190,14 +190,6 @@ fn md5_login_and_wrong_password() {
     assert!(ours.contains("password authentication failed"), "{ours}");
 }
 
-/// This process's uid, from /proc (no libc call needed).
-fn current_uid() -> u32 {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self")
-        .map(|m| m.uid())
-        .unwrap_or(0)
-}
-
 #[test]
 fn scram_and_tls_modes_match_psql() {
     let (primary, cert) = tls_primary().expect("primary with TLS");
@@ -234,7 +226,7 @@ struct Pki {
 
 fn write_pki(dir: &std::path::Path) -> Pki {
     use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
-    use std::os::unix::fs::{chown, PermissionsExt};
+    use std::os::unix::fs::PermissionsExt;
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca_params
@@ -243,7 +235,7 @@ fn write_pki(dir: &std::path::Path) -> Pki {
     let ca_key = KeyPair::generate().expect("CA key");
     let ca = ca_params.self_signed(&ca_key).expect("CA certificate");
     let server_key = KeyPair::generate().expect("server key");
-    let server = CertificateParams::new(vec!["localhost".to_owned()])
+    let server_cert = CertificateParams::new(vec!["localhost".to_owned()])
         .expect("server params")
         .signed_by(&server_key, &ca, &ca_key)
         .expect("server certificate");
@@ -252,35 +244,27 @@ fn write_pki(dir: &std::path::Path) -> Pki {
         .distinguished_name
         .push(DnType::CommonName, "certuser");
     let client_key = KeyPair::generate().expect("client key");
-    let client = client_params
+    let client_cert = client_params
         .signed_by(&client_key, &ca, &ca_key)
         .expect("client certificate");
 
-    let write = |name: &str, text: String, mode: u32| {
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // The server's files belong to the server user; the client's stay this process's.
+    let server = |name: &str, text: String, mode: u32| {
+        write_for_server(dir, name, &text, mode).expect("written for the server")
+    };
+    let client = |name: &str, text: String, mode: u32| {
         let path = dir.join(name);
         std::fs::write(&path, text).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
-        path
+        path.to_string_lossy().into_owned()
     };
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let ca_path = write("ca.crt", ca.pem(), 0o644);
-    let server_cert = write("server.crt", server.pem(), 0o644);
-    let server_key_path = write("server.key", server_key.serialize_pem(), 0o600);
-    let client_cert = write("client.crt", client.pem(), 0o644);
-    let client_key_path = write("client.key", client_key.serialize_pem(), 0o600);
-    let user = cluster::ensure_server_user().expect("server user");
-    if user.uid != current_uid() {
-        for p in [&ca_path, &server_cert, &server_key_path] {
-            chown(p, Some(user.uid), Some(user.gid)).unwrap();
-        }
-    }
-    let s = |p: std::path::PathBuf| p.to_string_lossy().into_owned();
     Pki {
-        ca: s(ca_path),
-        server_cert: s(server_cert),
-        server_key: s(server_key_path),
-        client_cert: s(client_cert),
-        client_key: s(client_key_path),
+        ca: server("ca.crt", ca.pem(), 0o644),
+        server_cert: server("server.crt", server_cert.pem(), 0o644),
+        server_key: server("server.key", server_key.serialize_pem(), 0o600),
+        client_cert: client("client.crt", client_cert.pem(), 0o644),
+        client_key: client("client.key", client_key.serialize_pem(), 0o600),
     }
 }
 

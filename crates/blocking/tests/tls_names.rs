@@ -7,13 +7,12 @@
 //! next one and `pg_reload_conf()` makes the postmaster load it, so the test starts one server.
 
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::path::Path;
 
 use pgyard_blocking::connect;
 use pgyard_driver::CertificateNames;
-use pgyard_testkit::cluster::{self, Options, Primary};
-use pgyard_testkit::fixtures::psql_outcome as psql;
+use pgyard_testkit::cluster::{Options, Primary};
+use pgyard_testkit::fixtures::{psql_outcome as psql, serve_certificate, write_for_server};
 use rcgen::{
     BasicConstraints, Certificate, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair,
     SanType,
@@ -24,14 +23,6 @@ fn pgyard(conninfo: &str) -> Result<(), String> {
     connect(conninfo)
         .map(drop)
         .map_err(|e| e.to_string().trim_end().to_owned())
-}
-
-/// This process's uid, from /proc (no libc call needed).
-fn current_uid() -> u32 {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self")
-        .map(|m| m.uid())
-        .unwrap_or(0)
 }
 
 /// One server certificate: its subjectAltNames in order and its subject's Common Name.
@@ -127,53 +118,12 @@ impl Ca {
         let cert = params
             .signed_by(&key, &self.cert, &self.key)
             .expect("server certificate");
-        let cert_path = write(dir, &format!("server-{n}.crt"), cert.pem(), 0o644);
-        let key_path = write(dir, &format!("server-{n}.key"), key.serialize_pem(), 0o600);
+        let cert_path =
+            write_for_server(dir, &format!("server-{n}.crt"), &cert.pem(), 0o644).expect("written");
+        let key_path =
+            write_for_server(dir, &format!("server-{n}.key"), &key.serialize_pem(), 0o600)
+                .expect("written");
         (cert.der().to_vec(), cert_path, key_path)
-    }
-}
-
-/// Writes `text` to `dir/name` with `mode`, owned by the server user (the server refuses a key
-/// it does not own).
-fn write(dir: &Path, name: &str, text: String, mode: u32) -> String {
-    use std::os::unix::fs::{chown, PermissionsExt};
-    let path: PathBuf = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
-    let user = cluster::ensure_server_user().expect("server user");
-    if user.uid != current_uid() {
-        chown(&path, Some(user.uid), Some(user.gid)).unwrap();
-    }
-    path.to_string_lossy().into_owned()
-}
-
-/// Points the running server at another certificate and waits until new connections get it.
-fn swap_certificate(primary: &Primary, cert: &str, key: &str) {
-    primary
-        .psql(&format!("alter system set ssl_cert_file = '{cert}'"))
-        .expect("ssl_cert_file set");
-    primary
-        .psql(&format!("alter system set ssl_key_file = '{key}'"))
-        .expect("ssl_key_file set");
-    primary
-        .psql("select pg_reload_conf()")
-        .expect("configuration reloaded");
-    // A backend forked after the postmaster handled SIGHUP reports the new file, and the
-    // postmaster reloads its TLS context in that same step.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let now = primary
-            .psql("show ssl_cert_file")
-            .expect("show ssl_cert_file");
-        if now == cert {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the server kept {now} instead of {cert}:\n{}",
-            primary.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -197,29 +147,20 @@ fn verify_full_name_mismatch_texts_match_psql() {
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     let ca = Ca::new();
-    let ca_path = write(dir.path(), "ca.crt", ca.cert.pem(), 0o644);
+    let ca_path = write_for_server(dir.path(), "ca.crt", &ca.cert.pem(), 0o644).expect("written");
     let cases = cases();
     let issued: Vec<_> = cases
         .iter()
         .enumerate()
         .map(|(n, case)| ca.issue(dir.path(), n, case))
         .collect();
-    let (_, cert, key) = &issued[0];
-    let primary = Primary::start(
-        Options::default()
-            .conf("ssl = on")
-            .conf(format!("ssl_cert_file = '{cert}'"))
-            .conf(format!("ssl_key_file = '{key}'")),
-    )
-    .expect("primary with TLS");
+    let primary = Primary::start(Options::default()).expect("primary");
     let port = primary.port();
 
     let mut differences = Vec::new();
     let mut compared = 0;
-    for (n, (case, (der, cert, key))) in cases.iter().zip(&issued).enumerate() {
-        if n > 0 {
-            swap_certificate(&primary, cert, key);
-        }
+    for (case, (der, cert, key)) in cases.iter().zip(&issued) {
+        serve_certificate(&primary, cert, key).expect("the server takes the certificate");
         let names = CertificateNames::from_der(der).expect("rcgen's certificate reads");
         for (keywords, host) in HOSTS {
             let ci = format!(

@@ -62,26 +62,27 @@ pub fn write_server_cert(dir: &Path, names: &[&str]) -> io::Result<(String, Stri
 /// Writes a PEM certificate and key into `dir` as `server.crt` and `server.key`, readable by
 /// the server user.
 pub fn write_cert_files(dir: &Path, cert_pem: &str, key_pem: &str) -> io::Result<(String, String)> {
-    let cert = dir.join("server.crt");
-    let key = dir.join("server.key");
-    std::fs::write(&cert, cert_pem)?;
-    std::fs::write(&key, key_pem)?;
-    let user = cluster::ensure_server_user()?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
-    std::fs::set_permissions(&cert, std::fs::Permissions::from_mode(0o644))?;
-    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))?;
-    // The server refuses a key file it does not own (or that others can read).
+    Ok((
+        write_for_server(dir, "server.crt", cert_pem, 0o644)?,
+        write_for_server(dir, "server.key", key_pem, 0o600)?,
+    ))
+}
+
+/// Writes `name` in `dir` with `mode`, owned by the server user: the server refuses a key file
+/// it does not own (or that others can read). Returns the path.
+pub fn write_for_server(dir: &Path, name: &str, contents: &str, mode: u32) -> io::Result<String> {
+    let path = dir.join(name);
+    std::fs::write(&path, contents)?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))?;
+    let user = cluster::ensure_server_user()?;
     let me = std::fs::metadata("/proc/self")
         .map(|m| m.uid())
         .unwrap_or(0);
     if user.uid != me {
-        chown(&key, Some(user.uid), Some(user.gid))?;
-        chown(&cert, Some(user.uid), Some(user.gid))?;
+        chown(&path, Some(user.uid), Some(user.gid))?;
     }
-    Ok((
-        cert.to_string_lossy().into_owned(),
-        key.to_string_lossy().into_owned(),
-    ))
+    Ok(path.to_string_lossy().into_owned())
 }
 
 /// A SCRAM primary serving TLS with a self-signed certificate for `localhost` (kept in the
@@ -92,21 +93,32 @@ pub fn tls_primary() -> io::Result<(Primary, String)> {
     let dir = primary.root().join("tls");
     std::fs::create_dir_all(&dir)?;
     let (cert, key) = write_server_cert(&dir, &["localhost"])?;
+    serve_certificate(&primary, &cert, &key)?;
+    Ok((primary, cert))
+}
+
+/// Turns TLS on in a running server with `cert` and `key` (or moves it to them), and waits
+/// until new connections get them: a backend forked after the postmaster handled the reload
+/// reports the new file, and the postmaster reloads its TLS context in that same step.
+pub fn serve_certificate(primary: &Primary, cert: &str, key: &str) -> io::Result<()> {
     primary.psql(&format!("alter system set ssl_cert_file = '{cert}'"))?;
     primary.psql(&format!("alter system set ssl_key_file = '{key}'"))?;
     primary.psql("alter system set ssl = on")?;
     primary.psql("select pg_reload_conf()")?;
-    // New sessions fork from the postmaster once it has reloaded the files.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
-    while primary.psql("show ssl")? != "on" {
+    while primary
+        .psql("select current_setting('ssl') || ' ' || current_setting('ssl_cert_file')")?
+        != format!("on {cert}")
+    {
         if std::time::Instant::now() > deadline {
-            return Err(io::Error::other(
-                "the server did not turn TLS on after a reload",
-            ));
+            return Err(io::Error::other(format!(
+                "the server did not serve {cert} after a reload:\n{}",
+                primary.log_text()
+            )));
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    Ok((primary, cert))
+    Ok(())
 }
 
 /// The `sslmode` cases against a [`tls_primary`], each with whether psql connects.
