@@ -11,7 +11,7 @@ use pgyard_blocking::{connect, connect_with, ConnectOptions, Error, Session};
 use pgyard_testkit::cluster::{Auth, Options, Primary};
 use pgyard_testkit::fixtures::{
     assert_same_as_psql, fail_over, mixed_rows, psql_outcome as psql, tls_cases, tls_primary,
-    write_for_server, MIXED_ROWS_SQL,
+    write_for_server, TestCa, MIXED_ROWS_SQL,
 };
 use pgyard_wire::error_fields::SqlState;
 
@@ -225,29 +225,17 @@ struct Pki {
 }
 
 fn write_pki(dir: &std::path::Path) -> Pki {
-    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+    use rcgen::{CertificateParams, DnType};
     use std::os::unix::fs::PermissionsExt;
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "pgyard test CA");
-    let ca_key = KeyPair::generate().expect("CA key");
-    let ca = ca_params.self_signed(&ca_key).expect("CA certificate");
-    let server_key = KeyPair::generate().expect("server key");
-    let server_cert = CertificateParams::new(vec!["localhost".to_owned()])
-        .expect("server params")
-        .signed_by(&server_key, &ca, &ca_key)
+    let ca = TestCa::new("pgyard test CA").expect("CA");
+    let (server_cert, server_key) = ca
+        .sign(CertificateParams::new(vec!["localhost".to_owned()]).expect("server params"))
         .expect("server certificate");
     let mut client_params = CertificateParams::new(Vec::<String>::new()).expect("client params");
     client_params
         .distinguished_name
         .push(DnType::CommonName, "certuser");
-    let client_key = KeyPair::generate().expect("client key");
-    let client_cert = client_params
-        .signed_by(&client_key, &ca, &ca_key)
-        .expect("client certificate");
-
+    let (client_cert, client_key) = ca.sign(client_params).expect("client certificate");
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     // The server's files belong to the server user; the client's stay this process's.
     let server = |name: &str, text: String, mode: u32| {
@@ -260,7 +248,7 @@ fn write_pki(dir: &std::path::Path) -> Pki {
         path.to_string_lossy().into_owned()
     };
     Pki {
-        ca: server("ca.crt", ca.pem(), 0o644),
+        ca: server("ca.crt", ca.cert.pem(), 0o644),
         server_cert: server("server.crt", server_cert.pem(), 0o644),
         server_key: server("server.key", server_key.serialize_pem(), 0o600),
         client_cert: client("client.crt", client_cert.pem(), 0o644),

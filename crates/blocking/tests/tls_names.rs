@@ -12,11 +12,8 @@ use std::path::Path;
 use pgyard_blocking::connect;
 use pgyard_driver::CertificateNames;
 use pgyard_testkit::cluster::{Options, Primary};
-use pgyard_testkit::fixtures::{psql_outcome as psql, serve_certificate, write_for_server};
-use rcgen::{
-    BasicConstraints, Certificate, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair,
-    SanType,
-};
+use pgyard_testkit::fixtures::{psql_outcome as psql, serve_certificate, write_for_server, TestCa};
+use rcgen::{CertificateParams, DistinguishedName, DnType, SanType};
 
 /// What pgyard does with the same conninfo: `Ok(())` or its message.
 fn pgyard(conninfo: &str) -> Result<(), String> {
@@ -87,44 +84,22 @@ fn cases() -> Vec<Case> {
     ]
 }
 
-/// A CA that signs every server certificate; clients trust only it.
-struct Ca {
-    cert: Certificate,
-    key: KeyPair,
-}
-
-impl Ca {
-    fn new() -> Ca {
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params
-            .distinguished_name
-            .push(DnType::CommonName, "pgyard tls_names CA");
-        let key = KeyPair::generate().expect("CA key");
-        let cert = params.self_signed(&key).expect("CA certificate");
-        Ca { cert, key }
+/// Writes the certificate for `case`, signed by `ca`, and its key where the server user can
+/// read them; returns the certificate's DER and both paths.
+fn issue(ca: &TestCa, dir: &Path, n: usize, case: &Case) -> (Vec<u8>, String, String) {
+    let mut params = CertificateParams::default();
+    params.subject_alt_names = case.sans.clone();
+    params.distinguished_name = DistinguishedName::new();
+    if let Some(cn) = case.cn {
+        params.distinguished_name.push(DnType::CommonName, cn);
     }
-
-    /// Writes the certificate for `case` and its key where the server user can read them;
-    /// returns the certificate's DER and both paths.
-    fn issue(&self, dir: &Path, n: usize, case: &Case) -> (Vec<u8>, String, String) {
-        let mut params = CertificateParams::default();
-        params.subject_alt_names = case.sans.clone();
-        params.distinguished_name = DistinguishedName::new();
-        if let Some(cn) = case.cn {
-            params.distinguished_name.push(DnType::CommonName, cn);
-        }
-        let key = KeyPair::generate().expect("server key");
-        let cert = params
-            .signed_by(&key, &self.cert, &self.key)
-            .expect("server certificate");
-        let cert_path =
-            write_for_server(dir, &format!("server-{n}.crt"), &cert.pem(), 0o644).expect("written");
-        let key_path =
-            write_for_server(dir, &format!("server-{n}.key"), &key.serialize_pem(), 0o600)
-                .expect("written");
-        (cert.der().to_vec(), cert_path, key_path)
-    }
+    let (cert, key) = ca.sign(params).expect("server certificate");
+    let write = |name: String, pem: String, mode| {
+        write_for_server(dir, &name, &pem, mode).expect("written for the server")
+    };
+    let cert_path = write(format!("server-{n}.crt"), cert.pem(), 0o644);
+    let key_path = write(format!("server-{n}.key"), key.serialize_pem(), 0o600);
+    (cert.der().to_vec(), cert_path, key_path)
 }
 
 /// The two kinds of host name libpq tells apart (an IP address turns off the Common Name
@@ -146,13 +121,13 @@ fn verify_full_name_mismatch_texts_match_psql() {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    let ca = Ca::new();
+    let ca = TestCa::new("pgyard tls_names CA").expect("CA");
     let ca_path = write_for_server(dir.path(), "ca.crt", &ca.cert.pem(), 0o644).expect("written");
     let cases = cases();
     let issued: Vec<_> = cases
         .iter()
         .enumerate()
-        .map(|(n, case)| ca.issue(dir.path(), n, case))
+        .map(|(n, case)| issue(&ca, dir.path(), n, case))
         .collect();
     let primary = Primary::start(Options::default()).expect("primary");
     let port = primary.port();

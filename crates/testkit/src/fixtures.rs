@@ -59,6 +59,39 @@ pub fn write_server_cert(dir: &Path, names: &[&str]) -> io::Result<(String, Stri
     write_cert_files(dir, &ck.cert.pem(), &ck.key_pair.serialize_pem())
 }
 
+/// A certificate authority for tests: it signs server and client certificates, and clients
+/// that should verify trust only its certificate.
+pub struct TestCa {
+    /// The CA's self-signed certificate.
+    pub cert: rcgen::Certificate,
+    key: rcgen::KeyPair,
+}
+
+impl TestCa {
+    /// A new CA whose subject's Common Name is `name`.
+    pub fn new(name: &str) -> io::Result<TestCa> {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+        let mut params = CertificateParams::new(Vec::<String>::new()).map_err(io::Error::other)?;
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        let key = KeyPair::generate().map_err(io::Error::other)?;
+        let cert = params.self_signed(&key).map_err(io::Error::other)?;
+        Ok(TestCa { cert, key })
+    }
+
+    /// A certificate for `params`, signed by this CA, with its new key.
+    pub fn sign(
+        &self,
+        params: rcgen::CertificateParams,
+    ) -> io::Result<(rcgen::Certificate, rcgen::KeyPair)> {
+        let key = rcgen::KeyPair::generate().map_err(io::Error::other)?;
+        let cert = params
+            .signed_by(&key, &self.cert, &self.key)
+            .map_err(io::Error::other)?;
+        Ok((cert, key))
+    }
+}
+
 /// Writes a PEM certificate and key into `dir` as `server.crt` and `server.key`, readable by
 /// the server user.
 pub fn write_cert_files(dir: &Path, cert_pem: &str, key_pem: &str) -> io::Result<(String, String)> {
