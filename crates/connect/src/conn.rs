@@ -269,6 +269,11 @@ impl Conn {
         Verdict::Failed { class, kind }
     }
 
+    /// The server broke the protocol: libpq gives up on the whole connect.
+    fn broken(&mut self, msg: &str) -> Verdict {
+        self.fail(FailClass::Abort, FailureKind::Protocol, msg)
+    }
+
     /// The socket is open: start negotiating.
     pub(crate) fn opened(&mut self, out: &mut Vec<Out>) -> Verdict {
         if !self.is_connecting() {
@@ -396,11 +401,7 @@ impl Conn {
             match first {
                 b'S' => {
                     if self.rx.len() > 1 {
-                        return self.fail(
-                            FailClass::Abort,
-                            FailureKind::Protocol,
-                            "received unencrypted data after SSL response\n",
-                        );
+                        return self.broken("received unencrypted data after SSL response\n");
                     }
                     self.rx.clear();
                     self.state = State::Tls;
@@ -438,7 +439,7 @@ impl Conn {
                         "received invalid response to SSL negotiation: {}\n",
                         char::from(other)
                     );
-                    return self.fail(FailClass::Abort, FailureKind::Protocol, &m);
+                    return self.broken(&m);
                 }
             }
         }
@@ -467,7 +468,7 @@ impl Conn {
                             char::from(tag)
                         )
                     };
-                    break self.fail(FailClass::Abort, FailureKind::Protocol, &m);
+                    break self.broken(&m);
                 }
             };
             let body = &rx[pos + HEADER_LEN..pos + used];
@@ -529,7 +530,7 @@ impl Conn {
                     "expected authentication request from server, but received {}\n",
                     char::from(other)
                 );
-                self.fail(FailClass::Abort, FailureKind::Protocol, &m)
+                self.broken(&m)
             }
         }
     }
@@ -537,63 +538,43 @@ impl Conn {
     fn on_negotiate(&mut self, body: &[u8]) -> Verdict {
         const P: &str = "received invalid protocol negotiation message";
         if self.negotiated {
-            return self.fail(
-                FailClass::Abort,
-                FailureKind::Protocol,
-                "received duplicate protocol negotiation message\n",
-            );
+            return self.broken("received duplicate protocol negotiation message\n");
         }
         self.negotiated = true;
         if body.len() < 4 || body.len() > 1996 {
-            return self.fail(FailClass::Abort, FailureKind::Protocol, &format!("{P}\n"));
+            return self.broken(&format!("{P}\n"));
         }
         let word = |at: usize| -> Option<u32> {
             body.get(at..at + 4)
                 .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
         };
         let (Some(theirs), Some(count)) = (word(0), word(4)) else {
-            return self.fail(
-                FailClass::Abort,
-                FailureKind::Protocol,
-                &format!("{P}: message too short\n"),
-            );
+            return self.broken(&format!("{P}: message too short\n"));
         };
         let count = count as i32;
         let theirs = ProtocolVersion(theirs);
         if theirs > self.protocol {
-            return self.fail(
-                FailClass::Abort,
-                FailureKind::Protocol,
-                &format!("{P}: server requested downgrade to a higher-numbered version\n"),
-            );
+            return self.broken(&format!(
+                "{P}: server requested downgrade to a higher-numbered version\n"
+            ));
         }
         if theirs < ProtocolVersion::V3_0 {
-            return self.fail(
-                FailClass::Abort,
-                FailureKind::Protocol,
-                &format!("{P}: server requested downgrade to pre-3.0 protocol version\n"),
-            );
+            return self.broken(&format!(
+                "{P}: server requested downgrade to pre-3.0 protocol version\n"
+            ));
         }
         if theirs == ProtocolVersion::V3_1_RESERVED {
-            return self.fail(
-                FailClass::Abort,
-                FailureKind::Protocol,
-                &format!("{P}: server requested downgrade to non-existent 3.1 protocol version\n"),
-            );
+            return self.broken(&format!(
+                "{P}: server requested downgrade to non-existent 3.1 protocol version\n"
+            ));
         }
         if count < 0 {
-            return self.fail(
-                FailClass::Abort,
-                FailureKind::Protocol,
-                &format!("{P}: server reported negative number of unsupported parameters\n"),
-            );
+            return self.broken(&format!(
+                "{P}: server reported negative number of unsupported parameters\n"
+            ));
         }
         if theirs == self.protocol && count == 0 {
-            return self.fail(
-                FailClass::Abort,
-                FailureKind::Protocol,
-                &format!("{P}: server negotiated but asks for no changes\n"),
-            );
+            return self.broken(&format!("{P}: server negotiated but asks for no changes\n"));
         }
         if theirs < self.params.min_version {
             let m = format!(
@@ -610,11 +591,7 @@ impl Conn {
             let rest = body.get(8..).unwrap_or_default();
             let name_end = rest.iter().position(|&b| b == 0);
             let Some(end) = name_end else {
-                return self.fail(
-                    FailClass::Abort,
-                    FailureKind::Protocol,
-                    &format!("{P}: message too short\n"),
-                );
+                return self.broken(&format!("{P}: message too short\n"));
             };
             let name = String::from_utf8_lossy(&rest[..end]).into_owned();
             let m = if name.starts_with("_pq_.") {
@@ -622,7 +599,7 @@ impl Conn {
             } else {
                 format!("{P}: server reported unsupported parameter name without a \"_pq_.\" prefix (\"{name}\")\n")
             };
-            return self.fail(FailClass::Abort, FailureKind::Protocol, &m);
+            return self.broken(&m);
         }
         Verdict::Pending
     }
@@ -656,11 +633,7 @@ impl Conn {
         let request = match AuthRequest::decode(body) {
             Ok(r) => r,
             Err(_) => {
-                return self.fail(
-                    FailClass::Abort,
-                    FailureKind::Protocol,
-                    "expected authentication request from server, but received R\n",
-                )
+                return self.broken("expected authentication request from server, but received R\n")
             }
         };
         let raw = self
@@ -683,11 +656,7 @@ impl Conn {
         }
         let Some(auth) = self.auth.as_mut() else {
             // send_startup sets it before any request can arrive; reaching this is a bug.
-            return self.fail(
-                FailClass::Abort,
-                FailureKind::Protocol,
-                "authentication state lost\n",
-            );
+            return self.broken("authentication state lost\n");
         };
         let step = auth.handle_request(request);
         match step {
@@ -770,11 +739,7 @@ impl Conn {
             }
             b'K' => {
                 if body.len() < 5 {
-                    return self.fail(
-                        FailClass::Abort,
-                        FailureKind::Protocol,
-                        "received invalid BackendKeyData message\n",
-                    );
+                    return self.broken("received invalid BackendKeyData message\n");
                 }
                 let pid = i32::from_be_bytes([body[0], body[1], body[2], body[3]]);
                 self.backend_key = Some(BackendKey {
@@ -794,7 +759,7 @@ impl Conn {
                     "unexpected message type \"{}\" during startup\n",
                     char::from(other)
                 );
-                self.fail(FailClass::Abort, FailureKind::Protocol, &m)
+                self.broken(&m)
             }
         }
     }
@@ -864,7 +829,7 @@ impl Conn {
         let mut b = BytesMut::new();
         if frontend::encode_query(query.sql(), &mut b).is_err() {
             // The check queries are constants that always encode; reaching this is a bug.
-            return self.fail(FailClass::Abort, FailureKind::Protocol, query.failed_line());
+            return self.broken(query.failed_line());
         }
         out.push(Out::Send(b.to_vec()));
         self.state = State::AwaitCheck {
