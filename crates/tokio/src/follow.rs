@@ -39,7 +39,7 @@ use bytes::BytesMut;
 use pgyard_delayq::{Accepted, Config, DelayQueue, Event, Flow, FsStorage, Inspection, Received};
 use pgyard_types::{Lsn, PgTimestamp, UnixTime};
 use pgyard_wire::backend::BackendMessage;
-use pgyard_wire::error_fields::Verbosity;
+use pgyard_wire::error_fields::{SqlState, Verbosity};
 use pgyard_wire::pgoutput::{PgOutputDecoder, ProtoVersion};
 use pgyard_wire::replication::{
     start_replication_pgoutput, PgOutputOptions, ReplicationMessage, StandbyStatusUpdate, Streaming,
@@ -47,7 +47,7 @@ use pgyard_wire::replication::{
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::{ConnectOptions, Session};
+use crate::{ConnectOptions, ErrorKind, Session};
 use pgyard_driver::decode;
 
 /// What [`run`] needs: where to connect, which slot and publication, the delay and the queue
@@ -169,8 +169,12 @@ impl FollowError {
             // By the failure's kind: the connection broke or could not be made for a passing
             // reason, or the server refused for one; never by matching texts.
             FollowError::Connection(e) => e.kind().is_retryable(),
+            // The connect machine's rule for refusals, and a slot or origin still held by a
+            // walsender that is going away (55006), which passes too.
             FollowError::Server { sqlstate, .. } => {
-                matches!(sqlstate.get(..2), Some("08" | "53" | "57")) || sqlstate == "55006"
+                sqlstate == "55006"
+                    || SqlState::from_bytes(sqlstate.as_bytes())
+                        .is_some_and(|s| ErrorKind::Refused(s).is_retryable())
             }
             FollowError::StreamEnded => true,
             FollowError::Queue(e) => e.is_retryable(),
