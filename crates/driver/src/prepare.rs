@@ -91,13 +91,3 @@ pub struct DriverConfig {
     /// Upper bound for one socket `connect()`, above the machine's `connect_timeout`.
     pub connect_bound: Option<Duration>,
 }
-
-impl Prepared {
-    /// What the driver keeps for the session's life (resets included).
-    pub fn driver_config(&self) -> DriverConfig {
-        DriverConfig {
-            tls: self.tls.clone(),
-            connect_bound: self.connect_bound,
-        }
-    }
-}

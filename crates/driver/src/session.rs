@@ -21,14 +21,16 @@ impl Machine {
     /// The machine for `conninfo`, resolved as libpq resolves it (see [`prepare`]).
     pub fn prepare(conninfo: &str, options: &ConnectOptions) -> Result<Machine, Error> {
         let prepared = prepare(conninfo, options)?;
-        let driver = prepared.driver_config();
         let clock = Clock::new();
         let connector = Connector::new(prepared.config, clock.now(), prepared.seed)
             .with_extra_startup_params(prepared.extra_startup_params);
         Ok(Machine {
             connector,
             clock,
-            driver,
+            driver: DriverConfig {
+                tls: prepared.tls,
+                connect_bound: prepared.connect_bound,
+            },
         })
     }
 }
