@@ -9,8 +9,8 @@ use std::thread;
 use std::time::Duration;
 
 use pgyard_connect::{AttemptId, Established, Event, OpenTarget, TcpOptions};
-use pgyard_driver::core::{Core, Io, Step, WorkerCmd as Cmd};
-use pgyard_driver::{io_kind, open_event, tls, Attempt, Error, Machine};
+use pgyard_driver::core::{Io, Step, TlsStart, WorkerCmd};
+use pgyard_driver::{io_kind, open_event, tls, Attempt, Driving, Error, Machine};
 use rustls::ClientConnection;
 
 use crate::transport::{open, Transport};
@@ -18,36 +18,39 @@ use crate::transport::{open, Transport};
 /// How long a worker's read waits before it looks at its commands again.
 const POLL: Duration = Duration::from_millis(4);
 
-/// Runs `machine` until it is done. `held` is the established connection a reset replaces.
+type Cmd = WorkerCmd<TlsStart>;
+
+/// Runs `machine` until it is done, appending its attempts to `log`. `held` is the
+/// established connection a reset replaces.
 pub(crate) fn run(
     machine: &mut Machine,
     mut held: Option<(AttemptId, Transport)>,
     log: &mut Vec<Attempt>,
 ) -> Result<(Established, Transport), Error> {
     let (tx, rx) = mpsc::channel::<Msg>();
-    let bound = machine.driver.connect_bound;
-    let mut core = Core::new(machine, held.as_ref().map(|h| h.0), log);
-    loop {
-        let io = match core.step(core.now()) {
+    let d: Driving<'_, _> = machine.driving(held.as_ref().map(|h| h.0));
+    let (m, clock, bound, mut core) = (d.machine, d.clock, d.bound, d.core);
+    let outcome = loop {
+        let io = match core.step(m, clock.now()) {
             Step::Io(io) => io,
             Step::Wait { within } => {
                 // `tx` lives here, so the channel cannot disconnect: an error is the timeout.
                 if let Ok(Msg::Event(ev)) = rx.recv_timeout(within.unwrap_or(Duration::MAX)) {
-                    core.report(core.now(), ev);
+                    core.report(m, clock.now(), ev);
                 }
                 continue;
             }
             Step::Won(mut est) => {
-                let transport = take_over(&rx, est.attempt, &mut est.leftover)?;
-                return Ok((est, transport));
+                let won = take_over(&rx, est.attempt, &mut est.leftover);
+                break won.map(|transport| (est, transport));
             }
-            Step::Failed(e) => return Err(e),
+            Step::Failed(e) => break Err(e),
         };
         match io {
             Io::Resolve { token, host, port } => {
                 let found = (host.as_str(), port).to_socket_addrs();
                 let result = found.map(Iterator::collect).map_err(|e| e.to_string());
-                core.resolved(core.now(), token, &host, result);
+                core.resolved(m, clock.now(), token, &host, result);
             }
             Io::Open {
                 attempt,
@@ -62,7 +65,8 @@ pub(crate) fn run(
                 match spawned {
                     Ok(_) => core.spawned(attempt, ctx),
                     Err(e) => core.report(
-                        core.now(),
+                        m,
+                        clock.now(),
                         Event::OpenFailed {
                             attempt,
                             error: io_kind(&e),
@@ -82,7 +86,9 @@ pub(crate) fn run(
                 }
             }
         }
-    }
+    };
+    log.append(&mut core.take_attempts());
+    outcome
 }
 
 /// Waits for the winner's worker to hand its socket back; bytes it read meanwhile belong
@@ -148,7 +154,7 @@ fn worker(
                 Ok(()) => continue,
                 Err(_) => Event::Closed { attempt },
             },
-            Ok(Cmd::StartTls { config, name, host }) => {
+            Ok(Cmd::StartTls(TlsStart { config, name, host })) => {
                 match (stream, ClientConnection::new(config, name)) {
                     (Transport::Plain(sock), Ok(c)) => {
                         stream = Transport::Tls(Box::new(rustls::StreamOwned::new(c, sock)));

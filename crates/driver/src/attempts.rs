@@ -8,22 +8,28 @@ use pgyard_connect::{AttemptId, ConnectError, Event, OpenTarget};
 
 use crate::Attempt;
 
-/// Appends to a session's attempt log during one connect (or reset).
-pub struct AttemptLog<'a> {
-    log: &'a mut Vec<Attempt>,
+/// The attempts of one connect (or reset), which the session appends to its log.
+#[derive(Debug, Default)]
+pub struct AttemptLog {
+    log: Vec<Attempt>,
     index: HashMap<AttemptId, usize>,
-    start: usize,
 }
 
-impl<'a> AttemptLog<'a> {
-    /// Starts a connect's entries after what `log` already holds.
-    pub fn new(log: &'a mut Vec<Attempt>) -> Self {
-        let start = log.len();
-        AttemptLog {
-            log,
-            index: HashMap::new(),
-            start,
-        }
+impl AttemptLog {
+    /// The entries so far.
+    pub fn entries(&self) -> &[Attempt] {
+        &self.log
+    }
+
+    /// The entry of `attempt`.
+    pub fn get(&self, attempt: AttemptId) -> Option<&Attempt> {
+        self.index.get(&attempt).map(|&i| &self.log[i])
+    }
+
+    /// Takes the entries; later events about them are not recorded.
+    pub fn take(&mut self) -> Vec<Attempt> {
+        self.index.clear();
+        std::mem::take(&mut self.log)
     }
 
     /// The machine opened `attempt` to `target` (named `host`) at `at`.
@@ -92,7 +98,7 @@ impl<'a> AttemptLog<'a> {
                 self.log[i].outcome = text;
             }
         }
-        for a in &mut self.log[self.start..] {
+        for a in &mut self.log {
             a.ended.get_or_insert(at);
         }
     }

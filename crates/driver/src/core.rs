@@ -7,9 +7,14 @@
 //! attempts — so the adapters only perform the requests and report back. Time comes in as an
 //! argument.
 //!
+//! The core owns its state and borrows the machine per call (anything that implements
+//! [`Drive`], so the simulator can watch the machine's raw actions go by), and what a TLS
+//! handshake needs comes from a [`TlsSetup`] (rustls configurations for the adapters, a
+//! simulated handshake for the simulator).
+//!
 //! ```text
 //! loop {
-//!     match core.step(now) {
+//!     match core.step(&mut connector, now) {
 //!         Step::Io(io)              => perform it (answer a Resolve with `resolved`, register
 //!                                      an opened attempt's mailbox with `spawned`),
 //!         Step::Wait { within }     => wait for a worker's report (`report`) or the deadline,
@@ -26,7 +31,7 @@ use std::time::Duration;
 
 use pgyard_connect::{
     Action, AttemptId, Connector, Established, Event, FailureKind, OpenTarget, ResolveToken,
-    TcpOptions,
+    TcpOptions, TlsVerify,
 };
 use pgyard_types::Instant;
 use rustls::pki_types::ServerName;
@@ -34,7 +39,7 @@ use rustls::ClientConfig;
 
 use crate::attempts::AttemptLog;
 use crate::tls::{self, TlsSettings};
-use crate::{Attempt, Clock, Error, Machine};
+use crate::{Attempt, Error};
 
 /// I/O the adapter performs for the core.
 #[derive(Debug)]
@@ -67,21 +72,90 @@ pub enum Io {
     CloseHeld,
 }
 
-/// A command for the worker that owns an attempt's socket.
+/// What the adapters' workers need to start a TLS handshake.
 #[derive(Debug)]
-pub enum WorkerCmd {
+pub struct TlsStart {
+    /// The client configuration for the machine's verification level.
+    pub config: Arc<ClientConfig>,
+    /// The name to send (SNI) and verify.
+    pub name: ServerName<'static>,
+    /// The host as libpq names it in certificate errors.
+    pub host: String,
+}
+
+/// The machine's request for a TLS handshake, as a [`TlsSetup`] sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct TlsRequest<'r> {
+    /// The host name to verify (`None`: connected by address).
+    pub server_name: Option<&'r str>,
+    /// The address connected to, for TCP.
+    pub ip: Option<IpAddr>,
+    /// The verification level.
+    pub verify: TlsVerify,
+    /// Whether the handshake starts right away, without SSLRequest (`sslnegotiation=direct`).
+    pub direct: bool,
+}
+
+/// Turns the machine's TLS request into what a worker needs to start the handshake.
+pub trait TlsSetup {
+    /// What the worker gets.
+    type Start;
+    /// The start of one handshake, or libpq's text for why none can be made (a setting
+    /// that cannot work, such as a missing root file).
+    fn start(&self, request: TlsRequest<'_>) -> Result<Self::Start, String>;
+}
+
+impl TlsSetup for &TlsSettings {
+    type Start = TlsStart;
+
+    fn start(&self, r: TlsRequest<'_>) -> Result<TlsStart, String> {
+        let config = self.client_config(r.verify)?;
+        let host = r
+            .server_name
+            .map(str::to_owned)
+            .or_else(|| r.ip.map(|i| i.to_string()))
+            .unwrap_or_default();
+        let name = tls::server_name(r.server_name, r.ip);
+        Ok(TlsStart { config, name, host })
+    }
+}
+
+/// The connect machine as the core drives it: [`Connector`], or a wrapper that watches it.
+pub trait Drive {
+    /// [`Connector::poll_action`].
+    fn poll_action(&mut self) -> Option<Action>;
+    /// [`Connector::poll_timeout`].
+    fn poll_timeout(&self) -> Option<Instant>;
+    /// [`Connector::handle_event`].
+    fn handle_event(&mut self, now: Instant, event: Event);
+    /// [`Connector::handle_timeout`].
+    fn handle_timeout(&mut self, now: Instant);
+}
+
+impl Drive for Connector {
+    fn poll_action(&mut self) -> Option<Action> {
+        Connector::poll_action(self)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        Connector::poll_timeout(self)
+    }
+    fn handle_event(&mut self, now: Instant, event: Event) {
+        Connector::handle_event(self, now, event)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        Connector::handle_timeout(self, now)
+    }
+}
+
+/// A command for the worker that owns an attempt's socket; `S` is what starts a handshake
+/// ([`TlsStart`] for the adapters).
+#[derive(Debug)]
+pub enum WorkerCmd<S = TlsStart> {
     /// Write the bytes.
     Send(Vec<u8>),
-    /// Start TLS (report the outcome with [`crate::tls::established`] or
+    /// Start TLS (the adapters report the outcome with [`crate::tls::established`] or
     /// [`crate::tls::handshake_failed`]).
-    StartTls {
-        /// The client configuration for the machine's verification level.
-        config: Arc<ClientConfig>,
-        /// The name to send (SNI) and verify.
-        name: ServerName<'static>,
-        /// The host as libpq names it in certificate errors.
-        host: String,
-    },
+    StartTls(S),
     /// Close the socket (after close_notify, when TLS is up).
     Close,
     /// Hand the socket over: the adapter's own command once the machine chose this attempt.
@@ -89,13 +163,13 @@ pub enum WorkerCmd {
 }
 
 /// Where the core posts an attempt's commands: the sending end of its worker's channel.
-pub trait Mailbox {
+pub trait Mailbox<S = TlsStart> {
     /// Posts `cmd`; a worker that has gone away simply misses it.
-    fn post(&self, cmd: WorkerCmd);
+    fn post(&self, cmd: WorkerCmd<S>);
 }
 
-impl Mailbox for std::sync::mpsc::Sender<WorkerCmd> {
-    fn post(&self, cmd: WorkerCmd) {
+impl<S> Mailbox<S> for std::sync::mpsc::Sender<WorkerCmd<S>> {
+    fn post(&self, cmd: WorkerCmd<S>) {
         let _ = self.send(cmd);
     }
 }
@@ -119,11 +193,9 @@ pub enum Step {
 }
 
 /// The bookkeeping of one connect (or reset) around the machine.
-pub struct Core<'a, M: Mailbox> {
-    connector: &'a mut Connector,
-    tls: &'a TlsSettings,
-    clock: Clock,
-    attempts: AttemptLog<'a>,
+pub struct Core<M: Mailbox<T::Start>, T: TlsSetup> {
+    tls: T,
+    attempts: AttemptLog,
     /// Which host name each resolved address came from (libpq's `PQhost` for the log).
     hosts: HashMap<IpAddr, String>,
     /// Events the core produces itself (a TLS configuration that cannot be built).
@@ -134,19 +206,13 @@ pub struct Core<'a, M: Mailbox> {
     workers: BTreeMap<AttemptId, M>,
 }
 
-impl<'a, M: Mailbox> Core<'a, M> {
-    /// Starts driving `machine`, appending its attempts to `log`. `held` is the attempt of
-    /// the established connection a reset replaces.
-    pub fn new(
-        machine: &'a mut Machine,
-        held: Option<AttemptId>,
-        log: &'a mut Vec<Attempt>,
-    ) -> Self {
+impl<M: Mailbox<T::Start>, T: TlsSetup> Core<M, T> {
+    /// Starts the bookkeeping of one connect. `held` is the attempt of the established
+    /// connection a reset replaces.
+    pub fn new(tls: T, held: Option<AttemptId>) -> Self {
         Core {
-            connector: &mut machine.connector,
-            tls: &machine.driver.tls,
-            clock: machine.clock,
-            attempts: AttemptLog::new(log),
+            tls,
+            attempts: AttemptLog::default(),
             hosts: HashMap::new(),
             local: VecDeque::new(),
             held,
@@ -154,10 +220,19 @@ impl<'a, M: Mailbox> Core<'a, M> {
         }
     }
 
-    /// Now on the machine's clock, for the adapter to pass to [`Core::step`] and the reports
-    /// (the core itself never reads a clock).
-    pub fn now(&self) -> Instant {
-        self.clock.now()
+    /// The attempts of this connect so far, in the order they were opened.
+    pub fn attempts(&self) -> &[Attempt] {
+        self.attempts.entries()
+    }
+
+    /// The log entry of `attempt`.
+    pub fn attempt(&self, attempt: AttemptId) -> Option<&Attempt> {
+        self.attempts.get(attempt)
+    }
+
+    /// Takes the attempts of this connect (for the session's log).
+    pub fn take_attempts(&mut self) -> Vec<Attempt> {
+        self.attempts.take()
     }
 
     /// The worker for `attempt` (of an [`Io::Open`]) is running.
@@ -165,27 +240,27 @@ impl<'a, M: Mailbox> Core<'a, M> {
         self.workers.insert(attempt, mailbox);
     }
 
-    fn post(&self, attempt: AttemptId, cmd: WorkerCmd) {
+    fn post(&self, attempt: AttemptId, cmd: WorkerCmd<T::Start>) {
         if let Some(m) = self.workers.get(&attempt) {
             m.post(cmd);
         }
     }
 
     /// The next thing to do at `now`.
-    pub fn step(&mut self, now: Instant) -> Step {
+    pub fn step(&mut self, machine: &mut impl Drive, now: Instant) -> Step {
         loop {
-            if let Some(action) = self.connector.poll_action() {
+            if let Some(action) = machine.poll_action() {
                 if let Some(step) = self.action(now, action) {
                     return step;
                 }
                 continue;
             }
             if let Some(ev) = self.local.pop_front() {
-                self.report(now, ev);
+                self.report(machine, now, ev);
                 continue;
             }
-            match self.connector.poll_timeout() {
-                Some(t) if t <= now => self.connector.handle_timeout(now),
+            match machine.poll_timeout() {
+                Some(t) if t <= now => machine.handle_timeout(now),
                 deadline => {
                     let within = deadline.map(|t| since_start(t) - since_start(now));
                     return Step::Wait { within };
@@ -195,15 +270,16 @@ impl<'a, M: Mailbox> Core<'a, M> {
     }
 
     /// A worker's report about its attempt.
-    pub fn report(&mut self, now: Instant, event: Event) {
+    pub fn report(&mut self, machine: &mut impl Drive, now: Instant, event: Event) {
         self.attempts.event(&event, since_start(now));
-        self.connector.handle_event(now, event);
+        machine.handle_event(now, event);
     }
 
     /// The answer to [`Io::Resolve`]: the addresses, or the resolver's error as the platform
     /// gave it (the machine words it).
     pub fn resolved(
         &mut self,
+        machine: &mut impl Drive,
         now: Instant,
         token: ResolveToken,
         host: &str,
@@ -218,7 +294,7 @@ impl<'a, M: Mailbox> Core<'a, M> {
             }
             Err(message) => Event::ResolveFailed { token, message },
         };
-        self.connector.handle_event(now, event);
+        machine.handle_event(now, event);
     }
 
     fn action(&mut self, now: Instant, action: Action) -> Option<Step> {
@@ -254,22 +330,20 @@ impl<'a, M: Mailbox> Core<'a, M> {
                 attempt,
                 server_name,
                 verify,
-                ..
+                direct,
             } => {
                 let ip = match self.attempts.target(attempt) {
                     Some(OpenTarget::Tcp(a)) => Some(a.ip()),
                     _ => None,
                 };
-                let host = server_name
-                    .clone()
-                    .or_else(|| ip.map(|i| i.to_string()))
-                    .unwrap_or_default();
-                match self.tls.client_config(verify) {
-                    Ok(config) => {
-                        let name = tls::server_name(server_name.as_deref(), ip);
-                        let cmd = WorkerCmd::StartTls { config, name, host };
-                        self.post(attempt, cmd);
-                    }
+                let request = TlsRequest {
+                    server_name: server_name.as_deref(),
+                    ip,
+                    verify,
+                    direct,
+                };
+                match self.tls.start(request) {
+                    Ok(start) => self.post(attempt, WorkerCmd::StartTls(start)),
                     // A setting that cannot work (a missing root file): libpq's text.
                     Err(message) => self.local.push_back(Event::TlsFailed {
                         attempt,

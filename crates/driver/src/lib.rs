@@ -30,7 +30,7 @@ pub use net::{io_kind, open_event, set_tcp_options, unix_address, UnixAddress};
 pub use pgyard_connect::{BackendKey, ConnectError, OpenTarget, ServerRole};
 pub use pgyard_conninfo::Strategy;
 pub use prepare::{prepare, DriverConfig, Prepared};
-pub use session::{receive_error, send_error, Machine, SessionCore};
+pub use session::{receive_error, send_error, Driving, Machine, SessionCore};
 
 /// Adapter-level choices that are not part of a connection string.
 #[derive(Clone, Debug, Default)]

@@ -4,7 +4,9 @@
 use bytes::BytesMut;
 use pgyard_connect::{AttemptId, Connector, Established};
 
+use crate::core::{Core, Mailbox, TlsStart};
 use crate::frames::{cancel_request, take_frame, RawFrame, SERVER_CLOSED};
+use crate::tls::TlsSettings;
 use crate::{prepare, Attempt, Clock, ConnectOptions, DriverConfig, Error, OpenTarget};
 
 /// The machine a session connects (and resets) with, and what its driver needs besides.
@@ -32,6 +34,31 @@ impl Machine {
                 connect_bound: prepared.connect_bound,
             },
         })
+    }
+}
+
+/// What an adapter's connect loop works with: the machine, its clock, the bound on each
+/// socket connect, and a fresh driver core.
+pub struct Driving<'a, M: Mailbox<TlsStart>> {
+    /// The connect machine, passed to each of the core's calls.
+    pub machine: &'a mut Connector,
+    /// The machine's clock.
+    pub clock: Clock,
+    /// The bound on one socket connect (from `connect_timeout`).
+    pub bound: Option<std::time::Duration>,
+    /// The core of this connect.
+    pub core: Core<M, &'a TlsSettings>,
+}
+
+impl Machine {
+    /// Starts a connect (or a reset replacing the established `held` attempt).
+    pub fn driving<M: Mailbox<TlsStart>>(&mut self, held: Option<AttemptId>) -> Driving<'_, M> {
+        Driving {
+            machine: &mut self.connector,
+            clock: self.clock,
+            bound: self.driver.connect_bound,
+            core: Core::new(&self.driver.tls, held),
+        }
     }
 }
 

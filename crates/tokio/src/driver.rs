@@ -6,25 +6,27 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use pgyard_connect::{AttemptId, Established, Event, OpenTarget, TcpOptions};
-use pgyard_driver::core::{Core, Io, Mailbox, Step, WorkerCmd as Cmd};
-use pgyard_driver::{open_event, tls, Attempt, Error, Machine};
+use pgyard_driver::core::{Io, Mailbox, Step, TlsStart, WorkerCmd};
+use pgyard_driver::{open_event, tls, Attempt, Driving, Error, Machine};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 
 use crate::transport::{open, write_flush, Transport};
 
-/// Runs `machine` until it is done. `held` is the established connection a reset replaces.
+type Cmd = WorkerCmd<TlsStart>;
+
+/// Runs `machine` until it is done, appending its attempts to `log`. `held` is the
+/// established connection a reset replaces.
 pub(crate) async fn run(
     machine: &mut Machine,
     mut held: Option<(AttemptId, Transport)>,
     log: &mut Vec<Attempt>,
 ) -> Result<(Established, Transport), Error> {
-    let bound = machine.driver.connect_bound;
-    let mut core = Core::new(machine, held.as_ref().map(|h| h.0), log);
+    let d: Driving<'_, _> = machine.driving(held.as_ref().map(|h| h.0));
+    let (m, clock, bound, mut core) = (d.machine, d.clock, d.bound, d.core);
     let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
-    loop {
-        let now = core.now();
-        let io = match core.step(now) {
+    let outcome = loop {
+        let io = match core.step(m, clock.now()) {
             Step::Io(io) => io,
             Step::Wait { within } => {
                 let msg = match within {
@@ -32,19 +34,19 @@ pub(crate) async fn run(
                     None => rx.recv().await,
                 };
                 match msg {
-                    Some(Msg::Event(ev)) => core.report(core.now(), ev),
+                    Some(Msg::Event(ev)) => core.report(m, clock.now(), ev),
                     Some(Msg::Resolved(token, host, result)) => {
-                        core.resolved(core.now(), token, &host, result)
+                        core.resolved(m, clock.now(), token, &host, result)
                     }
                     Some(Msg::Handover(..)) | None => {}
                 }
                 continue;
             }
             Step::Won(mut est) => {
-                let transport = take_over(&mut rx, est.attempt, &mut est.leftover).await?;
-                return Ok((est, transport));
+                let won = take_over(&mut rx, est.attempt, &mut est.leftover).await;
+                break won.map(|transport| (est, transport));
             }
-            Step::Failed(e) => return Err(e),
+            Step::Failed(e) => break Err(e),
         };
         match io {
             Io::Resolve { token, host, port } => {
@@ -77,7 +79,9 @@ pub(crate) async fn run(
                 }
             }
         }
-    }
+    };
+    log.append(&mut core.take_attempts());
+    outcome
 }
 
 /// Waits for the winner's task to hand its stream back; bytes it read meanwhile belong after
@@ -176,7 +180,7 @@ async fn worker(
                     eof = true;
                 }
             }
-            Some(Cmd::StartTls { config, name, host }) => {
+            Some(Cmd::StartTls(TlsStart { config, name, host })) => {
                 let handshake = tokio_rustls::TlsConnector::from(config).connect(name, stream);
                 let result = tokio::select! {
                     r = handshake => r,
