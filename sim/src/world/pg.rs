@@ -5,11 +5,12 @@
 
 use bytes::BytesMut;
 use pgyard_types::{Rng, RngCore};
-use pgyard_wire::auth::{md5_secret, md5_verify, scram_secret, ScramSecret, ScramServer};
+use pgyard_wire::auth::{
+    md5_secret, scram_secret, LoginRandom, LoginStep, ScramSecret, ServerLogin, StoredSecret,
+};
 use pgyard_wire::backend::{
-    encode_auth_sasl, encode_command_complete, encode_data_row, encode_ready_for_query,
-    encode_row_description, Authentication, BackendKeyData, FieldDescription, ParameterStatus,
-    TransactionStatus,
+    encode_command_complete, encode_data_row, encode_ready_for_query, encode_row_description,
+    Authentication, BackendKeyData, FieldDescription, ParameterStatus, TransactionStatus,
 };
 use pgyard_wire::error_fields::{encode_error_response, encode_notice_response};
 use pgyard_wire::frame::{Decoded, FrameDecoder, Limits, UnitRef};
@@ -154,9 +155,7 @@ impl Node {
 #[derive(Debug)]
 enum Phase {
     Startup,
-    Md5 { salt: [u8; 4] },
-    ScramFirst(Box<ScramServer>),
-    ScramFinal(Box<ScramServer>),
+    Login(Box<ServerLogin>),
     Ready,
     Gone,
 }
@@ -273,43 +272,16 @@ impl Session {
         }
         let phase = std::mem::replace(&mut self.phase, Phase::Gone);
         match (phase, tag) {
-            (Phase::Md5 { salt }, b'p') => {
-                let Auth::Md5(secret) = &node.auth else {
-                    return true;
-                };
-                let response = body.strip_suffix(&[0]).unwrap_or(body);
-                if md5_verify(secret, salt, response) {
-                    self.finish_startup(node, out);
+            (Phase::Login(mut login), b'p') => match login.password_message(body, out) {
+                LoginStep::Continue => {
+                    self.phase = Phase::Login(login);
                     false
-                } else {
-                    auth_failed(out);
-                    true
                 }
-            }
-            (Phase::ScramFirst(mut server), b'p') => {
-                let Some((mech, msg)) = sasl_initial(body) else {
-                    auth_failed(out);
-                    return true;
-                };
-                match server.handle_client_first(mech, msg) {
-                    Ok(first) => {
-                        put(out, |b| Authentication::SaslContinue(&first).encode(b));
-                        self.phase = Phase::ScramFinal(server);
-                        false
-                    }
-                    Err(_) => {
-                        auth_failed(out);
-                        true
-                    }
-                }
-            }
-            (Phase::ScramFinal(mut server), b'p') => match server.handle_client_final(body) {
-                Ok(fin) => {
-                    put(out, |b| Authentication::SaslFinal(&fin).encode(b));
+                LoginStep::Done => {
                     self.finish_startup(node, out);
                     false
                 }
-                Err(_) => {
+                LoginStep::Failed => {
                     auth_failed(out);
                     true
                 }
@@ -461,35 +433,30 @@ fn start_session(
     }
     node.sessions += 1;
     s.counted = true;
-    match &node.auth {
-        Auth::Trust => {
+    // Only the draws a method needs, in the order a server makes them.
+    let mut random = LoginRandom {
+        salt: [0; 4],
+        nonce: [0; 18],
+        mock_salt: [0; 16],
+    };
+    let secret = match &node.auth {
+        Auth::Trust => StoredSecret::Trust,
+        Auth::Md5(secret) => {
+            rng.fill_bytes(&mut random.salt);
+            StoredSecret::Md5(secret.clone())
+        }
+        Auth::Scram(secret) => {
+            rng.fill_bytes(&mut random.nonce);
+            StoredSecret::Scram(secret.clone())
+        }
+    };
+    match ServerLogin::start(secret, None, random, out) {
+        (_, LoginStep::Done) => {
             s.finish_startup(node, out);
             (Phase::Ready, false)
         }
-        Auth::Md5(_) => {
-            let mut salt = [0u8; 4];
-            rng.fill_bytes(&mut salt);
-            put(out, |b| Authentication::Md5Password { salt }.encode(b));
-            (Phase::Md5 { salt }, false)
-        }
-        Auth::Scram(secret) => {
-            let mut nonce = [0u8; 18];
-            rng.fill_bytes(&mut nonce);
-            let server = ScramServer::new(secret.clone(), None, nonce);
-            let mechs: Vec<&[u8]> = server.mechanisms().iter().map(|m| m.as_bytes()).collect();
-            put(out, |b| encode_auth_sasl(&mechs, b));
-            (Phase::ScramFirst(Box::new(server)), false)
-        }
+        (login, _) => (Phase::Login(Box::new(login)), false),
     }
-}
-
-/// Splits a SASLInitialResponse body: mechanism, then the length-prefixed client-first.
-fn sasl_initial(body: &[u8]) -> Option<(&[u8], &[u8])> {
-    let nul = body.iter().position(|&b| b == 0)?;
-    let (mech, rest) = (&body[..nul], body.get(nul + 1..)?);
-    let len = i32::from_be_bytes(rest.get(..4)?.try_into().ok()?);
-    let msg = rest.get(4..)?;
-    (usize::try_from(len).ok()? == msg.len()).then_some((mech, msg))
 }
 
 fn auth_failed(out: &mut BytesMut) {

@@ -4,6 +4,7 @@
 //!   out are what SASLInitialResponse, SASLResponse, AuthenticationSASLContinue and
 //!   AuthenticationSASLFinal carry. [`scram_secret`] builds PostgreSQL's stored verifier.
 //! - [`md5_password`], [`md5_verify`], [`cleartext_payload`]: the password exchanges.
+//! - [`ServerLogin`]: the server's whole password check, for servers and middleware.
 //! - [`tls_server_end_point`]: channel-binding data from the server certificate.
 //! - [`AuthClient`]: the client's whole authentication phase, request by request, with libpq's
 //!   `channel_binding` rules; what a connection driver plugs in.
@@ -14,6 +15,7 @@ mod cert;
 mod md5;
 mod saslprep;
 mod scram;
+mod server;
 
 #[cfg(test)]
 mod tests;
@@ -30,6 +32,7 @@ pub use scram::{
     DEFAULT_MAX_ITERATIONS, DEFAULT_SALT_LEN, KEY_LEN, NONCE_RAW_LEN, SCRAM_SHA_256,
     SCRAM_SHA_256_PLUS,
 };
+pub use server::{LoginRandom, LoginStep, ServerLogin, StoredSecret};
 
 use crate::{DecodeError, Reader};
 
