@@ -5,6 +5,7 @@ mod connect_cmd;
 mod conninfo_cmd;
 mod delayq_cmd;
 mod delayq_follow;
+mod proxy_cmd;
 mod sim_cmd;
 mod slotsync_cmd;
 mod wire_cmd;
@@ -36,6 +37,8 @@ enum Command {
         #[command(subcommand)]
         command: delayq_cmd::DelayqCommand,
     },
+    /// A connection pooler that honours the middleware message, with failover built in.
+    Proxy(proxy_cmd::ProxyArgs),
     /// Logical slot synchronization, decided as PostgreSQL 18 decides it.
     Slotsync {
         #[command(subcommand)]
@@ -59,6 +62,7 @@ fn main() -> ExitCode {
         Command::Sim(args) => sim_cmd::run(args),
         Command::Connect(args) => connect_cmd::run(args),
         Command::Conninfo { command } => conninfo_cmd::run(command),
+        Command::Proxy(args) => proxy_cmd::run(args),
         Command::Slotsync { command } => slotsync_cmd::run(command),
         Command::Delayq { command } => delayq_cmd::run(command),
         Command::Wire { command } => wire_cmd::run(command),

@@ -87,10 +87,16 @@ impl SimpleQuery {
                     .collect(),
             ),
             BackendMessage::ErrorResponse(f) => {
-                self.error.get_or_insert_with(|| Error::Server {
+                let first = self.error.take().unwrap_or_else(|| Error::Server {
                     sqlstate: f.sqlstate().unwrap_or(SqlState::from_array(*b"XX000")),
                     text: f.render(Verbosity::Default, true),
                 });
+                // FATAL and PANIC end the session: no ReadyForQuery follows, and the error
+                // is the outcome (as libpq reports it), not the EOF behind it.
+                if matches!(f.severity(), Some(b"FATAL" | b"PANIC")) {
+                    return Ok(Reply::Done(Err(first)));
+                }
+                self.error = Some(first);
             }
             BackendMessage::ParameterStatus(p) => note_parameter(
                 parameters,
@@ -156,6 +162,30 @@ mod tests {
         build(&mut b);
         let mut bytes = b.to_vec();
         std::iter::from_fn(|| take_frame(&mut bytes).expect("frames decode")).collect()
+    }
+
+    #[test]
+    fn a_fatal_error_ends_the_reply_without_ready_for_query() {
+        let reply = frames(|b| {
+            pgyard_wire::error_fields::encode_error_response(
+                &[
+                    (b'S', b"FATAL"),
+                    (b'V', b"FATAL"),
+                    (b'C', b"57P01"),
+                    (b'M', b"terminating connection due to administrator command"),
+                ],
+                b,
+            )
+            .expect("encode");
+        });
+        let (mut q, _) = SimpleQuery::start("select 1").expect("query");
+        let Reply::Done(Err(e)) = q.frame(&reply[0], &mut Vec::new()).expect("decodes") else {
+            panic!("a FATAL error is the outcome")
+        };
+        assert_eq!(
+            e.to_string(),
+            "FATAL:  terminating connection due to administrator command\n"
+        );
     }
 
     #[test]

@@ -114,6 +114,11 @@ impl Clock {
     pub fn now(&self) -> pgyard_types::Instant {
         pgyard_types::Instant(u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX))
     }
+
+    /// The wall-clock instant of `at` on this clock (for timers).
+    pub fn deadline(&self, at: pgyard_types::Instant) -> std::time::Instant {
+        self.origin + std::time::Duration::from_nanos(at.as_nanos())
+    }
 }
 
 impl Default for Clock {

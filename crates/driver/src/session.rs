@@ -142,6 +142,11 @@ impl<T> SessionCore<T> {
         take_frame(&mut self.inbuf)
     }
 
+    /// The bytes read but not yet taken as frames (for a relay that forwards raw bytes).
+    pub fn take_buffered(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.inbuf)
+    }
+
     /// Bytes a read returned; none means the server closed the connection.
     pub fn received(&mut self, bytes: &[u8]) -> Result<(), Error> {
         if bytes.is_empty() {

@@ -14,10 +14,12 @@
 //! # }
 //! ```
 //!
-//! [`follow`] streams a publisher's logical slot into a durable delay queue.
+//! [`follow`] streams a publisher's logical slot into a durable delay queue; [`proxy`] runs
+//! `pgyard proxy`, the pooler that honours the middleware message.
 
 mod driver;
 pub mod follow;
+pub mod proxy;
 mod session;
 mod transport;
 

@@ -81,6 +81,22 @@ impl Session {
         }
     }
 
+    /// Reads whatever the server sent next, as raw bytes (frames not split out): bytes
+    /// already buffered first, else one read into `buf`'s spare room. For a relay that scans
+    /// frames itself (the proxy). Cancel-safe like [`Session::recv_frame`].
+    pub async fn recv_bytes(&mut self, buf: &mut BytesMut) -> Result<(), Error> {
+        let held = self.core.take_buffered();
+        if !held.is_empty() {
+            buf.extend_from_slice(&held);
+            return Ok(());
+        }
+        let n = self.core.transport_mut()?.read_buf(buf).await;
+        match n.map_err(receive_error)? {
+            0 => Err(Error::Io(pgyard_driver::SERVER_CLOSED.to_owned())),
+            _ => Ok(()),
+        }
+    }
+
     /// Sends the proposal's middleware message (`class`, `payload`); a negative class is
     /// refused before anything is written.
     pub async fn send_middleware(&mut self, class: i64, payload: &[u8]) -> Result<(), Error> {

@@ -1,0 +1,359 @@
+//! One client connection of the proxy, as a sans-IO machine: bytes from the client and from
+//! the server it is lent go in with the time, and out come bytes for either side and requests
+//! for the pool ([`ClientOut`]). It answers the startup packets itself, checks the client's
+//! password against the auth file, consumes every middleware message (`M` never reaches a
+//! server), keeps the client's session settings across servers, and says when the server can
+//! go back to the pool: in transaction mode at ReadyForQuery `I` with nothing outstanding; in
+//! session mode when the client leaves.
+
+mod params;
+mod relay;
+mod startup;
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use pgyard_types::{Instant, Lsn};
+use pgyard_wire::auth::{LoginRandom, ServerLogin};
+use pgyard_wire::error_fields::encode_error_response;
+use pgyard_wire::frame::{Limits, ProtocolVersion};
+use pgyard_wire::middleware::Splitter;
+
+pub use params::{alignment, tracked, Settings, TRACKED};
+
+use crate::auth_file::AuthFile;
+use crate::classes::Route;
+use crate::pool::{ClientId, PoolKey, ServerId};
+use crate::scan::Scanner;
+
+/// Most client bytes held while the client waits for a server; past it the adapter stops
+/// reading from the client ([`ClientSession::wants_client_bytes`]).
+pub const PENDING_MAX: usize = 1 << 20;
+
+/// When a server goes back to the pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PoolMode {
+    /// When the client disconnects (after `DISCARD ALL`).
+    Session,
+    /// After each transaction.
+    Transaction,
+}
+
+/// How clients prove who they are.
+#[derive(Clone, Debug)]
+pub enum ClientAuth {
+    /// No check (only on loopback listeners; the adapter enforces that).
+    Trust,
+    /// Against a user list.
+    File(Arc<AuthFile>),
+}
+
+/// What every client session of a listener shares.
+#[derive(Clone, Debug)]
+pub struct ClientConfig {
+    /// The password check.
+    pub auth: ClientAuth,
+    /// When servers go back to the pool.
+    pub pool_mode: PoolMode,
+    /// The route of a client that never sends ROUTE.
+    pub default_route: Route,
+    /// How long a client may take from connecting to being logged in.
+    pub login_timeout: Duration,
+}
+
+/// A server lent to the client, with the settings it has.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lent {
+    /// The server.
+    pub id: ServerId,
+    /// Its reported settings, kept up to date while the client uses it.
+    pub settings: Settings,
+    /// Whether it reported being a standby (`in_hot_standby`), when it says.
+    pub in_recovery: Option<bool>,
+}
+
+/// What the client session asks of the adapter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClientOut {
+    /// Write to the client.
+    ToClient(Bytes),
+    /// Write to the lent server.
+    ToServer(Bytes),
+    /// A server of this pool is needed; answer with [`ClientSession::handle_server`] (or
+    /// [`ClientSession::handle_refused`]).
+    Acquire(PoolKey),
+    /// Give the server back: `reusable` when it stands idle, clean, and between transactions
+    /// (in session mode the adapter runs `DISCARD ALL` first).
+    Release {
+        /// The server and its settings.
+        server: Lent,
+        /// Whether it may serve another client.
+        reusable: bool,
+    },
+    /// A CancelRequest arrived on this connection: cancel the query of the client holding
+    /// these keys (the proxy's own keys), then this connection closes.
+    Cancel {
+        /// The process id the proxy gave.
+        pid: i32,
+        /// The secret key the proxy gave.
+        key: Vec<u8>,
+    },
+    /// Close the client connection once everything before this is written.
+    Close,
+}
+
+/// The proxy's cancel keys for one client.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CancelKey {
+    /// The process id.
+    pub pid: i32,
+    /// The secret: 4 bytes under 3.0, 32 under 3.2.
+    pub secret: Vec<u8>,
+}
+
+#[derive(Debug)]
+enum Phase {
+    /// Reading startup packets.
+    Startup,
+    /// Checking the password.
+    Login(Box<ServerLogin>),
+    /// Logged in, waiting for the first server, whose settings the client is shown.
+    Welcome,
+    /// Between transactions without a server (transaction mode).
+    Idle,
+    /// Waiting for a server, holding what the client sent.
+    Waiting,
+    /// Aligning the lent server's settings; its replies are not the client's.
+    Aligning,
+    /// Relaying between the client and its server.
+    Active,
+    /// Done: nothing more is read.
+    Closed,
+}
+
+/// Who the client is, from its StartupMessage.
+#[derive(Clone, Debug, Default)]
+struct Identity {
+    user: String,
+    database: String,
+    version: Option<ProtocolVersion>,
+    /// Whether it asked for middleware messages (`_pq_.middleware_messages=on`).
+    middleware: bool,
+}
+
+/// Counters for the admin console and the tests.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClientStats {
+    /// Middleware messages consumed.
+    pub middleware: u64,
+    /// Of which of an unknown class.
+    pub unknown_classes: u64,
+    /// Transactions run (servers released after one).
+    pub transactions: u64,
+}
+
+/// One client connection.
+#[derive(Debug)]
+pub struct ClientSession {
+    id: ClientId,
+    config: ClientConfig,
+    key: CancelKey,
+    random: LoginRandom,
+    phase: Phase,
+    who: Identity,
+    splitter: Splitter,
+    client_scan: Scanner,
+    server_scan: Scanner,
+    out: VecDeque<ClientOut>,
+    /// Login buffer (password messages are read whole).
+    login_buf: BytesMut,
+    route: Route,
+    min_lsn: Option<Lsn>,
+    tag: Option<String>,
+    /// What the client should see of the tracked settings.
+    wanted: Settings,
+    server: Option<Lent>,
+    /// Client bytes waiting for a server (or for the alignment to finish).
+    pending: BytesMut,
+    /// Queries and Syncs sent whose ReadyForQuery has not come back.
+    outstanding: u32,
+    /// Extended-protocol messages sent since the last Sync.
+    unsynced: bool,
+    /// The last transaction status the server reported.
+    status: u8,
+    deadline: Option<Instant>,
+    stats: ClientStats,
+}
+
+impl ClientSession {
+    /// A new client connection at `now`, with the cancel key it will be given and the
+    /// randomness its login draws.
+    pub fn new(
+        now: Instant,
+        id: ClientId,
+        config: ClientConfig,
+        key: CancelKey,
+        random: LoginRandom,
+    ) -> Self {
+        let limits = Limits::postgres_server();
+        ClientSession {
+            id,
+            deadline: Some(now + config.login_timeout),
+            route: config.default_route,
+            config,
+            key,
+            random,
+            phase: Phase::Startup,
+            who: Identity::default(),
+            splitter: Splitter::new(
+                limits
+                    .clone()
+                    .with_tag_max(b'M', pgyard_wire::middleware::DEFAULT_MIDDLEWARE_LEN_MAX),
+            ),
+            client_scan: Scanner::new(limits, |_| false),
+            server_scan: Scanner::new(Limits::libpq_client(), |t| matches!(t, b'Z' | b'S')),
+            out: VecDeque::new(),
+            login_buf: BytesMut::new(),
+            min_lsn: None,
+            tag: None,
+            wanted: Settings::new(),
+            server: None,
+            pending: BytesMut::new(),
+            outstanding: 0,
+            unsynced: false,
+            status: b'I',
+            stats: ClientStats::default(),
+        }
+    }
+
+    /// The client's id.
+    pub fn id(&self) -> ClientId {
+        self.id
+    }
+
+    /// The user and database the client logged in as (empty before its StartupMessage).
+    pub fn identity(&self) -> (&str, &str) {
+        (&self.who.user, &self.who.database)
+    }
+
+    /// The route its next transaction takes.
+    pub fn route(&self) -> Route {
+        self.route
+    }
+
+    /// Its TAG, if it sent one.
+    pub fn tag(&self) -> Option<&str> {
+        self.tag.as_deref()
+    }
+
+    /// The server it holds.
+    pub fn server(&self) -> Option<ServerId> {
+        self.server.as_ref().map(|s| s.id)
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &ClientStats {
+        &self.stats
+    }
+
+    /// Whether it is finished (the adapter closes the connection after the output).
+    pub fn is_closed(&self) -> bool {
+        matches!(self.phase, Phase::Closed)
+    }
+
+    /// Whether the adapter should read from the client now (false while a server is awaited
+    /// and [`PENDING_MAX`] bytes are held).
+    pub fn wants_client_bytes(&self) -> bool {
+        !self.is_closed() && self.pending.len() < PENDING_MAX
+    }
+
+    /// The next output.
+    pub fn poll_output(&mut self) -> Option<ClientOut> {
+        self.out.pop_front()
+    }
+
+    /// When [`ClientSession::handle_timeout`] is due.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// The login timeout.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.deadline.is_some_and(|d| d <= now) {
+            self.deadline = None;
+            self.fatal(b"08P01", "client_login_timeout");
+        }
+    }
+
+    /// Bytes from the client.
+    pub fn handle_client_bytes(&mut self, now: Instant, data: &[u8]) {
+        if self.is_closed() {
+            return;
+        }
+        self.splitter.feed(data);
+        self.drain_client(now);
+    }
+
+    /// The client's connection ended (EOF or error).
+    pub fn handle_client_gone(&mut self) {
+        self.release_for_good();
+        self.phase = Phase::Closed;
+    }
+
+    /// Writes an ErrorResponse to the client.
+    fn error(&mut self, severity: &[u8], code: &[u8], message: &str) {
+        let mut buf = BytesMut::new();
+        let fields: [(u8, &[u8]); 4] = [
+            (b'S', severity),
+            (b'V', severity),
+            (b'C', code),
+            (b'M', message.as_bytes()),
+        ];
+        if encode_error_response(&fields, &mut buf).is_ok() {
+            self.out.push_back(ClientOut::ToClient(buf.freeze()));
+        }
+    }
+
+    /// A FATAL error, then the connection closes (its server goes back unless mid-protocol).
+    fn fatal(&mut self, code: &[u8], message: &str) {
+        self.error(b"FATAL", code, message);
+        self.release_for_good();
+        self.out.push_back(ClientOut::Close);
+        self.phase = Phase::Closed;
+    }
+
+    /// Gives the server back as the client leaves: reusable only between transactions with
+    /// nothing outstanding.
+    fn release_for_good(&mut self) {
+        if let Some(server) = self.server.take() {
+            let clean = self.outstanding == 0
+                && !self.unsynced
+                && self.status == b'I'
+                && self.server_scan.at_boundary()
+                && !matches!(self.phase, Phase::Aligning);
+            self.out.push_back(ClientOut::Release {
+                server,
+                reusable: clean,
+            });
+        }
+        self.pending.clear();
+    }
+
+    /// The pool key of the client's next transaction.
+    fn pool_key(&self) -> PoolKey {
+        // MIN_LSN: until servers' replay positions are known to the pool, a read that must
+        // see a write goes to the primary, which has it (docs/proxy.md).
+        let route = if self.min_lsn.is_some() {
+            Route::Primary
+        } else {
+            self.route
+        };
+        PoolKey {
+            database: self.who.database.clone(),
+            user: self.who.user.clone(),
+            route,
+        }
+    }
+}

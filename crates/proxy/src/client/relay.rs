@@ -1,0 +1,247 @@
+//! After login: client frames are held until a server is lent, then relayed both ways; the
+//! server's ReadyForQuery says when a transaction ends and the server can go back.
+
+use bytes::{Bytes, BytesMut};
+use pgyard_types::Instant;
+use pgyard_wire::backend::TransactionStatus;
+use pgyard_wire::error_fields::encode_notice_response;
+use pgyard_wire::frontend::encode_query;
+
+use super::{params, ClientOut, ClientSession, Lent, Phase, PoolMode};
+use crate::classes::{directive, Directive};
+
+impl ClientSession {
+    /// A middleware message: consumed here, never forwarded.
+    pub(super) fn middleware(&mut self, class: i64, payload: &[u8]) {
+        self.stats.middleware += 1;
+        match directive(class, payload) {
+            Ok(Directive::Route(r)) => {
+                let assigned = matches!(self.phase, Phase::Active | Phase::Aligning);
+                if self.config.pool_mode == PoolMode::Session && assigned {
+                    let text = "ROUTE ignored: in session mode the route is fixed once a server is assigned";
+                    self.notice(text);
+                } else {
+                    self.route = r;
+                }
+            }
+            Ok(Directive::MinLsn(lsn)) => self.min_lsn = Some(lsn),
+            Ok(Directive::Tag(t)) => self.tag = Some(t),
+            Ok(Directive::Unknown(_)) => self.stats.unknown_classes += 1,
+            Err(text) => self.fatal(b"08P01", &text),
+        }
+    }
+
+    fn notice(&mut self, text: &str) {
+        let mut buf = BytesMut::new();
+        let fields: [(u8, &[u8]); 4] = [
+            (b'S', b"NOTICE"),
+            (b'V', b"NOTICE"),
+            (b'C', b"00000"),
+            (b'M', text.as_bytes()),
+        ];
+        if encode_notice_response(&fields, &mut buf).is_ok() {
+            self.out.push_back(ClientOut::ToClient(buf.freeze()));
+        }
+    }
+
+    /// Typed client frames after login.
+    pub(super) fn client_frames(&mut self, _now: Instant, bytes: Bytes) {
+        let scanned = match self.client_scan.scan(bytes) {
+            Ok(s) => s,
+            Err(e) => return self.fatal(b"08P01", &format!("invalid frontend message: {e}")),
+        };
+        let mut from = 0;
+        let mut terminate = false;
+        for f in &scanned.frames {
+            match f.tag {
+                b'X' => {
+                    // Terminate is the proxy's: the server stays for the next client.
+                    let start = f.start.unwrap_or(0);
+                    self.forward(&scanned.bytes.slice(from..start));
+                    from = f.end;
+                    terminate = true;
+                }
+                b'Q' | b'F' => self.outstanding += 1,
+                b'S' => {
+                    self.outstanding += 1;
+                    self.unsynced = false;
+                }
+                b'P' | b'B' | b'D' | b'E' | b'C' | b'H' => self.unsynced = true,
+                _ => {}
+            }
+        }
+        if from < scanned.bytes.len() {
+            self.forward(&scanned.bytes.slice(from..));
+        }
+        if terminate {
+            self.release_for_good();
+            self.out.push_back(ClientOut::Close);
+            self.phase = Phase::Closed;
+        }
+    }
+
+    /// Client bytes for the server: sent now, or held until a server is lent and aligned.
+    fn forward(&mut self, bytes: &Bytes) {
+        if bytes.is_empty() {
+            return;
+        }
+        match self.phase {
+            Phase::Active => self.out.push_back(ClientOut::ToServer(bytes.clone())),
+            Phase::Idle => {
+                self.pending.extend_from_slice(bytes);
+                self.phase = Phase::Waiting;
+                self.out.push_back(ClientOut::Acquire(self.pool_key()));
+            }
+            _ => self.pending.extend_from_slice(bytes),
+        }
+    }
+
+    /// The pool lends `server` (answering [`ClientOut::Acquire`]).
+    pub fn handle_server(&mut self, _now: Instant, server: Lent) {
+        if self.is_closed() {
+            self.out.push_back(ClientOut::Release {
+                server,
+                reusable: true,
+            });
+            return;
+        }
+        let welcome = matches!(self.phase, Phase::Welcome);
+        self.server = Some(server);
+        self.status = b'I';
+        if welcome {
+            self.welcome();
+            if self.config.pool_mode == PoolMode::Transaction {
+                return;
+            }
+        }
+        self.min_lsn = None;
+        let lent = self.server.as_ref().map(|s| &s.settings);
+        match lent.and_then(|s| params::alignment(&self.wanted, s)) {
+            Some(sql) => {
+                let mut buf = BytesMut::new();
+                if encode_query(sql.as_bytes(), &mut buf).is_ok() {
+                    self.out.push_back(ClientOut::ToServer(buf.freeze()));
+                }
+                self.phase = Phase::Aligning;
+            }
+            None => self.go_active(),
+        }
+    }
+
+    /// The pool could not lend a server (its wait timed out): the client gets the error.
+    pub fn handle_refused(&mut self, message: &str) {
+        self.fatal(b"08P01", message);
+    }
+
+    fn go_active(&mut self) {
+        self.phase = Phase::Active;
+        if !self.pending.is_empty() {
+            let held = self.pending.split().freeze();
+            self.out.push_back(ClientOut::ToServer(held));
+        }
+    }
+
+    /// Bytes from the lent server.
+    pub fn handle_server_bytes(&mut self, _now: Instant, data: Bytes) {
+        if self.server.is_none() {
+            return;
+        }
+        let scanned = match self.server_scan.scan(data) {
+            Ok(s) => s,
+            Err(e) => {
+                let text = format!("server sent an invalid message: {e}");
+                self.outstanding = u32::MAX;
+                return self.fatal(b"08P01", &text);
+            }
+        };
+        let aligning = matches!(self.phase, Phase::Aligning);
+        let mut ready_at = None;
+        for f in &scanned.frames {
+            let body = f.body.as_deref().unwrap_or_default();
+            match f.tag {
+                b'S' => self.note_setting(body, aligning),
+                b'Z' if aligning => {
+                    ready_at = Some(f.end);
+                    break;
+                }
+                b'Z' => {
+                    self.outstanding = self.outstanding.saturating_sub(1);
+                    self.status = body.first().copied().unwrap_or(b'E');
+                    ready_at = Some(f.end);
+                }
+                _ => {}
+            }
+        }
+        if aligning {
+            // The alignment's replies are the proxy's; what follows them is the client's.
+            if let Some(end) = ready_at {
+                self.go_active();
+                let rest = scanned.bytes.slice(end..);
+                if !rest.is_empty() {
+                    self.out.push_back(ClientOut::ToClient(rest));
+                }
+            }
+            return;
+        }
+        self.out.push_back(ClientOut::ToClient(scanned.bytes));
+        if ready_at.is_some() && self.config.pool_mode == PoolMode::Transaction {
+            self.maybe_release();
+        }
+    }
+
+    /// A ParameterStatus: the server has it now, and (outside alignment) the client saw it.
+    fn note_setting(&mut self, body: &[u8], aligning: bool) {
+        let Some((name, value)) = params::parameter_status(body) else {
+            return;
+        };
+        if let Some(s) = self.server.as_mut() {
+            if name == "in_hot_standby" {
+                s.in_recovery = Some(value == "on");
+            }
+            s.settings.insert(name.clone(), value.clone());
+        }
+        if !aligning && params::tracked(&name).is_some() {
+            self.wanted.insert(name, value);
+        }
+    }
+
+    /// At ReadyForQuery: back to the pool when nothing is outstanding and no transaction open.
+    fn maybe_release(&mut self) {
+        let idle = self.status == TransactionStatus::Idle.byte();
+        if idle && self.outstanding == 0 && !self.unsynced && self.server_scan.at_boundary() {
+            self.stats.transactions += 1;
+            self.release_between_transactions();
+            self.phase = Phase::Idle;
+        }
+    }
+
+    pub(super) fn release_between_transactions(&mut self) {
+        if let Some(server) = self.server.take() {
+            self.out.push_back(ClientOut::Release {
+                server,
+                reusable: true,
+            });
+        }
+    }
+
+    /// The lent server's connection broke. Inside a transaction (or with a reply owed) the
+    /// client cannot know what happened, so it gets an error and is disconnected, as a direct
+    /// connection would be; otherwise it never notices.
+    pub fn handle_server_gone(&mut self) {
+        let Some(server) = self.server.take() else {
+            return;
+        };
+        self.out.push_back(ClientOut::Release {
+            server,
+            reusable: false,
+        });
+        let owed = self.outstanding > 0 || self.unsynced || self.status != b'I';
+        let session = self.config.pool_mode == PoolMode::Session;
+        if owed || session || !self.pending.is_empty() {
+            let text = "server connection lost; the transaction's outcome is unknown";
+            self.fatal(b"08006", text);
+        } else {
+            self.phase = Phase::Idle;
+        }
+    }
+}

@@ -1,0 +1,241 @@
+//! The startup phase: SSLRequest and GSSENCRequest are refused (`N`), CancelRequest is passed
+//! to the adapter, the StartupMessage names the user, database and settings; then the
+//! password check, and the welcome once the first server's settings are known.
+
+use bytes::{Bytes, BytesMut};
+use pgyard_types::Instant;
+use pgyard_wire::auth::{LoginStep, ServerLogin, StoredSecret};
+use pgyard_wire::backend::{
+    encode_negotiate_protocol_version, encode_ready_for_query, Authentication, BackendKeyData,
+    ParameterStatus, TransactionStatus,
+};
+use pgyard_wire::frame::{decode_frame, Decoded, ProtocolVersion};
+use pgyard_wire::frontend::{is_protocol_option, StartupMessage, StartupPacket};
+use pgyard_wire::middleware::SplitItem;
+
+use super::{params, ClientAuth, ClientOut, ClientSession, Identity, Phase, PoolMode};
+
+/// The protocol option a client asks for middleware messages with.
+pub const MIDDLEWARE_OPTION: &[u8] = b"_pq_.middleware_messages";
+
+/// Longest password message read during login.
+const LOGIN_MESSAGE_MAX: usize = 64 * 1024;
+
+impl ClientSession {
+    /// Takes what the splitter has ready, phase by phase.
+    pub(super) fn drain_client(&mut self, now: Instant) {
+        loop {
+            if self.is_closed() {
+                return;
+            }
+            let item = match self.splitter.split() {
+                Ok(Decoded::Frame(item)) => item,
+                Ok(Decoded::NeedMore { .. }) => return,
+                Err(e) => {
+                    let text = format!("invalid frontend message: {e}");
+                    return self.fatal(b"08P01", &text);
+                }
+            };
+            match item {
+                SplitItem::Middleware(m) => {
+                    let msg = m.as_message();
+                    self.middleware(msg.class.get(), msg.payload);
+                }
+                SplitItem::Forward(bytes) => match self.phase {
+                    Phase::Startup => self.startup_packet(now, &bytes),
+                    Phase::Login(_) => self.login_bytes(&bytes),
+                    Phase::Welcome => {
+                        self.fatal(b"08P01", "message received before the server was ready")
+                    }
+                    _ => self.client_frames(now, bytes),
+                },
+            }
+        }
+    }
+
+    fn startup_packet(&mut self, now: Instant, packet: &[u8]) {
+        let body = packet.get(4..).unwrap_or_default();
+        match StartupPacket::decode(body) {
+            Ok(StartupPacket::SslRequest) | Ok(StartupPacket::GssEncRequest) => {
+                self.out
+                    .push_back(ClientOut::ToClient(Bytes::from_static(b"N")));
+            }
+            Ok(StartupPacket::CancelRequest(c)) => {
+                self.out.push_back(ClientOut::Cancel {
+                    pid: c.pid,
+                    key: c.key.to_vec(),
+                });
+                self.out.push_back(ClientOut::Close);
+                self.phase = super::Phase::Closed;
+            }
+            Ok(StartupPacket::Startup(m)) => self.startup_message(now, m),
+            Err(e) => self.fatal(b"08P01", &format!("invalid startup packet layout: {e}")),
+        }
+    }
+
+    fn startup_message(&mut self, _now: Instant, m: StartupMessage<'_>) {
+        let v = m.version;
+        if v.major() != 3 {
+            let text = format!(
+                "unsupported frontend protocol {}.{}: server supports 3.0 to 3.2",
+                v.major(),
+                v.minor()
+            );
+            return self.fatal(b"0A000", &text);
+        }
+        let mut who = Identity {
+            version: Some(v.min(ProtocolVersion::V3_2)),
+            ..Identity::default()
+        };
+        let mut unsupported: Vec<&[u8]> = Vec::new();
+        for (name, value) in m.params.iter() {
+            let text = String::from_utf8_lossy(value).into_owned();
+            match name {
+                b"user" => who.user = text,
+                b"database" => who.database = text,
+                b"replication" => {
+                    let msg = "replication connections are not supported by pgyard proxy";
+                    return self.fatal(b"08P01", msg);
+                }
+                MIDDLEWARE_OPTION => who.middleware = value == b"on",
+                n if is_protocol_option(n) => unsupported.push(n),
+                n => {
+                    // Other settings (`options`, `extra_float_digits`, …) are ignored, as
+                    // PgBouncer's `ignore_startup_parameters` does; the tracked ones follow
+                    // the client.
+                    if let Some(t) = std::str::from_utf8(n).ok().and_then(params::tracked) {
+                        self.wanted.insert(t.to_owned(), text);
+                    }
+                }
+            }
+        }
+        if who.user.is_empty() {
+            return self.fatal(
+                b"28000",
+                "no PostgreSQL user name specified in startup packet",
+            );
+        }
+        if who.database.is_empty() {
+            who.database = who.user.clone();
+        }
+        if v.minor() > 2 || !unsupported.is_empty() {
+            let mut buf = BytesMut::new();
+            let newest = ProtocolVersion::V3_2.min(v);
+            if encode_negotiate_protocol_version(newest, &unsupported, &mut buf).is_ok() {
+                self.out.push_back(ClientOut::ToClient(buf.freeze()));
+            }
+        }
+        self.who = who;
+        let secret = match &self.config.auth {
+            ClientAuth::Trust => StoredSecret::Trust,
+            ClientAuth::File(f) => f
+                .get(&self.who.user)
+                .map_or(StoredSecret::Unknown, |p| p.stored()),
+        };
+        let mut buf = BytesMut::new();
+        let (login, step) = ServerLogin::start(secret, None, self.random, &mut buf);
+        if !buf.is_empty() {
+            self.out.push_back(ClientOut::ToClient(buf.freeze()));
+        }
+        self.phase = Phase::Login(Box::new(login));
+        if step == LoginStep::Done {
+            self.logged_in();
+        }
+    }
+
+    /// Password messages, read whole.
+    fn login_bytes(&mut self, bytes: &[u8]) {
+        self.login_buf.extend_from_slice(bytes);
+        loop {
+            let (tag, body) = match decode_frame(&self.login_buf, LOGIN_MESSAGE_MAX) {
+                Ok(Decoded::Frame(f)) => (f.tag, f.body.to_vec()),
+                Ok(Decoded::NeedMore { .. }) => return,
+                Err(e) => {
+                    return self.fatal(b"08P01", &format!("invalid password packet: {e}"));
+                }
+            };
+            let _ = self.login_buf.split_to(5 + body.len());
+            if tag != b'p' {
+                let text = format!(
+                    "expected password response, got message type {}",
+                    char::from(tag)
+                );
+                return self.fatal(b"08P01", &text);
+            }
+            let Phase::Login(login) = &mut self.phase else {
+                return;
+            };
+            let mut buf = BytesMut::new();
+            let step = login.password_message(&body, &mut buf);
+            if !buf.is_empty() {
+                self.out.push_back(ClientOut::ToClient(buf.freeze()));
+            }
+            match step {
+                LoginStep::Continue => {}
+                LoginStep::Done => return self.logged_in(),
+                LoginStep::Failed => {
+                    let text = format!(
+                        "password authentication failed for user \"{}\"",
+                        self.who.user
+                    );
+                    return self.fatal(b"28P01", &text);
+                }
+            }
+        }
+    }
+
+    /// The password is right: the first server's settings make the welcome.
+    fn logged_in(&mut self) {
+        self.deadline = None;
+        self.phase = Phase::Welcome;
+        self.out.push_back(ClientOut::Acquire(self.pool_key()));
+    }
+
+    /// AuthenticationOk, the settings a direct connection would report, the proxy's cancel
+    /// key, and ReadyForQuery.
+    pub(super) fn welcome(&mut self) {
+        let mut buf = BytesMut::new();
+        let _ = Authentication::Ok.encode(&mut buf);
+        let server = self.server.as_ref().map(|s| s.settings.clone());
+        let mut shown = server.unwrap_or_default();
+        for (name, value) in &self.wanted {
+            shown.insert(name.clone(), value.clone());
+        }
+        if self.who.middleware {
+            shown.insert("middleware_messages".into(), "on".into());
+        }
+        for (name, value) in &shown {
+            let ps = ParameterStatus {
+                name: name.as_bytes(),
+                value: value.as_bytes(),
+            };
+            let _ = ps.encode(&mut buf);
+        }
+        let v32 = self.who.version == Some(ProtocolVersion::V3_2);
+        let key = if v32 {
+            &self.key.secret[..]
+        } else {
+            &self.key.secret[..4.min(self.key.secret.len())]
+        };
+        let _ = BackendKeyData {
+            pid: self.key.pid,
+            key,
+        }
+        .encode(&mut buf);
+        encode_ready_for_query(TransactionStatus::Idle, &mut buf);
+        self.out.push_back(ClientOut::ToClient(buf.freeze()));
+        // What the client saw is what it wants from now on.
+        for name in super::TRACKED {
+            if let Some(v) = shown.get(name) {
+                self.wanted.insert(name.to_owned(), v.clone());
+            }
+        }
+        match self.config.pool_mode {
+            PoolMode::Transaction => {
+                self.release_between_transactions();
+                self.phase = Phase::Idle;
+            }
+            PoolMode::Session => self.phase = Phase::Active,
+        }
+    }
+}

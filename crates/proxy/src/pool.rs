@@ -1,0 +1,359 @@
+//! The pool bookkeeping: which server connections exist for each (database, user, route),
+//! which are idle, which client holds which, and who waits. Pure: the adapter opens and
+//! closes the connections it is told to (through the connect machine) and reports back.
+//!
+//! A client asks with [`Pools::acquire`]; it gets an idle server at once, or a new one is
+//! opened for it while the pool is below its size, or it waits in a FIFO queue until a
+//! server is released or its wait times out. A failed open is retried with a growing pause
+//! for as long as clients wait, so a failover in progress holds them instead of failing them.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use pgyard_types::Instant;
+
+use crate::classes::Route;
+
+/// A client connection of the proxy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ClientId(pub u64);
+
+/// A server connection of the proxy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ServerId(pub u64);
+
+/// Which pool a server belongs to.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PoolKey {
+    /// The database name the client asked for.
+    pub database: String,
+    /// The user name.
+    pub user: String,
+    /// The route.
+    pub route: Route,
+}
+
+/// Limits of every pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolSettings {
+    /// Server connections per pool.
+    pub size: usize,
+    /// How long a client waits for a server (PgBouncer's `query_wait_timeout`).
+    pub wait_timeout: Duration,
+    /// An idle server older than this in idleness is closed (`server_idle_timeout`).
+    pub idle_timeout: Option<Duration>,
+    /// A server older than this is closed when it is next released (`server_lifetime`).
+    pub lifetime: Option<Duration>,
+}
+
+impl Default for PoolSettings {
+    fn default() -> Self {
+        PoolSettings {
+            size: 20,
+            wait_timeout: Duration::from_secs(30),
+            idle_timeout: Some(Duration::from_secs(600)),
+            lifetime: Some(Duration::from_secs(3600)),
+        }
+    }
+}
+
+/// What the pools ask of the adapter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PoolOut {
+    /// Open a server connection for `key`; report with [`Pools::opened`].
+    Open {
+        /// The new server.
+        server: ServerId,
+        /// Its pool.
+        key: PoolKey,
+    },
+    /// `client` may use `server` now.
+    Grant {
+        /// The client.
+        client: ClientId,
+        /// The server.
+        server: ServerId,
+    },
+    /// `client` waited too long: send it the error and let it go.
+    Refuse {
+        /// The client.
+        client: ClientId,
+        /// PgBouncer's text (SQLSTATE 08P01).
+        message: String,
+    },
+    /// Close a server connection (idle too long, too old, or broken).
+    Close {
+        /// The server.
+        server: ServerId,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Opening,
+    Idle { since: Instant },
+    Busy(ClientId),
+}
+
+#[derive(Debug)]
+struct Server {
+    key: PoolKey,
+    born: Instant,
+    state: State,
+}
+
+#[derive(Debug, Default)]
+struct Pool {
+    /// Servers that exist or are being opened.
+    count: usize,
+    idle: VecDeque<ServerId>,
+    waiting: VecDeque<(ClientId, Instant)>,
+    /// Consecutive failed opens, and when the next may start.
+    failures: u32,
+    retry_at: Option<Instant>,
+    last_error: Option<String>,
+}
+
+/// Counts for the admin console's `SHOW POOLS`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PoolCounts {
+    /// Clients holding a server.
+    pub active: usize,
+    /// Clients waiting.
+    pub waiting: usize,
+    /// Idle servers.
+    pub idle: usize,
+    /// Servers being opened.
+    pub opening: usize,
+}
+
+/// Every pool of the proxy.
+#[derive(Debug)]
+pub struct Pools {
+    settings: PoolSettings,
+    pools: BTreeMap<PoolKey, Pool>,
+    servers: BTreeMap<ServerId, Server>,
+    out: VecDeque<PoolOut>,
+    next: u64,
+}
+
+/// First pause after a failed open; it doubles per failure, up to [`RETRY_CAP`].
+const RETRY_BASE: Duration = Duration::from_millis(100);
+const RETRY_CAP: Duration = Duration::from_secs(2);
+
+impl Pools {
+    /// No pools yet.
+    pub fn new(settings: PoolSettings) -> Self {
+        Pools {
+            settings,
+            pools: BTreeMap::new(),
+            servers: BTreeMap::new(),
+            out: VecDeque::new(),
+            next: 1,
+        }
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> PoolSettings {
+        self.settings
+    }
+
+    /// Replaces the settings (a reload); servers beyond a smaller size go as they are freed.
+    pub fn set_settings(&mut self, settings: PoolSettings) {
+        self.settings = settings;
+    }
+
+    /// `client` needs a server of `key`.
+    pub fn acquire(&mut self, now: Instant, client: ClientId, key: &PoolKey) {
+        let deadline = now + self.settings.wait_timeout;
+        let pool = self.pools.entry(key.clone()).or_default();
+        pool.waiting.push_back((client, deadline));
+        self.serve(now, key);
+    }
+
+    /// `client` went away while waiting.
+    pub fn cancel_wait(&mut self, client: ClientId) {
+        for pool in self.pools.values_mut() {
+            pool.waiting.retain(|(c, _)| *c != client);
+        }
+    }
+
+    /// The outcome of an [`PoolOut::Open`]: `Err` with the connect error's text.
+    pub fn opened(&mut self, now: Instant, server: ServerId, result: Result<(), String>) {
+        let Some(s) = self.servers.get_mut(&server) else {
+            return;
+        };
+        let key = s.key.clone();
+        let pool = self.pools.entry(key.clone()).or_default();
+        match result {
+            Ok(()) => {
+                s.state = State::Idle { since: now };
+                pool.idle.push_back(server);
+                pool.failures = 0;
+                pool.retry_at = None;
+            }
+            Err(e) => {
+                self.servers.remove(&server);
+                pool.count -= 1;
+                let factor = 1u32 << pool.failures.min(5);
+                pool.retry_at = Some(now + (RETRY_BASE * factor).min(RETRY_CAP));
+                pool.failures += 1;
+                pool.last_error = Some(e);
+            }
+        }
+        self.serve(now, &key);
+    }
+
+    /// `server` comes back from its client; `reusable` when it stands idle and clean.
+    pub fn release(&mut self, now: Instant, server: ServerId, reusable: bool) {
+        let Some(s) = self.servers.get_mut(&server) else {
+            return;
+        };
+        let key = s.key.clone();
+        let too_old = self.settings.lifetime.is_some_and(|l| now >= s.born + l);
+        let pool = self.pools.entry(key.clone()).or_default();
+        if reusable && !too_old && pool.count <= self.settings.size {
+            s.state = State::Idle { since: now };
+            pool.idle.push_back(server);
+        } else {
+            self.servers.remove(&server);
+            pool.count -= 1;
+            self.out.push_back(PoolOut::Close { server });
+        }
+        self.serve(now, &key);
+    }
+
+    /// Closes `server` whatever its state (it broke while idle).
+    pub fn broken(&mut self, now: Instant, server: ServerId) {
+        if let Some(s) = self.servers.remove(&server) {
+            let pool = self.pools.entry(s.key.clone()).or_default();
+            pool.count -= 1;
+            pool.idle.retain(|i| *i != server);
+            self.serve(now, &s.key);
+        }
+    }
+
+    /// Grants idle servers to waiters, opens new ones while below the size.
+    fn serve(&mut self, now: Instant, key: &PoolKey) {
+        let size = self.settings.size;
+        let Some(pool) = self.pools.get_mut(key) else {
+            return;
+        };
+        while !pool.waiting.is_empty() {
+            if let Some(server) = pool.idle.pop_front() {
+                let Some((client, _)) = pool.waiting.pop_front() else {
+                    break;
+                };
+                if let Some(s) = self.servers.get_mut(&server) {
+                    s.state = State::Busy(client);
+                }
+                self.out.push_back(PoolOut::Grant { client, server });
+                continue;
+            }
+            let opening = self
+                .servers
+                .values()
+                .filter(|s| s.key == *key && s.state == State::Opening)
+                .count();
+            let retry_due = pool.retry_at.is_none_or(|t| t <= now);
+            if pool.count < size && opening < pool.waiting.len() && retry_due {
+                let server = ServerId(self.next);
+                self.next += 1;
+                pool.count += 1;
+                let rec = Server {
+                    key: key.clone(),
+                    born: now,
+                    state: State::Opening,
+                };
+                self.servers.insert(server, rec);
+                self.out.push_back(PoolOut::Open {
+                    server,
+                    key: key.clone(),
+                });
+                continue;
+            }
+            break;
+        }
+    }
+
+    /// The next thing for the adapter to do.
+    pub fn poll_output(&mut self) -> Option<PoolOut> {
+        self.out.pop_front()
+    }
+
+    /// When [`Pools::handle_timeout`] is next due.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut next: Option<Instant> = None;
+        let mut at = |t: Instant| next = Some(next.map_or(t, |n| n.min(t)));
+        for pool in self.pools.values() {
+            if let Some((_, d)) = pool.waiting.front() {
+                at(*d);
+            }
+            if let (Some(r), false) = (pool.retry_at, pool.waiting.is_empty()) {
+                at(r);
+            }
+        }
+        if let Some(idle) = self.settings.idle_timeout {
+            for s in self.servers.values() {
+                if let State::Idle { since } = s.state {
+                    at(since + idle);
+                }
+            }
+        }
+        next
+    }
+
+    /// Times out waiters, retries failed opens, closes servers idle too long.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let keys: Vec<PoolKey> = self.pools.keys().cloned().collect();
+        for key in keys {
+            let Some(pool) = self.pools.get_mut(&key) else {
+                continue;
+            };
+            while let Some(&(client, deadline)) = pool.waiting.front() {
+                if deadline > now {
+                    break;
+                }
+                pool.waiting.pop_front();
+                let message = match &pool.last_error {
+                    Some(e) => format!("query_wait_timeout (server connect failed: {e})"),
+                    None => "query_wait_timeout".to_owned(),
+                };
+                self.out.push_back(PoolOut::Refuse { client, message });
+            }
+            self.serve(now, &key);
+        }
+        let Some(idle) = self.settings.idle_timeout else {
+            return;
+        };
+        let stale: Vec<ServerId> = self
+            .servers
+            .iter()
+            .filter(|(_, s)| matches!(s.state, State::Idle { since } if since + idle <= now))
+            .map(|(id, _)| *id)
+            .collect();
+        for server in stale {
+            self.broken(now, server);
+            self.out.push_back(PoolOut::Close { server });
+        }
+    }
+
+    /// Counts per pool, for the admin console.
+    pub fn counts(&self) -> BTreeMap<PoolKey, PoolCounts> {
+        let mut out: BTreeMap<PoolKey, PoolCounts> = BTreeMap::new();
+        for (key, pool) in &self.pools {
+            let c = out.entry(key.clone()).or_default();
+            c.waiting = pool.waiting.len();
+            c.idle = pool.idle.len();
+        }
+        for s in self.servers.values() {
+            let c = out.entry(s.key.clone()).or_default();
+            match s.state {
+                State::Busy(_) => c.active += 1,
+                State::Opening => c.opening += 1,
+                State::Idle { .. } => {}
+            }
+        }
+        out
+    }
+}

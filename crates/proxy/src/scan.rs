@@ -1,0 +1,236 @@
+//! A cut-through frame scanner: it finds the frames in a byte stream without holding their
+//! bodies back, so a relay forwards each chunk as it arrives (a large DataRow or CopyData is
+//! never buffered whole). Only a frame header split across reads is held, until its fifth
+//! byte arrives, so every forwarded chunk starts on a known frame boundary or inside a body.
+//! The bodies of a few small message types the proxy must read (ReadyForQuery,
+//! ParameterStatus) are copied aside as they pass.
+
+use bytes::{Bytes, BytesMut};
+use pgyard_wire::frame::Limits;
+use pgyard_wire::DecodeError;
+
+/// Longest body the scanner copies aside.
+pub const CAPTURE_MAX: usize = 64 * 1024;
+
+/// A frame that ended within a scanned chunk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Frame {
+    /// The type byte.
+    pub tag: u8,
+    /// Where the frame starts in the chunk (`None`: in an earlier chunk).
+    pub start: Option<usize>,
+    /// Where it ends in the chunk (exclusive).
+    pub end: usize,
+    /// The body, for the captured types.
+    pub body: Option<Vec<u8>>,
+}
+
+/// What one call hands out: bytes safe to forward, and the frames that ended in them.
+#[derive(Debug, Default)]
+pub struct Scanned {
+    /// The bytes, in stream order (the held header bytes of the last call first).
+    pub bytes: Bytes,
+    /// The frames that ended in `bytes`, in order.
+    pub frames: Vec<Frame>,
+}
+
+/// The scanner's position in the stream.
+#[derive(Debug)]
+pub struct Scanner {
+    limits: Limits,
+    capture: fn(u8) -> bool,
+    /// Header bytes of the next frame held from the last chunk.
+    held: Vec<u8>,
+    /// The frame under way: its tag, body bytes still to come, and its captured body.
+    tag: u8,
+    left: usize,
+    body: Option<Vec<u8>>,
+    /// Sticky error.
+    error: Option<DecodeError>,
+}
+
+impl Scanner {
+    /// A scanner at a frame boundary, checking lengths against `limits` and copying the
+    /// bodies of the types `capture` selects.
+    pub fn new(limits: Limits, capture: fn(u8) -> bool) -> Self {
+        Scanner {
+            limits,
+            capture,
+            held: Vec::new(),
+            tag: 0,
+            left: 0,
+            body: None,
+            error: None,
+        }
+    }
+
+    /// Whether the scanner stands between frames with nothing held.
+    pub fn at_boundary(&self) -> bool {
+        self.left == 0 && self.held.is_empty() && self.body.is_none()
+    }
+
+    /// Scans the next chunk. An error (a length below 4 or over the type's limit) is sticky.
+    pub fn scan(&mut self, data: Bytes) -> Result<Scanned, DecodeError> {
+        if let Some(e) = &self.error {
+            return Err(e.clone());
+        }
+        let bytes = if self.held.is_empty() {
+            data
+        } else {
+            let mut joined = BytesMut::with_capacity(self.held.len() + data.len());
+            joined.extend_from_slice(&self.held);
+            joined.extend_from_slice(&data);
+            self.held.clear();
+            joined.freeze()
+        };
+        let mut frames = Vec::new();
+        let mut pos = 0;
+        let mut start = None;
+        loop {
+            if self.left > 0 || self.body.is_some() {
+                let take = self.left.min(bytes.len() - pos);
+                if let Some(b) = &mut self.body {
+                    b.extend_from_slice(&bytes[pos..pos + take]);
+                }
+                pos += take;
+                self.left -= take;
+                if self.left > 0 {
+                    break;
+                }
+                frames.push(Frame {
+                    tag: self.tag,
+                    start: start.take(),
+                    end: pos,
+                    body: self.body.take(),
+                });
+            }
+            let rest = &bytes[pos..];
+            if rest.len() < 5 {
+                self.held.extend_from_slice(rest);
+                break;
+            }
+            let (tag, len) = (
+                rest[0],
+                i32::from_be_bytes([rest[1], rest[2], rest[3], rest[4]]),
+            );
+            if let Err(e) = self.check(tag, len, pos) {
+                self.error = Some(e.clone());
+                return Err(e);
+            }
+            self.tag = tag;
+            self.left = len as usize - 4;
+            let captured = (self.capture)(tag);
+            self.body = captured.then(|| Vec::with_capacity(self.left));
+            start = Some(pos);
+            pos += 5;
+            if self.left == 0 {
+                frames.push(Frame {
+                    tag,
+                    start: start.take(),
+                    end: pos,
+                    body: self.body.take(),
+                });
+            }
+        }
+        let safe = bytes.len() - self.held.len();
+        Ok(Scanned {
+            bytes: bytes.slice(..safe),
+            frames,
+        })
+    }
+
+    fn check(&self, tag: u8, len: i32, offset: usize) -> Result<(), DecodeError> {
+        let too_long = usize::try_from(len).is_ok_and(|l| l > self.limits.tag_max(tag));
+        if len < 4 || too_long {
+            return Err(DecodeError::InvalidLength {
+                length: len.into(),
+                offset,
+            });
+        }
+        if (self.capture)(tag) && len as usize - 4 > CAPTURE_MAX {
+            return Err(DecodeError::Invalid {
+                what: "message body too long for its type",
+                offset,
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn frame(tag: u8, body: &[u8]) -> Vec<u8> {
+        let mut v = vec![tag];
+        v.extend_from_slice(&(body.len() as i32 + 4).to_be_bytes());
+        v.extend_from_slice(body);
+        v
+    }
+
+    fn stream() -> Vec<u8> {
+        let mut s = frame(b'T', b"rowdesc");
+        s.extend(frame(b'D', &[7; 300]));
+        s.extend(frame(b'S', b"TimeZone\0UTC\0"));
+        s.extend(frame(b'C', b"SELECT 1\0"));
+        s.extend(frame(b'Z', b"I"));
+        s
+    }
+
+    /// A frame seen: tag, absolute end, captured body.
+    type Seen = (u8, usize, Option<Vec<u8>>);
+
+    /// Scans `data` cut at `cuts`; the forwarded bytes and the frames.
+    fn scan_cut(data: &[u8], cuts: &[usize]) -> (Vec<u8>, Vec<Seen>) {
+        let mut s = Scanner::new(Limits::libpq_client(), |t| matches!(t, b'S' | b'Z'));
+        let (mut out, mut seen) = (Vec::new(), Vec::new());
+        let mut prev = 0;
+        for &c in cuts.iter().chain(std::iter::once(&data.len())) {
+            let got = s
+                .scan(Bytes::copy_from_slice(&data[prev..c]))
+                .expect("valid");
+            for f in got.frames {
+                seen.push((f.tag, out.len() + f.end, f.body));
+            }
+            out.extend_from_slice(&got.bytes);
+            prev = c;
+        }
+        assert!(s.at_boundary());
+        (out, seen)
+    }
+
+    #[test]
+    fn whole_stream_in_one_chunk() {
+        let data = stream();
+        let (out, seen) = scan_cut(&data, &[]);
+        assert_eq!(out, data);
+        let tags: Vec<u8> = seen.iter().map(|f| f.0).collect();
+        assert_eq!(tags, b"TDSCZ");
+        assert_eq!(seen[2].2.as_deref(), Some(&b"TimeZone\0UTC\0"[..]));
+        assert_eq!(seen[4].2.as_deref(), Some(&b"I"[..]));
+        assert_eq!(seen[4].1, data.len());
+    }
+
+    #[test]
+    fn a_bad_length_is_an_error_and_sticks() {
+        let mut s = Scanner::new(Limits::libpq_client(), |_| false);
+        let bad = Bytes::from_static(&[b'Z', 0, 0, 0, 3]);
+        assert!(s.scan(bad).is_err());
+        assert!(s.scan(Bytes::from_static(b"x")).is_err());
+        let mut s = Scanner::new(Limits::libpq_client(), |t| t == b'S');
+        let long = Bytes::from_static(&[b'S', 0, 2, 0, 0]);
+        assert!(s.scan(long).is_err(), "a captured body over CAPTURE_MAX");
+    }
+
+    proptest! {
+        #[test]
+        fn any_cuts_give_the_same_bytes_and_frames(mut cuts in proptest::collection::vec(0usize..345, 0..12)) {
+            let data = stream();
+            cuts.retain(|&c| c <= data.len());
+            cuts.sort_unstable();
+            let whole = scan_cut(&data, &[]);
+            prop_assert_eq!(scan_cut(&data, &cuts), whole);
+        }
+    }
+}

@@ -1,0 +1,389 @@
+//! The client-session machine on its own: what it sends each side, when it asks for and gives
+//! back servers, and what it refuses — no sockets, no clock.
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use pgyard_proxy::classes::{MIN_LSN, ROUTE, TAG};
+use pgyard_proxy::client::Settings;
+use pgyard_proxy::{
+    CancelKey, ClientAuth, ClientConfig, ClientId, ClientOut, ClientSession, Lent, PoolMode, Route,
+    ServerId,
+};
+use pgyard_types::Instant;
+use pgyard_wire::auth::LoginRandom;
+use pgyard_wire::backend::{self, TransactionStatus};
+use pgyard_wire::frame::{frames, ProtocolVersion};
+use pgyard_wire::frontend;
+use pgyard_wire::middleware::encode_middleware;
+use proptest::prelude::*;
+
+const T0: Instant = Instant(0);
+
+fn session(mode: PoolMode) -> ClientSession {
+    let config = ClientConfig {
+        auth: ClientAuth::Trust,
+        pool_mode: mode,
+        default_route: Route::Primary,
+        login_timeout: Duration::from_secs(5),
+    };
+    let key = CancelKey {
+        pid: 77,
+        secret: vec![9; 32],
+    };
+    let random = LoginRandom {
+        salt: [1; 4],
+        nonce: [2; 18],
+        mock_salt: [3; 16],
+    };
+    ClientSession::new(T0, ClientId(1), config, key, random)
+}
+
+fn startup(extra: &[(&[u8], &[u8])]) -> Vec<u8> {
+    let mut params: Vec<(&[u8], &[u8])> = vec![(b"user", b"alice"), (b"database", b"app")];
+    params.extend_from_slice(extra);
+    let mut b = BytesMut::new();
+    frontend::encode_startup(ProtocolVersion::V3_0, &params, &mut b).expect("startup");
+    b.to_vec()
+}
+
+fn outputs(s: &mut ClientSession) -> Vec<ClientOut> {
+    std::iter::from_fn(|| s.poll_output()).collect()
+}
+
+fn server(id: u64, pairs: &[(&str, &str)]) -> Lent {
+    Lent {
+        id: ServerId(id),
+        settings: pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<Settings>(),
+        in_recovery: Some(false),
+    }
+}
+
+/// The type bytes of every frame in `bytes`.
+fn tags(bytes: &[u8]) -> Vec<u8> {
+    frames(bytes, 1 << 30)
+        .map(|f| f.expect("frame").tag)
+        .collect()
+}
+
+fn query(sql: &str) -> Vec<u8> {
+    let mut b = BytesMut::new();
+    frontend::encode_query(sql.as_bytes(), &mut b).expect("query");
+    b.to_vec()
+}
+
+fn middleware(class: i64, payload: &[u8]) -> Vec<u8> {
+    let mut b = BytesMut::new();
+    encode_middleware(class, payload, &mut b).expect("M");
+    b.to_vec()
+}
+
+fn reply(status: TransactionStatus) -> Bytes {
+    let mut b = BytesMut::new();
+    backend::encode_command_complete(b"SELECT 1", &mut b).expect("C");
+    backend::encode_ready_for_query(status, &mut b);
+    b.freeze()
+}
+
+/// Logs a transaction-mode client in and gives the welcome server back.
+fn logged_in(mode: PoolMode, extra: &[(&[u8], &[u8])]) -> (ClientSession, Vec<ClientOut>) {
+    let mut s = session(mode);
+    s.handle_client_bytes(T0, &startup(extra));
+    let out = outputs(&mut s);
+    assert!(
+        matches!(&out[..], [ClientOut::Acquire(k)] if k.user == "alice" && k.database == "app"),
+        "{out:?}"
+    );
+    s.handle_server(
+        T0,
+        server(1, &[("TimeZone", "UTC"), ("server_version", "18.4")]),
+    );
+    let out = outputs(&mut s);
+    (s, out)
+}
+
+#[test]
+fn the_welcome_shows_the_servers_settings_with_the_clients_own() {
+    let (_, out) = logged_in(
+        PoolMode::Transaction,
+        &[
+            (b"TimeZone", b"Asia/Tokyo"),
+            (b"_pq_.middleware_messages", b"on"),
+        ],
+    );
+    let ClientOut::ToClient(welcome) = &out[0] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(tags(welcome), b"RSSSKZ");
+    let text = String::from_utf8_lossy(welcome);
+    assert!(text.contains("TimeZone\0Asia/Tokyo\0"), "{text:?}");
+    assert!(text.contains("middleware_messages\0on\0"), "{text:?}");
+    assert!(text.contains("server_version\u{0}18.4"), "{text:?}");
+    assert!(
+        matches!(&out[1], ClientOut::Release { server, reusable: true } if server.id == ServerId(1)),
+        "transaction mode gives the welcome server back: {out:?}"
+    );
+}
+
+#[test]
+fn a_transaction_borrows_a_server_until_ready_for_query_idle() {
+    let (mut s, _) = logged_in(PoolMode::Transaction, &[]);
+    let mut input = middleware(ROUTE, b"standby");
+    input.extend(query("begin"));
+    s.handle_client_bytes(T0, &input);
+    let out = outputs(&mut s);
+    let [ClientOut::Acquire(key)] = &out[..] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(key.route, Route::Standby);
+    // Same TimeZone as the client saw: nothing to align, the held query goes out.
+    s.handle_server(T0, server(2, &[("TimeZone", "UTC")]));
+    let out = outputs(&mut s);
+    assert!(
+        matches!(&out[..], [ClientOut::ToServer(b)] if tags(b) == b"Q"),
+        "{out:?}"
+    );
+    s.handle_server_bytes(T0, reply(TransactionStatus::InTransaction));
+    let out = outputs(&mut s);
+    assert!(
+        matches!(&out[..], [ClientOut::ToClient(_)]),
+        "inside a block it stays: {out:?}"
+    );
+    s.handle_client_bytes(T0, &query("commit"));
+    s.handle_server_bytes(T0, reply(TransactionStatus::Idle));
+    let out = outputs(&mut s);
+    assert!(
+        matches!(
+            &out[..],
+            [
+                ClientOut::ToServer(_),
+                ClientOut::ToClient(_),
+                ClientOut::Release { reusable: true, .. }
+            ]
+        ),
+        "{out:?}"
+    );
+    assert_eq!(s.stats().transactions, 1);
+}
+
+#[test]
+fn a_pipeline_keeps_its_server_until_its_last_sync_is_answered() {
+    let (mut s, _) = logged_in(PoolMode::Transaction, &[]);
+    let mut b = BytesMut::new();
+    for _ in 0..2 {
+        frontend::encode_parse(b"", b"select 1", &[], &mut b).expect("P");
+        frontend::encode_bind(b"", b"", &[], &[], &[], &mut b).expect("B");
+        frontend::encode_execute(b"", 0, &mut b).expect("E");
+        frontend::encode_sync(&mut b);
+    }
+    s.handle_client_bytes(T0, &b);
+    s.handle_server(T0, server(3, &[("TimeZone", "UTC")]));
+    outputs(&mut s);
+    s.handle_server_bytes(T0, reply(TransactionStatus::Idle));
+    let out = outputs(&mut s);
+    assert!(
+        matches!(&out[..], [ClientOut::ToClient(_)]),
+        "one Sync still owed: {out:?}"
+    );
+    s.handle_server_bytes(T0, reply(TransactionStatus::Idle));
+    let out = outputs(&mut s);
+    assert!(
+        matches!(out.last(), Some(ClientOut::Release { reusable: true, .. })),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn settings_are_aligned_before_the_clients_query_and_the_replies_are_swallowed() {
+    let (mut s, _) = logged_in(PoolMode::Transaction, &[(b"application_name", b"o'k")]);
+    s.handle_client_bytes(T0, &query("select 1"));
+    outputs(&mut s);
+    s.handle_server(T0, server(4, &[("TimeZone", "Europe/Paris")]));
+    let out = outputs(&mut s);
+    let [ClientOut::ToServer(set)] = &out[..] else {
+        panic!("{out:?}")
+    };
+    let sql = String::from_utf8_lossy(&set[5..]).into_owned();
+    assert!(sql.contains("SET TimeZone TO 'UTC';"), "{sql}");
+    assert!(sql.contains("SET application_name TO 'o''k';"), "{sql}");
+    let mut answer = BytesMut::new();
+    backend::ParameterStatus {
+        name: b"TimeZone",
+        value: b"UTC",
+    }
+    .encode(&mut answer)
+    .expect("S");
+    answer.extend_from_slice(&reply(TransactionStatus::Idle));
+    s.handle_server_bytes(T0, answer.freeze());
+    let out = outputs(&mut s);
+    assert!(
+        matches!(&out[..], [ClientOut::ToServer(q)] if tags(q) == b"Q"),
+        "the alignment's replies never reach the client: {out:?}"
+    );
+}
+
+#[test]
+fn terminate_and_middleware_messages_never_reach_the_server() {
+    let (mut s, _) = logged_in(PoolMode::Session, &[]);
+    outputs(&mut s);
+    let mut input = query("select 1");
+    input.extend(middleware(TAG, b"batch"));
+    input.extend(middleware(MIN_LSN, b"0/16B3748"));
+    input.extend(middleware(9, b"someone else's"));
+    input.extend([b'X', 0, 0, 0, 4]);
+    s.handle_client_bytes(T0, &input);
+    let out = outputs(&mut s);
+    let sent: Vec<u8> = out
+        .iter()
+        .filter_map(|o| match o {
+            ClientOut::ToServer(b) => Some(b.to_vec()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(tags(&sent), b"Q");
+    assert_eq!(s.tag(), Some("batch"));
+    assert_eq!(s.stats().middleware, 3);
+    assert_eq!(s.stats().unknown_classes, 1);
+    assert!(matches!(out.last(), Some(ClientOut::Close)), "{out:?}");
+    // A query was owed a reply: the server is not clean.
+    assert!(out.iter().any(|o| matches!(
+        o,
+        ClientOut::Release {
+            reusable: false,
+            ..
+        }
+    )));
+}
+
+#[test]
+fn a_malformed_payload_of_a_known_class_disconnects_with_08p01() {
+    let (mut s, _) = logged_in(PoolMode::Transaction, &[]);
+    s.handle_client_bytes(T0, &middleware(ROUTE, b"master"));
+    let out = outputs(&mut s);
+    let ClientOut::ToClient(err) = &out[0] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(tags(err), b"E");
+    let text = String::from_utf8_lossy(err);
+    assert!(
+        text.contains("C08P01") && text.contains("invalid ROUTE"),
+        "{text}"
+    );
+    assert!(matches!(out.last(), Some(ClientOut::Close)));
+    assert!(s.is_closed());
+}
+
+#[test]
+fn startup_packets_answered_as_a_server_would() {
+    let mut s = session(PoolMode::Transaction);
+    let mut ssl = BytesMut::new();
+    frontend::encode_ssl_request(&mut ssl);
+    s.handle_client_bytes(T0, &ssl);
+    assert!(matches!(&outputs(&mut s)[..], [ClientOut::ToClient(b)] if &b[..] == b"N"));
+
+    let mut s = session(PoolMode::Transaction);
+    let mut b = BytesMut::new();
+    frontend::encode_startup(ProtocolVersion::new(4, 0), &[(b"user", b"a")], &mut b).expect("v4");
+    s.handle_client_bytes(T0, &b);
+    let out = outputs(&mut s);
+    let ClientOut::ToClient(err) = &out[0] else {
+        panic!("{out:?}")
+    };
+    assert!(String::from_utf8_lossy(err).contains("unsupported frontend protocol 4.0"));
+
+    let mut s = session(PoolMode::Transaction);
+    s.handle_client_bytes(T0, &startup(&[(b"_pq_.compression", b"on")]));
+    let out = outputs(&mut s);
+    assert!(
+        matches!(&out[0], ClientOut::ToClient(b) if tags(b) == b"v"),
+        "NegotiateProtocolVersion names the option: {out:?}"
+    );
+
+    let mut cancel = BytesMut::new();
+    frontend::encode_cancel_request(77, &[9; 4], &mut cancel).expect("cancel");
+    let mut s = session(PoolMode::Transaction);
+    s.handle_client_bytes(T0, &cancel);
+    let out = outputs(&mut s);
+    assert!(
+        matches!(&out[..], [ClientOut::Cancel { pid: 77, key }, ClientOut::Close] if key == &[9; 4]),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn a_lost_server_fails_only_a_client_that_was_owed_a_reply() {
+    let (mut s, _) = logged_in(PoolMode::Transaction, &[]);
+    s.handle_client_bytes(T0, &query("select pg_sleep(10)"));
+    s.handle_server(T0, server(5, &[("TimeZone", "UTC")]));
+    outputs(&mut s);
+    s.handle_server_gone();
+    let out = outputs(&mut s);
+    assert!(
+        matches!(
+            &out[0],
+            ClientOut::Release {
+                reusable: false,
+                ..
+            }
+        ),
+        "{out:?}"
+    );
+    let ClientOut::ToClient(err) = &out[1] else {
+        panic!("{out:?}")
+    };
+    assert!(String::from_utf8_lossy(err).contains("C08006"));
+    assert!(s.is_closed());
+}
+
+#[test]
+fn the_login_timeout_ends_a_silent_client() {
+    let mut s = session(PoolMode::Transaction);
+    assert_eq!(s.poll_timeout(), Some(Instant(5_000_000_000)));
+    s.handle_timeout(Instant(5_000_000_000));
+    let out = outputs(&mut s);
+    assert!(matches!(out.last(), Some(ClientOut::Close)), "{out:?}");
+}
+
+proptest! {
+    /// However the client's bytes are cut, the server gets exactly its non-M, non-Terminate
+    /// frames, in order, and never an `M`.
+    #[test]
+    fn cuts_never_leak_middleware(
+        kinds in proptest::collection::vec(0u8..4, 1..12),
+        cuts in proptest::collection::vec(1usize..40, 0..20),
+    ) {
+        let (mut s, _) = logged_in(PoolMode::Session, &[]);
+        outputs(&mut s);
+        let mut input = Vec::new();
+        let mut expected = Vec::new();
+        for (i, k) in kinds.iter().enumerate() {
+            match k {
+                0 => input.extend(middleware(ROUTE, b"any")),
+                1 => input.extend(middleware(7, &vec![b'x'; i])),
+                _ => {
+                    let q = query(&format!("select {i}"));
+                    expected.extend_from_slice(&q);
+                    input.extend(q);
+                }
+            }
+        }
+        let mut sent = Vec::new();
+        let mut rest = &input[..];
+        for c in cuts {
+            let (now, later) = rest.split_at(c.min(rest.len()));
+            s.handle_client_bytes(T0, now);
+            rest = later;
+        }
+        s.handle_client_bytes(T0, rest);
+        for o in outputs(&mut s) {
+            if let ClientOut::ToServer(b) = o {
+                sent.extend_from_slice(&b);
+            }
+        }
+        prop_assert_eq!(sent, expected);
+    }
+}

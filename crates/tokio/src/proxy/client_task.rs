@@ -1,0 +1,210 @@
+//! One client connection's task: it feeds the client's bytes, the lent server's bytes, the
+//! pool's answers and the time to the [`ClientSession`], and performs what it asks.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use pgyard_driver::Clock;
+use pgyard_proxy::{CancelKey, ClientId, ClientOut, ClientSession, Lent};
+use pgyard_types::{rng_from_seed, RngCore};
+use pgyard_wire::auth::LoginRandom;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+
+use super::pool_task::{Granted, PoolMsg};
+use super::ProxyConfig;
+use crate::Session;
+
+/// Bytes read from a socket at a time.
+const READ_CHUNK: usize = 32 * 1024;
+
+pub(super) struct ClientTask {
+    id: ClientId,
+    session: ClientSession,
+    clock: Clock,
+    pool: mpsc::UnboundedSender<PoolMsg>,
+    server: Option<(Box<Session>, Lent)>,
+    waiting: Option<oneshot::Receiver<Granted>>,
+}
+
+impl ClientTask {
+    pub(super) fn new(
+        id: u64,
+        seed: u64,
+        _peer: SocketAddr,
+        config: Arc<ProxyConfig>,
+        pool: mpsc::UnboundedSender<PoolMsg>,
+    ) -> Self {
+        let mut rng = rng_from_seed(seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let mut secret = vec![0u8; 32];
+        rng.fill_bytes(&mut secret);
+        let key = CancelKey {
+            pid: (rng.next_u32() >> 1) as i32,
+            secret,
+        };
+        let mut random = LoginRandom {
+            salt: [0; 4],
+            nonce: [0; 18],
+            mock_salt: [0; 16],
+        };
+        rng.fill_bytes(&mut random.salt);
+        rng.fill_bytes(&mut random.nonce);
+        rng.fill_bytes(&mut random.mock_salt);
+        let clock = Clock::new();
+        let id = ClientId(id);
+        let _ = pool.send(PoolMsg::Register {
+            client: id,
+            pid: key.pid,
+            secret: key.secret.clone(),
+        });
+        let session = ClientSession::new(clock.now(), id, config.client.clone(), key, random);
+        ClientTask {
+            id,
+            session,
+            clock,
+            pool,
+            server: None,
+            waiting: None,
+        }
+    }
+
+    pub(super) async fn run(mut self, mut sock: TcpStream) {
+        let mut from_client = BytesMut::with_capacity(READ_CHUNK);
+        let mut from_server = BytesMut::with_capacity(READ_CHUNK);
+        while self.perform(&mut sock).await {
+            let deadline = self.session.poll_timeout().map(|d| self.clock.deadline(d));
+            let reading = self.session.wants_client_bytes();
+            tokio::select! {
+                r = sock.read_buf(&mut from_client), if reading => {
+                    let now = self.clock.now();
+                    match r {
+                        Ok(n) if n > 0 => {
+                            self.session.handle_client_bytes(now, &from_client);
+                            from_client.clear();
+                        }
+                        _ => self.session.handle_client_gone(),
+                    }
+                }
+                r = recv(&mut self.server, &mut from_server) => {
+                    let now = self.clock.now();
+                    match r {
+                        Ok(()) => {
+                            let chunk = from_server.split().freeze();
+                            self.session.handle_server_bytes(now, chunk);
+                        }
+                        Err(_) => self.session.handle_server_gone(),
+                    }
+                }
+                g = wait(&mut self.waiting) => {
+                    self.waiting = None;
+                    match g {
+                        Some(Granted::Server(conn, lent)) => {
+                            self.server = Some((conn, lent.clone()));
+                            self.session.handle_server(self.clock.now(), lent);
+                        }
+                        Some(Granted::Refused(text)) => self.session.handle_refused(&text),
+                        None => self.session.handle_refused("pool task gone"),
+                    }
+                }
+                () = sleep(deadline) => self.session.handle_timeout(self.clock.now()),
+            }
+            if from_server.capacity() < READ_CHUNK / 2 {
+                from_server.reserve(READ_CHUNK);
+            }
+        }
+        if self.waiting.take().is_some() {
+            let _ = self.pool.send(PoolMsg::CancelWait { client: self.id });
+        }
+        if let Some((conn, lent)) = self.server.take() {
+            // The machine did not give it back (it closed mid-protocol): it cannot be reused.
+            let _ = self.pool.send(PoolMsg::Release {
+                client: self.id,
+                lent,
+                conn: Some(conn),
+                reusable: false,
+            });
+        }
+        let _ = self.pool.send(PoolMsg::Unregister { client: self.id });
+    }
+
+    /// Performs the session's output; false once the client connection is to close.
+    async fn perform(&mut self, sock: &mut TcpStream) -> bool {
+        while let Some(out) = self.session.poll_output() {
+            match out {
+                ClientOut::ToClient(bytes) => {
+                    if sock.write_all(&bytes).await.is_err() {
+                        self.session.handle_client_gone();
+                    }
+                }
+                ClientOut::ToServer(bytes) => {
+                    let sent = match self.server.as_mut() {
+                        Some((conn, _)) => conn.send_frame(&bytes).await.is_ok(),
+                        None => false,
+                    };
+                    if !sent {
+                        self.session.handle_server_gone();
+                    }
+                }
+                ClientOut::Acquire(key) => {
+                    let (reply, rx) = oneshot::channel();
+                    let client = self.id;
+                    let _ = self.pool.send(PoolMsg::Acquire { client, key, reply });
+                    self.waiting = Some(rx);
+                }
+                ClientOut::Release { server, reusable } => {
+                    let conn = self.server.take().map(|(c, _)| c);
+                    let msg = PoolMsg::Release {
+                        client: self.id,
+                        lent: server,
+                        conn,
+                        reusable,
+                    };
+                    let _ = self.pool.send(msg);
+                }
+                ClientOut::Cancel { pid, key } => {
+                    let _ = self.pool.send(PoolMsg::Cancel { pid, secret: key });
+                }
+                ClientOut::Close => {
+                    linger(sock).await;
+                    return false;
+                }
+            }
+        }
+        !self.session.is_closed()
+    }
+}
+
+/// Closes our side, then reads and drops what the client still sends for a moment, so that
+/// a closing socket with unread data does not reset the connection and take the error just
+/// written with it.
+async fn linger(sock: &mut TcpStream) {
+    let _ = sock.shutdown().await;
+    let mut sink = [0u8; 4096];
+    let drain = async { while matches!(sock.read(&mut sink).await, Ok(n) if n > 0) {} };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), drain).await;
+}
+
+/// Reads from the lent server, or never when there is none.
+async fn recv(server: &mut Option<(Box<Session>, Lent)>, buf: &mut BytesMut) -> Result<(), ()> {
+    match server {
+        Some((conn, _)) => conn.recv_bytes(buf).await.map_err(|_| ()),
+        None => std::future::pending().await,
+    }
+}
+
+/// The pool's answer, or never when none is awaited.
+async fn wait(waiting: &mut Option<oneshot::Receiver<Granted>>) -> Option<Granted> {
+    match waiting {
+        Some(rx) => rx.await.ok(),
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep(deadline: Option<std::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d.into()).await,
+        None => std::future::pending().await,
+    }
+}

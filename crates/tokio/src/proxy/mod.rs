@@ -1,0 +1,79 @@
+//! `pgyard proxy` over tokio: a listener whose client connections each run a
+//! [`pgyard_proxy::ClientSession`] in a task, and one task that owns the
+//! [`pgyard_proxy::Pools`] and the idle server connections. Server connections are opened by
+//! [`crate::connect`] (the connect machine through the shared driver core) with the backend's
+//! hosts and the route's `target_session_attrs`. Decisions are the machines'; this module
+//! only moves bytes, time and connections. See `docs/proxy.md`.
+
+mod client_task;
+mod pool_task;
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use pgyard_proxy::{AuthFile, ClientConfig, PoolSettings};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+pub use pool_task::server_conninfo;
+
+/// Everything a running proxy needs.
+#[derive(Clone, Debug)]
+pub struct ProxyConfig {
+    /// The backend's connection string (keyword/value form; its hosts, port, TLS and password
+    /// settings), to which each pool adds `user`, `dbname` and the route's settings.
+    pub backend: String,
+    /// The client side.
+    pub client: ClientConfig,
+    /// The pools.
+    pub pool: PoolSettings,
+    /// Seed for the proxy's cancel keys and login nonces (`None`: from the OS).
+    pub seed: Option<u64>,
+}
+
+/// A running proxy's handle: where it listens.
+#[derive(Debug)]
+pub struct Proxy {
+    /// The address it accepts clients on.
+    pub addr: SocketAddr,
+}
+
+/// Accepts clients on `listener` until the task is dropped or aborted.
+pub async fn serve(config: ProxyConfig, listener: TcpListener) -> io::Result<()> {
+    let config = Arc::new(config);
+    let (pool_tx, pool_rx) = mpsc::unbounded_channel();
+    tokio::spawn(pool_task::run(config.clone(), pool_rx));
+    let next = AtomicU64::new(1);
+    let seed = config.seed.unwrap_or_else(pgyard_driver::os_seed);
+    loop {
+        let (sock, peer) = listener.accept().await?;
+        let _ = sock.set_nodelay(true);
+        let id = next.fetch_add(1, Ordering::Relaxed);
+        let task = client_task::ClientTask::new(id, seed, peer, config.clone(), pool_tx.clone());
+        tokio::spawn(task.run(sock));
+    }
+}
+
+/// Reads an auth file (PgBouncer's format), salting the verifiers of plain passwords with
+/// the operating system's randomness; the error says which file and line.
+pub fn read_auth_file(path: &std::path::Path) -> Result<AuthFile, String> {
+    let limit = pgyard_proxy::auth_file::AUTH_FILE_MAX as u64;
+    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    if size > limit {
+        return Err(format!("{}: larger than {limit} bytes", path.display()));
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut rng = pgyard_types::rng_from_seed(pgyard_driver::os_seed());
+    AuthFile::parse(&text, &mut rng).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Binds `addr` and serves on a task of its own; the handle says where it listens.
+pub async fn spawn(config: ProxyConfig, addr: SocketAddr) -> io::Result<Proxy> {
+    let listener = TcpListener::bind(addr).await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(serve(config, listener));
+    Ok(Proxy { addr })
+}
