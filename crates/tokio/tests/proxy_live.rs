@@ -166,3 +166,163 @@ async fn passwords_from_the_auth_file_and_malformed_middleware_messages() {
         "{err}"
     );
 }
+
+/// pgbench's standard output for `args` against the proxy (a thread of its own).
+async fn pgbench(args: Vec<String>) -> String {
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        pgyard_testkit::fixtures::pgbench(&args, Duration::from_secs(120))
+    })
+    .await
+    .expect("pgbench thread")
+    .expect("pgbench")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pgbench_runs_through_transaction_pooling() {
+    let primary = Primary::start(Options::default()).expect("primary");
+    let direct = format!(
+        "host=127.0.0.1 port={} user=postgres dbname=postgres",
+        primary.port()
+    );
+    pgbench(vec![
+        "-i".into(),
+        "-q".into(),
+        "-s".into(),
+        "1".into(),
+        direct,
+    ])
+    .await;
+    let backend = format!("host=127.0.0.1 port={}", primary.port());
+    let cfg = config(backend, PoolMode::Transaction, ClientAuth::Trust, 2);
+    let proxy = spawn(cfg, "127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("proxy");
+    for mode in ["simple", "extended"] {
+        for select_only in [true, false] {
+            let mut args: Vec<String> = ["-n", "-c", "6", "-j", "2", "-t", "50", "-M", mode]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            if select_only {
+                args.push("-S".into());
+            }
+            args.push(via(proxy.addr, "postgres"));
+            let out = pgbench(args).await;
+            assert!(
+                out.contains("number of transactions actually processed: 300/300"),
+                "{mode} select_only={select_only}:\n{out}"
+            );
+            assert!(out.contains("number of failed transactions: 0"), "{out}");
+        }
+    }
+    // Six clients shared two server connections.
+    let servers = psql(
+        &format!(
+            "host=127.0.0.1 port={} user=postgres dbname=postgres",
+            primary.port()
+        ),
+        "select count(*) from pg_stat_activity \
+         where backend_type = 'client backend' and pid <> pg_backend_pid()",
+    )
+    .expect("count");
+    let servers: u32 = servers.parse().expect("a number");
+    assert!((1..=2).contains(&servers), "{servers} server connections");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_reaches_the_query_of_the_client_that_asked() {
+    let primary = Primary::start(Options::default()).expect("primary");
+    let backend = format!("host=127.0.0.1 port={}", primary.port());
+    let cfg = config(backend, PoolMode::Transaction, ClientAuth::Trust, 4);
+    let proxy = spawn(cfg, "127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("proxy");
+    let mut sleeper = connect(&via(proxy.addr, "postgres"))
+        .await
+        .expect("sleeper");
+    let mut bystander = connect(&via(proxy.addr, "postgres"))
+        .await
+        .expect("bystander");
+    let token = sleeper.cancel_token().expect("the proxy's key");
+    let bystanding = tokio::spawn(async move {
+        let r = bystander.simple_query("select pg_sleep(1.5)").await;
+        (bystander, r)
+    });
+    let started = std::time::Instant::now();
+    let sleeping = tokio::spawn(async move { sleeper.simple_query("select pg_sleep(30)").await });
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    token.cancel().await.expect("cancel sent");
+    let err = sleeping.await.expect("task").expect_err("cancelled");
+    assert!(
+        err.to_string()
+            .contains("canceling statement due to user request"),
+        "{err}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let (_, r) = bystanding.await.expect("task");
+    assert!(r.is_ok(), "the other client's query is untouched: {r:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_fails_only_transactions_in_flight() {
+    use pgyard_tokio::ErrorKind;
+    let mut primary = Primary::start(Options::default()).expect("primary");
+    let s1 = primary.add_standby("s1").expect("standby").port();
+    let backend = format!("host=127.0.0.1,127.0.0.1 port={},{s1}", primary.port());
+    let cfg = config(backend, PoolMode::Transaction, ClientAuth::Trust, 4);
+    let proxy = spawn(cfg, "127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("proxy");
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut loops = Vec::new();
+    for _ in 0..4 {
+        let (stop, conninfo) = (stop.clone(), via(proxy.addr, "postgres"));
+        loops.push(tokio::spawn(async move {
+            let mut c = connect(&conninfo).await.expect("client");
+            let (mut errors, mut last_port) = (Vec::new(), String::new());
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                match c.simple_query("select inet_server_port()").await {
+                    Ok(rows) => last_port = rows[0][0].clone().unwrap_or_default(),
+                    Err(e) => {
+                        // Only a transaction in flight may fail, and only once per client.
+                        errors.push(e);
+                        c = connect(&conninfo).await.expect("reconnect");
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            (errors, last_port)
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Kept until the end: dropping the cluster stops its servers.
+    let _cluster = tokio::task::spawn_blocking(move || {
+        pgyard_testkit::fixtures::fail_over(&mut primary, "s1").expect("failover");
+        primary
+    })
+    .await
+    .expect("failover thread");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut quiet = 0;
+    for l in loops {
+        let (errors, last_port) = l.await.expect("loop");
+        assert_eq!(
+            last_port,
+            s1.to_string(),
+            "every client ends on the new primary"
+        );
+        assert!(errors.len() <= 1, "{errors:?}");
+        for e in &errors {
+            let sqlstate = e.sqlstate().map(|s| s.to_string());
+            assert!(
+                matches!(sqlstate.as_deref(), Some("57P01" | "08006"))
+                    || e.kind() == ErrorKind::Transient,
+                "{e} ({sqlstate:?})"
+            );
+        }
+        quiet += usize::from(errors.is_empty());
+    }
+    assert!(quiet > 0, "clients between transactions never notice");
+}

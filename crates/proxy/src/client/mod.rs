@@ -238,6 +238,23 @@ impl ClientSession {
         (&self.who.user, &self.who.database)
     }
 
+    /// The cancel secret the client was given (4 bytes under protocol 3.0, all of it under
+    /// 3.2), once its StartupMessage said which; a CancelRequest must carry exactly this.
+    pub fn cancel_secret(&self) -> Option<&[u8]> {
+        let version = self.who.version?;
+        let secret = &self.key.secret[..];
+        Some(if version.has_variable_cancel_key() {
+            secret
+        } else {
+            &secret[..4.min(secret.len())]
+        })
+    }
+
+    /// The process id in the client's cancel key.
+    pub fn cancel_pid(&self) -> i32 {
+        self.key.pid
+    }
+
     /// The route its next transaction takes.
     pub fn route(&self) -> Route {
         self.route

@@ -211,12 +211,7 @@ impl ClientSession {
             };
             let _ = ps.encode(&mut buf);
         }
-        let v32 = self.who.version == Some(ProtocolVersion::V3_2);
-        let key = if v32 {
-            &self.key.secret[..]
-        } else {
-            &self.key.secret[..4.min(self.key.secret.len())]
-        };
+        let key = self.cancel_secret().unwrap_or_default();
         let _ = BackendKeyData {
             pid: self.key.pid,
             key,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use bytes::BytesMut;
 use pgyard_driver::Clock;
-use pgyard_proxy::{CancelKey, ClientId, ClientOut, ClientSession, Lent};
+use pgyard_proxy::{CancelKey, ClientId, ClientOut, ClientSession, Lent, PoolKey};
 use pgyard_types::{rng_from_seed, RngCore};
 use pgyard_wire::auth::LoginRandom;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -27,6 +27,10 @@ pub(super) struct ClientTask {
     pool: mpsc::UnboundedSender<PoolMsg>,
     server: Option<(Box<Session>, Lent)>,
     waiting: Option<oneshot::Receiver<Granted>>,
+    /// Whether the pool task knows the client's cancel key.
+    registered: bool,
+    /// The pool the awaited server comes from.
+    wanted: Option<PoolKey>,
 }
 
 impl ClientTask {
@@ -54,11 +58,6 @@ impl ClientTask {
         rng.fill_bytes(&mut random.mock_salt);
         let clock = Clock::new();
         let id = ClientId(id);
-        let _ = pool.send(PoolMsg::Register {
-            client: id,
-            pid: key.pid,
-            secret: key.secret.clone(),
-        });
         let session = ClientSession::new(clock.now(), id, config.client.clone(), key, random);
         ClientTask {
             id,
@@ -67,6 +66,8 @@ impl ClientTask {
             pool,
             server: None,
             waiting: None,
+            registered: false,
+            wanted: None,
         }
     }
 
@@ -74,6 +75,7 @@ impl ClientTask {
         let mut from_client = BytesMut::with_capacity(READ_CHUNK);
         let mut from_server = BytesMut::with_capacity(READ_CHUNK);
         while self.perform(&mut sock).await {
+            self.register();
             let deadline = self.session.poll_timeout().map(|d| self.clock.deadline(d));
             let reading = self.session.wants_client_bytes();
             tokio::select! {
@@ -100,7 +102,13 @@ impl ClientTask {
                 g = wait(&mut self.waiting) => {
                     self.waiting = None;
                     match g {
-                        Some(Granted::Server(conn, lent)) => {
+                        Some(Granted::Server(mut conn, lent)) => {
+                            if stale(&mut conn).await {
+                                // It spoke or closed while idle (a server shutting down says
+                                // FATAL first): never lend it; ask again.
+                                self.replace(lent);
+                                continue;
+                            }
                             self.server = Some((conn, lent.clone()));
                             self.session.handle_server(self.clock.now(), lent);
                         }
@@ -129,6 +137,43 @@ impl ClientTask {
         let _ = self.pool.send(PoolMsg::Unregister { client: self.id });
     }
 
+    fn acquire(&mut self, key: PoolKey) {
+        let (reply, rx) = oneshot::channel();
+        self.wanted = Some(key.clone());
+        let client = self.id;
+        let _ = self.pool.send(PoolMsg::Acquire { client, key, reply });
+        self.waiting = Some(rx);
+    }
+
+    /// Gives back a broken server and asks for another of the same pool.
+    fn replace(&mut self, lent: Lent) {
+        let msg = PoolMsg::Release {
+            client: self.id,
+            lent,
+            conn: None,
+            reusable: false,
+        };
+        let _ = self.pool.send(msg);
+        if let Some(key) = self.wanted.clone() {
+            self.acquire(key);
+        }
+    }
+
+    /// Tells the pool task the cancel key once the client has been given it.
+    fn register(&mut self) {
+        if self.registered {
+            return;
+        }
+        if let Some(secret) = self.session.cancel_secret() {
+            self.registered = true;
+            let _ = self.pool.send(PoolMsg::Register {
+                client: self.id,
+                pid: self.session.cancel_pid(),
+                secret: secret.to_vec(),
+            });
+        }
+    }
+
     /// Performs the session's output; false once the client connection is to close.
     async fn perform(&mut self, sock: &mut TcpStream) -> bool {
         while let Some(out) = self.session.poll_output() {
@@ -147,12 +192,7 @@ impl ClientTask {
                         self.session.handle_server_gone();
                     }
                 }
-                ClientOut::Acquire(key) => {
-                    let (reply, rx) = oneshot::channel();
-                    let client = self.id;
-                    let _ = self.pool.send(PoolMsg::Acquire { client, key, reply });
-                    self.waiting = Some(rx);
-                }
+                ClientOut::Acquire(key) => self.acquire(key),
                 ClientOut::Release { server, reusable } => {
                     let conn = self.server.take().map(|(c, _)| c);
                     let msg = PoolMsg::Release {
@@ -184,6 +224,14 @@ async fn linger(sock: &mut TcpStream) {
     let mut sink = [0u8; 4096];
     let drain = async { while matches!(sock.read(&mut sink).await, Ok(n) if n > 0) {} };
     let _ = tokio::time::timeout(std::time::Duration::from_secs(1), drain).await;
+}
+
+/// Whether an idle server has something to say (or is closed): an idle server speaks only
+/// to end the session, so any byte, EOF or error means it must not be lent.
+async fn stale(conn: &mut Session) -> bool {
+    let mut buf = BytesMut::new();
+    let probe = tokio::time::timeout(std::time::Duration::ZERO, conn.recv_bytes(&mut buf));
+    probe.await.is_ok()
 }
 
 /// Reads from the lent server, or never when there is none.
