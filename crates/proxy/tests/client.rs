@@ -59,6 +59,7 @@ fn server(id: u64, pairs: &[(&str, &str)]) -> Lent {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect::<Settings>(),
         in_recovery: Some(false),
+        prepared: Default::default(),
     }
 }
 
@@ -386,4 +387,143 @@ proptest! {
         }
         prop_assert_eq!(sent, expected);
     }
+}
+
+fn extended(named: &[u8], parse: bool) -> Vec<u8> {
+    let mut b = BytesMut::new();
+    if parse {
+        frontend::encode_parse(named, b"select $1::int", &[23], &mut b).expect("P");
+    }
+    frontend::encode_bind(b"", named, &[], &[Some(b"7")], &[], &mut b).expect("B");
+    frontend::encode_execute(b"", 0, &mut b).expect("E");
+    frontend::encode_sync(&mut b);
+    b.to_vec()
+}
+
+fn server_reply(tags: &[u8]) -> Bytes {
+    let mut b = BytesMut::new();
+    for &t in tags {
+        match t {
+            b'C' => backend::encode_command_complete(b"SELECT 1", &mut b).expect("C"),
+            b'Z' => backend::encode_ready_for_query(TransactionStatus::Idle, &mut b),
+            b'E' => pgyard_wire::error_fields::encode_error_response(
+                &[(b'S', b"ERROR"), (b'C', b"42601"), (b'M', b"syntax error")],
+                &mut b,
+            )
+            .expect("E"),
+            t => backend::encode_empty(t, &mut b),
+        }
+    }
+    b.freeze()
+}
+
+/// Sends the server's reply and returns what the client got, as type bytes.
+fn answer(s: &mut ClientSession, reply_tags: &[u8]) -> (Vec<u8>, Option<Lent>) {
+    s.handle_server_bytes(T0, server_reply(reply_tags));
+    let mut seen = Vec::new();
+    let mut back = None;
+    for o in outputs(s) {
+        match o {
+            ClientOut::ToClient(b) => seen.extend(tags(&b)),
+            ClientOut::Release { server, .. } => back = Some(server),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    (seen, back)
+}
+
+/// The statement names in the Parse and Bind frames of `bytes`.
+fn statement_names(bytes: &[u8]) -> Vec<(u8, String)> {
+    frames(bytes, 1 << 30)
+        .map(|f| f.expect("frame"))
+        .filter_map(|f| match f.tag {
+            b'P' => Some((b'P', frontend::Parse::decode(f.body).ok()?.name)),
+            b'B' => Some((b'B', frontend::Bind::decode(f.body).ok()?.statement)),
+            _ => None,
+        })
+        .map(|(t, n)| (t, String::from_utf8_lossy(n).into_owned()))
+        .collect()
+}
+
+fn sent(out: &[ClientOut]) -> Vec<u8> {
+    out.iter()
+        .filter_map(|o| match o {
+            ClientOut::ToServer(b) => Some(b.to_vec()),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
+#[test]
+fn a_named_statement_follows_its_client_to_every_server() {
+    let (mut s, _) = logged_in(PoolMode::Transaction, &[]);
+    // First transaction, server 2: the Parse goes out under the proxy's name.
+    s.handle_client_bytes(T0, &extended(b"s1", true));
+    outputs(&mut s);
+    s.handle_server(T0, server(2, &[("TimeZone", "UTC")]));
+    let names = statement_names(&sent(&outputs(&mut s)));
+    assert_eq!(names.len(), 2);
+    let proxy = names[0].1.clone();
+    assert!(proxy.starts_with("pgyard_") && proxy.len() == 39, "{proxy}");
+    assert_eq!(names[1], (b'B', proxy.clone()));
+    let (seen, back) = answer(&mut s, b"12CZ");
+    assert_eq!(seen, b"12CZ");
+    let two = back.expect("released");
+    assert!(two.prepared.contains_key(&proxy));
+
+    // Second transaction, server 3 without it: the proxy parses first and hides the reply.
+    s.handle_client_bytes(T0, &extended(b"s1", false));
+    outputs(&mut s);
+    s.handle_server(T0, server(3, &[("TimeZone", "UTC")]));
+    let names = statement_names(&sent(&outputs(&mut s)));
+    assert_eq!(names, [(b'P', proxy.clone()), (b'B', proxy.clone())]);
+    let (seen, _) = answer(&mut s, b"12CZ");
+    assert_eq!(
+        seen, b"2CZ",
+        "the proxy's own ParseComplete never reaches the client"
+    );
+
+    // Back on server 2, which has it: a new Parse of the same text is answered by the proxy.
+    s.handle_client_bytes(T0, &extended(b"s2", true));
+    outputs(&mut s);
+    s.handle_server(T0, two);
+    let out = outputs(&mut s);
+    assert_eq!(statement_names(&sent(&out)), [(b'B', proxy.clone())]);
+    assert!(
+        matches!(&out[..], [ClientOut::ToServer(_), ClientOut::ToClient(b)] if tags(b) == b"1"),
+        "ParseComplete at once, before anything the server says: {out:?}"
+    );
+    let (seen, _) = answer(&mut s, b"2CZ");
+    assert_eq!(seen, b"2CZ");
+
+    // Closing the client's name costs the server nothing.
+    let mut close = BytesMut::new();
+    frontend::encode_close(frontend::Target::Statement, b"s2", &mut close).expect("C");
+    frontend::encode_sync(&mut close);
+    s.handle_client_bytes(T0, &close);
+    s.handle_server(T0, server(4, &[("TimeZone", "UTC")]));
+    let out = outputs(&mut s);
+    assert_eq!(tags(&sent(&out)), b"S");
+    let got: Vec<u8> = out
+        .iter()
+        .filter_map(|o| match o {
+            ClientOut::ToClient(b) => Some(tags(b)),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(got, b"3");
+}
+
+#[test]
+fn a_failed_parse_is_not_remembered_on_the_server() {
+    let (mut s, _) = logged_in(PoolMode::Transaction, &[]);
+    s.handle_client_bytes(T0, &extended(b"bad", true));
+    outputs(&mut s);
+    s.handle_server(T0, server(2, &[("TimeZone", "UTC")]));
+    outputs(&mut s);
+    let (seen, back) = answer(&mut s, b"EZ");
+    assert_eq!(seen, b"EZ");
+    assert!(back.expect("released").prepared.is_empty());
 }

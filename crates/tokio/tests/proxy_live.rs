@@ -198,9 +198,12 @@ async fn pgbench_runs_through_transaction_pooling() {
     let proxy = spawn(cfg, "127.0.0.1:0".parse().unwrap())
         .await
         .expect("proxy");
-    for mode in ["simple", "extended"] {
+    for mode in ["simple", "extended", "prepared"] {
         for select_only in [true, false] {
-            let mut args: Vec<String> = ["-n", "-c", "6", "-j", "2", "-t", "50", "-M", mode]
+            // One pgbench thread per client: pgbench prepares statements with the blocking
+            // PQprepare, which on a shared thread would stall the thread's other clients while
+            // they hold a server mid-transaction (a deadlock any transaction pooler shares).
+            let mut args: Vec<String> = ["-n", "-c", "6", "-j", "6", "-t", "50", "-M", mode]
                 .iter()
                 .map(|s| s.to_string())
                 .collect();

@@ -7,10 +7,11 @@
 //! session mode when the client leaves.
 
 mod params;
+mod prepared;
 mod relay;
 mod startup;
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -72,6 +73,8 @@ pub struct Lent {
     pub settings: Settings,
     /// Whether it reported being a standby (`in_hot_standby`), when it says.
     pub in_recovery: Option<bool>,
+    /// The statements the proxy prepared on it (transaction mode), with their age.
+    pub prepared: BTreeMap<String, u64>,
 }
 
 /// What the client session asks of the adapter.
@@ -175,8 +178,15 @@ pub struct ClientSession {
     /// What the client should see of the tracked settings.
     wanted: Settings,
     server: Option<Lent>,
-    /// Client bytes waiting for a server (or for the alignment to finish).
+    /// Client bytes waiting for a server (or for the alignment to finish); whole frames in
+    /// transaction mode.
     pending: BytesMut,
+    /// Transaction mode: client bytes short of a whole frame.
+    client_buf: BytesMut,
+    /// Transaction mode: the client's named statements and the lent server's reply queue.
+    prepared: prepared::Prepared,
+    /// Ages of the statements prepared on servers.
+    seq: u64,
     /// Queries and Syncs sent whose ReadyForQuery has not come back.
     outstanding: u32,
     /// Extended-protocol messages sent since the last Sync.
@@ -213,7 +223,7 @@ impl ClientSession {
                     .with_tag_max(b'M', pgyard_wire::middleware::DEFAULT_MIDDLEWARE_LEN_MAX),
             ),
             client_scan: Scanner::new(limits, |_| false),
-            server_scan: Scanner::new(Limits::libpq_client(), |t| matches!(t, b'Z' | b'S')),
+            server_scan: Scanner::new(Limits::libpq_client(), |t| matches!(t, b'Z' | b'S' | b'C')),
             out: VecDeque::new(),
             login_buf: BytesMut::new(),
             min_lsn: None,
@@ -221,6 +231,9 @@ impl ClientSession {
             wanted: Settings::new(),
             server: None,
             pending: BytesMut::new(),
+            client_buf: BytesMut::new(),
+            prepared: prepared::Prepared::default(),
+            seq: 0,
             outstanding: 0,
             unsynced: false,
             status: b'I',
@@ -344,6 +357,7 @@ impl ClientSession {
     /// Gives the server back as the client leaves: reusable only between transactions with
     /// nothing outstanding.
     fn release_for_good(&mut self) {
+        self.prepared.reset_queue();
         if let Some(server) = self.server.take() {
             let clean = self.outstanding == 0
                 && !self.unsynced

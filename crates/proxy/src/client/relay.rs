@@ -7,7 +7,13 @@ use pgyard_wire::backend::TransactionStatus;
 use pgyard_wire::error_fields::encode_notice_response;
 use pgyard_wire::frontend::encode_query;
 
+use pgyard_wire::frame::{decode_frame, Decoded};
+
+use super::prepared::{self, Rewrite};
 use super::{params, ClientOut, ClientSession, Lent, Phase, PoolMode};
+
+/// Largest client message in transaction mode, where messages are read whole.
+pub const CLIENT_FRAME_MAX: usize = 64 << 20;
 use crate::classes::{directive, Directive};
 
 impl ClientSession {
@@ -46,6 +52,9 @@ impl ClientSession {
 
     /// Typed client frames after login.
     pub(super) fn client_frames(&mut self, _now: Instant, bytes: Bytes) {
+        if self.config.pool_mode == PoolMode::Transaction {
+            return self.whole_frames(&bytes);
+        }
         let scanned = match self.client_scan.scan(bytes) {
             Ok(s) => s,
             Err(e) => return self.fatal(b"08P01", &format!("invalid frontend message: {e}")),
@@ -53,31 +62,64 @@ impl ClientSession {
         let mut from = 0;
         let mut terminate = false;
         for f in &scanned.frames {
-            match f.tag {
-                b'X' => {
-                    // Terminate is the proxy's: the server stays for the next client.
-                    let start = f.start.unwrap_or(0);
-                    self.forward(&scanned.bytes.slice(from..start));
-                    from = f.end;
-                    terminate = true;
-                }
-                b'Q' | b'F' => self.outstanding += 1,
-                b'S' => {
-                    self.outstanding += 1;
-                    self.unsynced = false;
-                }
-                b'P' | b'B' | b'D' | b'E' | b'C' | b'H' => self.unsynced = true,
-                _ => {}
+            if f.tag == b'X' {
+                // Terminate is the proxy's: the server stays for the next client.
+                let start = f.start.unwrap_or(0);
+                self.forward(&scanned.bytes.slice(from..start));
+                from = f.end;
+                terminate = true;
+            } else {
+                self.count(f.tag);
             }
         }
         if from < scanned.bytes.len() {
             self.forward(&scanned.bytes.slice(from..));
         }
         if terminate {
-            self.release_for_good();
-            self.out.push_back(ClientOut::Close);
-            self.phase = Phase::Closed;
+            self.terminate();
         }
+    }
+
+    /// What a client message means for the replies owed.
+    fn count(&mut self, tag: u8) {
+        match tag {
+            b'Q' | b'F' => self.outstanding += 1,
+            b'S' => {
+                self.outstanding += 1;
+                self.unsynced = false;
+            }
+            b'P' | b'B' | b'D' | b'E' | b'C' | b'H' => self.unsynced = true,
+            _ => {}
+        }
+    }
+
+    fn terminate(&mut self) {
+        self.release_for_good();
+        self.out.push_back(ClientOut::Close);
+        self.phase = Phase::Closed;
+    }
+
+    /// Transaction mode: whole frames, since a named statement's messages are rewritten for
+    /// the server they land on.
+    fn whole_frames(&mut self, bytes: &[u8]) {
+        self.client_buf.extend_from_slice(bytes);
+        let mut batch = BytesMut::new();
+        loop {
+            let (tag, len) = match decode_frame(&self.client_buf, CLIENT_FRAME_MAX) {
+                Ok(Decoded::Frame(f)) => (f.tag, 5 + f.body.len()),
+                Ok(Decoded::NeedMore { .. }) => break,
+                Err(e) => {
+                    return self.fatal(b"08P01", &format!("invalid frontend message: {e}"));
+                }
+            };
+            if tag == b'X' {
+                self.forward(&batch.split().freeze());
+                return self.terminate();
+            }
+            self.count(tag);
+            batch.extend_from_slice(&self.client_buf.split_to(len));
+        }
+        self.forward(&batch.freeze());
     }
 
     /// Client bytes for the server: sent now, or held until a server is lent and aligned.
@@ -86,13 +128,56 @@ impl ClientSession {
             return;
         }
         match self.phase {
-            Phase::Active => self.out.push_back(ClientOut::ToServer(bytes.clone())),
+            Phase::Active => self.send(bytes),
             Phase::Idle => {
                 self.pending.extend_from_slice(bytes);
                 self.phase = Phase::Waiting;
                 self.out.push_back(ClientOut::Acquire(self.pool_key()));
             }
             _ => self.pending.extend_from_slice(bytes),
+        }
+    }
+
+    /// Sends client bytes to the lent server: as they are in session mode; in transaction
+    /// mode frame by frame, named statements renamed for this server.
+    fn send(&mut self, bytes: &Bytes) {
+        if self.config.pool_mode == PoolMode::Session {
+            self.out.push_back(ClientOut::ToServer(bytes.clone()));
+            return;
+        }
+        let Some(server) = self.server.as_mut() else {
+            return;
+        };
+        let mut out = BytesMut::with_capacity(bytes.len());
+        let mut at = 0;
+        // `bytes` holds whole frames only (they were read whole).
+        while let Ok(Decoded::Frame(f)) = decode_frame(&bytes[at..], usize::MAX) {
+            let len = 5 + f.body.len();
+            let rewrite = self.prepared.client_frame(
+                f.tag,
+                Some(f.body),
+                &mut server.prepared,
+                &mut self.seq,
+            );
+            match rewrite {
+                Ok(Rewrite::Keep) => out.extend_from_slice(&bytes[at..at + len]),
+                Ok(Rewrite::Replace(b)) => out.extend_from_slice(&b),
+                Err(text) => return self.fatal(b"08P01", &text),
+            }
+            at += len;
+        }
+        if !out.is_empty() {
+            self.out.push_back(ClientOut::ToServer(out.freeze()));
+        }
+        self.inject(Vec::new());
+    }
+
+    /// Writes the proxy's own replies that are due.
+    fn inject(&mut self, mut due: Vec<&'static [u8]>) {
+        self.prepared.injections(&mut due);
+        if !due.is_empty() {
+            let bytes: Vec<u8> = due.concat();
+            self.out.push_back(ClientOut::ToClient(Bytes::from(bytes)));
         }
     }
 
@@ -137,7 +222,7 @@ impl ClientSession {
         self.phase = Phase::Active;
         if !self.pending.is_empty() {
             let held = self.pending.split().freeze();
-            self.out.push_back(ClientOut::ToServer(held));
+            self.send(&held);
         }
     }
 
@@ -156,6 +241,9 @@ impl ClientSession {
         };
         let aligning = matches!(self.phase, Phase::Aligning);
         let mut ready_at = None;
+        let rewriting = !aligning && self.config.pool_mode == PoolMode::Transaction;
+        // Transaction mode: the proxy's own replies go in, its added messages' replies out.
+        let mut edits: Vec<(usize, usize, Vec<&'static [u8]>)> = Vec::new();
         for f in &scanned.frames {
             let body = f.body.as_deref().unwrap_or_default();
             match f.tag {
@@ -169,7 +257,25 @@ impl ClientSession {
                     self.status = body.first().copied().unwrap_or(b'E');
                     ready_at = Some(f.end);
                 }
+                b'C' => {
+                    if let Some(s) = self.server.as_mut() {
+                        prepared::Prepared::command_complete(body, &mut s.prepared);
+                    }
+                }
                 _ => {}
+            }
+            if rewriting {
+                let Some(server) = self.server.as_mut() else {
+                    break;
+                };
+                let mut due = Vec::new();
+                let keep = self
+                    .prepared
+                    .server_frame(f.tag, &mut server.prepared, &mut due);
+                if !keep || !due.is_empty() {
+                    let start = if keep { f.end } else { f.start.unwrap_or(0) };
+                    edits.push((start, f.end, due));
+                }
             }
         }
         if aligning {
@@ -183,7 +289,8 @@ impl ClientSession {
             }
             return;
         }
-        self.out.push_back(ClientOut::ToClient(scanned.bytes));
+        let bytes = apply(scanned.bytes, &edits);
+        self.out.push_back(ClientOut::ToClient(bytes));
         if ready_at.is_some() && self.config.pool_mode == PoolMode::Transaction {
             self.maybe_release();
         }
@@ -216,6 +323,7 @@ impl ClientSession {
     }
 
     pub(super) fn release_between_transactions(&mut self) {
+        self.prepared.reset_queue();
         if let Some(server) = self.server.take() {
             self.out.push_back(ClientOut::Release {
                 server,
@@ -231,6 +339,7 @@ impl ClientSession {
         let Some(server) = self.server.take() else {
             return;
         };
+        self.prepared.reset_queue();
         self.out.push_back(ClientOut::Release {
             server,
             reusable: false,
@@ -244,4 +353,23 @@ impl ClientSession {
             self.phase = Phase::Idle;
         }
     }
+}
+
+/// `bytes` with each edit's range `[start, end)` removed and its injected replies put in its
+/// place (edits in order; a kept frame has an empty range at its end).
+fn apply(bytes: Bytes, edits: &[(usize, usize, Vec<&'static [u8]>)]) -> Bytes {
+    if edits.is_empty() {
+        return bytes;
+    }
+    let mut out = BytesMut::with_capacity(bytes.len() + 16);
+    let mut at = 0;
+    for (start, end, due) in edits {
+        out.extend_from_slice(&bytes[at..*start]);
+        for d in due {
+            out.extend_from_slice(d);
+        }
+        at = *end;
+    }
+    out.extend_from_slice(&bytes[at..]);
+    out.freeze()
 }

@@ -272,6 +272,7 @@ fn lent_of(id: ServerId, session: &Session) -> Lent {
         id,
         settings,
         in_recovery,
+        prepared: BTreeMap::new(),
     }
 }
 

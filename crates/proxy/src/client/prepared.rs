@@ -1,0 +1,335 @@
+//! Named prepared statements in transaction mode. A client's statement must exist on
+//! whichever server its transaction lands on, so the proxy renames it: `pgyard_` and the first
+//! 128 bits of SHA-256 over the query text and parameter types, the same name for the same
+//! statement from any client, so servers share them. A server that has the statement already is
+//! not sent the Parse again (the client gets the ParseComplete the server would have sent); a
+//! server that lacks it when a Bind or Describe names it is sent the Parse first (its
+//! ParseComplete is the proxy's and is dropped). Closing a named statement closes the
+//! client's name only; the server keeps the statement for others.
+//!
+//! To put the proxy's own replies in the right place, every message sent on is matched with the
+//! reply that ends it, in order ([`Expect`]); an ErrorResponse voids the rest up to the Sync, as
+//! the server skips those messages.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use bytes::{Bytes, BytesMut};
+use pgyard_wire::frontend::{self, Bind, Parse, Target, TargetName};
+use sha2::{Digest, Sha256};
+
+/// Statements a server keeps for the proxy before the oldest is closed.
+pub const SERVER_STATEMENTS_MAX: usize = 1000;
+/// Names a client may have prepared before its oldest is forgotten.
+pub const CLIENT_STATEMENTS_MAX: usize = 10_000;
+
+/// ParseComplete and CloseComplete, as the server would send them.
+const PARSE_COMPLETE: &[u8] = &[b'1', 0, 0, 0, 4];
+const CLOSE_COMPLETE: &[u8] = &[b'3', 0, 0, 0, 4];
+
+/// What ends the reply to one message sent to the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Ends {
+    Parse,
+    /// A Parse of a named statement, tracked until its ParseComplete.
+    NamedParse,
+    Bind,
+    Close,
+    DescribeStatement,
+    DescribePortal,
+    Execute,
+    Sync,
+    /// Query or FunctionCall: ReadyForQuery.
+    Ready,
+}
+
+impl Ends {
+    fn ended_by(self, tag: u8) -> bool {
+        match self {
+            Ends::Parse | Ends::NamedParse => tag == b'1',
+            Ends::Bind => tag == b'2',
+            Ends::Close => tag == b'3',
+            Ends::DescribeStatement | Ends::DescribePortal => matches!(tag, b'T' | b'n'),
+            Ends::Execute => matches!(tag, b'C' | b'I' | b's'),
+            Ends::Sync | Ends::Ready => tag == b'Z',
+        }
+    }
+
+    /// Whether an ErrorResponse ends it and makes the server skip to the next Sync.
+    fn extended(self) -> bool {
+        !matches!(self, Ends::Sync | Ends::Ready)
+    }
+}
+
+/// One place in the reply stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Expect {
+    /// The server's reply to a client message: forwarded.
+    Reply(Ends),
+    /// The server's reply to a message the proxy added: its success is dropped.
+    Swallow(Ends),
+    /// A reply the proxy makes itself, sent once everything before it has arrived.
+    Inject(&'static [u8]),
+}
+
+/// A client's statement.
+#[derive(Clone, Debug)]
+struct Statement {
+    proxy: String,
+    /// The Parse under the proxy's name.
+    parse: Bytes,
+}
+
+/// The client's named statements and the reply queue of the lent server.
+#[derive(Debug, Default)]
+pub(super) struct Prepared {
+    names: BTreeMap<Vec<u8>, Statement>,
+    order: VecDeque<Vec<u8>>,
+    pub(super) queue: VecDeque<Expect>,
+    /// Parses sent whose ParseComplete has not come yet (a failure voids them).
+    in_flight: VecDeque<String>,
+}
+
+/// The proxy's name for a statement.
+fn proxy_name(parse: &Parse<'_>) -> String {
+    let mut h = Sha256::new();
+    h.update((parse.query.len() as u64).to_be_bytes());
+    h.update(parse.query);
+    h.update(parse.param_types.raw());
+    let digest = h.finalize();
+    let mut name = String::from("pgyard_");
+    for b in &digest[..16] {
+        name.push_str(&format!("{b:02x}"));
+    }
+    name
+}
+
+/// What to send the server for one client frame.
+pub(super) enum Rewrite {
+    /// The frame as it is.
+    Keep,
+    /// These bytes instead (possibly nothing).
+    Replace(BytesMut),
+}
+
+impl Prepared {
+    /// Rewrites one client frame (`body` captured for P, B, D and C) against `server`'s
+    /// statements, queueing what its reply will be.
+    pub(super) fn client_frame(
+        &mut self,
+        tag: u8,
+        body: Option<&[u8]>,
+        server: &mut BTreeMap<String, u64>,
+        seq: &mut u64,
+    ) -> Result<Rewrite, String> {
+        let body = body.unwrap_or_default();
+        let bad = |e: pgyard_wire::DecodeError| format!("invalid frontend message: {e}");
+        match tag {
+            b'P' => {
+                let p = Parse::decode(body).map_err(bad)?;
+                if p.name.is_empty() {
+                    self.queue.push_back(Expect::Reply(Ends::Parse));
+                    return Ok(Rewrite::Keep);
+                }
+                let proxy = proxy_name(&p);
+                let mut parse = BytesMut::new();
+                let renamed = Parse {
+                    name: proxy.as_bytes(),
+                    ..p
+                };
+                renamed.encode(&mut parse).map_err(|e| e.to_string())?;
+                self.remember(p.name, proxy.clone(), parse.clone().freeze());
+                if server.contains_key(&proxy) {
+                    self.queue.push_back(Expect::Inject(PARSE_COMPLETE));
+                    return Ok(Rewrite::Replace(BytesMut::new()));
+                }
+                let mut out = self.make_room(server);
+                out.extend_from_slice(&parse);
+                self.sent_parse(proxy, server, seq);
+                self.queue.push_back(Expect::Reply(Ends::NamedParse));
+                Ok(Rewrite::Replace(out))
+            }
+            b'B' => {
+                let b = Bind::decode(body).map_err(bad)?;
+                let Some(st) = self.names.get(b.statement).cloned() else {
+                    self.queue.push_back(Expect::Reply(Ends::Bind));
+                    return Ok(Rewrite::Keep);
+                };
+                let mut out = self.ensure(&st, server, seq);
+                Bind {
+                    statement: st.proxy.as_bytes(),
+                    ..b
+                }
+                .encode(&mut out)
+                .map_err(|e| e.to_string())?;
+                self.queue.push_back(Expect::Reply(Ends::Bind));
+                Ok(Rewrite::Replace(out))
+            }
+            b'D' | b'C' => self.target_frame(tag, body, server, seq),
+            b'E' => self.reply(Ends::Execute),
+            b'S' => self.reply(Ends::Sync),
+            b'Q' | b'F' => self.reply(Ends::Ready),
+            _ => Ok(Rewrite::Keep),
+        }
+    }
+
+    fn reply(&mut self, ends: Ends) -> Result<Rewrite, String> {
+        self.queue.push_back(Expect::Reply(ends));
+        Ok(Rewrite::Keep)
+    }
+
+    /// Describe or Close.
+    fn target_frame(
+        &mut self,
+        tag: u8,
+        body: &[u8],
+        server: &mut BTreeMap<String, u64>,
+        seq: &mut u64,
+    ) -> Result<Rewrite, String> {
+        let t = TargetName::decode(body).map_err(|e| format!("invalid frontend message: {e}"))?;
+        let describe = tag == b'D';
+        let named = t.target == Target::Statement && !t.name.is_empty();
+        let known = named.then(|| self.names.get(t.name).cloned()).flatten();
+        match (describe, known) {
+            (true, Some(st)) => {
+                let mut out = self.ensure(&st, server, seq);
+                frontend::encode_describe(Target::Statement, st.proxy.as_bytes(), &mut out)
+                    .map_err(|e| e.to_string())?;
+                self.queue.push_back(Expect::Reply(Ends::DescribeStatement));
+                Ok(Rewrite::Replace(out))
+            }
+            (false, Some(_)) => {
+                // The client's name goes; the server keeps the statement for others.
+                self.names.remove(t.name);
+                self.order.retain(|n| n != t.name);
+                self.queue.push_back(Expect::Inject(CLOSE_COMPLETE));
+                Ok(Rewrite::Replace(BytesMut::new()))
+            }
+            (true, None) if t.target == Target::Statement => self.reply(Ends::DescribeStatement),
+            (true, None) => self.reply(Ends::DescribePortal),
+            (false, None) => self.reply(Ends::Close),
+        }
+    }
+
+    fn remember(&mut self, name: &[u8], proxy: String, parse: Bytes) {
+        if self
+            .names
+            .insert(name.to_vec(), Statement { proxy, parse })
+            .is_none()
+        {
+            self.order.push_back(name.to_vec());
+            if self.order.len() > CLIENT_STATEMENTS_MAX {
+                if let Some(old) = self.order.pop_front() {
+                    self.names.remove(&old);
+                }
+            }
+        }
+    }
+
+    /// The Parse a server lacks, ahead of a Bind or Describe of it.
+    fn ensure(
+        &mut self,
+        st: &Statement,
+        server: &mut BTreeMap<String, u64>,
+        seq: &mut u64,
+    ) -> BytesMut {
+        if server.contains_key(&st.proxy) {
+            return BytesMut::new();
+        }
+        let mut out = self.make_room(server);
+        out.extend_from_slice(&st.parse);
+        self.sent_parse(st.proxy.clone(), server, seq);
+        self.queue.push_back(Expect::Swallow(Ends::NamedParse));
+        out
+    }
+
+    fn sent_parse(&mut self, proxy: String, server: &mut BTreeMap<String, u64>, seq: &mut u64) {
+        *seq += 1;
+        server.insert(proxy.clone(), *seq);
+        self.in_flight.push_back(proxy);
+    }
+
+    /// Closes the server's oldest statement when it keeps too many.
+    fn make_room(&mut self, server: &mut BTreeMap<String, u64>) -> BytesMut {
+        let mut out = BytesMut::new();
+        if server.len() < SERVER_STATEMENTS_MAX {
+            return out;
+        }
+        let oldest = server
+            .iter()
+            .filter(|(n, _)| !self.in_flight.contains(n))
+            .min_by_key(|(_, s)| **s)
+            .map(|(n, _)| n.clone());
+        if let Some(victim) = oldest {
+            server.remove(&victim);
+            if frontend::encode_close(Target::Statement, victim.as_bytes(), &mut out).is_ok() {
+                self.queue.push_back(Expect::Swallow(Ends::Close));
+            }
+        }
+        out
+    }
+
+    /// One server frame: whether to forward it, and the injected replies that follow it.
+    pub(super) fn server_frame(
+        &mut self,
+        tag: u8,
+        server: &mut BTreeMap<String, u64>,
+        out: &mut Vec<&'static [u8]>,
+    ) -> bool {
+        if matches!(tag, b'N' | b'S' | b'A') {
+            // Notices, settings and notifications come at any time.
+            return true;
+        }
+        let forward = match self.queue.front() {
+            Some(Expect::Swallow(_)) => tag == b'E',
+            _ => true,
+        };
+        let head = match self.queue.front() {
+            Some(Expect::Reply(e) | Expect::Swallow(e)) => Some(*e),
+            _ => None,
+        };
+        if tag == b'E' {
+            // The statements whose Parse had not completed are not on the server.
+            for name in self.in_flight.drain(..) {
+                server.remove(&name);
+            }
+            if head.is_some_and(Ends::extended) {
+                while let Some(e) = self.queue.front() {
+                    if matches!(e, Expect::Reply(Ends::Sync) | Expect::Swallow(Ends::Sync)) {
+                        break;
+                    }
+                    self.queue.pop_front();
+                }
+            }
+        } else if let Some(e) = head.filter(|e| e.ended_by(tag)) {
+            if e == Ends::NamedParse {
+                self.in_flight.pop_front();
+            }
+            self.queue.pop_front();
+        }
+        self.injections(out);
+        forward
+    }
+
+    /// The proxy's replies now at the head of the queue.
+    pub(super) fn injections(&mut self, out: &mut Vec<&'static [u8]>) {
+        while let Some(Expect::Inject(bytes)) = self.queue.front() {
+            out.push(bytes);
+            self.queue.pop_front();
+        }
+    }
+
+    /// A command tag that drops every statement of the session (SQL `DEALLOCATE ALL`,
+    /// `DISCARD ALL`).
+    pub(super) fn command_complete(body: &[u8], server: &mut BTreeMap<String, u64>) {
+        let tag = body.strip_suffix(&[0]).unwrap_or(body);
+        if tag == b"DEALLOCATE ALL" || tag == b"DISCARD ALL" {
+            server.clear();
+        }
+    }
+
+    /// Forgets the reply queue (the server went back or broke).
+    pub(super) fn reset_queue(&mut self) {
+        self.queue.clear();
+        self.in_flight.clear();
+    }
+}
