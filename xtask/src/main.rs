@@ -10,6 +10,10 @@
 //! - `cargo xtask provision`: only the provisioning part of `test`.
 //! - `cargo xtask fuzz [SECONDS]`: runs every cargo-fuzz target in `fuzz/` for SECONDS each
 //!   (default 60), installing cargo-fuzz first if it is missing.
+//! - `cargo xtask bench-proxy [SECONDS]`: pgbench through PgBouncer and `pgyard proxy` beside
+//!   a direct connection (see `bench_proxy.rs`).
+
+mod bench_proxy;
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -23,7 +27,10 @@ commands:
                     simulator's tests in release mode; every step runs, failures are
                     listed at the end
   provision         only install PostgreSQL 18 and the server account
-  fuzz [SECONDS]    run every cargo-fuzz target in fuzz/ for SECONDS each (default 60)";
+  fuzz [SECONDS]    run every cargo-fuzz target in fuzz/ for SECONDS each (default 60)
+  bench-proxy [SECONDS]
+                    pgbench -S (simple, extended, prepared) directly, through PgBouncer and
+                    through pgyard proxy, SECONDS per run (default 15), medians of 3";
 
 const FUZZ_SECONDS_DEFAULT: u64 = 60;
 
@@ -37,6 +44,13 @@ fn main() -> ExitCode {
             Some(Ok(seconds)) if seconds > 0 => fuzz(seconds),
             Some(_) => Err(format!(
                 "fuzz: SECONDS must be a positive integer\n\n{USAGE}"
+            )),
+        },
+        Some("bench-proxy") if args.len() <= 2 => match args.get(1).map(|s| s.parse::<u64>()) {
+            None => bench_proxy::run(15),
+            Some(Ok(seconds)) if seconds > 0 => bench_proxy::run(seconds),
+            Some(_) => Err(format!(
+                "bench-proxy: SECONDS must be a positive integer\n\n{USAGE}"
             )),
         },
         Some("help" | "--help" | "-h") => {

@@ -227,11 +227,15 @@ async fn linger(sock: &mut TcpStream) {
 }
 
 /// Whether an idle server has something to say (or is closed): an idle server speaks only
-/// to end the session, so any byte, EOF or error means it must not be lent.
+/// to end the session, so any byte, EOF or error means it must not be lent. One poll, no
+/// waiting (a zero timeout would wait for the timer's next tick).
 async fn stale(conn: &mut Session) -> bool {
     let mut buf = BytesMut::new();
-    let probe = tokio::time::timeout(std::time::Duration::ZERO, conn.recv_bytes(&mut buf));
-    probe.await.is_ok()
+    let mut read = std::pin::pin!(conn.recv_bytes(&mut buf));
+    std::future::poll_fn(|cx| {
+        std::task::Poll::Ready(std::future::Future::poll(read.as_mut(), cx).is_ready())
+    })
+    .await
 }
 
 /// Reads from the lent server, or never when there is none.
