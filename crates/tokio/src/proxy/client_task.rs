@@ -11,9 +11,9 @@ use pgyard_types::{rng_from_seed, RngCore};
 use pgyard_wire::auth::LoginRandom;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
-use super::pool_task::{Granted, PoolMsg};
+use super::shared::{Acquired, Granted, Shared};
 use super::ProxyConfig;
 use crate::Session;
 
@@ -24,8 +24,9 @@ pub(super) struct ClientTask {
     id: ClientId,
     session: ClientSession,
     clock: Clock,
-    pool: mpsc::UnboundedSender<PoolMsg>,
-    server: Option<(Box<Session>, Lent)>,
+    pool: Arc<Shared>,
+    /// The lent server's connection (the session machine keeps its settings).
+    server: Option<Box<Session>>,
     waiting: Option<oneshot::Receiver<Granted>>,
     /// Whether the pool task knows the client's cancel key.
     registered: bool,
@@ -39,7 +40,7 @@ impl ClientTask {
         seed: u64,
         _peer: SocketAddr,
         config: Arc<ProxyConfig>,
-        pool: mpsc::UnboundedSender<PoolMsg>,
+        pool: Arc<Shared>,
     ) -> Self {
         let mut rng = rng_from_seed(seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let mut secret = vec![0u8; 32];
@@ -102,18 +103,9 @@ impl ClientTask {
                 g = wait(&mut self.waiting) => {
                     self.waiting = None;
                     match g {
-                        Some(Granted::Server(mut conn, lent)) => {
-                            if stale(&mut conn).await {
-                                // It spoke or closed while idle (a server shutting down says
-                                // FATAL first): never lend it; ask again.
-                                self.replace(lent);
-                                continue;
-                            }
-                            self.server = Some((conn, lent.clone()));
-                            self.session.handle_server(self.clock.now(), lent);
-                        }
+                        Some(Granted::Server(conn, lent)) => self.take(conn, lent).await,
                         Some(Granted::Refused(text)) => self.session.handle_refused(&text),
-                        None => self.session.handle_refused("pool task gone"),
+                        None => self.session.handle_refused("the pools are gone"),
                     }
                 }
                 () = sleep(deadline) => self.session.handle_timeout(self.clock.now()),
@@ -123,39 +115,47 @@ impl ClientTask {
             }
         }
         if self.waiting.take().is_some() {
-            let _ = self.pool.send(PoolMsg::CancelWait { client: self.id });
+            self.pool.cancel_wait(self.id);
         }
-        if let Some((conn, lent)) = self.server.take() {
-            // The machine did not give it back (it closed mid-protocol): it cannot be reused.
-            let _ = self.pool.send(PoolMsg::Release {
-                client: self.id,
-                lent,
-                conn: Some(conn),
-                reusable: false,
-            });
+        // A server still held goes back as the machine judges it (mid-protocol: not reusable).
+        self.session.handle_client_gone();
+        while let Some(out) = self.session.poll_output() {
+            if let ClientOut::Release { server, reusable } = out {
+                self.pool
+                    .release(self.id, server, self.server.take(), reusable);
+            }
         }
-        let _ = self.pool.send(PoolMsg::Unregister { client: self.id });
+        self.pool.unregister(self.id);
     }
 
-    fn acquire(&mut self, key: PoolKey) {
-        let (reply, rx) = oneshot::channel();
+    /// Asks the pools for a server of `key`: lent now, or awaited.
+    async fn acquire(&mut self, key: PoolKey) {
         self.wanted = Some(key.clone());
-        let client = self.id;
-        let _ = self.pool.send(PoolMsg::Acquire { client, key, reply });
-        self.waiting = Some(rx);
+        match self.pool.acquire(self.id, key) {
+            Acquired::Now(conn, lent) => self.take(conn, lent).await,
+            Acquired::Later(rx) => self.waiting = Some(rx),
+        }
     }
 
-    /// Gives back a broken server and asks for another of the same pool.
-    fn replace(&mut self, lent: Lent) {
-        let msg = PoolMsg::Release {
-            client: self.id,
-            lent,
-            conn: None,
-            reusable: false,
-        };
-        let _ = self.pool.send(msg);
-        if let Some(key) = self.wanted.clone() {
-            self.acquire(key);
+    /// Lends a granted server to the session, unless it spoke or closed while idle (a server
+    /// shutting down says FATAL first): then it goes back as broken and another is asked for.
+    async fn take(&mut self, mut conn: Box<Session>, lent: Lent) {
+        let mut next = Some((conn, lent));
+        while let Some((c, lent)) = next.take() {
+            conn = c;
+            if !stale(&mut conn).await {
+                self.server = Some(conn);
+                self.session.handle_server(self.clock.now(), lent);
+                return;
+            }
+            self.pool.release(self.id, lent, None, false);
+            let Some(key) = self.wanted.clone() else {
+                return;
+            };
+            match self.pool.acquire(self.id, key) {
+                Acquired::Now(c, l) => next = Some((c, l)),
+                Acquired::Later(rx) => self.waiting = Some(rx),
+            }
         }
     }
 
@@ -166,11 +166,8 @@ impl ClientTask {
         }
         if let Some(secret) = self.session.cancel_secret() {
             self.registered = true;
-            let _ = self.pool.send(PoolMsg::Register {
-                client: self.id,
-                pid: self.session.cancel_pid(),
-                secret: secret.to_vec(),
-            });
+            let pid = self.session.cancel_pid();
+            self.pool.register(self.id, pid, secret.to_vec());
         }
     }
 
@@ -185,27 +182,19 @@ impl ClientTask {
                 }
                 ClientOut::ToServer(bytes) => {
                     let sent = match self.server.as_mut() {
-                        Some((conn, _)) => conn.send_frame(&bytes).await.is_ok(),
+                        Some(conn) => conn.send_frame(&bytes).await.is_ok(),
                         None => false,
                     };
                     if !sent {
                         self.session.handle_server_gone();
                     }
                 }
-                ClientOut::Acquire(key) => self.acquire(key),
+                ClientOut::Acquire(key) => self.acquire(key).await,
                 ClientOut::Release { server, reusable } => {
-                    let conn = self.server.take().map(|(c, _)| c);
-                    let msg = PoolMsg::Release {
-                        client: self.id,
-                        lent: server,
-                        conn,
-                        reusable,
-                    };
-                    let _ = self.pool.send(msg);
+                    let conn = self.server.take();
+                    self.pool.release(self.id, server, conn, reusable);
                 }
-                ClientOut::Cancel { pid, key } => {
-                    let _ = self.pool.send(PoolMsg::Cancel { pid, secret: key });
-                }
+                ClientOut::Cancel { pid, key } => self.pool.cancel(pid, &key),
                 ClientOut::Close => {
                     linger(sock).await;
                     return false;
@@ -239,9 +228,9 @@ async fn stale(conn: &mut Session) -> bool {
 }
 
 /// Reads from the lent server, or never when there is none.
-async fn recv(server: &mut Option<(Box<Session>, Lent)>, buf: &mut BytesMut) -> Result<(), ()> {
+async fn recv(server: &mut Option<Box<Session>>, buf: &mut BytesMut) -> Result<(), ()> {
     match server {
-        Some((conn, _)) => conn.recv_bytes(buf).await.map_err(|_| ()),
+        Some(conn) => conn.recv_bytes(buf).await.map_err(|_| ()),
         None => std::future::pending().await,
     }
 }

@@ -6,7 +6,7 @@
 //! only moves bytes, time and connections. See `docs/proxy.md`.
 
 mod client_task;
-mod pool_task;
+mod shared;
 
 use std::io;
 use std::net::SocketAddr;
@@ -15,9 +15,8 @@ use std::sync::Arc;
 
 use pgyard_proxy::{AuthFile, ClientConfig, PoolSettings};
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
 
-pub use pool_task::server_conninfo;
+pub use shared::server_conninfo;
 
 /// Everything a running proxy needs.
 #[derive(Clone, Debug)]
@@ -43,15 +42,14 @@ pub struct Proxy {
 /// Accepts clients on `listener` until the task is dropped or aborted.
 pub async fn serve(config: ProxyConfig, listener: TcpListener) -> io::Result<()> {
     let config = Arc::new(config);
-    let (pool_tx, pool_rx) = mpsc::unbounded_channel();
-    tokio::spawn(pool_task::run(config.clone(), pool_rx));
+    let pools = shared::Shared::start(config.clone());
     let next = AtomicU64::new(1);
     let seed = config.seed.unwrap_or_else(pgyard_driver::os_seed);
     loop {
         let (sock, peer) = listener.accept().await?;
         let _ = sock.set_nodelay(true);
         let id = next.fetch_add(1, Ordering::Relaxed);
-        let task = client_task::ClientTask::new(id, seed, peer, config.clone(), pool_tx.clone());
+        let task = client_task::ClientTask::new(id, seed, peer, config.clone(), pools.clone());
         tokio::spawn(task.run(sock));
     }
 }
