@@ -8,6 +8,7 @@
 pub mod auth_file;
 pub mod classes;
 pub mod client;
+pub mod fuzzing;
 pub mod pool;
 pub mod scan;
 

@@ -329,7 +329,13 @@ impl ClientSession {
     /// The client's connection ended (EOF or error).
     pub fn handle_client_gone(&mut self) {
         self.release_for_good();
+        self.close();
+    }
+
+    /// Nothing more is read or timed.
+    fn close(&mut self) {
         self.phase = Phase::Closed;
+        self.deadline = None;
     }
 
     /// Writes an ErrorResponse to the client.
@@ -348,10 +354,13 @@ impl ClientSession {
 
     /// A FATAL error, then the connection closes (its server goes back unless mid-protocol).
     fn fatal(&mut self, code: &[u8], message: &str) {
+        if self.is_closed() {
+            return;
+        }
         self.error(b"FATAL", code, message);
         self.release_for_good();
         self.out.push_back(ClientOut::Close);
-        self.phase = Phase::Closed;
+        self.close();
     }
 
     /// Gives the server back as the client leaves: reusable only between transactions with

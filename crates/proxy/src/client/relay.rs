@@ -94,9 +94,12 @@ impl ClientSession {
     }
 
     fn terminate(&mut self) {
+        if self.is_closed() {
+            return;
+        }
         self.release_for_good();
         self.out.push_back(ClientOut::Close);
-        self.phase = Phase::Closed;
+        self.close();
     }
 
     /// Transaction mode: whole frames, since a named statement's messages are rewritten for
@@ -215,7 +218,9 @@ impl ClientSession {
 
     /// The pool could not lend a server (its wait timed out): the client gets the error.
     pub fn handle_refused(&mut self, message: &str) {
-        self.fatal(b"08P01", message);
+        if !self.is_closed() {
+            self.fatal(b"08P01", message);
+        }
     }
 
     fn go_active(&mut self) {
@@ -283,7 +288,7 @@ impl ClientSession {
             if let Some(end) = ready_at {
                 self.go_active();
                 let rest = scanned.bytes.slice(end..);
-                if !rest.is_empty() {
+                if !rest.is_empty() && !self.is_closed() {
                     self.out.push_back(ClientOut::ToClient(rest));
                 }
             }

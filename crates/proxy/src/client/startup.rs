@@ -66,7 +66,7 @@ impl ClientSession {
                     key: c.key.to_vec(),
                 });
                 self.out.push_back(ClientOut::Close);
-                self.phase = super::Phase::Closed;
+                self.close();
             }
             Ok(StartupPacket::Startup(m)) => self.startup_message(now, m),
             Err(e) => self.fatal(b"08P01", &format!("invalid startup packet layout: {e}")),

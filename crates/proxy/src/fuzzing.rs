@@ -1,0 +1,160 @@
+//! The entry point of the `proxy_client` fuzz target and its corpus replay: a client session
+//! driven by arbitrary bytes from both sides, with its invariants checked after every step.
+//!
+//! Input: the first byte picks the pool mode (bit 0) and the password check (bit 1: trust or
+//! an auth file with an MD5 user); then a sequence of `[op][len][len bytes]` steps: op % 7 is
+//! 0 client bytes, 1 server bytes, 2 a server lent (its settings from the bytes), 3 the server
+//! lost, 4 the pool refusing, 5 the clock at the bytes' value, 6 the client gone.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use pgyard_types::Instant;
+use pgyard_wire::auth::LoginRandom;
+use pgyard_wire::frame::{decode_frame, Decoded};
+
+use crate::client::{ClientAuth, ClientConfig, ClientOut, ClientSession, Lent, PoolMode};
+use crate::pool::{ClientId, ServerId};
+use crate::{AuthFile, Route};
+
+/// Drives a client session with `data`; panics only when an invariant breaks.
+pub fn client_session(data: &[u8]) {
+    let Some((&first, mut rest)) = data.split_first() else {
+        return;
+    };
+    let mut s = session(first);
+    let mut check = Checks::default();
+    let mut now = Instant(0);
+    let mut next_server = 1;
+    while let [op, len, tail @ ..] = rest {
+        let n = usize::from(*len).min(tail.len());
+        let (bytes, after) = tail.split_at(n);
+        rest = after;
+        match op % 7 {
+            0 => s.handle_client_bytes(now, bytes),
+            1 => s.handle_server_bytes(now, Bytes::copy_from_slice(bytes)),
+            2 if check.lent.is_none() && check.acquiring => {
+                s.handle_server(now, lent(next_server, bytes));
+                check.lent = Some(ServerId(next_server));
+                check.acquiring = false;
+                next_server += 1;
+            }
+            3 => s.handle_server_gone(),
+            4 if check.acquiring => {
+                check.acquiring = false;
+                s.handle_refused("query_wait_timeout");
+            }
+            5 => {
+                let ms = bytes
+                    .iter()
+                    .take(6)
+                    .fold(0u64, |a, &b| a * 256 + u64::from(b));
+                now = Instant(now.0.max(ms.saturating_mul(1_000_000)));
+                s.handle_timeout(now);
+            }
+            6 => s.handle_client_gone(),
+            _ => {}
+        }
+        check.outputs(&mut s);
+    }
+}
+
+fn session(first: u8) -> ClientSession {
+    let pool_mode = if first & 1 == 0 {
+        PoolMode::Transaction
+    } else {
+        PoolMode::Session
+    };
+    let auth = if first & 2 == 0 {
+        ClientAuth::Trust
+    } else {
+        let text = "\"u\" \"md5aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"\n";
+        let file = AuthFile::parse(text, &mut pgyard_types::rng_from_seed(1));
+        ClientAuth::File(Arc::new(file.unwrap_or_default()))
+    };
+    let config = ClientConfig {
+        auth,
+        pool_mode,
+        default_route: Route::Primary,
+        login_timeout: Duration::from_secs(60),
+    };
+    let key = crate::CancelKey {
+        pid: 1,
+        secret: vec![7; 32],
+    };
+    let random = LoginRandom {
+        salt: [1; 4],
+        nonce: [2; 18],
+        mock_salt: [3; 16],
+    };
+    ClientSession::new(Instant(0), ClientId(1), config, key, random)
+}
+
+/// A lent server whose settings come from `bytes` (pairs of short texts).
+fn lent(id: u64, bytes: &[u8]) -> Lent {
+    let mut settings = crate::client::Settings::new();
+    let names = crate::client::TRACKED;
+    for (i, chunk) in bytes.chunks(3).enumerate() {
+        let name = names[i % names.len()].to_owned();
+        settings.insert(name, String::from_utf8_lossy(chunk).into_owned());
+    }
+    Lent {
+        id: ServerId(id),
+        settings,
+        in_recovery: Some(false),
+        prepared: Default::default(),
+    }
+}
+
+/// What the outputs so far allow.
+#[derive(Default)]
+struct Checks {
+    lent: Option<ServerId>,
+    acquiring: bool,
+    closed: bool,
+    /// Bytes sent to servers, kept to check the frames they hold.
+    to_server: Vec<u8>,
+}
+
+impl Checks {
+    fn outputs(&mut self, s: &mut ClientSession) {
+        while let Some(out) = s.poll_output() {
+            // After Close only a server lent late (to an acquire the close overtook) goes back.
+            let late_release = matches!(out, ClientOut::Release { .. });
+            assert!(!self.closed || late_release, "output after Close: {out:?}");
+            match out {
+                ClientOut::ToClient(_) | ClientOut::Cancel { .. } => {}
+                ClientOut::ToServer(b) => {
+                    assert!(self.lent.is_some(), "bytes for a server none lent");
+                    self.to_server.extend_from_slice(&b);
+                    self.frames_to_server();
+                }
+                ClientOut::Acquire(_) => {
+                    assert!(self.lent.is_none() && !self.acquiring, "acquire twice");
+                    self.acquiring = true;
+                }
+                ClientOut::Release { server, .. } => {
+                    assert_eq!(Some(server.id), self.lent, "released a server not lent");
+                    self.lent = None;
+                    self.to_server.clear();
+                }
+                ClientOut::Close => self.closed = true,
+            }
+        }
+    }
+
+    /// No middleware message and no Terminate ever reaches a server.
+    fn frames_to_server(&mut self) {
+        let mut at = 0;
+        while let Ok(Decoded::Frame(f)) = decode_frame(&self.to_server[at..], usize::MAX) {
+            assert!(
+                !matches!(f.tag, b'M' | b'X'),
+                "a {} frame reached the server",
+                char::from(f.tag)
+            );
+            at += 5 + f.body.len();
+        }
+        self.to_server.drain(..at);
+    }
+}
