@@ -63,3 +63,43 @@ pub fn first_catch(bug: PlantedBug, seeds_max: u64) -> Option<(u64, &'static str
     }
     None
 }
+
+/// Every planted bug of the proxy's client sessions, caught by the `proxy` scenario.
+pub const PROXY: &[pgyard_proxy::PlantedBug] = &[
+    pgyard_proxy::PlantedBug::ReleaseInTransaction,
+    pgyard_proxy::PlantedBug::ForwardMiddleware,
+    pgyard_proxy::PlantedBug::ForgetStatementOnNewServer,
+];
+
+/// Runs `seed` of the `proxy` scenario with `bug` switched on in every client session.
+pub fn run_proxy_seed_with_bug(
+    seed: u64,
+    bug: pgyard_proxy::PlantedBug,
+    trace: &mut Trace,
+) -> SeedOutcome {
+    let mut rng = pgyard_types::rng_from_seed(crate::runner::derive_seed("proxy", seed));
+    crate::trace!(trace, "SEED={seed} scenario=proxy planted={bug:?}");
+    let (simulated_nanos, violation) =
+        match crate::scenarios::proxy::run_proxy(&mut rng, trace, Some(bug)) {
+            Ok(t) => (t, None),
+            Err(v) => (0, Some(v)),
+        };
+    SeedOutcome {
+        seed,
+        hash: trace.hash(),
+        simulated_nanos,
+        violation,
+    }
+}
+
+/// The first seed below `seeds_max` at which the `proxy` scenario catches `bug`.
+pub fn first_proxy_catch(
+    bug: pgyard_proxy::PlantedBug,
+    seeds_max: u64,
+) -> Option<(u64, Violation)> {
+    (0..seeds_max).find_map(|seed| {
+        run_proxy_seed_with_bug(seed, bug, &mut Trace::hashing())
+            .violation
+            .map(|v| (seed, v))
+    })
+}

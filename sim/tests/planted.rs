@@ -42,3 +42,24 @@ fn every_planted_bug_is_caught_within_1000_seeds() {
         "not caught within {SEEDS_MAX} seeds: {missed:?}"
     );
 }
+
+#[test]
+fn every_planted_proxy_bug_is_caught_within_1000_seeds() {
+    use pgyard_sim::planted::{first_proxy_catch, run_proxy_seed_with_bug, PROXY};
+    for &bug in PROXY {
+        let (seed, v) = first_proxy_catch(bug, SEEDS_MAX)
+            .unwrap_or_else(|| panic!("proxy bug {bug:?} not caught within {SEEDS_MAX} seeds"));
+        println!("planted proxy bug {bug:?} caught at seed {seed}: {v}");
+        let clean = run_seed(
+            scenario("proxy").expect("registered"),
+            seed,
+            &mut Trace::hashing(),
+        );
+        assert!(
+            clean.violation.is_none(),
+            "proxy seed {seed} fails without {bug:?}"
+        );
+        let again = run_proxy_seed_with_bug(seed, bug, &mut Trace::hashing());
+        assert_eq!(again.violation.map(|v| v.invariant), Some(v.invariant));
+    }
+}

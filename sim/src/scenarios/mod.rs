@@ -5,6 +5,9 @@ mod conninfo;
 pub mod delayq;
 pub mod failover;
 mod middleware;
+pub mod proxy;
+mod proxy_plan;
+mod proxy_server;
 pub mod slotsync;
 
 use crate::Scenario;
@@ -15,6 +18,7 @@ pub static ALL: &[&dyn Scenario] = &[
     &connect::ConnectScenario,
     &failover::FailoverScenario,
     &middleware::MiddlewareScenario,
+    &proxy::ProxyScenario,
     &delayq::DelayqScenario,
     &slotsync::SlotsyncScenario,
 ];

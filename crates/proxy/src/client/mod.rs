@@ -107,6 +107,25 @@ pub enum ClientOut {
     Close,
 }
 
+/// Realistic bugs for the simulator to catch; compiled only with the `planted-bugs` feature
+/// and off until switched on with [`ClientSession::with_planted_bug`].
+#[cfg(feature = "planted-bugs")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlantedBug {
+    /// Give the server back at ReadyForQuery `T` (inside a transaction block) too.
+    ReleaseInTransaction,
+    /// Send middleware messages on to the server as well as acting on them.
+    ForwardMiddleware,
+    /// Rename a named statement on a server that lacks it without parsing it there first.
+    ForgetStatementOnNewServer,
+}
+
+/// The planted bug in force (never anything without the `planted-bugs` feature).
+#[cfg(feature = "planted-bugs")]
+type Bug = Option<PlantedBug>;
+#[cfg(not(feature = "planted-bugs"))]
+type Bug = Option<std::convert::Infallible>;
+
 /// The proxy's cancel keys for one client.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CancelKey {
@@ -195,6 +214,8 @@ pub struct ClientSession {
     status: u8,
     deadline: Option<Instant>,
     stats: ClientStats,
+    #[cfg_attr(not(feature = "planted-bugs"), allow(dead_code))]
+    bug: Bug,
 }
 
 impl ClientSession {
@@ -238,7 +259,21 @@ impl ClientSession {
             unsynced: false,
             status: b'I',
             stats: ClientStats::default(),
+            bug: None,
         }
+    }
+
+    /// Switches a planted bug on (simulator tests only).
+    #[cfg(feature = "planted-bugs")]
+    pub fn with_planted_bug(mut self, bug: PlantedBug) -> Self {
+        self.bug = Some(bug);
+        self
+    }
+
+    /// Whether `bug` is switched on.
+    #[cfg(feature = "planted-bugs")]
+    fn planted(&self, bug: PlantedBug) -> bool {
+        self.bug == Some(bug)
     }
 
     /// The client's id.

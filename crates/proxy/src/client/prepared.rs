@@ -87,6 +87,9 @@ pub(super) struct Prepared {
     pub(super) queue: VecDeque<Expect>,
     /// Parses sent whose ParseComplete has not come yet (a failure voids them).
     in_flight: VecDeque<String>,
+    /// The planted bug: never parse ahead of a Bind or Describe.
+    #[cfg(feature = "planted-bugs")]
+    forgetful: bool,
 }
 
 /// The proxy's name for a statement.
@@ -225,6 +228,12 @@ impl Prepared {
         }
     }
 
+    /// Switches the planted bug on or off.
+    #[cfg(feature = "planted-bugs")]
+    pub(super) fn set_forgetful(&mut self, on: bool) {
+        self.forgetful = on;
+    }
+
     /// The Parse a server lacks, ahead of a Bind or Describe of it.
     fn ensure(
         &mut self,
@@ -232,6 +241,10 @@ impl Prepared {
         server: &mut BTreeMap<String, u64>,
         seq: &mut u64,
     ) -> BytesMut {
+        #[cfg(feature = "planted-bugs")]
+        if self.forgetful {
+            return BytesMut::new();
+        }
         if server.contains_key(&st.proxy) {
             return BytesMut::new();
         }

@@ -148,6 +148,9 @@ impl ClientSession {
             self.out.push_back(ClientOut::ToServer(bytes.clone()));
             return;
         }
+        #[cfg(feature = "planted-bugs")]
+        self.prepared
+            .set_forgetful(self.planted(super::PlantedBug::ForgetStatementOnNewServer));
         let Some(server) = self.server.as_mut() else {
             return;
         };
@@ -319,7 +322,12 @@ impl ClientSession {
 
     /// At ReadyForQuery: back to the pool when nothing is outstanding and no transaction open.
     fn maybe_release(&mut self) {
-        let idle = self.status == TransactionStatus::Idle.byte();
+        #[allow(unused_mut)]
+        let mut idle = self.status == TransactionStatus::Idle.byte();
+        #[cfg(feature = "planted-bugs")]
+        if self.planted(super::PlantedBug::ReleaseInTransaction) {
+            idle |= self.status == TransactionStatus::InTransaction.byte();
+        }
         if idle && self.outstanding == 0 && !self.unsynced && self.server_scan.at_boundary() {
             self.stats.transactions += 1;
             self.release_between_transactions();

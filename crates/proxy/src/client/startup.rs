@@ -40,6 +40,10 @@ impl ClientSession {
                 SplitItem::Middleware(m) => {
                     let msg = m.as_message();
                     self.middleware(msg.class.get(), msg.payload);
+                    #[cfg(feature = "planted-bugs")]
+                    if self.planted(super::PlantedBug::ForwardMiddleware) && !self.is_closed() {
+                        self.client_frames(now, m.wire().clone());
+                    }
                 }
                 SplitItem::Forward(bytes) => match self.phase {
                     Phase::Startup => self.startup_packet(now, &bytes),
