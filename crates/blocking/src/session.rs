@@ -8,7 +8,7 @@ use bytes::BytesMut;
 use pgyard_connect::Established;
 use pgyard_driver::{
     io_kind, receive_error, send_error, Attempt, ConnectOptions, Error, Machine, RawFrame, Reply,
-    Rows, SessionCore, SimpleQuery,
+    Rows, SessionCore, SessionInfo, SimpleQuery,
 };
 
 use crate::driver;
@@ -69,12 +69,18 @@ impl Session {
         }
     }
 
-    /// Sends the proposal's middleware message (`class`, `payload`); a negative class is
-    /// refused before anything is written.
+    /// Sends the proposal's middleware message (`class`, `payload`), refused (a
+    /// configuration error) unless a middleware said it consumes them
+    /// ([`SessionInfo::middleware_consumed`]); a negative class is refused too.
     pub fn send_middleware(&mut self, class: i64, payload: &[u8]) -> Result<(), Error> {
-        let mut buf = BytesMut::new();
-        pgyard_wire::middleware::encode_middleware(class, payload, &mut buf)
-            .map_err(|e| Error::Config(e.to_string()))?;
+        let consumed = self.middleware_consumed();
+        let buf = pgyard_driver::middleware_frame(consumed, true, class, payload)?;
+        self.send_frame(&buf)
+    }
+
+    /// [`Session::send_middleware`] without the check (tests of what servers do with one).
+    pub fn send_middleware_unchecked(&mut self, class: i64, payload: &[u8]) -> Result<(), Error> {
+        let buf = pgyard_driver::middleware_frame(false, false, class, payload)?;
         self.send_frame(&buf)
     }
 

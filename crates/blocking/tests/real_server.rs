@@ -328,7 +328,31 @@ fn raw_frames_and_a_middleware_message_against_a_real_server() {
     assert_eq!(tags, b"TDCZ");
     assert_eq!(value.as_deref(), Some(&b"42"[..]));
 
-    s.send_middleware(1 << 40, b"route: replica").expect("sent");
+    // Asked for, middleware messages are refused by a server reached directly: it answers
+    // NegotiateProtocolVersion naming the option, the connect goes on, and the session will
+    // not send one (it would end the session).
+    let options = ConnectOptions::default().middleware(true);
+    let conninfo = format!("{} sslmode=disable", primary.conninfo());
+    let mut asked = connect_with(&conninfo, &options).expect("connects despite the refusal");
+    assert_eq!(
+        asked.established().refused_options,
+        ["_pq_.middleware_messages"]
+    );
+    assert!(!asked.middleware_consumed());
+    let refused = asked.send_middleware(1 << 40, b"x").expect_err("refused");
+    assert_eq!(
+        refused.kind(),
+        pgyard_blocking::ErrorKind::Configuration,
+        "{refused}"
+    );
+    assert!(refused.to_string().contains("not consumed"), "{refused}");
+    assert_eq!(
+        asked.simple_query("select 1").expect("still usable")[0][0].as_deref(),
+        Some("1")
+    );
+
+    s.send_middleware_unchecked(1 << 40, b"route: replica")
+        .expect("sent");
     let f = s.recv_frame().expect("the server answers");
     assert_eq!(f.tag, b'E', "a real server refuses the unknown type byte");
     let fields = pgyard_wire::error_fields::ErrorFields::decode(&f.body).expect("error fields");

@@ -24,6 +24,24 @@ pub struct ConnectArgs {
     /// Write each attempt (host, address, outcome, elapsed) to standard error.
     #[arg(long)]
     pub explain: bool,
+    /// A middleware message `CLASS:PAYLOAD` sent before the command (repeatable; e.g.
+    /// `2147483649:standby`, pgyard proxy's ROUTE). Asks for middleware messages at connect
+    /// and fails unless a middleware consumes them.
+    #[arg(long = "middleware", value_parser = parse_middleware)]
+    pub middleware: Vec<(i64, String)>,
+}
+
+/// `CLASS:PAYLOAD`, CLASS a non-negative integer.
+fn parse_middleware(s: &str) -> Result<(i64, String), String> {
+    let (class, payload) = s
+        .split_once(':')
+        .ok_or_else(|| format!("expected CLASS:PAYLOAD, got {s:?}"))?;
+    let class: i64 = class
+        .parse()
+        .ok()
+        .filter(|c| *c >= 0)
+        .ok_or_else(|| format!("CLASS must be a non-negative integer, got {class:?}"))?;
+    Ok((class, payload.to_owned()))
 }
 
 /// `--strategy` values.
@@ -44,6 +62,7 @@ pub fn run(args: ConnectArgs) -> ExitCode {
             StrategyArg::Sequential => Strategy::Sequential,
             StrategyArg::Race => Strategy::Race,
         }),
+        middleware: !args.middleware.is_empty(),
         ..ConnectOptions::default()
     };
     let mut log = Vec::new();
@@ -58,6 +77,12 @@ pub fn run(args: ConnectArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    for (class, payload) in &args.middleware {
+        if let Err(e) = session.send_middleware(*class, payload.as_bytes()) {
+            eprintln!("pgyard: error: {e}");
+            return ExitCode::from(2);
+        }
+    }
     let Some(sql) = args.command else {
         return ExitCode::SUCCESS;
     };

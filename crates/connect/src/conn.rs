@@ -185,6 +185,9 @@ pub(crate) struct Conn {
     end_point: Option<Vec<u8>>,
     pub protocol: ProtocolVersion,
     negotiated: bool,
+    /// Protocol options this connection asked for that the server's NegotiateProtocolVersion
+    /// said it does not support.
+    pub refused_options: Vec<String>,
     pub parameters: Vec<(String, String)>,
     pub backend_key: Option<BackendKey>,
     pub in_hot_standby: Tri,
@@ -225,6 +228,7 @@ impl Conn {
             end_point: None,
             protocol,
             negotiated: false,
+            refused_options: Vec::new(),
             parameters: Vec::new(),
             backend_key: None,
             in_hot_standby: Tri::Unknown,
@@ -587,19 +591,31 @@ impl Conn {
             return self.fail(FailClass::Abort, FailureKind::Configuration, &m);
         }
         self.protocol = theirs;
-        if count > 0 {
-            let rest = body.get(8..).unwrap_or_default();
-            let name_end = rest.iter().position(|&b| b == 0);
-            let Some(end) = name_end else {
+        let mut rest = body.get(8..).unwrap_or_default();
+        for _ in 0..count {
+            let Some(end) = rest.iter().position(|&b| b == 0) else {
                 return self.broken(&format!("{P}: message too short\n"));
             };
-            let name = String::from_utf8_lossy(&rest[..end]).into_owned();
-            let m = if name.starts_with("_pq_.") {
-                format!("{P}: server reported an unsupported parameter that was not requested (\"{name}\")\n")
-            } else {
-                format!("{P}: server reported unsupported parameter name without a \"_pq_.\" prefix (\"{name}\")\n")
-            };
-            return self.broken(&m);
+            let name = &rest[..end];
+            // libpq asks for no protocol option, so for it every listed name is an error; an
+            // option this connection did ask for (a pgyard extra) is simply not supported.
+            let requested = name.starts_with(b"_pq_.")
+                && self
+                    .params
+                    .startup
+                    .iter()
+                    .any(|(k, _)| k.as_slice() == name);
+            let text = String::from_utf8_lossy(name).into_owned();
+            if !requested {
+                let m = if name.starts_with(b"_pq_.") {
+                    format!("{P}: server reported an unsupported parameter that was not requested (\"{text}\")\n")
+                } else {
+                    format!("{P}: server reported unsupported parameter name without a \"_pq_.\" prefix (\"{text}\")\n")
+                };
+                return self.broken(&m);
+            }
+            self.refused_options.push(text);
+            rest = &rest[end + 1..];
         }
         Verdict::Pending
     }

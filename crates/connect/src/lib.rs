@@ -269,6 +269,9 @@ pub struct Established {
     pub role: Option<ServerRole>,
     /// Bytes received after ReadyForQuery.
     pub leftover: Vec<u8>,
+    /// Protocol options asked for (through extra startup parameters named `_pq_.…`) that
+    /// the server said it does not support.
+    pub refused_options: Vec<String>,
 }
 
 /// Realistic bugs for the simulator to catch; compiled only with the `planted-bugs` feature
@@ -746,6 +749,7 @@ impl Connector {
             tls: run.conn.tls,
             role: run.conn.role,
             leftover: std::mem::take(&mut run.conn.leftover),
+            refused_options: std::mem::take(&mut run.conn.refused_options),
         };
         self.established = Some(run.id);
         self.reports.clear();

@@ -152,6 +152,29 @@ pub fn cancel_request(
     Ok((target.clone(), buf))
 }
 
+/// A middleware message (`class`, `payload`) ready to send, or why not: a negative class, or
+/// (when `checked`) a connection on which nothing said it consumes them, where a server would
+/// end the session on the unknown message type.
+pub fn middleware_frame(
+    consumed: bool,
+    checked: bool,
+    class: i64,
+    payload: &[u8],
+) -> Result<BytesMut, Error> {
+    if checked && !consumed {
+        return Err(Error::Config(
+            "middleware messages are not consumed on this connection: no middleware answered \
+             middleware_messages=on (connect with the middleware option), and a server would end \
+             the session on them"
+                .to_owned(),
+        ));
+    }
+    let mut buf = BytesMut::new();
+    pgyard_wire::middleware::encode_middleware(class, payload, &mut buf)
+        .map_err(|e| Error::Config(e.to_string()))?;
+    Ok(buf)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

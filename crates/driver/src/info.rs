@@ -53,6 +53,13 @@ pub trait SessionInfo {
             .map(|(_, v)| v.as_str())
     }
 
+    /// Whether a middleware on this connection consumes middleware messages: it answered
+    /// ParameterStatus `middleware_messages` = `on` (asked for with
+    /// [`crate::ConnectOptions::middleware`]).
+    fn middleware_consumed(&self) -> bool {
+        self.parameter("middleware_messages") == Some("on")
+    }
+
     /// BackendKeyData, what a cancel request quotes.
     fn backend_key(&self) -> Option<&BackendKey> {
         self.established().backend_key.as_ref()

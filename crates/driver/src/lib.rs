@@ -22,8 +22,8 @@ pub use certnames::{CertificateNames, HostNameMismatch};
 pub use env::RealInputs;
 pub use error::{Error, ErrorKind};
 pub use frames::{
-    cancel_request, decode, note_parameter, take_frame, RawFrame, Reply, Rows, SimpleQuery,
-    SERVER_CLOSED,
+    cancel_request, decode, middleware_frame, note_parameter, take_frame, RawFrame, Reply, Rows,
+    SimpleQuery, SERVER_CLOSED,
 };
 pub use info::SessionInfo;
 pub use net::{io_kind, open_event, set_tcp_options, unix_address, UnixAddress};
@@ -42,7 +42,14 @@ pub struct ConnectOptions {
     pub strategy: Option<Strategy>,
     /// Environment and files to use instead of reading the real ones.
     pub inputs: Option<RealInputs>,
+    /// Ask for middleware messages (`_pq_.middleware_messages=on`): a middleware that
+    /// consumes them answers ParameterStatus `middleware_messages` = `on`; a server reached
+    /// directly answers NegotiateProtocolVersion, and the connect goes on without them.
+    pub middleware: bool,
 }
+
+/// The protocol option that asks for middleware messages.
+pub const MIDDLEWARE_OPTION: &str = "_pq_.middleware_messages";
 
 impl ConnectOptions {
     /// Sets the seed.
@@ -60,6 +67,12 @@ impl ConnectOptions {
     /// Uses these inputs instead of the process environment and files.
     pub fn inputs(mut self, inputs: RealInputs) -> Self {
         self.inputs = Some(inputs);
+        self
+    }
+
+    /// Asks for middleware messages (see [`ConnectOptions::middleware`]).
+    pub fn middleware(mut self, on: bool) -> Self {
+        self.middleware = on;
         self
     }
 }

@@ -55,8 +55,12 @@ pub fn prepare(conninfo: &str, options: &ConnectOptions) -> Result<Prepared, Err
     if let Some(s) = options.strategy {
         config.set_strategy(s);
     }
+    let mut extra_startup_params = startup_extras(&inputs);
+    if options.middleware {
+        extra_startup_params.push((crate::MIDDLEWARE_OPTION.as_bytes().to_vec(), b"on".to_vec()));
+    }
     Ok(Prepared {
-        extra_startup_params: startup_extras(&inputs),
+        extra_startup_params,
         tls: TlsSettings::new(&config, &inputs.env),
         connect_bound: config
             .connect_timeout()

@@ -9,7 +9,18 @@ use pgyard_proxy::classes::{ROUTE, TAG};
 use pgyard_proxy::{AuthFile, ClientAuth, ClientConfig, PoolMode, PoolSettings, Route};
 use pgyard_testkit::cluster::{psql, Options, Primary};
 use pgyard_tokio::proxy::{spawn, ProxyConfig};
-use pgyard_tokio::{connect, Session};
+use pgyard_tokio::{connect, connect_with, ConnectOptions, Session, SessionInfo};
+
+/// A client that asks for middleware messages.
+async fn with_middleware(conninfo: &str) -> Session {
+    let options = ConnectOptions::default().middleware(true);
+    let s = connect_with(conninfo, &options).await.expect("client");
+    assert!(
+        s.middleware_consumed(),
+        "the proxy answers middleware_messages=on"
+    );
+    s
+}
 
 fn config(backend: String, mode: PoolMode, auth: ClientAuth, size: usize) -> ProxyConfig {
     ProxyConfig {
@@ -70,7 +81,7 @@ async fn routes_pools_by_transaction_and_keeps_each_clients_settings() {
 
     // ROUTE moves the next transaction; the M frames never reach a server (a server would
     // end the session on them), and an unknown class is dropped.
-    let mut c = connect(&via(proxy.addr, "postgres")).await.expect("client");
+    let mut c = with_middleware(&via(proxy.addr, "postgres")).await;
     c.send_middleware(ROUTE, b"standby").await.expect("route");
     assert_eq!(
         one(&mut c, "select inet_server_port()").await,
@@ -155,9 +166,7 @@ async fn passwords_from_the_auth_file_and_malformed_middleware_messages() {
         "{err}"
     );
 
-    let mut c = connect(&format!("{} password=s3cret", via(proxy.addr, "postgres")))
-        .await
-        .expect("client");
+    let mut c = with_middleware(&format!("{} password=s3cret", via(proxy.addr, "postgres"))).await;
     assert_eq!(one(&mut c, "select 2").await, "2");
     c.send_middleware(ROUTE, b"master").await.expect("send");
     let err = c.simple_query("select 3").await.expect_err("disconnected");
