@@ -527,3 +527,32 @@ fn a_failed_parse_is_not_remembered_on_the_server() {
     assert_eq!(seen, b"EZ");
     assert!(back.expect("released").prepared.is_empty());
 }
+
+#[test]
+fn min_lsn_asks_the_adapter_and_falls_back_to_the_primary() {
+    let (mut s, _) = logged_in(PoolMode::Transaction, &[]);
+    let mut input = middleware(ROUTE, b"standby");
+    input.extend(middleware(MIN_LSN, b"0/3000148"));
+    input.extend(query("select 1"));
+    s.handle_client_bytes(T0, &input);
+    let out = outputs(&mut s);
+    assert!(matches!(&out[..], [ClientOut::Acquire(k)] if k.route == Route::Standby));
+    assert_eq!(s.needs_lsn(), Some(pgyard_types::Lsn(0x3000148)));
+    // The standby offered is behind: the same transaction asks the primary instead.
+    s.fall_back();
+    let out = outputs(&mut s);
+    assert!(
+        matches!(&out[..], [ClientOut::Acquire(k)] if k.route == Route::Primary),
+        "{out:?}"
+    );
+    assert_eq!(s.needs_lsn(), None);
+    s.handle_server(T0, server(9, &[("TimeZone", "UTC")]));
+    assert!(matches!(&outputs(&mut s)[..], [ClientOut::ToServer(_)]));
+    // The next transaction is back on the standby route, with no position to wait for.
+    s.handle_server_bytes(T0, reply(TransactionStatus::Idle));
+    outputs(&mut s);
+    s.handle_client_bytes(T0, &query("select 2"));
+    let out = outputs(&mut s);
+    assert!(matches!(&out[..], [ClientOut::Acquire(k)] if k.route == Route::Standby));
+    assert_eq!(s.needs_lsn(), None);
+}

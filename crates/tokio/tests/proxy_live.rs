@@ -338,3 +338,60 @@ async fn a_failover_fails_only_transactions_in_flight() {
     }
     assert!(quiet > 0, "clients between transactions never notice");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_lsn_reads_a_write_back_through_the_standby_route() {
+    use pgyard_proxy::classes::MIN_LSN;
+    let mut primary = Primary::start(Options::default()).expect("primary");
+    let s1 = primary.add_standby("s1").expect("standby").port();
+    let p = primary.port();
+    let backend = format!("host=127.0.0.1,127.0.0.1 port={p},{s1}");
+    let cfg = config(backend, PoolMode::Transaction, ClientAuth::Trust, 2);
+    let proxy = spawn(cfg, "127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("proxy");
+    let mut c = with_middleware(&via(proxy.addr, "postgres")).await;
+    c.simple_query("create table written(x int)")
+        .await
+        .expect("ddl");
+    // A standby that has stopped replaying cannot serve a read of what comes next.
+    let standby = primary.standby("s1").expect("s1");
+    standby.psql("select pg_wal_replay_pause()").expect("pause");
+    c.simple_query("insert into written values (1)")
+        .await
+        .expect("write");
+    let lsn = one(&mut c, "select pg_current_wal_insert_lsn()").await;
+    let read = "select count(*)::text || ' ' || inet_server_port() from written";
+
+    c.send_middleware(ROUTE, b"standby").await.expect("route");
+    c.send_middleware(MIN_LSN, lsn.as_bytes())
+        .await
+        .expect("min lsn");
+    assert_eq!(
+        one(&mut c, read).await,
+        format!("1 {p}"),
+        "falls back to the primary"
+    );
+    // Without MIN_LSN the standby route serves the (stale) standby.
+    assert_eq!(one(&mut c, read).await, format!("0 {s1}"));
+
+    standby
+        .psql("select pg_wal_replay_resume()")
+        .expect("resume");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while standby.psql("select count(*) from written").expect("count") != "1" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the standby never caught up"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    c.send_middleware(MIN_LSN, lsn.as_bytes())
+        .await
+        .expect("min lsn");
+    assert_eq!(
+        one(&mut c, read).await,
+        format!("1 {s1}"),
+        "a caught-up standby serves it"
+    );
+}

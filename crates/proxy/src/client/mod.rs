@@ -418,17 +418,31 @@ impl ClientSession {
 
     /// The pool key of the client's next transaction.
     fn pool_key(&self) -> PoolKey {
-        // MIN_LSN: until servers' replay positions are known to the pool, a read that must
-        // see a write goes to the primary, which has it (docs/proxy.md).
-        let route = if self.min_lsn.is_some() {
-            Route::Primary
-        } else {
-            self.route
-        };
+        self.key_for(self.route)
+    }
+
+    fn key_for(&self, route: Route) -> PoolKey {
         PoolKey {
             database: self.who.database.clone(),
             user: self.who.user.clone(),
             route,
+        }
+    }
+
+    /// The position (MIN_LSN) the server about to be lent must have replayed, when the next
+    /// transaction goes to a route other than `primary`; the adapter checks the server's
+    /// replay position and calls [`ClientSession::fall_back`] when it is behind.
+    pub fn needs_lsn(&self) -> Option<Lsn> {
+        self.min_lsn.filter(|_| self.route != Route::Primary)
+    }
+
+    /// The server offered for a MIN_LSN transaction has not replayed that far (it went back
+    /// to the pool): the transaction runs on the primary, which has every write, instead of
+    /// waiting for the standby (docs/proxy.md).
+    pub fn fall_back(&mut self) {
+        if matches!(self.phase, Phase::Waiting) && self.min_lsn.take().is_some() {
+            self.out
+                .push_back(ClientOut::Acquire(self.key_for(Route::Primary)));
         }
     }
 }

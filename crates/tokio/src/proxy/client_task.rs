@@ -7,7 +7,7 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use pgyard_driver::Clock;
 use pgyard_proxy::{CancelKey, ClientId, ClientOut, ClientSession, Lent, PoolKey};
-use pgyard_types::{rng_from_seed, RngCore};
+use pgyard_types::{rng_from_seed, Lsn, RngCore};
 use pgyard_wire::auth::LoginRandom;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -144,6 +144,19 @@ impl ClientTask {
         while let Some((c, lent)) = next.take() {
             conn = c;
             if !stale(&mut conn).await {
+                if let Some(need) = self.session.needs_lsn() {
+                    // MIN_LSN: a server behind the position goes back, and the transaction
+                    // runs on the primary.
+                    match replayed(&mut conn, need).await {
+                        Ok(true) => {}
+                        behind => {
+                            let usable = behind.is_ok();
+                            self.pool.release(self.id, lent, Some(conn), usable);
+                            self.session.fall_back();
+                            return;
+                        }
+                    }
+                }
                 self.server = Some(conn);
                 self.session.handle_server(self.clock.now(), lent);
                 return;
@@ -225,6 +238,19 @@ async fn stale(conn: &mut Session) -> bool {
         std::task::Poll::Ready(std::future::Future::poll(read.as_mut(), cx).is_ready())
     })
     .await
+}
+
+/// Whether the server has replayed up to `need` (a primary, whose replay position is NULL,
+/// has every write); an error when it could not say.
+async fn replayed(conn: &mut Session, need: Lsn) -> Result<bool, ()> {
+    let rows = conn
+        .simple_query("select pg_last_wal_replay_lsn()")
+        .await
+        .map_err(|_| ())?;
+    match rows.first().and_then(|r| r.first()).cloned().flatten() {
+        None => Ok(true),
+        Some(text) => Ok(text.parse::<Lsn>().is_ok_and(|at| at >= need)),
+    }
 }
 
 /// Reads from the lent server, or never when there is none.
