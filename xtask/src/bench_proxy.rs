@@ -144,32 +144,21 @@ fn ensure_pgbouncer() -> Result<PathBuf, String> {
         return Ok(path);
     }
     println!("pgbouncer missing; installing it with apt-get");
-    crate::run_inherit(
-        Command::new("apt-get")
-            .args([
-                "install",
-                "-y",
-                "-q",
-                "--no-install-recommends",
-                "pgbouncer",
-            ])
-            .env("DEBIAN_FRONTEND", "noninteractive"),
-    )
-    .or_else(|_| {
-        crate::run_inherit(Command::new("apt-get").args(["update", "-q"]))?;
+    let install = || {
         crate::run_inherit(
             Command::new("apt-get")
-                .args([
-                    "install",
-                    "-y",
-                    "-q",
-                    "--no-install-recommends",
-                    "pgbouncer",
-                ])
+                .args(["install", "-y", "-q", "--no-install-recommends"])
+                .arg("pgbouncer")
                 .env("DEBIAN_FRONTEND", "noninteractive"),
         )
-    })
-    .map_err(|e| format!("installing pgbouncer: {e}"))?;
+    };
+    // The package lists may be missing or stale on a fresh machine.
+    install()
+        .or_else(|_| {
+            crate::run_inherit(Command::new("apt-get").args(["update", "-q"]))?;
+            install()
+        })
+        .map_err(|e| format!("installing pgbouncer: {e}"))?;
     Ok(path)
 }
 

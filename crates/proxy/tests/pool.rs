@@ -31,6 +31,24 @@ fn drain(p: &mut Pools) -> Vec<PoolOut> {
     std::iter::from_fn(|| p.poll_output()).collect()
 }
 
+/// `client` asks at `at` ms, a server is opened for it a millisecond later and lent.
+fn opened_for(p: &mut Pools, client: u64, at: u64) -> ServerId {
+    p.acquire(ms(at), ClientId(client), &key());
+    let out = drain(p);
+    let [PoolOut::Open { server, .. }] = out[..] else {
+        panic!("one open expected: {out:?}")
+    };
+    p.opened(ms(at + 1), server, Ok(()));
+    assert_eq!(
+        drain(p),
+        [PoolOut::Grant {
+            client: ClientId(client),
+            server
+        }]
+    );
+    server
+}
+
 #[test]
 fn waiters_are_served_in_order_within_the_size() {
     let mut p = pools(1);
@@ -97,23 +115,13 @@ fn a_wait_times_out_with_the_last_connect_error() {
 #[test]
 fn idle_and_old_servers_are_closed() {
     let mut p = pools(2);
-    p.acquire(ms(0), ClientId(1), &key());
-    let PoolOut::Open { server, .. } = drain(&mut p)[0].clone() else {
-        panic!()
-    };
-    p.opened(ms(1), server, Ok(()));
-    drain(&mut p);
+    let server = opened_for(&mut p, 1, 0);
     p.release(ms(2), server, true);
     assert_eq!(p.poll_timeout(), Some(ms(10_002)));
     p.handle_timeout(ms(10_002));
     assert_eq!(drain(&mut p), [PoolOut::Close { server }]);
 
-    p.acquire(ms(20_000), ClientId(2), &key());
-    let PoolOut::Open { server, .. } = drain(&mut p)[0].clone() else {
-        panic!()
-    };
-    p.opened(ms(20_001), server, Ok(()));
-    drain(&mut p);
+    let server = opened_for(&mut p, 2, 20_000);
     p.release(ms(90_000), server, true);
     assert_eq!(
         drain(&mut p),
@@ -127,12 +135,7 @@ fn idle_and_old_servers_are_closed() {
 #[test]
 fn a_server_that_is_not_reusable_makes_room_for_a_new_one() {
     let mut p = pools(1);
-    p.acquire(ms(0), ClientId(1), &key());
-    let PoolOut::Open { server, .. } = drain(&mut p)[0].clone() else {
-        panic!()
-    };
-    p.opened(ms(1), server, Ok(()));
-    drain(&mut p);
+    let server = opened_for(&mut p, 1, 0);
     p.acquire(ms(2), ClientId(2), &key());
     assert!(drain(&mut p).is_empty());
     p.release(ms(3), server, false);

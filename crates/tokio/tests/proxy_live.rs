@@ -40,6 +40,16 @@ fn config(backend: String, mode: PoolMode, auth: ClientAuth, size: usize) -> Pro
     }
 }
 
+/// A proxy on a free loopback port in front of the servers on `ports`.
+async fn proxy_over(ports: &[u16], mode: PoolMode, auth: ClientAuth, size: usize) -> SocketAddr {
+    let hosts: Vec<&str> = ports.iter().map(|_| "127.0.0.1").collect();
+    let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
+    let backend = format!("host={} port={}", hosts.join(","), ports.join(","));
+    let cfg = config(backend, mode, auth, size);
+    let proxy = spawn(cfg, "127.0.0.1:0".parse().expect("an address"));
+    proxy.await.expect("proxy").addr
+}
+
 fn via(addr: SocketAddr, user: &str) -> String {
     format!(
         "host=127.0.0.1 port={} user={user} dbname=postgres sslmode=disable",
@@ -64,15 +74,11 @@ async fn routes_pools_by_transaction_and_keeps_each_clients_settings() {
     let mut primary = Primary::start(Options::default()).expect("primary");
     let standby = primary.add_standby("s1").expect("standby").port();
     let p = primary.port();
-    let backend = format!("host=127.0.0.1,127.0.0.1 port={p},{standby}");
-    let cfg = config(backend, PoolMode::Transaction, ClientAuth::Trust, 1);
-    let proxy = spawn(cfg, "127.0.0.1:0".parse().unwrap())
-        .await
-        .expect("proxy");
+    let addr = proxy_over(&[p, standby], PoolMode::Transaction, ClientAuth::Trust, 1).await;
 
     // psql (libpq 18) through the proxy lands on the primary by default.
     let out = psql_at(
-        via(proxy.addr, "postgres"),
+        via(addr, "postgres"),
         "select pg_is_in_recovery(), inet_server_port()",
     )
     .await
@@ -81,7 +87,7 @@ async fn routes_pools_by_transaction_and_keeps_each_clients_settings() {
 
     // ROUTE moves the next transaction; the M frames never reach a server (a server would
     // end the session on them), and an unknown class is dropped.
-    let mut c = with_middleware(&via(proxy.addr, "postgres")).await;
+    let mut c = with_middleware(&via(addr, "postgres")).await;
     c.send_middleware(ROUTE, b"standby").await.expect("route");
     assert_eq!(
         one(&mut c, "select inet_server_port()").await,
@@ -99,8 +105,8 @@ async fn routes_pools_by_transaction_and_keeps_each_clients_settings() {
     );
 
     // Pool size 1: two clients take turns on one server connection, a transaction at a time.
-    let mut a = connect(&via(proxy.addr, "postgres")).await.expect("a");
-    let mut b = connect(&via(proxy.addr, "postgres")).await.expect("b");
+    let mut a = connect(&via(addr, "postgres")).await.expect("a");
+    let mut b = connect(&via(addr, "postgres")).await.expect("b");
     let pid_a = one(&mut a, "select pg_backend_pid()").await;
     let pid_b = one(&mut b, "select pg_backend_pid()").await;
     assert_eq!(pid_a, pid_b, "one server connection serves both");
@@ -136,29 +142,23 @@ async fn routes_pools_by_transaction_and_keeps_each_clients_settings() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn passwords_from_the_auth_file_and_malformed_middleware_messages() {
     let primary = Primary::start(Options::default()).expect("primary");
-    let backend = format!("host=127.0.0.1 port={}", primary.port());
     let mut rng = pgyard_types::rng_from_seed(3);
     let file = AuthFile::parse("\"postgres\" \"s3cret\"\n", &mut rng).expect("auth file");
     let auth = ClientAuth::File(Arc::new(file));
-    let proxy = spawn(
-        config(backend, PoolMode::Session, auth, 2),
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .expect("proxy");
-    let good = format!("{} password=s3cret", via(proxy.addr, "postgres"));
+    let addr = proxy_over(&[primary.port()], PoolMode::Session, auth, 2).await;
+    let good = format!("{} password=s3cret", via(addr, "postgres"));
     assert_eq!(
         psql_at(good, "select 1").await.expect("right password"),
         "1"
     );
-    let bad = format!("{} password=nope", via(proxy.addr, "postgres"));
+    let bad = format!("{} password=nope", via(addr, "postgres"));
     let err = psql_at(bad, "select 1").await.expect_err("wrong password");
     assert!(
         err.to_string()
             .contains("password authentication failed for user \"postgres\""),
         "{err}"
     );
-    let nobody = format!("{} password=x", via(proxy.addr, "mallory"));
+    let nobody = format!("{} password=x", via(addr, "mallory"));
     let err = psql_at(nobody, "select 1").await.expect_err("unknown user");
     assert!(
         err.to_string()
@@ -166,7 +166,7 @@ async fn passwords_from_the_auth_file_and_malformed_middleware_messages() {
         "{err}"
     );
 
-    let mut c = with_middleware(&format!("{} password=s3cret", via(proxy.addr, "postgres"))).await;
+    let mut c = with_middleware(&format!("{} password=s3cret", via(addr, "postgres"))).await;
     assert_eq!(one(&mut c, "select 2").await, "2");
     c.send_middleware(ROUTE, b"master").await.expect("send");
     let err = c.simple_query("select 3").await.expect_err("disconnected");
@@ -202,11 +202,13 @@ async fn pgbench_runs_through_transaction_pooling() {
         direct,
     ])
     .await;
-    let backend = format!("host=127.0.0.1 port={}", primary.port());
-    let cfg = config(backend, PoolMode::Transaction, ClientAuth::Trust, 2);
-    let proxy = spawn(cfg, "127.0.0.1:0".parse().unwrap())
-        .await
-        .expect("proxy");
+    let addr = proxy_over(
+        &[primary.port()],
+        PoolMode::Transaction,
+        ClientAuth::Trust,
+        2,
+    )
+    .await;
     for mode in ["simple", "extended", "prepared"] {
         for select_only in [true, false] {
             // One pgbench thread per client: pgbench prepares statements with the blocking
@@ -219,7 +221,7 @@ async fn pgbench_runs_through_transaction_pooling() {
             if select_only {
                 args.push("-S".into());
             }
-            args.push(via(proxy.addr, "postgres"));
+            args.push(via(addr, "postgres"));
             let out = pgbench(args).await;
             assert!(
                 out.contains("number of transactions actually processed: 300/300"),
@@ -245,17 +247,15 @@ async fn pgbench_runs_through_transaction_pooling() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_reaches_the_query_of_the_client_that_asked() {
     let primary = Primary::start(Options::default()).expect("primary");
-    let backend = format!("host=127.0.0.1 port={}", primary.port());
-    let cfg = config(backend, PoolMode::Transaction, ClientAuth::Trust, 4);
-    let proxy = spawn(cfg, "127.0.0.1:0".parse().unwrap())
-        .await
-        .expect("proxy");
-    let mut sleeper = connect(&via(proxy.addr, "postgres"))
-        .await
-        .expect("sleeper");
-    let mut bystander = connect(&via(proxy.addr, "postgres"))
-        .await
-        .expect("bystander");
+    let addr = proxy_over(
+        &[primary.port()],
+        PoolMode::Transaction,
+        ClientAuth::Trust,
+        4,
+    )
+    .await;
+    let mut sleeper = connect(&via(addr, "postgres")).await.expect("sleeper");
+    let mut bystander = connect(&via(addr, "postgres")).await.expect("bystander");
     let token = sleeper.cancel_token().expect("the proxy's key");
     let bystanding = tokio::spawn(async move {
         let r = bystander.simple_query("select pg_sleep(1.5)").await;
@@ -281,15 +281,17 @@ async fn a_failover_fails_only_transactions_in_flight() {
     use pgyard_tokio::ErrorKind;
     let mut primary = Primary::start(Options::default()).expect("primary");
     let s1 = primary.add_standby("s1").expect("standby").port();
-    let backend = format!("host=127.0.0.1,127.0.0.1 port={},{s1}", primary.port());
-    let cfg = config(backend, PoolMode::Transaction, ClientAuth::Trust, 4);
-    let proxy = spawn(cfg, "127.0.0.1:0".parse().unwrap())
-        .await
-        .expect("proxy");
+    let addr = proxy_over(
+        &[primary.port(), s1],
+        PoolMode::Transaction,
+        ClientAuth::Trust,
+        4,
+    )
+    .await;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut loops = Vec::new();
     for _ in 0..4 {
-        let (stop, conninfo) = (stop.clone(), via(proxy.addr, "postgres"));
+        let (stop, conninfo) = (stop.clone(), via(addr, "postgres"));
         loops.push(tokio::spawn(async move {
             let mut c = connect(&conninfo).await.expect("client");
             let (mut errors, mut last_port) = (Vec::new(), String::new());
@@ -345,12 +347,8 @@ async fn min_lsn_reads_a_write_back_through_the_standby_route() {
     let mut primary = Primary::start(Options::default()).expect("primary");
     let s1 = primary.add_standby("s1").expect("standby").port();
     let p = primary.port();
-    let backend = format!("host=127.0.0.1,127.0.0.1 port={p},{s1}");
-    let cfg = config(backend, PoolMode::Transaction, ClientAuth::Trust, 2);
-    let proxy = spawn(cfg, "127.0.0.1:0".parse().unwrap())
-        .await
-        .expect("proxy");
-    let mut c = with_middleware(&via(proxy.addr, "postgres")).await;
+    let addr = proxy_over(&[p, s1], PoolMode::Transaction, ClientAuth::Trust, 2).await;
+    let mut c = with_middleware(&via(addr, "postgres")).await;
     c.simple_query("create table written(x int)")
         .await
         .expect("ddl");
