@@ -38,6 +38,9 @@ pub struct ProxyArgs {
     /// Seconds a client waits for a server before it gets `query_wait_timeout`.
     #[arg(long, default_value_t = 30)]
     pub wait_timeout: u64,
+    /// Clients connected at once; more get FATAL 53300 (PgBouncer's `max_client_conn`).
+    #[arg(long, default_value_t = 100)]
+    pub max_client_conn: usize,
 }
 
 /// `--pool-mode`.
@@ -144,5 +147,6 @@ fn config(args: &ProxyArgs) -> Result<ProxyConfig, String> {
             ..PoolSettings::default()
         },
         seed: None,
+        max_client_conn: args.max_client_conn,
     })
 }

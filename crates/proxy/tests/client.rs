@@ -556,3 +556,19 @@ fn min_lsn_asks_the_adapter_and_falls_back_to_the_primary() {
     assert!(matches!(&out[..], [ClientOut::Acquire(k)] if k.route == Route::Standby));
     assert_eq!(s.needs_lsn(), None);
 }
+
+#[test]
+fn a_client_over_max_client_conn_is_refused_with_53300() {
+    let mut s = session(PoolMode::Transaction).over_limit();
+    s.handle_client_bytes(T0, &startup(&[]));
+    let out = outputs(&mut s);
+    let ClientOut::ToClient(err) = &out[0] else {
+        panic!("{out:?}")
+    };
+    let text = String::from_utf8_lossy(err);
+    assert!(
+        text.contains("C53300") && text.contains("no more connections allowed (max_client_conn)"),
+        "{text}"
+    );
+    assert!(matches!(out.last(), Some(ClientOut::Close)));
+}

@@ -37,6 +37,7 @@ fn config(backend: String, mode: PoolMode, auth: ClientAuth, size: usize) -> Pro
             ..PoolSettings::default()
         },
         seed: Some(7),
+        max_client_conn: 20,
     }
 }
 
@@ -392,4 +393,38 @@ async fn min_lsn_reads_a_write_back_through_the_standby_route() {
         format!("1 {s1}"),
         "a caught-up standby serves it"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_beyond_max_client_conn_are_refused() {
+    let primary = Primary::start(Options::default()).expect("primary");
+    let backend = format!("host=127.0.0.1 port={}", primary.port());
+    let mut cfg = config(backend, PoolMode::Transaction, ClientAuth::Trust, 1);
+    cfg.max_client_conn = 1;
+    let addr = spawn(cfg, "127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("proxy")
+        .addr;
+    let mut first = connect(&via(addr, "postgres"))
+        .await
+        .expect("the first fits");
+    let err = psql_at(via(addr, "postgres"), "select 1")
+        .await
+        .expect_err("the second is one too many");
+    assert!(
+        err.to_string()
+            .contains("no more connections allowed (max_client_conn)"),
+        "{err}"
+    );
+    assert_eq!(one(&mut first, "select 1").await, "1");
+    drop(first);
+    // The slot is free again once the first has gone.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match psql_at(via(addr, "postgres"), "select 2").await {
+            Ok(out) => break assert_eq!(out, "2"),
+            Err(e) => assert!(std::time::Instant::now() < deadline, "{e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -216,6 +216,9 @@ pub struct ClientSession {
     stats: ClientStats,
     #[cfg_attr(not(feature = "planted-bugs"), allow(dead_code))]
     bug: Bug,
+    /// The proxy has `max_client_conn` clients already: refuse this one once it has said
+    /// who it is.
+    over_limit: bool,
 }
 
 impl ClientSession {
@@ -260,7 +263,15 @@ impl ClientSession {
             status: b'I',
             stats: ClientStats::default(),
             bug: None,
+            over_limit: false,
         }
+    }
+
+    /// A client beyond the proxy's `max_client_conn`: after its StartupMessage it gets FATAL
+    /// 53300 `no more connections allowed (max_client_conn)` (PgBouncer's text) and is closed.
+    pub fn over_limit(mut self) -> Self {
+        self.over_limit = true;
+        self
     }
 
     /// Switches a planted bug on (simulator tests only).

@@ -119,6 +119,9 @@ impl ClientSession {
                 "no PostgreSQL user name specified in startup packet",
             );
         }
+        if self.over_limit {
+            return self.fatal(b"53300", "no more connections allowed (max_client_conn)");
+        }
         if who.database.is_empty() {
             who.database = who.user.clone();
         }

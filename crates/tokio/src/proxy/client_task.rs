@@ -1,7 +1,6 @@
 //! One client connection's task: it feeds the client's bytes, the lent server's bytes, the
 //! pool's answers and the time to the [`ClientSession`], and performs what it asks.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::BytesMut;
@@ -38,7 +37,7 @@ impl ClientTask {
     pub(super) fn new(
         id: u64,
         seed: u64,
-        _peer: SocketAddr,
+        over_limit: bool,
         config: Arc<ProxyConfig>,
         pool: Arc<Shared>,
     ) -> Self {
@@ -59,7 +58,10 @@ impl ClientTask {
         rng.fill_bytes(&mut random.mock_salt);
         let clock = Clock::new();
         let id = ClientId(id);
-        let session = ClientSession::new(clock.now(), id, config.client.clone(), key, random);
+        let mut session = ClientSession::new(clock.now(), id, config.client.clone(), key, random);
+        if over_limit {
+            session = session.over_limit();
+        }
         ClientTask {
             id,
             session,

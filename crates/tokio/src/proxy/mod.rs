@@ -10,7 +10,7 @@ mod shared;
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use pgyard_proxy::{AuthFile, ClientConfig, PoolSettings};
@@ -30,6 +30,8 @@ pub struct ProxyConfig {
     pub pool: PoolSettings,
     /// Seed for the proxy's cancel keys and login nonces (`None`: from the OS).
     pub seed: Option<u64>,
+    /// Clients connected at once; more are refused with 53300 (PgBouncer's `max_client_conn`).
+    pub max_client_conn: usize,
 }
 
 /// A running proxy's handle: where it listens.
@@ -44,13 +46,19 @@ pub async fn serve(config: ProxyConfig, listener: TcpListener) -> io::Result<()>
     let config = Arc::new(config);
     let pools = shared::Shared::start(config.clone());
     let next = AtomicU64::new(1);
+    let connected = Arc::new(AtomicUsize::new(0));
     let seed = config.seed.unwrap_or_else(pgyard_driver::os_seed);
     loop {
-        let (sock, peer) = listener.accept().await?;
+        let (sock, _peer) = listener.accept().await?;
         let _ = sock.set_nodelay(true);
         let id = next.fetch_add(1, Ordering::Relaxed);
-        let task = client_task::ClientTask::new(id, seed, peer, config.clone(), pools.clone());
-        tokio::spawn(task.run(sock));
+        let over = connected.fetch_add(1, Ordering::Relaxed) >= config.max_client_conn;
+        let task = client_task::ClientTask::new(id, seed, over, config.clone(), pools.clone());
+        let count = connected.clone();
+        tokio::spawn(async move {
+            task.run(sock).await;
+            count.fetch_sub(1, Ordering::Relaxed);
+        });
     }
 }
 
