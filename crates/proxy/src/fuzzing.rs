@@ -102,7 +102,6 @@ fn lent(id: u64, bytes: &[u8]) -> Lent {
     Lent {
         id: ServerId(id),
         settings,
-        in_recovery: Some(false),
         prepared: Default::default(),
     }
 }

@@ -153,16 +153,6 @@ impl Pools {
         }
     }
 
-    /// The settings in force.
-    pub fn settings(&self) -> PoolSettings {
-        self.settings
-    }
-
-    /// Replaces the settings (a reload); servers beyond a smaller size go as they are freed.
-    pub fn set_settings(&mut self, settings: PoolSettings) {
-        self.settings = settings;
-    }
-
     /// `client` needs a server of `key`.
     pub fn acquire(&mut self, now: Instant, client: ClientId, key: &PoolKey) {
         let deadline = now + self.settings.wait_timeout;

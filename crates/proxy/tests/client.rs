@@ -58,7 +58,6 @@ fn server(id: u64, pairs: &[(&str, &str)]) -> Lent {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect::<Settings>(),
-        in_recovery: Some(false),
         prepared: Default::default(),
     }
 }
@@ -571,4 +570,27 @@ fn a_client_over_max_client_conn_is_refused_with_53300() {
         "{text}"
     );
     assert!(matches!(out.last(), Some(ClientOut::Close)));
+}
+
+#[test]
+fn a_demoted_primary_is_never_lent_to_the_primary_route() {
+    let (mut s, _) = logged_in(PoolMode::Transaction, &[]);
+    s.handle_client_bytes(T0, &query("insert into t values (1)"));
+    outputs(&mut s);
+    // The server came back as a standby of the new primary since it was opened.
+    s.handle_server(
+        T0,
+        server(7, &[("TimeZone", "UTC"), ("in_hot_standby", "on")]),
+    );
+    let out = outputs(&mut s);
+    assert!(
+        matches!(&out[..], [ClientOut::Release { server, reusable: false }, ClientOut::Acquire(k)]
+            if server.id == ServerId(7) && k.route == Route::Primary),
+        "{out:?}"
+    );
+    s.handle_server(
+        T0,
+        server(8, &[("TimeZone", "UTC"), ("in_hot_standby", "off")]),
+    );
+    assert!(matches!(&outputs(&mut s)[..], [ClientOut::ToServer(_)]));
 }

@@ -327,10 +327,11 @@ impl World {
                     .insert(server, FakeServer::new(server.0, primary));
                 let mut settings = Settings::new();
                 settings.insert("TimeZone".into(), "UTC".into());
+                let standby = if primary { "off" } else { "on" };
+                settings.insert("in_hot_standby".into(), standby.into());
                 let lent = Lent {
                     id: server,
                     settings,
-                    in_recovery: Some(!primary),
                     prepared: Default::default(),
                 };
                 self.idle.insert(server, lent);

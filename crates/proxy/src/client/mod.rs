@@ -71,10 +71,15 @@ pub struct Lent {
     pub id: ServerId,
     /// Its reported settings, kept up to date while the client uses it.
     pub settings: Settings,
-    /// Whether it reported being a standby (`in_hot_standby`), when it says.
-    pub in_recovery: Option<bool>,
     /// The statements the proxy prepared on it (transaction mode), with their age.
     pub prepared: BTreeMap<String, u64>,
+}
+
+impl Lent {
+    /// Whether it last reported being a standby (`in_hot_standby`), when it says.
+    pub fn in_recovery(&self) -> Option<bool> {
+        self.settings.get("in_hot_standby").map(|v| v == "on")
+    }
 }
 
 /// What the client session asks of the adapter.
@@ -206,6 +211,8 @@ pub struct ClientSession {
     prepared: prepared::Prepared,
     /// Ages of the statements prepared on servers.
     seq: u64,
+    /// The pool of the server asked for.
+    asked: Option<PoolKey>,
     /// Queries and Syncs sent whose ReadyForQuery has not come back.
     outstanding: u32,
     /// Extended-protocol messages sent since the last Sync.
@@ -258,6 +265,7 @@ impl ClientSession {
             client_buf: BytesMut::new(),
             prepared: prepared::Prepared::default(),
             seq: 0,
+            asked: None,
             outstanding: 0,
             unsynced: false,
             status: b'I',
@@ -427,6 +435,12 @@ impl ClientSession {
         self.pending.clear();
     }
 
+    /// Asks the pool for a server of `key`.
+    fn acquire(&mut self, key: PoolKey) {
+        self.asked = Some(key.clone());
+        self.out.push_back(ClientOut::Acquire(key));
+    }
+
     /// The pool key of the client's next transaction.
     fn pool_key(&self) -> PoolKey {
         self.key_for(self.route)
@@ -452,8 +466,7 @@ impl ClientSession {
     /// waiting for the standby (docs/proxy.md).
     pub fn fall_back(&mut self) {
         if matches!(self.phase, Phase::Waiting) && self.min_lsn.take().is_some() {
-            self.out
-                .push_back(ClientOut::Acquire(self.key_for(Route::Primary)));
+            self.acquire(self.key_for(Route::Primary));
         }
     }
 }

@@ -33,8 +33,6 @@ pub fn alignment(wanted: &Settings, server: &Settings) -> Option<String> {
         if server.get(name) == Some(value) {
             continue;
         }
-        // `standard_conforming_strings` is read-only since 9.x-era servers report it; it can
-        // still be SET, and a server refusing it leaves the client's view to the server.
         sql.push_str("SET ");
         sql.push_str(name);
         sql.push_str(" TO ");

@@ -14,7 +14,7 @@ use super::{params, ClientOut, ClientSession, Lent, Phase, PoolMode};
 
 /// Largest client message in transaction mode, where messages are read whole.
 pub const CLIENT_FRAME_MAX: usize = 64 << 20;
-use crate::classes::{directive, Directive};
+use crate::classes::{directive, Directive, Route};
 
 impl ClientSession {
     /// A middleware message: consumed here, never forwarded.
@@ -135,7 +135,7 @@ impl ClientSession {
             Phase::Idle => {
                 self.pending.extend_from_slice(bytes);
                 self.phase = Phase::Waiting;
-                self.out.push_back(ClientOut::Acquire(self.pool_key()));
+                self.acquire(self.pool_key());
             }
             _ => self.pending.extend_from_slice(bytes),
         }
@@ -195,6 +195,18 @@ impl ClientSession {
                 reusable: true,
             });
             return;
+        }
+        // A server that has become a standby since it was opened (a demoted primary) never
+        // serves `primary`: it goes back as unusable, and another is asked for.
+        let asked = self.asked.take();
+        if let Some(key) = asked.filter(|k| k.route == Route::Primary) {
+            if server.in_recovery() == Some(true) {
+                self.out.push_back(ClientOut::Release {
+                    server,
+                    reusable: false,
+                });
+                return self.acquire(key);
+            }
         }
         let welcome = matches!(self.phase, Phase::Welcome);
         self.server = Some(server);
@@ -310,9 +322,6 @@ impl ClientSession {
             return;
         };
         if let Some(s) = self.server.as_mut() {
-            if name == "in_hot_standby" {
-                s.in_recovery = Some(value == "on");
-            }
             s.settings.insert(name.clone(), value.clone());
         }
         if !aligning && params::tracked(&name).is_some() {

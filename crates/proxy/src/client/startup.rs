@@ -195,7 +195,7 @@ impl ClientSession {
     fn logged_in(&mut self) {
         self.deadline = None;
         self.phase = Phase::Welcome;
-        self.out.push_back(ClientOut::Acquire(self.pool_key()));
+        self.acquire(self.pool_key());
     }
 
     /// AuthenticationOk, the settings a direct connection would report, the proxy's cancel

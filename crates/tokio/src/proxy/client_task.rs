@@ -141,37 +141,30 @@ impl ClientTask {
 
     /// Lends a granted server to the session, unless it spoke or closed while idle (a server
     /// shutting down says FATAL first): then it goes back as broken and another is asked for.
-    async fn take(&mut self, mut conn: Box<Session>, lent: Lent) {
-        let mut next = Some((conn, lent));
-        while let Some((c, lent)) = next.take() {
-            conn = c;
-            if !stale(&mut conn).await {
-                if let Some(need) = self.session.needs_lsn() {
-                    // MIN_LSN: a server behind the position goes back, and the transaction
-                    // runs on the primary.
-                    match replayed(&mut conn, need).await {
-                        Ok(true) => {}
-                        behind => {
-                            let usable = behind.is_ok();
-                            self.pool.release(self.id, lent, Some(conn), usable);
-                            self.session.fall_back();
-                            return;
-                        }
-                    }
-                }
-                self.server = Some(conn);
-                self.session.handle_server(self.clock.now(), lent);
-                return;
-            }
+    async fn take(&mut self, mut conn: Box<Session>, mut lent: Lent) {
+        while stale(&mut conn).await {
             self.pool.release(self.id, lent, None, false);
             let Some(key) = self.wanted.clone() else {
                 return;
             };
             match self.pool.acquire(self.id, key) {
-                Acquired::Now(c, l) => next = Some((c, l)),
-                Acquired::Later(rx) => self.waiting = Some(rx),
+                Acquired::Now(c, l) => (conn, lent) = (c, l),
+                Acquired::Later(rx) => return self.waiting = Some(rx),
             }
         }
+        if let Some(need) = self.session.needs_lsn() {
+            // MIN_LSN: a server behind the position goes back, and the transaction runs on
+            // the primary.
+            match replayed(&mut conn, need).await {
+                Ok(true) => {}
+                behind => {
+                    self.pool.release(self.id, lent, Some(conn), behind.is_ok());
+                    return self.session.fall_back();
+                }
+            }
+        }
+        self.server = Some(conn);
+        self.session.handle_server(self.clock.now(), lent);
     }
 
     /// Tells the pool task the cancel key once the client has been given it.

@@ -236,17 +236,10 @@ impl Shared {
     ) -> Option<(Box<Session>, Lent)> {
         let now = self.clock.now();
         let (session, lent) = st.idle.remove(&server)?;
-        let Some((key, _)) = st.waiting.get(&client) else {
+        if !st.waiting.contains_key(&client) {
             // The client left meanwhile: the server stays idle.
             st.idle.insert(server, (session, lent));
             st.pools.release(now, server, true);
-            return None;
-        };
-        // A server that became a standby since it was opened never serves `primary`.
-        if key.route == Route::Primary && lent.in_recovery == Some(true) {
-            let key = key.clone();
-            st.pools.broken(now, server);
-            st.pools.acquire(now, client, &key);
             return None;
         }
         if let Ok(token) = session.cancel_token() {
@@ -303,11 +296,9 @@ async fn timer(s: Arc<Shared>) {
 fn lent_of(id: ServerId, session: &Session) -> Lent {
     let est = session.established();
     let settings: pgyard_proxy::client::Settings = est.parameters.iter().cloned().collect();
-    let in_recovery = settings.get("in_hot_standby").map(|v| v == "on");
     Lent {
         id,
         settings,
-        in_recovery,
         prepared: BTreeMap::new(),
     }
 }
