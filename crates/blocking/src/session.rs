@@ -8,7 +8,7 @@ use bytes::BytesMut;
 use pgyard_connect::Established;
 use pgyard_driver::{
     io_kind, receive_error, send_error, Attempt, ConnectOptions, Error, Machine, RawFrame, Reply,
-    Rows, SessionCore, SessionInfo, SimpleQuery,
+    Rows, SessionCore, SimpleQuery,
 };
 
 use crate::driver;
@@ -73,14 +73,13 @@ impl Session {
     /// configuration error) unless a middleware said it consumes them
     /// ([`SessionInfo::middleware_consumed`]); a negative class is refused too.
     pub fn send_middleware(&mut self, class: i64, payload: &[u8]) -> Result<(), Error> {
-        let consumed = self.middleware_consumed();
-        let buf = pgyard_driver::middleware_frame(consumed, true, class, payload)?;
+        let buf = self.core.middleware_frame(true, class, payload)?;
         self.send_frame(&buf)
     }
 
     /// [`Session::send_middleware`] without the check (tests of what servers do with one).
     pub fn send_middleware_unchecked(&mut self, class: i64, payload: &[u8]) -> Result<(), Error> {
-        let buf = pgyard_driver::middleware_frame(false, false, class, payload)?;
+        let buf = self.core.middleware_frame(false, class, payload)?;
         self.send_frame(&buf)
     }
 

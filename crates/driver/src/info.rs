@@ -5,6 +5,14 @@ use pgyard_connect::{BackendKey, Established, OpenTarget, ServerRole};
 
 use crate::Attempt;
 
+/// Whether the connection's ParameterStatus values say a middleware consumes middleware
+/// messages (`middleware_messages` = `on`).
+pub(crate) fn consumes_middleware(est: &Established) -> bool {
+    est.parameters
+        .iter()
+        .any(|(n, v)| n == "middleware_messages" && v == "on")
+}
+
 /// Read-only facts about an established session: where it went and what the server reported.
 ///
 /// Implementors provide [`SessionInfo::established`] and [`SessionInfo::attempts`]; the rest
@@ -57,7 +65,7 @@ pub trait SessionInfo {
     /// ParameterStatus `middleware_messages` = `on` (asked for with
     /// [`crate::ConnectOptions::middleware`]).
     fn middleware_consumed(&self) -> bool {
-        self.parameter("middleware_messages") == Some("on")
+        consumes_middleware(self.established())
     }
 
     /// BackendKeyData, what a cancel request quotes.

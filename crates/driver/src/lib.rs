@@ -22,8 +22,8 @@ pub use certnames::{CertificateNames, HostNameMismatch};
 pub use env::RealInputs;
 pub use error::{Error, ErrorKind};
 pub use frames::{
-    cancel_request, decode, middleware_frame, note_parameter, take_frame, RawFrame, Reply, Rows,
-    SimpleQuery, SERVER_CLOSED,
+    cancel_request, decode, note_parameter, take_frame, RawFrame, Reply, Rows, SimpleQuery,
+    SERVER_CLOSED,
 };
 pub use info::SessionInfo;
 pub use net::{io_kind, open_event, set_tcp_options, unix_address, UnixAddress};

@@ -156,6 +156,18 @@ impl<T> SessionCore<T> {
         Ok(())
     }
 
+    /// A middleware message ready to send: refused unless a middleware answered
+    /// `middleware_messages=on` (skipped when not `checked`, for tests).
+    pub fn middleware_frame(
+        &self,
+        checked: bool,
+        class: i64,
+        payload: &[u8],
+    ) -> Result<BytesMut, Error> {
+        let consumed = crate::info::consumes_middleware(&self.established);
+        crate::frames::middleware_frame(consumed, checked, class, payload)
+    }
+
     /// Where to send a CancelRequest for this session, and the packet.
     pub fn cancel_request(&self) -> Result<(OpenTarget, BytesMut), Error> {
         let est = &self.established;

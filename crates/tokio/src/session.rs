@@ -7,7 +7,7 @@ use bytes::BytesMut;
 use pgyard_connect::{Established, OpenTarget};
 use pgyard_driver::{
     io_kind, note_parameter, receive_error, send_error, Attempt, Error, Machine, RawFrame, Reply,
-    Rows, SessionCore, SessionInfo, SimpleQuery,
+    Rows, SessionCore, SimpleQuery,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -101,8 +101,7 @@ impl Session {
     /// configuration error) unless a middleware said it consumes them
     /// ([`SessionInfo::middleware_consumed`]); a negative class is refused too.
     pub async fn send_middleware(&mut self, class: i64, payload: &[u8]) -> Result<(), Error> {
-        let consumed = self.middleware_consumed();
-        let buf = pgyard_driver::middleware_frame(consumed, true, class, payload)?;
+        let buf = self.core.middleware_frame(true, class, payload)?;
         self.send_frame(&buf).await
     }
 
@@ -112,7 +111,7 @@ impl Session {
         class: i64,
         payload: &[u8],
     ) -> Result<(), Error> {
-        let buf = pgyard_driver::middleware_frame(false, false, class, payload)?;
+        let buf = self.core.middleware_frame(false, class, payload)?;
         self.send_frame(&buf).await
     }
 
