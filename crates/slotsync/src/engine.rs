@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use crate::decoding::{self, SlotPositions};
 use crate::error::{SlotOpError, SyncError};
-use crate::input::{Standby, WalLevel};
+use crate::input::{Standby, Version, WalLevel};
 use crate::row::{xid_follows, xid_precedes, InvalidationCause, SlotRow, SlotType};
 
 /// Who runs the cycle: the SQL function or the slot sync worker.
@@ -501,7 +501,8 @@ pub fn promote(local_slots: &[SlotRow]) -> (Vec<Action>, Vec<SlotRow>) {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum UserOp {
     /// `pg_logical_slot_get_changes`, `_peek_changes`, `pg_replication_slot_advance`,
-    /// `START_REPLICATION SLOT … LOGICAL`.
+    /// `START_REPLICATION SLOT … LOGICAL` (for an invalidated slot on 17, the texts are
+    /// `get_changes`'s: 17 refuses there when decoding starts, not when the slot is acquired).
     Decode,
     /// `pg_drop_replication_slot` / `DROP_REPLICATION_SLOT`.
     Drop,
@@ -519,8 +520,9 @@ pub enum UserOp {
     },
 }
 
-/// Whether the server allows `op` on slot `name`; the error is the server's.
+/// Whether a `version` server allows `op` on slot `name`; the error is the server's.
 pub fn check_user_op(
+    version: Version,
     local_slots: &[SlotRow],
     in_recovery: bool,
     name: &str,
@@ -545,10 +547,19 @@ pub fn check_user_op(
         }
         UserOp::Decode => {
             let slot = slot.ok_or_else(|| SlotOpError::NoSuchSlot(name.to_owned()))?;
-            if let Some(cause) = slot.invalidation_reason {
-                return Err(SlotOpError::Invalidated(name.to_owned(), cause));
+            let synced = in_recovery && slot.synced;
+            // 17 refuses a synced slot when the decoding context is made, before it looks at
+            // the invalidation; 18 refuses an invalidated slot already when acquiring it.
+            if version == Version::V17 && synced {
+                return Err(SlotOpError::CannotUseSynced(name.to_owned()));
             }
-            if in_recovery && slot.synced {
+            if let Some(cause) = slot.invalidation_reason {
+                return Err(match version {
+                    Version::V17 => SlotOpError::InvalidatedV17(name.to_owned(), cause),
+                    Version::V18 => SlotOpError::Invalidated(name.to_owned(), cause),
+                });
+            }
+            if synced {
                 return Err(SlotOpError::CannotUseSynced(name.to_owned()));
             }
             Ok(())
@@ -582,6 +593,8 @@ struct Remote<'a> {
     restart: Lsn,
     confirmed: Lsn,
     catalog_xmin: Xid,
+    /// The standby's version, which decides what an update copies.
+    version: Version,
 }
 
 struct Cycle<'a> {
@@ -614,6 +627,7 @@ impl Cycle<'_> {
                 restart: row.restart_lsn.unwrap_or(Lsn::INVALID),
                 confirmed: row.confirmed_flush_lsn.unwrap_or(Lsn::INVALID),
                 catalog_xmin: row.catalog_xmin.unwrap_or(Xid(0)),
+                version: self.standby.version,
             };
             let incomplete =
                 r.restart == Lsn::INVALID || r.confirmed == Lsn::INVALID || r.catalog_xmin.0 == 0;
@@ -975,8 +989,10 @@ fn update_local(
                 temporary: local.temporary,
             },
         });
+        // 17 goes on to copy the settings (not the positions); 18 returns here.
+        let changed = r.version == Version::V17 && copy_config(local, r, actions);
         return Ok(UpdateResult {
-            changed: false,
+            changed,
             precedes: true,
             consistent: false,
             positions_synced: false,
@@ -1043,45 +1059,9 @@ fn update_local(
             });
         }
     }
-    let remote_tpa = r.row.two_phase_at.filter(|l| *l != Lsn::INVALID);
-    let local_tpa = local.two_phase_at.filter(|l| *l != Lsn::INVALID);
-    let config = r.row.datoid != local.datoid
-        || r.row.two_phase != local.two_phase
-        || r.row.failover != local.failover
-        || r.row.plugin != local.plugin
-        || remote_tpa != local_tpa;
+    let config = config_differs(local, r);
     if config {
-        let opt = |v: &Option<String>| v.clone().map_or(Value::Null, Value::String);
-        if r.row.plugin != local.plugin {
-            set.push(("plugin", opt(&r.row.plugin)));
-        }
-        if r.row.datoid != local.datoid {
-            set.push((
-                "datoid",
-                r.row
-                    .datoid
-                    .map_or(Value::Null, |o| Value::String(o.to_string())),
-            ));
-            set.push(("database", opt(&r.row.database)));
-        }
-        if r.row.two_phase != local.two_phase {
-            set.push(("two_phase", r.row.two_phase.into()));
-        }
-        if remote_tpa != local_tpa {
-            set.push((
-                "two_phase_at",
-                remote_tpa.map_or(Value::Null, |l| Value::String(l.to_string())),
-            ));
-        }
-        if r.row.failover != local.failover {
-            set.push(("failover", r.row.failover.into()));
-        }
-        local.plugin = r.row.plugin.clone();
-        local.datoid = r.row.datoid;
-        local.database = r.row.database.clone();
-        local.two_phase = r.row.two_phase;
-        local.two_phase_at = remote_tpa;
-        local.failover = r.row.failover;
+        copy_settings(local, r, &mut set);
     }
     let changed = positions.is_some() || config;
     if changed {
@@ -1098,6 +1078,78 @@ fn update_local(
         consistent,
         positions_synced: positions.is_some(),
     })
+}
+
+/// The remote's two_phase_at, where the version syncs it (17 neither reads nor shows it).
+fn remote_two_phase_at(local: &SlotRow, r: &Remote, version: Version) -> Option<Lsn> {
+    match version {
+        Version::V17 => local.two_phase_at,
+        Version::V18 => r.row.two_phase_at.filter(|l| *l != Lsn::INVALID),
+    }
+}
+
+/// Whether plugin, database, two_phase, two_phase_at or failover differ from the remote's.
+fn config_differs(local: &SlotRow, r: &Remote) -> bool {
+    let remote_tpa = remote_two_phase_at(local, r, r.version);
+    let local_tpa = local.two_phase_at.filter(|l| *l != Lsn::INVALID);
+    r.row.datoid != local.datoid
+        || r.row.two_phase != local.two_phase
+        || r.row.failover != local.failover
+        || r.row.plugin != local.plugin
+        || remote_tpa != local_tpa
+}
+
+/// Copies the remote's settings into `local`, recording each changed column in `set`.
+fn copy_settings(local: &mut SlotRow, r: &Remote, set: &mut Vec<(&'static str, Value)>) {
+    let remote_tpa = remote_two_phase_at(local, r, r.version);
+    let local_tpa = local.two_phase_at.filter(|l| *l != Lsn::INVALID);
+    let opt = |v: &Option<String>| v.clone().map_or(Value::Null, Value::String);
+    if r.row.plugin != local.plugin {
+        set.push(("plugin", opt(&r.row.plugin)));
+    }
+    if r.row.datoid != local.datoid {
+        set.push((
+            "datoid",
+            r.row
+                .datoid
+                .map_or(Value::Null, |o| Value::String(o.to_string())),
+        ));
+        set.push(("database", opt(&r.row.database)));
+    }
+    if r.row.two_phase != local.two_phase {
+        set.push(("two_phase", r.row.two_phase.into()));
+    }
+    if remote_tpa != local_tpa {
+        set.push((
+            "two_phase_at",
+            remote_tpa.map_or(Value::Null, |l| Value::String(l.to_string())),
+        ));
+    }
+    if r.row.failover != local.failover {
+        set.push(("failover", r.row.failover.into()));
+    }
+    local.plugin = r.row.plugin.clone();
+    local.datoid = r.row.datoid;
+    local.database = r.row.database.clone();
+    local.two_phase = r.row.two_phase;
+    local.two_phase_at = remote_tpa;
+    local.failover = r.row.failover;
+}
+
+/// 17's settings copy for a preceded remote: an `Update` of settings only, when any differ.
+fn copy_config(local: &mut SlotRow, r: &Remote, actions: &mut Vec<Action>) -> bool {
+    if !config_differs(local, r) {
+        return false;
+    }
+    let mut set = Vec::new();
+    copy_settings(local, r, &mut set);
+    local.inactive_since = None;
+    actions.push(Action::Update {
+        slot: r.row.slot_name.clone(),
+        set,
+        positions: None,
+    });
+    true
 }
 
 /// `update_and_persist_local_synced_slot`: whether the slot became persistent.

@@ -196,6 +196,9 @@ pub enum SlotOpError {
     /// The slot was invalidated.
     #[error("can no longer access replication slot \"{0}\"")]
     Invalidated(String, crate::row::InvalidationCause),
+    /// The slot was invalidated: PostgreSQL 17's words, when decoding starts.
+    #[error("can no longer get changes from replication slot \"{0}\"")]
+    InvalidatedV17(String, crate::row::InvalidationCause),
 }
 
 impl SlotOpError {
@@ -210,6 +213,13 @@ impl SlotOpError {
             SlotOpError::Invalidated(_, cause) => Some(format!(
                 "This replication slot has been invalidated due to \"{cause}\"."
             )),
+            SlotOpError::InvalidatedV17(_, crate::row::InvalidationCause::WalRemoved) => Some(
+                "This slot has been invalidated because it exceeded the maximum reserved size."
+                    .into(),
+            ),
+            SlotOpError::InvalidatedV17(..) => Some(
+                "This slot has been invalidated because it was conflicting with recovery.".into(),
+            ),
             _ => None,
         }
     }

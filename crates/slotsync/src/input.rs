@@ -32,9 +32,51 @@ impl WalLevel {
     }
 }
 
+/// The PostgreSQL major version whose decisions (and texts) the engine reproduces.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Version {
+    /// PostgreSQL 17, where slot synchronization first shipped.
+    V17,
+    /// PostgreSQL 18 (the default).
+    #[default]
+    V18,
+}
+
+impl Version {
+    /// Reads `SHOW server_version_num` (`170010`, `180004`); only 17 and 18 are modelled.
+    pub fn from_server_version_num(text: &str) -> Result<Version, InputError> {
+        let num: u32 = text
+            .trim()
+            .parse()
+            .map_err(|_| InputError(format!("server_version_num: cannot read {text:?}")))?;
+        match num / 10000 {
+            17 => Ok(Version::V17),
+            18 => Ok(Version::V18),
+            major => Err(InputError(format!(
+                "server_version_num {num}: PostgreSQL {major} is not modelled (17 and 18 are)"
+            ))),
+        }
+    }
+
+    /// The major version number.
+    pub fn major(self) -> u32 {
+        match self {
+            Version::V17 => 17,
+            Version::V18 => 18,
+        }
+    }
+
+    /// A `server_version_num` of this major version (its `.0` release), for JSON output.
+    pub fn server_version_num(self) -> String {
+        format!("{}0000", self.major())
+    }
+}
+
 /// The standby: positions, settings and state that the sync decisions read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Standby {
+    /// The standby's major version (`server_version_num`; 18 when absent).
+    pub version: Version,
     /// `pg_last_wal_receive_lsn()`.
     pub receive_lsn: Option<Lsn>,
     /// `pg_last_wal_replay_lsn()`.
@@ -88,6 +130,7 @@ pub struct Standby {
 impl Default for Standby {
     fn default() -> Self {
         Standby {
+            version: Version::V18,
             receive_lsn: None,
             replay_lsn: None,
             in_recovery: true,
@@ -145,7 +188,12 @@ impl Standby {
                     .map_err(|_| InputError(format!("max_replication_slots: {n}")))?,
             ),
         };
+        let version = match field_text(obj, "server_version_num")? {
+            None => d.version,
+            Some(t) => Version::from_server_version_num(&t)?,
+        };
         Ok(Standby {
+            version,
             receive_lsn: lsn(obj, "receive_lsn")?,
             replay_lsn: lsn(obj, "replay_lsn")?,
             in_recovery: opt_boolean(obj, "in_recovery")?.unwrap_or(d.in_recovery),
@@ -174,6 +222,12 @@ impl Standby {
         let l = |v: Option<Lsn>| v.map_or(Value::Null, |x| Value::String(x.to_string()));
         let onoff = |b: bool| Value::String(if b { "on" } else { "off" }.into());
         let mut m = Map::new();
+        if self.version != Version::V18 {
+            m.insert(
+                "server_version_num".into(),
+                self.version.server_version_num().into(),
+            );
+        }
         m.insert("receive_lsn".into(), l(self.receive_lsn));
         m.insert("replay_lsn".into(), l(self.replay_lsn));
         m.insert("in_recovery".into(), self.in_recovery.into());

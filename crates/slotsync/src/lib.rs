@@ -1,5 +1,5 @@
 //! Logical replication slot synchronization to physical standbys, decided as PostgreSQL 18
-//! decides it (`pg_sync_replication_slots()` and the slot-sync worker). Pure: the inputs are
+//! (or 17, by [`Version`]) decides it (`pg_sync_replication_slots()` and the slot-sync worker). Pure: the inputs are
 //! slot tables, WAL positions and settings; the outputs are actions and the resulting table.
 //!
 //! * [`engine`]: prerequisite checks, one sync cycle ([`sync_function`], [`sync_cycle`]),
@@ -9,14 +9,18 @@
 //! * [`standby_slots`]: the primary's `synchronized_standby_slots` gate for failover walsenders.
 //! * [`cadence`]: the worker's naptime/back-off and launch throttle, as a sans-IO scheduler.
 //! * [`plan`]: the JSON format of `pgyard slotsync plan` (see `docs/slotsync.md`).
+//! * [`check`]: the failover-readiness verdict per failover slot (`pgyard slotsync check`).
+//! * [`snapshot`]: the SQL that reads a plan input from live servers, and its assembly.
 
 pub mod cadence;
+pub mod check;
 pub mod decoding;
 pub mod engine;
 pub mod error;
 pub mod input;
 pub mod plan;
 pub mod row;
+pub mod snapshot;
 pub mod standby_slots;
 
 pub use engine::{
@@ -24,7 +28,7 @@ pub use engine::{
     Caller, DropReason, Outcome, Positions, SkipReason, UserOp,
 };
 pub use error::{InputError, SlotOpError, SyncError};
-pub use input::{Standby, WalLevel};
+pub use input::{Standby, Version, WalLevel};
 pub use plan::{outcome_to_json, run_plan_text, PlanInput, PlanRun};
 pub use row::{InvalidationCause, SlotRow, SlotType};
 pub use standby_slots::{SendBound, StandbySlotList, StandbySlotReport};

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use crate::engine::{sync_function, Outcome};
 use crate::error::InputError;
-use crate::input::{xid_map_json, Standby};
+use crate::input::{xid_map_json, Standby, Version};
 use crate::row::SlotRow;
 
 /// The plan input.
@@ -52,14 +52,10 @@ impl PlanInput {
     /// The input as JSON.
     pub fn to_json(&self) -> Value {
         let mut m = Map::new();
-        m.insert(
-            "remote_slots".into(),
-            Value::Array(self.remote_slots.iter().map(SlotRow::to_json).collect()),
-        );
-        m.insert(
-            "local_slots".into(),
-            Value::Array(self.local_slots.iter().map(SlotRow::to_json).collect()),
-        );
+        let v = self.standby.version;
+        let rows = |r: &[SlotRow]| Value::Array(r.iter().map(|x| x.to_json_as(v)).collect());
+        m.insert("remote_slots".into(), rows(&self.remote_slots));
+        m.insert("local_slots".into(), rows(&self.local_slots));
         m.insert("standby".into(), self.standby.to_json());
         Value::Object(m)
     }
@@ -73,8 +69,8 @@ impl PlanInput {
 /// The plan output: `{"actions": [...], "slots_after": [...]}`, plus
 /// `"effective_catalog_xmins"` (slot → xid, when some slot's in-memory value is not its
 /// `catalog_xmin`; feed it to the next call's `standby`) and `"error"` (message, detail,
-/// sqlstate) when the server would raise one.
-pub fn outcome_to_json(outcome: &Outcome) -> Value {
+/// sqlstate) when the server would raise one. Rows have `version`'s columns.
+pub fn outcome_to_json(outcome: &Outcome, version: Version) -> Value {
     let mut m = Map::new();
     m.insert(
         "actions".into(),
@@ -82,7 +78,13 @@ pub fn outcome_to_json(outcome: &Outcome) -> Value {
     );
     m.insert(
         "slots_after".into(),
-        Value::Array(outcome.slots_after.iter().map(SlotRow::to_json).collect()),
+        Value::Array(
+            outcome
+                .slots_after
+                .iter()
+                .map(|r| r.to_json_as(version))
+                .collect(),
+        ),
     );
     if !outcome.effective_catalog_xmins.is_empty() {
         m.insert(
@@ -127,8 +129,9 @@ pub fn run_plan_text(text: &str) -> PlanRun {
         }
     };
     let outcome = input.plan();
-    let stdout =
-        serde_json::to_string_pretty(&outcome_to_json(&outcome)).unwrap_or_default() + "\n";
+    let stdout = serde_json::to_string_pretty(&outcome_to_json(&outcome, input.standby.version))
+        .unwrap_or_default()
+        + "\n";
     match &outcome.error {
         None => PlanRun {
             stdout,

@@ -6,6 +6,7 @@ use pgyard_types::{Lsn, Xid};
 use serde_json::{Map, Value};
 
 use crate::error::InputError;
+use crate::input::Version;
 
 /// `slot_type`: physical or logical.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,7 +77,8 @@ impl fmt::Display for InvalidationCause {
     }
 }
 
-/// One row of `pg_replication_slots` (PostgreSQL 18 columns, in view order).
+/// One row of `pg_replication_slots` (PostgreSQL 18 columns, in view order; 17 lacks
+/// `two_phase_at`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SlotRow {
     /// `slot_name`.
@@ -231,8 +233,14 @@ impl SlotRow {
         })
     }
 
-    /// The row as a JSON object with `row_to_json`'s column names, order and types.
+    /// The row as a JSON object with `row_to_json`'s column names, order and types
+    /// (PostgreSQL 18's view).
     pub fn to_json(&self) -> Value {
+        self.to_json_as(Version::V18)
+    }
+
+    /// The row as that version's `pg_replication_slots` shows it (17 has no `two_phase_at`).
+    pub fn to_json_as(&self, version: Version) -> Value {
         let mut m = Map::new();
         let s = |v: &Option<String>| v.clone().map_or(Value::Null, Value::String);
         let l = |v: Option<Lsn>| v.map_or(Value::Null, |x| Value::String(x.to_string()));
@@ -262,7 +270,9 @@ impl SlotRow {
             self.safe_wal_size.map_or(Value::Null, Value::from),
         );
         m.insert("two_phase".into(), self.two_phase.into());
-        m.insert("two_phase_at".into(), l(self.two_phase_at));
+        if version >= Version::V18 {
+            m.insert("two_phase_at".into(), l(self.two_phase_at));
+        }
         m.insert("inactive_since".into(), s(&self.inactive_since));
         m.insert(
             "conflicting".into(),

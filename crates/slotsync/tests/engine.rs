@@ -467,7 +467,10 @@ fn promotion_drops_temporaries_and_keeps_synced() {
     assert_eq!(names(&after), ["p"]);
     assert!(after[0].synced);
     // After promotion the slot is usable and the function refuses to run.
-    assert_eq!(check_user_op(&after, false, "p", &UserOp::Decode), Ok(()));
+    assert_eq!(
+        check_user_op(Version::V18, &after, false, "p", &UserOp::Decode),
+        Ok(())
+    );
     let mut sb = standby();
     sb.in_recovery = false;
     assert_eq!(
@@ -482,7 +485,7 @@ fn user_ops_on_synced_slots_in_recovery() {
         synced("a", "0/2000000", "0/2000100", 760),
         SlotRow::logical("mine"),
     ];
-    let e = check_user_op(&t, true, "a", &UserOp::Decode).unwrap_err();
+    let e = check_user_op(Version::V18, &t, true, "a", &UserOp::Decode).unwrap_err();
     assert_eq!(
         e.to_string(),
         "cannot use replication slot \"a\" for logical decoding"
@@ -493,13 +496,14 @@ fn user_ops_on_synced_slots_in_recovery() {
     );
     assert_eq!(e.hint(), Some("Specify another replication slot."));
     assert_eq!(
-        check_user_op(&t, true, "a", &UserOp::Drop)
+        check_user_op(Version::V18, &t, true, "a", &UserOp::Drop)
             .unwrap_err()
             .to_string(),
         "cannot drop replication slot \"a\""
     );
     assert_eq!(
         check_user_op(
+            Version::V18,
             &t,
             true,
             "a",
@@ -511,9 +515,13 @@ fn user_ops_on_synced_slots_in_recovery() {
         .to_string(),
         "cannot alter replication slot \"a\""
     );
-    assert_eq!(check_user_op(&t, true, "mine", &UserOp::Drop), Ok(()));
+    assert_eq!(
+        check_user_op(Version::V18, &t, true, "mine", &UserOp::Drop),
+        Ok(())
+    );
     assert_eq!(
         check_user_op(
+            Version::V18,
             &t,
             true,
             "mine",
@@ -527,6 +535,7 @@ fn user_ops_on_synced_slots_in_recovery() {
     );
     assert_eq!(
         check_user_op(
+            Version::V18,
             &t,
             true,
             "x",
@@ -541,6 +550,7 @@ fn user_ops_on_synced_slots_in_recovery() {
     );
     assert_eq!(
         check_user_op(
+            Version::V18,
             &t,
             false,
             "x",
@@ -554,7 +564,7 @@ fn user_ops_on_synced_slots_in_recovery() {
         "cannot enable failover for a temporary replication slot"
     );
     assert_eq!(
-        check_user_op(&t, true, "nope", &UserOp::Decode)
+        check_user_op(Version::V18, &t, true, "nope", &UserOp::Decode)
             .unwrap_err()
             .to_string(),
         "replication slot \"nope\" does not exist"

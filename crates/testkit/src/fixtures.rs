@@ -193,7 +193,7 @@ pub fn tls_cases(primary: &Primary, cert: &str) -> Vec<(String, bool)> {
 /// Runs Debian's `pgbench` (next to its psql) on libpq 18 with `args` and returns its standard
 /// output; a non-zero exit is an error carrying its standard error.
 pub fn pgbench(args: &[&str], timeout: std::time::Duration) -> io::Result<String> {
-    let install = crate::pg18::ensure_installed()?;
+    let install = crate::postgres::ensure_installed()?;
     let psql = crate::cluster::psql_path()
         .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "psql (and pgbench) not found"))?;
     let pgbench = psql.with_file_name("pgbench");

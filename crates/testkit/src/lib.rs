@@ -8,5 +8,5 @@ pub mod cluster;
 pub mod fixtures;
 pub mod fuzz;
 pub mod libpq;
-pub mod pg18;
+pub mod postgres;
 pub mod proxy;

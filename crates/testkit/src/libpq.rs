@@ -149,7 +149,7 @@ impl Libpq {
         static SHARED: OnceLock<Result<Libpq, String>> = OnceLock::new();
         SHARED
             .get_or_init(|| {
-                let install = crate::pg18::ensure_installed()
+                let install = crate::postgres::ensure_installed()
                     .map_err(|e| format!("installing PostgreSQL 18 failed: {e}"))?;
                 Libpq::load(&install.libpq).map_err(|e| e.to_string())
             })

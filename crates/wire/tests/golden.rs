@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use pgyard_testkit::cluster::{psql_path, Auth, Node, Options, Primary};
-use pgyard_testkit::pg18;
+use pgyard_testkit::postgres;
 use pgyard_testkit::proxy::RecordingProxy;
 use pgyard_wire::backend::BackendMessage;
 use pgyard_wire::describe::{self, Side, WalkOptions};
@@ -444,7 +444,7 @@ fn live_capture_decodes_and_reencodes_exactly() {
             "{tool} must be installed next to psql (cargo xtask provision installs it)"
         );
     }
-    let install = pg18::ensure_installed().expect("PostgreSQL 18");
+    let install = postgres::ensure_installed().expect("PostgreSQL 18");
     let tools = Tools {
         bin,
         lib_dir: install.lib_dir.clone(),

@@ -61,7 +61,7 @@ pub fn libpq() -> &'static Libpq {
         Ok(lib) => lib,
         Err(e) => panic!(
             "libpq 18 is required for the differential tests and could not be provided \
-             (pgyard_testkit::pg18::ensure_installed needs npm and network access or a \
+             (pgyard_testkit::postgres::ensure_installed needs npm and network access or a \
              populated $PGYARD_CACHE): {e}"
         ),
     }

