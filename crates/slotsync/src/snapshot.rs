@@ -123,7 +123,10 @@ const PRIMARY_SQL: &str = "select json_build_object(\
     'synchronized_standby_slots', current_setting('synchronized_standby_slots'), \
     'sent', (select coalesce(json_object_agg(s.slot_name, r.sent_lsn), '{}') \
         from pg_catalog.pg_replication_slots s join pg_catalog.pg_stat_replication r \
-        on r.pid = s.active_pid where s.slot_type = 'logical' and r.sent_lsn is not null))";
+        on r.pid = s.active_pid where s.slot_type = 'logical' and r.sent_lsn is not null), \
+    'hidden', (select count(*) from pg_catalog.pg_replication_slots s \
+        left join pg_catalog.pg_stat_replication r on r.pid = s.active_pid \
+        where s.slot_type = 'logical' and s.active_pid is not null and r.sent_lsn is null))";
 
 /// Reads a snapshot: the primary first (as a sync call reads the remote slots before it
 /// compares them with the standby's position), then the standby.
@@ -134,7 +137,7 @@ pub fn collect(
     let mut notes = Vec::new();
     let (remote, facts, primary_in_recovery) = match primary {
         Some(p) => {
-            let (rows, facts, in_recovery) = read_primary(p)?;
+            let (rows, facts, in_recovery) = read_primary(p, &mut notes)?;
             (rows, Some(facts), in_recovery)
         }
         None => {
@@ -195,9 +198,18 @@ pub fn collect(
     })
 }
 
-fn read_primary(p: &mut dyn Source) -> Result<(Vec<Value>, PrimaryFacts, bool), SnapshotError> {
+fn read_primary(
+    p: &mut dyn Source,
+    notes: &mut Vec<String>,
+) -> Result<(Vec<Value>, PrimaryFacts, bool), SnapshotError> {
     let rows = json_rows(p, "primary", "pg_replication_slots")?;
     let v = json_value(p, "primary", "settings and walsenders", PRIMARY_SQL)?;
+    if v["hidden"].as_u64().unwrap_or(0) > 0 {
+        notes.push(
+            "primary: what the logical walsenders have sent is hidden (needs pg_read_all_stats);              each slot's confirmed_flush_lsn stands in for it"
+                .to_owned(),
+        );
+    }
     let version = Version::from_server_version_num(v["server_version_num"].as_str().unwrap_or(""))
         .map_err(|error| SnapshotError::Input {
             server: "primary",
