@@ -12,12 +12,16 @@ pub enum ScenarioBug {
     /// `slotsync`: the failover walsender ignores `synchronized_standby_slots` and sends
     /// everything the primary flushed, past what the standby has.
     IgnoreStandbySlots,
+    /// `slotsync`: the readiness check is not told what the walsender has sent, so it judges
+    /// by the slot's `confirmed_flush_lsn`, which lags what the subscriber received.
+    CheckWithoutSentLsn,
 }
 
 /// Every scenario bug with the scenario that should catch it, in a fixed order.
 pub const ALL: &[(ScenarioBug, &str)] = &[
     (ScenarioBug::ReportWriteAsFlush, "delayq"),
     (ScenarioBug::IgnoreStandbySlots, "slotsync"),
+    (ScenarioBug::CheckWithoutSentLsn, "slotsync"),
 ];
 
 #[cfg(feature = "planted-bugs")]

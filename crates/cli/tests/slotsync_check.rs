@@ -142,12 +142,26 @@ impl Rig {
 
     /// `pgyard slotsync check --json` (with the primary, or the standby alone).
     fn check(&self, with_primary: bool) -> Value {
+        let primary = with_primary.then(|| self.primary.conninfo());
+        self.run_check(primary, self.standby().conninfo())
+    }
+
+    /// [`Rig::check`] with both servers, as database user `role`.
+    fn check_as(&self, role: &str) -> Value {
+        let as_role = |c: String| c.replace("user=postgres", &format!("user={role}"));
+        self.run_check(
+            Some(as_role(self.primary.conninfo())),
+            as_role(self.standby().conninfo()),
+        )
+    }
+
+    fn run_check(&self, primary: Option<String>, standby: String) -> Value {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_pgyard"));
         cmd.args(["slotsync", "check", "--json"]);
-        if with_primary {
-            cmd.args(["--primary", &self.primary.conninfo()]);
+        if let Some(p) = primary {
+            cmd.args(["--primary", &p]);
         }
-        cmd.args(["--standby", &self.standby().conninfo()]);
+        cmd.args(["--standby", &standby]);
         let out = cmd.output().expect("run pgyard slotsync check");
         let stdout = String::from_utf8_lossy(&out.stdout);
         let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
@@ -492,6 +506,11 @@ fn snapshot_says_what_privileges_left_out() {
     assert!(said(&bare, "pg_ls_waldir"), "{bare:?}");
     assert!(said(&bare, "pg_ls_logicalsnapdir"), "{bare:?}");
     assert!(said(&bare, "walsenders have sent is hidden"), "{bare:?}");
+    let unprivileged = rig.check_as("watcher");
+    assert!(
+        reason(&unprivileged, "priv").starts_with("cannot tell what the slot's walsender has sent"),
+        "{unprivileged}"
+    );
     rig.p("grant pg_monitor to watcher");
     rig.wait_replay();
     let monitor = notes(&snapshot(&rig));

@@ -115,7 +115,17 @@ pub fn check(snap: &Snapshot) -> Report {
         let slots = local
             .iter()
             .filter(|l| l.synced && l.slot_type == SlotType::Logical)
-            .map(|l| verdict(&l.slot_name, None, Some(l), None, sb, &warnings, None))
+            .map(|l| {
+                verdict(
+                    &l.slot_name,
+                    None,
+                    Some(l),
+                    Sent::Unknown,
+                    sb,
+                    &warnings,
+                    None,
+                )
+            })
             .collect();
         return Report {
             slots,
@@ -141,7 +151,11 @@ pub fn check(snap: &Snapshot) -> Report {
             let name = &r.slot_name;
             let l = local.iter().find(|l| &l.slot_name == name);
             let next = next_sync(name, &outcome, caller);
-            let sent = primary.sent_lsn.get(name).copied();
+            let sent = match primary.sent_lsn.get(name) {
+                Some(l) => Sent::At(*l),
+                None if primary.sent_hidden.contains(name) => Sent::Hidden,
+                None => Sent::NoWalsender,
+            };
             verdict(name, Some(r), l, sent, sb, &warnings, Some(next))
         })
         .collect();
@@ -152,11 +166,24 @@ pub fn check(snap: &Snapshot) -> Report {
     }
 }
 
+/// What the slot's walsender has sent, as far as the snapshot tells.
+#[derive(Clone, Copy, Debug)]
+enum Sent {
+    /// Its `sent_lsn`.
+    At(Lsn),
+    /// No walsender is active: the slot's `confirmed_flush_lsn` is what subscribers have.
+    NoWalsender,
+    /// A walsender is active but the role may not see its `sent_lsn`.
+    Hidden,
+    /// No primary was asked.
+    Unknown,
+}
+
 fn verdict(
     name: &str,
     remote: Option<&SlotRow>,
     local: Option<&SlotRow>,
-    sent: Option<Lsn>,
+    sent: Sent,
     sb: &Standby,
     warnings: &[String],
     next_sync: Option<Value>,
@@ -175,7 +202,7 @@ fn verdict(
 fn not_ready_reason(
     remote: Option<&SlotRow>,
     local: Option<&SlotRow>,
-    sent: Option<Lsn>,
+    sent: Sent,
     sb: &Standby,
 ) -> Option<String> {
     if let Some(cause) = remote.and_then(|r| r.invalidation_reason) {
@@ -204,11 +231,17 @@ fn not_ready_reason(
     if l.temporary {
         return Some(temporary_reason(remote, l));
     }
-    let received = match (sent, remote) {
-        (Some(s), _) => Some(("sent", s)),
-        (None, Some(r)) => r.confirmed_flush_lsn.map(|c| ("confirmed", c)),
-        (None, None) => None,
-    };
+    let received =
+        match (sent, remote) {
+            (Sent::At(s), _) => Some(("sent", s)),
+            (Sent::NoWalsender, Some(r)) => r.confirmed_flush_lsn.map(|c| ("confirmed", c)),
+            (Sent::Hidden, _) => return Some(
+                "cannot tell what the slot's walsender has sent subscribers (its sent_lsn needs \
+                 pg_read_all_stats), so not whether the standby has it"
+                    .to_owned(),
+            ),
+            _ => None,
+        };
     let replay = sb.replay_lsn.unwrap_or(Lsn::INVALID);
     if let Some((how, at)) = received.filter(|(_, at)| *at > replay) {
         let what = if how == "sent" {

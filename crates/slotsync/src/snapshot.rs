@@ -9,7 +9,7 @@
 //! `pg_walinspect` extension) only sharpen position predictions, and without them every
 //! update is predicted as a copy (see docs/slotsync.md, "Privileges").
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use pgyard_types::Lsn;
 use serde_json::{json, Map, Value};
@@ -69,6 +69,8 @@ pub struct PrimaryFacts {
     pub synchronized_standby_slots: String,
     /// The WAL each active logical walsender has sent, by slot (`pg_stat_replication.sent_lsn`).
     pub sent_lsn: BTreeMap<String, Lsn>,
+    /// Slots with an active walsender whose `sent_lsn` the role may not see.
+    pub sent_hidden: BTreeSet<String>,
 }
 
 /// Everything read from the servers: the plan input, the primary's facts (absent when only
@@ -124,7 +126,7 @@ const PRIMARY_SQL: &str = "select json_build_object(\
     'sent', (select coalesce(json_object_agg(s.slot_name, r.sent_lsn), '{}') \
         from pg_catalog.pg_replication_slots s join pg_catalog.pg_stat_replication r \
         on r.pid = s.active_pid where s.slot_type = 'logical' and r.sent_lsn is not null), \
-    'hidden', (select count(*) from pg_catalog.pg_replication_slots s \
+    'hidden', (select coalesce(json_agg(s.slot_name), '[]') from pg_catalog.pg_replication_slots s \
         left join pg_catalog.pg_stat_replication r on r.pid = s.active_pid \
         where s.slot_type = 'logical' and s.active_pid is not null and r.sent_lsn is null))";
 
@@ -204,9 +206,18 @@ fn read_primary(
 ) -> Result<(Vec<Value>, PrimaryFacts, bool), SnapshotError> {
     let rows = json_rows(p, "primary", "pg_replication_slots")?;
     let v = json_value(p, "primary", "settings and walsenders", PRIMARY_SQL)?;
-    if v["hidden"].as_u64().unwrap_or(0) > 0 {
+    let sent_hidden: BTreeSet<String> = v["hidden"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|n| n.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    if !sent_hidden.is_empty() {
         notes.push(
-            "primary: what the logical walsenders have sent is hidden (needs pg_read_all_stats);              each slot's confirmed_flush_lsn stands in for it"
+            "primary: what the active logical walsenders have sent is hidden (needs \
+             pg_read_all_stats); their slots cannot be judged ready"
                 .to_owned(),
         );
     }
@@ -230,6 +241,7 @@ fn read_primary(
             .unwrap_or("")
             .to_owned(),
         sent_lsn: sent,
+        sent_hidden,
     };
     Ok((rows, facts, v["in_recovery"].as_bool().unwrap_or(false)))
 }
@@ -529,6 +541,7 @@ impl Snapshot {
                         "sent_lsn": p.sent_lsn.iter()
                             .map(|(k, l)| (k.clone(), Value::String(l.to_string())))
                             .collect::<Map<String, Value>>(),
+                        "sent_hidden": p.sent_hidden,
                     }),
                 );
             }
@@ -582,6 +595,15 @@ fn primary_from_json(p: &Value) -> Result<PrimaryFacts, InputError> {
         }
         other => return Err(InputError(format!("primary.sent_lsn: {other}"))),
     }
+    let sent_hidden = match &p["sent_hidden"] {
+        Value::Null => BTreeSet::new(),
+        Value::Array(a) => a
+            .iter()
+            .map(|n| n.as_str().map(str::to_owned))
+            .collect::<Option<BTreeSet<String>>>()
+            .ok_or_else(|| InputError::new("primary.sent_hidden: expected slot names"))?,
+        other => return Err(InputError(format!("primary.sent_hidden: {other}"))),
+    };
     Ok(PrimaryFacts {
         version,
         synchronized_standby_slots: p["synchronized_standby_slots"]
@@ -589,6 +611,7 @@ fn primary_from_json(p: &Value) -> Result<PrimaryFacts, InputError> {
             .unwrap_or("")
             .to_owned(),
         sent_lsn,
+        sent_hidden,
     })
 }
 

@@ -9,10 +9,17 @@
 //! applied: nothing it applied is missing on the new primary, nothing it never got is skipped,
 //! and the WAL it needs is reserved by the slot. Without the setting the same quantities are
 //! measured and traced as the loss window ([`loss_window`]).
+//!
+//! The failover-readiness check (`pgyard slotsync check`) is asked at regular moments and right
+//! before the failover, from a snapshot of the same state: whenever it says the slot is ready,
+//! a failover to that standby at that moment must lose nothing (`ready-means-lossless`).
 
 use pgyard_slotsync::cadence::WorkerSchedule;
+use pgyard_slotsync::check::check;
+use pgyard_slotsync::snapshot::{PrimaryFacts, Snapshot};
 use pgyard_slotsync::{
-    promote, sync_cycle, sync_function, Caller, SlotRow, Standby, StandbySlotList,
+    promote, sync_cycle, sync_function, Caller, PlanInput, SlotRow, Standby, StandbySlotList,
+    Version,
 };
 use pgyard_types::{uniform_inclusive, Instant, Lsn, Rng, UnixTime, Xid};
 
@@ -242,6 +249,34 @@ pub fn run_slotsync(
             }
             locals[i] = out.slots_after;
         }
+        let applied_end = received
+            .checked_sub(1)
+            .map_or(START, |i| publ.commits[i].end_lsn);
+        let facts = Facts {
+            setting: if mix.gate_on { &setting } else { "" },
+            sent: applied_end,
+            worker: mix.worker,
+            bug,
+        };
+        // The check at a regular moment (no RNG draw, so the seeds' streams stay as they were):
+        // if it says ready, a failover now must lose nothing.
+        if tick % 5 == 2 {
+            let i = tick as usize % mix.standbys as usize;
+            if verdict_ready(&publ, &locals[i], i, &facts) {
+                let loss = loss_at(&publ, &locals[i], i, received, &[]);
+                trace!(t, "tick {tick}: check says ready for standby{}", i + 1);
+                if loss.total() > 0 {
+                    return Err(fail(
+                        "ready-means-lossless",
+                        format!(
+                            "tick {tick}: the check said ready for standby{}, but a failover \
+                             then loses {loss:?}",
+                            i + 1
+                        ),
+                    ));
+                }
+            }
+        }
         if tick == mix.failover_tick {
             let candidates: Vec<usize> = if mix.gate_on {
                 listed.clone()
@@ -249,7 +284,18 @@ pub fn run_slotsync(
                 (0..mix.standbys as usize).collect()
             };
             let p = candidates[r(rng, candidates.len() as u64 - 1) as usize];
+            let ready = verdict_ready(&publ, &locals[p], p, &facts);
+            trace!(t, "check right before the failover: ready {ready}");
             let loss = failover(rng, t, &mix, &publ, &locals[p], p, received, confirmed)?;
+            if ready && loss.total() > 0 {
+                return Err(fail(
+                    "ready-means-lossless",
+                    format!(
+                        "the check said ready for standby{}, and the failover lost {loss:?}",
+                        p + 1
+                    ),
+                ));
+            }
             return Ok(SlotsyncRun {
                 nanos: now.0,
                 loss: Some(loss),
@@ -289,28 +335,19 @@ fn failover(
         p + 1,
         slot.map(|s| (s.confirmed_flush_lsn, s.restart_lsn))
     );
-    let mut loss = LossWindow {
-        gate_on: mix.gate_on,
-        slot_ready: slot.is_some(),
-        ..LossWindow::default()
-    };
-    loss.divergent = publ.commits[..received]
-        .iter()
-        .filter(|c| c.end_lsn > f)
-        .count() as u64;
     if let Some(slot) = slot {
         let s_conf = slot.confirmed_flush_lsn.unwrap_or(Lsn(0));
-        let s_restart = slot.restart_lsn.unwrap_or(Lsn(0));
         if mix.gate_on && s_conf > confirmed {
             return Err(fail(
                 "synced-slot-not-ahead",
                 format!("synced confirmed_flush {s_conf} is ahead of what the subscriber confirmed ({confirmed})"),
             ));
         }
-        // The walsender starts at the later of the subscriber's origin and the slot.
-        let start = applied_end.max(s_conf);
-        let mut lsn = f.0;
-        let new_commits: Vec<(Lsn, Lsn)> = (0..mix.new_after_failover)
+    }
+    let mut lsn = f.0;
+    let new_commits: Vec<(Lsn, Lsn)> = match slot {
+        None => Vec::new(),
+        Some(_) => (0..mix.new_after_failover)
             .map(|_| {
                 let first = Lsn(lsn);
                 lsn += 0x40 + 8 * uniform_inclusive(rng, 40);
@@ -318,19 +355,10 @@ fn failover(
                 lsn += 0x18;
                 (first, commit)
             })
-            .collect();
-        let old = publ.commits[received..]
-            .iter()
-            .filter(|c| c.end_lsn <= f)
-            .map(|c| (c.first_lsn, c.commit_lsn));
-        for (first, commit) in old.chain(new_commits.iter().copied()) {
-            if commit < start {
-                loss.skipped += 1;
-            } else if first < s_restart {
-                loss.wal_missing += 1;
-            }
-        }
-    }
+            .collect(),
+    };
+    let mut loss = loss_at(publ, local, p, received, &new_commits);
+    loss.gate_on = mix.gate_on;
     trace!(t, "loss window {loss:?}");
     // Last, so the draws above (and the loss window sweeps total) do not depend on it.
     let world_seed = rng.next_u64();
@@ -396,7 +424,8 @@ fn subscriber_reconnects(
     };
     let hosts: Vec<String> = (0..count).map(|i| format!("pg{i}")).collect();
     let text = format!(
-        "host={} user={USER} password={PASSWORD} dbname=postgres replication=database          target_session_attrs=read-write connect_timeout=5",
+        "host={} user={USER} password={PASSWORD} dbname=postgres replication=database \
+         target_session_attrs=read-write connect_timeout=5",
         hosts.join(",")
     );
     let info = parse(&text).map_err(|e| fail("subscriber-config-parses", format!("{e}")))?;
@@ -426,13 +455,93 @@ fn subscriber_reconnects(
         return Err(fail(
             "subscriber-finds-new-primary",
             format!(
-                "the subscriber's read-write connect over pg0..pg{} ended in sessions {:?},                  not one on the promoted pg{want}",
+                "the subscriber's read-write connect over pg0..pg{} ended in sessions {:?}, \
+                 not one on the promoted pg{want}",
                 count - 1,
                 w.stats.sessions
             ),
         ));
     }
     Ok(())
+}
+
+/// What a failover to standby `p` now costs the subscriber, which has received the first
+/// `received` commits; `new_commits` are the new primary's first transactions (first record,
+/// commit).
+fn loss_at(
+    publ: &Publisher,
+    local: &[SlotRow],
+    p: usize,
+    received: usize,
+    new_commits: &[(Lsn, Lsn)],
+) -> LossWindow {
+    // The new primary's WAL ends where the standby's received WAL ends.
+    let f = publ.standbys[p].receive_lsn;
+    let (_, after) = promote(local);
+    let slot = after.iter().find(|s| s.slot_name == SLOT);
+    let applied_end = received
+        .checked_sub(1)
+        .map_or(START, |i| publ.commits[i].end_lsn);
+    let mut loss = LossWindow {
+        slot_ready: slot.is_some(),
+        ..LossWindow::default()
+    };
+    loss.divergent = publ.commits[..received]
+        .iter()
+        .filter(|c| c.end_lsn > f)
+        .count() as u64;
+    if let Some(slot) = slot {
+        let s_conf = slot.confirmed_flush_lsn.unwrap_or(Lsn(0));
+        let s_restart = slot.restart_lsn.unwrap_or(Lsn(0));
+        // The walsender starts at the later of the subscriber's origin and the slot.
+        let start = applied_end.max(s_conf);
+        let old = publ.commits[received..]
+            .iter()
+            .filter(|c| c.end_lsn <= f)
+            .map(|c| (c.first_lsn, c.commit_lsn));
+        for (first, commit) in old.chain(new_commits.iter().copied()) {
+            if commit < start {
+                loss.skipped += 1;
+            } else if first < s_restart {
+                loss.wal_missing += 1;
+            }
+        }
+    }
+    loss
+}
+
+/// What the readiness check is told besides the slot tables.
+struct Facts<'a> {
+    setting: &'a str,
+    /// What the slot's walsender has sent: the end of the last commit the subscriber got.
+    sent: Lsn,
+    worker: bool,
+    bug: Option<ScenarioBug>,
+}
+
+/// `pgyard slotsync check` on standby `i` as things stand: is `sub_slot` ready?
+fn verdict_ready(publ: &Publisher, local: &[SlotRow], i: usize, facts: &Facts) -> bool {
+    let mut sent_lsn = std::collections::BTreeMap::new();
+    // The planted bug drops what was sent, as if no walsender were active: the check then
+    // trusts the slot's confirmed_flush_lsn, which lags what the subscriber received.
+    if facts.bug != Some(ScenarioBug::CheckWithoutSentLsn) {
+        sent_lsn.insert(SLOT.to_owned(), facts.sent);
+    }
+    let snap = Snapshot {
+        input: PlanInput {
+            remote_slots: primary_rows(publ),
+            local_slots: local.to_vec(),
+            standby: standby_input(publ, i, facts.worker),
+        },
+        primary: Some(PrimaryFacts {
+            version: Version::V18,
+            synchronized_standby_slots: facts.setting.to_owned(),
+            sent_lsn,
+            sent_hidden: Default::default(),
+        }),
+        notes: Vec::new(),
+    };
+    check(&snap).slots.iter().any(|v| v.slot == SLOT && v.ready)
 }
 
 /// The primary's `pg_replication_slots`: each standby's physical slot (its feedback as
