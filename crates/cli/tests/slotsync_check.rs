@@ -262,6 +262,7 @@ fn synced_advanced_and_never(major: Major) {
     rig.wait_subscriber("advanced");
     rig.subscribe("never");
     rig.s("alter system set hot_standby_feedback = off");
+    rig.s("alter system set primary_slot_name = ''");
     rig.s(&format!(
         "alter system set primary_conninfo = 'host=127.0.0.1 port={} user=postgres application_name=s1'",
         rig.primary.port()
@@ -287,11 +288,18 @@ fn synced_advanced_and_never(major: Major) {
         "{report}"
     );
     assert!(
+        has_warning(&report, "\"primary_slot_name\" to be set"),
+        "{report}"
+    );
+    assert!(
         has_warning(&report, "sync_replication_slots is off"),
         "{report}"
     );
     assert!(
-        has_warning(&report, "not in the primary's synchronized_standby_slots"),
+        has_warning(
+            &report,
+            "synchronized_standby_slots cannot hold subscribers back"
+        ),
         "{report}"
     );
     let next = &verdict(&report, "advanced")["next_sync"];
@@ -523,5 +531,37 @@ fn snapshot_says_what_privileges_left_out() {
     );
     rig.wait_replay();
     let full = snapshot(&rig);
+    watch_reprints(&rig);
     assert!(notes(&full).is_empty(), "{:?}", notes(&full));
+}
+
+/// `check --watch` prints a report, waits, and prints again until it is killed.
+fn watch_reprints(rig: &Rig) {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pgyard"))
+        .args(["slotsync", "check", "--watch", "0.2"])
+        .args(["--primary", &rig.primary.conninfo()])
+        .args(["--standby", &rig.standby().conninfo()])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run pgyard slotsync check --watch");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let mut reports = 0;
+    while reports < 3 {
+        let line = lines
+            .next()
+            .expect("a line before the pipe closes")
+            .expect("read");
+        if line == "priv: ready" {
+            reports += 1;
+        }
+    }
+    assert!(
+        child.try_wait().expect("poll").is_none(),
+        "--watch keeps running"
+    );
+    child.kill().expect("kill");
+    child.wait().expect("reap");
 }

@@ -357,7 +357,13 @@ fn primary_warnings(snap: &Snapshot, list: &str) -> Vec<String> {
     let listed = StandbySlotList::parse(list)
         .map(|l| l.names().iter().any(|n| n == own))
         .unwrap_or(false);
-    if !own.is_empty() && !listed {
+    if own.is_empty() {
+        w.push(
+            "the standby streams without a slot (primary_slot_name is empty), so the primary's \
+             synchronized_standby_slots cannot hold subscribers back for it"
+                .to_owned(),
+        );
+    } else if !listed {
         w.push(format!(
             "the standby's slot \"{own}\" is not in the primary's synchronized_standby_slots, \
              so subscribers may receive changes before the standby does"
