@@ -12,6 +12,9 @@ pub enum DelayqCommand {
     /// Stream a publisher's logical slot (pgoutput) into DIR, holding every transaction for
     /// --delay and reporting the durable position as flushed.
     Follow(crate::delayq_follow::FollowArgs),
+    /// Apply DIR's due transactions to a subscriber, exactly once (a replication origin on
+    /// the subscriber records what was applied), until the queue holds nothing more.
+    Apply(crate::delayq_apply::ApplyArgs),
     /// Queue a raw backend capture of a logical replication connection (what
     /// `pgyard wire decode --replication` reads) into DIR; prints `flushed LSN` lines as flush
     /// points become durable. It only queues: it never applies or purges.
@@ -53,6 +56,7 @@ pub fn run(cmd: DelayqCommand) -> ExitCode {
             sync_every,
         } => ingest(&dir, &capture, delay, sync_every.max(1)),
         DelayqCommand::Follow(args) => crate::delayq_follow::run(args),
+        DelayqCommand::Apply(args) => crate::delayq_apply::run(args),
         DelayqCommand::Inspect { dir, json } => inspect(&dir, json),
         DelayqCommand::Verify { dir } => verify_dir(&dir),
     }

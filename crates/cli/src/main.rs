@@ -3,6 +3,7 @@
 
 mod connect_cmd;
 mod conninfo_cmd;
+mod delayq_apply;
 mod delayq_cmd;
 mod delayq_follow;
 mod proxy_cmd;

@@ -24,6 +24,7 @@ mod storage;
 #[cfg(test)]
 mod tests;
 
+pub mod apply;
 #[cfg(feature = "sim")]
 pub mod fuzzing;
 pub mod pgoutput;

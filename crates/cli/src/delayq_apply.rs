@@ -1,0 +1,267 @@
+//! `pgyard delayq apply`: apply a queue's due transactions to a subscriber, exactly once
+//! (adapter: the pure `pgyard_delayq::apply::Applier` builds the SQL, pgyard's blocking driver
+//! runs it, the wall clock decides what is due).
+//!
+//! Exactly once: the subscriber session is bound to a replication origin; each transaction
+//! records the publisher's commit end LSN and time as that origin's progress inside the same
+//! subscriber transaction; the queue marks it applied only after COMMIT succeeded; at start,
+//! everything up to the origin's progress is marked applied. The session runs with
+//! `synchronous_commit = on`, so a successful COMMIT is flushed and purging behind it is safe.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use pgyard_blocking::Session;
+use pgyard_delayq::apply::{quote_literal, Applier, ApplyError};
+use pgyard_delayq::{Config, DelayQueue, FsStorage, Ready, ReadyTxn};
+use pgyard_types::{Lsn, UnixTime};
+
+/// Arguments of `pgyard delayq apply`.
+#[derive(clap::Args, Debug)]
+pub struct ApplyArgs {
+    /// The queue directory (made by `follow` or `ingest`).
+    pub dir: PathBuf,
+    /// The subscriber's connection string.
+    #[arg(long)]
+    pub subscriber: String,
+    /// How long after its commit each transaction becomes due, e.g. `30s`, `1h`.
+    #[arg(long, default_value = "0s", value_parser = crate::delayq_cmd::parse_delay)]
+    pub delay: Duration,
+    /// The replication origin on the subscriber that records what was applied.
+    #[arg(long, default_value = "pgyard_delayq")]
+    pub origin: String,
+}
+
+/// Why applying stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyFailure {
+    /// The queue directory cannot be opened or written.
+    #[error("queue: {0}")]
+    Queue(String),
+    /// The subscriber refused a statement or the connection broke.
+    #[error("subscriber: {0}")]
+    Subscriber(String),
+    /// A transaction could not be applied as sent; it stays queued.
+    #[error("{0}; the transaction stays queued")]
+    Apply(ApplyError),
+    /// The subscriber raised an error while applying one transaction; it stays queued.
+    #[error(
+        "commit {commit_lsn}: the subscriber refused it: {text}; the transaction stays queued"
+    )]
+    Refused {
+        /// The transaction's commit LSN.
+        commit_lsn: Lsn,
+        /// The server's error.
+        text: String,
+    },
+}
+
+/// A subscriber session bound to the replication origin.
+pub struct Subscriber {
+    session: Session,
+    origin: String,
+    /// The origin's flushed progress when the session started.
+    pub progress: Lsn,
+    /// The progress of the last transaction this session committed.
+    committed: Lsn,
+}
+
+fn refused(e: pgyard_blocking::Error) -> ApplyFailure {
+    ApplyFailure::Subscriber(e.to_string().trim_end().to_owned())
+}
+
+impl Subscriber {
+    /// Connects, sets `session_replication_role = replica` and `synchronous_commit = on`,
+    /// creates the origin if missing and binds the session to it.
+    pub fn connect(conninfo: &str, origin: &str) -> Result<Subscriber, ApplyFailure> {
+        let mut session = pgyard_blocking::connect(conninfo).map_err(refused)?;
+        let name = quote_literal(origin);
+        let setup = format!(
+            "SET session_replication_role = replica; SET synchronous_commit = on; \
+             SELECT pg_catalog.pg_replication_origin_create({name}) \
+             WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_replication_origin WHERE roname = {name}); \
+             SELECT pg_catalog.pg_replication_origin_session_setup({name}); \
+             SELECT pg_catalog.pg_replication_origin_progress({name}, true)"
+        );
+        let rows = session.simple_query(&setup).map_err(refused)?;
+        let progress = rows
+            .last()
+            .and_then(|r| r.first().cloned().flatten())
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(Lsn::INVALID);
+        Ok(Subscriber {
+            session,
+            origin: origin.to_owned(),
+            progress,
+            committed: progress,
+        })
+    }
+
+    /// Applies one transaction: body, row check, COMMIT (ROLLBACK on any failure).
+    pub fn apply(&mut self, applier: &mut Applier, txn: &ReadyTxn) -> Result<u64, ApplyFailure> {
+        let script = applier.script(txn).map_err(ApplyFailure::Apply)?;
+        let outcome = match self.session.simple_query(&script.body) {
+            Ok(rows) => script.check(&rows).map_err(ApplyFailure::Apply),
+            Err(pgyard_blocking::Error::Server { text, .. }) => Err(ApplyFailure::Refused {
+                commit_lsn: txn.commit_lsn,
+                text: text.trim_end().to_owned(),
+            }),
+            Err(e) => return Err(refused(e)),
+        };
+        if let Err(e) = outcome {
+            self.session.simple_query("ROLLBACK").map_err(refused)?;
+            return Err(e);
+        }
+        match self.session.simple_query(&script.commit) {
+            Ok(_) => {
+                self.committed = txn.end_lsn;
+                Ok(script.changes)
+            }
+            Err(pgyard_blocking::Error::Server { text, .. }) => {
+                // The abort moved the origin past this transaction: move it back.
+                self.rewind(self.committed)?;
+                Err(ApplyFailure::Refused {
+                    commit_lsn: txn.commit_lsn,
+                    text: text.trim_end().to_owned(),
+                })
+            }
+            Err(e) => Err(refused(e)),
+        }
+    }
+
+    /// Sets the origin's progress back to `lsn` (the session lets go of it meanwhile).
+    fn rewind(&mut self, lsn: Lsn) -> Result<(), ApplyFailure> {
+        let name = quote_literal(&self.origin);
+        let sql = format!(
+            "SELECT pg_catalog.pg_replication_origin_session_reset(); \
+             SELECT pg_catalog.pg_replication_origin_advance({name}, '{lsn}'); \
+             SELECT pg_catalog.pg_replication_origin_session_setup({name})"
+        );
+        self.session.simple_query(&sql).map_err(refused)?;
+        Ok(())
+    }
+
+    /// Ends the session politely.
+    pub fn close(self) {
+        self.session.close();
+    }
+}
+
+/// The wall clock as the queue counts time.
+pub fn unix_now() -> UnixTime {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    UnixTime(i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
+/// What an apply run did.
+#[derive(Debug, Default)]
+pub struct Applied {
+    /// Transactions applied.
+    pub transactions: u64,
+    /// Rows inserted, updated or deleted.
+    pub rows: u64,
+    /// Transactions the origin's progress showed as applied already.
+    pub skipped_at_start: usize,
+    /// The commit end LSN of the last transaction applied.
+    pub last_end_lsn: Option<Lsn>,
+}
+
+/// Applies every due item until the queue holds nothing more (waiting for due times).
+pub fn apply_all(
+    q: &mut DelayQueue<FsStorage>,
+    sub: &mut Subscriber,
+) -> Result<Applied, ApplyFailure> {
+    let qerr = |e: pgyard_delayq::Error| ApplyFailure::Queue(e.to_string());
+    let mut done = Applied {
+        skipped_at_start: q.skip_applied_through(sub.progress).map_err(qerr)?,
+        ..Applied::default()
+    };
+    q.flush().map_err(qerr)?;
+    let mut applier = Applier::new();
+
+    let mut last_status = Instant::now();
+    loop {
+        match q.poll_ready(unix_now()).map_err(qerr)? {
+            Some(Ready::Transaction(txn)) => {
+                done.rows += sub.apply(&mut applier, &txn)?;
+                q.mark_applied(txn.id).map_err(qerr)?;
+                done.transactions += 1;
+                done.last_end_lsn = Some(txn.end_lsn);
+                if done.transactions.is_multiple_of(64) {
+                    q.flush().map_err(qerr)?;
+                }
+            }
+            Some(Ready::Message(m)) => q.mark_applied(m.id).map_err(qerr)?,
+            None => {
+                q.flush().map_err(qerr)?;
+                q.purge().map_err(qerr)?;
+                let Some(due) = q.next_due() else {
+                    return Ok(done);
+                };
+                let wait = (due.0 - unix_now().0).clamp(0, 1_000_000) as u64;
+                std::thread::sleep(Duration::from_micros(wait.max(1_000)));
+            }
+        }
+        if last_status.elapsed() >= Duration::from_secs(5) {
+            last_status = Instant::now();
+            eprintln!("{}", status_line(q, &done));
+        }
+    }
+}
+
+fn status_line(q: &DelayQueue<FsStorage>, done: &Applied) -> String {
+    let i = q.inspect();
+    let queued = i.transactions.len();
+    let next = q
+        .next_due()
+        .map(|d| format!("next due in {:.1}s", (d.0 - unix_now().0) as f64 / 1e6))
+        .unwrap_or_else(|| "nothing due".into());
+    format!(
+        "pgyard delayq: {queued} transactions queued ({} bytes), {next}, {} applied, applied \
+         through {}",
+        i.disk_bytes,
+        done.transactions,
+        done.last_end_lsn.unwrap_or(i.apply_lsn)
+    )
+}
+
+/// Runs `pgyard delayq apply`: 0 when everything queued was applied, 1 when a transaction
+/// could not be (it stays queued; the error names it), 2 when the queue or the subscriber
+/// cannot be reached.
+pub fn run(args: ApplyArgs) -> ExitCode {
+    let fail = |code: u8, e: &dyn std::fmt::Display| {
+        eprintln!("pgyard delayq apply: {e}");
+        ExitCode::from(code)
+    };
+    let storage = match FsStorage::open(&args.dir) {
+        Ok(s) => s,
+        Err(e) => return fail(2, &format!("{}: {e}", args.dir.display())),
+    };
+    let config = Config {
+        delay: args.delay,
+        ..Config::default()
+    };
+    let mut q = match DelayQueue::open(storage, config) {
+        Ok(q) => q,
+        Err(e) => return fail(2, &format!("{}: {e}", args.dir.display())),
+    };
+    let mut sub = match Subscriber::connect(&args.subscriber, &args.origin) {
+        Ok(s) => s,
+        Err(e) => return fail(2, &e),
+    };
+    match apply_all(&mut q, &mut sub) {
+        Ok(done) => {
+            sub.close();
+            println!(
+                "applied {} transactions ({} rows); {} were applied before",
+                done.transactions, done.rows, done.skipped_at_start
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e @ (ApplyFailure::Apply(_) | ApplyFailure::Refused { .. })) => fail(1, &e),
+        Err(e) => fail(2, &e),
+    }
+}

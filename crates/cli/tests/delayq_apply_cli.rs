@@ -1,0 +1,265 @@
+//! `pgyard delayq apply` against real PostgreSQL 18 servers: `follow` queues a publisher's
+//! mixed workload, `apply` applies it to a subscriber, and the subscriber must equal the
+//! publisher — also when `apply` is SIGKILLed again and again along the way, and never with a
+//! duplicate row in a table without a primary key.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use pgyard_testkit::cluster::{Node, Options, Primary};
+
+const TABLES: [&str; 5] = ["acct", "nokey", "big", "trunc", "bulk"];
+
+fn q(node: &Node, sql: &str) -> String {
+    node.psql(sql)
+        .unwrap_or_else(|e| panic!("{}: {sql}: {e}", node.name()))
+}
+
+struct Rig {
+    publisher: Primary,
+    subscriber: Primary,
+    dir: PathBuf,
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn schema(extra_column: bool) -> String {
+    let extra = if extra_column {
+        ", local_note text default 'only on the subscriber'"
+    } else {
+        ""
+    };
+    format!(
+        "create table acct(id int primary key, bal int, note text{extra}); \
+         create table nokey(a int, b text); \
+         create table big(id int primary key, payload text, extra int); \
+         create table trunc(id serial primary key, v int); \
+         create table bulk(id int primary key, v text)"
+    )
+}
+
+impl Rig {
+    fn new(name: &str) -> Rig {
+        let publisher = Primary::start(
+            Options::default()
+                .conf("logical_decoding_work_mem = 64kB")
+                .conf("max_prepared_transactions = 10"),
+        )
+        .expect("publisher");
+        let subscriber = Primary::start(Options::default()).expect("subscriber");
+        q(&publisher, &schema(false));
+        q(&publisher, "alter table nokey replica identity full");
+        q(&subscriber, &schema(true));
+        q(
+            &publisher,
+            "create publication pub for table acct, nokey, big, trunc, bulk",
+        );
+        q(
+            &publisher,
+            "select pg_create_logical_replication_slot('pgyard', 'pgoutput')",
+        );
+        let dir = std::env::temp_dir().join(format!("pgyard-apply-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        Rig {
+            publisher,
+            subscriber,
+            dir,
+        }
+    }
+
+    fn p(&self, sql: &str) -> String {
+        q(&self.publisher, sql)
+    }
+
+    /// Inserts, updates, deletes, identical rows without a key, TOASTed values updated and
+    /// left alone, TRUNCATE with RESTART IDENTITY, a savepoint rolled back, a prepared
+    /// transaction committed and one rolled back, and a streamed transaction.
+    fn workload(&self, rounds: usize) {
+        self.p("insert into acct select g, 100, 'n' || g from generate_series(1, 50) g");
+        self.p("insert into nokey values (1, 'same'), (1, 'same'), (1, 'same'), (2, null)");
+        self.p("insert into big values (1, repeat('x', 300000), 0), (2, 'small', 0)");
+        self.p("insert into trunc(v) select generate_series(1, 5)");
+        for r in 0..rounds {
+            self.p(&format!(
+                "update acct set bal = bal + {r} where id % 7 = {m}; \
+                 delete from acct where id = {d}; \
+                 insert into acct values ({i}, {r}, 'it''s \\\\ {r}')",
+                m = r % 7,
+                d = 1 + r % 50,
+                i = 1000 + r
+            ));
+        }
+        self.p("delete from nokey where ctid = (select ctid from nokey where a = 1 limit 1)");
+        self.p("update nokey set b = 'changed' where ctid = (select ctid from nokey where a = 1 limit 1)");
+        self.p("update nokey set b = 'was null' where a = 2");
+        self.p("update big set extra = extra + 1");
+        self.p("update big set payload = repeat('y', 200000) where id = 2");
+        self.p("truncate trunc restart identity");
+        self.p("insert into trunc(v) values (42)");
+        self.p(
+            "begin; insert into acct values (5000, 1, 'kept'); savepoint s; \
+             insert into acct values (5001, 1, 'rolled back'); rollback to s; commit",
+        );
+        self.p("begin; insert into acct values (6000, 6, 'prepared'); prepare transaction 'p1'");
+        self.p("commit prepared 'p1'");
+        self.p("begin; insert into acct values (6001, 6, 'never'); prepare transaction 'p2'");
+        self.p("rollback prepared 'p2'");
+        // Larger than logical_decoding_work_mem: streamed in chunks.
+        self.p("insert into bulk select g, repeat('b', 100) from generate_series(1, 3000) g");
+        self.p("update bulk set v = 'u' where id % 3 = 0");
+    }
+
+    /// Runs `follow` until it reports the publisher's current position flushed, then stops it.
+    fn follow_to_end(&self) {
+        let target: String = self.p("select pg_current_wal_lsn()");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_pgyard"))
+            .args(["delayq", "follow", &self.publisher.conninfo()])
+            .args(["--slot", "pgyard", "--publication", "pub", "--delay", "0s"])
+            .arg(&self.dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("pgyard delayq follow");
+        let lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        for line in lines {
+            let line = line.expect("read follow's output");
+            if let Some(l) = line.strip_prefix("flushed ") {
+                if self.p(&format!("select '{l}'::pg_lsn >= '{target}'::pg_lsn")) == "t" {
+                    break;
+                }
+            }
+            assert!(Instant::now() < deadline, "follow never flushed {target}");
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    fn apply(&self) -> Child {
+        Command::new(env!("CARGO_BIN_EXE_pgyard"))
+            .args(["delayq", "apply"])
+            .arg(&self.dir)
+            .args(["--subscriber", &self.subscriber.conninfo()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("pgyard delayq apply")
+    }
+
+    fn table(node: &Node, table: &str) -> String {
+        let cols = match table {
+            "acct" => "id, bal, note",
+            "nokey" => "a, b",
+            "big" => "id, md5(payload), extra",
+            "trunc" => "id, v",
+            _ => "id, v",
+        };
+        q(
+            node,
+            &format!(
+                "select count(*) || ':' || coalesce(md5(string_agg(r::text, ',' order by r::text)), '') \
+                 from (select {cols} from {table}) r"
+            ),
+        )
+    }
+
+    fn assert_equal(&self) {
+        for t in TABLES {
+            assert_eq!(
+                Rig::table(&self.publisher, t),
+                Rig::table(&self.subscriber, t),
+                "table {t} differs"
+            );
+        }
+    }
+}
+
+fn finished(child: Child) -> Output {
+    child.wait_with_output().expect("apply finishes")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn a_mixed_workload_arrives_equal() {
+    let rig = Rig::new("mixed");
+    rig.workload(30);
+    rig.follow_to_end();
+    let out = finished(rig.apply());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    rig.assert_equal();
+    assert_eq!(
+        q(
+            &rig.subscriber,
+            "select count(*) from acct where local_note is null"
+        ),
+        "0",
+        "the subscriber's own column keeps its default"
+    );
+    // Running again finds everything applied (the origin's progress) and changes nothing.
+    let again = finished(rig.apply());
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    assert!(
+        text(&again.stdout).starts_with("applied 0 transactions"),
+        "{}",
+        text(&again.stdout)
+    );
+    rig.assert_equal();
+}
+
+#[test]
+fn sigkills_along_the_way_lose_and_repeat_nothing() {
+    let rig = Rig::new("kill");
+    rig.workload(300);
+    rig.follow_to_end();
+    let mut kills = 0;
+    for i in 0..20u64 {
+        let child = rig.apply();
+        std::thread::sleep(Duration::from_millis(30 + (i * 37) % 120));
+        let mut child = child;
+        if let Some(status) = child.try_wait().expect("poll") {
+            assert!(status.success(), "an apply between kills failed: {status}");
+            break;
+        }
+        child.kill().expect("SIGKILL");
+        let _ = child.wait();
+        kills += 1;
+    }
+    let out = finished(rig.apply());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(kills >= 3, "apply was killed only {kills} times");
+    rig.assert_equal();
+}
+
+#[test]
+fn a_missing_table_stops_apply_naming_it_and_keeps_the_transaction() {
+    let rig = Rig::new("missing");
+    q(&rig.subscriber, "drop table big");
+    rig.workload(1);
+    rig.follow_to_end();
+    let out = finished(rig.apply());
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("relation \"public.big\" does not exist"),
+        "{err}"
+    );
+    assert!(err.contains("commit "), "{err}");
+    assert!(err.contains("stays queued"), "{err}");
+    // Once the table exists the same queue applies to the end.
+    q(
+        &rig.subscriber,
+        "create table big(id int primary key, payload text, extra int)",
+    );
+    let out = finished(rig.apply());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    rig.assert_equal();
+}
