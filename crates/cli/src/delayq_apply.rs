@@ -13,9 +13,12 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use pgyard_blocking::Session;
-use pgyard_delayq::apply::{quote_literal, Applier, ApplyError};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use pgyard_delayq::apply::{quote_literal, timestamp_text, Applier, ApplyError};
 use pgyard_delayq::{Config, DelayQueue, FsStorage, Ready, ReadyTxn};
-use pgyard_types::{Lsn, UnixTime};
+use pgyard_tokio::follow::{lock, SharedQueue};
+use pgyard_types::{Lsn, PgTimestamp, UnixTime};
 
 /// Arguments of `pgyard delayq apply`.
 #[derive(clap::Args, Debug)]
@@ -167,64 +170,93 @@ pub struct Applied {
     pub skipped_at_start: usize,
     /// The commit end LSN of the last transaction applied.
     pub last_end_lsn: Option<Lsn>,
+    /// Its commit time on the publisher.
+    pub last_commit_ts: Option<PgTimestamp>,
 }
 
-/// Applies every due item until the queue holds nothing more (waiting for due times).
-pub fn apply_all(
-    q: &mut DelayQueue<FsStorage>,
+/// Applies due items in commit order. Without `stop`, returns once the queue holds nothing
+/// more (waiting for due times); with it, runs until the flag is set (`delayq run`, where
+/// `follow` fills the same queue).
+pub fn apply_loop(
+    queue: &SharedQueue,
     sub: &mut Subscriber,
+    stop: Option<&AtomicBool>,
 ) -> Result<Applied, ApplyFailure> {
     let qerr = |e: pgyard_delayq::Error| ApplyFailure::Queue(e.to_string());
-    let mut done = Applied {
-        skipped_at_start: q.skip_applied_through(sub.progress).map_err(qerr)?,
-        ..Applied::default()
+    // Space and other retryable refusals resolve as apply and purge free segments.
+    let soft = |r: Result<(), pgyard_delayq::Error>| match r {
+        Err(e) if !e.is_retryable() => Err(qerr(e)),
+        _ => Ok(()),
     };
-    q.flush().map_err(qerr)?;
+    let mut done = Applied::default();
+    {
+        let mut q = lock(queue);
+        done.skipped_at_start = q.skip_applied_through(sub.progress).map_err(qerr)?;
+        soft(q.flush().map(drop))?;
+    }
     let mut applier = Applier::new();
-
     let mut last_status = Instant::now();
     loop {
-        match q.poll_ready(unix_now()).map_err(qerr)? {
+        if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+            soft(lock(queue).flush().map(drop))?;
+            return Ok(done);
+        }
+        let ready = lock(queue).poll_ready(unix_now()).map_err(qerr)?;
+        match ready {
             Some(Ready::Transaction(txn)) => {
                 done.rows += sub.apply(&mut applier, &txn)?;
+                let mut q = lock(queue);
                 q.mark_applied(txn.id).map_err(qerr)?;
                 done.transactions += 1;
                 done.last_end_lsn = Some(txn.end_lsn);
+                done.last_commit_ts = Some(txn.commit_ts);
                 if done.transactions.is_multiple_of(64) {
-                    q.flush().map_err(qerr)?;
+                    soft(q.flush().map(drop))?;
                 }
             }
-            Some(Ready::Message(m)) => q.mark_applied(m.id).map_err(qerr)?,
+            Some(Ready::Message(m)) => lock(queue).mark_applied(m.id).map_err(qerr)?,
             None => {
-                q.flush().map_err(qerr)?;
-                q.purge().map_err(qerr)?;
-                let Some(due) = q.next_due() else {
-                    return Ok(done);
+                let next = {
+                    let mut q = lock(queue);
+                    soft(q.flush().map(drop))?;
+                    soft(q.purge().map(drop))?;
+                    q.next_due()
                 };
-                let wait = (due.0 - unix_now().0).clamp(0, 1_000_000) as u64;
-                std::thread::sleep(Duration::from_micros(wait.max(1_000)));
+                let wait = match (next, stop) {
+                    (None, None) => return Ok(done),
+                    (None, Some(_)) => 200_000,
+                    (Some(due), _) => (due.0 - unix_now().0).clamp(1_000, 200_000),
+                };
+                std::thread::sleep(Duration::from_micros(wait as u64));
             }
         }
         if last_status.elapsed() >= Duration::from_secs(5) {
             last_status = Instant::now();
-            eprintln!("{}", status_line(q, &done));
+            eprintln!("{}", status_line(&lock(queue), &done));
         }
     }
 }
 
 fn status_line(q: &DelayQueue<FsStorage>, done: &Applied) -> String {
     let i = q.inspect();
-    let queued = i.transactions.len();
+    let now = unix_now();
     let next = q
         .next_due()
-        .map(|d| format!("next due in {:.1}s", (d.0 - unix_now().0) as f64 / 1e6))
+        .map(|d| format!("next due in {:.1}s", (d.0 - now.0) as f64 / 1e6))
         .unwrap_or_else(|| "nothing due".into());
+    let applied = match (done.last_end_lsn, done.last_commit_ts) {
+        (Some(l), Some(ts)) => format!(
+            "applied through {l} (committed {}, lag {:.1}s)",
+            timestamp_text(ts),
+            (now.0 - ts.to_unix().0) as f64 / 1e6
+        ),
+        _ => format!("applied through {}", i.apply_lsn),
+    };
     format!(
-        "pgyard delayq: {queued} transactions queued ({} bytes), {next}, {} applied, applied \
-         through {}",
+        "pgyard delayq: {} transactions queued ({} bytes), {next}, {} applied, {applied}",
+        i.transactions.len(),
         i.disk_bytes,
         done.transactions,
-        done.last_end_lsn.unwrap_or(i.apply_lsn)
     )
 }
 
@@ -244,7 +276,7 @@ pub fn run(args: ApplyArgs) -> ExitCode {
         delay: args.delay,
         ..Config::default()
     };
-    let mut q = match DelayQueue::open(storage, config) {
+    let q = match DelayQueue::open(storage, config) {
         Ok(q) => q,
         Err(e) => return fail(2, &format!("{}: {e}", args.dir.display())),
     };
@@ -252,7 +284,8 @@ pub fn run(args: ApplyArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(2, &e),
     };
-    match apply_all(&mut q, &mut sub) {
+    let queue: SharedQueue = std::sync::Arc::new(std::sync::Mutex::new(q));
+    match apply_loop(&queue, &mut sub, None) {
         Ok(done) => {
             sub.close();
             println!(

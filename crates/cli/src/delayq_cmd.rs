@@ -15,6 +15,9 @@ pub enum DelayqCommand {
     /// Apply DIR's due transactions to a subscriber, exactly once (a replication origin on
     /// the subscriber records what was applied), until the queue holds nothing more.
     Apply(crate::delayq_apply::ApplyArgs),
+    /// A delayed logical replica in one process: follow the publisher's slot into DIR and
+    /// apply each transaction to the subscriber --delay after its commit, until Ctrl-C.
+    Run(crate::delayq_run::RunArgs),
     /// Queue a raw backend capture of a logical replication connection (what
     /// `pgyard wire decode --replication` reads) into DIR; prints `flushed LSN` lines as flush
     /// points become durable. It only queues: it never applies or purges.
@@ -57,6 +60,7 @@ pub fn run(cmd: DelayqCommand) -> ExitCode {
         } => ingest(&dir, &capture, delay, sync_every.max(1)),
         DelayqCommand::Follow(args) => crate::delayq_follow::run(args),
         DelayqCommand::Apply(args) => crate::delayq_apply::run(args),
+        DelayqCommand::Run(args) => crate::delayq_run::run(args),
         DelayqCommand::Inspect { dir, json } => inspect(&dir, json),
         DelayqCommand::Verify { dir } => verify_dir(&dir),
     }

@@ -6,6 +6,7 @@ mod conninfo_cmd;
 mod delayq_apply;
 mod delayq_cmd;
 mod delayq_follow;
+mod delayq_run;
 mod proxy_cmd;
 mod sim_cmd;
 mod slotsync_cmd;

@@ -28,11 +28,14 @@
 //! Errors that reconnecting cannot cure ([`FollowError::is_retryable`]: a missing slot or
 //! publication, failed authentication, a bad connection string, a broken queue) end it.
 //!
-//! Nothing is applied here yet (that comes later), so the queue only grows: when it reaches
-//! its high watermark [`run`] stops reading (and keeps reporting) until it is stopped.
+//! Applying is not this loop's business: `pgyard delayq run` shares the queue
+//! ([`run_shared`], [`SharedQueue`]) with an apply thread that marks transactions applied and
+//! purges. Alone ([`run`]) the queue only grows: at its high watermark the loop stops reading
+//! (and keeps reporting) until it is stopped.
 
 use std::future::Future;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -194,12 +197,12 @@ pub async fn run(
     run_observed(options, stop, &tx).await
 }
 
-/// [`run`], publishing [`Progress`] on `progress` after every status update and reconnect.
-pub async fn run_observed(
-    options: &FollowOptions,
-    stop: impl Future<Output = ()>,
-    progress: &watch::Sender<Progress>,
-) -> Result<Progress, FollowError> {
+/// A queue shared between the follower and an applier in the same process
+/// (`pgyard delayq run`); each holds the lock only for one queue call, never across I/O.
+pub type SharedQueue = Arc<Mutex<DelayQueue<FsStorage>>>;
+
+/// Opens (and so recovers) the queue in `options.dir` for sharing.
+pub fn open_shared(options: &FollowOptions) -> Result<SharedQueue, FollowError> {
     std::fs::create_dir_all(&options.dir)
         .map_err(|e| FollowError::Dir(format!("{}: {e}", options.dir.display())))?;
     let storage = FsStorage::open(&options.dir)
@@ -208,19 +211,45 @@ pub async fn run_observed(
         delay: options.delay,
         ..Config::default()
     };
-    let mut queue = DelayQueue::open(storage, config)?;
+    Ok(Arc::new(Mutex::new(DelayQueue::open(storage, config)?)))
+}
+
+/// The queue, whatever a panicking holder left behind (the queue checks itself: a call
+/// after a failed write returns that error).
+pub fn lock(queue: &SharedQueue) -> MutexGuard<'_, DelayQueue<FsStorage>> {
+    queue.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// [`run`], publishing [`Progress`] on `progress` after every status update and reconnect.
+pub async fn run_observed(
+    options: &FollowOptions,
+    stop: impl Future<Output = ()>,
+    progress: &watch::Sender<Progress>,
+) -> Result<Progress, FollowError> {
+    let queue = open_shared(options)?;
+    run_shared(options, &queue, stop, progress).await
+}
+
+/// [`run_observed`] on a queue that an applier may use at the same time.
+pub async fn run_shared(
+    options: &FollowOptions,
+    queue: &SharedQueue,
+    stop: impl Future<Output = ()>,
+    progress: &watch::Sender<Progress>,
+) -> Result<Progress, FollowError> {
     let mut state = Progress::default();
     let mut backoff = options.reconnect_delay_min;
     let mut stop = std::pin::pin!(stop);
     loop {
-        let r = follow_once(options, &mut queue, &mut state, stop.as_mut(), progress).await;
+        let r = follow_once(options, queue, &mut state, stop.as_mut(), progress).await;
         match r {
             Ok(Some(done)) => return Ok(done),
             // A stream that had started broke: the backoff starts afresh.
             Ok(None) => backoff = options.reconnect_delay_min,
             Err(e) if e.is_retryable() => {
                 // What arrived before the break is kept; the publisher re-sends the rest.
-                match queue.flush() {
+                let flushed = lock(queue).flush();
+                match flushed {
                     Ok(_) => {}
                     Err(q) if q.is_retryable() => {}
                     Err(q) => return Err(q.into()),
@@ -244,13 +273,16 @@ pub async fn run_observed(
 /// started broke for a retryable reason (already counted and flushed), `Err` otherwise.
 async fn follow_once(
     options: &FollowOptions,
-    queue: &mut DelayQueue<FsStorage>,
+    queue: &SharedQueue,
     state: &mut Progress,
     mut stop: std::pin::Pin<&mut impl Future<Output = ()>>,
     progress: &watch::Sender<Progress>,
 ) -> Result<Option<Progress>, FollowError> {
-    queue.restart_stream(unix_now())?;
-    let start = queue.resume_lsn();
+    let start = {
+        let mut q = lock(queue);
+        q.restart_stream(unix_now())?;
+        q.resume_lsn()
+    };
 
     let conninfo = with_replication(&options.conninfo);
     let mut session = tokio::select! {
@@ -292,7 +324,8 @@ async fn follow_once(
             f.publish();
             f.session.close().await;
             // Keep what arrived; the publisher re-sends the rest.
-            match f.queue.flush() {
+            let flushed = lock(f.queue).flush();
+            match flushed {
                 Ok(_) => {}
                 Err(q) if q.is_retryable() => {}
                 Err(q) => return Err(q.into()),
@@ -321,7 +354,7 @@ struct Pending {
 /// The loop's state.
 struct Follower<'o, 'q> {
     session: Session,
-    queue: &'q mut DelayQueue<FsStorage>,
+    queue: &'q SharedQueue,
     decoder: PgOutputDecoder,
     options: &'o FollowOptions,
     progress: &'o watch::Sender<Progress>,
@@ -346,7 +379,7 @@ impl Follower<'_, '_> {
                 (Some(t), None) => (t + options.flush_interval).min(status_due),
                 (None, None) => status_due,
             };
-            let reading = self.retry.is_none() && self.queue.flow() == Flow::Read;
+            let reading = self.retry.is_none() && lock(self.queue).flow() == Flow::Read;
             let woke = tokio::select! {
                 biased;
                 () = stop.as_mut() => Wake::Stop,
@@ -401,8 +434,8 @@ impl Follower<'_, '_> {
                 self.offer(x.start, x.end, x.data, event)?;
             }
             ReplicationMessage::PrimaryKeepalive(k) => {
-                self.queue.note_received(k.wal_end);
-                if k.reply_requested || self.queue.flush_lsn() > self.state.reported_flush {
+                lock(self.queue).note_received(k.wal_end);
+                if k.reply_requested || lock(self.queue).flush_lsn() > self.state.reported_flush {
                     // Make what is received durable first, so the answer confirms it all.
                     self.flush()?;
                     self.send_status().await?;
@@ -427,12 +460,13 @@ impl Follower<'_, '_> {
             payload,
             event,
         };
-        match self.queue.handle(unix_now(), received) {
+        let handled = lock(self.queue).handle(unix_now(), received);
+        match handled {
             Ok(a) => {
                 if a == Accepted::Duplicate {
                     self.state.duplicates += 1;
                 }
-                self.queue.note_received(end);
+                lock(self.queue).note_received(end);
                 self.since_flush += 1;
                 self.first_unflushed.get_or_insert_with(Instant::now);
                 Ok(())
@@ -467,7 +501,7 @@ impl Follower<'_, '_> {
             || first.elapsed() >= self.options.flush_interval
         {
             self.flush()?;
-            if self.queue.flush_lsn() > self.state.reported_flush {
+            if lock(self.queue).flush_lsn() > self.state.reported_flush {
                 self.send_status().await?;
             }
         }
@@ -475,7 +509,8 @@ impl Follower<'_, '_> {
     }
 
     fn flush(&mut self) -> Result<(), FollowError> {
-        match self.queue.flush() {
+        let flushed = lock(self.queue).flush();
+        match flushed {
             Ok(_) => {}
             // No space: the records stay buffered and nothing newer is confirmed; retried at
             // the next flush point.
@@ -485,15 +520,18 @@ impl Follower<'_, '_> {
         self.since_flush = 0;
         self.first_unflushed = None;
         if self.progress.receiver_count() > 0 {
-            self.state.inspection = Some(self.queue.inspect());
+            self.state.inspection = Some(lock(self.queue).inspect());
         }
         Ok(())
     }
 
     /// Sends a standby status update: write = received, flush = apply = durable horizon.
     async fn send_status(&mut self) -> Result<(), FollowError> {
-        let flush = self.queue.flush_lsn();
-        let write = self.queue.write_lsn().max(flush);
+        let (flush, write) = {
+            let q = lock(self.queue);
+            (q.flush_lsn(), q.write_lsn())
+        };
+        let write = write.max(flush);
         let msg = ReplicationMessage::StandbyStatusUpdate(StandbyStatusUpdate {
             write,
             flush,
@@ -540,7 +578,7 @@ impl Follower<'_, '_> {
         };
         let _ = tokio::time::timeout(Duration::from_secs(2), drain).await;
         if self.progress.receiver_count() > 0 {
-            self.state.inspection = Some(self.queue.inspect());
+            self.state.inspection = Some(lock(self.queue).inspect());
         }
         self.publish();
         self.session.close().await;

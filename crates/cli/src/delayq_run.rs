@@ -1,0 +1,165 @@
+//! `pgyard delayq run`: a delayed logical replica in one process. The tokio follower streams
+//! the publisher's slot into the queue (reporting the queue's durable position, so the
+//! publisher recycles WAL while transactions wait) and an apply thread applies each
+//! transaction to the subscriber once it is due, exactly once; both share the queue.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pgyard_tokio::follow::{self, FollowOptions, Progress};
+
+use crate::delayq_apply::{apply_loop, ApplyFailure, Subscriber};
+
+/// Arguments of `pgyard delayq run`.
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// The publisher's connection string (`replication=database` is added for streaming).
+    #[arg(long)]
+    pub publisher: String,
+    /// The logical replication slot (pgoutput) to stream from.
+    #[arg(long)]
+    pub slot: String,
+    /// The publication to ask pgoutput for.
+    #[arg(long)]
+    pub publication: String,
+    /// The subscriber's connection string.
+    #[arg(long)]
+    pub subscriber: String,
+    /// How long after its commit on the publisher each transaction is applied, e.g. `1h`.
+    #[arg(long, value_parser = crate::delayq_cmd::parse_delay)]
+    pub delay: Duration,
+    /// The queue directory (created if missing).
+    pub dir: PathBuf,
+    /// The replication origin on the subscriber that records what was applied.
+    #[arg(long, default_value = "pgyard_delayq")]
+    pub origin: String,
+    /// Create the slot (pgoutput) on the publisher when it does not exist yet.
+    #[arg(long)]
+    pub create_slot: bool,
+}
+
+fn create_slot(publisher: &str, slot: &str) -> Result<(), String> {
+    let mut s = pgyard_blocking::connect(publisher).map_err(|e| e.to_string())?;
+    let name = pgyard_delayq::apply::quote_literal(slot);
+    let sql = format!(
+        "SELECT pg_catalog.pg_create_logical_replication_slot({name}, 'pgoutput') \
+         WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name = {name})"
+    );
+    let r = s.simple_query(&sql).map(drop).map_err(|e| e.to_string());
+    s.close();
+    r
+}
+
+/// Runs `pgyard delayq run` until Ctrl-C (exit 0), an apply failure (exit 1: the message names
+/// the transaction, which stays queued), or an error reconnecting cannot cure (exit 2).
+pub fn run(args: RunArgs) -> ExitCode {
+    let fail = |code: u8, e: &dyn std::fmt::Display| {
+        eprintln!("pgyard delayq run: {}", e.to_string().trim_end());
+        ExitCode::from(code)
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail(2, &format!("cannot start the async runtime: {e}")),
+    };
+    if args.create_slot {
+        if let Err(e) = create_slot(&args.publisher, &args.slot) {
+            return fail(2, &format!("creating slot {}: {e}", args.slot));
+        }
+    }
+    let options = FollowOptions::new(
+        args.publisher.clone(),
+        args.slot.clone(),
+        args.publication.clone(),
+        args.delay,
+        args.dir.clone(),
+    );
+    let queue = match follow::open_shared(&options) {
+        Ok(q) => q,
+        Err(e) => return fail(2, &e),
+    };
+    let mut sub = match Subscriber::connect(&args.subscriber, &args.origin) {
+        Ok(s) => s,
+        Err(e) => return fail(2, &e),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let failed: Arc<Mutex<Option<ApplyFailure>>> = Arc::new(Mutex::new(None));
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let applier = {
+        let (queue, stop, failed, wake) =
+            (queue.clone(), stop.clone(), failed.clone(), wake.clone());
+        std::thread::spawn(move || {
+            let r = apply_loop(&queue, &mut sub, Some(&stop));
+            match r {
+                Ok(done) => {
+                    sub.close();
+                    Some(done)
+                }
+                Err(e) => {
+                    *failed
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(e);
+                    wake.notify_one();
+                    None
+                }
+            }
+        })
+    };
+    let followed = runtime.block_on(async {
+        let (tx, mut rx) = tokio::sync::watch::channel(Progress::default());
+        let printer = tokio::spawn(async move {
+            let (mut sessions, mut reconnects) = (0, 0);
+            while rx.changed().await.is_ok() {
+                let p = rx.borrow_and_update().clone();
+                if p.reconnects > reconnects {
+                    reconnects = p.reconnects;
+                    let why = p.last_error.as_deref().unwrap_or("connection lost");
+                    eprintln!("pgyard delayq run: {why}; reconnecting");
+                }
+                if p.sessions > sessions {
+                    sessions = p.sessions;
+                    eprintln!("pgyard delayq run: following from {}", p.start_lsn);
+                }
+            }
+        });
+        let stop_on = async {
+            tokio::select! {
+                r = tokio::signal::ctrl_c() => if r.is_err() { std::future::pending::<()>().await },
+                () = wake.notified() => {}
+            }
+        };
+        let r = follow::run_shared(&options, &queue, stop_on, &tx).await;
+        drop(tx);
+        let _ = printer.await;
+        r
+    });
+    stop.store(true, Ordering::Relaxed);
+    let done = applier.join().ok().flatten();
+    if let Some(e) = failed
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take()
+    {
+        let code = match e {
+            ApplyFailure::Apply(_) | ApplyFailure::Refused { .. } => 1,
+            _ => 2,
+        };
+        return fail(code, &e);
+    }
+    match followed {
+        Err(e) => fail(2, &e),
+        Ok(p) => {
+            let applied = done.map_or(0, |d| d.transactions);
+            println!(
+                "stopped: {} message(s) received, {applied} transaction(s) applied, flushed {}",
+                p.messages, p.reported_flush
+            );
+            ExitCode::SUCCESS
+        }
+    }
+}
