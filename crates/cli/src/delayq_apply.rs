@@ -18,6 +18,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use pgyard_delayq::apply::{quote_literal, timestamp_text, Applier, ApplyError};
 use pgyard_delayq::{Config, DelayQueue, FsStorage, Ready, ReadyTxn};
 use pgyard_tokio::follow::{lock, SharedQueue};
+
+use crate::delayq_control::{lock_dir, parse_until, status_json, Control, Until};
 use pgyard_types::{Lsn, PgTimestamp, UnixTime};
 
 /// Arguments of `pgyard delayq apply`.
@@ -34,6 +36,10 @@ pub struct ApplyArgs {
     /// The replication origin on the subscriber that records what was applied.
     #[arg(long, default_value = "pgyard_delayq")]
     pub origin: String,
+    /// Apply only what committed before this LSN (`0/16B3748`) or UTC time
+    /// (`2026-12-01 18:00:00`), then stop.
+    #[arg(long, value_parser = parse_until)]
+    pub until: Option<Until>,
 }
 
 /// Why applying stopped.
@@ -172,69 +178,200 @@ pub struct Applied {
     pub last_end_lsn: Option<Lsn>,
     /// Its commit time on the publisher.
     pub last_commit_ts: Option<PgTimestamp>,
+    /// Transactions dropped as the operator asked (`skip`), by commit LSN.
+    pub skipped: Vec<Lsn>,
+    /// Where `--until` made applying hold (the next transaction's commit LSN).
+    pub held_at: Option<Lsn>,
+}
+
+/// Where the operator's controls live and where applying holds.
+#[derive(Clone, Debug)]
+pub struct Controls {
+    /// The queue directory (`control.json`, `status.json`).
+    pub dir: PathBuf,
+    /// Apply only what committed before this, then hold.
+    pub until: Option<Until>,
+}
+
+/// One apply run's state (see [`apply_loop`]).
+struct Looper<'a> {
+    queue: &'a SharedQueue,
+    sub: &'a mut Subscriber,
+    stop: Option<&'a AtomicBool>,
+    controls: &'a Controls,
+    control: Control,
+    control_read: Instant,
+    applier: Applier,
+    done: Applied,
+    last_log: Instant,
+    last_status: Instant,
+}
+
+/// What one turn of the loop did.
+enum Turn {
+    Go,
+    Wait(Duration),
+    Finished,
+}
+
+fn qerr(e: pgyard_delayq::Error) -> ApplyFailure {
+    ApplyFailure::Queue(e.to_string())
+}
+
+/// Space and other retryable refusals resolve as apply and purge free segments.
+fn soft<T>(r: Result<T, pgyard_delayq::Error>) -> Result<(), ApplyFailure> {
+    match r {
+        Err(e) if !e.is_retryable() => Err(qerr(e)),
+        _ => Ok(()),
+    }
 }
 
 /// Applies due items in commit order. Without `stop`, returns once the queue holds nothing
-/// more (waiting for due times); with it, runs until the flag is set (`delayq run`, where
-/// `follow` fills the same queue).
+/// more (waiting for due times) or holds at `--until`; with it, runs until the flag is set
+/// (`delayq run`, where `follow` fills the same queue). Obeys `pause`, `resume` and `skip`
+/// within 200 ms and writes `status.json` every second.
 pub fn apply_loop(
     queue: &SharedQueue,
     sub: &mut Subscriber,
     stop: Option<&AtomicBool>,
+    controls: &Controls,
 ) -> Result<Applied, ApplyFailure> {
-    let qerr = |e: pgyard_delayq::Error| ApplyFailure::Queue(e.to_string());
-    // Space and other retryable refusals resolve as apply and purge free segments.
-    let soft = |r: Result<(), pgyard_delayq::Error>| match r {
-        Err(e) if !e.is_retryable() => Err(qerr(e)),
-        _ => Ok(()),
-    };
     let mut done = Applied::default();
     {
         let mut q = lock(queue);
         done.skipped_at_start = q.skip_applied_through(sub.progress).map_err(qerr)?;
-        soft(q.flush().map(drop))?;
+        soft(q.flush())?;
     }
-    let mut applier = Applier::new();
-    let mut last_status = Instant::now();
+    let long_ago = Instant::now() - Duration::from_secs(60);
+    let mut l = Looper {
+        queue,
+        sub,
+        stop,
+        controls,
+        control: Control::default(),
+        control_read: long_ago,
+        applier: Applier::new(),
+        done,
+        last_log: Instant::now(),
+        last_status: long_ago,
+    };
     loop {
-        if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
-            soft(lock(queue).flush().map(drop))?;
-            return Ok(done);
+        let turn = l.turn()?;
+        l.report();
+        match turn {
+            Turn::Go => {}
+            Turn::Wait(d) => std::thread::sleep(d),
+            Turn::Finished => {
+                soft(lock(l.queue).flush())?;
+                l.last_status = long_ago;
+                l.report();
+                return Ok(l.done);
+            }
         }
-        let ready = lock(queue).poll_ready(unix_now()).map_err(qerr)?;
+    }
+}
+
+impl Looper<'_> {
+    fn turn(&mut self) -> Result<Turn, ApplyFailure> {
+        let idle = Duration::from_millis(200);
+        if self.stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+            return Ok(Turn::Finished);
+        }
+        if self.control_read.elapsed() >= idle {
+            self.control_read = Instant::now();
+            match Control::load(&self.controls.dir) {
+                Ok(c) => self.control = c,
+                Err(e) => eprintln!("pgyard delayq: {e}; keeping the previous controls"),
+            }
+        }
+        if self.control.paused {
+            return Ok(Turn::Wait(idle));
+        }
+        let next = lock(self.queue).next_commit();
+        if let (Some(until), Some((lsn, ts))) = (self.controls.until, next) {
+            if until.holds(lsn, ts) {
+                self.done.held_at = Some(lsn);
+                return Ok(if self.stop.is_some() {
+                    Turn::Wait(idle)
+                } else {
+                    Turn::Finished
+                });
+            }
+        }
+        let ready = lock(self.queue).poll_ready(unix_now()).map_err(qerr)?;
         match ready {
-            Some(Ready::Transaction(txn)) => {
-                done.rows += sub.apply(&mut applier, &txn)?;
-                let mut q = lock(queue);
+            Some(Ready::Transaction(txn)) if self.control.skip.contains(&txn.commit_lsn) => {
+                let mut q = lock(self.queue);
                 q.mark_applied(txn.id).map_err(qerr)?;
-                done.transactions += 1;
-                done.last_end_lsn = Some(txn.end_lsn);
-                done.last_commit_ts = Some(txn.commit_ts);
-                if done.transactions.is_multiple_of(64) {
-                    soft(q.flush().map(drop))?;
+                soft(q.flush())?;
+                eprintln!(
+                    "pgyard delayq: skipped the transaction committed at {}, as asked",
+                    txn.commit_lsn
+                );
+                self.done.skipped.push(txn.commit_lsn);
+            }
+            Some(Ready::Transaction(txn)) => {
+                self.done.rows += self.sub.apply(&mut self.applier, &txn)?;
+                let mut q = lock(self.queue);
+                q.mark_applied(txn.id).map_err(qerr)?;
+                self.done.transactions += 1;
+                self.done.last_end_lsn = Some(txn.end_lsn);
+                self.done.last_commit_ts = Some(txn.commit_ts);
+                if self.done.transactions.is_multiple_of(64) {
+                    soft(q.flush())?;
                 }
             }
-            Some(Ready::Message(m)) => lock(queue).mark_applied(m.id).map_err(qerr)?,
+            Some(Ready::Message(m)) => lock(self.queue).mark_applied(m.id).map_err(qerr)?,
             None => {
                 let next = {
-                    let mut q = lock(queue);
-                    soft(q.flush().map(drop))?;
-                    soft(q.purge().map(drop))?;
+                    let mut q = lock(self.queue);
+                    soft(q.flush())?;
+                    soft(q.purge())?;
                     q.next_due()
                 };
-                let wait = match (next, stop) {
-                    (None, None) => return Ok(done),
+                let wait = match (next, self.stop) {
+                    (None, None) => return Ok(Turn::Finished),
                     (None, Some(_)) => 200_000,
                     (Some(due), _) => (due.0 - unix_now().0).clamp(1_000, 200_000),
                 };
-                std::thread::sleep(Duration::from_micros(wait as u64));
+                return Ok(Turn::Wait(Duration::from_micros(wait as u64)));
             }
         }
-        if last_status.elapsed() >= Duration::from_secs(5) {
-            last_status = Instant::now();
-            eprintln!("{}", status_line(&lock(queue), &done));
+        Ok(Turn::Go)
+    }
+
+    /// The status line every 5 s on standard error, `status.json` every second.
+    fn report(&mut self) {
+        if self.last_log.elapsed() >= Duration::from_secs(5) {
+            self.last_log = Instant::now();
+            eprintln!("{}", status_line(&lock(self.queue), &self.done));
+        }
+        if self.last_status.elapsed() >= Duration::from_secs(1) {
+            self.last_status = Instant::now();
+            let applied = self.done.last_end_lsn.zip(self.done.last_commit_ts);
+            let mut v = status_json(
+                &lock(self.queue).inspect(),
+                &self.control,
+                applied,
+                unix_now(),
+            );
+            v["running"] = true.into();
+            v["pid"] = std::process::id().into();
+            v["held_at"] = self.done.held_at.map(|l| l.to_string()).into();
+            let path = self.controls.dir.join("status.json");
+            if let Err(e) = write_status(&path, &v) {
+                eprintln!("pgyard delayq: {e}");
+            }
         }
     }
+}
+
+/// Replaces `status.json` (informational: renamed into place, not fsynced).
+fn write_status(path: &std::path::Path, v: &serde_json::Value) -> Result<(), String> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, v.to_string())
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 fn status_line(q: &DelayQueue<FsStorage>, done: &Applied) -> String {
@@ -268,6 +405,10 @@ pub fn run(args: ApplyArgs) -> ExitCode {
         eprintln!("pgyard delayq apply: {e}");
         ExitCode::from(code)
     };
+    let _lock = match lock_dir(&args.dir) {
+        Ok(l) => l,
+        Err(e) => return fail(2, &e),
+    };
     let storage = match FsStorage::open(&args.dir) {
         Ok(s) => s,
         Err(e) => return fail(2, &format!("{}: {e}", args.dir.display())),
@@ -285,13 +426,20 @@ pub fn run(args: ApplyArgs) -> ExitCode {
         Err(e) => return fail(2, &e),
     };
     let queue: SharedQueue = std::sync::Arc::new(std::sync::Mutex::new(q));
-    match apply_loop(&queue, &mut sub, None) {
+    let controls = Controls {
+        dir: args.dir.clone(),
+        until: args.until,
+    };
+    match apply_loop(&queue, &mut sub, None, &controls) {
         Ok(done) => {
             sub.close();
             println!(
                 "applied {} transactions ({} rows); {} were applied before",
                 done.transactions, done.rows, done.skipped_at_start
             );
+            if let Some(l) = done.held_at {
+                println!("held at the transaction committed at {l} (--until)");
+            }
             ExitCode::SUCCESS
         }
         Err(e @ (ApplyFailure::Apply(_) | ApplyFailure::Refused { .. })) => fail(1, &e),

@@ -34,6 +34,33 @@ pub enum DelayqCommand {
         #[arg(long, default_value_t = 64)]
         sync_every: u64,
     },
+    /// What a delayed replica holds: queued transactions (with their commit LSNs), the next
+    /// due time, what was applied and its lag, and the operator's controls.
+    Status {
+        /// The queue directory.
+        dir: PathBuf,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop applying (durable; a running process obeys within a second).
+    Pause {
+        /// The queue directory.
+        dir: PathBuf,
+    },
+    /// Go on applying after `pause`.
+    Resume {
+        /// The queue directory.
+        dir: PathBuf,
+    },
+    /// Drop one queued transaction instead of applying it (durable; see `status`).
+    Skip {
+        /// The queue directory.
+        dir: PathBuf,
+        /// The transaction's commit LSN, as `status` lists it.
+        #[arg(long)]
+        commit_lsn: pgyard_types::Lsn,
+    },
     /// Open (and so recover) a queue directory; list segments, watermarks and transactions.
     Inspect {
         /// The queue directory.
@@ -61,6 +88,10 @@ pub fn run(cmd: DelayqCommand) -> ExitCode {
         DelayqCommand::Follow(args) => crate::delayq_follow::run(args),
         DelayqCommand::Apply(args) => crate::delayq_apply::run(args),
         DelayqCommand::Run(args) => crate::delayq_run::run(args),
+        DelayqCommand::Status { dir, json } => crate::delayq_control::status(&dir, json),
+        DelayqCommand::Pause { dir } => crate::delayq_control::set_paused(&dir, true),
+        DelayqCommand::Resume { dir } => crate::delayq_control::set_paused(&dir, false),
+        DelayqCommand::Skip { dir, commit_lsn } => crate::delayq_control::skip(&dir, commit_lsn),
         DelayqCommand::Inspect { dir, json } => inspect(&dir, json),
         DelayqCommand::Verify { dir } => verify_dir(&dir),
     }
@@ -103,9 +134,10 @@ fn ingest(
         Ok(b) => b,
         Err(e) => return fail(format!("{}: {e}", capture.display())),
     };
-    if let Err(e) = std::fs::create_dir_all(dir) {
-        return fail(format!("{}: {e}", dir.display()));
-    }
+    let _lock = match crate::delayq_control::lock_dir(dir) {
+        Ok(l) => l,
+        Err(e) => return fail(e),
+    };
     let storage = match FsStorage::open(dir) {
         Ok(s) => s,
         Err(e) => return fail(format!("{}: {e}", dir.display())),

@@ -30,6 +30,13 @@ pub struct FollowArgs {
 /// reconnect with its cause on stderr, and `stopped …` after Ctrl-C; an error that
 /// reconnecting cannot cure ends it with exit status 1.
 pub fn run(args: FollowArgs) -> ExitCode {
+    let _lock = match crate::delayq_control::lock_dir(&args.dir) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("pgyard delayq follow: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

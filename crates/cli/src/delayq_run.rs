@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use pgyard_tokio::follow::{self, FollowOptions, Progress};
 
-use crate::delayq_apply::{apply_loop, ApplyFailure, Subscriber};
+use crate::delayq_apply::{apply_loop, ApplyFailure, Controls, Subscriber};
 
 /// Arguments of `pgyard delayq run`.
 #[derive(clap::Args, Debug)]
@@ -39,6 +39,10 @@ pub struct RunArgs {
     /// Create the slot (pgoutput) on the publisher when it does not exist yet.
     #[arg(long)]
     pub create_slot: bool,
+    /// Apply only what committed before this LSN or UTC time, then hold (and keep
+    /// following).
+    #[arg(long, value_parser = crate::delayq_control::parse_until)]
+    pub until: Option<crate::delayq_control::Until>,
 }
 
 fn create_slot(publisher: &str, slot: &str) -> Result<(), String> {
@@ -67,6 +71,10 @@ pub fn run(args: RunArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return fail(2, &format!("cannot start the async runtime: {e}")),
     };
+    let _lock = match crate::delayq_control::lock_dir(&args.dir) {
+        Ok(l) => l,
+        Err(e) => return fail(2, &e),
+    };
     if args.create_slot {
         if let Err(e) = create_slot(&args.publisher, &args.slot) {
             return fail(2, &format!("creating slot {}: {e}", args.slot));
@@ -93,8 +101,12 @@ pub fn run(args: RunArgs) -> ExitCode {
     let applier = {
         let (queue, stop, failed, wake) =
             (queue.clone(), stop.clone(), failed.clone(), wake.clone());
+        let controls = Controls {
+            dir: args.dir.clone(),
+            until: args.until,
+        };
         std::thread::spawn(move || {
-            let r = apply_loop(&queue, &mut sub, Some(&stop));
+            let r = apply_loop(&queue, &mut sub, Some(&stop), &controls);
             match r {
                 Ok(done) => {
                     sub.close();

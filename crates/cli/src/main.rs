@@ -5,6 +5,7 @@ mod connect_cmd;
 mod conninfo_cmd;
 mod delayq_apply;
 mod delayq_cmd;
+mod delayq_control;
 mod delayq_follow;
 mod delayq_run;
 mod proxy_cmd;

@@ -263,3 +263,42 @@ fn a_missing_table_stops_apply_naming_it_and_keeps_the_transaction() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     rig.assert_equal();
 }
+
+/// `--until LSN` applies what committed before it and stops there; a later run goes on.
+#[test]
+fn until_applies_what_committed_before_and_holds() {
+    let rig = Rig::new("until");
+    rig.p("insert into acct values (1, 1, 'before')");
+    rig.p("insert into acct values (2, 2, 'before')");
+    let until = rig.p("select pg_current_wal_lsn()");
+    rig.p("insert into acct values (3, 3, 'after')");
+    rig.p("update acct set note = 'after' where id = 1");
+    rig.follow_to_end();
+    let out = Command::new(env!("CARGO_BIN_EXE_pgyard"))
+        .args(["delayq", "apply"])
+        .arg(&rig.dir)
+        .args([
+            "--subscriber",
+            &rig.subscriber.conninfo(),
+            "--until",
+            &until,
+        ])
+        .output()
+        .expect("apply --until");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("held at"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert_eq!(
+        q(
+            &rig.subscriber,
+            "select string_agg(id || note, ',' order by id) from acct"
+        ),
+        "1before,2before"
+    );
+    let out = finished(rig.apply());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    rig.assert_equal();
+}

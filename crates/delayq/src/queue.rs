@@ -410,6 +410,17 @@ impl<S: Storage> DelayQueue<S> {
             .map(|it| it.due.unwrap_or(UnixTime(i64::MIN)))
     }
 
+    /// The commit LSN and time of the next item to be handed out, when it is a transaction
+    /// (so a caller can hold before it without handing it out).
+    pub fn next_commit(&self) -> Option<(Lsn, PgTimestamp)> {
+        let (_, id) = self.next_unhanded()?;
+        let it = self.model.items.get(&id)?;
+        if it.note {
+            return None;
+        }
+        it.commit.map(|c| (c.lsn, c.ts))
+    }
+
     /// The next item in commit order if it is due at `now`. Each item is handed out once per
     /// session; acknowledge it with [`DelayQueue::mark_applied`].
     pub fn poll_ready(&mut self, now: UnixTime) -> Result<Option<Ready>, Error> {
