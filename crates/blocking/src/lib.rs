@@ -18,9 +18,9 @@ mod transport;
 pub use pgyard_connect::{BackendKey, ConnectError, OpenTarget, ServerRole};
 pub use pgyard_conninfo::Strategy;
 pub use pgyard_driver::{
-    os_seed, Attempt, ConnectOptions, Error, ErrorKind, RawFrame, RealInputs, SessionInfo,
+    os_seed, Attempt, ConnectOptions, Error, ErrorKind, RawFrame, RealInputs, Rows, SessionInfo,
 };
-pub use session::Session;
+pub use session::{PendingQuery, Session};
 
 /// Connects with `conninfo` (keyword/value or URI), honouring the environment, the service
 /// file and the password file as libpq does, with an OS-random seed.

@@ -14,6 +14,10 @@ use pgyard_driver::{
 use crate::driver;
 use crate::transport::{self, Transport};
 
+/// A query sent with [`Session::send_query`] whose reply is still to be read.
+#[derive(Debug)]
+pub struct PendingQuery(SimpleQuery);
+
 /// An established connection to the server the machine chose.
 #[derive(Debug)]
 pub struct Session {
@@ -38,8 +42,23 @@ impl Session {
     /// text (`None` for NULL). An ErrorResponse becomes [`Error::Server`] after the server is
     /// ready again.
     pub fn simple_query(&mut self, sql: &str) -> Result<Rows, Error> {
-        let (mut query, request) = SimpleQuery::start(sql)?;
+        let pending = self.send_query(sql)?;
+        self.finish_query(pending)
+    }
+
+    /// Sends `sql` (simple query protocol) without waiting for its reply, so that several
+    /// queries can be in flight; read the replies in the order sent with
+    /// [`Session::finish_query`]. The server runs them one after the other.
+    pub fn send_query(&mut self, sql: &str) -> Result<PendingQuery, Error> {
+        let (query, request) = SimpleQuery::start(sql)?;
         self.send_frame(&request)?;
+        Ok(PendingQuery(query))
+    }
+
+    /// Reads the reply of the oldest query sent with [`Session::send_query`] (as
+    /// [`Session::simple_query`] returns it).
+    pub fn finish_query(&mut self, pending: PendingQuery) -> Result<Rows, Error> {
+        let mut query = pending.0;
         loop {
             let frame = self.recv_frame()?;
             match query.frame(&frame, self.core.parameters_mut())? {

@@ -10,16 +10,17 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use pgyard_blocking::Session;
-use std::sync::atomic::{AtomicBool, Ordering};
 
-use pgyard_delayq::apply::{quote_literal, timestamp_text, Applier, ApplyError};
-use pgyard_delayq::{Config, DelayQueue, FsStorage, Ready, ReadyTxn};
-use pgyard_tokio::follow::{lock, SharedQueue};
+use pgyard_blocking::PendingQuery;
+use pgyard_delayq::apply::{quote_literal, timestamp_text, ApplyError, Script};
+use pgyard_delayq::{Config, DelayQueue, FsStorage};
+use pgyard_tokio::follow::SharedQueue;
 
-use crate::delayq_control::{lock_dir, parse_until, status_json, Control, Until};
+use crate::delayq_control::{lock_dir, parse_until, Until};
+pub use crate::delayq_loop::{apply_loop, Controls};
 use pgyard_types::{Lsn, PgTimestamp, UnixTime};
 
 /// Arguments of `pgyard delayq apply`.
@@ -54,6 +55,9 @@ pub enum ApplyFailure {
     /// A transaction could not be applied as sent; it stays queued.
     #[error("{0}; the transaction stays queued")]
     Apply(ApplyError),
+    /// An UPDATE or DELETE found no row (or several) to change; it stays queued.
+    #[error("{0}; the transaction stays queued")]
+    RowCheck(String),
     /// The subscriber raised an error while applying one transaction; it stays queued.
     #[error(
         "commit {commit_lsn}: the subscriber refused it: {text}; the transaction stays queued"
@@ -107,36 +111,61 @@ impl Subscriber {
         })
     }
 
-    /// Applies one transaction: body, row check, COMMIT (ROLLBACK on any failure).
-    pub fn apply(&mut self, applier: &mut Applier, txn: &ReadyTxn) -> Result<u64, ApplyFailure> {
-        let script = applier.script(txn).map_err(ApplyFailure::Apply)?;
-        let outcome = match self.session.simple_query(&script.body) {
-            Ok(rows) => script.check(&rows).map_err(ApplyFailure::Apply),
-            Err(pgyard_blocking::Error::Server { text, .. }) => Err(ApplyFailure::Refused {
-                commit_lsn: txn.commit_lsn,
-                text: text.trim_end().to_owned(),
-            }),
-            Err(e) => return Err(refused(e)),
-        };
-        if let Err(e) = outcome {
-            self.session.simple_query("ROLLBACK").map_err(refused)?;
-            return Err(e);
-        }
-        match self.session.simple_query(&script.commit) {
+    /// Sends one transaction's script without waiting for the reply (several may be in
+    /// flight; see `Script::sql` for why that is safe).
+    pub fn send(&mut self, sql: &str) -> Result<PendingQuery, ApplyFailure> {
+        self.session.send_query(sql).map_err(refused)
+    }
+
+    /// Reads the reply of the oldest transaction sent; its end LSN becomes the session's
+    /// committed progress.
+    pub fn finish(
+        &mut self,
+        pending: PendingQuery,
+        commit_lsn: Lsn,
+        end_lsn: Lsn,
+    ) -> Result<(), ApplyFailure> {
+        match self.session.finish_query(pending) {
             Ok(_) => {
-                self.committed = txn.end_lsn;
-                Ok(script.changes)
+                self.committed = end_lsn;
+                Ok(())
             }
             Err(pgyard_blocking::Error::Server { text, .. }) => {
-                // The abort moved the origin past this transaction: move it back.
-                self.rewind(self.committed)?;
-                Err(ApplyFailure::Refused {
-                    commit_lsn: txn.commit_lsn,
-                    text: text.trim_end().to_owned(),
+                Err(match Script::row_check_failure(&text) {
+                    Some(words) => ApplyFailure::RowCheck(words),
+                    None => ApplyFailure::Refused {
+                        commit_lsn,
+                        text: text.trim_end().to_owned(),
+                    },
                 })
             }
             Err(e) => Err(refused(e)),
         }
+    }
+
+    /// After a failed transaction: reads the replies still in flight (they fail: the
+    /// transaction block is aborted), rolls back, and moves the origin back if the abort
+    /// moved it (a COMMIT that failed after the progress was set).
+    pub fn abandon(&mut self, in_flight: Vec<PendingQuery>) -> Result<(), ApplyFailure> {
+        for p in in_flight {
+            match self.session.finish_query(p) {
+                Ok(_) | Err(pgyard_blocking::Error::Server { .. }) => {}
+                Err(e) => return Err(refused(e)),
+            }
+        }
+        self.session.simple_query("ROLLBACK").map_err(refused)?;
+        let rows = self
+            .session
+            .simple_query("SELECT pg_catalog.pg_replication_origin_session_progress(false)")
+            .map_err(refused)?;
+        let now: Option<Lsn> = rows
+            .first()
+            .and_then(|r| r.first().cloned().flatten())
+            .and_then(|t| t.parse().ok());
+        if now.is_some_and(|l| l > self.committed) {
+            self.rewind(self.committed)?;
+        }
+        Ok(())
     }
 
     /// Sets the origin's progress back to `lsn` (the session lets go of it meanwhile).
@@ -184,197 +213,7 @@ pub struct Applied {
     pub held_at: Option<Lsn>,
 }
 
-/// Where the operator's controls live and where applying holds.
-#[derive(Clone, Debug)]
-pub struct Controls {
-    /// The queue directory (`control.json`, `status.json`).
-    pub dir: PathBuf,
-    /// Apply only what committed before this, then hold.
-    pub until: Option<Until>,
-}
-
-/// One apply run's state (see [`apply_loop`]).
-struct Looper<'a> {
-    queue: &'a SharedQueue,
-    sub: &'a mut Subscriber,
-    stop: Option<&'a AtomicBool>,
-    controls: &'a Controls,
-    control: Control,
-    control_read: Instant,
-    applier: Applier,
-    done: Applied,
-    last_log: Instant,
-    last_status: Instant,
-}
-
-/// What one turn of the loop did.
-enum Turn {
-    Go,
-    Wait(Duration),
-    Finished,
-}
-
-fn qerr(e: pgyard_delayq::Error) -> ApplyFailure {
-    ApplyFailure::Queue(e.to_string())
-}
-
-/// Space and other retryable refusals resolve as apply and purge free segments.
-fn soft<T>(r: Result<T, pgyard_delayq::Error>) -> Result<(), ApplyFailure> {
-    match r {
-        Err(e) if !e.is_retryable() => Err(qerr(e)),
-        _ => Ok(()),
-    }
-}
-
-/// Applies due items in commit order. Without `stop`, returns once the queue holds nothing
-/// more (waiting for due times) or holds at `--until`; with it, runs until the flag is set
-/// (`delayq run`, where `follow` fills the same queue). Obeys `pause`, `resume` and `skip`
-/// within 200 ms and writes `status.json` every second.
-pub fn apply_loop(
-    queue: &SharedQueue,
-    sub: &mut Subscriber,
-    stop: Option<&AtomicBool>,
-    controls: &Controls,
-) -> Result<Applied, ApplyFailure> {
-    let mut done = Applied::default();
-    {
-        let mut q = lock(queue);
-        done.skipped_at_start = q.skip_applied_through(sub.progress).map_err(qerr)?;
-        soft(q.flush())?;
-    }
-    let long_ago = Instant::now() - Duration::from_secs(60);
-    let mut l = Looper {
-        queue,
-        sub,
-        stop,
-        controls,
-        control: Control::default(),
-        control_read: long_ago,
-        applier: Applier::new(),
-        done,
-        last_log: Instant::now(),
-        last_status: long_ago,
-    };
-    loop {
-        let turn = l.turn()?;
-        l.report();
-        match turn {
-            Turn::Go => {}
-            Turn::Wait(d) => std::thread::sleep(d),
-            Turn::Finished => {
-                soft(lock(l.queue).flush())?;
-                l.last_status = long_ago;
-                l.report();
-                return Ok(l.done);
-            }
-        }
-    }
-}
-
-impl Looper<'_> {
-    fn turn(&mut self) -> Result<Turn, ApplyFailure> {
-        let idle = Duration::from_millis(200);
-        if self.stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
-            return Ok(Turn::Finished);
-        }
-        if self.control_read.elapsed() >= idle {
-            self.control_read = Instant::now();
-            match Control::load(&self.controls.dir) {
-                Ok(c) => self.control = c,
-                Err(e) => eprintln!("pgyard delayq: {e}; keeping the previous controls"),
-            }
-        }
-        if self.control.paused {
-            return Ok(Turn::Wait(idle));
-        }
-        let next = lock(self.queue).next_commit();
-        if let (Some(until), Some((lsn, ts))) = (self.controls.until, next) {
-            if until.holds(lsn, ts) {
-                self.done.held_at = Some(lsn);
-                return Ok(if self.stop.is_some() {
-                    Turn::Wait(idle)
-                } else {
-                    Turn::Finished
-                });
-            }
-        }
-        let ready = lock(self.queue).poll_ready(unix_now()).map_err(qerr)?;
-        match ready {
-            Some(Ready::Transaction(txn)) if self.control.skip.contains(&txn.commit_lsn) => {
-                let mut q = lock(self.queue);
-                q.mark_applied(txn.id).map_err(qerr)?;
-                soft(q.flush())?;
-                eprintln!(
-                    "pgyard delayq: skipped the transaction committed at {}, as asked",
-                    txn.commit_lsn
-                );
-                self.done.skipped.push(txn.commit_lsn);
-            }
-            Some(Ready::Transaction(txn)) => {
-                self.done.rows += self.sub.apply(&mut self.applier, &txn)?;
-                let mut q = lock(self.queue);
-                q.mark_applied(txn.id).map_err(qerr)?;
-                self.done.transactions += 1;
-                self.done.last_end_lsn = Some(txn.end_lsn);
-                self.done.last_commit_ts = Some(txn.commit_ts);
-                if self.done.transactions.is_multiple_of(64) {
-                    soft(q.flush())?;
-                }
-            }
-            Some(Ready::Message(m)) => lock(self.queue).mark_applied(m.id).map_err(qerr)?,
-            None => {
-                let next = {
-                    let mut q = lock(self.queue);
-                    soft(q.flush())?;
-                    soft(q.purge())?;
-                    q.next_due()
-                };
-                let wait = match (next, self.stop) {
-                    (None, None) => return Ok(Turn::Finished),
-                    (None, Some(_)) => 200_000,
-                    (Some(due), _) => (due.0 - unix_now().0).clamp(1_000, 200_000),
-                };
-                return Ok(Turn::Wait(Duration::from_micros(wait as u64)));
-            }
-        }
-        Ok(Turn::Go)
-    }
-
-    /// The status line every 5 s on standard error, `status.json` every second.
-    fn report(&mut self) {
-        if self.last_log.elapsed() >= Duration::from_secs(5) {
-            self.last_log = Instant::now();
-            eprintln!("{}", status_line(&lock(self.queue), &self.done));
-        }
-        if self.last_status.elapsed() >= Duration::from_secs(1) {
-            self.last_status = Instant::now();
-            let applied = self.done.last_end_lsn.zip(self.done.last_commit_ts);
-            let mut v = status_json(
-                &lock(self.queue).inspect(),
-                &self.control,
-                applied,
-                unix_now(),
-            );
-            v["running"] = true.into();
-            v["pid"] = std::process::id().into();
-            v["held_at"] = self.done.held_at.map(|l| l.to_string()).into();
-            let path = self.controls.dir.join("status.json");
-            if let Err(e) = write_status(&path, &v) {
-                eprintln!("pgyard delayq: {e}");
-            }
-        }
-    }
-}
-
-/// Replaces `status.json` (informational: renamed into place, not fsynced).
-fn write_status(path: &std::path::Path, v: &serde_json::Value) -> Result<(), String> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, v.to_string())
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|e| format!("{}: {e}", path.display()))
-}
-
-fn status_line(q: &DelayQueue<FsStorage>, done: &Applied) -> String {
+pub(crate) fn status_line(q: &DelayQueue<FsStorage>, done: &Applied) -> String {
     let i = q.inspect();
     let now = unix_now();
     let next = q
@@ -442,7 +281,9 @@ pub fn run(args: ApplyArgs) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Err(e @ (ApplyFailure::Apply(_) | ApplyFailure::Refused { .. })) => fail(1, &e),
+        Err(
+            e @ (ApplyFailure::Apply(_) | ApplyFailure::RowCheck(_) | ApplyFailure::Refused { .. }),
+        ) => fail(1, &e),
         Err(e) => fail(2, &e),
     }
 }

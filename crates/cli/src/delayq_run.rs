@@ -158,7 +158,7 @@ pub fn run(args: RunArgs) -> ExitCode {
         .take()
     {
         let code = match e {
-            ApplyFailure::Apply(_) | ApplyFailure::Refused { .. } => 1,
+            ApplyFailure::Apply(_) | ApplyFailure::RowCheck(_) | ApplyFailure::Refused { .. } => 1,
             _ => 2,
         };
         return fail(code, &e);

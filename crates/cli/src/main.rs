@@ -7,6 +7,7 @@ mod delayq_apply;
 mod delayq_cmd;
 mod delayq_control;
 mod delayq_follow;
+mod delayq_loop;
 mod delayq_run;
 mod proxy_cmd;
 mod sim_cmd;

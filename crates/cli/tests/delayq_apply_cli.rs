@@ -302,3 +302,36 @@ fn until_applies_what_committed_before_and_holds() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     rig.assert_equal();
 }
+
+/// An UPDATE whose row the subscriber does not have stops apply (the row-count check, server
+/// side), names the relation and the commit, and applies nothing of that transaction.
+#[test]
+fn a_missing_row_stops_apply_and_nothing_of_its_transaction_lands() {
+    let rig = Rig::new("row");
+    rig.p("insert into acct values (1, 1, 'one'), (2, 2, 'two')");
+    rig.follow_to_end();
+    assert!(finished(rig.apply()).status.success());
+    q(&rig.subscriber, "delete from acct where id = 1");
+    rig.p("begin; insert into acct values (3, 3, 'three'); update acct set bal = 10 where id = 1; commit");
+    rig.follow_to_end();
+    let out = finished(rig.apply());
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("UPDATE on relation \"public\".\"acct\" changed 0 rows instead of 1"),
+        "{err}"
+    );
+    assert!(err.contains("stays queued"), "{err}");
+    assert_eq!(
+        q(
+            &rig.subscriber,
+            "select string_agg(id::text, ',' order by id) from acct"
+        ),
+        "2",
+        "the insert of the failed transaction must not land"
+    );
+    q(&rig.subscriber, "insert into acct values (1, 1, 'one')");
+    let out = finished(rig.apply());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    rig.assert_equal();
+}

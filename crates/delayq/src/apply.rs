@@ -57,68 +57,40 @@ pub enum ApplyError {
         /// What is wrong.
         detail: String,
     },
-    /// An UPDATE or DELETE did not find exactly one row on the subscriber.
-    #[error(
-        "commit {commit_lsn}: {op} on relation {relation} changed {rows} rows instead of 1 \
-         (the subscriber has no row matching the publisher's replica identity)"
-    )]
-    RowMissing {
-        /// The transaction's commit LSN.
-        commit_lsn: Lsn,
-        /// `UPDATE` or `DELETE`.
-        op: &'static str,
-        /// The qualified relation name.
-        relation: String,
-        /// How many rows it changed.
-        rows: String,
-    },
 }
 
-/// One transaction's SQL: send `body` (one simple query, starting with BEGIN), compare the
-/// rows it returns with [`Script::check`], then send `commit` (or `ROLLBACK` on an error).
+/// The marker of the row-count check's error (see [`Script::sql`]).
+pub const CHECK_MARKER: &str = "pgyard row check: ";
+
+/// One transaction's SQL, sent as one simple query.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Script {
-    /// BEGIN and the changes.
-    pub body: String,
-    /// The origin's progress for this transaction, then COMMIT, in one query. The progress
-    /// is set only here because PostgreSQL also advances a session's origin when a
-    /// transaction with the progress set aborts: set at BEGIN, a transaction lost to a
-    /// broken connection would count as applied. In one message with COMMIT, the server
-    /// runs both even if the client dies right after sending it.
-    pub commit: String,
+    /// `BEGIN`, the changes, the origin's progress, `COMMIT`. Each UPDATE or DELETE counts
+    /// its rows and, when the count is not 1, raises an error whose text carries
+    /// [`CHECK_MARKER`] (a text cast to integer that fails), so the rest of the query —
+    /// the progress and COMMIT included — is skipped and the transaction is left aborted
+    /// for the caller's ROLLBACK (which also makes any query pipelined after it fail
+    /// harmlessly). The progress is set last because PostgreSQL advances a session's origin
+    /// also when a transaction with the progress set aborts: set at BEGIN, a transaction lost
+    /// to a broken connection would count as applied; in the one message with COMMIT the
+    /// server runs both even if the client dies right after sending it.
+    pub sql: String,
     /// The commit LSN, for error texts.
     pub commit_lsn: Lsn,
-    /// For each row the body returns, in order: the UPDATE/DELETE and relation it counts.
-    expected: Vec<(&'static str, String)>,
     /// Rows changed by this script: inserts, updates, deletes (truncates not counted).
     pub changes: u64,
 }
 
 impl Script {
-    /// Checks the rows the body returned: one per UPDATE/DELETE, each `1`.
-    pub fn check(&self, rows: &[Vec<Option<String>>]) -> Result<(), ApplyError> {
-        let missing = |op, relation: &String, rows: String| ApplyError::RowMissing {
-            commit_lsn: self.commit_lsn,
-            op,
-            relation: relation.clone(),
-            rows,
-        };
-        for (i, (op, relation)) in self.expected.iter().enumerate() {
-            let got = rows
-                .get(i)
-                .and_then(|r| r.first().cloned().flatten())
-                .unwrap_or_else(|| "no".to_owned());
-            let got = if got.is_empty() { "no".to_owned() } else { got };
-            if got != "1" {
-                return Err(missing(op, relation, got));
-            }
-        }
-        Ok(())
-    }
-
-    /// Whether the transaction changes nothing the subscriber holds (only the origin moves).
-    pub fn is_empty(&self) -> bool {
-        self.changes == 0 && !self.body.contains("TRUNCATE")
+    /// The check's own words when the server's error `text` came from a row-count check.
+    pub fn row_check_failure(text: &str) -> Option<String> {
+        let at = text.find(CHECK_MARKER)? + CHECK_MARKER.len();
+        let rest = &text[at..];
+        let end = rest
+            .find("\"\n")
+            .or_else(|| rest.rfind('"'))
+            .unwrap_or(rest.len());
+        Some(rest[..end].replace("\"\"", "\""))
     }
 }
 
@@ -162,18 +134,12 @@ impl Applier {
                 self.describe(&r);
             }
         }
-        // Deferred constraints are checked in the body, so that COMMIT itself does not fail
-        // (see `Script::commit`).
+        // Deferred constraints are checked before the progress is set, so that COMMIT
+        // itself does not fail (see `Script::sql`).
         let mut body = String::from("BEGIN; SET CONSTRAINTS ALL IMMEDIATE;");
         let mut script = Script {
-            body: String::new(),
-            commit: format!(
-                "SELECT pg_catalog.pg_replication_origin_xact_setup('{}', '{}'); COMMIT",
-                txn.end_lsn,
-                timestamp_text(txn.commit_ts)
-            ),
+            sql: String::new(),
             commit_lsn,
-            expected: Vec::new(),
             changes: 0,
         };
         let streamed = !matches!(
@@ -215,7 +181,13 @@ impl Applier {
             self.statement(&msg, &mut body, &mut script)?;
         }
         flush_insert(&mut body, &self.relations, pending.take());
-        script.body = body;
+        let _ = write!(
+            body,
+            " SELECT pg_catalog.pg_replication_origin_xact_setup('{}', '{}'); COMMIT;",
+            txn.end_lsn,
+            timestamp_text(txn.commit_ts)
+        );
+        script.sql = body;
         Ok(script)
     }
 
@@ -305,11 +277,11 @@ impl Applier {
                 let _ = write!(
                     body,
                     " WITH c AS (UPDATE ONLY {q} SET {set} WHERE ctid = (SELECT ctid FROM ONLY {q} \
-                     WHERE {filter} LIMIT 1) RETURNING 1) SELECT count(*) FROM c;",
+                     WHERE {filter} LIMIT 1) RETURNING 1) {check};",
                     q = rel.qualified,
                     set = set.join(", "),
+                    check = count_check("UPDATE", &rel.qualified, commit_lsn),
                 );
-                script.expected.push(("UPDATE", rel.qualified.clone()));
                 script.changes += 1;
             }
             PgOutputMessage::Delete(d) => {
@@ -319,10 +291,10 @@ impl Applier {
                 let _ = write!(
                     body,
                     " WITH c AS (DELETE FROM ONLY {q} WHERE ctid = (SELECT ctid FROM ONLY {q} \
-                     WHERE {filter} LIMIT 1) RETURNING 1) SELECT count(*) FROM c;",
+                     WHERE {filter} LIMIT 1) RETURNING 1) {check};",
                     q = rel.qualified,
+                    check = count_check("DELETE", &rel.qualified, commit_lsn),
                 );
-                script.expected.push(("DELETE", rel.qualified.clone()));
                 script.changes += 1;
             }
             PgOutputMessage::Truncate(t) => {
@@ -345,6 +317,18 @@ impl Applier {
         }
         Ok(())
     }
+}
+
+/// A SELECT over the CTE `c` that returns nothing when it changed exactly one row and
+/// otherwise fails with a text naming the operation, the relation and the commit.
+fn count_check(op: &str, relation: &str, commit_lsn: Lsn) -> String {
+    let head = quote_literal(&format!(
+        "{CHECK_MARKER}commit {commit_lsn}: {op} on relation {relation} changed "
+    ));
+    let tail = quote_literal(
+        " rows instead of 1 (the subscriber has no row matching the publisher's replica identity)",
+    );
+    format!("SELECT ({head} || count(*) || {tail})::int FROM c HAVING count(*) <> 1")
 }
 
 fn flush_insert(body: &mut String, relations: &BTreeMap<u32, Rel>, p: Option<PendingInsert>) {

@@ -1,0 +1,325 @@
+//! The apply loop of `pgyard delayq apply` and `run`: due transactions in commit order, up to
+//! [`DEPTH`] of them in flight on the subscriber connection (each one simple query that either
+//! commits with its origin progress or leaves the transaction aborted, so that everything
+//! pipelined after a failure fails too and nothing is applied out of order), acknowledged to
+//! the queue in the order handed out, with the operator's controls obeyed between sends.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use pgyard_blocking::PendingQuery;
+use pgyard_delayq::apply::Applier;
+use pgyard_delayq::{ItemId, Ready};
+use pgyard_tokio::follow::{lock, SharedQueue};
+use pgyard_types::{Lsn, PgTimestamp};
+
+use crate::delayq_apply::{status_line, unix_now, Applied, ApplyFailure, Subscriber};
+use crate::delayq_control::{status_json, Control, Until};
+
+/// Transactions in flight at most ...
+pub const DEPTH: usize = 32;
+/// ... and bytes of SQL in flight at most.
+pub const BYTES_IN_FLIGHT: usize = 4 << 20;
+
+/// Where the operator's controls live and where applying holds.
+#[derive(Clone, Debug)]
+pub struct Controls {
+    /// The queue directory (`control.json`, `status.json`).
+    pub dir: PathBuf,
+    /// Apply only what committed before this, then hold.
+    pub until: Option<Until>,
+}
+
+/// One item handed out by the queue and not yet acknowledged.
+enum Entry {
+    /// A transaction sent to the subscriber.
+    Sent {
+        id: ItemId,
+        commit_lsn: Lsn,
+        end_lsn: Lsn,
+        commit_ts: PgTimestamp,
+        changes: u64,
+        bytes: usize,
+        pending: PendingQuery,
+    },
+    /// A message (nothing to apply) or a transaction the operator skips.
+    Ack { id: ItemId, skipped: Option<Lsn> },
+}
+
+/// One apply run's state (see [`apply_loop`]).
+struct Looper<'a> {
+    queue: &'a SharedQueue,
+    sub: &'a mut Subscriber,
+    stop: Option<&'a AtomicBool>,
+    controls: &'a Controls,
+    control: Control,
+    control_read: Instant,
+    applier: Applier,
+    pipe: VecDeque<Entry>,
+    pipe_bytes: usize,
+    /// A transaction that could not be turned into SQL: reported once the pipe is empty.
+    failed: Option<ApplyFailure>,
+    done: Applied,
+    last_log: Instant,
+    last_status: Instant,
+}
+
+/// What one turn of the loop did.
+enum Turn {
+    Go,
+    Wait(Duration),
+    Finished,
+}
+
+fn qerr(e: pgyard_delayq::Error) -> ApplyFailure {
+    ApplyFailure::Queue(e.to_string())
+}
+
+/// Space and other retryable refusals resolve as apply and purge free segments.
+fn soft<T>(r: Result<T, pgyard_delayq::Error>) -> Result<(), ApplyFailure> {
+    match r {
+        Err(e) if !e.is_retryable() => Err(qerr(e)),
+        _ => Ok(()),
+    }
+}
+
+/// Applies due items in commit order. Without `stop`, returns once the queue holds nothing
+/// more (waiting for due times) or holds at `--until`; with it, runs until the flag is set
+/// (`delayq run`, where `follow` fills the same queue). Obeys `pause`, `resume` and `skip`
+/// within 200 ms and writes `status.json` every second.
+pub fn apply_loop(
+    queue: &SharedQueue,
+    sub: &mut Subscriber,
+    stop: Option<&AtomicBool>,
+    controls: &Controls,
+) -> Result<Applied, ApplyFailure> {
+    let mut done = Applied::default();
+    {
+        let mut q = lock(queue);
+        done.skipped_at_start = q.skip_applied_through(sub.progress).map_err(qerr)?;
+        soft(q.flush())?;
+    }
+    let long_ago = Instant::now() - Duration::from_secs(60);
+    let mut l = Looper {
+        queue,
+        sub,
+        stop,
+        controls,
+        control: Control::default(),
+        control_read: long_ago,
+        applier: Applier::new(),
+        pipe: VecDeque::new(),
+        pipe_bytes: 0,
+        failed: None,
+        done,
+        last_log: Instant::now(),
+        last_status: long_ago,
+    };
+    loop {
+        let turn = l.turn();
+        if turn.is_err() {
+            l.last_status = long_ago;
+            l.report();
+        }
+        match turn? {
+            Turn::Go => {}
+            Turn::Wait(d) => std::thread::sleep(d),
+            Turn::Finished => {
+                soft(lock(l.queue).flush())?;
+                l.last_status = long_ago;
+                l.report();
+                return Ok(l.done);
+            }
+        }
+        l.report();
+    }
+}
+
+impl Looper<'_> {
+    fn turn(&mut self) -> Result<Turn, ApplyFailure> {
+        let idle = Duration::from_millis(200);
+        let stopping = self.stop.is_some_and(|s| s.load(Ordering::Relaxed));
+        if self.control_read.elapsed() >= idle {
+            self.control_read = Instant::now();
+            match Control::load(&self.controls.dir) {
+                Ok(c) => self.control = c,
+                Err(e) => eprintln!("pgyard delayq: {e}; keeping the previous controls"),
+            }
+        }
+        if !stopping && !self.control.paused && self.failed.is_none() {
+            self.fill()?;
+        }
+        if !self.pipe.is_empty() {
+            self.complete_one()?;
+            return Ok(Turn::Go);
+        }
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
+        if stopping {
+            return Ok(Turn::Finished);
+        }
+        if self.control.paused {
+            return Ok(Turn::Wait(idle));
+        }
+        if self.done.held_at.is_some() {
+            return Ok(if self.stop.is_some() {
+                Turn::Wait(idle)
+            } else {
+                Turn::Finished
+            });
+        }
+        let next = {
+            let mut q = lock(self.queue);
+            soft(q.flush())?;
+            soft(q.purge())?;
+            q.next_due()
+        };
+        let wait = match (next, self.stop) {
+            (None, None) => return Ok(Turn::Finished),
+            (None, Some(_)) => 200_000,
+            (Some(due), _) => (due.0 - unix_now().0).clamp(1_000, 200_000),
+        };
+        Ok(Turn::Wait(Duration::from_micros(wait as u64)))
+    }
+
+    /// Hands out due items and sends them until the pipe is full or nothing more is due.
+    fn fill(&mut self) -> Result<(), ApplyFailure> {
+        self.done.held_at = None;
+        while self.pipe.len() < DEPTH && self.pipe_bytes < BYTES_IN_FLIGHT {
+            let next = lock(self.queue).next_commit();
+            if let (Some(until), Some((lsn, ts))) = (self.controls.until, next) {
+                if until.holds(lsn, ts) {
+                    self.done.held_at = Some(lsn);
+                    return Ok(());
+                }
+            }
+            let ready = lock(self.queue).poll_ready(unix_now()).map_err(qerr)?;
+            let entry = match ready {
+                None => return Ok(()),
+                Some(Ready::Message(m)) => Entry::Ack {
+                    id: m.id,
+                    skipped: None,
+                },
+                Some(Ready::Transaction(t)) if self.control.skip.contains(&t.commit_lsn) => {
+                    Entry::Ack {
+                        id: t.id,
+                        skipped: Some(t.commit_lsn),
+                    }
+                }
+                Some(Ready::Transaction(t)) => match self.applier.script(&t) {
+                    Ok(script) => {
+                        let pending = self.sub.send(&script.sql)?;
+                        Entry::Sent {
+                            id: t.id,
+                            commit_lsn: t.commit_lsn,
+                            end_lsn: t.end_lsn,
+                            commit_ts: t.commit_ts,
+                            changes: script.changes,
+                            bytes: script.sql.len(),
+                            pending,
+                        }
+                    }
+                    Err(e) => {
+                        self.failed = Some(ApplyFailure::Apply(e));
+                        return Ok(());
+                    }
+                },
+            };
+            if let Entry::Sent { bytes, .. } = &entry {
+                self.pipe_bytes += bytes;
+            }
+            self.pipe.push_back(entry);
+        }
+        Ok(())
+    }
+
+    /// Waits for the oldest entry's outcome and acknowledges it to the queue.
+    fn complete_one(&mut self) -> Result<(), ApplyFailure> {
+        let Some(entry) = self.pipe.pop_front() else {
+            return Ok(());
+        };
+        match entry {
+            Entry::Ack { id, skipped } => {
+                let mut q = lock(self.queue);
+                q.mark_applied(id).map_err(qerr)?;
+                if let Some(lsn) = skipped {
+                    soft(q.flush())?;
+                    eprintln!(
+                        "pgyard delayq: skipped the transaction committed at {lsn}, as asked"
+                    );
+                    self.done.skipped.push(lsn);
+                }
+            }
+            Entry::Sent {
+                id,
+                commit_lsn,
+                end_lsn,
+                commit_ts,
+                changes,
+                bytes,
+                pending,
+            } => {
+                self.pipe_bytes -= bytes;
+                if let Err(e) = self.sub.finish(pending, commit_lsn, end_lsn) {
+                    let rest: Vec<PendingQuery> = self
+                        .pipe
+                        .drain(..)
+                        .filter_map(|e| match e {
+                            Entry::Sent { pending, .. } => Some(pending),
+                            Entry::Ack { .. } => None,
+                        })
+                        .collect();
+                    self.pipe_bytes = 0;
+                    self.sub.abandon(rest)?;
+                    return Err(e);
+                }
+                let mut q = lock(self.queue);
+                q.mark_applied(id).map_err(qerr)?;
+                self.done.transactions += 1;
+                self.done.rows += changes;
+                self.done.last_end_lsn = Some(end_lsn);
+                self.done.last_commit_ts = Some(commit_ts);
+                if self.done.transactions.is_multiple_of(64) {
+                    soft(q.flush())?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The status line every 5 s on standard error, `status.json` every second.
+    fn report(&mut self) {
+        if self.last_log.elapsed() >= Duration::from_secs(5) {
+            self.last_log = Instant::now();
+            eprintln!("{}", status_line(&lock(self.queue), &self.done));
+        }
+        if self.last_status.elapsed() >= Duration::from_secs(1) {
+            self.last_status = Instant::now();
+            let applied = self.done.last_end_lsn.zip(self.done.last_commit_ts);
+            let mut v = status_json(
+                &lock(self.queue).inspect(),
+                &self.control,
+                applied,
+                unix_now(),
+            );
+            v["running"] = true.into();
+            v["pid"] = std::process::id().into();
+            v["held_at"] = self.done.held_at.map(|l| l.to_string()).into();
+            let path = self.controls.dir.join("status.json");
+            if let Err(e) = write_status(&path, &v) {
+                eprintln!("pgyard delayq: {e}");
+            }
+        }
+    }
+}
+
+/// Replaces `status.json` (informational: renamed into place, not fsynced).
+fn write_status(path: &std::path::Path, v: &serde_json::Value) -> Result<(), String> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, v.to_string())
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
