@@ -12,7 +12,10 @@
 //!   (default 60), installing cargo-fuzz first if it is missing.
 //! - `cargo xtask bench-proxy [SECONDS]`: pgbench through PgBouncer and `pgyard proxy` beside
 //!   a direct connection (see `bench_proxy.rs`).
+//! - `cargo xtask bench-delayq [SCALE]`: a subscriber's catch-up, native logical replication
+//!   against `pgyard delayq run` (see `bench_delayq.rs`).
 
+mod bench_delayq;
 mod bench_proxy;
 
 use std::io::{self, BufRead, BufReader, Write};
@@ -30,7 +33,11 @@ commands:
   fuzz [SECONDS]    run every cargo-fuzz target in fuzz/ for SECONDS each (default 60)
   bench-proxy [SECONDS]
                     pgbench -S (simple, extended, prepared) directly, through PgBouncer and
-                    through pgyard proxy, SECONDS per run (default 15), medians of 3";
+                    through pgyard proxy, SECONDS per run (default 15), medians of 3
+  bench-delayq [SCALE]
+                    catch-up of native logical replication and pgyard delayq run on the
+                    same WAL: 100k×SCALE single-row inserts, 20 transactions of 50k×SCALE
+                    rows, 20k×SCALE pgbench TPC-B transactions (default SCALE 1)";
 
 const FUZZ_SECONDS_DEFAULT: u64 = 60;
 
@@ -51,6 +58,13 @@ fn main() -> ExitCode {
             Some(Ok(seconds)) if seconds > 0 => bench_proxy::run(seconds),
             Some(_) => Err(format!(
                 "bench-proxy: SECONDS must be a positive integer\n\n{USAGE}"
+            )),
+        },
+        Some("bench-delayq") if args.len() <= 2 => match args.get(1).map(|s| s.parse::<u64>()) {
+            None => bench_delayq::run(1),
+            Some(Ok(scale)) if scale > 0 => bench_delayq::run(scale),
+            Some(_) => Err(format!(
+                "bench-delayq: SCALE must be a positive integer\n\n{USAGE}"
             )),
         },
         Some("help" | "--help" | "-h") => {

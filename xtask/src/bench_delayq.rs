@@ -1,0 +1,219 @@
+//! `cargo xtask bench-delayq [SCALE]`: how fast a subscriber catches up, native logical
+//! replication (CREATE SUBSCRIPTION … WITH (copy_data = false), PostgreSQL 18's defaults
+//! otherwise) against `pgyard delayq run --delay 0s`, on the same publisher WAL:
+//!
+//! * (a) 100,000 × SCALE single-row INSERT transactions (pgbench, 4 clients);
+//! * (b) 20 transactions of 50,000 × SCALE rows each;
+//! * (c) pgbench's TPC-B-like transactions (scale 1, 4 clients, 20,000 × SCALE transactions).
+//!
+//! For each workload both consumers' slots exist before it runs and both are stopped while
+//! it runs; then each in turn catches up from the same WAL, timed from its start until the
+//! marker row committed after the workload is on its subscriber. Rows per second and the
+//! ratio pgyard/native are printed. A whole-process benchmark: criterion does not fit it.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use pgyard_testkit::cluster::{Node, Options, Primary};
+use pgyard_testkit::fixtures::pgbench;
+
+/// A child process killed on drop.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn q(node: &Node, sql: &str) -> Result<String, String> {
+    node.psql(sql)
+        .map_err(|e| format!("{}: {sql}: {e}", node.name()))
+}
+
+fn tcp(node: &Node) -> String {
+    format!(
+        "host=127.0.0.1 port={} user=postgres dbname=postgres",
+        node.port()
+    )
+}
+
+struct Workload {
+    name: &'static str,
+    /// Rows changed on the publisher.
+    rows: u64,
+}
+
+pub fn run(scale: u64) -> Result<(), String> {
+    let root = crate::workspace_root();
+    crate::run_inherit(Command::new(crate::cargo()).current_dir(&root).args([
+        "build",
+        "--release",
+        "-q",
+        "-p",
+        "pgyard-cli",
+    ]))
+    .map_err(|e| format!("building pgyard: {e}"))?;
+    let pgyard = root.join("target/release/pgyard");
+    let mut results = Vec::new();
+    for w in ["a", "b", "c"] {
+        let (workload, native, ours) = one(w, scale, &pgyard)?;
+        println!(
+            "delayq_catch_up_{}/native: {:.0} rows/s ({:.2}s); delayq_catch_up_{}/pgyard: {:.0} rows/s ({:.2}s); ratio {:.2}",
+            workload.name,
+            workload.rows as f64 / native,
+            native,
+            workload.name,
+            workload.rows as f64 / ours,
+            ours,
+            native / ours
+        );
+        results.push((workload.name, native / ours));
+    }
+    println!("ratios pgyard/native: {results:?} (goal: >= 0.5 on a and c, >= 1.0 on b)");
+    Ok(())
+}
+
+/// One workload: fresh servers, both slots, the workload, then each consumer's catch-up.
+fn one(w: &str, scale: u64, pgyard: &Path) -> Result<(Workload, f64, f64), String> {
+    let options = Options::default()
+        .conf("max_wal_senders = 20")
+        .conf("max_replication_slots = 20")
+        .conf("checkpoint_timeout = 30min")
+        .conf("max_wal_size = 8GB");
+    let publisher = Primary::start(options.clone()).map_err(|e| e.to_string())?;
+    let native_sub = Primary::start(options.clone()).map_err(|e| e.to_string())?;
+    let our_sub = Primary::start(options).map_err(|e| e.to_string())?;
+    let schema = "create table ta(id bigserial primary key, v int); \
+                  create table tb(id bigint primary key, v text); \
+                  create table marker(id int primary key)";
+    for n in [&*publisher, &*native_sub, &*our_sub] {
+        q(n, schema)?;
+        if w == "c" {
+            pgbench(&["-i", "-q", "-s", "1", &tcp(n)], Duration::from_secs(300))
+                .map_err(|e| format!("pgbench -i: {e}"))?;
+        }
+    }
+    let tables = if w == "c" {
+        "ta, tb, marker, pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history"
+    } else {
+        "ta, tb, marker"
+    };
+    q(
+        &publisher,
+        &format!("create publication pub for table {tables}"),
+    )?;
+    q(
+        &native_sub,
+        &format!(
+            "create subscription native connection '{}' publication pub \
+             with (copy_data = false, enabled = false)",
+            tcp(&publisher)
+        ),
+    )?;
+    q(
+        &publisher,
+        "select pg_create_logical_replication_slot('pgyard', 'pgoutput')",
+    )?;
+    let workload = generate(w, scale, &publisher)?;
+    q(&publisher, "insert into marker values (1)")?;
+
+    let started = Instant::now();
+    q(&native_sub, "alter subscription native enable")?;
+    wait_marker(&native_sub)?;
+    let native = started.elapsed().as_secs_f64();
+    q(&native_sub, "alter subscription native disable")?;
+
+    let dir = publisher.root().join("dq");
+    let started = Instant::now();
+    let _run = Running(
+        Command::new(pgyard)
+            .args(["delayq", "run", "--publisher", &tcp(&publisher)])
+            .args(["--slot", "pgyard", "--publication", "pub"])
+            .args(["--subscriber", &tcp(&our_sub), "--delay", "0s"])
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("starting pgyard delayq run: {e}"))?,
+    );
+    wait_marker(&our_sub)?;
+    let ours = started.elapsed().as_secs_f64();
+    let check = "select count(*) || ':' || coalesce(sum(id), 0) from tb";
+    if q(&publisher, check)? != q(&our_sub, check)? {
+        return Err(format!(
+            "workload {w}: the subscriber differs from the publisher"
+        ));
+    }
+    Ok((workload, native, ours))
+}
+
+fn generate(w: &str, scale: u64, publisher: &Node) -> Result<Workload, String> {
+    let conn = tcp(publisher);
+    let bench = |args: &[&str]| {
+        pgbench(args, Duration::from_secs(3600)).map_err(|e| format!("pgbench: {e}"))
+    };
+    match w {
+        "a" => {
+            let script = publisher.data_dir().with_file_name("insert.sql");
+            std::fs::write(&script, "insert into ta(v) values (1);\n")
+                .map_err(|e| e.to_string())?;
+            let per_client = (25_000 * scale).to_string();
+            bench(&[
+                "-n",
+                "-c",
+                "4",
+                "-j",
+                "2",
+                "-t",
+                &per_client,
+                "-f",
+                &script.to_string_lossy(),
+                &conn,
+            ])?;
+            Ok(Workload {
+                name: "a_single_row_inserts",
+                rows: 100_000 * scale,
+            })
+        }
+        "b" => {
+            let n = 50_000 * scale;
+            for i in 0..20u64 {
+                q(
+                    publisher,
+                    &format!(
+                        "insert into tb select g, repeat('x', 40) from generate_series({}, {}) g",
+                        i * n + 1,
+                        (i + 1) * n
+                    ),
+                )?;
+            }
+            Ok(Workload {
+                name: "b_large_transactions",
+                rows: 20 * n,
+            })
+        }
+        _ => {
+            let per_client = (5_000 * scale).to_string();
+            bench(&["-n", "-c", "4", "-j", "2", "-t", &per_client, &conn])?;
+            // Three updates and one insert per transaction.
+            Ok(Workload {
+                name: "c_pgbench_tpcb",
+                rows: 4 * 20_000 * scale,
+            })
+        }
+    }
+}
+
+fn wait_marker(sub: &Node) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(3600);
+    while q(sub, "select count(*) from marker")? != "1" {
+        if Instant::now() > deadline {
+            return Err("the subscriber never caught up".into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
