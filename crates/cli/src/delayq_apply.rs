@@ -6,7 +6,9 @@
 //! records the publisher's commit end LSN and time as that origin's progress inside the same
 //! subscriber transaction; the queue marks it applied only after COMMIT succeeded; at start,
 //! everything up to the origin's progress is marked applied. The session runs with
-//! `synchronous_commit = on`, so a successful COMMIT is flushed and purging behind it is safe.
+//! `synchronous_commit = off`, as PostgreSQL's apply worker does: a transaction is
+//! acknowledged to the queue (and so may be purged) only once the origin's progress made
+//! durable on the subscriber has passed it.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -85,13 +87,13 @@ fn refused(e: pgyard_blocking::Error) -> ApplyFailure {
 }
 
 impl Subscriber {
-    /// Connects, sets `session_replication_role = replica` and `synchronous_commit = on`,
+    /// Connects, sets `session_replication_role = replica` and `synchronous_commit = off`,
     /// creates the origin if missing and binds the session to it.
     pub fn connect(conninfo: &str, origin: &str) -> Result<Subscriber, ApplyFailure> {
         let mut session = pgyard_blocking::connect(conninfo).map_err(refused)?;
         let name = quote_literal(origin);
         let setup = format!(
-            "SET session_replication_role = replica; SET synchronous_commit = on; \
+            "SET session_replication_role = replica; SET synchronous_commit = off; \
              SELECT pg_catalog.pg_replication_origin_create({name}) \
              WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_replication_origin WHERE roname = {name}); \
              SELECT pg_catalog.pg_replication_origin_session_setup({name}); \
@@ -141,6 +143,24 @@ impl Subscriber {
             }
             Err(e) => Err(refused(e)),
         }
+    }
+
+    /// Asks for the origin's progress made durable (`flush = true` flushes the subscriber's
+    /// WAL up to it): what may be acknowledged to the queue.
+    pub fn send_progress(&mut self) -> Result<PendingQuery, ApplyFailure> {
+        self.session
+            .send_query("SELECT pg_catalog.pg_replication_origin_session_progress(true)")
+            .map_err(refused)
+    }
+
+    /// The answer to [`Subscriber::send_progress`].
+    pub fn finish_progress(&mut self, pending: PendingQuery) -> Result<Lsn, ApplyFailure> {
+        let rows = self.session.finish_query(pending).map_err(refused)?;
+        Ok(rows
+            .first()
+            .and_then(|r| r.first().cloned().flatten())
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(Lsn::INVALID))
     }
 
     /// After a failed transaction: reads the replies still in flight (they fail: the

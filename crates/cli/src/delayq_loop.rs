@@ -1,8 +1,11 @@
 //! The apply loop of `pgyard delayq apply` and `run`: due transactions in commit order, up to
 //! [`DEPTH`] of them in flight on the subscriber connection (each one simple query that either
 //! commits with its origin progress or leaves the transaction aborted, so that everything
-//! pipelined after a failure fails too and nothing is applied out of order), acknowledged to
-//! the queue in the order handed out, with the operator's controls obeyed between sends.
+//! pipelined after a failure fails too and nothing is applied out of order), with the
+//! operator's controls obeyed between sends. The subscriber commits asynchronously; a
+//! transaction is acknowledged to the queue (in the order handed out) only once the origin's
+//! progress made durable there has passed it, asked for every [`PROGRESS_EVERY`]
+//! transactions, every [`PROGRESS_INTERVAL`], and whenever apply goes idle or stops.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -22,6 +25,10 @@ use crate::delayq_control::{status_json, Control, Until};
 pub const DEPTH: usize = 32;
 /// ... and bytes of SQL in flight at most.
 pub const BYTES_IN_FLIGHT: usize = 4 << 20;
+/// The durable progress is asked for after this many transactions ...
+pub const PROGRESS_EVERY: usize = 256;
+/// ... or this long after the last question.
+pub const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Where the operator's controls live and where applying holds.
 #[derive(Clone, Debug)]
@@ -46,6 +53,18 @@ enum Entry {
     },
     /// A message (nothing to apply) or a transaction the operator skips.
     Ack { id: ItemId, skipped: Option<Lsn> },
+    /// The question for the origin's durable progress.
+    Progress { pending: PendingQuery },
+}
+
+/// A handed-out item waiting to be acknowledged to the queue.
+struct Waiting {
+    id: ItemId,
+    /// The subscriber's durable progress that must reach this end LSN first (`None`: at once).
+    needs: Option<Lsn>,
+    commit_ts: PgTimestamp,
+    changes: u64,
+    skipped: Option<Lsn>,
 }
 
 /// One apply run's state (see [`apply_loop`]).
@@ -61,6 +80,14 @@ struct Looper<'a> {
     pipe_bytes: usize,
     /// A transaction that could not be turned into SQL: reported once the pipe is empty.
     failed: Option<ApplyFailure>,
+    /// Handed out and done, in order, until the durable progress lets them be acknowledged.
+    waiting: VecDeque<Waiting>,
+    /// The origin's durable progress on the subscriber, as last asked.
+    flushed: Lsn,
+    /// Whether a progress question is in the pipe, and when the last one was sent.
+    asking: bool,
+    asked: Instant,
+    sent_since_asked: usize,
     done: Applied,
     last_log: Instant,
     last_status: Instant,
@@ -102,6 +129,7 @@ pub fn apply_loop(
         soft(q.flush())?;
     }
     let long_ago = Instant::now() - Duration::from_secs(60);
+    let flushed = sub.progress;
     let mut l = Looper {
         queue,
         sub,
@@ -113,6 +141,11 @@ pub fn apply_loop(
         pipe: VecDeque::new(),
         pipe_bytes: 0,
         failed: None,
+        waiting: VecDeque::new(),
+        flushed,
+        asking: false,
+        asked: Instant::now(),
+        sent_since_asked: 0,
         done,
         last_log: Instant::now(),
         last_status: long_ago,
@@ -151,12 +184,25 @@ impl Looper<'_> {
         if !stopping && !self.control.paused && self.failed.is_none() {
             self.fill()?;
         }
+        let due =
+            self.sent_since_asked >= PROGRESS_EVERY || self.asked.elapsed() >= PROGRESS_INTERVAL;
+        if !self.waiting.is_empty() && !self.asking && (due || self.pipe.is_empty()) {
+            let pending = self.sub.send_progress()?;
+            self.pipe.push_back(Entry::Progress { pending });
+            self.asking = true;
+            self.asked = Instant::now();
+            self.sent_since_asked = 0;
+        }
         if !self.pipe.is_empty() {
             self.complete_one()?;
             return Ok(Turn::Go);
         }
         if let Some(e) = self.failed.take() {
             return Err(e);
+        }
+        if !self.waiting.is_empty() {
+            // Nothing in the pipe yet something waits: the next turn asks for the progress.
+            return Ok(Turn::Go);
         }
         if stopping {
             return Ok(Turn::Finished);
@@ -212,6 +258,7 @@ impl Looper<'_> {
                 Some(Ready::Transaction(t)) => match self.applier.script(&t) {
                     Ok(script) => {
                         let pending = self.sub.send(&script.sql)?;
+                        self.sent_since_asked += 1;
                         Entry::Sent {
                             id: t.id,
                             commit_lsn: t.commit_lsn,
@@ -236,22 +283,22 @@ impl Looper<'_> {
         Ok(())
     }
 
-    /// Waits for the oldest entry's outcome and acknowledges it to the queue.
+    /// Waits for the oldest entry's outcome; acknowledges to the queue what is durable.
     fn complete_one(&mut self) -> Result<(), ApplyFailure> {
         let Some(entry) = self.pipe.pop_front() else {
             return Ok(());
         };
         match entry {
-            Entry::Ack { id, skipped } => {
-                let mut q = lock(self.queue);
-                q.mark_applied(id).map_err(qerr)?;
-                if let Some(lsn) = skipped {
-                    soft(q.flush())?;
-                    eprintln!(
-                        "pgyard delayq: skipped the transaction committed at {lsn}, as asked"
-                    );
-                    self.done.skipped.push(lsn);
-                }
+            Entry::Ack { id, skipped } => self.waiting.push_back(Waiting {
+                id,
+                needs: None,
+                commit_ts: PgTimestamp(0),
+                changes: 0,
+                skipped,
+            }),
+            Entry::Progress { pending } => {
+                self.asking = false;
+                self.flushed = self.flushed.max(self.sub.finish_progress(pending)?);
             }
             Entry::Sent {
                 id,
@@ -268,7 +315,9 @@ impl Looper<'_> {
                         .pipe
                         .drain(..)
                         .filter_map(|e| match e {
-                            Entry::Sent { pending, .. } => Some(pending),
+                            Entry::Sent { pending, .. } | Entry::Progress { pending } => {
+                                Some(pending)
+                            }
                             Entry::Ack { .. } => None,
                         })
                         .collect();
@@ -276,15 +325,47 @@ impl Looper<'_> {
                     self.sub.abandon(rest)?;
                     return Err(e);
                 }
-                let mut q = lock(self.queue);
-                q.mark_applied(id).map_err(qerr)?;
-                self.done.transactions += 1;
-                self.done.rows += changes;
-                self.done.last_end_lsn = Some(end_lsn);
-                self.done.last_commit_ts = Some(commit_ts);
-                if self.done.transactions.is_multiple_of(64) {
+                self.waiting.push_back(Waiting {
+                    id,
+                    needs: Some(end_lsn),
+                    commit_ts,
+                    changes,
+                    skipped: None,
+                });
+            }
+        }
+        self.acknowledge()
+    }
+
+    /// Marks applied, in order, what needs nothing more or lies within the durable progress.
+    fn acknowledge(&mut self) -> Result<(), ApplyFailure> {
+        let mut q = lock(self.queue);
+        while let Some(w) = self.waiting.front() {
+            if w.needs.is_some_and(|end| end > self.flushed) {
+                break;
+            }
+            let Some(w) = self.waiting.pop_front() else {
+                break;
+            };
+            q.mark_applied(w.id).map_err(qerr)?;
+            match (w.needs, w.skipped) {
+                (_, Some(lsn)) => {
                     soft(q.flush())?;
+                    eprintln!(
+                        "pgyard delayq: skipped the transaction committed at {lsn}, as asked"
+                    );
+                    self.done.skipped.push(lsn);
                 }
+                (Some(end), None) => {
+                    self.done.transactions += 1;
+                    self.done.rows += w.changes;
+                    self.done.last_end_lsn = Some(end);
+                    self.done.last_commit_ts = Some(w.commit_ts);
+                    if self.done.transactions.is_multiple_of(64) {
+                        soft(q.flush())?;
+                    }
+                }
+                (None, None) => {}
             }
         }
         Ok(())

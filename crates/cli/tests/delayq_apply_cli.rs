@@ -335,3 +335,30 @@ fn a_missing_row_stops_apply_and_nothing_of_its_transaction_lands() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     rig.assert_equal();
 }
+
+/// The subscriber commits asynchronously; a crash of the subscriber (immediate stop, crash
+/// recovery at the next start) loses the commits not yet flushed, and the queue must not have
+/// counted them as applied: after three crashes during apply the end state is still equal,
+/// with no duplicate among the identical rows.
+#[test]
+fn subscriber_crashes_lose_nothing_acknowledged() {
+    let mut rig = Rig::new("crash");
+    rig.workload(300);
+    rig.follow_to_end();
+    for round in 0..3u64 {
+        let child = rig.apply();
+        std::thread::sleep(Duration::from_millis(150 + round * 100));
+        rig.subscriber.kill().expect("crash the subscriber");
+        let out = finished(child);
+        if out.status.success() {
+            break;
+        }
+        rig.subscriber.start().expect("restart the subscriber");
+    }
+    if !rig.subscriber.is_running() {
+        rig.subscriber.start().expect("restart the subscriber");
+    }
+    let out = finished(rig.apply());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    rig.assert_equal();
+}
