@@ -393,6 +393,41 @@ fn invalidated_on_standby(major: Major) {
     assert_verdicts_held(&report, &resumed);
 }
 
+/// A standby with `wal_level = replica` (a restart, before it holds any logical slot: with
+/// one the server would refuse to start): sync cannot run, the check warns in the server's
+/// words and the slot is not ready, and indeed the subscriber cannot resume.
+fn wal_level_too_low(major: Major) {
+    let mut rig = Rig::new(major);
+    rig.subscribe("wl");
+    rig.s("alter system set wal_level = replica");
+    rig.primary
+        .standby_mut("s1")
+        .expect("s1")
+        .restart()
+        .expect("restart the standby");
+    assert_eq!(rig.s("show wal_level"), "replica");
+    let err = rig
+        .standby()
+        .psql("select pg_sync_replication_slots()")
+        .expect_err("sync refuses");
+    assert!(
+        err.to_string().contains("\"wal_level\" >= \"logical\""),
+        "{err}"
+    );
+    rig.wait_replay();
+    let report = rig.check(true);
+    assert!(
+        has_warning(&report, "requires \"wal_level\" >= \"logical\""),
+        "{report}"
+    );
+    assert!(
+        reason(&report, "wl").starts_with("not synced yet"),
+        "{report}"
+    );
+    let resumed = rig.promote_and_follow();
+    assert_verdicts_held(&report, &resumed);
+}
+
 /// The slot-sync worker keeps a new synced slot temporary while the primary's slot (its
 /// subscriber disabled) needs a catalog xmin the standby has passed.
 fn temporary(major: Major) {
@@ -463,6 +498,16 @@ fn pg18_invalidated_on_the_standby() {
 #[test]
 fn pg17_invalidated_on_the_standby() {
     invalidated_on_standby(Major::V17);
+}
+
+#[test]
+fn pg18_wal_level_too_low_on_the_standby() {
+    wal_level_too_low(Major::V18);
+}
+
+#[test]
+fn pg17_wal_level_too_low_on_the_standby() {
+    wal_level_too_low(Major::V17);
 }
 
 #[test]
