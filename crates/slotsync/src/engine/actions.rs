@@ -1,0 +1,312 @@
+//! What one cycle decides: its actions, skip and drop reasons, and their JSON form.
+
+use std::collections::BTreeMap;
+
+use pgyard_types::{Lsn, Xid};
+use serde_json::{Map, Value};
+
+use crate::error::SyncError;
+use crate::row::{InvalidationCause, SlotRow};
+
+/// Who runs the cycle: the SQL function or the slot sync worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Caller {
+    /// `pg_sync_replication_slots()`: one cycle, errors abort it, temporary slots are dropped.
+    Function,
+    /// The `slotsync worker`: "ahead of the standby" is a LOG skip and temporary slots stay.
+    Worker,
+}
+
+/// Why a local synced slot is dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropReason {
+    /// No slot of that name on the primary.
+    RemoteGone,
+    /// The primary's slot has `failover = false`.
+    RemoteNotFailover,
+    /// The primary's slot is temporary (never fetched).
+    RemoteTemporary,
+    /// The primary's slot is still being created (invalid LSNs or xmin while valid).
+    RemoteBeingCreated,
+    /// Invalidated on the standby while valid on the primary (re-created next cycle).
+    LocallyInvalidated,
+    /// Still temporary when the SQL function returned (or the worker exited / promotion).
+    NotSyncReady,
+}
+
+impl DropReason {
+    /// A short machine name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropReason::RemoteGone => "remote_gone",
+            DropReason::RemoteNotFailover => "remote_not_failover",
+            DropReason::RemoteTemporary => "remote_temporary",
+            DropReason::RemoteBeingCreated => "remote_being_created",
+            DropReason::LocallyInvalidated => "locally_invalidated",
+            DropReason::NotSyncReady => "not_sync_ready",
+        }
+    }
+}
+
+/// Why a remote slot was left alone this cycle.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SkipReason {
+    /// The remote row has invalid LSNs or xmin while valid: it is being created.
+    RemoteBeingCreated,
+    /// Invalidated on the primary and absent locally: never created.
+    RemoteInvalidated,
+    /// The local slot is invalidated: never synced again.
+    Invalidated(InvalidationCause),
+    /// Remote `confirmed_flush_lsn` beyond the standby's flush position (worker: LOG).
+    AheadOfStandby {
+        /// Remote `confirmed_flush_lsn`.
+        remote: Lsn,
+        /// Standby flush position.
+        standby: Lsn,
+    },
+    /// The remote slot needs WAL or catalog rows older than the local slot holds
+    /// (LOG for a temporary slot, DEBUG1 for a persistent one).
+    RemotePrecedes {
+        /// Remote `restart_lsn`.
+        remote_lsn: Lsn,
+        /// Remote `catalog_xmin`.
+        remote_xmin: Xid,
+        /// Local `restart_lsn`.
+        local_lsn: Lsn,
+        /// Local `catalog_xmin`.
+        local_xmin: Xid,
+        /// Whether the local slot is still temporary.
+        temporary: bool,
+    },
+    /// A temporary slot with nothing to advance: no consistent snapshot was checked.
+    NoConsistentSnapshot {
+        /// Local `restart_lsn`.
+        restart_lsn: Lsn,
+    },
+}
+
+impl SkipReason {
+    /// A short machine name.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            SkipReason::RemoteBeingCreated => "remote_being_created",
+            SkipReason::RemoteInvalidated => "remote_invalidated",
+            SkipReason::Invalidated(_) => "invalidated",
+            SkipReason::AheadOfStandby { .. } => "ahead_of_standby",
+            SkipReason::RemotePrecedes { .. } => "remote_precedes",
+            SkipReason::NoConsistentSnapshot { .. } => "no_consistent_snapshot",
+        }
+    }
+
+    /// The server log line (message and detail) for this skip, if it logs one.
+    pub fn log(&self, slot: &str) -> Option<(String, Option<String>)> {
+        match self {
+            SkipReason::AheadOfStandby { remote, standby } => Some((
+                SyncError::AheadOfStandby {
+                    slot: slot.to_owned(),
+                    remote: *remote,
+                    standby: *standby,
+                }
+                .to_string(),
+                None,
+            )),
+            SkipReason::RemotePrecedes {
+                remote_lsn,
+                remote_xmin,
+                local_lsn,
+                local_xmin,
+                ..
+            } => Some((
+                format!("could not synchronize replication slot \"{slot}\""),
+                Some(format!(
+                    "Synchronization could lead to data loss, because the remote slot needs WAL at LSN {remote_lsn} and catalog xmin {remote_xmin}, but the standby has LSN {local_lsn} and catalog xmin {local_xmin}."
+                )),
+            )),
+            SkipReason::NoConsistentSnapshot { restart_lsn } => Some((
+                format!("could not synchronize replication slot \"{slot}\""),
+                Some(format!(
+                    "Synchronization could lead to data loss, because the standby could not build a consistent snapshot to decode WALs at LSN {restart_lsn}."
+                )),
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// Where an update's `restart_lsn` and `catalog_xmin` came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Positions {
+    /// Copied from the remote: the standby has a serialized snapshot at the remote
+    /// `restart_lsn` (or the input lists no snapshots and a copy is assumed).
+    Copied,
+    /// Advanced by decoding the standby's WAL up to the remote `confirmed_flush_lsn`.
+    Decoded {
+        /// Whether decoding reached a consistent snapshot.
+        consistent: bool,
+        /// Whether a case the model does not cover decided a value (see [`decoding`]).
+        approximate: bool,
+    },
+}
+
+impl Positions {
+    /// `copied` or `decoded`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Positions::Copied => "copied",
+            Positions::Decoded { .. } => "decoded",
+        }
+    }
+}
+
+/// One decision of a sync cycle, in the order the server takes them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// A local synced slot is dropped.
+    Drop {
+        /// Slot name.
+        slot: String,
+        /// Its database OID (as logged: `dropped replication slot "%s" of database with OID %u`).
+        datoid: Option<u32>,
+        /// Why.
+        reason: DropReason,
+    },
+    /// A new temporary synced slot is created and reserves WAL and catalog rows.
+    Create {
+        /// Slot name.
+        slot: String,
+        /// Reserved `restart_lsn`: the later of the remote one and what the standby holds.
+        restart_lsn: Lsn,
+        /// Initial `catalog_xmin`: the standby's oldest safe decoding xid.
+        catalog_xmin: Xid,
+    },
+    /// A local slot takes the remote's positions and/or settings.
+    Update {
+        /// Slot name.
+        slot: String,
+        /// Columns changed, with their new values (JSON as in `pg_replication_slots`).
+        set: Vec<(&'static str, Value)>,
+        /// How the positions were synced, when they were (`None`: settings only).
+        positions: Option<Positions>,
+    },
+    /// A temporary synced slot becomes persistent ("sync-ready").
+    Persist {
+        /// Slot name.
+        slot: String,
+    },
+    /// The remote's invalidation is copied to the local slot.
+    Invalidate {
+        /// Slot name.
+        slot: String,
+        /// The cause copied.
+        cause: InvalidationCause,
+    },
+    /// Nothing done for this slot this cycle.
+    Skip {
+        /// Slot name.
+        slot: String,
+        /// Why.
+        reason: SkipReason,
+    },
+}
+
+impl Action {
+    /// The action as a JSON object (`{"action": "...", "slot": "...", ...}`).
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        let lsn = |l: &Lsn| Value::String(l.to_string());
+        match self {
+            Action::Drop {
+                slot,
+                datoid,
+                reason,
+            } => {
+                m.insert("action".into(), "drop".into());
+                m.insert("slot".into(), slot.clone().into());
+                m.insert("reason".into(), reason.as_str().into());
+                if let Some(oid) = datoid {
+                    m.insert(
+                        "log".into(),
+                        format!("dropped replication slot \"{slot}\" of database with OID {oid}")
+                            .into(),
+                    );
+                }
+            }
+            Action::Create {
+                slot,
+                restart_lsn,
+                catalog_xmin,
+            } => {
+                m.insert("action".into(), "create".into());
+                m.insert("slot".into(), slot.clone().into());
+                m.insert("temporary".into(), true.into());
+                m.insert("restart_lsn".into(), lsn(restart_lsn));
+                m.insert("catalog_xmin".into(), catalog_xmin.0.to_string().into());
+            }
+            Action::Update {
+                slot,
+                set,
+                positions,
+            } => {
+                m.insert("action".into(), "update".into());
+                m.insert("slot".into(), slot.clone().into());
+                let mut s = Map::new();
+                for (k, v) in set {
+                    s.insert((*k).into(), v.clone());
+                }
+                m.insert("set".into(), Value::Object(s));
+                if let Some(p) = positions {
+                    m.insert("positions".into(), p.as_str().into());
+                    if let Positions::Decoded {
+                        approximate: true, ..
+                    } = p
+                    {
+                        m.insert("approximate".into(), true.into());
+                    }
+                }
+            }
+            Action::Persist { slot } => {
+                m.insert("action".into(), "persist".into());
+                m.insert("slot".into(), slot.clone().into());
+                m.insert(
+                    "log".into(),
+                    format!("newly created replication slot \"{slot}\" is sync-ready now").into(),
+                );
+            }
+            Action::Invalidate { slot, cause } => {
+                m.insert("action".into(), "invalidate".into());
+                m.insert("slot".into(), slot.clone().into());
+                m.insert("cause".into(), cause.as_str().into());
+            }
+            Action::Skip { slot, reason } => {
+                m.insert("action".into(), "skip".into());
+                m.insert("slot".into(), slot.clone().into());
+                m.insert("reason".into(), reason.as_str().into());
+                if let Some((msg, detail)) = reason.log(slot) {
+                    m.insert("log".into(), msg.into());
+                    if let Some(d) = detail {
+                        m.insert("detail".into(), d.into());
+                    }
+                }
+            }
+        }
+        Value::Object(m)
+    }
+}
+
+/// What one cycle decided and left behind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// Decisions in order (for the function, the final drops of temporary slots included).
+    pub actions: Vec<Action>,
+    /// The standby's `pg_replication_slots` afterwards (also after an error: what survives).
+    pub slots_after: Vec<SlotRow>,
+    /// The error that ended the cycle, if any.
+    pub error: Option<SyncError>,
+    /// Whether any slot was created, updated or invalidated (drives the worker's naptime).
+    pub updated: bool,
+    /// The in-memory `effective_catalog_xmin` of the slots in `slots_after` where it is not
+    /// their `catalog_xmin` (a decoded update leaves the slot's own lower than the remote's,
+    /// which the server puts in memory). Pass it as the next call's
+    /// [`Standby::effective_catalog_xmins`].
+    pub effective_catalog_xmins: BTreeMap<String, Xid>,
+}
