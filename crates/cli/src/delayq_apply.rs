@@ -132,6 +132,9 @@ impl Subscriber {
                 self.committed = end_lsn;
                 Ok(())
             }
+            // The server going away (shutdown, terminated backend) is the connection's
+            // failure, not the transaction's.
+            Err(e) if e.kind().is_retryable() => Err(refused(e)),
             Err(pgyard_blocking::Error::Server { text, .. }) => {
                 Err(match Script::row_check_failure(&text) {
                     Some(words) => ApplyFailure::RowCheck(words),

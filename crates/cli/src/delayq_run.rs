@@ -57,6 +57,21 @@ fn create_slot(publisher: &str, slot: &str) -> Result<(), String> {
     r
 }
 
+/// Connects to the subscriber again, waiting 100 ms doubling up to 10 s between attempts,
+/// until it works or `stop` is set.
+fn reconnect(conninfo: &str, origin: &str, stop: &AtomicBool) -> Option<Subscriber> {
+    let mut wait = Duration::from_millis(100);
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(wait);
+        match Subscriber::connect(conninfo, origin) {
+            Ok(s) => return Some(s),
+            Err(e) => eprintln!("pgyard delayq run: {e}; retrying in {wait:?}"),
+        }
+        wait = (wait * 2).min(Duration::from_secs(10));
+    }
+    None
+}
+
 /// Runs `pgyard delayq run` until Ctrl-C (exit 0), an apply failure (exit 1: the message names
 /// the transaction, which stays queued), or an error reconnecting cannot cure (exit 2).
 pub fn run(args: RunArgs) -> ExitCode {
@@ -105,19 +120,31 @@ pub fn run(args: RunArgs) -> ExitCode {
             dir: args.dir.clone(),
             until: args.until,
         };
-        std::thread::spawn(move || {
-            let r = apply_loop(&queue, &mut sub, Some(&stop), &controls);
-            match r {
+        let (subscriber, origin) = (args.subscriber.clone(), args.origin.clone());
+        std::thread::spawn(move || loop {
+            match apply_loop(&queue, &mut sub, Some(&stop), &controls) {
                 Ok(done) => {
                     sub.close();
-                    Some(done)
+                    return Some(done);
+                }
+                // The subscriber went away (restart, network): connect again and hand the
+                // unacknowledged items out again; its origin says which were applied.
+                Err(ApplyFailure::Subscriber(e)) => {
+                    eprintln!("pgyard delayq run: subscriber: {e}; reconnecting");
+                    match reconnect(&subscriber, &origin, &stop) {
+                        Some(s) => {
+                            sub = s;
+                            follow::lock(&queue).rehand();
+                        }
+                        None => return None,
+                    }
                 }
                 Err(e) => {
                     *failed
                         .lock()
                         .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(e);
                     wake.notify_one();
-                    None
+                    return None;
                 }
             }
         })

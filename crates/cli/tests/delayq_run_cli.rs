@@ -366,3 +366,31 @@ fn pause_skip_and_resume_keep_a_mistaken_delete_away() {
         .contains(&format!("skipped the transaction committed at {mistake}")));
     child.stop();
 }
+
+/// The subscriber crashes (immediate stop) and comes back while `run` runs: it reconnects,
+/// hands the unacknowledged transactions out again, and ends equal.
+#[test]
+fn run_reconnects_to_a_restarted_subscriber() {
+    let mut rig = Rig::new("subrestart");
+    let child = rig.run("0s");
+    child.wait_following();
+    for id in 1..=100 {
+        rig.event(id);
+    }
+    rig.subscriber.kill().expect("crash the subscriber");
+    for id in 101..=150 {
+        rig.event(id);
+    }
+    sleep(Duration::from_millis(500));
+    rig.subscriber.start().expect("restart the subscriber");
+    for id in 151..=200 {
+        rig.event(id);
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !rig.same() {
+        assert!(Instant::now() < deadline, "not equal: {}", child.log());
+        sleep(Duration::from_millis(100));
+    }
+    assert!(child.log().contains("reconnecting"), "{}", child.log());
+    child.stop();
+}

@@ -180,6 +180,12 @@ impl SchemaMap {
         }
     }
 
+    /// A new consumer (it lost its session): the next hand-out carries the whole map again.
+    pub fn restart_consumer(&mut self) {
+        self.handed_any = false;
+        self.dirty.clear();
+    }
+
     /// Descriptions the consumer needs before applying something committed at `pos`: the whole
     /// map on the first call, afterwards only what changed since the previous call.
     pub fn delta_until(&mut self, pos: Pos) -> Vec<Vec<u8>> {

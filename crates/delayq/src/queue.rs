@@ -410,6 +410,17 @@ impl<S: Storage> DelayQueue<S> {
             .map(|it| it.due.unwrap_or(UnixTime(i64::MIN)))
     }
 
+    /// Hands items out again from the oldest one not yet applied, to a new consumer (the old
+    /// one lost its session with items in flight: they may or may not have been applied, and
+    /// [`DelayQueue::skip_applied_through`] with the subscriber's origin sorts that out). The
+    /// next item carries the whole Relation/Type map, as after opening; it is the map as of
+    /// the last hand-out, so a relation redescribed between the re-handed items and that
+    /// hand-out reaches the consumer in its later form.
+    pub fn rehand(&mut self) {
+        self.handed = None;
+        self.model.schema.restart_consumer();
+    }
+
     /// The commit LSN and time of the next item to be handed out, when it is a transaction
     /// (so a caller can hold before it without handing it out).
     pub fn next_commit(&self) -> Option<(Lsn, PgTimestamp)> {
