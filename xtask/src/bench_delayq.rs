@@ -12,21 +12,13 @@
 //! ratio pgyard/native are printed. A whole-process benchmark: criterion does not fit it.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use pgyard_testkit::cluster::{Node, Options, Primary};
 use pgyard_testkit::fixtures::pgbench;
 
-/// A child process killed on drop.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use crate::Running;
 
 fn q(node: &Node, sql: &str) -> Result<String, String> {
     node.psql(sql)
@@ -47,16 +39,7 @@ struct Workload {
 }
 
 pub fn run(scale: u64) -> Result<(), String> {
-    let root = crate::workspace_root();
-    crate::run_inherit(Command::new(crate::cargo()).current_dir(&root).args([
-        "build",
-        "--release",
-        "-q",
-        "-p",
-        "pgyard-cli",
-    ]))
-    .map_err(|e| format!("building pgyard: {e}"))?;
-    let pgyard = root.join("target/release/pgyard");
+    let pgyard = crate::build_pgyard_release()?;
     let mut results = Vec::new();
     for w in ["a", "b", "c"] {
         let (workload, native, ours) = one(w, scale, &pgyard)?;

@@ -8,7 +8,7 @@ use std::net::TcpStream;
 use std::os::unix::fs::chown;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use pgyard_testkit::cluster::{ensure_server_user, Options, Primary};
@@ -19,27 +19,11 @@ const THREADS: &str = "2";
 const POOL_SIZE: &str = "16";
 const ROUNDS: usize = 3;
 
-/// A child process killed on drop.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use crate::Running;
 
 pub fn run(seconds: u64) -> Result<(), String> {
     let pgbouncer = ensure_pgbouncer()?;
-    let root = crate::workspace_root();
-    crate::run_inherit(Command::new(crate::cargo()).current_dir(&root).args([
-        "build",
-        "--release",
-        "-q",
-        "-p",
-        "pgyard-cli",
-    ]))
-    .map_err(|e| format!("building pgyard: {e}"))?;
+    let pgyard = crate::build_pgyard_release()?;
     let options = Options::default().conf("max_connections = 200");
     let primary = Primary::start(options).map_err(|e| format!("primary: {e}"))?;
     let direct = format!(
@@ -52,7 +36,7 @@ pub fn run(seconds: u64) -> Result<(), String> {
     let pgyard_port = free_port()?;
     let backend = format!("host=127.0.0.1 port={}", primary.port());
     let _pgyard = Running(
-        Command::new(root.join("target/release/pgyard"))
+        Command::new(&pgyard)
             .args(["proxy", "--listen", &format!("127.0.0.1:{pgyard_port}")])
             .args(["--backend", &backend, "--auth", "trust"])
             .args(["--pool-mode", "transaction", "--pool-size", POOL_SIZE])

@@ -18,6 +18,30 @@
 mod bench_delayq;
 mod bench_proxy;
 
+/// A child process killed on drop (the benchmarks' servers and proxies).
+pub(crate) struct Running(pub std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Builds `pgyard` in release mode and says where it is.
+pub(crate) fn build_pgyard_release() -> Result<PathBuf, String> {
+    let root = workspace_root();
+    run_inherit(Command::new(cargo()).current_dir(&root).args([
+        "build",
+        "--release",
+        "-q",
+        "-p",
+        "pgyard-cli",
+    ]))
+    .map_err(|e| format!("building pgyard: {e}"))?;
+    Ok(root.join("target/release/pgyard"))
+}
+
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};

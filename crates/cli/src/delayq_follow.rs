@@ -56,26 +56,7 @@ pub fn run(args: FollowArgs) -> ExitCode {
     );
     runtime.block_on(async move {
         let (tx, mut rx) = tokio::sync::watch::channel(Progress::default());
-        let printer = tokio::spawn(async move {
-            let mut shown: Option<pgyard_types::Lsn> = None;
-            let (mut sessions, mut reconnects) = (0, 0);
-            while rx.changed().await.is_ok() {
-                let p = rx.borrow_and_update().clone();
-                if p.reconnects > reconnects {
-                    reconnects = p.reconnects;
-                    let why = p.last_error.as_deref().unwrap_or("connection lost");
-                    eprintln!("pgyard delayq follow: {why}; reconnecting");
-                }
-                if p.sessions > sessions {
-                    sessions = p.sessions;
-                    println!("following from {}", p.start_lsn);
-                }
-                if p.status_updates > 0 && shown.is_none_or(|s| p.reported_flush > s) {
-                    shown = Some(p.reported_flush);
-                    println!("flushed {}", p.reported_flush);
-                }
-            }
-        });
+        let printer = tokio::spawn(async move { print_progress(&mut rx, "follow").await });
         let stop = async {
             // Without a signal handler there is no way to stop but an error.
             if tokio::signal::ctrl_c().await.is_err() {
@@ -101,6 +82,35 @@ pub fn run(args: FollowArgs) -> ExitCode {
             }
         }
     })
+}
+
+/// Reports a follower's progress until its sender is gone: each reconnect with its cause on
+/// standard error; each (re)start of the stream and, for `follow`, every new flushed position
+/// on standard output (`run` writes them all to standard error, beside its apply status).
+pub(crate) async fn print_progress(rx: &mut tokio::sync::watch::Receiver<Progress>, cmd: &str) {
+    let mut shown: Option<pgyard_types::Lsn> = None;
+    let (mut sessions, mut reconnects) = (0, 0);
+    let follow = cmd == "follow";
+    while rx.changed().await.is_ok() {
+        let p = rx.borrow_and_update().clone();
+        if p.reconnects > reconnects {
+            reconnects = p.reconnects;
+            let why = p.last_error.as_deref().unwrap_or("connection lost");
+            eprintln!("pgyard delayq {cmd}: {why}; reconnecting");
+        }
+        if p.sessions > sessions {
+            sessions = p.sessions;
+            if follow {
+                println!("following from {}", p.start_lsn);
+            } else {
+                eprintln!("pgyard delayq {cmd}: following from {}", p.start_lsn);
+            }
+        }
+        if follow && p.status_updates > 0 && shown.is_none_or(|s| p.reported_flush > s) {
+            shown = Some(p.reported_flush);
+            println!("flushed {}", p.reported_flush);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -151,21 +151,8 @@ pub fn run(args: RunArgs) -> ExitCode {
     };
     let followed = runtime.block_on(async {
         let (tx, mut rx) = tokio::sync::watch::channel(Progress::default());
-        let printer = tokio::spawn(async move {
-            let (mut sessions, mut reconnects) = (0, 0);
-            while rx.changed().await.is_ok() {
-                let p = rx.borrow_and_update().clone();
-                if p.reconnects > reconnects {
-                    reconnects = p.reconnects;
-                    let why = p.last_error.as_deref().unwrap_or("connection lost");
-                    eprintln!("pgyard delayq run: {why}; reconnecting");
-                }
-                if p.sessions > sessions {
-                    sessions = p.sessions;
-                    eprintln!("pgyard delayq run: following from {}", p.start_lsn);
-                }
-            }
-        });
+        let printer =
+            tokio::spawn(async move { crate::delayq_follow::print_progress(&mut rx, "run").await });
         let stop_on = async {
             tokio::select! {
                 r = tokio::signal::ctrl_c() => if r.is_err() { std::future::pending::<()>().await },
