@@ -1,0 +1,223 @@
+//! The consumer's side of the queue: what is due, handing it out in commit order, its
+//! acknowledgement, the restart after a crash, a new consumer, and purging.
+
+use pgyard_types::{Lsn, PgTimestamp, UnixTime};
+
+use super::{DelayQueue, ItemId, Ready, ReadyMessage, ReadyTxn};
+use crate::model::Loc;
+use crate::storage::{Storage, StorageErrorKind};
+use crate::Error;
+
+impl<S: Storage> DelayQueue<S> {
+    /// When the next item not yet handed out becomes due (`None`: nothing queued).
+    pub fn next_due(&self) -> Option<UnixTime> {
+        let (_, id) = self.next_unhanded()?;
+        self.model
+            .items
+            .get(&id)
+            .map(|it| it.due.unwrap_or(UnixTime(i64::MIN)))
+    }
+
+    /// Hands items out again from the oldest one not yet applied, to a new consumer (the old
+    /// one lost its session with items in flight: they may or may not have been applied, and
+    /// [`DelayQueue::skip_applied_through`] with the subscriber's origin sorts that out). The
+    /// next item carries the whole Relation/Type map, as after opening; it is the map as of
+    /// the last hand-out, so a relation redescribed between the re-handed items and that
+    /// hand-out reaches the consumer in its later form.
+    pub fn rehand(&mut self) {
+        self.handed = None;
+        self.model.schema.restart_consumer();
+    }
+
+    /// The commit LSN and time of the next item to be handed out, when it is a transaction
+    /// (so a caller can hold before it without handing it out).
+    pub fn next_commit(&self) -> Option<(Lsn, PgTimestamp)> {
+        let (_, id) = self.next_unhanded()?;
+        let it = self.model.items.get(&id)?;
+        if it.note {
+            return None;
+        }
+        it.commit.map(|c| (c.lsn, c.ts))
+    }
+
+    /// The next item in commit order if it is due at `now`. Each item is handed out once per
+    /// session; acknowledge it with [`DelayQueue::mark_applied`].
+    pub fn poll_ready(&mut self, now: UnixTime) -> Result<Option<Ready>, Error> {
+        self.check()?;
+        let Some((pos, id)) = self.next_unhanded() else {
+            return Ok(None);
+        };
+        let Some(it) = self.model.items.get(&id) else {
+            return Ok(None);
+        };
+        let due = it.due.unwrap_or(UnixTime(i64::MIN));
+        if due > now {
+            return Ok(None);
+        }
+        // Only durable transactions are handed out: applying one moves the subscriber's origin
+        // past everything before it, so a transaction (say an earlier PREPARE) that a crash
+        // could still take away must not be overtaken.
+        // The flush LSN alone is not enough: a publisher that reported a position past a
+        // transaction it sends later would let an unsynced one through.
+        if !it.note {
+            if let Some(c) = it.commit {
+                let last = it.decide.or(it.seal);
+                if c.end > self.flush_lsn() || last.is_some_and(|l| !self.is_durable(l)) {
+                    return Ok(None);
+                }
+            }
+        }
+        let commit = it.commit;
+        let out = if it.note {
+            let loc = it
+                .begin
+                .ok_or_else(|| Error::Misuse("message without record".into()))?;
+            let payload = self.read_raw(loc)?;
+            Ready::Message(ReadyMessage {
+                id: ItemId(id),
+                lsn: commit.map_or(Lsn::INVALID, |c| c.lsn),
+                payload,
+            })
+        } else {
+            let locs: Vec<Loc> = it
+                .begin
+                .iter()
+                .copied()
+                .chain(it.body.iter().map(|(l, _)| *l))
+                .chain(it.seal)
+                .chain(it.decide)
+                .collect();
+            let xid = it.xid;
+            let in_stream: Vec<(u8, u32, Vec<u8>)> = it
+                .schema
+                .iter()
+                .filter_map(|(_, tag, oid, _, raw)| {
+                    let rest = raw.get(5..)?;
+                    Some((
+                        *tag,
+                        *oid,
+                        std::iter::once(*tag).chain(rest.iter().copied()).collect(),
+                    ))
+                })
+                .collect();
+            let mut messages = Vec::with_capacity(locs.len());
+            for loc in locs {
+                messages.push(self.read_raw(loc)?);
+            }
+            let c = commit.ok_or_else(|| Error::Misuse("uncommitted item in order".into()))?;
+            let schema = self.model.schema.delta_until(pos);
+            for (tag, oid, raw) in in_stream {
+                self.model.schema.consumer_applied(tag, oid, &raw);
+            }
+            Ready::Transaction(ReadyTxn {
+                id: ItemId(id),
+                xid,
+                kind: c.kind,
+                commit_lsn: c.lsn,
+                end_lsn: c.end,
+                commit_ts: c.ts,
+                due,
+                schema,
+                messages,
+            })
+        };
+        self.handed = Some(pos);
+        Ok(Some(out))
+    }
+
+    /// Records that the oldest handed-out item was applied (buffered; durable with the next
+    /// flush). Call it once the apply is committed on the subscriber together with its
+    /// replication origin progress. Items must be acknowledged in the order handed out.
+    pub fn mark_applied(&mut self, id: ItemId) -> Result<(), Error> {
+        self.check()?;
+        let Some((&pos, &head)) = self.model.order.iter().next() else {
+            return Err(Error::Misuse(format!("item {} is not pending", id.0)));
+        };
+        if head != id.0 {
+            return Err(Error::Misuse(format!(
+                "items are applied in commit order: next is {head}, not {}",
+                id.0
+            )));
+        }
+        if !matches!(self.handed, Some(h) if pos <= h) {
+            return Err(Error::Misuse(format!("item {} was not handed out", id.0)));
+        }
+        self.push_applied(head)?;
+        self.refresh_flow();
+        Ok(())
+    }
+
+    /// Marks every queued transaction whose end LSN is at or below `origin_lsn` (the
+    /// subscriber's replication origin progress) applied, with the messages before them.
+    pub fn skip_applied_through(&mut self, origin_lsn: Lsn) -> Result<usize, Error> {
+        self.check()?;
+        let mut upto = None;
+        for (&pos, id) in &self.model.order {
+            let it = &self.model.items[id];
+            match it.commit {
+                Some(c) if !it.note && c.end <= origin_lsn => upto = Some(pos),
+                Some(_) if it.note => {}
+                _ => break,
+            }
+        }
+        let Some(upto) = upto else { return Ok(0) };
+        let ids: Vec<u64> = self.model.order.range(..=upto).map(|(_, id)| *id).collect();
+        for id in &ids {
+            self.push_applied(*id)?;
+        }
+        self.handed = self.handed.max(Some(upto));
+        self.refresh_flow();
+        Ok(ids.len())
+    }
+
+    /// Flushes, then removes the oldest segments that hold nothing pending (never the active
+    /// one), fsyncing the directory after each removal. Returns the removed file names.
+    ///
+    /// "Applied" is taken from [`DelayQueue::mark_applied`] even before its record is durable:
+    /// the subscriber's replication origin is the durable truth (pass it to
+    /// [`DelayQueue::skip_applied_through`] after a restart). This is what lets a queue that
+    /// ran out of space free segments although it cannot write.
+    pub fn purge(&mut self) -> Result<Vec<String>, Error> {
+        let flushed = match self.flush() {
+            Ok(_) => true,
+            // Out of space: still free what is durably finished.
+            Err(e) if e.is_retryable() => false,
+            Err(e) => return Err(e),
+        };
+        if flushed && self.carry_forward()? {
+            match self.flush() {
+                Ok(_) => {}
+                // The copies wait in the buffer; the originals stay until they are durable.
+                Err(e) if e.is_retryable() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let Some(active) = self.segs.last().map(|s| s.seq) else {
+            return Ok(Vec::new());
+        };
+        let floor = self
+            .model
+            .pinned_from()
+            .unwrap_or(active)
+            .min(active)
+            .min(self.carry_unsynced_from.unwrap_or(active));
+        let mut removed = Vec::new();
+        while self.segs.first().is_some_and(|s| s.seq < floor) {
+            let name = self.segs[0].name.clone();
+            match self.storage.remove(&name) {
+                Ok(()) => {}
+                Err(e) if e.kind == StorageErrorKind::NotFound => {}
+                Err(e) => return Err(Error::Storage(e)),
+            }
+            let r = self.storage.sync_dir();
+            r.map_err(|e| self.fail(Error::Storage(e)))?;
+            self.segs.remove(0);
+            removed.push(name);
+        }
+        if let Some(first) = self.segs.first().map(|s| s.seq) {
+            self.model.forget_before(first);
+        }
+        self.refresh_flow();
+        Ok(removed)
+    }
+}
