@@ -1,8 +1,11 @@
-//! The apply loop of `pgyard delayq apply` and `run`: due transactions in commit order, up to
-//! [`DEPTH`] of them in flight on the subscriber connection (each one simple query that either
-//! commits with its origin progress or leaves the transaction aborted, so that everything
-//! pipelined after a failure fails too and nothing is applied out of order), with the
-//! operator's controls obeyed between sends. The subscriber commits asynchronously; a
+//! The apply loop of `pgyard delayq apply` and `run`: due transactions in commit order,
+//! gathered into batches of up to [`BATCH_TXNS`] (one subscriber transaction each, see
+//! `pgyard_delayq::apply::Batch`), up to [`DEPTH`] batches in flight on the subscriber
+//! connection (each one simple query that either commits with its origin progress or leaves
+//! the transaction aborted, so that everything pipelined after a failure fails too and
+//! nothing is applied out of order), with the operator's controls obeyed between sends. A
+//! batch the subscriber refuses is applied again one transaction at a time, so that
+//! everything before the culprit is applied and the error names it alone. The subscriber commits asynchronously; a
 //! transaction is acknowledged to the queue (in the order handed out) only once the origin's
 //! progress made durable there has passed it, asked for every [`PROGRESS_EVERY`]
 //! transactions, every [`PROGRESS_INTERVAL`], and whenever apply goes idle or stops.
@@ -13,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use pgyard_blocking::PendingQuery;
-use pgyard_delayq::apply::Applier;
+use pgyard_delayq::apply::{Applier, Batch};
 use pgyard_delayq::{ItemId, Ready};
 use pgyard_tokio::follow::{lock, SharedQueue};
 use pgyard_types::{Lsn, PgTimestamp};
@@ -21,10 +24,16 @@ use pgyard_types::{Lsn, PgTimestamp};
 use crate::delayq_apply::{status_line, unix_now, Applied, ApplyFailure, Subscriber};
 use crate::delayq_control::{status_json, Control, Until};
 
-/// Transactions in flight at most ...
+/// Batches in flight at most ...
 pub const DEPTH: usize = 32;
 /// ... and bytes of SQL in flight at most.
 pub const BYTES_IN_FLIGHT: usize = 4 << 20;
+/// Transactions in one batch at most ...
+pub const BATCH_TXNS: usize = 256;
+/// ... and bytes of change SQL in one batch before it is closed.
+pub const BATCH_BYTES: usize = 1 << 20;
+/// Applied segments are purged this often while apply is busy (and whenever it goes idle).
+pub const PURGE_INTERVAL: Duration = Duration::from_secs(1);
 /// The durable progress is asked for after this many transactions ...
 pub const PROGRESS_EVERY: usize = 256;
 /// ... or this long after the last question.
@@ -39,15 +48,20 @@ pub struct Controls {
     pub until: Option<Until>,
 }
 
+/// One transaction of a batch sent to the subscriber.
+struct SentTxn {
+    id: ItemId,
+    commit_lsn: Lsn,
+    end_lsn: Lsn,
+    commit_ts: PgTimestamp,
+    changes: u64,
+}
+
 /// One item handed out by the queue and not yet acknowledged.
 enum Entry {
-    /// A transaction sent to the subscriber.
+    /// A batch of transactions sent to the subscriber as one.
     Sent {
-        id: ItemId,
-        commit_lsn: Lsn,
-        end_lsn: Lsn,
-        commit_ts: PgTimestamp,
-        changes: u64,
+        txns: Vec<SentTxn>,
         bytes: usize,
         pending: PendingQuery,
     },
@@ -80,6 +94,8 @@ struct Looper<'a> {
     pipe_bytes: usize,
     /// A transaction that could not be turned into SQL: reported once the pipe is empty.
     failed: Option<ApplyFailure>,
+    /// After a refused batch: one transaction per batch through this commit LSN.
+    singly_through: Option<Lsn>,
     /// Handed out and done, in order, until the durable progress lets them be acknowledged.
     waiting: VecDeque<Waiting>,
     /// The origin's durable progress on the subscriber, as last asked.
@@ -91,6 +107,8 @@ struct Looper<'a> {
     done: Applied,
     last_log: Instant,
     last_status: Instant,
+    /// When applied segments were last flushed and purged.
+    last_purge: Instant,
 }
 
 /// What one turn of the loop did.
@@ -141,6 +159,7 @@ pub fn apply_loop(
         pipe: VecDeque::new(),
         pipe_bytes: 0,
         failed: None,
+        singly_through: None,
         waiting: VecDeque::new(),
         flushed,
         asking: false,
@@ -149,6 +168,7 @@ pub fn apply_loop(
         done,
         last_log: Instant::now(),
         last_status: long_ago,
+        last_purge: Instant::now(),
     };
     loop {
         let turn = l.turn();
@@ -195,6 +215,14 @@ impl Looper<'_> {
         }
         if !self.pipe.is_empty() {
             self.complete_one()?;
+            if self.last_purge.elapsed() >= PURGE_INTERVAL {
+                // The APPLIED records need no fsync of their own (the subscriber's origin is
+                // the durable truth); a long catch-up still frees its segments as it goes.
+                self.last_purge = Instant::now();
+                let mut q = lock(self.queue);
+                soft(q.flush())?;
+                soft(q.purge())?;
+            }
             return Ok(Turn::Go);
         }
         if let Some(e) = self.failed.take() {
@@ -235,45 +263,8 @@ impl Looper<'_> {
     fn fill(&mut self) -> Result<(), ApplyFailure> {
         self.done.held_at = None;
         while self.pipe.len() < DEPTH && self.pipe_bytes < BYTES_IN_FLIGHT {
-            let next = lock(self.queue).next_commit();
-            if let (Some(until), Some((lsn, ts))) = (self.controls.until, next) {
-                if until.holds(lsn, ts) {
-                    self.done.held_at = Some(lsn);
-                    return Ok(());
-                }
-            }
-            let ready = lock(self.queue).poll_ready(unix_now()).map_err(qerr)?;
-            let entry = match ready {
-                None => return Ok(()),
-                Some(Ready::Message(m)) => Entry::Ack {
-                    id: m.id,
-                    skipped: None,
-                },
-                Some(Ready::Transaction(t)) if self.control.skip.contains(&t.commit_lsn) => {
-                    Entry::Ack {
-                        id: t.id,
-                        skipped: Some(t.commit_lsn),
-                    }
-                }
-                Some(Ready::Transaction(t)) => match self.applier.script(&t) {
-                    Ok(script) => {
-                        let pending = self.sub.send(&script.sql)?;
-                        self.sent_since_asked += 1;
-                        Entry::Sent {
-                            id: t.id,
-                            commit_lsn: t.commit_lsn,
-                            end_lsn: t.end_lsn,
-                            commit_ts: t.commit_ts,
-                            changes: script.changes,
-                            bytes: script.sql.len(),
-                            pending,
-                        }
-                    }
-                    Err(e) => {
-                        self.failed = Some(ApplyFailure::Apply(e));
-                        return Ok(());
-                    }
-                },
+            let Some(entry) = self.next_entry()? else {
+                return Ok(());
             };
             if let Entry::Sent { bytes, .. } = &entry {
                 self.pipe_bytes += bytes;
@@ -281,6 +272,73 @@ impl Looper<'_> {
             self.pipe.push_back(entry);
         }
         Ok(())
+    }
+
+    /// The next entry for the pipe: a message or skipped transaction to acknowledge, or a
+    /// batch of due transactions, sent. `None` when nothing is due, applying holds at
+    /// `--until`, or a transaction could not be turned into SQL.
+    fn next_entry(&mut self) -> Result<Option<Entry>, ApplyFailure> {
+        let mut batch = Batch::new();
+        let mut txns = Vec::new();
+        while self.failed.is_none() && self.done.held_at.is_none() {
+            let next = lock(self.queue).next_commit();
+            if let (Some(until), Some((lsn, ts))) = (self.controls.until, next) {
+                if until.holds(lsn, ts) {
+                    self.done.held_at = Some(lsn);
+                    break;
+                }
+            }
+            if let (Some(through), Some((lsn, _))) = (self.singly_through, next) {
+                if lsn > through {
+                    self.singly_through = None;
+                }
+            }
+            if !batch.is_empty() {
+                // Messages and skipped transactions go on their own; so does everything
+                // while a refused batch is retried one by one.
+                let full = batch.len() >= BATCH_TXNS || batch.bytes() >= BATCH_BYTES;
+                let skip = next.is_some_and(|(lsn, _)| self.control.skip.contains(&lsn));
+                if full || skip || next.is_none() || self.singly_through.is_some() {
+                    break;
+                }
+            }
+            let ready = lock(self.queue).poll_ready(unix_now()).map_err(qerr)?;
+            match ready {
+                None => break,
+                Some(Ready::Message(m)) => {
+                    return Ok(Some(Entry::Ack {
+                        id: m.id,
+                        skipped: None,
+                    }))
+                }
+                Some(Ready::Transaction(t)) if self.control.skip.contains(&t.commit_lsn) => {
+                    return Ok(Some(Entry::Ack {
+                        id: t.id,
+                        skipped: Some(t.commit_lsn),
+                    }))
+                }
+                Some(Ready::Transaction(t)) => match self.applier.add(&mut batch, &t) {
+                    Ok(changes) => txns.push(SentTxn {
+                        id: t.id,
+                        commit_lsn: t.commit_lsn,
+                        end_lsn: t.end_lsn,
+                        commit_ts: t.commit_ts,
+                        changes,
+                    }),
+                    Err(e) => self.failed = Some(ApplyFailure::Apply(e)),
+                },
+            }
+        }
+        let Some(script) = batch.finish() else {
+            return Ok(None);
+        };
+        let pending = self.sub.send(&script.sql)?;
+        self.sent_since_asked += txns.len();
+        Ok(Some(Entry::Sent {
+            txns,
+            bytes: script.sql.len(),
+            pending,
+        }))
     }
 
     /// Waits for the oldest entry's outcome; acknowledges to the queue what is durable.
@@ -301,15 +359,15 @@ impl Looper<'_> {
                 self.flushed = self.flushed.max(self.sub.finish_progress(pending)?);
             }
             Entry::Sent {
-                id,
-                commit_lsn,
-                end_lsn,
-                commit_ts,
-                changes,
+                txns,
                 bytes,
                 pending,
             } => {
                 self.pipe_bytes -= bytes;
+                let (Some(first), Some(last)) = (txns.first(), txns.last()) else {
+                    return Ok(());
+                };
+                let (commit_lsn, end_lsn) = (first.commit_lsn, last.end_lsn);
                 if let Err(e) = self.sub.finish(pending, commit_lsn, end_lsn) {
                     let rest: Vec<PendingQuery> = self
                         .pipe
@@ -322,19 +380,46 @@ impl Looper<'_> {
                         })
                         .collect();
                     self.pipe_bytes = 0;
+                    self.asking = false;
                     self.sub.abandon(rest)?;
+                    let refused = matches!(
+                        e,
+                        ApplyFailure::RowCheck(_) | ApplyFailure::Refused { .. }
+                    );
+                    if txns.len() > 1 && refused {
+                        return self.retry_singly(last.commit_lsn, e);
+                    }
                     return Err(e);
                 }
-                self.waiting.push_back(Waiting {
-                    id,
-                    needs: Some(end_lsn),
-                    commit_ts,
-                    changes,
-                    skipped: None,
-                });
+                for t in txns {
+                    self.waiting.push_back(Waiting {
+                        id: t.id,
+                        needs: Some(end_lsn),
+                        commit_ts: t.commit_ts,
+                        changes: t.changes,
+                        skipped: None,
+                    });
+                }
             }
         }
         self.acknowledge()
+    }
+
+    /// After a refused batch (rolled back, the pipe drained): acknowledges what committed
+    /// before it, then hands everything after that out again to be applied one transaction
+    /// at a time through the batch's last commit.
+    fn retry_singly(&mut self, through: Lsn, refused: ApplyFailure) -> Result<(), ApplyFailure> {
+        let pending = self.sub.send_progress()?;
+        self.flushed = self.flushed.max(self.sub.finish_progress(pending)?);
+        self.acknowledge()?;
+        if !self.waiting.is_empty() {
+            // Committed before the batch yet not durable after a flush: nothing to retry on.
+            return Err(refused);
+        }
+        lock(self.queue).rehand();
+        self.singly_through = Some(through);
+        self.sent_since_asked = 0;
+        Ok(())
     }
 
     /// Marks applied, in order, what needs nothing more or lies within the durable progress.
@@ -361,9 +446,6 @@ impl Looper<'_> {
                     self.done.rows += w.changes;
                     self.done.last_end_lsn = Some(end);
                     self.done.last_commit_ts = Some(w.commit_ts);
-                    if self.done.transactions.is_multiple_of(64) {
-                        soft(q.flush())?;
-                    }
                 }
                 (None, None) => {}
             }

@@ -336,6 +336,55 @@ fn a_missing_row_stops_apply_and_nothing_of_its_transaction_lands() {
     rig.assert_equal();
 }
 
+/// Due transactions go to the subscriber in batches; when one is refused, everything that
+/// committed before the culprit still lands, the error names the culprit's commit LSN, and
+/// nothing after it is applied.
+#[test]
+fn a_refused_batch_applies_what_came_before_the_culprit() {
+    let rig = Rig::new("batch");
+    rig.p("insert into acct values (1, 1, 'one')");
+    rig.follow_to_end();
+    assert!(finished(rig.apply()).status.success());
+    q(&rig.subscriber, "delete from acct where id = 1");
+    for id in 10..20 {
+        rig.p(&format!("insert into acct values ({id}, {id}, 'before')"));
+    }
+    let before = rig.p("select pg_current_wal_lsn()");
+    rig.p("update acct set bal = 2 where id = 1");
+    let after = rig.p("select pg_current_wal_lsn()");
+    for id in 20..25 {
+        rig.p(&format!("insert into acct values ({id}, {id}, 'after')"));
+    }
+    rig.follow_to_end();
+    let out = finished(rig.apply());
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    let culprit = err
+        .lines()
+        .find(|l| l.contains("changed 0 rows instead of 1"))
+        .unwrap_or_else(|| panic!("no row-check error in {err}"))
+        .split("commit ")
+        .nth(1)
+        .and_then(|rest| rest.split(':').next())
+        .unwrap_or_else(|| panic!("no commit LSN in {err}"));
+    let lsn = |s: &str| q(&rig.subscriber, &format!("select '{s}'::pg_lsn - '0/0'"));
+    let n = |s: &str| s.parse::<u64>().expect("a number");
+    let (b, c, a) = (n(&lsn(&before)), n(&lsn(culprit)), n(&lsn(&after)));
+    assert!(b < c && c <= a, "culprit {culprit} not within {before}..{after}: {err}");
+    assert_eq!(
+        q(
+            &rig.subscriber,
+            "select string_agg(id::text, ',' order by id) from acct"
+        ),
+        "10,11,12,13,14,15,16,17,18,19",
+        "everything before the culprit lands, nothing after it"
+    );
+    q(&rig.subscriber, "insert into acct values (1, 1, 'one')");
+    let out = finished(rig.apply());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    rig.assert_equal();
+}
+
 /// The subscriber commits asynchronously; a crash of the subscriber (immediate stop, crash
 /// recovery at the next start) loses the commits not yet flushed, and the queue must not have
 /// counted them as applied: after three crashes during apply the end state is still equal,

@@ -11,7 +11,8 @@
 //!   stops the apply with the relation and the commit LSN.
 //! * Unchanged TOASTed values (`'u'`) are left out of the SET list.
 //! * TRUNCATE keeps the publisher's CASCADE and RESTART IDENTITY.
-//! * Consecutive INSERTs into one relation with the same columns become one multi-row INSERT.
+//! * Consecutive INSERTs into one relation with the same columns become one multi-row INSERT,
+//!   also across the transactions of a [`Batch`] (several due transactions applied as one).
 //! * The transaction records its origin progress (`pg_replication_origin_xact_setup` with the
 //!   commit's end LSN and time), so a crash between COMMIT and `mark_applied` is recognised
 //!   at the next start through `pg_replication_origin_progress`.
@@ -62,7 +63,8 @@ pub enum ApplyError {
 /// The marker of the row-count check's error (see [`Script::sql`]).
 pub const CHECK_MARKER: &str = "pgyard row check: ";
 
-/// One transaction's SQL, sent as one simple query.
+/// One subscriber transaction's SQL, sent as one simple query: one due transaction, or
+/// several consecutive ones gathered by a [`Batch`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Script {
     /// `BEGIN`, the changes, the origin's progress, `COMMIT`. Each UPDATE or DELETE counts
@@ -75,7 +77,7 @@ pub struct Script {
     /// to a broken connection would count as applied; in the one message with COMMIT the
     /// server runs both even if the client dies right after sending it.
     pub sql: String,
-    /// The commit LSN, for error texts.
+    /// The (first) commit LSN it applies, for error texts.
     pub commit_lsn: Lsn,
     /// Rows changed by this script: inserts, updates, deletes (truncates not counted).
     pub changes: u64,
@@ -94,6 +96,106 @@ impl Script {
     }
 }
 
+/// Consecutive due transactions applied as one subscriber transaction: one BEGIN, one
+/// COMMIT and one origin update (the last transaction's end LSN and commit time) for all of
+/// them, and INSERTs into one relation merged across their boundaries. Per-transaction
+/// overhead is most of the cost of applying small transactions; the subscriber still only
+/// ever shows a prefix of the publisher's commit order, and the origin names exactly which.
+#[derive(Clone, Debug, Default)]
+pub struct Batch {
+    pieces: Vec<Piece>,
+    bytes: usize,
+    txns: usize,
+    changes: u64,
+    first_commit: Option<Lsn>,
+    end: Option<(Lsn, PgTimestamp)>,
+}
+
+/// A part of a batch's SQL.
+#[derive(Clone, Debug)]
+enum Piece {
+    /// Statements written out, each starting with a space and ending with `;`.
+    Sql(String),
+    /// ` INSERT INTO … (…) VALUES ` and its rows, joined when the batch is finished.
+    Insert { head: String, rows: Vec<String> },
+}
+
+impl Batch {
+    /// An empty batch.
+    pub fn new() -> Batch {
+        Batch::default()
+    }
+
+    /// How many transactions it holds.
+    pub fn len(&self) -> usize {
+        self.txns
+    }
+
+    /// Whether it holds no transaction.
+    pub fn is_empty(&self) -> bool {
+        self.txns == 0
+    }
+
+    /// The size of its changes' SQL so far, in bytes.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    fn append(&mut self, pieces: Vec<Piece>) {
+        let mut rest = pieces.into_iter();
+        if let Some(first) = rest.next() {
+            match (self.pieces.last_mut(), first) {
+                (Some(Piece::Insert { head, rows }), Piece::Insert { head: h, rows: r })
+                    if *head == h =>
+                {
+                    rows.extend(r);
+                }
+                (_, first) => self.pieces.push(first),
+            }
+        }
+        self.pieces.extend(rest);
+    }
+
+    /// The script, `None` for an empty batch.
+    pub fn finish(self) -> Option<Script> {
+        let (end_lsn, commit_ts) = self.end?;
+        Some(self.render(end_lsn, commit_ts))
+    }
+
+    fn render(self, end_lsn: Lsn, commit_ts: PgTimestamp) -> Script {
+        // Deferred constraints are checked before the progress is set, so that COMMIT
+        // itself does not fail (see `Script::sql`).
+        let mut sql = String::with_capacity(self.bytes + 160);
+        sql.push_str("BEGIN; SET CONSTRAINTS ALL IMMEDIATE;");
+        for piece in &self.pieces {
+            match piece {
+                Piece::Sql(s) => sql.push_str(s),
+                Piece::Insert { head, rows } => {
+                    sql.push_str(head);
+                    for (i, row) in rows.iter().enumerate() {
+                        if i > 0 {
+                            sql.push_str(", ");
+                        }
+                        sql.push_str(row);
+                    }
+                    sql.push(';');
+                }
+            }
+        }
+        let _ = write!(
+            sql,
+            " SELECT pg_catalog.pg_replication_origin_xact_setup('{}', '{}'); COMMIT;",
+            end_lsn,
+            timestamp_text(commit_ts)
+        );
+        Script {
+            sql,
+            commit_lsn: self.first_commit.unwrap_or(end_lsn),
+            changes: self.changes,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Rel {
     qualified: String,
@@ -108,13 +210,6 @@ pub struct Applier {
     relations: BTreeMap<u32, Rel>,
 }
 
-/// A pending multi-row INSERT.
-struct PendingInsert {
-    relation: u32,
-    columns: Vec<usize>,
-    rows: Vec<String>,
-}
-
 impl Applier {
     /// An applier that knows no relation yet.
     pub fn new() -> Applier {
@@ -123,6 +218,14 @@ impl Applier {
 
     /// Builds the script for one due transaction (its `schema` messages first).
     pub fn script(&mut self, txn: &ReadyTxn) -> Result<Script, ApplyError> {
+        let mut batch = Batch::new();
+        self.add(&mut batch, txn)?;
+        Ok(batch.render(txn.end_lsn, txn.commit_ts))
+    }
+
+    /// Adds one due transaction (its `schema` messages first) to `batch` and returns the rows
+    /// it changes. On an error the batch is left as it was.
+    pub fn add(&mut self, batch: &mut Batch, txn: &ReadyTxn) -> Result<u64, ApplyError> {
         let commit_lsn = txn.commit_lsn;
         for (i, raw) in txn.schema.iter().enumerate() {
             let msg = PgOutputMessage::decode(raw, false).map_err(|e| ApplyError::Decode {
@@ -134,19 +237,15 @@ impl Applier {
                 self.describe(&r);
             }
         }
-        // Deferred constraints are checked before the progress is set, so that COMMIT
-        // itself does not fail (see `Script::sql`).
-        let mut body = String::from("BEGIN; SET CONSTRAINTS ALL IMMEDIATE;");
-        let mut script = Script {
-            sql: String::new(),
-            commit_lsn,
-            changes: 0,
-        };
         let streamed = !matches!(
             txn.messages.first().and_then(|m| m.first()),
             Some(b'B' | b'b')
         );
-        let mut pending: Option<PendingInsert> = None;
+        let mut pieces: Vec<Piece> = Vec::new();
+        let mut bytes = 0;
+        let mut changes = 0;
+        // The relation and column set of the INSERT that `pieces` ends with, if it does.
+        let mut open: Option<(u32, Vec<usize>)> = None;
         for (i, raw) in txn.messages.iter().enumerate() {
             let in_stream = streamed
                 && matches!(
@@ -160,35 +259,52 @@ impl Applier {
             })?;
             if let PgOutputMessage::Insert(ins) = &msg {
                 let (cols, values) = self.row(commit_lsn, ins.relation, &ins.new)?;
-                let same = pending
-                    .as_ref()
-                    .is_some_and(|p| p.relation == ins.relation && p.columns == cols);
-                if !same {
-                    flush_insert(&mut body, &self.relations, pending.take());
-                    pending = Some(PendingInsert {
-                        relation: ins.relation,
-                        columns: cols,
-                        rows: Vec::new(),
-                    });
+                bytes += values.len() + 2;
+                changes += 1;
+                let key = (ins.relation, cols);
+                if let (Some(open), Some(Piece::Insert { rows, .. })) = (&open, pieces.last_mut())
+                {
+                    if *open == key {
+                        rows.push(values);
+                        continue;
+                    }
                 }
-                if let Some(p) = pending.as_mut() {
-                    p.rows.push(values);
-                }
-                script.changes += 1;
+                let head = self.insert_head(commit_lsn, key.0, &key.1)?;
+                bytes += head.len();
+                pieces.push(Piece::Insert {
+                    head,
+                    rows: vec![values],
+                });
+                open = Some(key);
                 continue;
             }
-            flush_insert(&mut body, &self.relations, pending.take());
-            self.statement(&msg, &mut body, &mut script)?;
+            // Anything else (a Relation message included) ends the multi-row INSERT.
+            open = None;
+            let mut sql = String::new();
+            changes += self.statement(&msg, commit_lsn, &mut sql)?;
+            if !sql.is_empty() {
+                bytes += sql.len();
+                pieces.push(Piece::Sql(sql));
+            }
         }
-        flush_insert(&mut body, &self.relations, pending.take());
-        let _ = write!(
-            body,
-            " SELECT pg_catalog.pg_replication_origin_xact_setup('{}', '{}'); COMMIT;",
-            txn.end_lsn,
-            timestamp_text(txn.commit_ts)
-        );
-        script.sql = body;
-        Ok(script)
+        batch.append(pieces);
+        batch.bytes += bytes;
+        batch.txns += 1;
+        batch.changes += changes;
+        batch.first_commit.get_or_insert(commit_lsn);
+        batch.end = Some((txn.end_lsn, txn.commit_ts));
+        Ok(changes)
+    }
+
+    /// ` INSERT INTO relation (columns…) VALUES `.
+    fn insert_head(&self, commit_lsn: Lsn, oid: u32, cols: &[usize]) -> Result<String, ApplyError> {
+        let rel = self.rel(commit_lsn, oid)?;
+        let names: Vec<&str> = cols.iter().map(|&i| rel.columns[i].0.as_str()).collect();
+        Ok(format!(
+            " INSERT INTO {} ({}) VALUES ",
+            rel.qualified,
+            names.join(", ")
+        ))
     }
 
     fn describe(&mut self, r: &Relation<'_>) {
@@ -248,13 +364,13 @@ impl Applier {
         Ok((cols, row))
     }
 
+    /// Writes one non-INSERT message's statement to `body`; returns the rows it changes.
     fn statement(
         &mut self,
         msg: &PgOutputMessage<'_>,
+        commit_lsn: Lsn,
         body: &mut String,
-        script: &mut Script,
-    ) -> Result<(), ApplyError> {
-        let commit_lsn = script.commit_lsn;
+    ) -> Result<u64, ApplyError> {
         match msg {
             PgOutputMessage::Relation(r) => self.describe(r),
             PgOutputMessage::Update(u) => {
@@ -271,7 +387,7 @@ impl Applier {
                     .filter_map(|((name, _), v)| v.as_ref().map(|v| format!("{name} = {v}")))
                     .collect();
                 if set.is_empty() {
-                    return Ok(());
+                    return Ok(0);
                 }
                 let filter = identity_filter(rel, &old);
                 let _ = write!(
@@ -282,7 +398,7 @@ impl Applier {
                     set = set.join(", "),
                     check = count_check("UPDATE", &rel.qualified, commit_lsn),
                 );
-                script.changes += 1;
+                return Ok(1);
             }
             PgOutputMessage::Delete(d) => {
                 let rel = self.rel(commit_lsn, d.relation)?;
@@ -295,7 +411,7 @@ impl Applier {
                     q = rel.qualified,
                     check = count_check("DELETE", &rel.qualified, commit_lsn),
                 );
-                script.changes += 1;
+                return Ok(1);
             }
             PgOutputMessage::Truncate(t) => {
                 let names = t
@@ -315,7 +431,7 @@ impl Applier {
             // Framing, origins, types (values are text) and logical messages change no rows.
             _ => {}
         }
-        Ok(())
+        Ok(0)
     }
 }
 
@@ -329,25 +445,6 @@ fn count_check(op: &str, relation: &str, commit_lsn: Lsn) -> String {
         " rows instead of 1 (the subscriber has no row matching the publisher's replica identity)",
     );
     format!("SELECT ({head} || count(*) || {tail})::int FROM c HAVING count(*) <> 1")
-}
-
-fn flush_insert(body: &mut String, relations: &BTreeMap<u32, Rel>, p: Option<PendingInsert>) {
-    let Some(p) = p else { return };
-    let Some(rel) = relations.get(&p.relation) else {
-        return;
-    };
-    let cols: Vec<&str> = p
-        .columns
-        .iter()
-        .map(|&i| rel.columns[i].0.as_str())
-        .collect();
-    let _ = write!(
-        body,
-        " INSERT INTO {} ({}) VALUES {};",
-        rel.qualified,
-        cols.join(", "),
-        p.rows.join(", ")
-    );
 }
 
 /// Each column's SQL literal (`NULL` for null), `None` for an unchanged TOASTed value.

@@ -82,7 +82,7 @@ pub struct FollowOptions {
 }
 
 impl FollowOptions {
-    /// Options with the default cadence (flush every 256 messages or 100 ms, status at least
+    /// Options with the default cadence (flush every 8,192 messages or 100 ms, status at least
     /// every second, reconnects after 100 ms doubling up to 10 s).
     pub fn new(
         conninfo: impl Into<String>,
@@ -97,7 +97,7 @@ impl FollowOptions {
             publication: publication.into(),
             delay,
             dir: dir.into(),
-            flush_every: 256,
+            flush_every: 8192,
             flush_interval: Duration::from_millis(100),
             status_interval: Duration::from_secs(1),
             connect: ConnectOptions::default(),
