@@ -179,7 +179,8 @@ pub(crate) fn sweep_json(seeds: SeedSelection, shard: Option<(u64, u64)>) -> Val
 }
 
 /// The `--json` report; `with_hashes` adds each scenario's per-seed hashes as one string of
-/// 16 hex digits per seed, in seed order (`docs/simulation.md`, "Sharding").
+/// 16 hex digits per seed, in seed order (`docs/simulation.md`, "Sharding a sweep over
+/// machines").
 pub(crate) fn report_json(sweep: Value, rows: &[ScenarioReport], with_hashes: bool) -> Value {
     let list: Vec<Value> = rows
         .iter()
