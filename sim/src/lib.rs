@@ -6,6 +6,7 @@
 //! APIs (the same calls the adapters make), and checks its invariants as it goes. The runner
 //! ([`run_seed`], [`Sweep`]) records every step in a [`Trace`] whose hash proves determinism.
 
+pub mod merge;
 #[cfg(feature = "planted-bugs")]
 pub mod planted;
 pub mod planted_scenarios;
@@ -15,6 +16,7 @@ pub mod scenarios;
 pub mod trace;
 pub mod world;
 
+pub use merge::{merge, Merged, ScenarioReport, ShardReport};
 pub use runner::{run_seed, SeedOutcome, SeedSelection, Sweep, SweepSummary};
 pub use trace::Trace;
 

@@ -78,6 +78,9 @@ pub struct SweepSummary {
     pub simulated_nanos: u64,
     /// All per-seed trace hashes folded in seed order.
     pub combined_hash: u64,
+    /// Each seed's trace hash, in seed order: a shard's output carries them so that a merge
+    /// can fold every shard's seeds in the unsharded order (the fold is order-dependent).
+    pub seed_hashes: Vec<u64>,
 }
 
 impl Sweep {
@@ -175,6 +178,7 @@ impl SweepSummary {
         self.seeds += 1;
         self.simulated_nanos = self.simulated_nanos.saturating_add(out.simulated_nanos);
         self.combined_hash = combine(self.combined_hash, out.seed, out.hash);
+        self.seed_hashes.push(out.hash);
         if let Some(v) = out.violation {
             self.failures.push((out.seed, v));
         }

@@ -203,6 +203,14 @@ pub fn combine(acc: u64, seed: u64, hash: u64) -> u64 {
 /// The starting value for [`combine`].
 pub const COMBINE_START: u64 = FNV_OFFSET;
 
+/// The hash of a whole run (`--trace-hash`): the scenarios' combined hashes folded in the
+/// order they ran.
+pub fn combine_run(per_scenario: impl IntoIterator<Item = u64>) -> u64 {
+    per_scenario
+        .into_iter()
+        .fold(COMBINE_START, |acc, h| combine(acc, 0, h))
+}
+
 #[cfg(test)]
 mod tests {
     use super::StreamHash;

@@ -11,6 +11,7 @@ mod delayq_loop;
 mod delayq_run;
 mod proxy_cmd;
 mod sim_cmd;
+mod sim_merge;
 mod slotsync_cmd;
 mod wire_cmd;
 

@@ -1,8 +1,13 @@
 //! `pgyard sim`: seed sweeps over the registered scenarios.
 
-use clap::Args;
+use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use pgyard_sim::{run_seed, scenario, scenarios, Scenario, SeedSelection, Sweep, Trace};
+use pgyard_sim::trace::combine_run;
+use pgyard_sim::{
+    run_seed, scenario, scenarios, Scenario, ScenarioReport, SeedSelection, Sweep, Trace,
+};
+use serde_json::{json, Value};
+use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -15,7 +20,11 @@ const FAILURES_SHOWN: usize = 3;
 
 /// Arguments of `pgyard sim`.
 #[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct SimArgs {
+    /// What to do instead of running a sweep.
+    #[command(subcommand)]
+    command: Option<SimCommand>,
     /// Scenario to run, or `all`.
     #[arg(long, default_value = "all")]
     scenario: String,
@@ -43,7 +52,15 @@ pub struct SimArgs {
     jobs: Option<u64>,
 }
 
-fn parse_shard(s: &str) -> Result<(u64, u64), String> {
+/// `pgyard sim` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum SimCommand {
+    /// Fold the `--json` reports of every shard of a sweep into the unsharded run's summary.
+    Merge(crate::sim_merge::MergeArgs),
+}
+
+/// Parses `I/N` (as `--shard` takes it and a shard's report records it).
+pub(crate) fn parse_shard(s: &str) -> Result<(u64, u64), String> {
     let (i, n) = s.split_once('/').ok_or("expected I/N, e.g. 0/4")?;
     let i: u64 = i.parse().map_err(|_| format!("bad shard index {i:?}"))?;
     let n: u64 = n.parse().map_err(|_| format!("bad shard count {n:?}"))?;
@@ -55,6 +72,9 @@ fn parse_shard(s: &str) -> Result<(u64, u64), String> {
 
 /// Runs `pgyard sim`.
 pub fn run(args: SimArgs) -> ExitCode {
+    if let Some(SimCommand::Merge(merge)) = args.command {
+        return crate::sim_merge::run(merge);
+    }
     let chosen: Vec<&'static dyn Scenario> = if args.scenario == "all" {
         scenarios().to_vec()
     } else {
@@ -101,8 +121,6 @@ pub fn run(args: SimArgs) -> ExitCode {
     };
 
     let mut rows = Vec::new();
-    let mut combined = pgyard_sim::trace::COMBINE_START;
-    let mut failed = false;
     for sc in &chosen {
         if let Some(bar) = &bar {
             bar.set_prefix(sc.name());
@@ -113,8 +131,7 @@ pub fn run(args: SimArgs) -> ExitCode {
                 bar.inc(1);
             }
         });
-        let wall = started.elapsed();
-        combined = pgyard_sim::trace::combine(combined, 0, summary.combined_hash);
+        let wall = started.elapsed().as_secs_f64();
         for (seed, violation) in summary.failures.iter().take(FAILURES_SHOWN) {
             report_failure(*sc, *seed, violation);
         }
@@ -125,61 +142,24 @@ pub fn run(args: SimArgs) -> ExitCode {
                 sc.name()
             );
         }
-        failed |= !summary.failures.is_empty();
-        rows.push((sc.name(), summary, wall));
+        rows.push(ScenarioReport::from_sweep(sc.name(), summary, wall));
     }
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
 
+    let failed = rows.iter().any(|r| !r.failures.is_empty());
     if args.json {
-        let list: Vec<_> = rows
-            .iter()
-            .map(|(name, s, wall)| {
-                serde_json::json!({
-                    "scenario": name,
-                    "seeds": s.seeds,
-                    "failures": s.failures.iter().map(|(seed, v)| serde_json::json!({
-                        "seed": seed, "invariant": v.invariant, "detail": v.detail,
-                    })).collect::<Vec<_>>(),
-                    "simulated_seconds": s.simulated_nanos as f64 / 1e9,
-                    "wall_seconds": wall.as_secs_f64(),
-                    "seeds_per_second": s.seeds as f64 / wall.as_secs_f64().max(1e-9),
-                    "trace_hash": format!("{:016x}", s.combined_hash),
-                })
-            })
-            .collect();
-        println!(
-            "{}",
-            serde_json::json!({ "scenarios": list, "ok": !failed })
-        );
+        let sweep_json = sweep_json(sweep.seeds, sweep.shard);
+        // A shard's report carries its seeds' hashes so that `sim merge` can fold them in the
+        // unsharded order; an unsharded report has no use for them.
+        let with_hashes = sweep.shard.is_some();
+        println!("{}", report_json(sweep_json, &rows, with_hashes));
     } else {
-        println!(
-            "{:<12} {:>8} {:>9} {:>14} {:>10} {:>10}",
-            "scenario", "seeds", "failures", "simulated", "wall", "seeds/s"
-        );
-        for (name, s, wall) in &rows {
-            println!(
-                "{:<12} {:>8} {:>9} {:>13.3}s {:>9.3}s {:>10.0}",
-                name,
-                s.seeds,
-                s.failures.len(),
-                s.simulated_nanos as f64 / 1e9,
-                wall.as_secs_f64(),
-                s.seeds as f64 / wall.as_secs_f64().max(1e-9)
-            );
-        }
-        let failures: usize = rows.iter().map(|(_, s, _)| s.failures.len()).sum();
-        println!(
-            "{}",
-            if failed {
-                format!("FAILED: {failures} seed(s) broke an invariant")
-            } else {
-                "ok".to_string()
-            }
-        );
+        print_table(&rows);
     }
     if args.trace_hash {
+        let combined = combine_run(rows.iter().map(|r| r.trace_hash));
         println!("trace-hash {combined:016x}");
     }
     if failed {
@@ -189,9 +169,77 @@ pub fn run(args: SimArgs) -> ExitCode {
     }
 }
 
+/// The `sweep` member of a JSON report: which seeds, which shard (`"I/N"`, or null).
+pub(crate) fn sweep_json(seeds: SeedSelection, shard: Option<(u64, u64)>) -> Value {
+    let shard = shard.map_or(Value::Null, |(i, n)| json!(format!("{i}/{n}")));
+    match seeds {
+        SeedSelection::Count(n) => json!({ "seeds": n, "shard": shard }),
+        SeedSelection::One(s) => json!({ "seed": s, "shard": shard }),
+    }
+}
+
+/// The `--json` report; `with_hashes` adds each scenario's per-seed hashes as one string of
+/// 16 hex digits per seed, in seed order (`docs/simulation.md`, "Sharding a sweep over
+/// machines").
+pub(crate) fn report_json(sweep: Value, rows: &[ScenarioReport], with_hashes: bool) -> Value {
+    let list: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            let mut v = json!({
+                "scenario": r.scenario,
+                "seeds": r.seeds,
+                "failures": r.failures.iter().map(|f| json!({
+                    "seed": f.seed, "invariant": f.invariant, "detail": f.detail,
+                })).collect::<Vec<_>>(),
+                "simulated_seconds": r.simulated_nanos as f64 / 1e9,
+                "simulated_nanos": r.simulated_nanos,
+                "wall_seconds": r.wall_seconds,
+                "seeds_per_second": r.seeds as f64 / r.wall_seconds.max(1e-9),
+                "trace_hash": format!("{:016x}", r.trace_hash),
+            });
+            if with_hashes {
+                let mut hex = String::with_capacity(r.seed_hashes.len() * 16);
+                for h in &r.seed_hashes {
+                    // Writing into a String cannot fail.
+                    let _ = write!(hex, "{h:016x}");
+                }
+                v["seed_hashes"] = Value::String(hex);
+            }
+            v
+        })
+        .collect();
+    let ok = rows.iter().all(|r| r.failures.is_empty());
+    json!({ "sweep": sweep, "scenarios": list, "ok": ok })
+}
+
+/// The human summary: one row per scenario, then `ok` or how many seeds failed.
+pub(crate) fn print_table(rows: &[ScenarioReport]) {
+    println!(
+        "{:<12} {:>8} {:>9} {:>14} {:>10} {:>10}",
+        "scenario", "seeds", "failures", "simulated", "wall", "seeds/s"
+    );
+    for r in rows {
+        println!(
+            "{:<12} {:>8} {:>9} {:>13.3}s {:>9.3}s {:>10.0}",
+            r.scenario,
+            r.seeds,
+            r.failures.len(),
+            r.simulated_nanos as f64 / 1e9,
+            r.wall_seconds,
+            r.seeds as f64 / r.wall_seconds.max(1e-9)
+        );
+    }
+    let failures: usize = rows.iter().map(|r| r.failures.len()).sum();
+    if failures > 0 {
+        println!("FAILED: {failures} seed(s) broke an invariant");
+    } else {
+        println!("ok");
+    }
+}
+
 /// `--trace`: every seed's full event log.
 fn run_traced(chosen: &[&'static dyn Scenario], sweep: &Sweep, print_hash: bool) -> ExitCode {
-    let mut combined = pgyard_sim::trace::COMBINE_START;
+    let mut per_scenario_hashes = Vec::new();
     let mut failed = false;
     for sc in chosen {
         let mut per_scenario = pgyard_sim::trace::COMBINE_START;
@@ -207,9 +255,10 @@ fn run_traced(chosen: &[&'static dyn Scenario], sweep: &Sweep, print_hash: bool)
                 report_failure(*sc, seed, v);
             }
         }
-        combined = pgyard_sim::trace::combine(combined, 0, per_scenario);
+        per_scenario_hashes.push(per_scenario);
     }
     if print_hash {
+        let combined = combine_run(per_scenario_hashes);
         println!("trace-hash {combined:016x}");
     }
     if failed {
