@@ -382,10 +382,8 @@ impl Looper<'_> {
                     self.pipe_bytes = 0;
                     self.asking = false;
                     self.sub.abandon(rest)?;
-                    let refused = matches!(
-                        e,
-                        ApplyFailure::RowCheck(_) | ApplyFailure::Refused { .. }
-                    );
+                    let refused =
+                        matches!(e, ApplyFailure::RowCheck(_) | ApplyFailure::Refused { .. });
                     if txns.len() > 1 && refused {
                         return self.retry_singly(last.commit_lsn, e);
                     }

@@ -370,7 +370,10 @@ fn a_refused_batch_applies_what_came_before_the_culprit() {
     let lsn = |s: &str| q(&rig.subscriber, &format!("select '{s}'::pg_lsn - '0/0'"));
     let n = |s: &str| s.parse::<u64>().expect("a number");
     let (b, c, a) = (n(&lsn(&before)), n(&lsn(culprit)), n(&lsn(&after)));
-    assert!(b < c && c <= a, "culprit {culprit} not within {before}..{after}: {err}");
+    assert!(
+        b < c && c <= a,
+        "culprit {culprit} not within {before}..{after}: {err}"
+    );
     assert_eq!(
         q(
             &rig.subscriber,

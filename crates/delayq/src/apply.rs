@@ -262,8 +262,7 @@ impl Applier {
                 bytes += values.len() + 2;
                 changes += 1;
                 let key = (ins.relation, cols);
-                if let (Some(open), Some(Piece::Insert { rows, .. })) = (&open, pieces.last_mut())
-                {
+                if let (Some(open), Some(Piece::Insert { rows, .. })) = (&open, pieces.last_mut()) {
                     if *open == key {
                         rows.push(values);
                         continue;
