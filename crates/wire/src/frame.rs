@@ -833,6 +833,17 @@ pub enum EncodeError {
         /// What was wrong.
         what: &'static str,
     },
+    /// A list or byte string is longer than its length or count field can say. pgoutput
+    /// reports this one: its generated streams are checked against the exact limits.
+    #[error("{what} has {count} entries or bytes, more than the maximum of {max}")]
+    TooLong {
+        /// Which field.
+        what: &'static str,
+        /// How many there are.
+        count: usize,
+        /// The most the field can say.
+        max: usize,
+    },
 }
 
 // ---------------------------------------------------------------------------------------

@@ -16,6 +16,8 @@ use bytes::{BufMut, BytesMut};
 use pgyard_types::{Lsn, PgTimestamp, Xid};
 
 use crate::buf::{DecodeError, Reader};
+use crate::frame::put_cstr;
+pub use crate::frame::EncodeError;
 
 /// A PostgreSQL object id (relation, type).
 pub type Oid = u32;
@@ -96,28 +98,6 @@ impl ProtoVersion {
     pub fn from_number(n: u32) -> Option<ProtoVersion> {
         ProtoVersion::ALL.into_iter().find(|v| v.number() == n)
     }
-}
-
-/// Why a message could not be encoded (the value cannot be represented on the wire).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum EncodeError {
-    /// A field sent as a NUL-terminated string contains a NUL byte.
-    #[error("{what} contains a NUL byte")]
-    NulInString {
-        /// Which field.
-        what: &'static str,
-    },
-    /// A list or byte string is longer than its length or count field can say.
-    #[error("{what} has {count} entries or bytes, more than the maximum of {max}")]
-    TooLong {
-        /// Which field.
-        what: &'static str,
-        /// How many there are.
-        count: usize,
-        /// The most the field can say.
-        max: usize,
-    },
 }
 
 /// One column value of a TupleData.
@@ -1285,15 +1265,6 @@ fn put_prepare(out: &mut BytesMut, m: &Prepare<'_>) -> Result<(), EncodeError> {
     out.put_i64(m.prepare_time.0);
     out.put_u32(m.xid.0);
     put_cstr(out, m.gid, "gid")
-}
-
-fn put_cstr(out: &mut BytesMut, s: &[u8], what: &'static str) -> Result<(), EncodeError> {
-    if s.contains(&0) {
-        return Err(EncodeError::NulInString { what });
-    }
-    out.extend_from_slice(s);
-    out.put_u8(0);
-    Ok(())
 }
 
 fn put_sized(out: &mut BytesMut, v: &[u8], what: &'static str) -> Result<(), EncodeError> {
