@@ -196,6 +196,7 @@ impl<'a> BackendKeyData<'a> {
         })
     }
 }
+
 /// NegotiateProtocolVersion: the newest version the server supports and the `_pq_.`
 /// options it did not recognise.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

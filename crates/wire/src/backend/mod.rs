@@ -81,6 +81,7 @@ pub mod tag {
     /// RowDescription.
     pub const ROW_DESCRIPTION: u8 = b'T';
 }
+
 /// CopyInResponse / CopyOutResponse / CopyBothResponse.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CopyResponse<'a> {
@@ -122,6 +123,7 @@ pub fn encode_copy_response(
         put_i16s(b, column_formats, "column format count")
     })
 }
+
 /// NotificationResponse: a NOTIFY delivered to this session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Notification<'a> {
@@ -233,6 +235,7 @@ impl TransactionStatus {
 pub fn encode_ready_for_query(status: TransactionStatus, buf: &mut BytesMut) {
     buf.put_slice(&[tag::READY_FOR_QUERY, 0, 0, 0, 5, status.byte()]);
 }
+
 /// Writes a ParameterDescription.
 pub fn encode_parameter_description(types: &[u32], buf: &mut BytesMut) -> Result<(), EncodeError> {
     put_frame(buf, tag::PARAMETER_DESCRIPTION, 2 + 4 * types.len(), |b| {

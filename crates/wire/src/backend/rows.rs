@@ -149,6 +149,7 @@ pub fn encode_data_row(fields: &[Option<&[u8]>], buf: &mut BytesMut) -> Result<(
         put_values(b, fields)
     })
 }
+
 /// One column of a RowDescription.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FieldDescription<'a> {
