@@ -196,7 +196,8 @@ impl fmt::Debug for ScramClient {
 impl ScramClient {
     /// A client for `password` (SASLprep'd as PostgreSQL does), the `channel_binding` setting,
     /// the connection's `tls-server-end-point` data (`None` on a plaintext connection; see
-    /// [`tls_server_end_point`](super::tls_server_end_point)), and 18 random bytes for the nonce.
+    /// [`tls_server_end_point`](crate::auth::tls_server_end_point)), and 18 random bytes for
+    /// the nonce.
     pub fn new(
         password: impl AsRef<[u8]>,
         channel_binding: ChannelBinding,
