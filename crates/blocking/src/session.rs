@@ -55,6 +55,21 @@ impl Session {
         Ok(PendingQuery(query))
     }
 
+    /// Sends encoded frontend frames in one write — simple `Query` messages and extended-
+    /// protocol sequences each ending with `Sync` — without waiting, and returns one pending
+    /// reply per `ReadyForQuery` the server will send (`replies` of them), to be read in order
+    /// with [`Session::finish_query`] (rows of DataRows, the first ErrorResponse).
+    pub fn send_pipeline(
+        &mut self,
+        frames: &[u8],
+        replies: usize,
+    ) -> Result<Vec<PendingQuery>, Error> {
+        self.send_frame(frames)?;
+        Ok((0..replies)
+            .map(|_| PendingQuery(SimpleQuery::default()))
+            .collect())
+    }
+
     /// Reads the reply of the oldest query sent with [`Session::send_query`] (as
     /// [`Session::simple_query`] returns it).
     pub fn finish_query(&mut self, pending: PendingQuery) -> Result<Rows, Error> {

@@ -16,8 +16,11 @@ use std::time::Duration;
 
 use pgyard_blocking::Session;
 
+use std::collections::HashMap;
+
+use bytes::BytesMut;
 use pgyard_blocking::PendingQuery;
-use pgyard_delayq::apply::{quote_literal, timestamp_text, ApplyError, Script};
+use pgyard_delayq::apply::{quote_literal, row_check_failure, timestamp_text, ApplyError, Plan};
 use pgyard_delayq::{Config, DelayQueue, FsStorage};
 use pgyard_tokio::follow::SharedQueue;
 
@@ -80,6 +83,25 @@ pub struct Subscriber {
     pub progress: Lsn,
     /// The progress of the last transaction this session committed.
     committed: Lsn,
+    /// Statements prepared on this session: SQL → statement name.
+    prepared: HashMap<String, String>,
+}
+
+/// Statements a session keeps prepared at most; past it they are all deallocated and the
+/// shapes in use prepared again (shapes depend on relations and column sets, so this is
+/// only reached by schemas with very many of them).
+const PREPARED_MAX: usize = 2000;
+
+/// A batch sent with [`Subscriber::send`] whose replies are still to be read: BEGIN, the
+/// statements up to their Sync, and the progress with COMMIT.
+#[derive(Debug)]
+pub struct PendingBatch(Vec<PendingQuery>);
+
+impl PendingBatch {
+    /// The replies still to read, for [`Subscriber::abandon`].
+    pub fn into_replies(self) -> Vec<PendingQuery> {
+        self.0
+    }
 }
 
 fn refused(e: pgyard_blocking::Error) -> ApplyFailure {
@@ -87,13 +109,19 @@ fn refused(e: pgyard_blocking::Error) -> ApplyFailure {
 }
 
 impl Subscriber {
-    /// Connects, sets `session_replication_role = replica` and `synchronous_commit = off`,
-    /// creates the origin if missing and binds the session to it.
+    /// Connects, sets `session_replication_role = replica` and `synchronous_commit = off`
+    /// (as the apply worker), `plan_cache_mode = force_generic_plan` (each statement shape is
+    /// planned once: finding a row by its replica identity has no value-dependent plan to
+    /// choose) and `enable_seqscan = off` (rows are found through an index wherever one
+    /// exists, as the apply worker finds them through the identity index, even when stale
+    /// statistics call a table that updates have bloated small), creates the origin if
+    /// missing and binds the session to it.
     pub fn connect(conninfo: &str, origin: &str) -> Result<Subscriber, ApplyFailure> {
         let mut session = pgyard_blocking::connect(conninfo).map_err(refused)?;
         let name = quote_literal(origin);
         let setup = format!(
             "SET session_replication_role = replica; SET synchronous_commit = off; \
+             SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off; \
              SELECT pg_catalog.pg_replication_origin_create({name}) \
              WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_replication_origin WHERE roname = {name}); \
              SELECT pg_catalog.pg_replication_origin_session_setup({name}); \
@@ -110,33 +138,83 @@ impl Subscriber {
             origin: origin.to_owned(),
             progress,
             committed: progress,
+            prepared: HashMap::new(),
         })
     }
 
-    /// Sends one transaction's script without waiting for the reply (several may be in
-    /// flight; see `Script::sql` for why that is safe).
-    pub fn send(&mut self, sql: &str) -> Result<PendingQuery, ApplyFailure> {
-        self.session.send_query(sql).map_err(refused)
+    /// Sends one batch's plan in one write without waiting for the replies (several may be
+    /// in flight; see [`Plan`] for why that is safe): `BEGIN` as a simple query, each
+    /// statement as Bind/Execute of a statement prepared on this session (Parse first where
+    /// it is new) up to a Sync, then the progress with COMMIT as one simple query.
+    pub fn send(&mut self, plan: &Plan) -> Result<PendingBatch, ApplyFailure> {
+        let mut buf = BytesMut::with_capacity(plan.bytes() + 64 * plan.statements.len());
+        let encode = |e: pgyard_wire::frame::EncodeError| ApplyFailure::Subscriber(e.to_string());
+        let begin = if self.prepared.len() > PREPARED_MAX {
+            self.prepared.clear();
+            format!("DEALLOCATE ALL; {}", Plan::BEGIN)
+        } else {
+            Plan::BEGIN.to_owned()
+        };
+        pgyard_wire::frontend::encode_query(begin.as_bytes(), &mut buf).map_err(encode)?;
+        let mut params: Vec<Option<&[u8]>> = Vec::new();
+        for st in &plan.statements {
+            let next = self.prepared.len();
+            let name = match self.prepared.get(&st.sql) {
+                Some(name) => name.as_str(),
+                None => {
+                    let name = format!("pgyard_delayq_{next}");
+                    pgyard_wire::frontend::encode_parse(
+                        name.as_bytes(),
+                        st.sql.as_bytes(),
+                        &[],
+                        &mut buf,
+                    )
+                    .map_err(encode)?;
+                    self.prepared.entry(st.sql.clone()).or_insert(name).as_str()
+                }
+            };
+            params.clear();
+            params.extend(st.params.iter().map(Option::as_deref));
+            pgyard_wire::frontend::encode_bind(b"", name.as_bytes(), &[], &params, &[], &mut buf)
+                .map_err(encode)?;
+            pgyard_wire::frontend::encode_execute(b"", 0, &mut buf).map_err(encode)?;
+        }
+        pgyard_wire::frontend::encode_sync(&mut buf);
+        pgyard_wire::frontend::encode_query(plan.commit_sql().as_bytes(), &mut buf)
+            .map_err(encode)?;
+        let replies = self.session.send_pipeline(&buf, 3).map_err(refused)?;
+        Ok(PendingBatch(replies))
     }
 
-    /// Reads the reply of the oldest transaction sent; its end LSN becomes the session's
-    /// committed progress.
+    /// Reads the replies of the oldest batch sent; its end LSN becomes the session's
+    /// committed progress. The first error is the batch's (what follows it only says the
+    /// transaction is aborted).
     pub fn finish(
         &mut self,
-        pending: PendingQuery,
+        pending: PendingBatch,
         commit_lsn: Lsn,
         end_lsn: Lsn,
     ) -> Result<(), ApplyFailure> {
-        match self.session.finish_query(pending) {
-            Ok(_) => {
+        let mut first: Option<pgyard_blocking::Error> = None;
+        for reply in pending.0 {
+            match self.session.finish_query(reply) {
+                Ok(_) => {}
+                // The server going away (shutdown, terminated backend) is the connection's
+                // failure, not the transaction's: nothing more will come.
+                Err(e) if e.kind().is_retryable() => return Err(refused(e)),
+                Err(e @ pgyard_blocking::Error::Server { .. }) => {
+                    first.get_or_insert(e);
+                }
+                Err(e) => return Err(refused(e)),
+            }
+        }
+        match first {
+            None => {
                 self.committed = end_lsn;
                 Ok(())
             }
-            // The server going away (shutdown, terminated backend) is the connection's
-            // failure, not the transaction's.
-            Err(e) if e.kind().is_retryable() => Err(refused(e)),
-            Err(pgyard_blocking::Error::Server { text, .. }) => {
-                Err(match Script::row_check_failure(&text) {
+            Some(pgyard_blocking::Error::Server { text, .. }) => {
+                Err(match row_check_failure(&text) {
                     Some(words) => ApplyFailure::RowCheck(words),
                     None => ApplyFailure::Refused {
                         commit_lsn,
@@ -144,7 +222,7 @@ impl Subscriber {
                     },
                 })
             }
-            Err(e) => Err(refused(e)),
+            Some(e) => Err(refused(e)),
         }
     }
 
@@ -176,7 +254,11 @@ impl Subscriber {
                 Err(e) => return Err(refused(e)),
             }
         }
-        self.session.simple_query("ROLLBACK").map_err(refused)?;
+        // Statements parsed in batches that failed were never created: start afresh.
+        self.prepared.clear();
+        self.session
+            .simple_query("ROLLBACK; DEALLOCATE ALL")
+            .map_err(refused)?;
         let rows = self
             .session
             .simple_query("SELECT pg_catalog.pg_replication_origin_session_progress(false)")

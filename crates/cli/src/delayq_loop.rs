@@ -21,7 +21,7 @@ use pgyard_delayq::{ItemId, Ready};
 use pgyard_tokio::follow::{lock, SharedQueue};
 use pgyard_types::{Lsn, PgTimestamp};
 
-use crate::delayq_apply::{status_line, unix_now, Applied, ApplyFailure, Subscriber};
+use crate::delayq_apply::{status_line, unix_now, Applied, ApplyFailure, PendingBatch, Subscriber};
 use crate::delayq_control::{status_json, Control, Until};
 
 /// Batches in flight at most ...
@@ -63,7 +63,7 @@ enum Entry {
     Sent {
         txns: Vec<SentTxn>,
         bytes: usize,
-        pending: PendingQuery,
+        pending: PendingBatch,
     },
     /// A message (nothing to apply) or a transaction the operator skips.
     Ack { id: ItemId, skipped: Option<Lsn> },
@@ -329,14 +329,14 @@ impl Looper<'_> {
                 },
             }
         }
-        let Some(script) = batch.finish() else {
+        let Some(plan) = batch.finish() else {
             return Ok(None);
         };
-        let pending = self.sub.send(&script.sql)?;
+        let pending = self.sub.send(&plan)?;
         self.sent_since_asked += txns.len();
         Ok(Some(Entry::Sent {
             txns,
-            bytes: script.sql.len(),
+            bytes: plan.bytes(),
             pending,
         }))
     }
@@ -372,11 +372,10 @@ impl Looper<'_> {
                     let rest: Vec<PendingQuery> = self
                         .pipe
                         .drain(..)
-                        .filter_map(|e| match e {
-                            Entry::Sent { pending, .. } | Entry::Progress { pending } => {
-                                Some(pending)
-                            }
-                            Entry::Ack { .. } => None,
+                        .flat_map(|e| match e {
+                            Entry::Sent { pending, .. } => pending.into_replies(),
+                            Entry::Progress { pending } => vec![pending],
+                            Entry::Ack { .. } => Vec::new(),
                         })
                         .collect();
                     self.pipe_bytes = 0;

@@ -1,0 +1,389 @@
+//! From due transactions' pgoutput messages to the statements that apply them on a
+//! subscriber, as PostgreSQL's apply worker would (pure: the adapter runs the statements).
+//!
+//! * Columns are matched by name, so the subscriber's table may have more columns; values are
+//!   sent in the publisher's text form as parameters of unspecified type, so the subscriber's
+//!   column types read them (what the apply worker does with `InputFunctionCall`).
+//! * Statements are parameterised and their SQL depends only on the relation, the operation
+//!   and the columns taking part, so the adapter prepares each once per session: the
+//!   subscriber parses and plans a shape once instead of once per row.
+//! * An UPDATE or DELETE finds its row by the replica identity — the key columns (`=`, they
+//!   are never null), or every column for `REPLICA IDENTITY FULL` (`IS NOT DISTINCT FROM`) —
+//!   and changes exactly one row even where several are identical (by `ctid` of the first
+//!   match), as the apply worker does. Each counts the rows it changed; anything but one
+//!   stops the apply with the relation and the commit LSN.
+//! * Unchanged TOASTed values (`'u'`) are left out of the SET list.
+//! * TRUNCATE keeps the publisher's CASCADE and RESTART IDENTITY.
+//! * Consecutive INSERTs into one relation with the same columns become multi-row INSERTs,
+//!   also across the transactions of a [`Batch`] (several due transactions applied as one).
+//! * The transaction records its origin progress (`pg_replication_origin_xact_setup` with the
+//!   commit's end LSN and time), so a crash between COMMIT and `mark_applied` is recognised
+//!   at the next start through `pg_replication_origin_progress`.
+
+mod plan;
+mod text;
+
+use std::collections::BTreeMap;
+
+use pgyard_types::Lsn;
+use pgyard_wire::pgoutput::{PgOutputMessage, Relation, ReplicaIdentity, TupleData, TupleValue};
+
+pub use plan::{Batch, Param, Plan, Statement};
+use plan::{Piece, TxnPieces};
+pub use text::{quote_ident, quote_literal, timestamp_text};
+
+use crate::ReadyTxn;
+
+/// What stops a transaction from being applied.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ApplyError {
+    /// A stored message does not decode.
+    #[error("commit {commit_lsn}: message {index} does not decode: {detail}")]
+    Decode {
+        /// The transaction's commit LSN.
+        commit_lsn: Lsn,
+        /// Which of its messages.
+        index: usize,
+        /// The decoder's complaint.
+        detail: String,
+    },
+    /// A change names a relation no Relation message described.
+    #[error("commit {commit_lsn}: a change to relation OID {oid}, which was never described")]
+    UnknownRelation {
+        /// The transaction's commit LSN.
+        commit_lsn: Lsn,
+        /// The relation OID.
+        oid: u32,
+    },
+    /// A tuple does not match its relation's columns, or carries a binary value.
+    #[error("commit {commit_lsn}: relation {relation}: {detail}")]
+    BadTuple {
+        /// The transaction's commit LSN.
+        commit_lsn: Lsn,
+        /// The qualified relation name.
+        relation: String,
+        /// What is wrong.
+        detail: String,
+    },
+}
+
+/// The marker of the row-count check's error (see [`Plan`]).
+pub const CHECK_MARKER: &str = "pgyard row check: ";
+
+/// The check's own words when the server's error `text` came from a row-count check.
+pub fn row_check_failure(text: &str) -> Option<String> {
+    let at = text.find(CHECK_MARKER)? + CHECK_MARKER.len();
+    let rest = &text[at..];
+    let end = rest
+        .find("\"\n")
+        .or_else(|| rest.rfind('"'))
+        .unwrap_or(rest.len());
+    Some(rest[..end].replace("\"\"", "\""))
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Rel {
+    qualified: String,
+    identity: ReplicaIdentity,
+    /// Quoted column names and whether each is a key column.
+    columns: Vec<(String, bool)>,
+}
+
+/// One column's value in a change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Value {
+    /// An unchanged TOASTed value: not sent, so not touched.
+    Unchanged,
+    /// A value, `None` for NULL.
+    Sent(Param),
+}
+
+/// The relation map and the statement builder; keeps what Relation messages described.
+#[derive(Clone, Debug, Default)]
+pub struct Applier {
+    relations: BTreeMap<u32, Rel>,
+}
+
+impl Applier {
+    /// An applier that knows no relation yet.
+    pub fn new() -> Applier {
+        Applier::default()
+    }
+
+    /// The plan for one due transaction (its `schema` messages first).
+    pub fn plan(&mut self, txn: &ReadyTxn) -> Result<Plan, ApplyError> {
+        let mut batch = Batch::new();
+        self.add(&mut batch, txn)?;
+        Ok(batch.finish().unwrap_or(Plan {
+            statements: Vec::new(),
+            commit_lsn: txn.commit_lsn,
+            end_lsn: txn.end_lsn,
+            commit_ts: txn.commit_ts,
+            changes: 0,
+        }))
+    }
+
+    /// Adds one due transaction (its `schema` messages first) to `batch` and returns the rows
+    /// it changes. On an error the batch is left as it was.
+    pub fn add(&mut self, batch: &mut Batch, txn: &ReadyTxn) -> Result<u64, ApplyError> {
+        let commit_lsn = txn.commit_lsn;
+        for (i, raw) in txn.schema.iter().enumerate() {
+            let msg = PgOutputMessage::decode(raw, false).map_err(|e| ApplyError::Decode {
+                commit_lsn,
+                index: i,
+                detail: e.to_string(),
+            })?;
+            if let PgOutputMessage::Relation(r) = msg {
+                self.describe(&r);
+            }
+        }
+        let streamed = !matches!(
+            txn.messages.first().and_then(|m| m.first()),
+            Some(b'B' | b'b')
+        );
+        let mut out = TxnPieces::default();
+        // The relation and column set of the INSERT that `out` ends with, if it does.
+        let mut open: Option<(u32, Vec<usize>)> = None;
+        for (i, raw) in txn.messages.iter().enumerate() {
+            let in_stream = streamed
+                && matches!(
+                    raw.first(),
+                    Some(b'I' | b'U' | b'D' | b'T' | b'R' | b'Y' | b'M')
+                );
+            let msg = PgOutputMessage::decode(raw, in_stream).map_err(|e| ApplyError::Decode {
+                commit_lsn,
+                index: i,
+                detail: e.to_string(),
+            })?;
+            if let PgOutputMessage::Insert(ins) = &msg {
+                self.insert(commit_lsn, ins.relation, &ins.new, &mut open, &mut out)?;
+                continue;
+            }
+            // Anything else (a Relation message included) ends the multi-row INSERT.
+            open = None;
+            if let Some((st, changes)) = self.statement(&msg, commit_lsn)? {
+                out.bytes += st.sql.len() + st.params.iter().flatten().map(Vec::len).sum::<usize>();
+                out.changes += changes;
+                out.pieces.push(Piece::Statement(st));
+            }
+        }
+        let changes = out.changes;
+        batch.push(out, commit_lsn, (txn.end_lsn, txn.commit_ts));
+        Ok(changes)
+    }
+
+    fn describe(&mut self, r: &Relation<'_>) {
+        let ns = String::from_utf8_lossy(r.namespace);
+        let ns = if ns.is_empty() {
+            "pg_catalog".into()
+        } else {
+            ns
+        };
+        let qualified = format!(
+            "{}.{}",
+            quote_ident(&ns),
+            quote_ident(&String::from_utf8_lossy(r.name))
+        );
+        let columns = r
+            .columns
+            .iter()
+            .map(|c| (quote_ident(&String::from_utf8_lossy(c.name)), c.key))
+            .collect();
+        self.relations.insert(
+            r.oid,
+            Rel {
+                qualified,
+                identity: r.replica_identity,
+                columns,
+            },
+        );
+    }
+
+    fn rel(&self, commit_lsn: Lsn, oid: u32) -> Result<&Rel, ApplyError> {
+        self.relations
+            .get(&oid)
+            .ok_or(ApplyError::UnknownRelation { commit_lsn, oid })
+    }
+
+    /// One INSERT's row: onto the open multi-row INSERT when it has the same relation and
+    /// columns (unchanged-TOAST ones left out), else a new one.
+    fn insert(
+        &self,
+        commit_lsn: Lsn,
+        oid: u32,
+        tuple: &TupleData<'_>,
+        open: &mut Option<(u32, Vec<usize>)>,
+        out: &mut TxnPieces,
+    ) -> Result<(), ApplyError> {
+        let rel = self.rel(commit_lsn, oid)?;
+        let mut cols = Vec::new();
+        let mut row = Vec::new();
+        for (i, v) in values(commit_lsn, rel, tuple)?.into_iter().enumerate() {
+            if let Value::Sent(v) = v {
+                out.bytes += v.as_ref().map_or(4, Vec::len) + 4;
+                cols.push(i);
+                row.push(v);
+            }
+        }
+        out.changes += 1;
+        let key = (oid, cols);
+        if let (Some(o), Some(Piece::Insert { rows, .. })) = (&*open, out.pieces.last_mut()) {
+            if *o == key {
+                rows.push(row);
+                return Ok(());
+            }
+        }
+        let names: Vec<&str> = key.1.iter().map(|&i| rel.columns[i].0.as_str()).collect();
+        let target = format!("{} ({})", rel.qualified, names.join(", "));
+        out.bytes += target.len() + 20;
+        out.pieces.push(Piece::Insert {
+            target,
+            rows: vec![row],
+        });
+        *open = Some(key);
+        Ok(())
+    }
+
+    /// The statement for one non-INSERT message and the rows it changes; `None` for messages
+    /// that change nothing (framing, origins, types, logical messages, Relation).
+    fn statement(
+        &mut self,
+        msg: &PgOutputMessage<'_>,
+        commit_lsn: Lsn,
+    ) -> Result<Option<(Statement, u64)>, ApplyError> {
+        match msg {
+            PgOutputMessage::Relation(r) => self.describe(r),
+            PgOutputMessage::Update(u) => {
+                let rel = self.rel(commit_lsn, u.relation)?;
+                let new = values(commit_lsn, rel, &u.new)?;
+                let old = match &u.old {
+                    Some(o) => values(commit_lsn, rel, o.tuple())?,
+                    None => new.clone(),
+                };
+                let mut st = Statement::default();
+                let mut set = Vec::new();
+                for ((name, _), v) in rel.columns.iter().zip(new) {
+                    if let Value::Sent(v) = v {
+                        set.push(format!("{name} = {}", st.param(v)));
+                    }
+                }
+                if set.is_empty() {
+                    return Ok(None);
+                }
+                let filter = identity_filter(rel, old, &mut st);
+                st.sql = format!(
+                    "WITH c AS (UPDATE ONLY {q} SET {set} WHERE ctid = (SELECT ctid FROM ONLY {q} \
+                     WHERE {filter} LIMIT 1) RETURNING 1) {check}",
+                    q = rel.qualified,
+                    set = set.join(", "),
+                    check = count_check("UPDATE", &rel.qualified, commit_lsn, &mut st),
+                );
+                return Ok(Some((st, 1)));
+            }
+            PgOutputMessage::Delete(d) => {
+                let rel = self.rel(commit_lsn, d.relation)?;
+                let old = values(commit_lsn, rel, d.old.tuple())?;
+                let mut st = Statement::default();
+                let filter = identity_filter(rel, old, &mut st);
+                st.sql = format!(
+                    "WITH c AS (DELETE FROM ONLY {q} WHERE ctid = (SELECT ctid FROM ONLY {q} \
+                     WHERE {filter} LIMIT 1) RETURNING 1) {check}",
+                    q = rel.qualified,
+                    check = count_check("DELETE", &rel.qualified, commit_lsn, &mut st),
+                );
+                return Ok(Some((st, 1)));
+            }
+            PgOutputMessage::Truncate(t) => {
+                let names = t
+                    .relations
+                    .iter()
+                    .map(|oid| self.rel(commit_lsn, oid).map(|r| r.qualified.clone()))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let mut sql = format!("TRUNCATE ONLY {}", names.join(", "));
+                if t.restart_identity {
+                    sql.push_str(" RESTART IDENTITY");
+                }
+                if t.cascade {
+                    sql.push_str(" CASCADE");
+                }
+                let st = Statement {
+                    sql,
+                    params: Vec::new(),
+                };
+                return Ok(Some((st, 0)));
+            }
+            // Framing, origins, types (values are text) and logical messages change no rows.
+            _ => {}
+        }
+        Ok(None)
+    }
+}
+
+/// A SELECT over the CTE `c` that returns nothing when it changed exactly one row and
+/// otherwise fails with a text naming the operation, the relation and the commit (a
+/// parameter, so that the statement's SQL stays the same from one commit to the next).
+fn count_check(op: &str, relation: &str, commit_lsn: Lsn, st: &mut Statement) -> String {
+    let head = format!("{CHECK_MARKER}commit {commit_lsn}: {op} on relation {relation} changed ");
+    let p = st.param(Some(head.into_bytes()));
+    let tail = quote_literal(
+        " rows instead of 1 (the subscriber has no row matching the publisher's replica identity)",
+    );
+    format!("SELECT ({p}::text || count(*) || {tail})::int FROM c HAVING count(*) <> 1")
+}
+
+/// Each column's value, checked against the relation's columns.
+fn values(commit_lsn: Lsn, rel: &Rel, tuple: &TupleData<'_>) -> Result<Vec<Value>, ApplyError> {
+    let bad = |detail: String| ApplyError::BadTuple {
+        commit_lsn,
+        relation: rel.qualified.clone(),
+        detail,
+    };
+    if tuple.len() != rel.columns.len() {
+        return Err(bad(format!(
+            "a row with {} values for {} described columns",
+            tuple.len(),
+            rel.columns.len()
+        )));
+    }
+    tuple
+        .iter()
+        .map(|v| match v {
+            TupleValue::Null => Ok(Value::Sent(None)),
+            TupleValue::UnchangedToast => Ok(Value::Unchanged),
+            TupleValue::Text(t) => Ok(Value::Sent(Some(t.to_vec()))),
+            TupleValue::Binary(_) => Err(bad(
+                "a value in binary form (the stream must be text)".into()
+            )),
+        })
+        .collect()
+}
+
+/// The WHERE condition that finds the row: key columns with `=` (or IS NULL), every column
+/// with IS NOT DISTINCT FROM under REPLICA IDENTITY FULL. Unchanged-TOAST old values are
+/// left out (the publisher did not send them).
+fn identity_filter(rel: &Rel, old: Vec<Value>, st: &mut Statement) -> String {
+    let full = rel.identity == ReplicaIdentity::Full;
+    let mut parts = Vec::new();
+    for ((name, key), v) in rel.columns.iter().zip(old) {
+        if !full && !key {
+            continue;
+        }
+        match v {
+            Value::Unchanged => {}
+            Value::Sent(v) if full => {
+                parts.push(format!("{name} IS NOT DISTINCT FROM {}", st.param(v)));
+            }
+            Value::Sent(None) => parts.push(format!("{name} IS NULL")),
+            Value::Sent(v) => parts.push(format!("{name} = {}", st.param(v))),
+        }
+    }
+    if parts.is_empty() {
+        // No identity (REPLICA IDENTITY NOTHING cannot publish updates or deletes): match
+        // nothing, so the count check reports the missing row.
+        return "false".to_owned();
+    }
+    parts.join(" AND ")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,220 @@
+//! What applies a batch of due transactions: parameterised statements between `BEGIN` and
+//! the origin's progress with `COMMIT`, and the batch that gathers them.
+
+use pgyard_types::{Lsn, PgTimestamp};
+
+use super::text::timestamp_text;
+
+/// A value sent as a statement parameter: the publisher's text form, `None` for NULL.
+pub type Param = Option<Vec<u8>>;
+
+/// The parameters a statement may carry at most (the protocol counts them in 16 bits).
+const PARAMS_MAX: usize = u16::MAX as usize;
+
+/// Rows in the multi-row INSERT statements a run of rows is cut into, largest first: a few
+/// fixed shapes, so that each is prepared once per relation and column set.
+const INSERT_CHUNKS: [usize; 3] = [64, 8, 1];
+
+/// One statement: SQL with `$1…$n` placeholders and their values, in text form. Its SQL
+/// depends only on the relation, the operation and which columns take part, never on the
+/// values, so a session can prepare it once and run it many times.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Statement {
+    /// The SQL with placeholders.
+    pub sql: String,
+    /// The placeholders' values, in order.
+    pub params: Vec<Param>,
+}
+
+impl Statement {
+    /// Appends a value and returns its placeholder (`$n`).
+    pub(crate) fn param(&mut self, value: Param) -> String {
+        self.params.push(value);
+        format!("${}", self.params.len())
+    }
+}
+
+/// The work of one subscriber transaction: [`Plan::BEGIN`], the statements in order, then
+/// [`Plan::commit_sql`] — one due transaction, or several gathered by a [`Batch`].
+///
+/// Each UPDATE or DELETE counts its rows and, when the count is not 1, raises an error whose
+/// text carries [`super::CHECK_MARKER`] (a text cast to integer that fails), so the
+/// transaction aborts before its COMMIT and stays aborted for the caller's ROLLBACK (which
+/// also makes anything pipelined after it fail harmlessly). The origin's progress is set in
+/// the same simple-protocol message as COMMIT, last, because PostgreSQL advances a session's
+/// origin also when a transaction with the progress set aborts: set earlier, a transaction
+/// lost to a broken connection would count as applied; in one message with COMMIT the server
+/// runs both or neither, even if the client dies right after sending it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// The changes' statements in commit order.
+    pub statements: Vec<Statement>,
+    /// The (first) commit LSN it applies, for error texts.
+    pub commit_lsn: Lsn,
+    /// The last transaction's end LSN: the origin's progress once it commits.
+    pub end_lsn: Lsn,
+    /// The last transaction's commit time, recorded with the progress.
+    pub commit_ts: PgTimestamp,
+    /// Rows changed: inserts, updates, deletes (truncates not counted).
+    pub changes: u64,
+}
+
+impl Plan {
+    /// What starts the subscriber transaction. Deferred constraints are checked at each
+    /// statement so that COMMIT itself does not fail after the progress is set.
+    pub const BEGIN: &'static str = "BEGIN; SET CONSTRAINTS ALL IMMEDIATE";
+
+    /// The origin's progress and COMMIT, as one simple query.
+    pub fn commit_sql(&self) -> String {
+        format!(
+            "SELECT pg_catalog.pg_replication_origin_xact_setup('{}', '{}'); COMMIT",
+            self.end_lsn,
+            timestamp_text(self.commit_ts)
+        )
+    }
+
+    /// The bytes of SQL text and values it sends, roughly.
+    pub fn bytes(&self) -> usize {
+        self.statements
+            .iter()
+            .map(|s| s.sql.len() + s.params.iter().flatten().map(Vec::len).sum::<usize>())
+            .sum::<usize>()
+            + 160
+    }
+}
+
+/// Consecutive due transactions applied as one subscriber transaction: one BEGIN, one
+/// COMMIT and one origin update (the last transaction's end LSN and commit time) for all of
+/// them, and INSERTs into one relation merged across their boundaries. Per-transaction
+/// overhead is most of the cost of applying small transactions; the subscriber still only
+/// ever shows a prefix of the publisher's commit order, and the origin names exactly which.
+#[derive(Clone, Debug, Default)]
+pub struct Batch {
+    pieces: Vec<Piece>,
+    bytes: usize,
+    txns: usize,
+    changes: u64,
+    first_commit: Option<Lsn>,
+    end: Option<(Lsn, PgTimestamp)>,
+}
+
+/// A part of a batch.
+#[derive(Clone, Debug)]
+pub(crate) enum Piece {
+    /// One statement.
+    Statement(Statement),
+    /// Rows for `INSERT INTO {target} VALUES …`, where `target` is the qualified relation
+    /// and its column list; cut into statements when the batch is finished.
+    Insert {
+        target: String,
+        rows: Vec<Vec<Param>>,
+    },
+}
+
+/// One transaction's part of a batch, built apart so that a transaction that cannot be
+/// applied leaves the batch as it was.
+#[derive(Debug, Default)]
+pub(crate) struct TxnPieces {
+    pub(crate) pieces: Vec<Piece>,
+    pub(crate) bytes: usize,
+    pub(crate) changes: u64,
+}
+
+impl Batch {
+    /// An empty batch.
+    pub fn new() -> Batch {
+        Batch::default()
+    }
+
+    /// How many transactions it holds.
+    pub fn len(&self) -> usize {
+        self.txns
+    }
+
+    /// Whether it holds no transaction.
+    pub fn is_empty(&self) -> bool {
+        self.txns == 0
+    }
+
+    /// The size of its changes so far (SQL and values), in bytes.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Takes in one transaction's pieces, merging its first INSERT into the batch's last one
+    /// when both go to the same relation and columns.
+    pub(crate) fn push(&mut self, txn: TxnPieces, commit_lsn: Lsn, end: (Lsn, PgTimestamp)) {
+        let mut rest = txn.pieces.into_iter();
+        if let Some(first) = rest.next() {
+            match (self.pieces.last_mut(), first) {
+                (
+                    Some(Piece::Insert { target, rows }),
+                    Piece::Insert {
+                        target: t,
+                        rows: more,
+                    },
+                ) if *target == t => rows.extend(more),
+                (_, first) => self.pieces.push(first),
+            }
+        }
+        self.pieces.extend(rest);
+        self.bytes += txn.bytes;
+        self.txns += 1;
+        self.changes += txn.changes;
+        self.first_commit.get_or_insert(commit_lsn);
+        self.end = Some(end);
+    }
+
+    /// The plan, `None` for an empty batch.
+    pub fn finish(self) -> Option<Plan> {
+        let (end_lsn, commit_ts) = self.end?;
+        let mut statements = Vec::with_capacity(self.pieces.len());
+        for piece in self.pieces {
+            match piece {
+                Piece::Statement(s) => statements.push(s),
+                Piece::Insert { target, rows } => insert_statements(&target, rows, &mut statements),
+            }
+        }
+        Some(Plan {
+            statements,
+            commit_lsn: self.first_commit.unwrap_or(end_lsn),
+            end_lsn,
+            commit_ts,
+            changes: self.changes,
+        })
+    }
+}
+
+/// Cuts a run of rows into INSERTs of [`INSERT_CHUNKS`] rows (fewer where the columns would
+/// need more than [`PARAMS_MAX`] parameters).
+fn insert_statements(target: &str, rows: Vec<Vec<Param>>, out: &mut Vec<Statement>) {
+    let width = rows.first().map_or(1, Vec::len).max(1);
+    let fit = (PARAMS_MAX / width).max(1);
+    let mut left = rows.len();
+    let mut rows = rows.into_iter();
+    while left > 0 {
+        let n = INSERT_CHUNKS
+            .iter()
+            .map(|&c| c.min(fit))
+            .find(|&c| c <= left)
+            .unwrap_or(1);
+        let mut st = Statement {
+            sql: format!("INSERT INTO {target} VALUES "),
+            params: Vec::with_capacity(n * width),
+        };
+        for r in 0..n {
+            let Some(row) = rows.next() else { break };
+            st.sql.push_str(if r == 0 { "(" } else { ", (" });
+            for (i, v) in row.into_iter().enumerate() {
+                if i > 0 {
+                    st.sql.push_str(", ");
+                }
+                let p = st.param(v);
+                st.sql.push_str(&p);
+            }
+            st.sql.push(')');
+        }
+        out.push(st);
+        left -= n;
+    }
+}
