@@ -55,8 +55,9 @@ impl Session {
         Ok(PendingQuery(query))
     }
 
-    /// Sends encoded frontend frames in one write — simple `Query` messages and extended-
-    /// protocol sequences each ending with `Sync` — without waiting, and returns one pending
+    /// Sends encoded frontend frames in one write — simple `Query` messages (a COPY FROM
+    /// STDIN followed by its data and CopyDone) and extended-protocol sequences each ending
+    /// with `Sync` — without waiting, and returns one pending
     /// reply per `ReadyForQuery` the server will send (`replies` of them), to be read in order
     /// with [`Session::finish_query`] (rows of DataRows, the first ErrorResponse).
     pub fn send_pipeline(
@@ -66,7 +67,7 @@ impl Session {
     ) -> Result<Vec<PendingQuery>, Error> {
         self.send_frame(frames)?;
         Ok((0..replies)
-            .map(|_| PendingQuery(SimpleQuery::default()))
+            .map(|_| PendingQuery(SimpleQuery::pipelined()))
             .collect())
     }
 

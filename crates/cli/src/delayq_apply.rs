@@ -20,9 +20,12 @@ use std::collections::HashMap;
 
 use bytes::BytesMut;
 use pgyard_blocking::PendingQuery;
-use pgyard_delayq::apply::{quote_literal, row_check_failure, timestamp_text, ApplyError, Plan};
+use pgyard_delayq::apply::{
+    quote_literal, row_check_failure, timestamp_text, ApplyError, Plan, Statement, Step,
+};
 use pgyard_delayq::{Config, DelayQueue, FsStorage};
 use pgyard_tokio::follow::SharedQueue;
+use pgyard_wire::frontend as fe;
 
 use crate::delayq_control::{lock_dir, parse_until, Until};
 pub use crate::delayq_loop::{apply_loop, Controls};
@@ -92,8 +95,15 @@ pub struct Subscriber {
 /// only reached by schemas with very many of them).
 const PREPARED_MAX: usize = 2000;
 
-/// A batch sent with [`Subscriber::send`] whose replies are still to be read: BEGIN, the
-/// statements up to their Sync, and the progress with COMMIT.
+/// The COPY data of one CopyData frame at most.
+const COPY_CHUNK: usize = 256 << 10;
+
+fn encode_failure(e: pgyard_wire::frame::EncodeError) -> ApplyFailure {
+    ApplyFailure::Subscriber(e.to_string())
+}
+
+/// A batch sent with [`Subscriber::send`] whose replies are still to be read: BEGIN, each
+/// run of statements up to its Sync, each COPY, and the progress with COMMIT.
 #[derive(Debug)]
 pub struct PendingBatch(Vec<PendingQuery>);
 
@@ -143,47 +153,67 @@ impl Subscriber {
     }
 
     /// Sends one batch's plan in one write without waiting for the replies (several may be
-    /// in flight; see [`Plan`] for why that is safe): `BEGIN` as a simple query, each
-    /// statement as Bind/Execute of a statement prepared on this session (Parse first where
-    /// it is new) up to a Sync, then the progress with COMMIT as one simple query.
+    /// in flight; see [`Plan`] for why that is safe): `BEGIN` as a simple query; runs of
+    /// statements as Bind/Execute of statements prepared on this session (Parse first where
+    /// one is new) up to a Sync; each COPY as a simple query with its data and CopyDone
+    /// right behind it; then the progress with COMMIT as one simple query.
     pub fn send(&mut self, plan: &Plan) -> Result<PendingBatch, ApplyFailure> {
-        let mut buf = BytesMut::with_capacity(plan.bytes() + 64 * plan.statements.len());
-        let encode = |e: pgyard_wire::frame::EncodeError| ApplyFailure::Subscriber(e.to_string());
+        let mut buf = BytesMut::with_capacity(plan.bytes() + 64 * plan.steps.len());
         let begin = if self.prepared.len() > PREPARED_MAX {
             self.prepared.clear();
             format!("DEALLOCATE ALL; {}", Plan::BEGIN)
         } else {
             Plan::BEGIN.to_owned()
         };
-        pgyard_wire::frontend::encode_query(begin.as_bytes(), &mut buf).map_err(encode)?;
-        let mut params: Vec<Option<&[u8]>> = Vec::new();
-        for st in &plan.statements {
-            let next = self.prepared.len();
-            let name = match self.prepared.get(&st.sql) {
-                Some(name) => name.as_str(),
-                None => {
-                    let name = format!("pgyard_delayq_{next}");
-                    pgyard_wire::frontend::encode_parse(
-                        name.as_bytes(),
-                        st.sql.as_bytes(),
-                        &[],
-                        &mut buf,
-                    )
-                    .map_err(encode)?;
-                    self.prepared.entry(st.sql.clone()).or_insert(name).as_str()
+        fe::encode_query(begin.as_bytes(), &mut buf).map_err(encode_failure)?;
+        let mut replies = 1;
+        let mut extended = false;
+        for step in &plan.steps {
+            match step {
+                Step::Run(st) => {
+                    self.encode_statement(st, &mut buf)?;
+                    extended = true;
                 }
-            };
-            params.clear();
-            params.extend(st.params.iter().map(Option::as_deref));
-            pgyard_wire::frontend::encode_bind(b"", name.as_bytes(), &[], &params, &[], &mut buf)
-                .map_err(encode)?;
-            pgyard_wire::frontend::encode_execute(b"", 0, &mut buf).map_err(encode)?;
+                Step::Copy(copy) => {
+                    if std::mem::take(&mut extended) {
+                        fe::encode_sync(&mut buf);
+                        replies += 1;
+                    }
+                    fe::encode_query(copy.sql.as_bytes(), &mut buf).map_err(encode_failure)?;
+                    // COPY data may be cut anywhere; CopyData frames stay modest.
+                    for chunk in copy.data.chunks(COPY_CHUNK) {
+                        fe::encode_copy_data(chunk, &mut buf).map_err(encode_failure)?;
+                    }
+                    fe::encode_copy_done(&mut buf);
+                    replies += 1;
+                }
+            }
         }
-        pgyard_wire::frontend::encode_sync(&mut buf);
-        pgyard_wire::frontend::encode_query(plan.commit_sql().as_bytes(), &mut buf)
-            .map_err(encode)?;
-        let replies = self.session.send_pipeline(&buf, 3).map_err(refused)?;
+        if extended {
+            fe::encode_sync(&mut buf);
+            replies += 1;
+        }
+        fe::encode_query(plan.commit_sql().as_bytes(), &mut buf).map_err(encode_failure)?;
+        replies += 1;
+        let replies = self.session.send_pipeline(&buf, replies).map_err(refused)?;
         Ok(PendingBatch(replies))
+    }
+
+    /// Bind/Execute of one statement, with its Parse the first time this session sees it.
+    fn encode_statement(&mut self, st: &Statement, buf: &mut BytesMut) -> Result<(), ApplyFailure> {
+        let next = self.prepared.len();
+        let name = match self.prepared.get(&st.sql) {
+            Some(name) => name.as_str(),
+            None => {
+                let name = format!("pgyard_delayq_{next}");
+                fe::encode_parse(name.as_bytes(), st.sql.as_bytes(), &[], buf)
+                    .map_err(encode_failure)?;
+                self.prepared.entry(st.sql.clone()).or_insert(name).as_str()
+            }
+        };
+        let params: Vec<Option<&[u8]>> = st.params.iter().map(Option::as_deref).collect();
+        fe::encode_bind(b"", name.as_bytes(), &[], &params, &[], buf).map_err(encode_failure)?;
+        fe::encode_execute(b"", 0, buf).map_err(encode_failure)
     }
 
     /// Reads the replies of the oldest batch sent; its end LSN becomes the session's

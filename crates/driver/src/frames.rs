@@ -63,6 +63,8 @@ pub enum Reply {
 pub struct SimpleQuery {
     rows: Rows,
     error: Option<Error>,
+    /// The client sent the COPY data already (a pipeline): CopyInResponse needs no answer.
+    copy_sent: bool,
 }
 
 impl SimpleQuery {
@@ -72,6 +74,15 @@ impl SimpleQuery {
         pgyard_wire::frontend::encode_query(sql.as_bytes(), &mut buf)
             .map_err(|e| Error::Config(e.to_string()))?;
         Ok((SimpleQuery::default(), buf))
+    }
+
+    /// The reply to a part of a pipeline whose frames were sent together, a COPY's data and
+    /// CopyDone included (so CopyInResponse is not answered).
+    pub fn pipelined() -> SimpleQuery {
+        SimpleQuery {
+            copy_sent: true,
+            ..SimpleQuery::default()
+        }
     }
 
     /// Feeds the next frame; `parameters` takes the ParameterStatus values it carries.
@@ -103,6 +114,7 @@ impl SimpleQuery {
                 String::from_utf8_lossy(p.name).into_owned(),
                 String::from_utf8_lossy(p.value).into_owned(),
             ),
+            BackendMessage::CopyInResponse(_) if self.copy_sent => {}
             BackendMessage::CopyInResponse(_) => {
                 let mut b = BytesMut::new();
                 pgyard_wire::frontend::encode_copy_fail(

@@ -15,7 +15,8 @@
 //! * Unchanged TOASTed values (`'u'`) are left out of the SET list.
 //! * TRUNCATE keeps the publisher's CASCADE and RESTART IDENTITY.
 //! * Consecutive INSERTs into one relation with the same columns become multi-row INSERTs,
-//!   also across the transactions of a [`Batch`] (several due transactions applied as one).
+//!   or a COPY from [`COPY_ROWS`] rows on, also across the transactions of a [`Batch`]
+//!   (several due transactions applied as one).
 //! * The transaction records its origin progress (`pg_replication_origin_xact_setup` with the
 //!   commit's end LSN and time), so a crash between COMMIT and `mark_applied` is recognised
 //!   at the next start through `pg_replication_origin_progress`.
@@ -28,7 +29,7 @@ use std::collections::BTreeMap;
 use pgyard_types::Lsn;
 use pgyard_wire::pgoutput::{PgOutputMessage, Relation, ReplicaIdentity, TupleData, TupleValue};
 
-pub use plan::{Batch, Param, Plan, Statement};
+pub use plan::{Batch, Copy, Param, Plan, Statement, Step, COPY_ROWS};
 use plan::{Piece, TxnPieces};
 pub use text::{quote_ident, quote_literal, timestamp_text};
 
@@ -115,7 +116,7 @@ impl Applier {
         let mut batch = Batch::new();
         self.add(&mut batch, txn)?;
         Ok(batch.finish().unwrap_or(Plan {
-            statements: Vec::new(),
+            steps: Vec::new(),
             commit_lsn: txn.commit_lsn,
             end_lsn: txn.end_lsn,
             commit_ts: txn.commit_ts,

@@ -15,6 +15,10 @@ const PARAMS_MAX: usize = u16::MAX as usize;
 /// fixed shapes, so that each is prepared once per relation and column set.
 const INSERT_CHUNKS: [usize; 3] = [64, 8, 1];
 
+/// A run of at least this many rows into one relation goes by COPY instead: past it the
+/// COPY's own start-up costs less than binding the rows as parameters.
+pub const COPY_ROWS: usize = 64;
+
 /// One statement: SQL with `$1…$n` placeholders and their values, in text form. Its SQL
 /// depends only on the relation, the operation and which columns take part, never on the
 /// values, so a session can prepare it once and run it many times.
@@ -34,7 +38,28 @@ impl Statement {
     }
 }
 
-/// The work of one subscriber transaction: [`Plan::BEGIN`], the statements in order, then
+/// One step of a plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// A statement (prepared once per session, bound and executed with its values).
+    Run(Statement),
+    /// Rows for `COPY … FROM STDIN` (text format).
+    Copy(Copy),
+}
+
+/// A COPY of rows into one relation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Copy {
+    /// `COPY relation (columns) FROM STDIN`.
+    pub sql: String,
+    /// The rows in COPY's text format: tab between values, `\N` for NULL, backslash,
+    /// tab, newline and carriage return escaped, a newline after each row.
+    pub data: Vec<u8>,
+    /// How many rows.
+    pub rows: usize,
+}
+
+/// The work of one subscriber transaction: [`Plan::BEGIN`], the steps in order, then
 /// [`Plan::commit_sql`] — one due transaction, or several gathered by a [`Batch`].
 ///
 /// Each UPDATE or DELETE counts its rows and, when the count is not 1, raises an error whose
@@ -47,8 +72,8 @@ impl Statement {
 /// runs both or neither, even if the client dies right after sending it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Plan {
-    /// The changes' statements in commit order.
-    pub statements: Vec<Statement>,
+    /// The changes in commit order.
+    pub steps: Vec<Step>,
     /// The (first) commit LSN it applies, for error texts.
     pub commit_lsn: Lsn,
     /// The last transaction's end LSN: the origin's progress once it commits.
@@ -75,9 +100,14 @@ impl Plan {
 
     /// The bytes of SQL text and values it sends, roughly.
     pub fn bytes(&self) -> usize {
-        self.statements
+        self.steps
             .iter()
-            .map(|s| s.sql.len() + s.params.iter().flatten().map(Vec::len).sum::<usize>())
+            .map(|step| match step {
+                Step::Run(s) => {
+                    s.sql.len() + s.params.iter().flatten().map(Vec::len).sum::<usize>()
+                }
+                Step::Copy(c) => c.sql.len() + c.data.len(),
+            })
             .sum::<usize>()
             + 160
     }
@@ -168,15 +198,18 @@ impl Batch {
     /// The plan, `None` for an empty batch.
     pub fn finish(self) -> Option<Plan> {
         let (end_lsn, commit_ts) = self.end?;
-        let mut statements = Vec::with_capacity(self.pieces.len());
+        let mut steps = Vec::with_capacity(self.pieces.len());
         for piece in self.pieces {
             match piece {
-                Piece::Statement(s) => statements.push(s),
-                Piece::Insert { target, rows } => insert_statements(&target, rows, &mut statements),
+                Piece::Statement(s) => steps.push(Step::Run(s)),
+                Piece::Insert { target, rows } if rows.len() >= COPY_ROWS => {
+                    steps.push(Step::Copy(copy(&target, &rows)));
+                }
+                Piece::Insert { target, rows } => insert_statements(&target, rows, &mut steps),
             }
         }
         Some(Plan {
-            statements,
+            steps,
             commit_lsn: self.first_commit.unwrap_or(end_lsn),
             end_lsn,
             commit_ts,
@@ -187,7 +220,7 @@ impl Batch {
 
 /// Cuts a run of rows into INSERTs of [`INSERT_CHUNKS`] rows (fewer where the columns would
 /// need more than [`PARAMS_MAX`] parameters).
-fn insert_statements(target: &str, rows: Vec<Vec<Param>>, out: &mut Vec<Statement>) {
+fn insert_statements(target: &str, rows: Vec<Vec<Param>>, out: &mut Vec<Step>) {
     let width = rows.first().map_or(1, Vec::len).max(1);
     let fit = (PARAMS_MAX / width).max(1);
     let mut left = rows.len();
@@ -214,7 +247,44 @@ fn insert_statements(target: &str, rows: Vec<Vec<Param>>, out: &mut Vec<Statemen
             }
             st.sql.push(')');
         }
-        out.push(st);
+        out.push(Step::Run(st));
         left -= n;
+    }
+}
+
+/// The COPY of a run of rows, in COPY's text format.
+fn copy(target: &str, rows: &[Vec<Param>]) -> Copy {
+    let mut data = Vec::with_capacity(
+        rows.iter()
+            .flatten()
+            .map(|v| v.as_ref().map_or(2, Vec::len) + 1)
+            .sum(),
+    );
+    for row in rows {
+        for (i, v) in row.iter().enumerate() {
+            if i > 0 {
+                data.push(b'\t');
+            }
+            match v {
+                None => data.extend_from_slice(b"\\N"),
+                Some(v) => {
+                    for &b in v {
+                        match b {
+                            b'\\' => data.extend_from_slice(b"\\\\"),
+                            b'\t' => data.extend_from_slice(b"\\t"),
+                            b'\n' => data.extend_from_slice(b"\\n"),
+                            b'\r' => data.extend_from_slice(b"\\r"),
+                            _ => data.push(b),
+                        }
+                    }
+                }
+            }
+        }
+        data.push(b'\n');
+    }
+    Copy {
+        sql: format!("COPY {target} FROM STDIN"),
+        data,
+        rows: rows.len(),
     }
 }

@@ -91,35 +91,77 @@ fn p(s: &str) -> Param {
     Some(s.as_bytes().to_vec())
 }
 
-#[test]
-fn inserts_merge_across_a_batch_and_are_cut_into_fixed_shapes() {
+/// The plan's statements (none of its steps may be a COPY).
+fn statements(plan: &Plan) -> Vec<&Statement> {
+    plan.steps
+        .iter()
+        .map(|s| match s {
+            Step::Run(st) => st,
+            Step::Copy(c) => panic!("a COPY where statements were expected: {c:?}"),
+        })
+        .collect()
+}
+
+/// A batch of `n` single-row INSERT transactions into `t(id, v)` with `v` from `v(i)`.
+fn inserts(n: u64, v: impl Fn(u64) -> Option<String>) -> Plan {
     let mut a = Applier::new();
     let mut batch = Batch::new();
     let schema = vec![relation(1, "t", b'd', &[("id", true), ("v", false)])];
-    for i in 0..75u64 {
+    for i in 0..n {
         let id = i.to_string();
         let s = if i == 0 { schema.clone() } else { Vec::new() };
-        let changes = vec![insert(1, &[Some(&id), None])];
+        let v = v(i);
+        let changes = vec![insert(1, &[Some(&id), v.as_deref()])];
         assert_eq!(a.add(&mut batch, &txn(100 + i * 16, s, changes)), Ok(1));
     }
-    assert_eq!(batch.len(), 75);
-    let plan = batch.finish().expect("a plan");
-    // 75 rows: one statement of 64 rows, one of 8, three of 1.
-    let shapes: Vec<usize> = plan.statements.iter().map(|s| s.params.len() / 2).collect();
-    assert_eq!(shapes, [64, 8, 1, 1, 1]);
-    assert!(plan.statements[4]
+    assert_eq!(batch.len(), n as usize);
+    batch.finish().expect("a plan")
+}
+
+#[test]
+fn inserts_merge_across_a_batch_and_are_cut_into_fixed_shapes() {
+    let plan = inserts(63, |_| None);
+    // 63 rows: seven statements of 8 rows, seven of 1.
+    let st = statements(&plan);
+    let shapes: Vec<usize> = st.iter().map(|s| s.params.len() / 2).collect();
+    assert_eq!(shapes, [8, 8, 8, 8, 8, 8, 8, 1, 1, 1, 1, 1, 1, 1]);
+    assert!(st[13]
         .sql
         .starts_with("INSERT INTO \"public\".\"t\" (\"id\", \"v\") VALUES ($1, $2)"));
-    assert_eq!(plan.statements[0].params[0], p("0"));
-    assert_eq!(plan.statements[0].params[1], None);
-    assert_eq!(plan.statements[4].params[0], p("74"));
+    assert_eq!(st[0].params[0], p("0"));
+    assert_eq!(st[0].params[1], None);
+    assert_eq!(st[13].params[0], p("62"));
     assert_eq!(plan.commit_lsn, Lsn(100));
-    assert_eq!(plan.end_lsn, Lsn(100 + 74 * 16 + 8));
-    assert_eq!(plan.changes, 75);
+    assert_eq!(plan.end_lsn, Lsn(100 + 62 * 16 + 8));
+    assert_eq!(plan.changes, 63);
     assert!(plan.commit_sql().starts_with(&format!(
         "SELECT pg_catalog.pg_replication_origin_xact_setup('{}'",
         plan.end_lsn
     )));
+}
+
+#[test]
+fn a_long_run_of_rows_goes_by_copy_with_its_values_escaped() {
+    let odd = |i: u64| match i {
+        1 => None,
+        2 => Some("tab\there\\back\nline\rcr".to_owned()),
+        3 => Some(String::new()),
+        _ => Some(format!("v{i}")),
+    };
+    let plan = inserts(COPY_ROWS as u64, odd);
+    let [Step::Copy(c)] = plan.steps.as_slice() else {
+        panic!("one COPY expected: {:?}", plan.steps);
+    };
+    assert_eq!(c.sql, "COPY \"public\".\"t\" (\"id\", \"v\") FROM STDIN");
+    assert_eq!(c.rows, COPY_ROWS);
+    let text = String::from_utf8(c.data.clone()).expect("utf-8");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), COPY_ROWS);
+    assert_eq!(lines[0], "0\tv0");
+    assert_eq!(lines[1], "1\t\\N");
+    assert_eq!(lines[2], "2\ttab\\there\\\\back\\nline\\rcr");
+    assert_eq!(lines[3], "3\t");
+    assert!(text.ends_with('\n'));
 }
 
 #[test]
@@ -140,14 +182,13 @@ fn statement_text_does_not_depend_on_values_or_commit() {
             vec![update(1, None, &[Some("2"), None])],
         ))
         .expect("plan");
-    assert_eq!(one.statements.len(), 1);
-    assert_eq!(one.statements[0].sql, two.statements[0].sql);
+    let (one, two) = (statements(&one)[0].clone(), statements(&two)[0].clone());
+    assert_eq!(one.sql, two.sql);
     // SET id, v; the key filter; the check's text naming the commit.
-    assert_eq!(one.statements[0].params[..3], [p("1"), p("x"), p("1")]);
-    assert_eq!(two.statements[0].params[..3], [p("2"), None, p("2")]);
-    let check = |plan: &Plan| String::from_utf8(plan.statements[0].params[3].clone().unwrap());
+    assert_eq!(one.params[..3], [p("1"), p("x"), p("1")]);
+    assert_eq!(two.params[..3], [p("2"), None, p("2")]);
     assert_eq!(
-        check(&two).unwrap(),
+        String::from_utf8(two.params[3].clone().unwrap_or_default()).unwrap_or_default(),
         format!(
             "{CHECK_MARKER}commit {}: UPDATE on relation \"public\".\"t\" changed ",
             Lsn(200)
@@ -175,7 +216,7 @@ fn unchanged_toast_is_left_out_and_full_identity_matches_every_column() {
             )],
         ))
         .expect("plan");
-    let st = &plan.statements[0];
+    let st = statements(&plan)[0];
     assert!(
         st.sql.contains("SET \"a\" = $1, \"c\" = $2 WHERE"),
         "{}",
@@ -214,8 +255,9 @@ fn a_transaction_that_cannot_be_applied_leaves_the_batch_as_it_was() {
     );
     assert_eq!(batch.len(), 1);
     let plan = batch.finish().expect("plan");
-    assert_eq!(plan.statements.len(), 1);
-    assert_eq!(plan.statements[0].params, [p("1")]);
+    let st = statements(&plan);
+    assert_eq!(st.len(), 1);
+    assert_eq!(st[0].params, [p("1")]);
     assert_eq!(plan.end_lsn, Lsn(108));
 }
 
