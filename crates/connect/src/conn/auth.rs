@@ -12,6 +12,9 @@ use super::{Conn, FailClass, Out, State, Verdict};
 use crate::kinds;
 use crate::report::FailureKind;
 
+/// The start of libpq's complaints about a NegotiateProtocolVersion message.
+const P: &str = "received invalid protocol negotiation message";
+
 impl Conn {
     pub(super) fn on_auth_phase(&mut self, tag: u8, body: &[u8], out: &mut Vec<Out>) -> Verdict {
         match tag {
@@ -47,7 +50,6 @@ impl Conn {
     }
 
     fn on_negotiate(&mut self, body: &[u8]) -> Verdict {
-        const P: &str = "received invalid protocol negotiation message";
         if self.negotiated {
             return self.broken("received duplicate protocol negotiation message\n");
         }
@@ -98,7 +100,13 @@ impl Conn {
             return self.fail(FailClass::Abort, FailureKind::Configuration, &m);
         }
         self.protocol = theirs;
-        let mut rest = body.get(8..).unwrap_or_default();
+        self.record_refused_options(count, body.get(8..).unwrap_or_default())
+    }
+
+    /// Records the `count` protocol options NegotiateProtocolVersion lists in `names` as
+    /// refused; the server breaks the protocol by listing one this connection did not ask for.
+    fn record_refused_options(&mut self, count: i32, names: &[u8]) -> Verdict {
+        let mut rest = names;
         for _ in 0..count {
             let Some(end) = rest.iter().position(|&b| b == 0) else {
                 return self.broken(&format!("{P}: message too short\n"));
@@ -187,35 +195,7 @@ impl Conn {
                 let m = auth_error_text(&e);
                 self.fail(FailClass::Abort, kinds::auth_error(&e), &m)
             }
-            Ok(AuthStep::Send(resp)) => {
-                let mut b = BytesMut::new();
-                let r = match &resp {
-                    AuthResponse::Password(p) => {
-                        self.client_finished_auth = true;
-                        // The payload is NUL-terminated already; encode_password adds one.
-                        let p = p.strip_suffix(&[0]).unwrap_or(p);
-                        frontend::encode_password(p, &mut b)
-                    }
-                    AuthResponse::SaslInitial { mechanism, data } => {
-                        frontend::encode_sasl_initial_response(
-                            mechanism.name().as_bytes(),
-                            Some(data.as_slice()),
-                            &mut b,
-                        )
-                    }
-                    AuthResponse::Sasl(data) => frontend::encode_sasl_response(data, &mut b),
-                };
-                if r.is_err() {
-                    // Only a configured password that cannot be framed fails to encode.
-                    return self.fail(
-                        FailClass::Abort,
-                        FailureKind::Configuration,
-                        "could not send authentication response\n",
-                    );
-                }
-                out.push(Out::Send(b.to_vec()));
-                Verdict::Pending
-            }
+            Ok(AuthStep::Send(resp)) => self.send_auth_response(&resp, out),
             Ok(AuthStep::Wait) => {
                 self.client_finished_auth = true;
                 Verdict::Pending
@@ -225,6 +205,37 @@ impl Conn {
                 Verdict::Pending
             }
         }
+    }
+
+    /// Sends the client's side of an authentication exchange.
+    fn send_auth_response(&mut self, resp: &AuthResponse, out: &mut Vec<Out>) -> Verdict {
+        let mut b = BytesMut::new();
+        let r = match resp {
+            AuthResponse::Password(p) => {
+                self.client_finished_auth = true;
+                // The payload is NUL-terminated already; encode_password adds one.
+                let p = p.strip_suffix(&[0]).unwrap_or(p);
+                frontend::encode_password(p, &mut b)
+            }
+            AuthResponse::SaslInitial { mechanism, data } => {
+                frontend::encode_sasl_initial_response(
+                    mechanism.name().as_bytes(),
+                    Some(data.as_slice()),
+                    &mut b,
+                )
+            }
+            AuthResponse::Sasl(data) => frontend::encode_sasl_response(data, &mut b),
+        };
+        if r.is_err() {
+            // Only a configured password that cannot be framed fails to encode.
+            return self.fail(
+                FailClass::Abort,
+                FailureKind::Configuration,
+                "could not send authentication response\n",
+            );
+        }
+        out.push(Out::Send(b.to_vec()));
+        Verdict::Pending
     }
 }
 

@@ -329,55 +329,59 @@ impl Conn {
         }
         self.rx.extend_from_slice(bytes);
         if matches!(self.state, State::AwaitSslByte) {
-            let Some(&first) = self.rx.first() else {
-                return Verdict::Pending;
-            };
-            match first {
-                b'S' => {
-                    if self.rx.len() > 1 {
-                        return self.broken("received unencrypted data after SSL response\n");
-                    }
-                    self.rx.clear();
-                    self.state = State::Tls;
-                    out.push(Out::StartTls { direct: false });
-                    return Verdict::Pending;
-                }
-                b'N' => {
-                    self.rx.remove(0);
-                    if self.plain_next {
-                        self.method = Method::Plain;
-                        self.fell_back_to_plain = true;
-                        let v = self.send_startup(out);
-                        if v != Verdict::Pending {
-                            return v;
-                        }
-                    } else {
-                        return self.fail(
-                            FailClass::Abort,
-                            FailureKind::Configuration,
-                            "server does not support SSL, but SSL was required\n",
-                        );
-                    }
-                }
-                b'E' => {
-                    // libpq does not read this error (the server is not authenticated yet);
-                    // a postmaster sends it when it cannot start a backend, e.g. fork failed.
-                    return self.fail(
-                        FailClass::Abort,
-                        FailureKind::Transient,
-                        "server sent an error response during SSL exchange\n",
-                    );
-                }
-                other => {
-                    let m = format!(
-                        "received invalid response to SSL negotiation: {}\n",
-                        char::from(other)
-                    );
-                    return self.broken(&m);
-                }
+            if let Some(v) = self.on_ssl_response(out) {
+                return v;
             }
         }
         self.process_frames(out)
+    }
+
+    /// The server's one-byte answer to SSLRequest, at the front of `rx`: a verdict, or `None`
+    /// when plaintext startup went out on the same socket and frames may follow.
+    fn on_ssl_response(&mut self, out: &mut Vec<Out>) -> Option<Verdict> {
+        let Some(&first) = self.rx.first() else {
+            return Some(Verdict::Pending);
+        };
+        Some(match first {
+            b'S' if self.rx.len() > 1 => {
+                self.broken("received unencrypted data after SSL response\n")
+            }
+            b'S' => {
+                self.rx.clear();
+                self.state = State::Tls;
+                out.push(Out::StartTls { direct: false });
+                Verdict::Pending
+            }
+            b'N' if self.plain_next => {
+                self.rx.remove(0);
+                self.method = Method::Plain;
+                self.fell_back_to_plain = true;
+                let v = self.send_startup(out);
+                if v == Verdict::Pending {
+                    return None;
+                }
+                v
+            }
+            b'N' => self.fail(
+                FailClass::Abort,
+                FailureKind::Configuration,
+                "server does not support SSL, but SSL was required\n",
+            ),
+            // libpq does not read this error (the server is not authenticated yet); a
+            // postmaster sends it when it cannot start a backend, e.g. fork failed.
+            b'E' => self.fail(
+                FailClass::Abort,
+                FailureKind::Transient,
+                "server sent an error response during SSL exchange\n",
+            ),
+            other => {
+                let m = format!(
+                    "received invalid response to SSL negotiation: {}\n",
+                    char::from(other)
+                );
+                self.broken(&m)
+            }
+        })
     }
 
     fn process_frames(&mut self, out: &mut Vec<Out>) -> Verdict {

@@ -253,24 +253,7 @@ impl Conn {
                 let v = value.take();
                 match (ok, v) {
                     (true, Some(v)) => {
-                        match query {
-                            CheckQuery::ShowReadOnly => {
-                                let t = if v.starts_with(b"on") {
-                                    Tri::Yes
-                                } else {
-                                    Tri::No
-                                };
-                                self.dtro = t;
-                                self.in_hot_standby = t;
-                            }
-                            CheckQuery::InRecovery => {
-                                self.in_hot_standby = if v.starts_with(b"t") {
-                                    Tri::Yes
-                                } else {
-                                    Tri::No
-                                };
-                            }
-                        }
+                        self.learn_role(query, &v);
                         return self.check_target(out);
                     }
                     _ => {
@@ -282,6 +265,28 @@ impl Conn {
             _ => {}
         }
         Verdict::Pending
+    }
+
+    /// Takes the check query's answer `value` as the role state it reports.
+    fn learn_role(&mut self, query: CheckQuery, value: &[u8]) {
+        match query {
+            CheckQuery::ShowReadOnly => {
+                let t = if value.starts_with(b"on") {
+                    Tri::Yes
+                } else {
+                    Tri::No
+                };
+                self.dtro = t;
+                self.in_hot_standby = t;
+            }
+            CheckQuery::InRecovery => {
+                self.in_hot_standby = if value.starts_with(b"t") {
+                    Tri::Yes
+                } else {
+                    Tri::No
+                };
+            }
+        }
     }
 }
 

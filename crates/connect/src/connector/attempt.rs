@@ -6,15 +6,16 @@ use pgyard_types::{Instant, RngCore};
 use pgyard_wire::auth::NONCE_RAW_LEN;
 
 use super::{BugId, Connector};
-use crate::conn::{self, Check, Conn, FailClass, Method, Out, Verdict};
+use crate::conn::{self, Conn, FailClass, Method, Out, Verdict};
 use crate::report;
 use crate::{
     Action, AttemptId, AttemptReport, ConnectError, Established, FailureKind, HostStatus,
     OpenTarget, TcpOptions, TlsVerify,
 };
 
-/// One address being tried: its encryption methods in order, one connection at a time.
-pub(super) struct Run {
+/// What one address is tried with: the slot and pass it belongs to, its encryption methods
+/// in order, and the deadline its connections share.
+pub(super) struct Plan {
     pub(super) slot: usize,
     pub(super) pos: usize,
     pub(super) target: OpenTarget,
@@ -22,16 +23,24 @@ pub(super) struct Run {
     pub(super) methods: Vec<Method>,
     pub(super) method_idx: usize,
     pub(super) deadline: Option<Instant>,
+}
+
+/// One address being tried: its plan and the connection of the current method.
+pub(super) struct Run {
+    pub(super) plan: Plan,
     pub(super) id: AttemptId,
     pub(super) conn: Conn,
+    /// Index of the attempt's entry in the error buffer.
     pub(super) report: usize,
 }
 
 impl Connector {
+    /// The index in `runs` of attempt `id`, if it is still running.
     pub(super) fn run_index(&self, id: AttemptId) -> Option<usize> {
         self.runs.iter().position(|r| r.id == id)
     }
 
+    /// Appends `msg` to the error-buffer entry of `runs[run]`.
     pub(super) fn append(&mut self, run: usize, msg: &str) {
         let r = self.runs[run].report;
         if let Some(rep) = self.reports.get_mut(r) {
@@ -39,6 +48,8 @@ impl Connector {
         }
     }
 
+    /// Feeds attempt `id`'s connection through `f`, performs what it asks for, and acts on
+    /// how it stands afterwards.
     pub(super) fn with_run(
         &mut self,
         now: Instant,
@@ -50,28 +61,14 @@ impl Connector {
         let verdict = f(&mut self.runs[i].conn, &mut out);
         if self.runs[i].conn.fell_back_to_plain {
             self.runs[i].conn.fell_back_to_plain = false;
-            self.runs[i].method_idx += 1;
+            self.runs[i].plan.method_idx += 1;
         }
         for o in out {
             match o {
                 Out::Send(bytes) => self.actions.push_back(Action::Send { attempt: id, bytes }),
                 Out::StartTls { direct } => {
-                    let slot = &self.config.slots()[self.runs[i].slot];
-                    let server_name = slot
-                        .host()
-                        .filter(|h| !h.is_empty() && !slot.kind().is_unix_socket())
-                        .map(|h| String::from_utf8_lossy(h).into_owned());
-                    let verify = match self.config.sslmode() {
-                        SslMode::VerifyFull => TlsVerify::Full,
-                        SslMode::VerifyCa => TlsVerify::Ca,
-                        _ => TlsVerify::None,
-                    };
-                    self.actions.push_back(Action::StartTls {
-                        attempt: id,
-                        server_name,
-                        direct,
-                        verify,
-                    });
+                    let start = self.start_tls(id, self.runs[i].plan.slot, direct);
+                    self.actions.push_back(start);
                 }
             }
         }
@@ -86,7 +83,7 @@ impl Connector {
 
     fn win(&mut self, now: Instant, i: usize) {
         let mut run = self.runs.remove(i);
-        self.remember(run.slot, HostStatus::Up(run.conn.role), now);
+        self.remember(run.plan.slot, HostStatus::Up(run.conn.role), now);
         // Losers of a race: Terminate where the protocol is up, then Close.
         for other in self.runs.drain(..) {
             if other.conn.startup_sent && !other.conn.in_tls_handshake() {
@@ -100,12 +97,12 @@ impl Connector {
                 rep.cancelled = true;
             }
         }
-        let slot = &self.config.slots()[run.slot];
+        let slot = &self.config.slots()[run.plan.slot];
         let est = Established {
             attempt: run.id,
-            slot: run.slot,
+            slot: run.plan.slot,
             host: String::from_utf8_lossy(slot.display_host()).into_owned(),
-            target: run.target.clone(),
+            target: run.plan.target.clone(),
             parameters: std::mem::take(&mut run.conn.parameters),
             backend_key: run.conn.backend_key.take(),
             protocol_version: (run.conn.protocol.major(), run.conn.protocol.minor()),
@@ -134,6 +131,26 @@ impl Connector {
         self.finish(Err(ConnectError { reports }));
     }
 
+    /// The TLS handshake for attempt `id` to `slot`: SNI and verify-full use the slot's host.
+    fn start_tls(&self, id: AttemptId, slot: usize, direct: bool) -> Action {
+        let slot = &self.config.slots()[slot];
+        let server_name = slot
+            .host()
+            .filter(|h| !h.is_empty() && !slot.kind().is_unix_socket())
+            .map(|h| String::from_utf8_lossy(h).into_owned());
+        let verify = match self.config.sslmode() {
+            SslMode::VerifyFull => TlsVerify::Full,
+            SslMode::VerifyCa => TlsVerify::Ca,
+            _ => TlsVerify::None,
+        };
+        Action::StartTls {
+            attempt: id,
+            server_name,
+            direct,
+            verify,
+        }
+    }
+
     /// Ends connection `i` with `class`, its report marked `kind`, and moves on as libpq would.
     pub(super) fn fail_run(&mut self, now: Instant, i: usize, class: FailClass, kind: FailureKind) {
         let mut run = self.runs.remove(i);
@@ -152,31 +169,31 @@ impl Connector {
         };
         match class {
             FailClass::NextMethod => {
-                if run.method_idx + 1 < run.methods.len() {
-                    run.method_idx += 1;
+                if run.plan.method_idx + 1 < run.plan.methods.len() {
+                    run.plan.method_idx += 1;
                     let old = run.id;
-                    if !self.open_conn(now, run, Some(old)) {
+                    if !self.open_conn(now, run.plan, Some(old)) {
                         self.pump(now, true);
                     }
                     return;
                 }
                 if self.race() {
-                    self.remember(run.slot, HostStatus::Down, now);
+                    self.remember(run.plan.slot, HostStatus::Down, now);
                     self.pump(now, true);
                 } else {
                     self.abort();
                 }
                 return;
             }
-            FailClass::NextAddr => self.remember(run.slot, HostStatus::Down, now),
+            FailClass::NextAddr => self.remember(run.plan.slot, HostStatus::Down, now),
             FailClass::NextSlot => {
-                self.remember(run.slot, HostStatus::Down, now);
-                self.skip_slot_of(&run);
+                self.remember(run.plan.slot, HostStatus::Down, now);
+                self.skip_slot_of(&run.plan);
             }
             FailClass::Mismatch => {
-                self.remember(run.slot, HostStatus::Up(run.conn.role), now);
+                self.remember(run.plan.slot, HostStatus::Up(run.conn.role), now);
                 if !self.config.keep_trying_addresses_after_mismatch() {
-                    self.skip_slot_of(&run);
+                    self.skip_slot_of(&run.plan);
                 }
             }
             FailClass::Abort => {
@@ -224,8 +241,7 @@ impl Connector {
             }
         };
         self.last_timer = Some((key, deadline));
-        let placeholder = AttemptId(0);
-        let run = Run {
+        let plan = Plan {
             slot,
             pos,
             target,
@@ -233,38 +249,74 @@ impl Connector {
             methods,
             method_idx: 0,
             deadline,
-            id: placeholder,
-            conn: Conn::new(
-                Method::Plain,
-                false,
-                self.conn_params(slot),
-                [0; NONCE_RAW_LEN],
-            ),
-            report: 0,
         };
-        self.open_conn(now, run, None)
+        self.open_conn(now, plan, None)
     }
 
-    /// Opens a new connection for `run` with its current method (`old`: the id of the
-    /// connection it replaces, for encryption fallback).
-    fn open_conn(&mut self, now: Instant, mut run: Run, old: Option<AttemptId>) -> bool {
-        let id = match old {
+    /// Opens a new connection for `plan` with its current method (`old`: the id of the
+    /// connection it replaces, for encryption fallback). False when the address was skipped
+    /// (or the whole connect aborted) before a socket was asked for.
+    fn open_conn(&mut self, now: Instant, plan: Plan, old: Option<AttemptId>) -> bool {
+        let id = self.attempt_id(old);
+        let conn = self.new_conn(&plan);
+        let report = self.push_attempt_report(id, &plan);
+        // TCP socket options are parsed when the socket is made; a bad one skips the address.
+        let tcp = match &plan.target {
+            OpenTarget::Unix(_) => None,
+            OpenTarget::Tcp(_) => match self.tcp_options() {
+                Ok(o) => Some(o),
+                Err(msg) => {
+                    self.configuration_failure(report, &msg);
+                    self.remember(plan.slot, HostStatus::Down, now);
+                    return false;
+                }
+            },
+        };
+        // libpq reads connect_timeout when it first connects, so a bad value fails the
+        // connect there, after the first attempt's prefix.
+        if !self.first_open_done {
+            self.first_open_done = true;
+            if let Err(msg) = self.timeout.clone() {
+                self.configuration_failure(report, &msg);
+                self.abort();
+                return false;
+            }
+        }
+        self.actions.push_back(Action::Open {
+            attempt: id,
+            target: plan.target.clone(),
+            tcp,
+        });
+        self.runs.push(Run {
+            plan,
+            id,
+            conn,
+            report,
+        });
+        true
+    }
+
+    /// A new attempt id (the replaced one again only under a planted bug).
+    fn attempt_id(&mut self, old: Option<AttemptId>) -> AttemptId {
+        match old {
             Some(old) if self.bug(BugId::ReuseId) => old,
             _ => {
                 let id = AttemptId(self.next_id);
                 self.next_id += 1;
                 id
             }
-        };
-        run.id = id;
-        let method = run
+        }
+    }
+
+    /// A connection for `plan`'s current method, with a SCRAM nonce of its own.
+    fn new_conn(&mut self, plan: &Plan) -> Conn {
+        let method = plan
             .methods
-            .get(run.method_idx)
+            .get(plan.method_idx)
             .copied()
             .unwrap_or(Method::Plain);
-        let plain_next = run.methods.get(run.method_idx + 1) == Some(&Method::Plain);
-        let mut params = self.conn_params(run.slot);
-        params.check = Check::for_pass(self.config.target_session_attrs(), run.second_pass);
+        let plain_next = plan.methods.get(plan.method_idx + 1) == Some(&Method::Plain);
+        let params = self.conn_params(plan.slot, plan.second_pass);
         let mut nonce = [0u8; NONCE_RAW_LEN];
         self.nonce_rng.fill_bytes(&mut nonce);
         let mut conn = Conn::new(method, plain_next, params, nonce);
@@ -276,8 +328,13 @@ impl Connector {
             }
         }
         let _ = &self.stale_role;
-        run.conn = conn;
-        let slot = &self.config.slots()[run.slot];
+        conn
+    }
+
+    /// Opens the attempt's entry in the error buffer with libpq's host-identity prefix, and
+    /// returns its index.
+    fn push_attempt_report(&mut self, id: AttemptId, plan: &Plan) -> usize {
+        let slot = &self.config.slots()[plan.slot];
         // The prefix names hostaddr for address slots, else host (spec §8.4).
         let shown = if slot.kind() == SlotKind::Address {
             slot.hostaddr().unwrap_or_default()
@@ -292,51 +349,26 @@ impl Connector {
             slot.kind() == SlotKind::Address,
             &String::from_utf8_lossy(shown),
             &String::from_utf8_lossy(port),
-            &run.target,
+            &plan.target,
         );
         self.reports.push(AttemptReport {
             attempt: Some(id),
-            slot: Some(run.slot),
-            target: Some(run.target.clone()),
+            slot: Some(plan.slot),
+            target: Some(plan.target.clone()),
             prefix,
             text: String::new(),
             cancelled: false,
             kind: FailureKind::Transient,
         });
-        run.report = self.reports.len() - 1;
-        // TCP socket options are parsed when the socket is made; a bad one skips the address.
-        let tcp = match &run.target {
-            OpenTarget::Unix(_) => None,
-            OpenTarget::Tcp(_) => match self.tcp_options() {
-                Ok(o) => Some(o),
-                Err(msg) => {
-                    if let Some(rep) = self.reports.last_mut() {
-                        rep.text.push_str(&msg);
-                        rep.kind = FailureKind::Configuration;
-                    }
-                    self.remember(run.slot, HostStatus::Down, now);
-                    return false;
-                }
-            },
-        };
-        if !self.first_open_done {
-            self.first_open_done = true;
-            if let Err(msg) = self.timeout.clone() {
-                if let Some(rep) = self.reports.last_mut() {
-                    rep.text.push_str(&msg);
-                    rep.kind = FailureKind::Configuration;
-                }
-                self.abort();
-                return false;
-            }
+        self.reports.len() - 1
+    }
+
+    /// Ends entry `report` of the error buffer with a configuration error.
+    fn configuration_failure(&mut self, report: usize, msg: &str) {
+        if let Some(rep) = self.reports.get_mut(report) {
+            rep.text.push_str(msg);
+            rep.kind = FailureKind::Configuration;
         }
-        self.actions.push_back(Action::Open {
-            attempt: id,
-            target: run.target.clone(),
-            tcp,
-        });
-        self.runs.push(run);
-        true
     }
 
     fn tcp_options(&self) -> Result<TcpOptions, String> {

@@ -154,7 +154,7 @@ impl Connector {
                 if !self.runs[i].conn.is_connecting() {
                     return;
                 }
-                let tail = if matches!(self.runs[i].target, OpenTarget::Unix(_)) {
+                let tail = if matches!(self.runs[i].plan.target, OpenTarget::Unix(_)) {
                     "\n\tIs the server running locally and accepting connections on that socket?\n"
                 } else {
                     "\n\tIs the server running on that host and accepting TCP/IP connections?\n"
@@ -196,7 +196,7 @@ impl Connector {
             let expired = self
                 .runs
                 .iter()
-                .position(|r| r.deadline.is_some_and(|d| d <= now));
+                .position(|r| r.plan.deadline.is_some_and(|d| d <= now));
             let Some(i) = expired else { break };
             self.append(i, "timeout expired\n");
             self.fail_run(now, i, FailClass::NextAddr, FailureKind::Transient);
@@ -230,7 +230,7 @@ impl Connector {
         if self.done {
             return None;
         }
-        let runs = self.runs.iter().filter_map(|r| r.deadline);
+        let runs = self.runs.iter().filter_map(|r| r.plan.deadline);
         runs.chain(self.race_next_at)
             .chain(self.backoff_until)
             .min()

@@ -34,7 +34,8 @@ impl Connector {
         startup.into()
     }
 
-    pub(super) fn conn_params(&mut self, slot: usize) -> ConnParams {
+    /// What a connection to `slot` is told, in pass 2 when `second_pass`.
+    pub(super) fn conn_params(&mut self, slot: usize, second_pass: bool) -> ConnParams {
         let startup = match &self.startup {
             Some(s) => s.clone(),
             None => {
@@ -64,7 +65,7 @@ impl Connector {
             min_version: wire_version(c.min_protocol_version()),
             max_version: wire_version(c.max_protocol_version()),
             direct_ssl: c.sslnegotiation() == SslNegotiation::Direct,
-            check: Check::for_pass(c.target_session_attrs(), self.cursor.second_pass),
+            check: Check::for_pass(c.target_session_attrs(), second_pass),
         }
     }
 }

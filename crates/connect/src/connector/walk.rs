@@ -7,7 +7,7 @@ use std::time::Duration;
 use pgyard_conninfo::typed::{LoadBalanceHosts, SlotKind, TargetSessionAttrs};
 use pgyard_types::{uniform_inclusive, Instant};
 
-use super::attempt::Run;
+use super::attempt::Plan;
 use super::{BugId, Connector};
 use crate::conn::{Check, ServerRole};
 use crate::{resolver_text, Action, FailureKind, HostStatus, OpenTarget, ResolveToken};
@@ -184,8 +184,9 @@ impl Connector {
         }
     }
 
-    pub(super) fn skip_slot_of(&mut self, run: &Run) {
-        if self.cursor.pos == Some(run.pos) && self.cursor.second_pass == run.second_pass {
+    /// Gives up the rest of `plan`'s slot, unless the walk has moved past it already.
+    pub(super) fn skip_slot_of(&mut self, plan: &Plan) {
+        if self.cursor.pos == Some(plan.pos) && self.cursor.second_pass == plan.second_pass {
             self.cursor.next_addr = self.cursor.addrs.len();
         }
     }
