@@ -4,7 +4,7 @@
 use bytes::BytesMut;
 use pgyard_conninfo::typed::{auth_request, AuthMethod};
 use pgyard_wire::auth::{AuthError, AuthRequest, AuthResponse, AuthStep};
-use pgyard_wire::error_fields::SqlState;
+use pgyard_wire::error_fields::{ConnectStage, SqlState};
 use pgyard_wire::frame::ProtocolVersion;
 use pgyard_wire::frontend;
 
@@ -30,11 +30,7 @@ impl Conn {
                         self.messages.push_str(&line);
                     }
                 }
-                let class = if code == Some(SqlState::CANNOT_CONNECT_NOW) {
-                    FailClass::NextSlot
-                } else {
-                    FailClass::NextMethod
-                };
+                let class = FailClass::for_startup_error(code, ConnectStage::BeforeAuthOk);
                 self.fail(class, kinds::server_error(code), "")
             }
             b'v' => self.on_negotiate(body),

@@ -11,7 +11,9 @@ mod tests;
 use bytes::BytesMut;
 use pgyard_conninfo::typed::RequireAuth;
 use pgyard_wire::auth::{AuthClient, AuthConfig, ChannelBinding, NONCE_RAW_LEN};
-use pgyard_wire::error_fields::{ErrorFields, SqlState, Verbosity};
+use pgyard_wire::error_fields::{
+    connect_disposition, ConnectDisposition, ConnectStage, ErrorFields, SqlState, Verbosity,
+};
 use pgyard_wire::frame::{decode_frame, Decoded, ProtocolVersion};
 use pgyard_wire::frontend;
 
@@ -47,6 +49,18 @@ pub(crate) enum FailClass {
     Mismatch,
     /// The whole connect fails.
     Abort,
+}
+
+impl FailClass {
+    /// How a connection continues after an ErrorResponse with `sqlstate` at `stage` of the
+    /// startup: libpq's rule, kept in one place in pgyard-wire.
+    pub(crate) fn for_startup_error(sqlstate: Option<SqlState>, stage: ConnectStage) -> FailClass {
+        match connect_disposition(sqlstate, stage) {
+            ConnectDisposition::NextHost => FailClass::NextSlot,
+            ConnectDisposition::NextMethodSameAddress => FailClass::NextMethod,
+            ConnectDisposition::Abort => FailClass::Abort,
+        }
+    }
 }
 
 /// Side effects a connection asks for.

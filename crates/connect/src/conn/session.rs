@@ -3,6 +3,7 @@
 
 use bytes::BytesMut;
 use pgyard_conninfo::typed::TargetSessionAttrs;
+use pgyard_wire::error_fields::ConnectStage;
 use pgyard_wire::frontend;
 
 use super::{terminate_bytes, Conn, FailClass, Out, State, Verdict};
@@ -132,7 +133,8 @@ impl Conn {
             b'N' => Verdict::Pending,
             b'E' => {
                 let (text, code) = Self::render_error(body);
-                self.fail(FailClass::Abort, kinds::server_error(code), &text)
+                let class = FailClass::for_startup_error(code, ConnectStage::AfterAuthOk);
+                self.fail(class, kinds::server_error(code), &text)
             }
             b'Z' => self.check_target(out),
             other => {
