@@ -5,7 +5,7 @@ use pgyard_conninfo::typed::{SlotKind, SslMode};
 use pgyard_types::{Instant, RngCore};
 use pgyard_wire::auth::NONCE_RAW_LEN;
 
-use super::{BugId, Connector};
+use super::{BugId, Connector, Phase};
 use crate::conn::{self, Conn, FailClass, Method, Out, Verdict};
 use crate::report;
 use crate::{
@@ -111,15 +111,13 @@ impl Connector {
             leftover: std::mem::take(&mut run.conn.leftover),
             refused_options: std::mem::take(&mut run.conn.refused_options),
         };
-        self.established = Some(run.id);
         self.reports.clear();
         self.finish(Ok(est));
     }
 
     fn finish(&mut self, result: Result<Established, ConnectError>) {
-        self.done = true;
-        self.race_next_at = None;
-        self.backoff_until = None;
+        let established = result.as_ref().ok().map(|est| est.attempt);
+        self.phase = Phase::Done { established };
         self.actions.push_back(Action::Done(result));
     }
 
@@ -218,6 +216,7 @@ impl Connector {
         }
     }
 
+    /// Starts trying address `addr_idx` (`target`) of the slot at `pos` in the walk's order.
     pub(super) fn start_run(
         &mut self,
         now: Instant,
@@ -225,27 +224,32 @@ impl Connector {
         addr_idx: usize,
         target: OpenTarget,
     ) -> bool {
-        let Some(&slot) = self.order.get(pos) else {
+        let methods = self.methods_for(&target);
+        let timeout = self.timeout.clone().ok().flatten();
+        let drop_timeout = self.bug(BugId::NoTimeout);
+        let race = self.race();
+        let Some(walk) = self.walk_mut() else {
             return false;
         };
-        let methods = self.methods_for(&target);
+        let Some(&slot) = walk.order.get(pos) else {
+            return false;
+        };
         // libpq re-arms the timer only when (host, address) changes; race runs each get one.
         let key = (pos, addr_idx);
-        let timeout = self.timeout.clone().ok().flatten();
-        let deadline = if self.bug(BugId::NoTimeout) {
+        let deadline = if drop_timeout {
             None
         } else {
-            match self.last_timer {
-                Some((k, d)) if k == key && !self.race() => d,
+            match walk.last_timer {
+                Some((k, d)) if k == key && !race => d,
                 _ => timeout.map(|t| now + t),
             }
         };
-        self.last_timer = Some((key, deadline));
+        walk.last_timer = Some((key, deadline));
         let plan = Plan {
             slot,
             pos,
             target,
-            second_pass: self.cursor.second_pass,
+            second_pass: walk.second_pass,
             methods,
             method_idx: 0,
             deadline,
@@ -327,7 +331,6 @@ impl Connector {
                 conn.inherit_role_state(h, d, v);
             }
         }
-        let _ = &self.stale_role;
         conn
     }
 

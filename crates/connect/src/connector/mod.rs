@@ -21,38 +21,55 @@ use attempt::Run;
 use planted::BugId;
 #[cfg(feature = "planted-bugs")]
 pub use planted::PlantedBug;
-use walk::Cursor;
+use walk::Walk;
 
 /// The failover connect machine. See the crate documentation for the run loop.
 pub struct Connector {
+    /// The configuration, its slots shuffled once at the start when load balancing.
     config: ConnectConfig,
-    order: Vec<usize>,
+    /// Drives the load-balancing shuffles.
     rng: Rng,
+    /// Drives the SCRAM nonces, apart from `rng` so that nonces do not move the shuffles.
     nonce_rng: Rng,
-    start_now: Instant,
-    started: bool,
-    done: bool,
-    actions: VecDeque<Action>,
-    reports: Vec<AttemptReport>,
-    next_id: u64,
-    next_token: u64,
-    cursor: Cursor,
-    runs: Vec<Run>,
-    timeout: Result<Option<Duration>, String>,
-    first_open_done: bool,
-    last_timer: Option<((usize, usize), Option<Instant>)>,
-    race_next_at: Option<Instant>,
-    backoff_until: Option<Instant>,
-    failover_deadline: Option<Instant>,
-    cycle: u32,
     memory: Option<HostStatusMemory>,
     extra_startup: Vec<(Vec<u8>, Vec<u8>)>,
     /// The startup parameters, built on first use and shared by every connection.
     startup: Option<StartupParams>,
-    established: Option<AttemptId>,
+    /// Side effects not yet handed to the driver.
+    actions: VecDeque<Action>,
+    /// Ids keep counting across resets so that a late event never names a new attempt.
+    next_id: u64,
+    next_token: u64,
+    /// The error buffer of this connect (from the start or the last reset).
+    reports: Vec<AttemptReport>,
+    /// The addresses being tried, one connection each (several only when racing).
+    runs: Vec<Run>,
+    /// `connect_timeout`, or libpq's error for a bad value (reported at the first open).
+    timeout: Result<Option<Duration>, String>,
+    /// Whether this connect asked for a socket yet (a bad `connect_timeout` fails the first).
+    first_open_done: bool,
+    /// When failover stops walking again (`failover_timeout`).
+    failover_deadline: Option<Instant>,
+    /// Completed walks of this connect, for the backoff between them.
+    cycle: u32,
+    phase: Phase,
+    /// The previous connection's role state, for the planted stale-status bug.
+    #[cfg(feature = "planted-bugs")]
     stale_role: Option<(conn::Tri, conn::Tri, i32)>,
     #[cfg(feature = "planted-bugs")]
     bugs: Vec<PlantedBug>,
+}
+
+/// Where the machine is in its life, with what means something in that phase only.
+enum Phase {
+    /// Nothing happened yet: the first call starts the machine at `start`.
+    Idle { start: Instant },
+    /// Walking the slots.
+    Walking(Walk),
+    /// All addresses failed and `failover_timeout` allows another walk, from `until`.
+    Backoff { until: Instant },
+    /// [`Action::Done`] went out; the winner, if one won, is closed by a reset.
+    Done { established: Option<AttemptId> },
 }
 
 impl Connector {
@@ -66,29 +83,22 @@ impl Connector {
         nonce_rng.set_stream(1);
         Connector {
             config,
-            order: Vec::new(),
             rng: rng_from_seed(seed),
             nonce_rng,
-            start_now: now,
-            started: false,
-            done: false,
-            actions: VecDeque::new(),
-            reports: Vec::new(),
-            next_id: 1,
-            next_token: 1,
-            cursor: Cursor::default(),
-            runs: Vec::new(),
-            timeout,
-            first_open_done: false,
-            last_timer: None,
-            race_next_at: None,
-            backoff_until: None,
-            failover_deadline: None,
-            cycle: 0,
             memory: None,
             extra_startup: Vec::new(),
             startup: None,
-            established: None,
+            actions: VecDeque::new(),
+            next_id: 1,
+            next_token: 1,
+            reports: Vec::new(),
+            runs: Vec::new(),
+            timeout,
+            first_open_done: false,
+            failover_deadline: None,
+            cycle: 0,
+            phase: Phase::Idle { start: now },
+            #[cfg(feature = "planted-bugs")]
             stale_role: None,
             #[cfg(feature = "planted-bugs")]
             bugs: Vec::new(),
@@ -134,13 +144,13 @@ impl Connector {
 
     /// Whether [`Action::Done`] was emitted.
     pub fn is_done(&self) -> bool {
-        self.done
+        matches!(self.phase, Phase::Done { .. })
     }
 
     /// Feeds one event. Events for unknown or closed attempts and stale tokens are ignored.
     pub fn handle_event(&mut self, now: Instant, event: Event) {
         self.ensure_started();
-        if self.done {
+        if self.is_done() {
             return;
         }
         match event {
@@ -188,7 +198,7 @@ impl Connector {
     /// Handles deadlines up to `now`; early calls are no-ops.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.ensure_started();
-        if self.done {
+        if self.is_done() {
             return;
         }
         // Per-address connect_timeout.
@@ -200,19 +210,20 @@ impl Connector {
             let Some(i) = expired else { break };
             self.append(i, "timeout expired\n");
             self.fail_run(now, i, FailClass::NextAddr, FailureKind::Transient);
-            if self.done {
+            if self.is_done() {
                 return;
             }
         }
-        if self.backoff_until.is_some_and(|t| t <= now) {
-            self.backoff_until = None;
-            self.begin_cycle(now);
-            self.pump(now, false);
-            return;
-        }
-        if self.race_next_at.is_some_and(|t| t <= now) {
-            self.race_next_at = None;
-            self.pump(now, true);
+        match &mut self.phase {
+            Phase::Backoff { until } if *until <= now => {
+                self.begin_cycle(now);
+                self.pump(now, false);
+            }
+            Phase::Walking(walk) if walk.race_next_at.is_some_and(|t| t <= now) => {
+                walk.race_next_at = None;
+                self.pump(now, true);
+            }
+            _ => {}
         }
     }
 
@@ -224,16 +235,14 @@ impl Connector {
 
     /// When [`Connector::handle_timeout`] must next be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        if !self.started {
-            return Some(self.start_now);
-        }
-        if self.done {
-            return None;
-        }
+        let phase_timer = match &self.phase {
+            Phase::Idle { start } => return Some(*start),
+            Phase::Done { .. } => return None,
+            Phase::Walking(walk) => walk.race_next_at,
+            Phase::Backoff { until } => Some(*until),
+        };
         let runs = self.runs.iter().filter_map(|r| r.plan.deadline);
-        runs.chain(self.race_next_at)
-            .chain(self.backoff_until)
-            .min()
+        runs.chain(phase_timer).min()
     }
 
     /// Starts over as `PQreset` does: the established connection (if any) gets Terminate
@@ -241,7 +250,10 @@ impl Connector {
     /// order (no reshuffle; addresses are re-resolved and reshuffled).
     pub fn reset(&mut self, now: Instant) {
         self.ensure_started();
-        if let Some(id) = self.established.take() {
+        if let Phase::Done {
+            established: Some(id),
+        } = self.phase
+        {
             self.actions.push_back(Action::Send {
                 attempt: id,
                 bytes: conn::terminate_bytes(),
@@ -253,14 +265,12 @@ impl Connector {
             self.actions.push_back(Action::Close { attempt: id });
         }
         self.reports.clear();
-        self.done = false;
         self.first_open_done = false;
         self.timeout = self
             .config
             .connect_timeout()
             .map_err(|e| String::from_utf8_lossy(&e.libpq_message()).into_owned());
         self.cycle = 0;
-        self.backoff_until = None;
         self.failover_deadline = self.config.failover_timeout().map(|d| now + d);
         self.begin_cycle(now);
         self.pump(now, false);
@@ -271,11 +281,9 @@ impl Connector {
     }
 
     fn ensure_started(&mut self) {
-        if self.started {
+        let Phase::Idle { start: now } = self.phase else {
             return;
-        }
-        self.started = true;
-        let now = self.start_now;
+        };
         if self.config.load_balance_hosts() == LoadBalanceHosts::Random {
             let rng = &mut self.rng;
             self.config
@@ -284,6 +292,14 @@ impl Connector {
         self.failover_deadline = self.config.failover_timeout().map(|d| now + d);
         self.begin_cycle(now);
         self.pump(now, false);
+    }
+
+    /// The current walk, when the machine is walking.
+    fn walk_mut(&mut self) -> Option<&mut Walk> {
+        match &mut self.phase {
+            Phase::Walking(walk) => Some(walk),
+            _ => None,
+        }
     }
 
     fn remember(&mut self, slot: usize, status: HostStatus, now: Instant) {

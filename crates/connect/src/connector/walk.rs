@@ -8,7 +8,7 @@ use pgyard_conninfo::typed::{LoadBalanceHosts, SlotKind, TargetSessionAttrs};
 use pgyard_types::{uniform_inclusive, Instant};
 
 use super::attempt::Plan;
-use super::{BugId, Connector};
+use super::{BugId, Connector, Phase};
 use crate::conn::{Check, ServerRole};
 use crate::{resolver_text, Action, FailureKind, HostStatus, OpenTarget, ResolveToken};
 
@@ -17,15 +17,66 @@ const FAILOVER_BACKOFF_BASE: Duration = Duration::from_millis(100);
 /// Cap on the delay between failover cycles.
 const FAILOVER_BACKOFF_CAP: Duration = Duration::from_secs(2);
 
-/// Where the walk stands: the pass, the position in the slot order, and that slot's
-/// addresses (or the resolution they wait for).
-#[derive(Default)]
-pub(super) struct Cursor {
+/// One cycle's walk over the slots: their order, where the walk stands in it, and the
+/// timers that belong to it.
+pub(super) struct Walk {
+    /// Slot indices in the order this cycle tries them.
+    pub(super) order: Vec<usize>,
+    /// Whether this is the second pass of `prefer-*` (any server is accepted).
     pub(super) second_pass: bool,
+    /// Position in `order`; `None` before the first slot.
     pos: Option<usize>,
+    /// The current slot's addresses, and the next one to try.
     addrs: Vec<OpenTarget>,
     next_addr: usize,
+    /// The resolution the current slot waits for, and the slot.
     resolving: Option<(ResolveToken, usize)>,
+    /// The last `connect_timeout` deadline and the (position, address) it was armed for.
+    pub(super) last_timer: Option<((usize, usize), Option<Instant>)>,
+    /// When race mode starts another connection without waiting for a failure.
+    pub(super) race_next_at: Option<Instant>,
+}
+
+impl Walk {
+    fn new(order: Vec<usize>) -> Walk {
+        Walk {
+            order,
+            second_pass: false,
+            pos: None,
+            addrs: Vec::new(),
+            next_addr: 0,
+            resolving: None,
+            last_timer: None,
+            race_next_at: None,
+        }
+    }
+
+    /// The current slot's next address as (position, address index, target), moving past it.
+    fn take_address(&mut self) -> Option<(usize, usize, OpenTarget)> {
+        let pos = self.pos?;
+        let idx = self.next_addr;
+        let target = self.addrs.get(idx)?.clone();
+        self.next_addr += 1;
+        Some((pos, idx, target))
+    }
+
+    /// Moves to the next slot, starting the second pass after the first when
+    /// `second_pass_allowed`; the slot, or `None` when the walk is over.
+    fn next_slot(&mut self, second_pass_allowed: bool) -> Option<usize> {
+        let next = self.pos.map_or(0, |p| p + 1);
+        if next < self.order.len() {
+            self.pos = Some(next);
+        } else if !self.second_pass && second_pass_allowed {
+            self.second_pass = true;
+            self.pos = Some(0);
+        } else {
+            return None;
+        }
+        let slot = *self.order.get(self.pos?)?;
+        self.addrs.clear();
+        self.next_addr = 0;
+        Some(slot)
+    }
 }
 
 /// What a slot needs before its addresses can be tried.
@@ -45,7 +96,7 @@ enum Next {
 }
 
 impl Connector {
-    /// Computes the slot order and resets the cursor for a new walk.
+    /// Computes the slot order and starts walking it.
     pub(super) fn begin_cycle(&mut self, now: Instant) {
         let n = self.config.slots().len();
         let mut order: Vec<usize> = (0..n).collect();
@@ -72,16 +123,13 @@ impl Connector {
             let (good, worse): (Vec<usize>, Vec<usize>) = order.iter().partition(|s| !bad(s));
             order = good.into_iter().chain(worse).collect();
         }
-        self.order = order;
-        self.cursor = Cursor::default();
-        self.last_timer = None;
-        self.race_next_at = None;
+        self.phase = Phase::Walking(Walk::new(order));
     }
 
     /// Starts work: in sequential mode one connection at a time; in race mode another one
     /// when `force` (a failure or the stagger) or nothing runs.
     pub(super) fn pump(&mut self, now: Instant, force: bool) {
-        if self.done || self.backoff_until.is_some() {
+        if !matches!(self.phase, Phase::Walking(_)) {
             return;
         }
         let may_add = self.runs.is_empty() || (self.race() && force);
@@ -91,13 +139,18 @@ impl Connector {
         match self.next_target(now) {
             Next::Started => {
                 if self.race() {
-                    self.race_next_at = Some(now + self.config.race_stagger());
+                    let at = now + self.config.race_stagger();
+                    if let Some(walk) = self.walk_mut() {
+                        walk.race_next_at = Some(at);
+                    }
                 }
             }
             Next::Waiting => {}
             Next::Aborted => self.abort(),
             Next::Exhausted => {
-                self.race_next_at = None;
+                if let Some(walk) = self.walk_mut() {
+                    walk.race_next_at = None;
+                }
                 if self.runs.is_empty() {
                     self.end_of_walk(now);
                 }
@@ -105,6 +158,8 @@ impl Connector {
         }
     }
 
+    /// Every address failed: walk again after a backoff while `failover_timeout` allows,
+    /// else give up.
     fn end_of_walk(&mut self, now: Instant) {
         match self.failover_deadline {
             Some(deadline) if deadline > now => {
@@ -114,12 +169,13 @@ impl Connector {
                     .min(FAILOVER_BACKOFF_CAP)
                     .min(deadline.saturating_duration_since(now));
                 self.cycle = self.cycle.saturating_add(1);
-                self.backoff_until = Some(now + wait);
+                self.phase = Phase::Backoff { until: now + wait };
             }
             _ => self.abort(),
         }
     }
 
+    /// Whether `target_session_attrs` has a second pass that accepts any server.
     fn prefer_mode(&self) -> bool {
         matches!(
             self.config.target_session_attrs(),
@@ -127,47 +183,40 @@ impl Connector {
         )
     }
 
+    /// Starts the walk's next address, moving through slots (resolving or skipping them) as
+    /// needed.
     fn next_target(&mut self, now: Instant) -> Next {
         loop {
-            if self.cursor.resolving.is_some() {
+            let second_pass_allowed = self.prefer_mode() && !self.bug(BugId::NoPass2);
+            let Some(walk) = self.walk_mut() else {
+                // Only pump asks, and only while walking.
+                return Next::Waiting;
+            };
+            if walk.resolving.is_some() {
                 return Next::Waiting;
             }
-            if let Some(pos) = self.cursor.pos {
-                if self.cursor.next_addr < self.cursor.addrs.len() {
-                    let idx = self.cursor.next_addr;
-                    self.cursor.next_addr += 1;
-                    let target = self.cursor.addrs[idx].clone();
-                    let opened = self.start_run(now, pos, idx, target);
-                    if self.done {
-                        return Next::Aborted;
-                    }
-                    if !opened {
-                        // The address failed before connecting; try the next.
-                        continue;
-                    }
-                    return Next::Started;
+            if let Some((pos, idx, target)) = walk.take_address() {
+                let opened = self.start_run(now, pos, idx, target);
+                if self.is_done() {
+                    return Next::Aborted;
                 }
+                if !opened {
+                    // The address failed before connecting; try the next.
+                    continue;
+                }
+                return Next::Started;
             }
-            let next = self.cursor.pos.map_or(0, |p| p + 1);
-            if next < self.order.len() {
-                self.cursor.pos = Some(next);
-            } else if !self.cursor.second_pass && self.prefer_mode() && !self.bug(BugId::NoPass2) {
-                self.cursor.second_pass = true;
-                self.cursor.pos = Some(0);
-            } else {
-                return Next::Exhausted;
-            }
-            let Some(&slot) = self.cursor.pos.and_then(|p| self.order.get(p)) else {
+            let Some(slot) = walk.next_slot(second_pass_allowed) else {
                 return Next::Exhausted;
             };
-            self.cursor.addrs.clear();
-            self.cursor.next_addr = 0;
             match self.prepare_slot(slot) {
                 Prep::Ready(addrs) => self.set_addrs(addrs),
                 Prep::Resolve { host, port } => {
                     let token = ResolveToken(self.next_token);
                     self.next_token += 1;
-                    self.cursor.resolving = Some((token, slot));
+                    if let Some(walk) = self.walk_mut() {
+                        walk.resolving = Some((token, slot));
+                    }
                     self.actions
                         .push_back(Action::Resolve { token, host, port });
                     return Next::Waiting;
@@ -186,8 +235,10 @@ impl Connector {
 
     /// Gives up the rest of `plan`'s slot, unless the walk has moved past it already.
     pub(super) fn skip_slot_of(&mut self, plan: &Plan) {
-        if self.cursor.pos == Some(plan.pos) && self.cursor.second_pass == plan.second_pass {
-            self.cursor.next_addr = self.cursor.addrs.len();
+        if let Some(walk) = self.walk_mut() {
+            if walk.pos == Some(plan.pos) && walk.second_pass == plan.second_pass {
+                walk.next_addr = walk.addrs.len();
+            }
         }
     }
 
@@ -198,8 +249,10 @@ impl Connector {
                 addrs.swap(i, j);
             }
         }
-        self.cursor.addrs = addrs;
-        self.cursor.next_addr = 0;
+        if let Some(walk) = self.walk_mut() {
+            walk.addrs = addrs;
+            walk.next_addr = 0;
+        }
     }
 
     pub(super) fn on_resolved(
@@ -208,13 +261,16 @@ impl Connector {
         token: ResolveToken,
         result: Result<Vec<SocketAddr>, String>,
     ) {
-        let Some((t, slot)) = self.cursor.resolving else {
+        let Some(walk) = self.walk_mut() else {
+            return;
+        };
+        let Some((t, slot)) = walk.resolving else {
             return;
         };
         if t != token {
             return;
         }
-        self.cursor.resolving = None;
+        walk.resolving = None;
         let host = String::from_utf8_lossy(self.config.slots()[slot].host().unwrap_or_default())
             .into_owned();
         match result {
