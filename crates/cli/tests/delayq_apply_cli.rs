@@ -113,6 +113,13 @@ impl Rig {
         // Larger than logical_decoding_work_mem: streamed in chunks.
         self.p("insert into bulk select g, repeat('b', 100) from generate_series(1, 3000) g");
         self.p("update bulk set v = 'u' where id % 3 = 0");
+        // A run long enough to go by COPY, with every byte COPY's text format escapes.
+        self.p(
+            "insert into acct select 20000 + g, g, case g % 5 when 0 then E'tab\\there' \
+             when 1 then E'nl\\nand\\\\back\\r' when 2 then '' when 3 then null \
+             else '\u{fc}n\u{ef} ' || g end from generate_series(1, 100) g",
+        );
+        self.p("update acct set bal = bal + 1 where id > 20000 and id % 4 = 0");
     }
 
     /// Runs `follow` until it reports the publisher's current position flushed, then stops it.
