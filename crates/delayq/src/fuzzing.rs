@@ -492,39 +492,6 @@ impl Stream<'_> {
                     commit_time: ts,
                 })
             }
-            2 => {
-                const ROW: &[TupleValue<'static>] = &[TupleValue::Text(b"1"), TupleValue::Null];
-                PgOutputMessage::Insert(pgyard_wire::pgoutput::Insert {
-                    xid: sub,
-                    relation: oid,
-                    new: Seq::from_slice(ROW),
-                })
-            }
-            3 => PgOutputMessage::Relation(Relation {
-                xid: sub,
-                oid,
-                namespace: b"public",
-                name: if self.input.bool() { b"t" } else { b"u" },
-                replica_identity: ReplicaIdentity::Default,
-                columns: Seq::from_slice(if self.input.bool() {
-                    COLUMNS
-                } else {
-                    &COLUMNS[..1]
-                }),
-            }),
-            4 => PgOutputMessage::Type(Type {
-                xid: sub,
-                oid,
-                namespace: b"public",
-                name: b"mood",
-            }),
-            5 => PgOutputMessage::Message(LogicalMessage {
-                xid: sub,
-                transactional: self.input.bool(),
-                lsn: at,
-                prefix: b"fuzz",
-                content: b"",
-            }),
             6 => PgOutputMessage::StreamStart(StreamStart {
                 xid,
                 first_segment: self.input.bool(),
@@ -582,6 +549,55 @@ impl Stream<'_> {
                 self.lsn = self.lsn.max(at.0 + 8);
                 PgOutputMessage::StreamPrepare(prepare(at, ts, xid))
             }
+            _ => self.data_message(kind, sub, oid, at),
+        };
+        let payload = msg.to_bytes().ok()?.to_vec();
+        Some((payload, msg))
+    }
+
+    /// A change, a description or a logical message (kinds 2 to 5 and 15 to 17), for
+    /// `build`.
+    fn data_message(
+        &mut self,
+        kind: u8,
+        sub: Option<Xid>,
+        oid: u32,
+        at: Lsn,
+    ) -> PgOutputMessage<'static> {
+        match kind {
+            2 => {
+                const ROW: &[TupleValue<'static>] = &[TupleValue::Text(b"1"), TupleValue::Null];
+                PgOutputMessage::Insert(pgyard_wire::pgoutput::Insert {
+                    xid: sub,
+                    relation: oid,
+                    new: Seq::from_slice(ROW),
+                })
+            }
+            3 => PgOutputMessage::Relation(Relation {
+                xid: sub,
+                oid,
+                namespace: b"public",
+                name: if self.input.bool() { b"t" } else { b"u" },
+                replica_identity: ReplicaIdentity::Default,
+                columns: Seq::from_slice(if self.input.bool() {
+                    COLUMNS
+                } else {
+                    &COLUMNS[..1]
+                }),
+            }),
+            4 => PgOutputMessage::Type(Type {
+                xid: sub,
+                oid,
+                namespace: b"public",
+                name: b"mood",
+            }),
+            5 => PgOutputMessage::Message(LogicalMessage {
+                xid: sub,
+                transactional: self.input.bool(),
+                lsn: at,
+                prefix: b"fuzz",
+                content: b"",
+            }),
             15 => PgOutputMessage::Delete(pgyard_wire::pgoutput::Delete {
                 xid: sub,
                 relation: oid,
@@ -600,9 +616,7 @@ impl Stream<'_> {
                     relations: Seq::from_slice(RELATIONS),
                 })
             }
-        };
-        let payload = msg.to_bytes().ok()?.to_vec();
-        Some((payload, msg))
+        }
     }
 
     fn feed_built(&mut self) {

@@ -354,191 +354,240 @@ impl Model {
     fn apply_original(&mut self, rec: &Rec<'_>, loc: Loc) -> Result<(), &'static str> {
         let pos = loc.pos();
         match rec.body {
-            Body::Begin { flavor, .. } => {
-                if rec.item == 0 || self.items.contains_key(&rec.item) {
-                    return Err("transaction begins twice");
-                }
-                self.next_id = self.next_id.max(next_id_after(rec.item)?);
-                self.items
-                    .insert(rec.item, Item::begun(rec.item, rec.xid, flavor, loc));
-                match flavor {
-                    Flavor::Streamed => {
-                        self.streams.insert(rec.xid.0, rec.item);
-                    }
-                    _ => self.open_tx = Some(rec.item),
-                }
-            }
-            Body::Msg { schema, raw } => {
-                if self.purged(rec.item) {
-                    return Ok(());
-                }
-                let it = self.live(rec.item, loc)?;
-                if it.state != TxnState::InProgress {
-                    return Err("change for a transaction that is not in progress");
-                }
-                if let Some((tag, oid)) = schema {
-                    it.schema
-                        .push((it.body.len(), tag, oid, rec.lsn, raw.to_vec()));
-                }
-                it.body.push((loc, rec.xid.0));
-            }
+            Body::Begin { flavor, .. } => self.begin(rec, flavor, loc)?,
+            Body::Msg { schema, raw } => self.message(rec, schema, raw, loc)?,
             Body::Seal {
                 kind,
                 commit_lsn,
                 end_lsn,
                 ts,
                 ..
-            } => {
-                if self.purged(rec.item) {
-                    self.horizon = self.horizon.max(end_lsn);
-                    return Ok(());
-                }
-                let delay = self.delay_micros;
-                let last_due = self.last_due;
-                let it = self.live(rec.item, loc)?;
-                if it.state != TxnState::InProgress {
-                    return Err("seal for a transaction that is not in progress");
-                }
-                it.seal = Some(loc);
-                let (xid, id) = (it.xid.0, it.id);
-                match kind {
-                    SealKind::Commit | SealKind::StreamCommit => {
-                        let ck = if kind == SealKind::Commit {
-                            CommitKind::Commit
-                        } else {
-                            CommitKind::StreamCommit
-                        };
-                        let due = due_after(last_due, ts, delay);
-                        it.state = TxnState::Committed;
-                        it.commit = Some(CommitInfo {
-                            kind: ck,
-                            lsn: commit_lsn,
-                            end: end_lsn,
-                            ts,
-                            pos,
-                        });
-                        it.due = Some(due);
-                        self.last_due = Some(due);
-                        self.order.insert(pos, id);
-                    }
-                    SealKind::Prepare | SealKind::StreamPrepare => {
-                        it.state = TxnState::Prepared;
-                        self.prepared.insert(xid, id);
-                    }
-                }
-                self.close_open(id, xid);
-                self.horizon = self.horizon.max(end_lsn);
-            }
+            } => self.seal(rec.item, kind, commit_lsn, end_lsn, ts, loc)?,
             Body::Decide {
                 commit,
                 commit_lsn,
                 end_lsn,
                 ts,
                 ..
-            } => {
-                if self.purged(rec.item) {
-                    self.horizon = self.horizon.max(end_lsn);
-                    return Ok(());
-                }
-                let delay = self.delay_micros;
-                let last_due = self.last_due;
-                let it = self.live(rec.item, loc)?;
-                if it.state != TxnState::Prepared {
-                    return Err("decision for a transaction that is not prepared");
-                }
-                it.decide = Some(loc);
-                let (xid, id) = (it.xid.0, it.id);
-                if commit {
-                    let due = due_after(last_due, ts, delay);
-                    it.state = TxnState::Committed;
-                    it.commit = Some(CommitInfo {
-                        kind: CommitKind::CommitPrepared,
-                        lsn: commit_lsn,
-                        end: end_lsn,
-                        ts,
-                        pos,
-                    });
-                    it.due = Some(due);
-                    self.last_due = Some(due);
-                    self.order.insert(pos, id);
-                } else {
-                    it.state = TxnState::Aborted;
-                }
-                self.prepared.remove(&xid);
-                self.horizon = self.horizon.max(end_lsn);
-            }
-            Body::Abort { sub_xid, .. } => {
-                let Some(it) = self.items.get_mut(&rec.item) else {
-                    // The whole transaction lived in purged segments.
-                    return Ok(());
-                };
-                it.last_seg = it.last_seg.max(loc.seg);
-                if it.state != TxnState::InProgress {
-                    return Err("abort of a transaction that is not in progress");
-                }
-                if sub_xid != 0 && sub_xid != it.xid.0 {
-                    // Like the apply worker's spool: drop from the subtransaction's first
-                    // change onwards.
-                    if let Some(i) = it.body.iter().position(|(_, s)| *s == sub_xid) {
-                        it.body.truncate(i);
-                        it.schema.retain(|s| s.0 < i);
-                    }
-                } else {
-                    it.state = TxnState::Aborted;
-                    let (id, xid) = (it.id, it.xid.0);
-                    self.close_open(id, xid);
-                }
-            }
+            } => self.decide(rec.item, commit, commit_lsn, end_lsn, ts, loc)?,
+            Body::Abort { sub_xid, .. } => self.abort(rec.item, sub_xid, loc)?,
             Body::Schema { tag, oid, raw } => self.schema.record(pos, tag, oid, raw, rec.lsn),
-            Body::Note { .. } => {
-                if rec.item == 0 || self.items.contains_key(&rec.item) {
-                    return Err("message queued twice");
-                }
-                self.next_id = self.next_id.max(next_id_after(rec.item)?);
-                let due = self.last_due;
-                self.items.insert(
-                    rec.item,
-                    Item {
-                        id: rec.item,
-                        xid: Xid(0),
-                        note: true,
-                        flavor: Flavor::Plain,
-                        state: TxnState::Committed,
-                        start: loc,
-                        begin: Some(loc),
-                        body: Vec::new(),
-                        schema: Vec::new(),
-                        seal: None,
-                        decide: None,
-                        commit: Some(CommitInfo {
-                            kind: CommitKind::Commit,
-                            lsn: rec.lsn,
-                            end: Lsn(rec.lsn.0.saturating_add(1)),
-                            ts: PgTimestamp(0),
-                            pos,
-                        }),
-                        due,
-                        first_seg: loc.seg,
-                        last_seg: loc.seg,
-                    },
-                );
-                self.order.insert(pos, rec.item);
-                self.horizon = self.horizon.max(Lsn(rec.lsn.0.saturating_add(1)));
+            Body::Note { .. } => self.note(rec, loc)?,
+            Body::Applied => self.applied(rec, loc)?,
+        }
+        Ok(())
+    }
+
+    fn begin(&mut self, rec: &Rec<'_>, flavor: Flavor, loc: Loc) -> Result<(), &'static str> {
+        if rec.item == 0 || self.items.contains_key(&rec.item) {
+            return Err("transaction begins twice");
+        }
+        self.next_id = self.next_id.max(next_id_after(rec.item)?);
+        self.items
+            .insert(rec.item, Item::begun(rec.item, rec.xid, flavor, loc));
+        match flavor {
+            Flavor::Streamed => {
+                self.streams.insert(rec.xid.0, rec.item);
             }
-            Body::Applied => {
-                if let Some(it) = self.items.get_mut(&rec.item) {
-                    if it.state != TxnState::Committed {
-                        return Err("applied record for a transaction that is not committed");
-                    }
-                    it.state = TxnState::Applied;
-                    it.last_seg = it.last_seg.max(loc.seg);
-                    if let Some(c) = it.commit {
-                        self.order.remove(&c.pos);
-                    }
-                }
-                self.apply_lsn = self.apply_lsn.max(rec.lsn);
+            _ => self.open_tx = Some(rec.item),
+        }
+        Ok(())
+    }
+
+    /// A data message; `schema` marks an in-stream Relation/Type description.
+    fn message(
+        &mut self,
+        rec: &Rec<'_>,
+        schema: Option<(u8, u32)>,
+        raw: &[u8],
+        loc: Loc,
+    ) -> Result<(), &'static str> {
+        if self.purged(rec.item) {
+            return Ok(());
+        }
+        let it = self.live(rec.item, loc)?;
+        if it.state != TxnState::InProgress {
+            return Err("change for a transaction that is not in progress");
+        }
+        if let Some((tag, oid)) = schema {
+            it.schema
+                .push((it.body.len(), tag, oid, rec.lsn, raw.to_vec()));
+        }
+        it.body.push((loc, rec.xid.0));
+        Ok(())
+    }
+
+    /// A commit, prepare, stream commit or stream prepare.
+    fn seal(
+        &mut self,
+        item: u64,
+        kind: SealKind,
+        commit_lsn: Lsn,
+        end_lsn: Lsn,
+        ts: PgTimestamp,
+        loc: Loc,
+    ) -> Result<(), &'static str> {
+        if self.purged(item) {
+            self.horizon = self.horizon.max(end_lsn);
+            return Ok(());
+        }
+        let delay = self.delay_micros;
+        let last_due = self.last_due;
+        let it = self.live(item, loc)?;
+        if it.state != TxnState::InProgress {
+            return Err("seal for a transaction that is not in progress");
+        }
+        it.seal = Some(loc);
+        let (xid, id) = (it.xid.0, it.id);
+        match kind {
+            SealKind::Commit | SealKind::StreamCommit => {
+                let ck = if kind == SealKind::Commit {
+                    CommitKind::Commit
+                } else {
+                    CommitKind::StreamCommit
+                };
+                let due = due_after(last_due, ts, delay);
+                it.state = TxnState::Committed;
+                it.commit = Some(CommitInfo {
+                    kind: ck,
+                    lsn: commit_lsn,
+                    end: end_lsn,
+                    ts,
+                    pos: loc.pos(),
+                });
+                it.due = Some(due);
+                self.last_due = Some(due);
+                self.order.insert(loc.pos(), id);
+            }
+            SealKind::Prepare | SealKind::StreamPrepare => {
+                it.state = TxnState::Prepared;
+                self.prepared.insert(xid, id);
             }
         }
+        self.close_open(id, xid);
+        self.horizon = self.horizon.max(end_lsn);
+        Ok(())
+    }
+
+    /// COMMIT PREPARED (`commit`) or ROLLBACK PREPARED.
+    fn decide(
+        &mut self,
+        item: u64,
+        commit: bool,
+        commit_lsn: Lsn,
+        end_lsn: Lsn,
+        ts: PgTimestamp,
+        loc: Loc,
+    ) -> Result<(), &'static str> {
+        if self.purged(item) {
+            self.horizon = self.horizon.max(end_lsn);
+            return Ok(());
+        }
+        let delay = self.delay_micros;
+        let last_due = self.last_due;
+        let it = self.live(item, loc)?;
+        if it.state != TxnState::Prepared {
+            return Err("decision for a transaction that is not prepared");
+        }
+        it.decide = Some(loc);
+        let (xid, id) = (it.xid.0, it.id);
+        if commit {
+            let due = due_after(last_due, ts, delay);
+            it.state = TxnState::Committed;
+            it.commit = Some(CommitInfo {
+                kind: CommitKind::CommitPrepared,
+                lsn: commit_lsn,
+                end: end_lsn,
+                ts,
+                pos: loc.pos(),
+            });
+            it.due = Some(due);
+            self.last_due = Some(due);
+            self.order.insert(loc.pos(), id);
+        } else {
+            it.state = TxnState::Aborted;
+        }
+        self.prepared.remove(&xid);
+        self.horizon = self.horizon.max(end_lsn);
+        Ok(())
+    }
+
+    /// An abort of the whole transaction, or (`sub_xid` another xid) of one subtransaction.
+    fn abort(&mut self, item: u64, sub_xid: u32, loc: Loc) -> Result<(), &'static str> {
+        let Some(it) = self.items.get_mut(&item) else {
+            // The whole transaction lived in purged segments.
+            return Ok(());
+        };
+        it.last_seg = it.last_seg.max(loc.seg);
+        if it.state != TxnState::InProgress {
+            return Err("abort of a transaction that is not in progress");
+        }
+        if sub_xid != 0 && sub_xid != it.xid.0 {
+            // Like the apply worker's spool: drop from the subtransaction's first
+            // change onwards.
+            if let Some(i) = it.body.iter().position(|(_, s)| *s == sub_xid) {
+                it.body.truncate(i);
+                it.schema.retain(|s| s.0 < i);
+            }
+        } else {
+            it.state = TxnState::Aborted;
+            let (id, xid) = (it.id, it.xid.0);
+            self.close_open(id, xid);
+        }
+        Ok(())
+    }
+
+    /// A non-transactional message: an item committed on arrival.
+    fn note(&mut self, rec: &Rec<'_>, loc: Loc) -> Result<(), &'static str> {
+        if rec.item == 0 || self.items.contains_key(&rec.item) {
+            return Err("message queued twice");
+        }
+        let pos = loc.pos();
+        self.next_id = self.next_id.max(next_id_after(rec.item)?);
+        let due = self.last_due;
+        self.items.insert(
+            rec.item,
+            Item {
+                id: rec.item,
+                xid: Xid(0),
+                note: true,
+                flavor: Flavor::Plain,
+                state: TxnState::Committed,
+                start: loc,
+                begin: Some(loc),
+                body: Vec::new(),
+                schema: Vec::new(),
+                seal: None,
+                decide: None,
+                commit: Some(CommitInfo {
+                    kind: CommitKind::Commit,
+                    lsn: rec.lsn,
+                    end: Lsn(rec.lsn.0.saturating_add(1)),
+                    ts: PgTimestamp(0),
+                    pos,
+                }),
+                due,
+                first_seg: loc.seg,
+                last_seg: loc.seg,
+            },
+        );
+        self.order.insert(pos, rec.item);
+        self.horizon = self.horizon.max(Lsn(rec.lsn.0.saturating_add(1)));
+        Ok(())
+    }
+
+    fn applied(&mut self, rec: &Rec<'_>, loc: Loc) -> Result<(), &'static str> {
+        if let Some(it) = self.items.get_mut(&rec.item) {
+            if it.state != TxnState::Committed {
+                return Err("applied record for a transaction that is not committed");
+            }
+            it.state = TxnState::Applied;
+            it.last_seg = it.last_seg.max(loc.seg);
+            if let Some(c) = it.commit {
+                self.order.remove(&c.pos);
+            }
+        }
+        self.apply_lsn = self.apply_lsn.max(rec.lsn);
         Ok(())
     }
 

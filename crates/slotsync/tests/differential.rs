@@ -472,6 +472,26 @@ fn differential_against_postgres17() {
 
 fn differential(major: Major) {
     let started = Instant::now();
+    let mut h = start(major);
+    scripted_catch_up(&mut h);
+    user_ops_on_synced(&mut h);
+    failover_toggled(&mut h);
+    same_name_local_slot(&mut h);
+    standby_lag(&mut h);
+    remote_drop(&mut h);
+    remote_invalidation(&mut h);
+    local_invalidation(&mut h);
+    // Randomized sequences (fixed seeds).
+    for seed in [1u64, 2] {
+        random_sequence(&mut h, seed, 40);
+    }
+    promotion(&mut h);
+    walsender_gate(&h);
+    report(&h, major, started);
+}
+
+/// The primary with one standby, as the issue describes it.
+fn start(major: Major) -> Harness {
     let mut primary = Primary::start(
         Options::default()
             .major(major)
@@ -489,7 +509,7 @@ fn differential(major: Major) {
         Major::V17 => Version::V17,
         Major::V18 => Version::V18,
     };
-    let mut h = Harness {
+    let h = Harness {
         primary,
         version,
         mismatches: Vec::new(),
@@ -512,8 +532,11 @@ fn differential(major: Major) {
     assert_eq!(h.s("show hot_standby_feedback"), "on");
     assert_eq!(h.s("show sync_replication_slots"), "off");
     assert!(h.s("show primary_conninfo").contains("dbname=postgres"));
+    h
+}
 
-    // --- scripted: creation, catch-up, persistence
+/// Slot creation, catch-up and persistence, synced after each step.
+fn scripted_catch_up(h: &mut Harness) {
     h.create_remote("fa", "test_decoding", false, true);
     h.create_remote("fb", "pgoutput", true, true);
     h.create_remote("nf", "test_decoding", false, false);
@@ -532,8 +555,10 @@ fn differential(major: Major) {
     h.catch_up("fb");
     h.wait_replay();
     h.sync("after consumption");
+}
 
-    // --- user operations on synced slots (standby refuses them)
+/// User operations on synced slots, which the standby refuses.
+fn user_ops_on_synced(h: &mut Harness) {
     h.check_user_op(
         "select pg_logical_slot_get_changes('fa', null, null)",
         "fa",
@@ -561,8 +586,10 @@ fn differential(major: Major) {
             failover: true,
         },
     );
+}
 
-    // --- failover turned off on the primary, then on again
+/// Failover turned off on the primary, then on again.
+fn failover_toggled(h: &mut Harness) {
     h.replication_cmd("ALTER_REPLICATION_SLOT fb (FAILOVER false)")
         .expect("alter failover off");
     h.wait_replay();
@@ -576,8 +603,10 @@ fn differential(major: Major) {
     h.catch_up("fb");
     h.wait_replay();
     h.sync("fb catches up");
+}
 
-    // --- a non-synced slot of the same name on the standby
+/// A non-synced slot of the same name on the standby.
+fn same_name_local_slot(h: &mut Harness) {
     let sock = h.standby().socket_conninfo();
     let creating = thread::spawn(move || {
         cluster::psql(
@@ -604,8 +633,10 @@ fn differential(major: Major) {
     h.catch_up("dup");
     h.wait_replay();
     h.sync("after dropping the local same-name slot");
+}
 
-    // --- standby lag: the remote confirmed_flush is ahead of the standby
+/// Standby lag: the remote confirmed_flush is ahead of the standby.
+fn standby_lag(h: &mut Harness) {
     h.set_lag(true);
     h.p("insert into t values (3)");
     h.catch_up("fa");
@@ -613,13 +644,17 @@ fn differential(major: Major) {
     h.set_lag(false);
     h.wait_replay();
     h.sync("standby caught up again");
+}
 
-    // --- remote drop
+/// A remote drop.
+fn remote_drop(h: &mut Harness) {
     h.p("select pg_drop_replication_slot('dup')");
     h.wait_replay();
     h.sync("remote slot dropped");
+}
 
-    // --- remote invalidation (primary max_slot_wal_keep_size), copied to the standby
+/// Remote invalidation (primary max_slot_wal_keep_size), copied to the standby.
+fn remote_invalidation(h: &mut Harness) {
     h.create_remote("inv", "test_decoding", false, true);
     for _ in 0..3 {
         h.p("insert into t values (4)");
@@ -662,8 +697,10 @@ fn differential(major: Major) {
     h.p("select pg_drop_replication_slot('inv')");
     h.wait_replay();
     h.sync("invalidated remote dropped");
+}
 
-    // --- local invalidation (standby max_slot_wal_keep_size), then drop and re-create
+/// Local invalidation (standby max_slot_wal_keep_size), then drop and re-create.
+fn local_invalidation(h: &mut Harness) {
     h.create_remote("loc", "test_decoding", false, true);
     for _ in 0..3 {
         h.p("insert into t values (6)");
@@ -689,13 +726,10 @@ fn differential(major: Major) {
     h.wait_replay();
     h.sync("loc invalidated on the standby");
     h.sync("loc re-created");
+}
 
-    // --- randomized sequences (fixed seeds)
-    for seed in [1u64, 2] {
-        random_sequence(&mut h, seed, 40);
-    }
-
-    // --- promotion
+/// Promotion: the predicted slot table against the server's.
+fn promotion(h: &mut Harness) {
     h.wait_replay();
     let before: Vec<SlotRow> = Harness::rows(h.standby())
         .iter()
@@ -708,7 +742,7 @@ fn differential(major: Major) {
         .promote()
         .expect("promote");
     let after = Harness::rows(h.standby());
-    let predicted: Vec<Value> = predicted.iter().map(|r| r.to_json_as(version)).collect();
+    let predicted: Vec<Value> = predicted.iter().map(|r| r.to_json_as(h.version)).collect();
     if normalized(&predicted) != normalized(&after) {
         h.mismatches.push(format!(
             "promotion: predicted {}, server {}",
@@ -728,8 +762,10 @@ fn differential(major: Major) {
             UserOp::Decode,
         );
     }
+}
 
-    // --- the walsender gate against the primary's real slot table (caught_up/send_bound)
+/// The walsender gate against the primary's real slot table (caught_up/send_bound).
+fn walsender_gate(h: &Harness) {
     let list = StandbySlotList::parse("s1").expect("parse");
     let remote: Vec<SlotRow> = Harness::rows(&h.primary)
         .iter()
@@ -741,7 +777,10 @@ fn differential(major: Major) {
         Some(pgyard_slotsync::standby_slots::StandbySlotProblem::NoActivePid),
         "s1's standby was promoted, so its slot has no walsender"
     );
+}
 
+/// Prints what the run compared and fails on any mismatch.
+fn report(h: &Harness, major: Major, started: Instant) {
     eprintln!(
         "differential (PostgreSQL {}): {} sync calls, {} slot rows compared, {} server errors checked, {} skip logs checked, \
          position updates: {} copied, {} decoded ({} not equal to the remote); {} calls with in-memory catalog_xmin carried over; decoded ranges with subtransactions {}, catalog changes {}, \
@@ -803,6 +842,64 @@ impl Open {
             s.join()
                 .expect("session thread")
                 .expect("open session committed");
+        }
+    }
+
+    /// A prepared transaction (with a subtransaction, sometimes DDL), open across the
+    /// following sync calls; or finish the oldest pending one.
+    fn prepare_or_finish(&mut self, h: &Harness, rng: &mut Rng, seed: u64) {
+        if self.prepared.is_empty() || (self.prepared.len() < 2 && uniform_inclusive(rng, 1) == 1) {
+            self.made += 1;
+            let n = seed as usize * 1000 + self.made;
+            let ddl = if uniform_inclusive(rng, 1) == 1 {
+                format!("create table p{n}(x int); ")
+            } else {
+                String::new()
+            };
+            let gid = format!("g{seed}_{n}");
+            h.p(&format!(
+                "begin; insert into t values (30); savepoint a; insert into t values (31); \
+                 release a; {ddl}prepare transaction '{gid}'"
+            ));
+            self.prepared.push(gid);
+        } else if !self.prepared.is_empty() {
+            let gid = self.prepared.remove(0);
+            let verb = if uniform_inclusive(rng, 2) == 0 {
+                "rollback"
+            } else {
+                "commit"
+            };
+            h.p(&format!("{verb} prepared '{gid}'"));
+        }
+    }
+
+    /// A session inside a transaction (savepoints, sometimes DDL) across this step's sync
+    /// call; it commits during a later step.
+    fn start_session(&mut self, h: &Harness, rng: &mut Rng, seed: u64) {
+        self.made += 1;
+        let n = seed as usize * 1000 + self.made;
+        let ddl = if uniform_inclusive(rng, 1) == 1 {
+            format!("create table o{n}(x int); ")
+        } else {
+            String::new()
+        };
+        let sql = format!(
+            "begin; insert into t values (40); savepoint a; insert into t values (41); \
+             {ddl}select pg_sleep(1.5); insert into t values (42); commit"
+        );
+        let sock = h.primary.socket_conninfo();
+        self.sessions
+            .push(thread::spawn(move || cluster::psql(&sock, &sql)));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        // Its statements before the sleep assign the top-level xid and a subxid; only
+        // once it sleeps are both in WAL, so that the flush in `wait_replay` covers them.
+        while h.p(
+            "select count(*) from pg_stat_activity where backend_xid is not null \
+                   and wait_event = 'PgSleep' and query like '%pg_sleep(1.5)%'",
+        ) == "0"
+        {
+            assert!(Instant::now() < deadline, "open session did not start");
+            thread::sleep(Duration::from_millis(20));
         }
     }
 }
@@ -909,65 +1006,13 @@ fn random_sequence(h: &mut Harness, seed: u64, steps: usize) {
                 }
             }
             12 => {
-                // A prepared transaction (with a subtransaction, sometimes DDL), open across
-                // the following sync calls; or finish the oldest pending one.
-                if open.prepared.is_empty()
-                    || (open.prepared.len() < 2 && uniform_inclusive(&mut rng, 1) == 1)
-                {
-                    open.made += 1;
-                    let n = seed as usize * 1000 + open.made;
-                    let ddl = if uniform_inclusive(&mut rng, 1) == 1 {
-                        format!("create table p{n}(x int); ")
-                    } else {
-                        String::new()
-                    };
-                    let gid = format!("g{seed}_{n}");
-                    h.p(&format!(
-                        "begin; insert into t values (30); savepoint a; insert into t values (31); \
-                         release a; {ddl}prepare transaction '{gid}'"
-                    ));
-                    open.prepared.push(gid);
-                } else if !open.prepared.is_empty() {
-                    let gid = open.prepared.remove(0);
-                    let verb = if uniform_inclusive(&mut rng, 2) == 0 {
-                        "rollback"
-                    } else {
-                        "commit"
-                    };
-                    h.p(&format!("{verb} prepared '{gid}'"));
-                }
+                open.prepare_or_finish(h, &mut rng, seed);
                 if let Some(s) = pick(&mut rng, &live) {
                     h.catch_up(s);
                 }
             }
             13 => {
-                // A session inside a transaction (savepoints, sometimes DDL) across this
-                // step's sync call; it commits during a later step.
-                open.made += 1;
-                let n = seed as usize * 1000 + open.made;
-                let ddl = if uniform_inclusive(&mut rng, 1) == 1 {
-                    format!("create table o{n}(x int); ")
-                } else {
-                    String::new()
-                };
-                let sql = format!(
-                    "begin; insert into t values (40); savepoint a; insert into t values (41); \
-                     {ddl}select pg_sleep(1.5); insert into t values (42); commit"
-                );
-                let sock = h.primary.socket_conninfo();
-                open.sessions
-                    .push(thread::spawn(move || cluster::psql(&sock, &sql)));
-                let deadline = Instant::now() + Duration::from_secs(10);
-                // Its statements before the sleep assign the top-level xid and a subxid; only
-                // once it sleeps are both in WAL, so that the flush in `wait_replay` covers them.
-                while h.p(
-                    "select count(*) from pg_stat_activity where backend_xid is not null \
-                           and wait_event = 'PgSleep' and query like '%pg_sleep(1.5)%'",
-                ) == "0"
-                {
-                    assert!(Instant::now() < deadline, "open session did not start");
-                    thread::sleep(Duration::from_millis(20));
-                }
+                open.start_session(h, &mut rng, seed);
                 if let Some(s) = pick(&mut rng, &live) {
                     h.catch_up(s);
                 }

@@ -72,92 +72,13 @@ impl Scenario for MiddlewareScenario {
     }
 
     fn run(&self, rng: &mut Rng, t: &mut Trace) -> Result<u64, Violation> {
-        let mix = Mix {
-            servers: 1 + uniform_inclusive(rng, 2) as usize,
-            clients: 1 + uniform_inclusive(rng, 3) as usize,
-            chunk_max: [1, 7, 64, 4096][uniform_inclusive(rng, 3) as usize],
-            reset_permille: if uniform_inclusive(rng, 3) == 0 {
-                1 + uniform_inclusive(rng, 40)
-            } else {
-                0
-            },
-            direct_pct: uniform_inclusive(rng, 50),
-            items_max: 1 + uniform_inclusive(rng, 12),
-            latency_mean_ns: 10_000 + uniform_inclusive(rng, 2_000_000),
-        };
+        let mix = draw_mix(rng);
         trace!(t, "mix {mix:?}");
-        let mut nodes = Vec::new();
-        for i in 0..mix.servers {
-            let mut n = Node::new(format!("pg{i}"), NodeState::Primary, 0, 1, rng);
-            n.middleware = [
-                MiddlewareStance::Reject,
-                MiddlewareStance::Ignore,
-                MiddlewareStance::Notice,
-            ][uniform_inclusive(rng, 2) as usize];
-            trace!(t, "node {} middleware={:?}", n.name, n.middleware);
-            nodes.push(n);
-        }
+        let mut nodes = draw_nodes(rng, t, &mix);
         let mut q: Queue<Ev> = Queue::new();
         let mut conns = Vec::new();
         for c in 0..mix.clients {
-            let server = uniform_inclusive(rng, mix.servers as u64 - 1) as usize;
-            let direct = uniform_inclusive(rng, 99) < mix.direct_pct;
-            let mut stream = BytesMut::new();
-            let _ = encode_startup(
-                ProtocolVersion::V3_0,
-                &[(b"user", USER.as_bytes()), (b"database", b"app")],
-                &mut stream,
-            );
-            let mut sent_m = Vec::new();
-            let mut queries = 0;
-            let items = 1 + uniform_inclusive(rng, mix.items_max - 1);
-            for _ in 0..items {
-                if uniform_inclusive(rng, 1) == 0 {
-                    queries += 1;
-                    stream.extend_from_slice(&query_bytes(b"SELECT 1"));
-                } else {
-                    let class = if uniform_inclusive(rng, 1) == 0 {
-                        uniform_inclusive(rng, 1000) as i64
-                    } else {
-                        (1i64 << 31) + uniform_inclusive(rng, 1 << 20) as i64
-                    };
-                    let mut payload = vec![0u8; uniform_inclusive(rng, 40) as usize];
-                    rng.fill_bytes(&mut payload);
-                    let _ = encode_middleware(class, &payload, &mut stream);
-                    sent_m.push((class, payload));
-                }
-            }
-            trace!(
-                t,
-                "client {c} -> pg{server} direct={direct} queries={queries} m={} bytes={}",
-                sent_m.len(),
-                stream.len()
-            );
-            // Cut the stream at random points and send the chunks over time.
-            let mut at = uniform_inclusive(rng, 1_000_000);
-            let mut rest: &[u8] = &stream;
-            while !rest.is_empty() {
-                let n = (1 + uniform_inclusive(rng, mix.chunk_max - 1) as usize).min(rest.len());
-                at += 1 + exp_ns(rng, mix.latency_mean_ns);
-                q.push(Instant(at), Ev::FromClient(c, rest[..n].to_vec()));
-                rest = &rest[n..];
-            }
-            conns.push(Conn {
-                server,
-                direct,
-                splitter: Splitter::default(),
-                session: Session::new(),
-                sent_m,
-                got_m: Vec::new(),
-                queries,
-                ready: 0,
-                notices: 0,
-                fatal_08p01: false,
-                closed: false,
-                reset: false,
-                dec: FrameDecoder::backend(Limits::libpq_client()),
-                last: [Instant::ZERO; 3],
-            });
+            conns.push(draw_client(rng, t, &mix, &mut q, c));
         }
         let mut now = Instant::ZERO;
         let mut steps = 0u64;
@@ -169,94 +90,12 @@ impl Scenario for MiddlewareScenario {
             }
             match ev {
                 Ev::FromClient(c, bytes) => {
-                    let conn = &mut conns[c];
-                    if conn.closed {
-                        continue;
-                    }
-                    if mix.reset_permille > 0 && uniform_inclusive(rng, 999) < mix.reset_permille {
-                        trace!(t, "t={} c{c} reset", now.0);
-                        q.push(now, Ev::Reset(c));
-                        conn.closed = true;
-                        continue;
-                    }
-                    if conn.direct {
-                        let d = hop(rng, &mut conn.last[1], now, mix.latency_mean_ns);
-                        q.push(d, Ev::ToServer(c, bytes));
-                        continue;
-                    }
-                    conn.splitter.feed(&bytes);
-                    loop {
-                        match conn.splitter.split() {
-                            Ok(Decoded::Frame(SplitItem::Forward(b))) => {
-                                let d = hop(rng, &mut conn.last[1], now, mix.latency_mean_ns);
-                                q.push(d, Ev::ToServer(c, b.to_vec()));
-                            }
-                            Ok(Decoded::Frame(SplitItem::Middleware(m))) => {
-                                trace!(
-                                    t,
-                                    "t={} c{c} middleware got class {}",
-                                    now.0,
-                                    m.class().get()
-                                );
-                                conn.got_m.push((m.class().get(), m.payload().to_vec()));
-                            }
-                            Ok(Decoded::NeedMore { .. }) => break,
-                            Err(e) => {
-                                return Err(fail(
-                                    "splitter-accepts-valid-streams",
-                                    format!("c{c}: {e}"),
-                                ))
-                            }
-                        }
-                    }
+                    from_client(rng, t, &mix, &mut q, now, c, &mut conns[c], &bytes)?;
                 }
                 Ev::ToServer(c, bytes) => {
-                    let conn = &mut conns[c];
-                    if conn.closed && !conn.reset {
-                        continue;
-                    }
-                    if conn.reset {
-                        continue;
-                    }
-                    let node = &mut nodes[conn.server];
-                    let before = node.middleware_seen;
-                    let reply = conn.session.receive(node, &bytes, rng);
-                    if !conn.direct && node.middleware_seen != before {
-                        return Err(fail(
-                            "no-m-reaches-a-server-through-the-middleware",
-                            format!(
-                                "c{c}: pg{} received an M ({:?})",
-                                conn.server, node.middleware
-                            ),
-                        ));
-                    }
-                    if !reply.bytes.is_empty() {
-                        let d = hop(rng, &mut conn.last[2], now, mix.latency_mean_ns);
-                        q.push(d, Ev::ToClient(c, reply.bytes));
-                    }
-                    if reply.close {
-                        conn.closed = true;
-                    }
+                    to_server(rng, &mix, &mut q, now, c, &mut conns[c], &mut nodes, &bytes)?;
                 }
-                Ev::ToClient(c, bytes) => {
-                    let conn = &mut conns[c];
-                    if conn.reset {
-                        continue;
-                    }
-                    conn.dec.feed(&bytes);
-                    while let Ok(Decoded::Frame(u)) = conn.dec.decode_ref() {
-                        if let UnitRef::Typed(f) = u {
-                            match f.tag {
-                                b'Z' => conn.ready += 1,
-                                b'N' => conn.notices += 1,
-                                b'E' => {
-                                    conn.fatal_08p01 |= f.body.windows(6).any(|w| w == b"C08P01")
-                                }
-                                _ => {}
-                            }
-                        }
-                    }
-                }
+                Ev::ToClient(c, bytes) => to_client(&mut conns[c], &bytes),
                 Ev::Reset(c) => {
                     let conn = &mut conns[c];
                     conn.reset = true;
@@ -265,76 +104,286 @@ impl Scenario for MiddlewareScenario {
             }
         }
         for (c, conn) in conns.iter().enumerate() {
-            let stance = nodes[conn.server].middleware;
-            trace!(
-                t,
-                "client {c} done: ready={} notices={} fatal={} m_got={} reset={}",
-                conn.ready,
-                conn.notices,
-                conn.fatal_08p01,
-                conn.got_m.len(),
-                conn.reset
-            );
-            if conn.direct {
-                if conn.reset {
-                    continue;
-                }
-                let expect_fatal = stance == MiddlewareStance::Reject && !conn.sent_m.is_empty();
-                if conn.fatal_08p01 != expect_fatal {
-                    return Err(fail(
-                        "servers-treat-m-by-their-stance",
-                        format!("c{c} direct to {stance:?}: fatal={}", conn.fatal_08p01),
-                    ));
-                }
-                if !expect_fatal && conn.ready != conn.queries + 1 {
-                    return Err(fail(
-                        "proposal-servers-answer-every-query",
-                        format!("c{c}: {} of {} answered", conn.ready, conn.queries + 1),
-                    ));
-                }
-                let notices = if stance == MiddlewareStance::Notice {
-                    conn.sent_m.len() as u64
-                } else {
-                    0
-                };
-                if !expect_fatal && conn.notices != notices {
-                    return Err(fail(
-                        "notice-per-m",
-                        format!("c{c}: {} notices, expected {notices}", conn.notices),
-                    ));
-                }
-                continue;
-            }
-            let prefix_ok = conn.got_m.len() <= conn.sent_m.len()
-                && conn.got_m[..] == conn.sent_m[..conn.got_m.len()];
-            let all = conn.got_m.len() == conn.sent_m.len();
-            if !prefix_ok || (!conn.reset && !all) {
-                return Err(fail(
-                    "every-m-reaches-the-middleware-once-in-order",
-                    format!(
-                        "c{c}: sent {:?}, middleware got {:?}",
-                        classes(&conn.sent_m),
-                        classes(&conn.got_m)
-                    ),
-                ));
-            }
-            if !conn.reset
-                && (conn.ready != conn.queries + 1 || conn.fatal_08p01 || conn.notices > 0)
-            {
-                return Err(fail(
-                    "queries-through-the-middleware-answered",
-                    format!(
-                        "c{c}: ready {} of {}, fatal={}, notices={}",
-                        conn.ready,
-                        conn.queries + 1,
-                        conn.fatal_08p01,
-                        conn.notices
-                    ),
-                ));
-            }
+            check_client(t, c, conn, nodes[conn.server].middleware)?;
         }
         Ok(now.0)
     }
+}
+
+fn draw_mix(rng: &mut Rng) -> Mix {
+    Mix {
+        servers: 1 + uniform_inclusive(rng, 2) as usize,
+        clients: 1 + uniform_inclusive(rng, 3) as usize,
+        chunk_max: [1, 7, 64, 4096][uniform_inclusive(rng, 3) as usize],
+        reset_permille: if uniform_inclusive(rng, 3) == 0 {
+            1 + uniform_inclusive(rng, 40)
+        } else {
+            0
+        },
+        direct_pct: uniform_inclusive(rng, 50),
+        items_max: 1 + uniform_inclusive(rng, 12),
+        latency_mean_ns: 10_000 + uniform_inclusive(rng, 2_000_000),
+    }
+}
+
+/// The servers, each with a drawn stance on `M` messages.
+fn draw_nodes(rng: &mut Rng, t: &mut Trace, mix: &Mix) -> Vec<Node> {
+    let mut nodes = Vec::new();
+    for i in 0..mix.servers {
+        let mut n = Node::new(format!("pg{i}"), NodeState::Primary, 0, 1, rng);
+        n.middleware = [
+            MiddlewareStance::Reject,
+            MiddlewareStance::Ignore,
+            MiddlewareStance::Notice,
+        ][uniform_inclusive(rng, 2) as usize];
+        trace!(t, "node {} middleware={:?}", n.name, n.middleware);
+        nodes.push(n);
+    }
+    nodes
+}
+
+/// Client `c`: its server, its byte stream of queries and `M` messages, and the chunks of
+/// that stream queued for delivery.
+fn draw_client(rng: &mut Rng, t: &mut Trace, mix: &Mix, q: &mut Queue<Ev>, c: usize) -> Conn {
+    let server = uniform_inclusive(rng, mix.servers as u64 - 1) as usize;
+    let direct = uniform_inclusive(rng, 99) < mix.direct_pct;
+    let mut stream = BytesMut::new();
+    let _ = encode_startup(
+        ProtocolVersion::V3_0,
+        &[(b"user", USER.as_bytes()), (b"database", b"app")],
+        &mut stream,
+    );
+    let mut sent_m = Vec::new();
+    let mut queries = 0;
+    let items = 1 + uniform_inclusive(rng, mix.items_max - 1);
+    for _ in 0..items {
+        if uniform_inclusive(rng, 1) == 0 {
+            queries += 1;
+            stream.extend_from_slice(&query_bytes(b"SELECT 1"));
+        } else {
+            let class = if uniform_inclusive(rng, 1) == 0 {
+                uniform_inclusive(rng, 1000) as i64
+            } else {
+                (1i64 << 31) + uniform_inclusive(rng, 1 << 20) as i64
+            };
+            let mut payload = vec![0u8; uniform_inclusive(rng, 40) as usize];
+            rng.fill_bytes(&mut payload);
+            let _ = encode_middleware(class, &payload, &mut stream);
+            sent_m.push((class, payload));
+        }
+    }
+    trace!(
+        t,
+        "client {c} -> pg{server} direct={direct} queries={queries} m={} bytes={}",
+        sent_m.len(),
+        stream.len()
+    );
+    // Cut the stream at random points and send the chunks over time.
+    let mut at = uniform_inclusive(rng, 1_000_000);
+    let mut rest: &[u8] = &stream;
+    while !rest.is_empty() {
+        let n = (1 + uniform_inclusive(rng, mix.chunk_max - 1) as usize).min(rest.len());
+        at += 1 + exp_ns(rng, mix.latency_mean_ns);
+        q.push(Instant(at), Ev::FromClient(c, rest[..n].to_vec()));
+        rest = &rest[n..];
+    }
+    Conn {
+        server,
+        direct,
+        splitter: Splitter::default(),
+        session: Session::new(),
+        sent_m,
+        got_m: Vec::new(),
+        queries,
+        ready: 0,
+        notices: 0,
+        fatal_08p01: false,
+        closed: false,
+        reset: false,
+        dec: FrameDecoder::backend(Limits::libpq_client()),
+        last: [Instant::ZERO; 3],
+    }
+}
+
+/// Client bytes arrive: maybe the connection resets; a direct client's go to its server, the
+/// others through the splitter, which keeps the `M` messages and forwards the rest.
+#[allow(clippy::too_many_arguments)]
+fn from_client(
+    rng: &mut Rng,
+    t: &mut Trace,
+    mix: &Mix,
+    q: &mut Queue<Ev>,
+    now: Instant,
+    c: usize,
+    conn: &mut Conn,
+    bytes: &[u8],
+) -> Result<(), Violation> {
+    if conn.closed {
+        return Ok(());
+    }
+    if mix.reset_permille > 0 && uniform_inclusive(rng, 999) < mix.reset_permille {
+        trace!(t, "t={} c{c} reset", now.0);
+        q.push(now, Ev::Reset(c));
+        conn.closed = true;
+        return Ok(());
+    }
+    if conn.direct {
+        let d = hop(rng, &mut conn.last[1], now, mix.latency_mean_ns);
+        q.push(d, Ev::ToServer(c, bytes.to_vec()));
+        return Ok(());
+    }
+    conn.splitter.feed(bytes);
+    loop {
+        match conn.splitter.split() {
+            Ok(Decoded::Frame(SplitItem::Forward(b))) => {
+                let d = hop(rng, &mut conn.last[1], now, mix.latency_mean_ns);
+                q.push(d, Ev::ToServer(c, b.to_vec()));
+            }
+            Ok(Decoded::Frame(SplitItem::Middleware(m))) => {
+                trace!(
+                    t,
+                    "t={} c{c} middleware got class {}",
+                    now.0,
+                    m.class().get()
+                );
+                conn.got_m.push((m.class().get(), m.payload().to_vec()));
+            }
+            Ok(Decoded::NeedMore { .. }) => return Ok(()),
+            Err(e) => return Err(fail("splitter-accepts-valid-streams", format!("c{c}: {e}"))),
+        }
+    }
+}
+
+/// Bytes reach the server, which must never see an `M` that went through the middleware.
+#[allow(clippy::too_many_arguments)]
+fn to_server(
+    rng: &mut Rng,
+    mix: &Mix,
+    q: &mut Queue<Ev>,
+    now: Instant,
+    c: usize,
+    conn: &mut Conn,
+    nodes: &mut [Node],
+    bytes: &[u8],
+) -> Result<(), Violation> {
+    if conn.closed && !conn.reset {
+        return Ok(());
+    }
+    if conn.reset {
+        return Ok(());
+    }
+    let node = &mut nodes[conn.server];
+    let before = node.middleware_seen;
+    let reply = conn.session.receive(node, bytes, rng);
+    if !conn.direct && node.middleware_seen != before {
+        return Err(fail(
+            "no-m-reaches-a-server-through-the-middleware",
+            format!(
+                "c{c}: pg{} received an M ({:?})",
+                conn.server, node.middleware
+            ),
+        ));
+    }
+    if !reply.bytes.is_empty() {
+        let d = hop(rng, &mut conn.last[2], now, mix.latency_mean_ns);
+        q.push(d, Ev::ToClient(c, reply.bytes));
+    }
+    if reply.close {
+        conn.closed = true;
+    }
+    Ok(())
+}
+
+/// Server bytes reach the client, which counts ReadyForQuery, notices and an 08P01 error.
+fn to_client(conn: &mut Conn, bytes: &[u8]) {
+    if conn.reset {
+        return;
+    }
+    conn.dec.feed(bytes);
+    while let Ok(Decoded::Frame(u)) = conn.dec.decode_ref() {
+        if let UnitRef::Typed(f) = u {
+            match f.tag {
+                b'Z' => conn.ready += 1,
+                b'N' => conn.notices += 1,
+                b'E' => conn.fatal_08p01 |= f.body.windows(6).any(|w| w == b"C08P01"),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// The end-of-run invariants for client `c`, whose server has `stance`.
+fn check_client(
+    t: &mut Trace,
+    c: usize,
+    conn: &Conn,
+    stance: MiddlewareStance,
+) -> Result<(), Violation> {
+    trace!(
+        t,
+        "client {c} done: ready={} notices={} fatal={} m_got={} reset={}",
+        conn.ready,
+        conn.notices,
+        conn.fatal_08p01,
+        conn.got_m.len(),
+        conn.reset
+    );
+    if conn.direct {
+        if conn.reset {
+            return Ok(());
+        }
+        let expect_fatal = stance == MiddlewareStance::Reject && !conn.sent_m.is_empty();
+        if conn.fatal_08p01 != expect_fatal {
+            return Err(fail(
+                "servers-treat-m-by-their-stance",
+                format!("c{c} direct to {stance:?}: fatal={}", conn.fatal_08p01),
+            ));
+        }
+        if !expect_fatal && conn.ready != conn.queries + 1 {
+            return Err(fail(
+                "proposal-servers-answer-every-query",
+                format!("c{c}: {} of {} answered", conn.ready, conn.queries + 1),
+            ));
+        }
+        let notices = if stance == MiddlewareStance::Notice {
+            conn.sent_m.len() as u64
+        } else {
+            0
+        };
+        if !expect_fatal && conn.notices != notices {
+            return Err(fail(
+                "notice-per-m",
+                format!("c{c}: {} notices, expected {notices}", conn.notices),
+            ));
+        }
+        return Ok(());
+    }
+    let prefix_ok =
+        conn.got_m.len() <= conn.sent_m.len() && conn.got_m[..] == conn.sent_m[..conn.got_m.len()];
+    let all = conn.got_m.len() == conn.sent_m.len();
+    if !prefix_ok || (!conn.reset && !all) {
+        return Err(fail(
+            "every-m-reaches-the-middleware-once-in-order",
+            format!(
+                "c{c}: sent {:?}, middleware got {:?}",
+                classes(&conn.sent_m),
+                classes(&conn.got_m)
+            ),
+        ));
+    }
+    if !conn.reset && (conn.ready != conn.queries + 1 || conn.fatal_08p01 || conn.notices > 0) {
+        return Err(fail(
+            "queries-through-the-middleware-answered",
+            format!(
+                "c{c}: ready {} of {}, fatal={}, notices={}",
+                conn.ready,
+                conn.queries + 1,
+                conn.fatal_08p01,
+                conn.notices
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The next delivery time on one FIFO hop.

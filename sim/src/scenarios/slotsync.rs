@@ -129,26 +129,7 @@ pub fn run_slotsync(
     bug: Option<ScenarioBug>,
 ) -> Result<SlotsyncRun, Violation> {
     let r = |rng: &mut Rng, max: u64| uniform_inclusive(rng, max);
-    let ticks = 40 + r(rng, 260);
-    let mut workload = Workload::draw(rng);
-    // Two-phase and streamed work counts only by its commits here.
-    workload.plain += 2;
-    let mix = Mix {
-        ticks,
-        tick_ms: 20 + r(rng, 480),
-        standbys: 1 + r(rng, 1),
-        gate_on: r(rng, 1) == 0,
-        list_all: r(rng, 1) == 0,
-        worker: r(rng, 1) == 0,
-        function_every: 1 + r(rng, 20),
-        txn_percent: 20 + r(rng, 80),
-        receive_percent: 20 + r(rng, 80),
-        confirm_percent: 5 + r(rng, 60),
-        stall_percent: [r(rng, 90), r(rng, 90)],
-        failover_tick: r(rng, ticks),
-        new_after_failover: r(rng, 8),
-        workload,
-    };
+    let mix = draw_mix(rng);
     trace!(t, "mix {mix:?}");
     let mut publ = Publisher::new(mix.workload.clone(), START);
     for i in 0..mix.standbys as usize {
@@ -167,14 +148,17 @@ pub fn run_slotsync(
     let list = StandbySlotList::parse(if mix.gate_on { &setting } else { "" })
         .map_err(|e| fail("setting-parses", format!("{setting:?}: {e:?}")))?;
     trace!(t, "synchronized_standby_slots = {:?}", list.names());
-    let mut locals: Vec<Vec<SlotRow>> = vec![Vec::new(); mix.standbys as usize];
-    let mut schedules: Vec<WorkerSchedule> = (0..mix.standbys)
-        .map(|_| WorkerSchedule::new(Instant::ZERO))
-        .collect();
-    // Subscriber: commits received (and applied) in order, and what it confirmed.
-    let mut received = 0usize;
-    // The subscription starts where its slot was created.
-    let mut confirmed = START;
+    let mut standbys = Standbys {
+        locals: vec![Vec::new(); mix.standbys as usize],
+        schedules: (0..mix.standbys)
+            .map(|_| WorkerSchedule::new(Instant::ZERO))
+            .collect(),
+    };
+    let mut sub = Subscriber {
+        received: 0,
+        // The subscription starts where its slot was created.
+        confirmed: START,
+    };
     let mut now = Instant::ZERO;
     let wall0 = 1_700_000_000_000_000i64;
     for tick in 0..mix.ticks {
@@ -193,62 +177,10 @@ pub fn run_slotsync(
             list.send_bound(&primary_rows, flush, true, false, false)
                 .upto
         };
-        if r(rng, 99) < mix.receive_percent {
-            let upto = bound.unwrap_or(Lsn(0));
-            let before = received;
-            while received < publ.commits.len()
-                && publ.commits[received].end_lsn <= upto
-                && r(rng, 3) != 0
-            {
-                received += 1;
-            }
-            if received > before {
-                trace!(
-                    t,
-                    "tick {tick}: subscriber received {} commits (bound {upto})",
-                    received - before
-                );
-            }
-        }
-        if received > 0 && r(rng, 99) < mix.confirm_percent {
-            let at = publ.commits[received - 1].end_lsn;
-            if at > confirmed {
-                confirmed = at;
-                publ.confirm(at);
-                trace!(t, "tick {tick}: subscriber confirmed {at}");
-            }
-        }
-        for i in 0..mix.standbys as usize {
-            let input = standby_input(&publ, i, mix.worker);
-            let run = if mix.worker {
-                schedules[i].handle_timeout(now)
-            } else {
-                tick % mix.function_every == 0
-            };
-            if !run {
-                continue;
-            }
-            let out = if mix.worker {
-                sync_cycle(&primary_rows, &locals[i], &input, Caller::Worker)
-            } else {
-                sync_function(&primary_rows, &locals[i], &input)
-            };
-            if mix.worker {
-                schedules[i].handle_cycle_done(now, out.updated);
-            }
-            if let Some(e) = &out.error {
-                trace!(t, "tick {tick}: standby{} sync: ERROR {e}", i + 1);
-            }
-            if !out.actions.is_empty() {
-                let names: Vec<String> = out
-                    .actions
-                    .iter()
-                    .map(|a| a.to_json()["action"].as_str().unwrap_or("?").to_owned())
-                    .collect();
-                trace!(t, "tick {tick}: standby{} sync: {}", i + 1, names.join(","));
-            }
-            locals[i] = out.slots_after;
-        }
+        sub.step(rng, t, tick, &mix, &mut publ, bound);
+        standbys.sync(t, tick, now, &mix, &publ, &primary_rows);
+        let locals = &standbys.locals;
+        let received = sub.received;
         let applied_end = received
             .checked_sub(1)
             .map_or(START, |i| publ.commits[i].end_lsn);
@@ -258,25 +190,7 @@ pub fn run_slotsync(
             worker: mix.worker,
             bug,
         };
-        // The check at a regular moment (no RNG draw, so the seeds' streams stay as they were):
-        // if it says ready, a failover now must lose nothing.
-        if tick % 5 == 2 {
-            let i = tick as usize % mix.standbys as usize;
-            if verdict_ready(&publ, &locals[i], i, &facts) {
-                let loss = loss_at(&publ, &locals[i], i, received, &[]);
-                trace!(t, "tick {tick}: check says ready for standby{}", i + 1);
-                if loss.total() > 0 {
-                    return Err(fail(
-                        "ready-means-lossless",
-                        format!(
-                            "tick {tick}: the check said ready for standby{}, but a failover \
-                             then loses {loss:?}",
-                            i + 1
-                        ),
-                    ));
-                }
-            }
-        }
+        check_regularly(t, tick, &mix, &publ, locals, received, &facts)?;
         if tick == mix.failover_tick {
             let candidates: Vec<usize> = if mix.gate_on {
                 listed.clone()
@@ -286,7 +200,7 @@ pub fn run_slotsync(
             let p = candidates[r(rng, candidates.len() as u64 - 1) as usize];
             let ready = verdict_ready(&publ, &locals[p], p, &facts);
             trace!(t, "check right before the failover: ready {ready}");
-            let loss = failover(rng, t, &mix, &publ, &locals[p], p, received, confirmed)?;
+            let loss = failover(rng, t, &mix, &publ, &locals[p], p, received, sub.confirmed)?;
             if ready && loss.total() > 0 {
                 return Err(fail(
                     "ready-means-lossless",
@@ -306,6 +220,160 @@ pub fn run_slotsync(
         nanos: now.0,
         loss: None,
     })
+}
+
+fn draw_mix(rng: &mut Rng) -> Mix {
+    let r = |rng: &mut Rng, max: u64| uniform_inclusive(rng, max);
+    let ticks = 40 + r(rng, 260);
+    let mut workload = Workload::draw(rng);
+    // Two-phase and streamed work counts only by its commits here.
+    workload.plain += 2;
+    Mix {
+        ticks,
+        tick_ms: 20 + r(rng, 480),
+        standbys: 1 + r(rng, 1),
+        gate_on: r(rng, 1) == 0,
+        list_all: r(rng, 1) == 0,
+        worker: r(rng, 1) == 0,
+        function_every: 1 + r(rng, 20),
+        txn_percent: 20 + r(rng, 80),
+        receive_percent: 20 + r(rng, 80),
+        confirm_percent: 5 + r(rng, 60),
+        stall_percent: [r(rng, 90), r(rng, 90)],
+        failover_tick: r(rng, ticks),
+        new_after_failover: r(rng, 8),
+        workload,
+    }
+}
+
+/// The subscriber: commits received (and applied) in order, and what it confirmed.
+struct Subscriber {
+    received: usize,
+    confirmed: Lsn,
+}
+
+impl Subscriber {
+    /// Sometimes receives commits up to the walsender's `bound`, sometimes confirms the last.
+    fn step(
+        &mut self,
+        rng: &mut Rng,
+        t: &mut Trace,
+        tick: u64,
+        mix: &Mix,
+        publ: &mut Publisher,
+        bound: Option<Lsn>,
+    ) {
+        let r = |rng: &mut Rng, max: u64| uniform_inclusive(rng, max);
+        if r(rng, 99) < mix.receive_percent {
+            let upto = bound.unwrap_or(Lsn(0));
+            let before = self.received;
+            while self.received < publ.commits.len()
+                && publ.commits[self.received].end_lsn <= upto
+                && r(rng, 3) != 0
+            {
+                self.received += 1;
+            }
+            if self.received > before {
+                trace!(
+                    t,
+                    "tick {tick}: subscriber received {} commits (bound {upto})",
+                    self.received - before
+                );
+            }
+        }
+        if self.received > 0 && r(rng, 99) < mix.confirm_percent {
+            let at = publ.commits[self.received - 1].end_lsn;
+            if at > self.confirmed {
+                self.confirmed = at;
+                publ.confirm(at);
+                trace!(t, "tick {tick}: subscriber confirmed {at}");
+            }
+        }
+    }
+}
+
+/// The standbys' synced slots and, for the worker, its schedule per standby.
+struct Standbys {
+    locals: Vec<Vec<SlotRow>>,
+    schedules: Vec<WorkerSchedule>,
+}
+
+impl Standbys {
+    /// Runs a sync on every standby whose worker is due (or, without the worker, every
+    /// `function_every` ticks).
+    fn sync(
+        &mut self,
+        t: &mut Trace,
+        tick: u64,
+        now: Instant,
+        mix: &Mix,
+        publ: &Publisher,
+        primary_rows: &[SlotRow],
+    ) {
+        for i in 0..mix.standbys as usize {
+            let input = standby_input(publ, i, mix.worker);
+            let run = if mix.worker {
+                self.schedules[i].handle_timeout(now)
+            } else {
+                tick.is_multiple_of(mix.function_every)
+            };
+            if !run {
+                continue;
+            }
+            let out = if mix.worker {
+                sync_cycle(primary_rows, &self.locals[i], &input, Caller::Worker)
+            } else {
+                sync_function(primary_rows, &self.locals[i], &input)
+            };
+            if mix.worker {
+                self.schedules[i].handle_cycle_done(now, out.updated);
+            }
+            if let Some(e) = &out.error {
+                trace!(t, "tick {tick}: standby{} sync: ERROR {e}", i + 1);
+            }
+            if !out.actions.is_empty() {
+                let names: Vec<String> = out
+                    .actions
+                    .iter()
+                    .map(|a| a.to_json()["action"].as_str().unwrap_or("?").to_owned())
+                    .collect();
+                trace!(t, "tick {tick}: standby{} sync: {}", i + 1, names.join(","));
+            }
+            self.locals[i] = out.slots_after;
+        }
+    }
+}
+
+/// The check at a regular moment (no RNG draw, so the seeds' streams stay as they were): if it
+/// says ready, a failover now must lose nothing.
+fn check_regularly(
+    t: &mut Trace,
+    tick: u64,
+    mix: &Mix,
+    publ: &Publisher,
+    locals: &[Vec<SlotRow>],
+    received: usize,
+    facts: &Facts,
+) -> Result<(), Violation> {
+    if tick % 5 != 2 {
+        return Ok(());
+    }
+    let i = tick as usize % mix.standbys as usize;
+    if verdict_ready(publ, &locals[i], i, facts) {
+        let loss = loss_at(publ, &locals[i], i, received, &[]);
+        trace!(t, "tick {tick}: check says ready for standby{}", i + 1);
+        if loss.total() > 0 {
+            return Err(fail(
+                "ready-means-lossless",
+                format!(
+                    "tick {tick}: the check said ready for standby{}, but a failover \
+                     then loses {loss:?}",
+                    i + 1
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Promotes standby `p` and checks how the subscriber resumes there.

@@ -1,11 +1,11 @@
 //! The consumer's side of the queue: what is due, handing it out in commit order, its
-//! acknowledgement, the restart after a crash, a new consumer, and purging.
+//! acknowledgement, the restart after a crash, and a new consumer.
 
 use pgyard_types::{Lsn, PgTimestamp, UnixTime};
 
 use super::{DelayQueue, ItemId, Ready, ReadyMessage, ReadyTxn};
 use crate::model::Loc;
-use crate::storage::{Storage, StorageErrorKind};
+use crate::storage::Storage;
 use crate::Error;
 
 impl<S: Storage> DelayQueue<S> {
@@ -168,56 +168,5 @@ impl<S: Storage> DelayQueue<S> {
         self.handed = self.handed.max(Some(upto));
         self.refresh_flow();
         Ok(ids.len())
-    }
-
-    /// Flushes, then removes the oldest segments that hold nothing pending (never the active
-    /// one), fsyncing the directory after each removal. Returns the removed file names.
-    ///
-    /// "Applied" is taken from [`DelayQueue::mark_applied`] even before its record is durable:
-    /// the subscriber's replication origin is the durable truth (pass it to
-    /// [`DelayQueue::skip_applied_through`] after a restart). This is what lets a queue that
-    /// ran out of space free segments although it cannot write.
-    pub fn purge(&mut self) -> Result<Vec<String>, Error> {
-        let flushed = match self.flush() {
-            Ok(_) => true,
-            // Out of space: still free what is durably finished.
-            Err(e) if e.is_retryable() => false,
-            Err(e) => return Err(e),
-        };
-        if flushed && self.carry_forward()? {
-            match self.flush() {
-                Ok(_) => {}
-                // The copies wait in the buffer; the originals stay until they are durable.
-                Err(e) if e.is_retryable() => {}
-                Err(e) => return Err(e),
-            }
-        }
-        let Some(active) = self.segs.last().map(|s| s.seq) else {
-            return Ok(Vec::new());
-        };
-        let floor = self
-            .model
-            .pinned_from()
-            .unwrap_or(active)
-            .min(active)
-            .min(self.carry_unsynced_from.unwrap_or(active));
-        let mut removed = Vec::new();
-        while self.segs.first().is_some_and(|s| s.seq < floor) {
-            let name = self.segs[0].name.clone();
-            match self.storage.remove(&name) {
-                Ok(()) => {}
-                Err(e) if e.kind == StorageErrorKind::NotFound => {}
-                Err(e) => return Err(Error::Storage(e)),
-            }
-            let r = self.storage.sync_dir();
-            r.map_err(|e| self.fail(Error::Storage(e)))?;
-            self.segs.remove(0);
-            removed.push(name);
-        }
-        if let Some(first) = self.segs.first().map(|s| s.seq) {
-            self.model.forget_before(first);
-        }
-        self.refresh_flow();
-        Ok(removed)
     }
 }

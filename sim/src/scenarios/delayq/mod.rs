@@ -1,0 +1,466 @@
+//! `delayq`: the publisher model's stream (plain, streamed with savepoint aborts, two-phase,
+//! non-transactional messages) through a `DelayQueue` over a faulty `SimStorage`, with random
+//! flush points, standby status reports, apply polls at an advancing wall clock, purges,
+//! reconnects, crashes (torn writes), fsync failures (poisoned → crash → reopen) and ENOSPC.
+//! Many seeds hold some prepared transactions until the end of the run under a budget of a few
+//! segments, with a producer that always honours `Pause`: carry-forward must keep them from
+//! deadlocking the queue.
+//!
+//! Invariants, checked after every step and every recovery: every transaction committed at or
+//! below a reported flush LSN survives any crash and is applied exactly once, in commit order,
+//! never before its due time, with exactly its surviving changes; aborted work is never handed
+//! out; after a purge no segment file is orphaned or missing; recovery is repeatable. At the end
+//! faults stop, every open transaction ends, time passes every due time, and everything
+//! committed must have been applied (non-transactional messages at least once).
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
+
+use pgyard_delayq::{Config, DelayQueue, Error, Flow, Received, SimFaults, SimStorage};
+use pgyard_types::{rng_from_seed, uniform_inclusive, Lsn, Rng, RngCore, UnixTime};
+
+use crate::planted_scenarios::ScenarioBug;
+use crate::publisher::{Fate, Publisher, Workload};
+use crate::{trace, Scenario, Trace, Violation};
+use walsender::{rel_of, Catalog, Walsender, RELATIONS};
+
+mod apply;
+mod restart;
+mod walsender;
+
+/// The scenario.
+pub struct DelayqScenario;
+
+impl Scenario for DelayqScenario {
+    fn name(&self) -> &'static str {
+        "delayq"
+    }
+
+    fn description(&self) -> &'static str {
+        "delay queue under crashes, torn writes, fsync failures and ENOSPC: exactly-once, in order, on time"
+    }
+
+    fn run(&self, rng: &mut Rng, trace: &mut Trace) -> Result<u64, Violation> {
+        run_delayq(rng, trace, None)
+    }
+}
+
+/// What one seed draws before it starts.
+#[derive(Debug)]
+struct Mix {
+    steps: u64,
+    workload: Workload,
+    delay_ms: u64,
+    skew_tolerance_ms: u64,
+    tick_max_ms: u64,
+    deliver_max: u64,
+    flush_percent: u64,
+    report_percent: u64,
+    poll_percent: u64,
+    purge_percent: u64,
+    crash_percent: u64,
+    reconnect_percent: u64,
+    fsync_fail_per_million: u32,
+    enospc_per_million: u32,
+    torn_writes: bool,
+    segment_bytes: u64,
+    write_buffer: usize,
+    budget_segments: Option<u64>,
+}
+
+/// How often a relation is redefined (DDL) between workload steps.
+fn draw_ddl(rng: &mut Rng) -> u64 {
+    if uniform_inclusive(rng, 2) == 0 {
+        0
+    } else {
+        uniform_inclusive(rng, 25)
+    }
+}
+
+/// Long-lived prepared transactions (decided only at the end of the run) are drawn with a
+/// tiny budget often enough that every few seeds pin old segments while the queue is full.
+fn draw_held(rng: &mut Rng, mix: &mut Mix) {
+    if mix.workload.two_phase > 0 && uniform_inclusive(rng, 1) == 0 {
+        mix.workload.held_percent = 10 + uniform_inclusive(rng, 40);
+        if uniform_inclusive(rng, 1) == 0 {
+            mix.budget_segments = Some(4 + uniform_inclusive(rng, 2));
+        }
+    }
+}
+
+fn draw_mix(rng: &mut Rng) -> Mix {
+    let pick = |rng: &mut Rng, max: u64| uniform_inclusive(rng, max);
+    Mix {
+        steps: 20 + pick(rng, 90),
+        workload: Workload::draw(rng),
+        delay_ms: pick(rng, 3000),
+        skew_tolerance_ms: if pick(rng, 1) == 0 {
+            0
+        } else {
+            pick(rng, 2000)
+        },
+        tick_max_ms: 1 + pick(rng, 400),
+        deliver_max: 1 + pick(rng, 12),
+        flush_percent: pick(rng, 60),
+        report_percent: pick(rng, 60),
+        poll_percent: 5 + pick(rng, 60),
+        purge_percent: pick(rng, 30),
+        crash_percent: pick(rng, 8),
+        reconnect_percent: pick(rng, 5),
+        fsync_fail_per_million: if pick(rng, 2) == 0 {
+            pick(rng, 30_000) as u32
+        } else {
+            0
+        },
+        enospc_per_million: if pick(rng, 2) == 0 {
+            pick(rng, 50_000) as u32
+        } else {
+            0
+        },
+        torn_writes: pick(rng, 1) == 0,
+        segment_bytes: 4096 * (1 + pick(rng, 3)),
+        write_buffer: pick(rng, 2048) as usize,
+        budget_segments: if pick(rng, 3) == 0 {
+            Some(4 + pick(rng, 6))
+        } else {
+            None
+        },
+    }
+}
+
+/// The subscriber: what it applied, and its replication origin.
+#[derive(Debug, Default)]
+struct Subscriber {
+    /// End LSN of the last applied transaction (the replication origin's progress).
+    origin: Lsn,
+    applied: BTreeSet<u32>,
+    /// Non-transactional messages delivered: LSN → session of the last delivery.
+    notes: BTreeMap<u64, u64>,
+    /// Stream position of the last item handed out in this session.
+    last_pos: Lsn,
+    /// An applied item whose `mark_applied` must be retried.
+    unacked: Option<pgyard_delayq::ItemId>,
+    /// The apply worker's relation map (lost when the process restarts): OID → columns.
+    relations: BTreeMap<u32, Vec<(Vec<u8>, u32)>>,
+    /// Type OIDs described to it.
+    types: BTreeSet<u32>,
+}
+
+struct Run<'a> {
+    rng: &'a mut Rng,
+    t: &'a mut Trace,
+    mix: Mix,
+    bug: Option<ScenarioBug>,
+    cfg: Config,
+    faults: SimFaults,
+    publ: Publisher,
+    q: Option<DelayQueue<SimStorage>>,
+    now: UnixTime,
+    start: UnixTime,
+    conn: VecDeque<usize>,
+    /// Highest flush LSN reported to the publisher (its slot's `confirmed_flush_lsn`).
+    reported: Lsn,
+    /// Highest flush LSN reported by the current queue incarnation.
+    reported_here: Lsn,
+    session: u64,
+    sub: Subscriber,
+    catalog: Catalog,
+    ddl_percent: u64,
+    wal: Walsender,
+}
+
+fn fail(invariant: &'static str, detail: String) -> Violation {
+    Violation { invariant, detail }
+}
+
+/// Runs one seed; `bug` plants a scenario bug (see [`ScenarioBug`]).
+pub fn run_delayq(
+    rng: &mut Rng,
+    t: &mut Trace,
+    bug: Option<ScenarioBug>,
+) -> Result<u64, Violation> {
+    let mut mix = draw_mix(rng);
+    draw_held(rng, &mut mix);
+    let ddl_percent = draw_ddl(rng);
+    trace!(t, "mix {mix:?}, ddl {ddl_percent}%");
+    let budget = mix
+        .budget_segments
+        .map_or(Config::default().disk_bytes_max, |n| n * mix.segment_bytes);
+    let cfg = Config {
+        delay: Duration::from_millis(mix.delay_ms),
+        skew_tolerance: Duration::from_millis(mix.skew_tolerance_ms),
+        segment_bytes_max: mix.segment_bytes,
+        write_buffer_bytes: mix.write_buffer,
+        disk_bytes_max: budget,
+        disk_high_watermark_bytes: budget / 4 * 3,
+        disk_low_watermark_bytes: budget / 2,
+    };
+    let faults = SimFaults {
+        fsync_fail_per_million: mix.fsync_fail_per_million,
+        enospc_per_million: mix.enospc_per_million,
+        capacity_bytes: None,
+        torn_writes: mix.torn_writes,
+    };
+    let storage = SimStorage::with_rng(rng_from_seed(rng.next_u64()), faults.clone());
+    let q = DelayQueue::open(storage, cfg.clone())
+        .map_err(|e| fail("open-empty", format!("opening an empty queue failed: {e}")))?;
+    let start = UnixTime(1_700_000_000_000_000);
+    let publ = Publisher::new(mix.workload.clone(), Lsn(0x100_0000));
+    let mut run = Run {
+        rng,
+        t,
+        mix,
+        bug,
+        cfg,
+        faults,
+        publ,
+        q: Some(q),
+        now: start,
+        start,
+        conn: VecDeque::new(),
+        reported: Lsn(0),
+        reported_here: Lsn(0),
+        session: 0,
+        sub: Subscriber::default(),
+        catalog: Catalog::default(),
+        ddl_percent,
+        wal: Walsender::new(),
+    };
+    run.safety()?;
+    run.liveness()?;
+    Ok(u64::try_from(run.now.0 - run.start.0).unwrap_or(0) * 1000)
+}
+
+impl Run<'_> {
+    fn q(&mut self) -> &mut DelayQueue<SimStorage> {
+        self.q.as_mut().expect("queue is open between steps")
+    }
+
+    fn roll(&mut self, percent: u64) -> bool {
+        uniform_inclusive(self.rng, 99) < percent
+    }
+
+    fn safety(&mut self) -> Result<(), Violation> {
+        for step in 0..self.mix.steps {
+            self.now.0 += uniform_inclusive(self.rng, self.mix.tick_max_ms * 1000) as i64;
+            let new = self.publ.step(self.rng, self.now);
+            self.conn.extend(new);
+            if self.roll(self.ddl_percent) {
+                self.ddl();
+            }
+            self.deliver()?;
+            if self.roll(self.mix.flush_percent) {
+                self.flush()?;
+            }
+            if self.roll(self.mix.report_percent) {
+                self.report_status()?;
+            }
+            if self.roll(self.mix.poll_percent) {
+                self.poll()?;
+            }
+            if self.roll(self.mix.purge_percent) {
+                self.purge()?;
+            }
+            if self.roll(self.mix.crash_percent) {
+                trace!(self.t, "step {step}: power loss");
+                self.restart(true)?;
+            } else if self.roll(self.mix.reconnect_percent) {
+                trace!(self.t, "step {step}: reconnect");
+                self.reconnect()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Faults stop; every transaction ends; the queue drains.
+    fn liveness(&mut self) -> Result<(), Violation> {
+        // The budget stays: long-lived prepared transactions must not deadlock it.
+        trace!(self.t, "liveness: faults stop");
+        self.faults = SimFaults::default();
+        self.restart(false)?;
+        let new = self.publ.finish_all(self.rng, self.now);
+        self.conn.extend(new);
+        for round in 0..10_000u32 {
+            self.deliver()?;
+            self.flush()?;
+            self.report_status()?;
+            if let Some(due) = self.q().next_due() {
+                self.now = self.now.max(due);
+            }
+            self.poll()?;
+            self.purge()?;
+            if self.conn.is_empty()
+                && self.wal.out.is_empty()
+                && self.q().next_due().is_none()
+                && self.sub.unacked.is_none()
+            {
+                trace!(self.t, "liveness: drained after {round} rounds");
+                return self.final_checks();
+            }
+            self.now.0 += 100_000;
+        }
+        Err(fail(
+            "liveness-drains",
+            format!(
+                "queue did not drain: {} messages unsent, next due {:?}, flow {:?}, \
+                 {} of {} bytes counted against the budget",
+                self.conn.len(),
+                self.q().next_due(),
+                self.q().flow(),
+                self.q().budget_bytes(),
+                self.q().disk_bytes()
+            ),
+        ))
+    }
+
+    fn final_checks(&mut self) -> Result<(), Violation> {
+        for (xid, txn) in &self.publ.txns {
+            if let Fate::Committed { end_lsn, .. } = txn.fate {
+                if !self.sub.applied.contains(xid) {
+                    return Err(fail(
+                        "liveness-all-applied",
+                        format!(
+                            "transaction {xid} committed (end {end_lsn}) was never applied; \
+                             origin {}, reported flush {}",
+                            self.sub.origin, self.reported
+                        ),
+                    ));
+                }
+            }
+        }
+        for n in &self.publ.notes {
+            if !self.sub.notes.contains_key(&n.lsn.0) {
+                return Err(fail(
+                    "liveness-all-applied",
+                    format!("message at {} was never delivered", n.lsn),
+                ));
+            }
+        }
+        self.check_no_orphans()?;
+        trace!(
+            self.t,
+            "end: {} transactions applied, {} messages, {} commits",
+            self.sub.applied.len(),
+            self.sub.notes.len(),
+            self.publ.commits.len()
+        );
+        Ok(())
+    }
+
+    // ---- the stream ------------------------------------------------------------------------
+
+    fn deliver(&mut self) -> Result<(), Violation> {
+        for _ in 0..self.mix.deliver_max {
+            // A producer that honours Pause, as `follow` does: the queue must never pause
+            // (or refuse) for bytes that only reading on could free.
+            if self.q().flow() == Flow::Pause {
+                return Ok(());
+            }
+            if self.wal.out.is_empty() {
+                let Some(i) = self.conn.pop_front() else {
+                    return Ok(());
+                };
+                let item = self.publ.log()[i].clone();
+                self.wal.send(&item, &self.catalog)?;
+            }
+            let Some((wal_lsn, event, payload)) = self.wal.out.front().cloned() else {
+                continue;
+            };
+            let now = self.now;
+            let r = self.q().handle(
+                now,
+                Received {
+                    wal_lsn,
+                    payload: &payload,
+                    event,
+                },
+            );
+            match r {
+                Ok(_) => {
+                    self.wal.out.pop_front();
+                }
+                Err(e) if e.is_retryable() => {
+                    trace!(self.t, "handle {event:?}: {e} (retry later)");
+                    return Ok(());
+                }
+                Err(e) => return self.on_error("handle", e),
+            }
+        }
+        Ok(())
+    }
+
+    /// DDL between workload steps: a new definition of a relation, from the current WAL
+    /// position on. A relation changed by an open transaction (streaming, or prepared) is
+    /// locked until it ends, as on the server.
+    fn ddl(&mut self) {
+        let rel = uniform_inclusive(self.rng, u64::from(RELATIONS) - 1) as u32;
+        let locked = self.publ.txns.values().any(|t| {
+            matches!(t.fate, Fate::InProgress | Fate::Prepared)
+                && t.changes.iter().any(|c| rel_of(c) == rel)
+        });
+        if locked {
+            return;
+        }
+        let at = self.publ.flush_lsn();
+        let v = self.catalog.redefine(rel, at);
+        trace!(self.t, "ALTER TABLE t{rel} at {at}: version {v}");
+    }
+
+    /// A non-retryable error: protocol errors are violations, storage failures make the
+    /// process restart over the same (crashed) disk.
+    fn on_error(&mut self, what: &str, e: Error) -> Result<(), Violation> {
+        match e {
+            Error::Protocol(_) | Error::Misuse(_) | Error::Corrupt { .. } => {
+                Err(fail("queue-accepts-valid-stream", format!("{what}: {e}")))
+            }
+            _ => {
+                trace!(self.t, "{what}: {e}: restart");
+                self.restart(true)
+            }
+        }
+    }
+
+    fn flush(&mut self) -> Result<(), Violation> {
+        match self.q().flush() {
+            Ok(lsn) => {
+                trace!(self.t, "flush -> {lsn}");
+                self.report(lsn)
+            }
+            Err(e) if e.is_retryable() => {
+                trace!(self.t, "flush: {e}");
+                Ok(())
+            }
+            Err(e) => self.on_error("flush", e),
+        }
+    }
+
+    /// A standby status update between flushes.
+    fn report_status(&mut self) -> Result<(), Violation> {
+        let lsn = self.q().flush_lsn();
+        self.report(lsn)
+    }
+
+    fn report(&mut self, lsn: Lsn) -> Result<(), Violation> {
+        let lsn = if self.bug == Some(ScenarioBug::ReportWriteAsFlush) {
+            self.q().write_lsn()
+        } else {
+            lsn
+        };
+        if lsn < self.reported_here {
+            // `flush_lsn()` falls back to the last flush point while a completed transaction
+            // waits for its fsync, below a receive position reported before it arrived.
+            // Harmless (the slot only moves forward), but it is recorded.
+            trace!(
+                self.t,
+                "flush LSN went back from {} to {lsn}",
+                self.reported_here
+            );
+        }
+        self.reported_here = self.reported_here.max(lsn);
+        if lsn > self.reported {
+            self.reported = lsn;
+            self.publ.confirm(lsn);
+        }
+        Ok(())
+    }
+}

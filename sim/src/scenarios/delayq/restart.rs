@@ -1,0 +1,279 @@
+//! Purges, reconnects, and process restarts over the crashed disk, with the checks that
+//! recovery kept everything it must.
+
+use pgyard_delayq::{DelayQueue, Error, SimFaults, SimStorage, Storage, TxnState};
+use pgyard_types::Lsn;
+
+use super::walsender::Walsender;
+use super::{fail, Run};
+use crate::publisher::Fate;
+use crate::{trace, Violation};
+
+impl Run<'_> {
+    pub(super) fn purge(&mut self) -> Result<(), Violation> {
+        match self.q().purge() {
+            Ok(removed) => {
+                if !removed.is_empty() {
+                    trace!(self.t, "purge removed {}", removed.len());
+                }
+                self.check_no_orphans()
+            }
+            Err(e) if e.is_retryable() => Ok(()),
+            Err(e) => self.on_error("purge", e),
+        }
+    }
+
+    /// After a purge: the files on disk are exactly the queue's segments, and nothing older
+    /// than the oldest unfinished transaction is kept (unless a pending message pins it).
+    pub(super) fn check_no_orphans(&mut self) -> Result<(), Violation> {
+        let info = self.q().inspect();
+        let mut files: Vec<String> = self
+            .q()
+            .storage()
+            .list()
+            .map_err(|e| fail("no-orphan-segments", format!("list: {e}")))?
+            .into_iter()
+            .filter(|f| f.starts_with("dq-"))
+            .collect();
+        files.sort();
+        let segs: Vec<String> = info.segments.iter().map(|s| s.file.clone()).collect();
+        if files != segs {
+            return Err(fail(
+                "no-orphan-segments",
+                format!("disk has {files:?}, queue knows {segs:?}"),
+            ));
+        }
+        let (Some(first), Some(last)) = (info.segments.first(), info.segments.last()) else {
+            return Ok(());
+        };
+        let floor = info
+            .transactions
+            .iter()
+            .filter(|t| {
+                matches!(
+                    t.state,
+                    TxnState::InProgress | TxnState::Prepared | TxnState::Committed
+                )
+            })
+            .map(|t| t.first_segment)
+            .min()
+            .unwrap_or(last.seq)
+            .min(last.seq);
+        // Segments below the floor may stay while a carry-forward set is not yet durable
+        // (purge's flush ran out of space); a pending message pins its segment too.
+        let settled = info.messages_pending == 0 && !self.q().needs_flush();
+        let bad = first.seq > floor || (settled && first.seq < floor);
+        if bad {
+            return Err(fail(
+                "no-orphan-segments",
+                format!(
+                    "after purge the oldest segment is {}, the oldest needed is {floor}",
+                    first.seq
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    pub(super) fn reconnect(&mut self) -> Result<(), Violation> {
+        let now = self.now;
+        match self.q().restart_stream(now) {
+            Ok(()) => {}
+            Err(e) if e.is_retryable() => return Ok(()),
+            Err(e) => return self.on_error("restart_stream", e),
+        }
+        self.start_replication();
+        Ok(())
+    }
+
+    fn start_replication(&mut self) {
+        let resume = self.q().resume_lsn();
+        let requested = resume.max(self.sub.origin);
+        let (start, idx) = self.publ.resend_from(requested);
+        trace!(
+            self.t,
+            "START_REPLICATION {requested} (resume {resume}, origin {}) -> from {start}, {} messages",
+            self.sub.origin,
+            idx.len()
+        );
+        self.conn = idx.into();
+        self.wal = Walsender::new();
+        self.session += 1;
+        self.sub.last_pos = Lsn(0);
+    }
+
+    /// Process restart over the same disk (`crash`: after a power loss), recovery checks, and
+    /// a new replication session.
+    pub(super) fn restart(&mut self, crash: bool) -> Result<(), Violation> {
+        let Some(q) = self.q.take() else {
+            return Err(fail("recovery-succeeds", "no queue to restart".into()));
+        };
+        let mut storage = q.into_storage();
+        // The apply worker restarts with the process: its relation map is gone.
+        self.sub.relations.clear();
+        self.sub.types.clear();
+        for attempt in 0..20 {
+            if crash || attempt > 0 {
+                storage.crash();
+            }
+            // A fault that broke the previous attempt is taken as transient: later attempts
+            // run without fsync failures.
+            let mut faults = self.faults.clone();
+            if attempt > 0 {
+                faults.fsync_fail_per_million = 0;
+            }
+            storage.set_faults(faults);
+            let twin = storage.clone();
+            let q = match DelayQueue::open(storage, self.cfg.clone()) {
+                Ok(q) => q,
+                Err(Error::Storage(e)) => {
+                    trace!(self.t, "reopen: {e}; retry");
+                    storage = twin;
+                    continue;
+                }
+                Err(e) => return Err(fail("recovery-succeeds", format!("reopen: {e}"))),
+            };
+            if let Some(tt) = &q.recovery().torn_tail {
+                trace!(
+                    self.t,
+                    "recovery cut a torn tail of {} bytes",
+                    tt.dropped_bytes
+                );
+            }
+            self.q = Some(q);
+            self.check_recovery()?;
+            match self.after_open() {
+                Ok(()) => return Ok(()),
+                Err(AfterOpen::Violation(v)) => return Err(v),
+                Err(AfterOpen::Fatal(e)) => {
+                    trace!(self.t, "after reopen: {e}; restart again");
+                    let Some(q) = self.q.take() else {
+                        return Err(fail("recovery-succeeds", "no queue".into()));
+                    };
+                    storage = q.into_storage();
+                }
+            }
+        }
+        Err(fail(
+            "recovery-succeeds",
+            "20 restarts in a row failed".into(),
+        ))
+    }
+
+    /// Right after recovery: the same disk recovers to the same queue again, everything
+    /// reported flushed and not yet applied is there, and nothing the publisher did not
+    /// commit is queued as committed.
+    fn check_recovery(&mut self) -> Result<(), Violation> {
+        let info = self.q().inspect();
+        let mut again = self.q().storage().clone();
+        again.set_faults(SimFaults::default());
+        let twin = DelayQueue::open(again, self.cfg.clone())
+            .map_err(|e| fail("recovery-repeatable", format!("second reopen: {e}")))?;
+        if twin.inspect() != info {
+            return Err(fail(
+                "recovery-repeatable",
+                format!(
+                    "a second recovery of the same disk differs: {:?} vs {:?}",
+                    twin.inspect(),
+                    info
+                ),
+            ));
+        }
+        let (reported, origin) = (self.reported, self.sub.origin);
+        let state_of = |xid: u32| {
+            info.transactions
+                .iter()
+                .filter(|t| t.xid.0 == xid)
+                .map(|t| t.state)
+                .find(|s| *s != TxnState::Aborted)
+        };
+        for (xid, txn) in &self.publ.txns {
+            let need = match txn.fate {
+                Fate::Committed { end_lsn, .. } if end_lsn <= origin => None,
+                Fate::Committed { end_lsn, .. } if end_lsn <= reported => {
+                    Some(&[TxnState::Committed, TxnState::Applied][..])
+                }
+                Fate::Committed { .. } | Fate::Prepared
+                    if txn.prepare_end.is_some_and(|p| p <= reported) =>
+                {
+                    Some(&[TxnState::Prepared, TxnState::Committed, TxnState::Applied][..])
+                }
+                _ => None,
+            };
+            if let Some(ok) = need {
+                let got = state_of(*xid);
+                if !got.is_some_and(|s| ok.contains(&s)) {
+                    return Err(fail(
+                        "flushed-survives-crash",
+                        format!(
+                            "transaction {xid} ({:?}, prepare end {:?}) is at or below the \
+                             reported flush {reported} but recovered as {got:?}; origin {origin}",
+                            txn.fate, txn.prepare_end
+                        ),
+                    ));
+                }
+            }
+        }
+        for t in &info.transactions {
+            if t.state != TxnState::Committed {
+                continue;
+            }
+            let published = self.publ.txns.get(&t.xid.0).map(|p| p.fate);
+            let ok = matches!(published, Some(Fate::Committed { end_lsn, .. }) if Some(end_lsn) == t.end_lsn);
+            if !ok {
+                return Err(fail(
+                    "aborted-never-applied",
+                    format!(
+                        "recovered queue holds {} as committed (end {:?}); publisher: {published:?}",
+                        t.xid, t.end_lsn
+                    ),
+                ));
+            }
+        }
+        trace!(
+            self.t,
+            "recovered: {} transactions, {} segments, resume {}",
+            info.transactions.len(),
+            info.segments.len(),
+            info.resume_lsn
+        );
+        Ok(())
+    }
+
+    fn after_open(&mut self) -> Result<(), AfterOpen> {
+        let origin = self.sub.origin;
+        let now = self.now;
+        self.sub.unacked = None;
+        self.retry(|q| q.skip_applied_through(origin).map(|_| ()))?;
+        self.retry(|q| q.restart_stream(now))?;
+        self.reported_here = Lsn(0);
+        self.start_replication();
+        Ok(())
+    }
+
+    fn retry(
+        &mut self,
+        mut f: impl FnMut(&mut DelayQueue<SimStorage>) -> Result<(), Error>,
+    ) -> Result<(), AfterOpen> {
+        for _ in 0..50 {
+            match f(self.q()) {
+                Ok(()) => return Ok(()),
+                Err(e) if e.is_retryable() => continue,
+                Err(e @ (Error::Protocol(_) | Error::Misuse(_) | Error::Corrupt { .. })) => {
+                    return Err(AfterOpen::Violation(fail(
+                        "queue-accepts-valid-stream",
+                        format!("after reopen: {e}"),
+                    )))
+                }
+                Err(e) => return Err(AfterOpen::Fatal(e)),
+            }
+        }
+        Err(AfterOpen::Fatal(Error::Misuse("still out of space".into())))
+    }
+}
+
+/// Why the steps after a reopen did not complete.
+enum AfterOpen {
+    Violation(Violation),
+    Fatal(Error),
+}

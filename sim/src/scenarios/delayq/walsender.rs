@@ -1,0 +1,389 @@
+//! The tables' definitions over time and the walsender's pgoutput for the publisher's log.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use pgyard_delayq::Event;
+use pgyard_types::{Lsn, PgTimestamp, Xid};
+use pgyard_wire::pgoutput::{
+    self as po, PgOutputDecoder, PgOutputMessage, ProtoVersion, RelationColumn, ReplicaIdentity,
+    Seq, TupleValue,
+};
+
+use super::fail;
+use crate::publisher::LogItem;
+use crate::Violation;
+
+/// Tables the workload writes to.
+pub(super) const RELATIONS: u32 = 3;
+pub(super) const REL_OID_BASE: u32 = 16384;
+/// OIDs of the custom (non-built-in) column types, one per table.
+pub(super) const TYPE_OID_BASE: u32 = 70000;
+const TEXT_OID: u32 = 25;
+const INT4_OID: u32 = 23;
+
+/// Table definitions over time: version `v` of a table holds from its DDL's WAL position on.
+#[derive(Debug, Default)]
+pub(super) struct Catalog {
+    history: BTreeMap<u32, Vec<(Lsn, u32)>>,
+}
+
+impl Catalog {
+    fn version(&self, rel: u32, at: Lsn) -> u32 {
+        self.history
+            .get(&rel)
+            .and_then(|h| h.iter().rev().find(|(l, _)| *l <= at))
+            .map_or(1, |(_, v)| *v)
+    }
+
+    pub(super) fn redefine(&mut self, rel: u32, at: Lsn) -> u32 {
+        let h = self.history.entry(rel).or_default();
+        let v = h.last().map_or(1, |(_, v)| *v) + 1;
+        h.push((at, v));
+        v
+    }
+}
+
+/// The table a change (`C<xid>.<n>`) writes to.
+pub(super) fn rel_of(payload: &[u8]) -> u32 {
+    let n: u64 = std::str::from_utf8(payload)
+        .ok()
+        .and_then(|p| p.rsplit('.').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    (n % u64::from(RELATIONS)) as u32
+}
+
+/// Version `v` of table `rel`: the payload and version columns, then `v % 3` more whose names
+/// name the version, the first of a custom type when `v` is even.
+pub(super) fn columns(rel: u32, v: u32) -> Vec<(Vec<u8>, u32, bool)> {
+    let mut c = vec![
+        (b"payload".to_vec(), TEXT_OID, true),
+        (b"ver".to_vec(), INT4_OID, false),
+    ];
+    for i in 0..v % 3 {
+        let ty = if i == 0 && v.is_multiple_of(2) {
+            TYPE_OID_BASE + rel
+        } else {
+            TEXT_OID
+        };
+        c.push((format!("x{v}_{i}").into_bytes(), ty, false));
+    }
+    c
+}
+
+/// What pgoutput sends for one walsender session: Relation (with Type) messages before a
+/// table's first change in the session, again after a redefinition, and per streamed
+/// transaction inside its blocks; at Stream Commit the tables described in the stream count as
+/// described for the session (`cleanup_rel_sync_cache`). Descriptions sent inside a rolled-back
+/// subtransaction's part of a stream are dropped with it on the apply side, so the model sends
+/// them again (pgoutput's own bookkeeping of that case is not modelled).
+#[derive(Debug)]
+pub(super) struct Walsender {
+    decoder: PgOutputDecoder,
+    block: Option<u32>,
+    global: BTreeMap<u32, u32>,
+    /// Per streamed transaction: (table, version, sequence number of the description).
+    streams: BTreeMap<u32, Vec<(u32, u32, u64)>>,
+    /// Sequence number of the first change of each (transaction, subtransaction).
+    first_change: BTreeMap<(u32, u32), u64>,
+    seq: u64,
+    /// Encoded messages not yet taken by the queue: (`'w'` LSN, event, bytes).
+    pub(super) out: VecDeque<(Lsn, Event, Vec<u8>)>,
+}
+
+impl Walsender {
+    pub(super) fn new() -> Self {
+        Walsender {
+            decoder: PgOutputDecoder::new(ProtoVersion::V4),
+            block: None,
+            global: BTreeMap::new(),
+            streams: BTreeMap::new(),
+            first_change: BTreeMap::new(),
+            seq: 0,
+            out: VecDeque::new(),
+        }
+    }
+
+    /// Encodes one message of the publisher's log, with the descriptions it needs first.
+    pub(super) fn send(&mut self, item: &LogItem, catalog: &Catalog) -> Result<(), Violation> {
+        let lsn = item.lsn;
+        let msg_bytes = match item.event {
+            Event::Begin {
+                xid,
+                final_lsn,
+                commit_ts,
+            } => encode(PgOutputMessage::Begin(po::Begin {
+                final_lsn,
+                commit_time: commit_ts,
+                xid,
+            })),
+            Event::Commit {
+                commit_lsn,
+                end_lsn,
+                commit_ts,
+            } => encode(PgOutputMessage::Commit(po::Commit {
+                commit_lsn,
+                end_lsn,
+                commit_time: commit_ts,
+            })),
+            Event::BeginPrepare {
+                xid,
+                prepare_lsn,
+                end_lsn,
+                prepare_ts,
+            }
+            | Event::Prepare {
+                xid,
+                prepare_lsn,
+                end_lsn,
+                prepare_ts,
+            }
+            | Event::StreamPrepare {
+                xid,
+                prepare_lsn,
+                end_lsn,
+                prepare_ts,
+            } => self.prepare(item.event, xid, prepare_lsn, end_lsn, prepare_ts),
+            Event::CommitPrepared {
+                xid,
+                commit_lsn,
+                end_lsn,
+                commit_ts,
+            } => {
+                let g = gid(xid);
+                encode(PgOutputMessage::CommitPrepared(po::CommitPrepared {
+                    commit_lsn,
+                    end_lsn,
+                    commit_time: commit_ts,
+                    xid,
+                    gid: &g,
+                }))
+            }
+            Event::RollbackPrepared {
+                xid,
+                prepare_end_lsn,
+                rollback_end_lsn,
+                rollback_ts,
+            } => {
+                let g = gid(xid);
+                encode(PgOutputMessage::RollbackPrepared(po::RollbackPrepared {
+                    prepare_end_lsn,
+                    rollback_end_lsn,
+                    prepare_time: PgTimestamp(0),
+                    rollback_time: rollback_ts,
+                    xid,
+                    gid: &g,
+                }))
+            }
+            Event::StreamStart { xid, first } => {
+                self.block = Some(xid.0);
+                encode(PgOutputMessage::StreamStart(po::StreamStart {
+                    xid,
+                    first_segment: first,
+                }))
+            }
+            Event::StreamStop => {
+                self.block = None;
+                encode(PgOutputMessage::StreamStop)
+            }
+            Event::StreamCommit {
+                xid,
+                commit_lsn,
+                end_lsn,
+                commit_ts,
+            } => {
+                self.stream_committed(xid, lsn, catalog);
+                encode(PgOutputMessage::StreamCommit(po::StreamCommit {
+                    xid,
+                    commit_lsn,
+                    end_lsn,
+                    commit_time: commit_ts,
+                }))
+            }
+            Event::StreamAbort { xid, sub_xid } => {
+                self.stream_aborted(xid, sub_xid);
+                encode(PgOutputMessage::StreamAbort(po::StreamAbort {
+                    xid,
+                    subxid: sub_xid,
+                    abort: None,
+                }))
+            }
+            Event::Change { xid } => self.change(item, xid, catalog),
+            Event::Message {
+                transactional,
+                xid,
+                lsn: at,
+            } => encode(PgOutputMessage::Message(po::LogicalMessage {
+                xid,
+                transactional,
+                lsn: at,
+                prefix: b"pgyard",
+                content: &item.payload,
+            })),
+            Event::Relation { .. } | Event::Type { .. } => {
+                return Err(fail(
+                    "queue-accepts-valid-stream",
+                    "the publisher model never logs descriptions".into(),
+                ))
+            }
+        }?;
+        self.emit(lsn, msg_bytes)
+    }
+
+    /// Begin Prepare, Prepare or Stream Prepare (`event` tells which).
+    fn prepare(
+        &mut self,
+        event: Event,
+        xid: Xid,
+        prepare_lsn: Lsn,
+        end_lsn: Lsn,
+        prepare_ts: PgTimestamp,
+    ) -> Result<Vec<u8>, Violation> {
+        let g = gid(xid);
+        let p = po::Prepare {
+            prepare_lsn,
+            end_lsn,
+            prepare_time: prepare_ts,
+            xid,
+            gid: &g,
+        };
+        if let Event::StreamPrepare { .. } = event {
+            self.streams.remove(&xid.0);
+        }
+        encode(match event {
+            Event::BeginPrepare { .. } => PgOutputMessage::BeginPrepare(p),
+            Event::Prepare { .. } => PgOutputMessage::Prepare(p),
+            _ => PgOutputMessage::StreamPrepare(p),
+        })
+    }
+
+    /// At Stream Commit the tables the stream described count as described for the session.
+    fn stream_committed(&mut self, xid: Xid, lsn: Lsn, catalog: &Catalog) {
+        // DDL since the stream described a table invalidated that (pgoutput clears
+        // the entry's list of streamed transactions): only current ones count.
+        for (rel, v, _) in self.streams.remove(&xid.0).unwrap_or_default() {
+            if catalog.version(rel, lsn) == v {
+                self.global.insert(rel, v);
+            }
+        }
+    }
+
+    /// A Stream Abort drops the descriptions sent in the aborted part of the stream.
+    fn stream_aborted(&mut self, xid: Xid, sub_xid: Xid) {
+        if sub_xid == xid {
+            self.streams.remove(&xid.0);
+        } else if let Some(cut) = self.first_change.get(&(xid.0, sub_xid.0)) {
+            let cut = *cut;
+            if let Some(sent) = self.streams.get_mut(&xid.0) {
+                sent.retain(|(_, _, at)| *at < cut);
+            }
+        }
+    }
+
+    /// An insert into the change's table, after its Relation (and Type) message when the
+    /// session (or, inside a stream block, the stream) does not hold the current definition.
+    fn change(
+        &mut self,
+        item: &LogItem,
+        xid: Option<Xid>,
+        catalog: &Catalog,
+    ) -> Result<Vec<u8>, Violation> {
+        let lsn = item.lsn;
+        let rel = rel_of(&item.payload);
+        let v = catalog.version(rel, lsn);
+        let top = self.block;
+        let described = match top {
+            Some(top) => self
+                .streams
+                .get(&top)
+                .and_then(|s| s.iter().rev().find(|(r, _, _)| *r == rel))
+                .is_some_and(|(_, sv, _)| *sv == v),
+            None => self.global.get(&rel) == Some(&v),
+        };
+        if !described {
+            self.describe(rel, v, top, lsn)?;
+        }
+        if let (Some(top), Some(sub)) = (top, xid) {
+            self.first_change.entry((top, sub.0)).or_insert(self.seq);
+        }
+        let ver = v.to_string().into_bytes();
+        let mut vals = vec![TupleValue::Text(&item.payload), TupleValue::Text(&ver)];
+        vals.resize(columns(rel, v).len(), TupleValue::Null);
+        encode(PgOutputMessage::Insert(po::Insert {
+            xid,
+            relation: REL_OID_BASE + rel,
+            new: Seq::from_slice(&vals),
+        }))
+    }
+
+    /// Sends version `v` of table `rel` (with its custom type first, when it has one), inside
+    /// the stream block of `top` if there is one, and records it as described.
+    fn describe(&mut self, rel: u32, v: u32, top: Option<u32>, lsn: Lsn) -> Result<(), Violation> {
+        let in_stream = top.map(Xid);
+        if v.is_multiple_of(2) && !v.is_multiple_of(3) {
+            let name = format!("t{rel}_kind").into_bytes();
+            let y = encode(PgOutputMessage::Type(po::Type {
+                xid: in_stream,
+                oid: TYPE_OID_BASE + rel,
+                namespace: b"public",
+                name: &name,
+            }))?;
+            self.emit(lsn, y)?;
+        }
+        let cols = columns(rel, v);
+        let rc: Vec<RelationColumn<'_>> = cols
+            .iter()
+            .map(|(name, ty, key)| RelationColumn {
+                key: *key,
+                name,
+                type_oid: *ty,
+                type_modifier: -1,
+            })
+            .collect();
+        let name = format!("t{rel}").into_bytes();
+        let r = encode(PgOutputMessage::Relation(po::Relation {
+            xid: in_stream,
+            oid: REL_OID_BASE + rel,
+            namespace: b"public",
+            name: &name,
+            replica_identity: ReplicaIdentity::Default,
+            columns: Seq::from_slice(&rc),
+        }))?;
+        let at = self.seq;
+        self.emit(lsn, r)?;
+        match top {
+            Some(top) => self.streams.entry(top).or_default().push((rel, v, at)),
+            None => {
+                self.global.insert(rel, v);
+            }
+        }
+        Ok(())
+    }
+
+    /// Queues one encoded message, with the event the production path derives from its bytes.
+    fn emit(&mut self, lsn: Lsn, bytes: Vec<u8>) -> Result<(), Violation> {
+        let event = match self.decoder.decode(&bytes) {
+            Ok(m) => pgyard_delayq::pgoutput::event(&m),
+            Err(e) => {
+                return Err(fail(
+                    "queue-accepts-valid-stream",
+                    format!("the walsender model sent undecodable bytes {bytes:?}: {e}"),
+                ))
+            }
+        };
+        self.seq += 1;
+        self.out.push_back((lsn, event, bytes));
+        Ok(())
+    }
+}
+
+fn encode(m: PgOutputMessage<'_>) -> Result<Vec<u8>, Violation> {
+    m.to_bytes()
+        .map(|b| b.to_vec())
+        .map_err(|e| fail("queue-accepts-valid-stream", format!("encode {m:?}: {e}")))
+}
+
+/// The global transaction identifier the publisher model gives transaction `xid`.
+fn gid(xid: Xid) -> Vec<u8> {
+    format!("pgyard_{}", xid.0).into_bytes()
+}
