@@ -79,6 +79,10 @@ pub struct FollowOptions {
     pub reconnect_delay_min: Duration,
     /// ... doubling after each failed attempt up to this.
     pub reconnect_delay_max: Duration,
+    /// Whether [`Progress::inspection`] is filled in at each flush point for watchers. It
+    /// walks every queued transaction: with a deep queue and frequent flushes it cost more
+    /// than the follower's own work, so only watchers that read it ask for it.
+    pub inspect: bool,
 }
 
 impl FollowOptions {
@@ -103,6 +107,7 @@ impl FollowOptions {
             connect: ConnectOptions::default(),
             reconnect_delay_min: Duration::from_millis(100),
             reconnect_delay_max: Duration::from_secs(10),
+            inspect: false,
         }
     }
 }
@@ -122,7 +127,8 @@ pub struct Progress {
     pub reported_flush: Lsn,
     /// Status updates sent.
     pub status_updates: u64,
-    /// The queue's summary after the last flush point (only kept while someone watches).
+    /// The queue's summary after the last flush point (only with [`FollowOptions::inspect`]
+    /// and while someone watches).
     pub inspection: Option<Inspection>,
     /// Connections that broke (or could not be made) and were tried again.
     pub reconnects: u64,
@@ -519,7 +525,7 @@ impl Follower<'_, '_> {
         }
         self.since_flush = 0;
         self.first_unflushed = None;
-        if self.progress.receiver_count() > 0 {
+        if self.options.inspect && self.progress.receiver_count() > 0 {
             self.state.inspection = Some(lock(self.queue).inspect());
         }
         Ok(())
@@ -577,7 +583,7 @@ impl Follower<'_, '_> {
             }
         };
         let _ = tokio::time::timeout(Duration::from_secs(2), drain).await;
-        if self.progress.receiver_count() > 0 {
+        if self.options.inspect && self.progress.receiver_count() > 0 {
             self.state.inspection = Some(lock(self.queue).inspect());
         }
         self.publish();

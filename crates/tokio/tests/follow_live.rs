@@ -138,7 +138,8 @@ async fn follow_holds_an_hour_while_the_slot_advances_and_resumes_exactly_once()
         .prefix("pgyard-follow-")
         .tempdir()
         .unwrap();
-    let options = FollowOptions::new(primary.conninfo(), SLOT, "pgyard", HOUR, dir.path());
+    let mut options = FollowOptions::new(primary.conninfo(), SLOT, "pgyard", HOUR, dir.path());
+    options.inspect = true;
 
     let (flush0, restart0, _) = slot_state(&primary);
     let oldest0 = oldest_segment(&primary);
@@ -322,6 +323,7 @@ async fn follow_reconnects_after_walsender_kills_and_a_restart_exactly_once_in_o
         .tempdir()
         .unwrap();
     let mut options = FollowOptions::new(primary.conninfo(), SLOT, "pgyard", HOUR, dir.path());
+    options.inspect = true;
     options.reconnect_delay_min = Duration::from_millis(50);
     options.reconnect_delay_max = Duration::from_millis(800);
     let running = start(&options);
