@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use pgyard_connect::{Action, Connector, OpenTarget};
+use pgyard_connect::{Action, ConnectError, Connector, FailureKind, OpenTarget};
 use pgyard_types::Instant;
 
 const P1: &str = "connection to server at \"127.0.0.1\", port 6001 failed: ";
@@ -253,6 +253,73 @@ fn connect_timeout_parse_error_follows_first_prefix() {
         e,
         format!("{P1}invalid integer value \"1.5\" for connection option \"connect_timeout\"\n")
     );
+}
+
+/// Runs `c` in `w` to its first Done, then drains whatever the machine still emits: the
+/// Done actions among everything it ever emitted, and the result of the first.
+fn dones(w: &mut World, c: &mut Connector) -> (usize, ConnectError) {
+    let e = w.run(c).expect_err("should fail");
+    while let Some(a) = c.poll_action() {
+        w.actions.push(a);
+    }
+    let n = w
+        .actions
+        .iter()
+        .filter(|a| matches!(a, Action::Done(_)))
+        .count();
+    (n, e)
+}
+
+#[test]
+fn bad_connect_timeout_ends_with_exactly_one_done() {
+    const BAD: &str = "invalid integer value \"1.5\" for connection option \"connect_timeout\"\n";
+    // Texts from libpq 18 (PQconnectdb, then PQerrorMessage) where the conninfo is given.
+    let cases: [(&str, Option<String>); 4] = [
+        (
+            "host=127.0.0.1,127.0.0.2 port=6001,6002 connect_timeout=1.5",
+            Some(format!("{P1}{BAD}")),
+        ),
+        (
+            "host=a,b port=6001 connect_timeout=1.5",
+            Some(format!(
+                "connection to server at \"a\" (127.0.0.1), port 6001 failed: {BAD}"
+            )),
+        ),
+        (
+            "host=127.0.0.1,127.0.0.2 port=99999,6002 connect_timeout=1.5",
+            Some(format!("invalid port number: \"99999\"\n{P2}{BAD}")),
+        ),
+        // libpq reports this one at the TCP address when the socket file is missing (its
+        // Unix connect fails synchronously); the machine cannot tell, so only the count and
+        // the kind are checked.
+        ("host=/tmp,127.0.0.2 port=6001 connect_timeout=1.5", None),
+    ];
+    for (conninfo, text) in cases {
+        for race in [false, true] {
+            let mut w = World::new().dns("a", &["127.0.0.1:6001"]);
+            let mut cfg = config(conninfo);
+            if race {
+                cfg = cfg.with_strategy(pgyard_conninfo::Strategy::Race);
+            }
+            let mut c = Connector::new(cfg, Instant::ZERO, 7);
+            let (n, e) = dones(&mut w, &mut c);
+            assert_eq!(n, 1, "{conninfo} (race: {race}): {:?}", w.actions);
+            let last = e.reports.last().expect("a report");
+            assert_eq!(last.kind, FailureKind::Configuration, "{conninfo}");
+            assert!(last.text.ends_with(BAD), "{conninfo}: {:?}", last.text);
+            if let Some(text) = &text {
+                assert_eq!(&e.message(), text, "{conninfo} (race: {race})");
+            }
+            assert!(w.opened.is_empty(), "{conninfo}: nothing may be opened");
+
+            // A reset reads connect_timeout again and fails the same way, once.
+            c.reset(w.now);
+            w.actions.clear();
+            let (n, again) = dones(&mut w, &mut c);
+            assert_eq!(n, 1, "{conninfo} after reset: {:?}", w.actions);
+            assert_eq!(again.message(), e.message());
+        }
+    }
 }
 
 #[test]

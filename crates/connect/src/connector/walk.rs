@@ -92,7 +92,11 @@ enum Next {
     Started,
     Waiting,
     Exhausted,
+    /// A slot's error ends the connect, which is left to the caller.
     Aborted,
+    /// Opening already ended the connect (a bad `connect_timeout`): ending it again would
+    /// emit a second, empty Done.
+    Finished,
 }
 
 impl Connector {
@@ -145,7 +149,7 @@ impl Connector {
                     }
                 }
             }
-            Next::Waiting => {}
+            Next::Waiting | Next::Finished => {}
             Next::Aborted => self.abort(),
             Next::Exhausted => {
                 if let Some(walk) = self.walk_mut() {
@@ -198,7 +202,7 @@ impl Connector {
             if let Some((pos, idx, target)) = walk.take_address() {
                 let opened = self.start_run(now, pos, idx, target);
                 if self.is_done() {
-                    return Next::Aborted;
+                    return Next::Finished;
                 }
                 if !opened {
                     // The address failed before connecting; try the next.

@@ -253,12 +253,18 @@ impl World {
         self.pending.push((self.now + d, ev));
     }
 
-    /// Runs the connector until Done; returns the result. Panics after too many steps.
+    /// Runs the connector until Done; returns the result. Panics after too many steps, or
+    /// when the machine emits anything after its Done.
     pub fn run(&mut self, c: &mut Connector) -> Result<Established, ConnectError> {
         for _ in 0..100_000 {
             while let Some(a) = c.poll_action() {
                 self.actions.push(a.clone());
                 if let Action::Done(r) = a {
+                    // Drivers stop at Done, so anything the machine emits later is lost.
+                    let after: Vec<Action> = std::iter::from_fn(|| c.poll_action()).collect();
+                    assert!(after.is_empty(), "actions after Done: {after:?}");
+                    assert!(c.is_done(), "Done emitted but the machine is not done");
+                    assert_eq!(c.poll_timeout(), None, "a timer armed after Done");
                     return r;
                 }
                 self.perform(a);
