@@ -28,8 +28,9 @@ use crate::delayq_control::{status_json, Control, Until};
 pub const DEPTH: usize = 32;
 /// ... and bytes of SQL in flight at most.
 pub const BYTES_IN_FLIGHT: usize = 4 << 20;
-/// Transactions in one batch at most ...
-pub const BATCH_TXNS: usize = 256;
+/// Transactions in one batch at most (a row that every transaction updates gets one
+/// unprunable version per transaction of its batch, which later updates walk) ...
+pub const BATCH_TXNS: usize = 32;
 /// ... and bytes of change SQL in one batch before it is closed.
 pub const BATCH_BYTES: usize = 1 << 20;
 /// Applied segments are purged this often while apply is busy (and whenever it goes idle).
