@@ -28,7 +28,7 @@ pub use frames::{
 pub use info::SessionInfo;
 pub use net::{io_kind, open_event, set_tcp_options, unix_address, UnixAddress};
 pub use pgyard_connect::{BackendKey, ConnectError, OpenTarget, ServerRole};
-pub use pgyard_conninfo::Strategy;
+pub use pgyard_conninfo::{Keyword, Strategy};
 pub use prepare::{prepare, DriverConfig, Prepared};
 pub use session::{receive_error, send_error, Driving, Machine, SessionCore};
 
@@ -46,6 +46,11 @@ pub struct ConnectOptions {
     /// consumes them answers ParameterStatus `middleware_messages` = `on`; a server reached
     /// directly answers NegotiateProtocolVersion, and the connect goes on without them.
     pub middleware: bool,
+    /// Keywords set on the parsed connection string before it is resolved, replacing what
+    /// the string said (as a later `keyword=value` does in libpq): how a program sets what it
+    /// must have, such as `replication=database` for a replication session, without editing
+    /// the user's string.
+    pub overrides: Vec<(Keyword, Vec<u8>)>,
 }
 
 /// The protocol option that asks for middleware messages.
@@ -73,6 +78,14 @@ impl ConnectOptions {
     /// Asks for middleware messages (see [`ConnectOptions::middleware`]).
     pub fn middleware(mut self, on: bool) -> Self {
         self.middleware = on;
+        self
+    }
+
+    /// Sets `keyword` to `value` over whatever the connection string says (see
+    /// [`ConnectOptions::overrides`]).
+    pub fn set(mut self, keyword: Keyword, value: impl Into<Vec<u8>>) -> Self {
+        self.overrides.retain(|(k, _)| *k != keyword);
+        self.overrides.push((keyword, value.into()));
         self
     }
 }

@@ -39,8 +39,11 @@ pub fn prepare(conninfo: &str, options: &ConnectOptions) -> Result<Prepared, Err
         }
         s
     };
-    let info =
+    let mut info =
         pgyard_conninfo::parse(conninfo).map_err(|e| Error::Parse(lossy(e.libpq_message())))?;
+    for (keyword, value) in &options.overrides {
+        info.set(*keyword, value);
+    }
     let inputs = match &options.inputs {
         Some(i) => i.clone(),
         None => RealInputs::read(info.get(Keyword::Passfile)),
@@ -94,4 +97,33 @@ pub struct DriverConfig {
     pub tls: TlsSettings,
     /// Upper bound for one socket `connect()`, above the machine's `connect_timeout`.
     pub connect_bound: Option<Duration>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pgyard_conninfo::resolve::{Environment, MemFiles};
+
+    fn prepared(conninfo: &str, options: ConnectOptions) -> Prepared {
+        let inputs = RealInputs {
+            env: Environment::default().with_os_user("u"),
+            files: MemFiles::default(),
+        };
+        prepare(conninfo, &options.inputs(inputs).seed(1)).expect("prepares")
+    }
+
+    #[test]
+    fn an_override_wins_over_the_string_in_both_syntaxes() {
+        let set = || ConnectOptions::default().set(Keyword::Replication, "database");
+        for conninfo in [
+            "host=a dbname=db",
+            "host=a replication=false",
+            "postgresql://a/db?replication=true",
+        ] {
+            let p = prepared(conninfo, set());
+            assert_eq!(p.config.replication(), Some(&b"database"[..]), "{conninfo}");
+        }
+        let p = prepared("host=a replication=true", ConnectOptions::default());
+        assert_eq!(p.config.replication(), Some(&b"true"[..]));
+    }
 }

@@ -57,7 +57,8 @@ use pgyard_driver::decode;
 /// directory, plus the flush and status cadence.
 #[derive(Clone, Debug)]
 pub struct FollowOptions {
-    /// The publisher's connection string; `replication=database` is added.
+    /// The publisher's connection string; `replication=database` is set over it (through
+    /// [`pgyard_driver::ConnectOptions::set`], as a later keyword in the string would be).
     pub conninfo: String,
     /// The logical replication slot (pgoutput) to stream from.
     pub slot: String,
@@ -290,11 +291,15 @@ async fn follow_once(
         q.resume_lsn()
     };
 
-    let conninfo = with_replication(&options.conninfo);
+    // Over whatever the user's string says, as a later keyword would in libpq.
+    let connect = options
+        .connect
+        .clone()
+        .set(pgyard_driver::Keyword::Replication, "database");
     let mut session = tokio::select! {
         biased;
         () = stop.as_mut() => return Ok(Some(state.clone())),
-        s = crate::connect_with(&conninfo, &options.connect) => s?,
+        s = crate::connect_with(&options.conninfo, &connect) => s?,
     };
     let mut pgoutput =
         PgOutputOptions::new(ProtoVersion::V4.number(), &[options.publication.as_str()]);
@@ -623,18 +628,6 @@ async fn expect_copy_both(session: &mut Session) -> Result<(), FollowError> {
     }
 }
 
-/// The connection string with `replication=database` (a keyword added to key/value strings,
-/// a query parameter added to URIs).
-pub fn with_replication(conninfo: &str) -> String {
-    let t = conninfo.trim();
-    if t.starts_with("postgresql://") || t.starts_with("postgres://") {
-        let sep = if t.contains('?') { '&' } else { '?' };
-        format!("{t}{sep}replication=database")
-    } else {
-        format!("{t} replication=database")
-    }
-}
-
 /// Wall time now, as the queue takes it.
 fn unix_now() -> UnixTime {
     UnixTime(
@@ -646,7 +639,7 @@ fn unix_now() -> UnixTime {
 
 #[cfg(test)]
 mod tests {
-    use super::{with_replication, FollowError};
+    use super::FollowError;
 
     fn server(sqlstate: &str) -> FollowError {
         FollowError::Server {
@@ -669,21 +662,5 @@ mod tests {
         assert!(FollowError::Connection(crate::Error::Io("reset".into())).is_retryable());
         assert!(!FollowError::Connection(crate::Error::Parse("bad".into())).is_retryable());
         assert!(!FollowError::Protocol("garbage".into()).is_retryable());
-    }
-
-    #[test]
-    fn replication_is_added_to_both_syntaxes() {
-        assert_eq!(
-            with_replication("host=a dbname=db"),
-            "host=a dbname=db replication=database"
-        );
-        assert_eq!(
-            with_replication("postgresql://a/db"),
-            "postgresql://a/db?replication=database"
-        );
-        assert_eq!(
-            with_replication("postgres://a/db?sslmode=disable"),
-            "postgres://a/db?sslmode=disable&replication=database"
-        );
     }
 }
