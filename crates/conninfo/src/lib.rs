@@ -8,6 +8,7 @@
 //! libpq's validation messages.
 
 mod error;
+#[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 pub mod keywords;
 mod parse;

@@ -1,5 +1,5 @@
 //! Entry points for the cargo-fuzz targets `delayq_recover` and `delayq_stream` and for their
-//! corpus replays (feature `sim`). Each must never panic on any bytes: a panic is a bug in the
+//! corpus replays (feature `fuzzing`, which turns on `sim`). Each must never panic on any bytes: a panic is a bug in the
 //! queue (or in an invariant checked here), never in the input.
 
 use std::collections::BTreeSet;

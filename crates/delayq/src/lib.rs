@@ -25,7 +25,7 @@ mod storage;
 mod tests;
 
 pub mod apply;
-#[cfg(feature = "sim")]
+#[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod pgoutput;
 pub use fs::FsStorage;

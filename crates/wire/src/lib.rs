@@ -14,6 +14,7 @@ pub mod describe;
 pub mod error_fields;
 pub mod frame;
 pub mod frontend;
+#[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 pub mod middleware;
 pub mod pgoutput;

@@ -24,7 +24,7 @@ use pgyard_wire::frontend::{self, AuthResponseKind, FrontendMessage, StartupPack
 use pgyard_wire::middleware::{
     encode_middleware, MiddlewareMessage, SplitItem, SplitPhase, Splitter, MIDDLEWARE_TAG,
 };
-use pgyard_wire::{fuzzing, DecodeError};
+use pgyard_wire::DecodeError;
 
 // ---------------------------------------------------------------------------------------
 // Strategies.
@@ -844,50 +844,58 @@ fn backend_key_data_sizes() {
 // ---------------------------------------------------------------------------------------
 // Fuzz entry points as seeded-random tests.
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(1024))]
+/// `pgyard_wire::fuzzing` exists only with the `fuzzing` feature, which `cargo test --workspace`
+/// turns on.
+#[cfg(feature = "fuzzing")]
+mod fuzz_entry_points {
+    use super::*;
+    use pgyard_wire::fuzzing;
 
-    #[test]
-    fn fuzz_entry_points_never_panic_on_random_bytes(data in vec(any::<u8>(), 0..200)) {
-        fuzzing::frames(&data);
-        fuzzing::frontend_messages(&data);
-        fuzzing::backend_messages(&data);
-        fuzzing::middleware_split(&data);
-    }
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1024))]
 
-    #[test]
-    fn fuzz_entry_points_on_mutated_valid_streams(
-        fes in vec(fe(), 0..6),
-        bes in vec(be(), 0..6),
-        flags in any::<u8>(),
-        flips in vec((any::<prop::sample::Index>(), any::<u8>()), 0..3),
-    ) {
-        let mut fe_stream = BytesMut::new();
-        fe_stream.extend_from_slice(&[flags | 1]);
-        for m in &fes {
-            m.encode(&mut fe_stream);
+        #[test]
+        fn fuzz_entry_points_never_panic_on_random_bytes(data in vec(any::<u8>(), 0..200)) {
+            fuzzing::frames(&data);
+            fuzzing::frontend_messages(&data);
+            fuzzing::backend_messages(&data);
+            fuzzing::middleware_split(&data);
         }
-        let mut be_stream = BytesMut::new();
-        be_stream.extend_from_slice(&[flags & !1]);
-        for m in &bes {
-            m.encode(&mut be_stream);
-        }
-        for stream in [&mut fe_stream, &mut be_stream] {
-            fuzzing::frames(stream);
-            fuzzing::frontend_messages(stream);
-            fuzzing::backend_messages(stream);
-            fuzzing::middleware_split(stream);
-            let len = stream.len();
-            for (at, b) in &flips {
-                let i = at.index(len);
-                if i > 0 {
-                    stream[i] ^= *b;
-                }
+
+        #[test]
+        fn fuzz_entry_points_on_mutated_valid_streams(
+            fes in vec(fe(), 0..6),
+            bes in vec(be(), 0..6),
+            flags in any::<u8>(),
+            flips in vec((any::<prop::sample::Index>(), any::<u8>()), 0..3),
+        ) {
+            let mut fe_stream = BytesMut::new();
+            fe_stream.extend_from_slice(&[flags | 1]);
+            for m in &fes {
+                m.encode(&mut fe_stream);
             }
-            fuzzing::frames(stream);
-            fuzzing::frontend_messages(stream);
-            fuzzing::backend_messages(stream);
-            fuzzing::middleware_split(stream);
+            let mut be_stream = BytesMut::new();
+            be_stream.extend_from_slice(&[flags & !1]);
+            for m in &bes {
+                m.encode(&mut be_stream);
+            }
+            for stream in [&mut fe_stream, &mut be_stream] {
+                fuzzing::frames(stream);
+                fuzzing::frontend_messages(stream);
+                fuzzing::backend_messages(stream);
+                fuzzing::middleware_split(stream);
+                let len = stream.len();
+                for (at, b) in &flips {
+                    let i = at.index(len);
+                    if i > 0 {
+                        stream[i] ^= *b;
+                    }
+                }
+                fuzzing::frames(stream);
+                fuzzing::frontend_messages(stream);
+                fuzzing::backend_messages(stream);
+                fuzzing::middleware_split(stream);
+            }
         }
     }
 }

@@ -764,7 +764,9 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
     /// The fuzz entry points, replayed on stable with random input and on streams of valid
-    /// messages (so their re-encode assertions are reached).
+    /// messages (so their re-encode assertions are reached). `pgyard_wire::fuzzing` exists only
+    /// with the `fuzzing` feature, which `cargo test --workspace` turns on.
+    #[cfg(feature = "fuzzing")]
     #[test]
     fn fuzz_entry_points_hold(
         data in prop::collection::vec(any::<u8>(), 0..128),

@@ -148,6 +148,7 @@ pub(crate) struct Conn {
     /// Bytes after ReadyForQuery that belong to the session.
     pub leftover: Vec<u8>,
     /// Planted-bug switch: accept every server.
+    #[cfg(feature = "planted-bugs")]
     pub ignore_check: bool,
 }
 
@@ -183,6 +184,7 @@ impl Conn {
             role: None,
             messages: String::new(),
             leftover: Vec::new(),
+            #[cfg(feature = "planted-bugs")]
             ignore_check: false,
         }
     }

@@ -160,6 +160,7 @@ impl Conn {
                 ServerRole::Primary
             });
         }
+        #[cfg(feature = "planted-bugs")]
         if self.ignore_check {
             self.state = State::Finished;
             return Verdict::Qualified;

@@ -5,7 +5,7 @@ use pgyard_conninfo::typed::{SlotKind, SslMode};
 use pgyard_types::{Instant, RngCore};
 use pgyard_wire::auth::NONCE_RAW_LEN;
 
-use super::{BugId, Connector, Phase};
+use super::{Connector, Phase, PlantedBug};
 use crate::conn::{self, Conn, FailClass, Method, Out, Verdict};
 use crate::report;
 use crate::{
@@ -160,7 +160,8 @@ impl Connector {
         {
             self.stale_role = Some(run.conn.role_state());
         }
-        let class = if class == FailClass::NextSlot && self.bug(BugId::StartupNextAddr) {
+        let class = if class == FailClass::NextSlot && self.bug(PlantedBug::StartupErrorNextAddress)
+        {
             FailClass::NextAddr
         } else {
             class
@@ -226,7 +227,7 @@ impl Connector {
     ) -> bool {
         let methods = self.methods_for(&target);
         let timeout = self.timeout.clone().ok().flatten();
-        let drop_timeout = self.bug(BugId::NoTimeout);
+        let drop_timeout = self.bug(PlantedBug::DropAttemptTimeout);
         let race = self.race();
         let Some(walk) = self.walk_mut() else {
             return false;
@@ -303,7 +304,7 @@ impl Connector {
     /// A new attempt id (the replaced one again only under a planted bug).
     fn attempt_id(&mut self, old: Option<AttemptId>) -> AttemptId {
         match old {
-            Some(old) if self.bug(BugId::ReuseId) => old,
+            Some(old) if self.bug(PlantedBug::ReuseClosedAttempt) => old,
             _ => {
                 let id = AttemptId(self.next_id);
                 self.next_id += 1;
@@ -323,15 +324,7 @@ impl Connector {
         let params = self.conn_params(plan.slot, plan.second_pass);
         let mut nonce = [0u8; NONCE_RAW_LEN];
         self.nonce_rng.fill_bytes(&mut nonce);
-        let mut conn = Conn::new(method, plain_next, params, nonce);
-        conn.ignore_check = self.bug(BugId::IgnoreTsa);
-        if self.bug(BugId::StaleParams) {
-            #[cfg(feature = "planted-bugs")]
-            if let Some((h, d, v)) = self.stale_role {
-                conn.inherit_role_state(h, d, v);
-            }
-        }
-        conn
+        self.plant_in_conn(Conn::new(method, plain_next, params, nonce))
     }
 
     /// Opens the attempt's entry in the error buffer with libpq's host-identity prefix, and

@@ -18,9 +18,10 @@ use crate::{
     Action, AttemptId, AttemptReport, Event, FailureKind, HostStatus, HostStatusMemory, OpenTarget,
 };
 use attempt::Run;
-use planted::BugId;
 #[cfg(feature = "planted-bugs")]
 pub use planted::PlantedBug;
+#[cfg(not(feature = "planted-bugs"))]
+use planted::PlantedBug;
 use walk::Walk;
 
 /// The failover connect machine. See the crate documentation for the run loop.
@@ -182,7 +183,7 @@ impl Connector {
                 server_end_point,
                 alpn,
             } => {
-                let check_alpn = !self.bug(BugId::AnyAlpn);
+                let check_alpn = !self.bug(PlantedBug::AcceptAnyAlpn);
                 self.with_run(now, attempt, |c, out| {
                     c.tls_established(server_end_point.clone(), alpn.as_deref(), check_alpn, out)
                 })

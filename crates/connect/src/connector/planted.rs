@@ -4,9 +4,11 @@
 
 use super::Connector;
 
-/// Realistic bugs for the simulator to catch; compiled only with the `planted-bugs` feature
-/// and off until switched on with [`Connector::with_planted_bug`].
-#[cfg(feature = "planted-bugs")]
+/// Realistic bugs for the simulator to catch, each off until switched on with
+/// [`Connector::with_planted_bug`]. The machine names one at each place it would bite; only with
+/// the `planted-bugs` feature is the enum exported and can a bug be switched on.
+// Without the feature the variants that only `plant_in_conn` names are never built.
+#[cfg_attr(not(feature = "planted-bugs"), allow(dead_code))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PlantedBug {
     /// Accept every server regardless of `target_session_attrs`.
@@ -26,33 +28,33 @@ pub enum PlantedBug {
     AcceptAnyAlpn,
 }
 
-#[derive(Clone, Copy)]
-pub(super) enum BugId {
-    IgnoreTsa,
-    NoTimeout,
-    ReuseId,
-    NoPass2,
-    StaleParams,
-    StartupNextAddr,
-    AnyAlpn,
-}
-
 impl Connector {
-    pub(super) fn bug(&self, _b: BugId) -> bool {
+    /// Whether `bug` is switched on: always `false` without the `planted-bugs` feature.
+    pub(super) fn bug(&self, _bug: PlantedBug) -> bool {
         #[cfg(feature = "planted-bugs")]
         {
-            let want = match _b {
-                BugId::IgnoreTsa => PlantedBug::IgnoreTargetSessionAttrs,
-                BugId::NoTimeout => PlantedBug::DropAttemptTimeout,
-                BugId::ReuseId => PlantedBug::ReuseClosedAttempt,
-                BugId::NoPass2 => PlantedBug::SkipPreferSecondPass,
-                BugId::StaleParams => PlantedBug::TrustStaleParameterStatus,
-                BugId::StartupNextAddr => PlantedBug::StartupErrorNextAddress,
-                BugId::AnyAlpn => PlantedBug::AcceptAnyAlpn,
-            };
-            self.bugs.contains(&want)
+            self.bugs.contains(&_bug)
         }
         #[cfg(not(feature = "planted-bugs"))]
         false
+    }
+
+    /// The bugs that live in the connection: accepting every server, and the previous
+    /// connection's role state.
+    #[cfg(feature = "planted-bugs")]
+    pub(super) fn plant_in_conn(&self, mut conn: crate::conn::Conn) -> crate::conn::Conn {
+        conn.ignore_check = self.bug(PlantedBug::IgnoreTargetSessionAttrs);
+        if self.bug(PlantedBug::TrustStaleParameterStatus) {
+            if let Some((h, d, v)) = self.stale_role {
+                conn.inherit_role_state(h, d, v);
+            }
+        }
+        conn
+    }
+
+    /// Without the feature no bug lives in the connection.
+    #[cfg(not(feature = "planted-bugs"))]
+    pub(super) fn plant_in_conn(&self, conn: crate::conn::Conn) -> crate::conn::Conn {
+        conn
     }
 }

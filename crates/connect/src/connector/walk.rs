@@ -8,7 +8,7 @@ use pgyard_conninfo::typed::{LoadBalanceHosts, SlotKind, TargetSessionAttrs};
 use pgyard_types::{uniform_inclusive, Instant};
 
 use super::attempt::Plan;
-use super::{BugId, Connector, Phase};
+use super::{Connector, Phase, PlantedBug};
 use crate::conn::{Check, ServerRole};
 use crate::{resolver_text, Action, FailureKind, HostStatus, OpenTarget, ResolveToken};
 
@@ -191,7 +191,8 @@ impl Connector {
     /// needed.
     fn next_target(&mut self, now: Instant) -> Next {
         loop {
-            let second_pass_allowed = self.prefer_mode() && !self.bug(BugId::NoPass2);
+            let second_pass_allowed =
+                self.prefer_mode() && !self.bug(PlantedBug::SkipPreferSecondPass);
             let Some(walk) = self.walk_mut() else {
                 // Only pump asks, and only while walking.
                 return Next::Waiting;
