@@ -25,7 +25,7 @@ pub mod standby_slots;
 
 pub use engine::{
     check_function_prerequisites, check_user_op, promote, sync_cycle, sync_function, Action,
-    Caller, DropReason, Outcome, Positions, SkipReason, UserOp,
+    Caller, Change, DropReason, Outcome, Positions, SkipReason, UserOp,
 };
 pub use error::{InputError, SlotOpError, SyncError};
 pub use input::{Standby, Version, WalLevel};

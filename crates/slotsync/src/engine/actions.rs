@@ -158,6 +158,49 @@ impl Positions {
     }
 }
 
+/// One column an [`Action::Update`] changes, with its new value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// `restart_lsn`.
+    RestartLsn(Lsn),
+    /// `confirmed_flush_lsn`.
+    ConfirmedFlushLsn(Lsn),
+    /// `catalog_xmin`.
+    CatalogXmin(Xid),
+    /// `plugin` (NULL as `None`).
+    Plugin(Option<String>),
+    /// `datoid` and `database`, which change together.
+    Database {
+        /// `datoid`.
+        datoid: Option<u32>,
+        /// `database`.
+        database: Option<String>,
+    },
+    /// `two_phase`.
+    TwoPhase(bool),
+    /// `two_phase_at` (NULL as `None`; 18 only).
+    TwoPhaseAt(Option<Lsn>),
+    /// `failover`.
+    Failover(bool),
+}
+
+impl Change {
+    /// The `pg_replication_slots` column changed (`datoid` for [`Change::Database`], which
+    /// also sets `database`).
+    pub fn column(&self) -> &'static str {
+        match self {
+            Change::RestartLsn(_) => "restart_lsn",
+            Change::ConfirmedFlushLsn(_) => "confirmed_flush_lsn",
+            Change::CatalogXmin(_) => "catalog_xmin",
+            Change::Plugin(_) => "plugin",
+            Change::Database { .. } => "datoid",
+            Change::TwoPhase(_) => "two_phase",
+            Change::TwoPhaseAt(_) => "two_phase_at",
+            Change::Failover(_) => "failover",
+        }
+    }
+}
+
 /// One decision of a sync cycle, in the order the server takes them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
@@ -183,8 +226,8 @@ pub enum Action {
     Update {
         /// Slot name.
         slot: String,
-        /// Columns changed, with their new values (JSON as in `pg_replication_slots`).
-        set: Vec<(&'static str, Value)>,
+        /// Columns changed, with their new values, in the order the server's copy sets them.
+        set: Vec<Change>,
         /// How the positions were synced, when they were (`None`: settings only).
         positions: Option<Positions>,
     },
@@ -250,8 +293,8 @@ impl Action {
                 m.insert("action".into(), "update".into());
                 m.insert("slot".into(), slot.clone().into());
                 let mut s = Map::new();
-                for (k, v) in set {
-                    s.insert((*k).into(), v.clone());
+                for c in set {
+                    change_json(c, &mut s);
                 }
                 m.insert("set".into(), Value::Object(s));
                 if let Some(p) = positions {
@@ -291,6 +334,24 @@ impl Action {
         }
         Value::Object(m)
     }
+}
+
+/// Adds a change's columns to an update's `set` object, valued as `row_to_json` gives them.
+fn change_json(c: &Change, s: &mut Map<String, Value>) {
+    let text = |v: Option<String>| v.map_or(Value::Null, Value::String);
+    let value = match c {
+        Change::RestartLsn(l) | Change::ConfirmedFlushLsn(l) => l.to_string().into(),
+        Change::CatalogXmin(x) => x.0.to_string().into(),
+        Change::Plugin(p) => text(p.clone()),
+        Change::Database { datoid, database } => {
+            s.insert("datoid".into(), text(datoid.map(|o| o.to_string())));
+            s.insert("database".into(), text(database.clone()));
+            return;
+        }
+        Change::TwoPhase(b) | Change::Failover(b) => (*b).into(),
+        Change::TwoPhaseAt(l) => text(l.map(|l| l.to_string())),
+    };
+    s.insert(c.column().into(), value);
 }
 
 /// What one cycle decided and left behind.
