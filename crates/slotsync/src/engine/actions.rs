@@ -143,7 +143,7 @@ pub enum Positions {
     Decoded {
         /// Whether decoding reached a consistent snapshot.
         consistent: bool,
-        /// Whether a case the model does not cover decided a value (see [`decoding`]).
+        /// Whether a case the model does not cover decided a value (see [`crate::decoding`]).
         approximate: bool,
     },
 }
@@ -266,6 +266,6 @@ pub struct Outcome {
     /// The in-memory `effective_catalog_xmin` of the slots in `slots_after` where it is not
     /// their `catalog_xmin` (a decoded update leaves the slot's own lower than the remote's,
     /// which the server puts in memory). Pass it as the next call's
-    /// [`Standby::effective_catalog_xmins`].
+    /// [`crate::Standby::effective_catalog_xmins`].
     pub effective_catalog_xmins: BTreeMap<String, Xid>,
 }

@@ -1,5 +1,6 @@
 //! Every JSON form the crate reads or writes: slot rows as `row_to_json` gives them, the plan
-//! input and output, snapshots, the check report and the actions. The engine's types carry
+//! input and output, snapshots (also as assembled from the servers' answers), the check report
+//! and the actions. The engine's types carry
 //! no JSON; this module is where they meet it, so a format change touches nothing else.
 //!
 //! The field readers below treat null and missing alike; wrong types are errors, never panics.
@@ -11,12 +12,14 @@ use crate::error::InputError;
 
 mod action;
 mod check;
+mod collect;
 mod decoding;
 mod input;
 mod plan;
 mod row;
 mod snapshot;
 
+pub(crate) use collect::collect;
 pub use plan::{outcome_to_json, run_plan_text, PlanRun};
 pub use snapshot::rows_from_json;
 
