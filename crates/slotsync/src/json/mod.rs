@@ -1,7 +1,7 @@
 //! Every JSON form the crate reads or writes: slot rows as `row_to_json` gives them, the plan
 //! input and output, snapshots (also as assembled from the servers' answers), the check report
-//! and the actions. The engine's types carry
-//! no JSON; this module is where they meet it, so a format change touches nothing else.
+//! and the actions. The engine's types carry no JSON; this module is where they meet it, so a
+//! format change touches nothing else.
 //!
 //! The field readers below treat null and missing alike; wrong types are errors, never panics.
 
@@ -27,7 +27,7 @@ fn field<'a>(obj: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
     obj.get(key).filter(|v| !v.is_null())
 }
 
-pub(crate) fn text(obj: &Map<String, Value>, key: &str) -> Result<Option<String>, InputError> {
+fn text(obj: &Map<String, Value>, key: &str) -> Result<Option<String>, InputError> {
     match field(obj, key) {
         None => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
@@ -35,7 +35,7 @@ pub(crate) fn text(obj: &Map<String, Value>, key: &str) -> Result<Option<String>
     }
 }
 
-pub(crate) fn opt_boolean(obj: &Map<String, Value>, key: &str) -> Result<Option<bool>, InputError> {
+fn opt_boolean(obj: &Map<String, Value>, key: &str) -> Result<Option<bool>, InputError> {
     match field(obj, key) {
         None => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
@@ -45,11 +45,11 @@ pub(crate) fn opt_boolean(obj: &Map<String, Value>, key: &str) -> Result<Option<
     }
 }
 
-pub(crate) fn boolean(obj: &Map<String, Value>, key: &str) -> Result<bool, InputError> {
+fn boolean(obj: &Map<String, Value>, key: &str) -> Result<bool, InputError> {
     Ok(opt_boolean(obj, key)?.unwrap_or(false))
 }
 
-pub(crate) fn int(obj: &Map<String, Value>, key: &str) -> Result<Option<i64>, InputError> {
+fn int(obj: &Map<String, Value>, key: &str) -> Result<Option<i64>, InputError> {
     match field(obj, key) {
         None => Ok(None),
         Some(Value::Number(n)) => n
@@ -67,7 +67,7 @@ pub(crate) fn int(obj: &Map<String, Value>, key: &str) -> Result<Option<i64>, In
     }
 }
 
-pub(crate) fn oid(obj: &Map<String, Value>, key: &str) -> Result<Option<u32>, InputError> {
+fn oid(obj: &Map<String, Value>, key: &str) -> Result<Option<u32>, InputError> {
     match int(obj, key)? {
         None => Ok(None),
         Some(v) => u32::try_from(v)
@@ -76,11 +76,11 @@ pub(crate) fn oid(obj: &Map<String, Value>, key: &str) -> Result<Option<u32>, In
     }
 }
 
-pub(crate) fn xid(obj: &Map<String, Value>, key: &str) -> Result<Option<Xid>, InputError> {
+fn xid(obj: &Map<String, Value>, key: &str) -> Result<Option<Xid>, InputError> {
     Ok(oid(obj, key)?.map(Xid))
 }
 
-pub(crate) fn lsn(obj: &Map<String, Value>, key: &str) -> Result<Option<Lsn>, InputError> {
+fn lsn(obj: &Map<String, Value>, key: &str) -> Result<Option<Lsn>, InputError> {
     match text(obj, key)? {
         None => Ok(None),
         Some(s) => s
