@@ -8,11 +8,9 @@
 //! the condition of PostgreSQL's "Logical Replication Failover" documentation. Warnings name
 //! what may make a ready slot unready later; they change neither `ready` nor the exit status.
 
-use serde_json::{json, Map, Value};
-
 use pgyard_types::{Lsn, Xid};
 
-use crate::engine::{sync_cycle, sync_function, Caller, Outcome};
+use crate::engine::{sync_cycle, sync_function, Action, Caller, Outcome};
 use crate::error::SyncError;
 use crate::input::{Standby, WalLevel};
 use crate::row::{xid_precedes, SlotRow, SlotType};
@@ -31,7 +29,18 @@ pub struct Verdict {
     /// What does not change `ready` but should be fixed.
     pub warnings: Vec<String>,
     /// What the next sync would do to this slot (`None` without the primary's slots).
-    pub next_sync: Option<Value>,
+    pub next_sync: Option<NextSync>,
+}
+
+/// The engine's plan for one slot: what the next sync would do to it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NextSync {
+    /// Who syncs: the worker when `sync_replication_slots` is on, else the SQL function.
+    pub caller: Caller,
+    /// The cycle's actions on this slot, in order.
+    pub actions: Vec<Action>,
+    /// The error that would end the cycle (it may concern another slot).
+    pub error: Option<SyncError>,
 }
 
 /// The whole answer.
@@ -49,29 +58,6 @@ impl Report {
     /// `pg_isready`'s convention: 0 when every slot is ready, 1 otherwise.
     pub fn exit_code(&self) -> u8 {
         u8::from(self.slots.iter().any(|v| !v.ready))
-    }
-
-    /// The `--json` form: `{"slots": [...], "warnings": [...], "unchecked": [...], "ready"}`.
-    pub fn to_json(&self) -> Value {
-        let slots: Vec<Value> = self
-            .slots
-            .iter()
-            .map(|v| {
-                json!({
-                    "slot": v.slot,
-                    "ready": v.ready,
-                    "reason": v.reason,
-                    "warnings": v.warnings,
-                    "next_sync": v.next_sync,
-                })
-            })
-            .collect();
-        json!({
-            "slots": slots,
-            "ready": self.exit_code() == 0,
-            "warnings": self.warnings,
-            "unchecked": self.unchecked,
-        })
     }
 
     /// The text form: a line per slot, its reason and warnings indented below.
@@ -186,7 +172,7 @@ fn verdict(
     sent: Sent,
     sb: &Standby,
     warnings: &[String],
-    next_sync: Option<Value>,
+    next_sync: Option<NextSync>,
 ) -> Verdict {
     let reason = not_ready_reason(remote, local, sent, sb);
     Verdict {
@@ -372,32 +358,21 @@ fn primary_warnings(snap: &Snapshot, list: &str) -> Vec<String> {
     w
 }
 
-/// The engine's plan for one slot: `{"caller", "actions", "error"}`.
-fn next_sync(name: &str, outcome: &Outcome, caller: Caller) -> Value {
-    let actions: Vec<Value> = outcome
-        .actions
-        .iter()
-        .filter(|a| action_slot(a) == name)
-        .map(|a| a.to_json())
-        .collect();
-    let mut m = Map::new();
-    let who = match caller {
-        Caller::Worker => "worker",
-        Caller::Function => "function",
-    };
-    m.insert("caller".into(), who.into());
-    m.insert("actions".into(), Value::Array(actions));
-    m.insert(
-        "error".into(),
-        outcome
-            .error
-            .as_ref()
-            .map_or(Value::Null, |e| e.to_string().into()),
-    );
-    Value::Object(m)
+/// The engine's plan for one slot.
+fn next_sync(name: &str, outcome: &Outcome, caller: Caller) -> NextSync {
+    NextSync {
+        caller,
+        actions: outcome
+            .actions
+            .iter()
+            .filter(|a| action_slot(a) == name)
+            .cloned()
+            .collect(),
+        error: outcome.error.clone(),
+    }
 }
 
-fn action_slot(a: &crate::engine::Action) -> &str {
+fn action_slot(a: &Action) -> &str {
     use crate::engine::Action as A;
     match a {
         A::Drop { slot, .. }

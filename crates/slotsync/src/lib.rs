@@ -8,7 +8,9 @@
 //!   `restart_lsn` and `catalog_xmin`, from the `xl_running_xacts` records given.
 //! * [`standby_slots`]: the primary's `synchronized_standby_slots` gate for failover walsenders.
 //! * [`cadence`]: the worker's naptime/back-off and launch throttle, as a sans-IO scheduler.
-//! * [`plan`]: the JSON format of `pgyard slotsync plan` (see `docs/slotsync.md`).
+//! * [`plan`]: the input of `pgyard slotsync plan` (see `docs/slotsync.md`).
+//! * [`json`]: every JSON form read or written (rows, plan input and output, snapshots,
+//!   actions, the check report); the engine itself carries no JSON.
 //! * [`check`]: the failover-readiness verdict per failover slot (`pgyard slotsync check`).
 //! * [`snapshot`]: the SQL that reads a plan input from live servers, and its assembly.
 
@@ -18,6 +20,7 @@ pub mod decoding;
 pub mod engine;
 pub mod error;
 pub mod input;
+pub mod json;
 pub mod plan;
 pub mod row;
 pub mod snapshot;
@@ -25,7 +28,7 @@ pub mod standby_slots;
 
 pub use engine::{
     check_function_prerequisites, check_user_op, promote, sync_cycle, sync_function, Action,
-    Caller, DropReason, Outcome, Positions, SkipReason, UserOp,
+    Caller, Change, DropReason, Outcome, Positions, SkipReason, UserOp,
 };
 pub use error::{InputError, SlotOpError, SyncError};
 pub use input::{Standby, Version, WalLevel};

@@ -1,12 +1,8 @@
-//! Rows of `pg_replication_slots`, typed, and their JSON form (`row_to_json` types).
+//! Rows of `pg_replication_slots`, typed (their JSON form is in [`crate::json`]).
 
 use std::fmt;
 
 use pgyard_types::{Lsn, Xid};
-use serde_json::{Map, Value};
-
-use crate::error::InputError;
-use crate::input::Version;
 
 /// `slot_type`: physical or logical.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -186,107 +182,6 @@ impl SlotRow {
             ..SlotRow::logical(name)
         }
     }
-
-    /// Reads a row from a JSON object keyed by column name (`row_to_json` types); missing
-    /// columns are null or false.
-    pub fn from_json(value: &Value) -> Result<SlotRow, InputError> {
-        let obj = value
-            .as_object()
-            .ok_or_else(|| InputError::new("a slot row is not a JSON object"))?;
-        let slot_name = text(obj, "slot_name")?
-            .ok_or_else(|| InputError::new("a slot row has no slot_name"))?;
-        let ctx = |e: InputError| InputError(format!("slot {slot_name:?}: {}", e.0));
-        let slot_type = match text(obj, "slot_type").map_err(ctx)?.as_deref() {
-            Some("physical") => SlotType::Physical,
-            Some("logical") | None => SlotType::Logical,
-            Some(other) => return Err(ctx(InputError(format!("unknown slot_type {other:?}")))),
-        };
-        let invalidation_reason =
-            match text(obj, "invalidation_reason").map_err(ctx)? {
-                None => None,
-                Some(name) => Some(InvalidationCause::from_name(&name).ok_or_else(|| {
-                    ctx(InputError(format!("unknown invalidation_reason {name:?}")))
-                })?),
-            };
-        Ok(SlotRow {
-            plugin: text(obj, "plugin").map_err(ctx)?,
-            slot_type,
-            datoid: oid(obj, "datoid").map_err(ctx)?,
-            database: text(obj, "database").map_err(ctx)?,
-            temporary: boolean(obj, "temporary").map_err(ctx)?,
-            active: boolean(obj, "active").map_err(ctx)?,
-            active_pid: int(obj, "active_pid").map_err(ctx)?,
-            xmin: xid(obj, "xmin").map_err(ctx)?,
-            catalog_xmin: xid(obj, "catalog_xmin").map_err(ctx)?,
-            restart_lsn: lsn(obj, "restart_lsn").map_err(ctx)?,
-            confirmed_flush_lsn: lsn(obj, "confirmed_flush_lsn").map_err(ctx)?,
-            wal_status: text(obj, "wal_status").map_err(ctx)?,
-            safe_wal_size: int(obj, "safe_wal_size").map_err(ctx)?,
-            two_phase: boolean(obj, "two_phase").map_err(ctx)?,
-            two_phase_at: lsn(obj, "two_phase_at").map_err(ctx)?,
-            inactive_since: text(obj, "inactive_since").map_err(ctx)?,
-            conflicting: opt_boolean(obj, "conflicting").map_err(ctx)?,
-            invalidation_reason,
-            failover: boolean(obj, "failover").map_err(ctx)?,
-            synced: boolean(obj, "synced").map_err(ctx)?,
-            slot_name,
-        })
-    }
-
-    /// The row as a JSON object with `row_to_json`'s column names, order and types
-    /// (PostgreSQL 18's view).
-    pub fn to_json(&self) -> Value {
-        self.to_json_as(Version::V18)
-    }
-
-    /// The row as that version's `pg_replication_slots` shows it (17 has no `two_phase_at`).
-    pub fn to_json_as(&self, version: Version) -> Value {
-        let mut m = Map::new();
-        let s = |v: &Option<String>| v.clone().map_or(Value::Null, Value::String);
-        let l = |v: Option<Lsn>| v.map_or(Value::Null, |x| Value::String(x.to_string()));
-        let x = |v: Option<Xid>| v.map_or(Value::Null, |x| Value::String(x.0.to_string()));
-        m.insert("slot_name".into(), Value::String(self.slot_name.clone()));
-        m.insert("plugin".into(), s(&self.plugin));
-        m.insert("slot_type".into(), self.slot_type.as_str().into());
-        m.insert(
-            "datoid".into(),
-            self.datoid
-                .map_or(Value::Null, |o| Value::String(o.to_string())),
-        );
-        m.insert("database".into(), s(&self.database));
-        m.insert("temporary".into(), self.temporary.into());
-        m.insert("active".into(), self.active.into());
-        m.insert(
-            "active_pid".into(),
-            self.active_pid.map_or(Value::Null, Value::from),
-        );
-        m.insert("xmin".into(), x(self.xmin));
-        m.insert("catalog_xmin".into(), x(self.catalog_xmin));
-        m.insert("restart_lsn".into(), l(self.restart_lsn));
-        m.insert("confirmed_flush_lsn".into(), l(self.confirmed_flush_lsn));
-        m.insert("wal_status".into(), s(&self.wal_status));
-        m.insert(
-            "safe_wal_size".into(),
-            self.safe_wal_size.map_or(Value::Null, Value::from),
-        );
-        m.insert("two_phase".into(), self.two_phase.into());
-        if version >= Version::V18 {
-            m.insert("two_phase_at".into(), l(self.two_phase_at));
-        }
-        m.insert("inactive_since".into(), s(&self.inactive_since));
-        m.insert(
-            "conflicting".into(),
-            self.conflicting.map_or(Value::Null, Value::Bool),
-        );
-        m.insert(
-            "invalidation_reason".into(),
-            self.invalidation_reason
-                .map_or(Value::Null, |c| Value::String(c.as_str().into())),
-        );
-        m.insert("failover".into(), self.failover.into());
-        m.insert("synced".into(), self.synced.into());
-        Value::Object(m)
-    }
 }
 
 /// Whether `a` comes before `b` in PostgreSQL's circular xid order (`TransactionIdPrecedes`).
@@ -304,74 +199,4 @@ pub fn xid_follows(a: Xid, b: Xid) -> bool {
         return a.0 > b.0;
     }
     (a.0.wrapping_sub(b.0) as i32) > 0
-}
-
-// ---------------------------------------------------------------------------------------------
-// JSON field readers: null and missing are the same; wrong types are errors, never panics.
-
-fn field<'a>(obj: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
-    obj.get(key).filter(|v| !v.is_null())
-}
-
-pub(crate) fn text(obj: &Map<String, Value>, key: &str) -> Result<Option<String>, InputError> {
-    match field(obj, key) {
-        None => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(other) => Err(InputError(format!("{key}: expected a string, got {other}"))),
-    }
-}
-
-pub(crate) fn opt_boolean(obj: &Map<String, Value>, key: &str) -> Result<Option<bool>, InputError> {
-    match field(obj, key) {
-        None => Ok(None),
-        Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(other) => Err(InputError(format!(
-            "{key}: expected a boolean, got {other}"
-        ))),
-    }
-}
-
-fn boolean(obj: &Map<String, Value>, key: &str) -> Result<bool, InputError> {
-    Ok(opt_boolean(obj, key)?.unwrap_or(false))
-}
-
-pub(crate) fn int(obj: &Map<String, Value>, key: &str) -> Result<Option<i64>, InputError> {
-    match field(obj, key) {
-        None => Ok(None),
-        Some(Value::Number(n)) => n
-            .as_i64()
-            .map(Some)
-            .ok_or_else(|| InputError(format!("{key}: {n} is not a 64-bit integer"))),
-        Some(Value::String(s)) => s
-            .trim()
-            .parse()
-            .map(Some)
-            .map_err(|_| InputError(format!("{key}: {s:?} is not an integer"))),
-        Some(other) => Err(InputError(format!(
-            "{key}: expected an integer, got {other}"
-        ))),
-    }
-}
-
-fn oid(obj: &Map<String, Value>, key: &str) -> Result<Option<u32>, InputError> {
-    match int(obj, key)? {
-        None => Ok(None),
-        Some(v) => u32::try_from(v)
-            .map(Some)
-            .map_err(|_| InputError(format!("{key}: {v} is out of range"))),
-    }
-}
-
-pub(crate) fn xid(obj: &Map<String, Value>, key: &str) -> Result<Option<Xid>, InputError> {
-    Ok(oid(obj, key)?.map(Xid))
-}
-
-pub(crate) fn lsn(obj: &Map<String, Value>, key: &str) -> Result<Option<Lsn>, InputError> {
-    match text(obj, key)? {
-        None => Ok(None),
-        Some(s) => s
-            .parse::<Lsn>()
-            .map(Some)
-            .map_err(|e| InputError(format!("{key}: {e}"))),
-    }
 }

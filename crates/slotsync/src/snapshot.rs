@@ -1,8 +1,9 @@
 //! Reading the plan input (and what the readiness check needs besides) from live servers.
 //!
-//! Pure: the SQL texts and how their answers become a [`Snapshot`]; the caller runs the queries
-//! through a [`Source`] (the CLI over pgyard's blocking driver, the tests over `psql`). Every
-//! query returns one text value (JSON built by the server), so one reader serves all.
+//! Pure: the SQL texts, and (in [`crate::json`]) how their answers become a [`Snapshot`]; the
+//! caller runs the queries through a [`Source`] (the CLI over pgyard's blocking driver, the
+//! tests over `psql`). Every query returns one text value (JSON built by the server), so one
+//! reader serves all.
 //!
 //! What needs privileges is read separately and left out, with a note, when refused: the
 //! snapshot files and the WAL facts (`pg_read_server_files`, `pg_monitor`, and the
@@ -12,15 +13,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use pgyard_types::Lsn;
-use serde_json::{json, Map, Value};
 
-use crate::decoding::{
-    parse_running_xacts_description, record_toplevel_xid, snapshot_file_lsn, SnapshotFile,
-};
 use crate::error::InputError;
-use crate::input::{parse_size, Version};
+use crate::input::Version;
 use crate::plan::PlanInput;
-use crate::row::SlotRow;
 
 /// A server's refusal or failure for one query.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -90,7 +86,7 @@ pub const SLOTS_SQL: &str =
     "select coalesce(json_agg(row_to_json(r)), '[]') from pg_catalog.pg_replication_slots r";
 
 /// The standby's positions and settings everyone may read.
-const STANDBY_SQL: &str = "select json_build_object(\
+pub(crate) const STANDBY_SQL: &str = "select json_build_object(\
     'server_version_num', current_setting('server_version_num'), \
     'receive_lsn', pg_last_wal_receive_lsn(), \
     'replay_lsn', pg_last_wal_replay_lsn(), \
@@ -106,20 +102,21 @@ const STANDBY_SQL: &str = "select json_build_object(\
 
 /// `primary_conninfo` is readable only with `pg_read_all_settings`; `pg_settings` hides the
 /// row instead of raising an error.
-const CONNINFO_SQL: &str =
+pub(crate) const CONNINFO_SQL: &str =
     "select setting from pg_catalog.pg_settings where name = 'primary_conninfo'";
 
-const CHECKPOINT_SQL: &str = "select json_build_object(\
+pub(crate) const CHECKPOINT_SQL: &str = "select json_build_object(\
     'redo_lsn', redo_lsn, 'tli', timeline_id) from pg_catalog.pg_control_checkpoint()";
 
-const OLDEST_WAL_SQL: &str =
+pub(crate) const OLDEST_WAL_SQL: &str =
     "select min(name) from pg_catalog.pg_ls_waldir() where name ~ '^[0-9A-F]{24}$'";
 
-const SNAPSHOT_FILES_SQL: &str = "select coalesce(json_agg(json_build_object('name', name, \
+pub(crate) const SNAPSHOT_FILES_SQL: &str =
+    "select coalesce(json_agg(json_build_object('name', name, \
     'hex', encode(pg_catalog.pg_read_binary_file('pg_logical/snapshots/' || name), 'hex')) \
     order by name), '[]') from pg_catalog.pg_ls_logicalsnapdir()";
 
-const PRIMARY_SQL: &str = "select json_build_object(\
+pub(crate) const PRIMARY_SQL: &str = "select json_build_object(\
     'server_version_num', current_setting('server_version_num'), \
     'in_recovery', pg_is_in_recovery(), \
     'synchronized_standby_slots', current_setting('synchronized_standby_slots'), \
@@ -136,223 +133,7 @@ pub fn collect(
     primary: Option<&mut dyn Source>,
     standby: &mut dyn Source,
 ) -> Result<Snapshot, SnapshotError> {
-    let mut notes = Vec::new();
-    let (remote, facts, primary_in_recovery) = match primary {
-        Some(p) => {
-            let (rows, facts, in_recovery) = read_primary(p, &mut notes)?;
-            (rows, Some(facts), in_recovery)
-        }
-        None => {
-            notes.push(
-                "no primary: the primary's slots, what its walsenders have sent and \
-                 synchronized_standby_slots were not read"
-                    .to_owned(),
-            );
-            (Vec::new(), None, false)
-        }
-    };
-    let local = json_rows(standby, "standby", "pg_replication_slots")?;
-    let mut sb = json_value(standby, "standby", "positions and settings", STANDBY_SQL)?;
-    sb["primary_in_recovery"] = primary_in_recovery.into();
-    match standby.value(CONNINFO_SQL) {
-        Ok(Some(c)) => sb["primary_conninfo"] = c.into(),
-        Ok(None) => notes.push(
-            "standby: primary_conninfo is not readable (needs pg_read_all_settings); the dbname \
-             prerequisite was not checked"
-                .to_owned(),
-        ),
-        Err(e) => return Err(query_error("standby", "primary_conninfo", e)),
-    }
-    let seg = sb["wal_segment_size"]
-        .as_str()
-        .and_then(parse_size)
-        .unwrap_or(16 << 20);
-    let checkpoint = optional(
-        standby,
-        CHECKPOINT_SQL,
-        "pg_control_checkpoint()",
-        &mut notes,
-    );
-    let checkpoint: Value = checkpoint
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or(Value::Null);
-    sb["redo_lsn"] = checkpoint["redo_lsn"].clone();
-    let oldest = optional(standby, OLDEST_WAL_SQL, "pg_ls_waldir()", &mut notes)
-        .and_then(|n| wal_file_lsn(&n, seg))
-        .map_or(Value::Null, |l| Value::String(l.to_string()));
-    sb["oldest_wal_lsn"] = oldest.clone();
-    let tli = checkpoint["tli"].as_u64();
-    if let Some(tli) = tli {
-        decoding_inputs(standby, &remote, &local, &mut sb, (tli, seg), &mut notes);
-    }
-    let mut input = json!({ "remote_slots": remote, "local_slots": local, "standby": sb });
-    if let Some(map) = input.as_object_mut() {
-        map.retain(|_, v| !v.is_null());
-    }
-    let input = PlanInput::from_json(&input).map_err(|error| SnapshotError::Input {
-        server: "standby",
-        error,
-    })?;
-    Ok(Snapshot {
-        input,
-        primary: facts,
-        notes,
-    })
-}
-
-fn read_primary(
-    p: &mut dyn Source,
-    notes: &mut Vec<String>,
-) -> Result<(Vec<Value>, PrimaryFacts, bool), SnapshotError> {
-    let rows = json_rows(p, "primary", "pg_replication_slots")?;
-    let v = json_value(p, "primary", "settings and walsenders", PRIMARY_SQL)?;
-    let sent_hidden: BTreeSet<String> = v["hidden"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|n| n.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
-    if !sent_hidden.is_empty() {
-        notes.push(
-            "primary: what the active logical walsenders have sent is hidden (needs \
-             pg_read_all_stats); their slots cannot be judged ready"
-                .to_owned(),
-        );
-    }
-    let version = Version::from_server_version_num(v["server_version_num"].as_str().unwrap_or(""))
-        .map_err(|error| SnapshotError::Input {
-            server: "primary",
-            error,
-        })?;
-    let mut sent = BTreeMap::new();
-    if let Some(m) = v["sent"].as_object() {
-        for (slot, l) in m {
-            if let Some(l) = l.as_str().and_then(|s| s.parse::<Lsn>().ok()) {
-                sent.insert(slot.clone(), l);
-            }
-        }
-    }
-    let facts = PrimaryFacts {
-        version,
-        synchronized_standby_slots: v["synchronized_standby_slots"]
-            .as_str()
-            .unwrap_or("")
-            .to_owned(),
-        sent_lsn: sent,
-        sent_hidden,
-    };
-    Ok((rows, facts, v["in_recovery"].as_bool().unwrap_or(false)))
-}
-
-fn query_error(server: &'static str, what: &'static str, error: QueryError) -> SnapshotError {
-    SnapshotError::Query {
-        server,
-        what,
-        error,
-    }
-}
-
-fn json_value(
-    s: &mut dyn Source,
-    server: &'static str,
-    what: &'static str,
-    sql: &str,
-) -> Result<Value, SnapshotError> {
-    let text = s
-        .value(sql)
-        .map_err(|e| query_error(server, what, e))?
-        .unwrap_or_default();
-    serde_json::from_str(&text).map_err(|e| SnapshotError::Input {
-        server,
-        error: InputError(format!("{what}: not JSON: {e}")),
-    })
-}
-
-fn json_rows(
-    s: &mut dyn Source,
-    server: &'static str,
-    what: &'static str,
-) -> Result<Vec<Value>, SnapshotError> {
-    match json_value(s, server, what, SLOTS_SQL)? {
-        Value::Array(a) => Ok(a),
-        other => Err(SnapshotError::Input {
-            server,
-            error: InputError(format!("{what}: expected an array, got {other}")),
-        }),
-    }
-}
-
-/// Runs an optional query; a refusal becomes a note naming what was lost.
-fn optional(s: &mut dyn Source, sql: &str, what: &str, notes: &mut Vec<String>) -> Option<String> {
-    match s.value(sql) {
-        Ok(v) => v,
-        Err(e) => {
-            notes.push(format!("standby: {what} not read: {}", e.message));
-            None
-        }
-    }
-}
-
-/// The snapshot files and the WAL facts that decide decoded positions. All or nothing: with
-/// snapshot names but no `RUNNING_XACTS` records, decoding would never look consistent, so
-/// a partial read is dropped and positions are predicted as copies.
-fn decoding_inputs(
-    standby: &mut dyn Source,
-    remote: &[Value],
-    local: &[Value],
-    sb: &mut Value,
-    (tli, seg): (u64, u64),
-    notes: &mut Vec<String>,
-) {
-    let files = match standby.value(SNAPSHOT_FILES_SQL) {
-        Ok(t) => t.and_then(|t| serde_json::from_str::<Vec<Value>>(&t).ok()),
-        Err(e) => {
-            notes.push(format!(
-                "standby: pg_logical/snapshots not read ({}); positions are predicted as copies",
-                e.message
-            ));
-            return;
-        }
-    };
-    let wal = match wal_facts(standby, remote, local, sb, (tli, seg)) {
-        Ok(w) => w,
-        Err(e) => {
-            notes.push(format!(
-                "standby: WAL records not read with pg_walinspect ({}); positions are predicted \
-                 as copies",
-                e.message
-            ));
-            return;
-        }
-    };
-    let mut names = Vec::new();
-    let mut contents = Map::new();
-    for f in files.unwrap_or_default() {
-        let Some(l) = f["name"].as_str().and_then(snapshot_file_lsn) else {
-            continue;
-        };
-        names.push(Value::String(l.to_string()));
-        if let Some(file) = f["hex"]
-            .as_str()
-            .and_then(hex_bytes)
-            .and_then(|b| SnapshotFile::parse(&b))
-        {
-            contents.insert(l.to_string(), file.to_json());
-        }
-    }
-    sb["serialized_snapshots"] = Value::Array(names);
-    sb["snapshot_files"] = Value::Object(contents);
-    let (running, xacts, next) = wal;
-    sb["running_xacts"] = running;
-    sb["xacts"] = xacts;
-    // The standby's next xid (a new slot's catalog_xmin starts there): its snapshot's xmin is
-    // lower while transactions (or prepared ones) are open on the primary.
-    let next = next
-        .max(sb["snapshot_xmax"].as_u64().unwrap_or(0))
-        .max(sb["snapshot_xmin"].as_u64().unwrap_or(0));
-    sb["snapshot_xmin"] = next.into();
+    crate::json::collect(primary, standby)
 }
 
 /// Decodes hex text (as `encode(..., 'hex')` prints it).
@@ -376,70 +157,7 @@ pub fn wal_file_lsn(name: &str, seg_bytes: u64) -> Option<Lsn> {
     Some(Lsn(log.checked_mul(0x1_0000_0000)? + seg * seg_bytes))
 }
 
-type WalFacts = (Value, Value, u64);
-
-/// The standby's `RUNNING_XACTS` records from the oldest position any logical slot may decode
-/// from, and the records of every transaction in that range (`pg_walinspect`; the top-level
-/// xid a subtransaction's first record carries is read from the raw WAL). Also returns the
-/// next xid they show.
-fn wal_facts(
-    standby: &mut dyn Source,
-    remote: &[Value],
-    local: &[Value],
-    sb: &Value,
-    (tli, seg): (u64, u64),
-) -> Result<WalFacts, QueryError> {
-    let lsn_of = |v: &Value| v.as_str().and_then(|s| s.parse::<Lsn>().ok());
-    let none = (Value::Array(vec![]), Value::Array(vec![]), 0);
-    let from = remote
-        .iter()
-        .chain(local.iter())
-        .filter(|r| r["slot_type"] == "logical")
-        .filter_map(|r| lsn_of(&r["restart_lsn"]))
-        .min();
-    let end = [&sb["replay_lsn"], &sb["receive_lsn"]]
-        .into_iter()
-        .filter_map(lsn_of)
-        .max();
-    let (Some(from), Some(end)) = (from, end) else {
-        return Ok(none);
-    };
-    let from = from.max(lsn_of(&sb["oldest_wal_lsn"]).unwrap_or(from));
-    let end = end.min(lsn_of(&sb["replay_lsn"]).unwrap_or(end));
-    if from >= end {
-        return Ok(none);
-    }
-    let text = standby
-        .value(&running_xacts_sql(from, end))?
-        .unwrap_or_default();
-    let recs: Vec<Value> = serde_json::from_str(&text).unwrap_or_default();
-    let mut running = Vec::new();
-    let mut next: u64 = 0;
-    for r in &recs {
-        let desc = r["description"].as_str().unwrap_or("");
-        let Some((nx, oldest, top, sub)) = parse_running_xacts_description(desc) else {
-            return Err(QueryError {
-                sqlstate: None,
-                message: format!("cannot read RUNNING_XACTS description {desc:?}"),
-            });
-        };
-        next = next.max(u64::from(nx.0));
-        running.push(json!({
-            "start_lsn": r["start_lsn"], "end_lsn": r["end_lsn"],
-            "oldest_running_xid": oldest.0, "next_xid": nx.0,
-            "xids": top.iter().map(|x| x.0).collect::<Vec<_>>(),
-            "subxids": sub.iter().map(|x| x.0).collect::<Vec<_>>(),
-        }));
-    }
-    let text = standby
-        .value(&xacts_sql(from, end, tli, seg))?
-        .unwrap_or_default();
-    let rows: Vec<Value> = serde_json::from_str(&text).unwrap_or_default();
-    let (xacts, next) = xacts_json(&rows, next);
-    Ok((Value::Array(running), Value::Array(xacts), next))
-}
-
-fn running_xacts_sql(from: Lsn, end: Lsn) -> String {
+pub(crate) fn running_xacts_sql(from: Lsn, end: Lsn) -> String {
     format!(
         "select coalesce(json_agg(json_build_object('start_lsn', start_lsn, 'end_lsn', end_lsn, \
          'description', description) order by start_lsn), '[]') \
@@ -450,7 +168,7 @@ fn running_xacts_sql(from: Lsn, end: Lsn) -> String {
 
 /// One row per xid with records in `[from, end)`: its record, change, invalidation, PREPARE
 /// and end positions, listed subtransactions, and the raw bytes at its first record.
-fn xacts_sql(from: Lsn, end: Lsn, tli: u64, seg: u64) -> String {
+pub(crate) fn xacts_sql(from: Lsn, end: Lsn, tli: u64, seg: u64) -> String {
     format!(
         "with r as (select start_lsn, xid::text::bigint as rxid, resource_manager as rm, \
            record_type as rt, description as d from pg_get_wal_records_info('{from}', '{end}')), \
@@ -481,147 +199,4 @@ fn xacts_sql(from: Lsn, end: Lsn, tli: u64, seg: u64) -> String {
     )
 }
 
-/// The engine's `xacts` from the rows of [`xacts_sql`], and the next xid they show.
-fn xacts_json(rows: &[Value], mut next: u64) -> (Vec<Value>, u64) {
-    let lsn_of = |v: &Value| v.as_str().and_then(|s| s.parse::<Lsn>().ok());
-    let mut xacts: Vec<Value> = Vec::new();
-    let mut parent: BTreeMap<u64, u64> = BTreeMap::new();
-    for row in rows {
-        let xid = row["xid"].as_u64().unwrap_or(0);
-        next = next.max(xid + 1);
-        let subs: Vec<u64> = row["subxids"]
-            .as_str()
-            .unwrap_or("")
-            .split_whitespace()
-            .filter_map(|w| w.parse().ok())
-            .collect();
-        for s in &subs {
-            next = next.max(s + 1);
-            parent.insert(*s, xid);
-        }
-        let mut x = json!({
-            "xid": xid,
-            "record_lsns": row["record_lsns"], "change_lsns": row["change_lsns"],
-            "invalidation_lsns": row["invalidation_lsns"], "prepare_lsn": row["prepare_lsn"],
-            "end_lsn": row["end_lsn"], "aborted": row["aborted"],
-            "has_invals": row["has_invals"], "subxids": subs,
-        });
-        let first = lsn_of(&row["first_lsn"]);
-        let raw = row["raw"].as_str().and_then(hex_bytes);
-        if let (Some(first), Some(raw)) = (first, raw) {
-            if let Some(top) = record_toplevel_xid(first, &raw) {
-                x["top_xid"] = top.0.into();
-                x["top_xid_lsn"] = first.to_string().into();
-            }
-        }
-        xacts.push(x);
-    }
-    for x in &mut xacts {
-        if x.get("top_xid").is_none() {
-            if let Some(p) = x["xid"].as_u64().and_then(|id| parent.get(&id)) {
-                x["top_xid"] = (*p).into();
-            }
-        }
-    }
-    (xacts, next)
-}
-
-impl Snapshot {
-    /// The snapshot as JSON: the plan input's keys (so `plan --input` reads it as it is),
-    /// plus `primary` and `notes`.
-    pub fn to_json(&self) -> Value {
-        let mut v = self.input.to_json();
-        if let Some(map) = v.as_object_mut() {
-            if let Some(p) = &self.primary {
-                map.insert(
-                    "primary".into(),
-                    json!({
-                        "server_version_num": p.version.server_version_num(),
-                        "synchronized_standby_slots": p.synchronized_standby_slots,
-                        "sent_lsn": p.sent_lsn.iter()
-                            .map(|(k, l)| (k.clone(), Value::String(l.to_string())))
-                            .collect::<Map<String, Value>>(),
-                        "sent_hidden": p.sent_hidden,
-                    }),
-                );
-            }
-            map.insert("notes".into(), json!(self.notes));
-        }
-        v
-    }
-
-    /// Reads what [`Snapshot::to_json`] wrote (also a bare plan input: no primary facts).
-    pub fn from_json(value: &Value) -> Result<Snapshot, InputError> {
-        let input = PlanInput::from_json(value)?;
-        let primary = match value.get("primary") {
-            None | Some(Value::Null) => None,
-            Some(p) => Some(primary_from_json(p)?),
-        };
-        let notes = match value.get("notes") {
-            Some(Value::Array(a)) => a
-                .iter()
-                .map(|n| n.as_str().map(str::to_owned))
-                .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| InputError::new("notes: expected strings"))?,
-            None | Some(Value::Null) => Vec::new(),
-            Some(_) => return Err(InputError::new("notes: expected an array")),
-        };
-        Ok(Snapshot {
-            input,
-            primary,
-            notes,
-        })
-    }
-}
-
-fn primary_from_json(p: &Value) -> Result<PrimaryFacts, InputError> {
-    let version = match &p["server_version_num"] {
-        Value::Null => Version::V18,
-        Value::String(s) => Version::from_server_version_num(s)?,
-        Value::Number(n) => Version::from_server_version_num(&n.to_string())?,
-        other => return Err(InputError(format!("primary.server_version_num: {other}"))),
-    };
-    let mut sent_lsn = BTreeMap::new();
-    match &p["sent_lsn"] {
-        Value::Null => {}
-        Value::Object(m) => {
-            for (slot, l) in m {
-                let l = l
-                    .as_str()
-                    .and_then(|s| s.parse::<Lsn>().ok())
-                    .ok_or_else(|| InputError(format!("primary.sent_lsn.{slot}: {l}")))?;
-                sent_lsn.insert(slot.clone(), l);
-            }
-        }
-        other => return Err(InputError(format!("primary.sent_lsn: {other}"))),
-    }
-    let sent_hidden = match &p["sent_hidden"] {
-        Value::Null => BTreeSet::new(),
-        Value::Array(a) => a
-            .iter()
-            .map(|n| n.as_str().map(str::to_owned))
-            .collect::<Option<BTreeSet<String>>>()
-            .ok_or_else(|| InputError::new("primary.sent_hidden: expected slot names"))?,
-        other => return Err(InputError(format!("primary.sent_hidden: {other}"))),
-    };
-    Ok(PrimaryFacts {
-        version,
-        synchronized_standby_slots: p["synchronized_standby_slots"]
-            .as_str()
-            .unwrap_or("")
-            .to_owned(),
-        sent_lsn,
-        sent_hidden,
-    })
-}
-
-/// Reads rows of `pg_replication_slots` from the JSON [`SLOTS_SQL`] returns.
-pub fn rows_from_json(text: &str) -> Result<Vec<SlotRow>, InputError> {
-    match serde_json::from_str::<Value>(text) {
-        Ok(Value::Array(a)) => a.iter().map(SlotRow::from_json).collect(),
-        Ok(other) => Err(InputError(format!(
-            "expected an array of rows, got {other}"
-        ))),
-        Err(e) => Err(InputError(format!("invalid JSON: {e}"))),
-    }
-}
+pub use crate::json::rows_from_json;

@@ -58,10 +58,11 @@ fn a_synced_persistent_valid_slot_with_the_standby_caught_up_is_ready() {
     assert!(report.slots[0].ready);
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);
     let next = report.slots[0].next_sync.as_ref().expect("next sync");
-    assert_eq!(next["caller"], "worker");
+    assert_eq!(next.caller, Caller::Worker);
     let json = report.to_json();
     assert_eq!(json["ready"], true);
     assert_eq!(json["slots"][0]["slot"], "a");
+    assert_eq!(json["slots"][0]["next_sync"]["caller"], "worker");
     assert_eq!(report.to_text(), "a: ready\n");
 }
 
@@ -151,8 +152,8 @@ fn warnings_do_not_change_the_verdict() {
     );
     assert_eq!(report.slots[0].warnings, report.warnings);
     assert_eq!(
-        report.slots[0].next_sync.as_ref().unwrap()["caller"],
-        "function"
+        report.slots[0].next_sync.as_ref().unwrap().caller,
+        Caller::Function
     );
     // An unreadable primary_conninfo is a note, not a missing setting.
     s.input.standby.primary_conninfo = String::new();

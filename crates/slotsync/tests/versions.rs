@@ -62,7 +62,7 @@ fn a_preceded_remote_still_copies_settings_on_17() {
         );
     };
     assert_eq!(slot, "a");
-    let cols: Vec<&str> = set.iter().map(|(c, _)| *c).collect();
+    let cols: Vec<&str> = set.iter().map(|c| c.column()).collect();
     assert_eq!(cols, ["plugin", "two_phase"]);
     let after = &out.slots_after[0];
     assert_eq!(after.plugin.as_deref(), Some("pgoutput"));

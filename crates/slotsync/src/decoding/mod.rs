@@ -4,7 +4,8 @@
 //! transactions still running at one of them). Pure: the WAL facts are inputs.
 //!
 //! The snapshot builder and reorder buffer are modelled in `builder`; `wal` reads the
-//! server's own formats (record bytes, snapshot files) and `json` the inputs' JSON form.
+//! server's own formats (record bytes, snapshot files); the inputs' JSON form is in
+//! [`crate::json`].
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -14,10 +15,8 @@ use builder::{Build, Decoder};
 use wal::first_on_page;
 
 mod builder;
-mod json;
 mod wal;
 
-pub(crate) use json::{lsns_json, opt_lsn_list};
 pub use wal::{parse_running_xacts_description, record_toplevel_xid, snapshot_file_lsn};
 
 /// One `XLOG_RUNNING_XACTS` record (`Standby/RUNNING_XACTS` in `pg_walinspect`).

@@ -1,9 +1,9 @@
-//! What one cycle decides: its actions, skip and drop reasons, and their JSON form.
+//! What one cycle decides: its actions, skip and drop reasons (their JSON form is in
+//! [`crate::json`]).
 
 use std::collections::BTreeMap;
 
 use pgyard_types::{Lsn, Xid};
-use serde_json::{Map, Value};
 
 use crate::error::SyncError;
 use crate::row::{InvalidationCause, SlotRow};
@@ -143,7 +143,7 @@ pub enum Positions {
     Decoded {
         /// Whether decoding reached a consistent snapshot.
         consistent: bool,
-        /// Whether a case the model does not cover decided a value (see [`decoding`]).
+        /// Whether a case the model does not cover decided a value (see [`crate::decoding`]).
         approximate: bool,
     },
 }
@@ -154,6 +154,49 @@ impl Positions {
         match self {
             Positions::Copied => "copied",
             Positions::Decoded { .. } => "decoded",
+        }
+    }
+}
+
+/// One column an [`Action::Update`] changes, with its new value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// `restart_lsn`.
+    RestartLsn(Lsn),
+    /// `confirmed_flush_lsn`.
+    ConfirmedFlushLsn(Lsn),
+    /// `catalog_xmin`.
+    CatalogXmin(Xid),
+    /// `plugin` (NULL as `None`).
+    Plugin(Option<String>),
+    /// `datoid` and `database`, which change together.
+    Database {
+        /// `datoid`.
+        datoid: Option<u32>,
+        /// `database`.
+        database: Option<String>,
+    },
+    /// `two_phase`.
+    TwoPhase(bool),
+    /// `two_phase_at` (NULL as `None`; 18 only).
+    TwoPhaseAt(Option<Lsn>),
+    /// `failover`.
+    Failover(bool),
+}
+
+impl Change {
+    /// The `pg_replication_slots` column changed (`datoid` for [`Change::Database`], which
+    /// also sets `database`).
+    pub fn column(&self) -> &'static str {
+        match self {
+            Change::RestartLsn(_) => "restart_lsn",
+            Change::ConfirmedFlushLsn(_) => "confirmed_flush_lsn",
+            Change::CatalogXmin(_) => "catalog_xmin",
+            Change::Plugin(_) => "plugin",
+            Change::Database { .. } => "datoid",
+            Change::TwoPhase(_) => "two_phase",
+            Change::TwoPhaseAt(_) => "two_phase_at",
+            Change::Failover(_) => "failover",
         }
     }
 }
@@ -183,8 +226,8 @@ pub enum Action {
     Update {
         /// Slot name.
         slot: String,
-        /// Columns changed, with their new values (JSON as in `pg_replication_slots`).
-        set: Vec<(&'static str, Value)>,
+        /// Columns changed, with their new values, in the order the server's copy sets them.
+        set: Vec<Change>,
         /// How the positions were synced, when they were (`None`: settings only).
         positions: Option<Positions>,
     },
@@ -209,90 +252,6 @@ pub enum Action {
     },
 }
 
-impl Action {
-    /// The action as a JSON object (`{"action": "...", "slot": "...", ...}`).
-    pub fn to_json(&self) -> Value {
-        let mut m = Map::new();
-        let lsn = |l: &Lsn| Value::String(l.to_string());
-        match self {
-            Action::Drop {
-                slot,
-                datoid,
-                reason,
-            } => {
-                m.insert("action".into(), "drop".into());
-                m.insert("slot".into(), slot.clone().into());
-                m.insert("reason".into(), reason.as_str().into());
-                if let Some(oid) = datoid {
-                    m.insert(
-                        "log".into(),
-                        format!("dropped replication slot \"{slot}\" of database with OID {oid}")
-                            .into(),
-                    );
-                }
-            }
-            Action::Create {
-                slot,
-                restart_lsn,
-                catalog_xmin,
-            } => {
-                m.insert("action".into(), "create".into());
-                m.insert("slot".into(), slot.clone().into());
-                m.insert("temporary".into(), true.into());
-                m.insert("restart_lsn".into(), lsn(restart_lsn));
-                m.insert("catalog_xmin".into(), catalog_xmin.0.to_string().into());
-            }
-            Action::Update {
-                slot,
-                set,
-                positions,
-            } => {
-                m.insert("action".into(), "update".into());
-                m.insert("slot".into(), slot.clone().into());
-                let mut s = Map::new();
-                for (k, v) in set {
-                    s.insert((*k).into(), v.clone());
-                }
-                m.insert("set".into(), Value::Object(s));
-                if let Some(p) = positions {
-                    m.insert("positions".into(), p.as_str().into());
-                    if let Positions::Decoded {
-                        approximate: true, ..
-                    } = p
-                    {
-                        m.insert("approximate".into(), true.into());
-                    }
-                }
-            }
-            Action::Persist { slot } => {
-                m.insert("action".into(), "persist".into());
-                m.insert("slot".into(), slot.clone().into());
-                m.insert(
-                    "log".into(),
-                    format!("newly created replication slot \"{slot}\" is sync-ready now").into(),
-                );
-            }
-            Action::Invalidate { slot, cause } => {
-                m.insert("action".into(), "invalidate".into());
-                m.insert("slot".into(), slot.clone().into());
-                m.insert("cause".into(), cause.as_str().into());
-            }
-            Action::Skip { slot, reason } => {
-                m.insert("action".into(), "skip".into());
-                m.insert("slot".into(), slot.clone().into());
-                m.insert("reason".into(), reason.as_str().into());
-                if let Some((msg, detail)) = reason.log(slot) {
-                    m.insert("log".into(), msg.into());
-                    if let Some(d) = detail {
-                        m.insert("detail".into(), d.into());
-                    }
-                }
-            }
-        }
-        Value::Object(m)
-    }
-}
-
 /// What one cycle decided and left behind.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Outcome {
@@ -307,6 +266,6 @@ pub struct Outcome {
     /// The in-memory `effective_catalog_xmin` of the slots in `slots_after` where it is not
     /// their `catalog_xmin` (a decoded update leaves the slot's own lower than the remote's,
     /// which the server puts in memory). Pass it as the next call's
-    /// [`Standby::effective_catalog_xmins`].
+    /// [`crate::Standby::effective_catalog_xmins`].
     pub effective_catalog_xmins: BTreeMap<String, Xid>,
 }

@@ -4,7 +4,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use pgyard_types::{Lsn, Xid};
-use serde_json::Value;
 
 use crate::decoding::{self, SlotPositions};
 use crate::error::SyncError;
@@ -14,7 +13,7 @@ use crate::row::{xid_follows, xid_precedes, InvalidationCause, SlotRow, SlotType
 mod actions;
 mod user_ops;
 
-pub use actions::{Action, Caller, DropReason, Outcome, Positions, SkipReason};
+pub use actions::{Action, Caller, Change, DropReason, Outcome, Positions, SkipReason};
 pub use user_ops::{check_user_op, promote, UserOp};
 
 /// The checks `pg_sync_replication_slots()` makes before touching any slot, in the server's
@@ -591,7 +590,7 @@ fn update_local(
             positions_synced: false,
         });
     }
-    let mut set: Vec<(&'static str, Value)> = Vec::new();
+    let mut set: Vec<Change> = Vec::new();
     let mut positions = None;
     let mut consistent = false;
     if r.confirmed > l_confirmed || r.restart > l_restart || xid_follows(r.catalog_xmin, l_xmin) {
@@ -630,16 +629,13 @@ fn update_local(
             adv.positions
         };
         if after.restart_lsn != l_restart {
-            set.push(("restart_lsn", after.restart_lsn.to_string().into()));
+            set.push(Change::RestartLsn(after.restart_lsn));
         }
         if after.confirmed_flush_lsn != l_confirmed {
-            set.push((
-                "confirmed_flush_lsn",
-                after.confirmed_flush_lsn.to_string().into(),
-            ));
+            set.push(Change::ConfirmedFlushLsn(after.confirmed_flush_lsn));
         }
         if after.catalog_xmin != l_xmin {
-            set.push(("catalog_xmin", after.catalog_xmin.0.to_string().into()));
+            set.push(Change::CatalogXmin(after.catalog_xmin));
         }
         local.restart_lsn = Some(after.restart_lsn);
         local.confirmed_flush_lsn = Some(after.confirmed_flush_lsn);
@@ -693,33 +689,26 @@ fn config_differs(local: &SlotRow, r: &Remote) -> bool {
 }
 
 /// Copies the remote's settings into `local`, recording each changed column in `set`.
-fn copy_settings(local: &mut SlotRow, r: &Remote, set: &mut Vec<(&'static str, Value)>) {
+fn copy_settings(local: &mut SlotRow, r: &Remote, set: &mut Vec<Change>) {
     let remote_tpa = remote_two_phase_at(local, r, r.version);
     let local_tpa = local.two_phase_at.filter(|l| *l != Lsn::INVALID);
-    let opt = |v: &Option<String>| v.clone().map_or(Value::Null, Value::String);
     if r.row.plugin != local.plugin {
-        set.push(("plugin", opt(&r.row.plugin)));
+        set.push(Change::Plugin(r.row.plugin.clone()));
     }
     if r.row.datoid != local.datoid {
-        set.push((
-            "datoid",
-            r.row
-                .datoid
-                .map_or(Value::Null, |o| Value::String(o.to_string())),
-        ));
-        set.push(("database", opt(&r.row.database)));
+        set.push(Change::Database {
+            datoid: r.row.datoid,
+            database: r.row.database.clone(),
+        });
     }
     if r.row.two_phase != local.two_phase {
-        set.push(("two_phase", r.row.two_phase.into()));
+        set.push(Change::TwoPhase(r.row.two_phase));
     }
     if remote_tpa != local_tpa {
-        set.push((
-            "two_phase_at",
-            remote_tpa.map_or(Value::Null, |l| Value::String(l.to_string())),
-        ));
+        set.push(Change::TwoPhaseAt(remote_tpa));
     }
     if r.row.failover != local.failover {
-        set.push(("failover", r.row.failover.into()));
+        set.push(Change::Failover(r.row.failover));
     }
     local.plugin = r.row.plugin.clone();
     local.datoid = r.row.datoid;

@@ -3,9 +3,9 @@
 use pgyard_types::{Lsn, Xid};
 use serde_json::{Map, Value};
 
-use super::{RunningXacts, SnapshotFile, XactRecords};
+use super::{lsn, xid};
+use crate::decoding::{RunningXacts, SnapshotFile, XactRecords};
 use crate::error::InputError;
-use crate::row::{lsn, xid};
 
 impl RunningXacts {
     /// Reads `{"start_lsn", "end_lsn", "oldest_running_xid", "next_xid", "xids", "subxids"}`.
