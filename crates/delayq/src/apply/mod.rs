@@ -111,19 +111,6 @@ impl Applier {
         Applier::default()
     }
 
-    /// The plan for one due transaction (its `schema` messages first).
-    pub fn plan(&mut self, txn: &ReadyTxn) -> Result<Plan, ApplyError> {
-        let mut batch = Batch::new();
-        self.add(&mut batch, txn)?;
-        Ok(batch.finish().unwrap_or(Plan {
-            steps: Vec::new(),
-            commit_lsn: txn.commit_lsn,
-            end_lsn: txn.end_lsn,
-            commit_ts: txn.commit_ts,
-            changes: 0,
-        }))
-    }
-
     /// Adds one due transaction (its `schema` messages first) to `batch` and returns the rows
     /// it changes. On an error the batch is left as it was.
     pub fn add(&mut self, batch: &mut Batch, txn: &ReadyTxn) -> Result<u64, ApplyError> {

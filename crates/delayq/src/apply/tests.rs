@@ -87,6 +87,13 @@ fn txn(lsn: u64, schema: Vec<Vec<u8>>, changes: Vec<Vec<u8>>) -> ReadyTxn {
     }
 }
 
+/// The plan of one transaction alone.
+fn plan(a: &mut Applier, txn: &ReadyTxn) -> Plan {
+    let mut batch = Batch::new();
+    a.add(&mut batch, txn).expect("applicable");
+    batch.finish().expect("a plan")
+}
+
 fn p(s: &str) -> Param {
     Some(s.as_bytes().to_vec())
 }
@@ -168,20 +175,14 @@ fn a_long_run_of_rows_goes_by_copy_with_its_values_escaped() {
 fn statement_text_does_not_depend_on_values_or_commit() {
     let mut a = Applier::new();
     let schema = vec![relation(1, "t", b'd', &[("id", true), ("v", false)])];
-    let one = a
-        .plan(&txn(
-            100,
-            schema,
-            vec![update(1, None, &[Some("1"), Some("x")])],
-        ))
-        .expect("plan");
-    let two = a
-        .plan(&txn(
-            200,
-            Vec::new(),
-            vec![update(1, None, &[Some("2"), None])],
-        ))
-        .expect("plan");
+    let one = plan(
+        &mut a,
+        &txn(100, schema, vec![update(1, None, &[Some("1"), Some("x")])]),
+    );
+    let two = plan(
+        &mut a,
+        &txn(200, Vec::new(), vec![update(1, None, &[Some("2"), None])]),
+    );
     let (one, two) = (statements(&one)[0].clone(), statements(&two)[0].clone());
     assert_eq!(one.sql, two.sql);
     // SET id, v; the key filter; the check's text naming the commit.
@@ -205,8 +206,9 @@ fn unchanged_toast_is_left_out_and_full_identity_matches_every_column() {
         b'f',
         &[("a", true), ("b", true), ("c", true)],
     )];
-    let plan = a
-        .plan(&txn(
+    let plan = plan(
+        &mut a,
+        &txn(
             100,
             schema,
             vec![update(
@@ -214,8 +216,8 @@ fn unchanged_toast_is_left_out_and_full_identity_matches_every_column() {
                 Some(&[Some("1"), None, Some("\u{0}u")]),
                 &[Some("2"), Some("\u{0}u"), Some("z")],
             )],
-        ))
-        .expect("plan");
+        ),
+    );
     let st = statements(&plan)[0];
     assert!(
         st.sql.contains("SET \"a\" = $1, \"c\" = $2 WHERE"),
