@@ -3,31 +3,16 @@
 //! publisher — also when `apply` is SIGKILLed again and again along the way, and never with a
 //! duplicate row in a table without a primary key.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{q, Rig};
 use pgyard_testkit::cluster::{Node, Options, Primary};
 
 const TABLES: [&str; 5] = ["acct", "nokey", "big", "trunc", "bulk"];
-
-fn q(node: &Node, sql: &str) -> String {
-    node.psql(sql)
-        .unwrap_or_else(|e| panic!("{}: {sql}: {e}", node.name()))
-}
-
-struct Rig {
-    publisher: Primary,
-    subscriber: Primary,
-    dir: PathBuf,
-}
-
-impl Drop for Rig {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 fn schema(extra_column: bool) -> String {
     let extra = if extra_column {
@@ -60,17 +45,9 @@ impl Rig {
             &publisher,
             "create publication pub for table acct, nokey, big, trunc, bulk",
         );
-        q(
-            &publisher,
-            "select pg_create_logical_replication_slot('pgyard', 'pgoutput')",
-        );
-        let dir = std::env::temp_dir().join(format!("pgyard-apply-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        Rig {
-            publisher,
-            subscriber,
-            dir,
-        }
+        let rig = Rig::with(publisher, subscriber, "apply", name);
+        rig.create_slot();
+        rig
     }
 
     fn p(&self, sql: &str) -> String {

@@ -4,30 +4,16 @@
 //! `--delay 1h` nothing is applied while the publisher's slot moves on and its WAL is
 //! recycled; SIGKILLs of the whole process lose and repeat nothing.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
+use common::{q, Rig};
 use pgyard_testkit::cluster::{Node, Options, Primary};
-
-fn q(node: &Node, sql: &str) -> String {
-    node.psql(sql)
-        .unwrap_or_else(|e| panic!("{}: {sql}: {e}", node.name()))
-}
-
-struct Rig {
-    publisher: Primary,
-    subscriber: Primary,
-    dir: std::path::PathBuf,
-}
-
-impl Drop for Rig {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 const TABLE: &str = "create table ev(id bigint primary key, at timestamptz not null, v text)";
 
@@ -40,19 +26,11 @@ impl Rig {
         q(&publisher, "create publication pub for table ev");
         // Created here, before the first event: what commits before a slot exists is not
         // decoded (`--copy-data`'s business). The hour-long test lets `run` create it.
+        let rig = Rig::with(publisher, subscriber, "run", name);
         if name != "hour" {
-            q(
-                &publisher,
-                "select pg_create_logical_replication_slot('pgyard', 'pgoutput')",
-            );
+            rig.create_slot();
         }
-        let dir = std::env::temp_dir().join(format!("pgyard-run-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        Rig {
-            publisher,
-            subscriber,
-            dir,
-        }
+        rig
     }
 
     fn run(&self, delay: &str) -> Replica {
