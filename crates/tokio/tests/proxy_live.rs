@@ -33,7 +33,7 @@ fn config(backend: String, mode: PoolMode, auth: ClientAuth, size: usize) -> Pro
         },
         pool: PoolSettings {
             size,
-            wait_timeout: Duration::from_secs(10),
+            wait_timeout: Duration::from_secs(30),
             ..PoolSettings::default()
         },
         seed: Some(7),
@@ -277,69 +277,101 @@ async fn cancel_reaches_the_query_of_the_client_that_asked() {
     assert!(r.is_ok(), "the other client's query is untouched: {r:?}");
 }
 
+/// Whether `sql` is running on the server at `port` (seen from a direct connection).
+async fn running_on(port: u16, sql: &str) -> bool {
+    let direct =
+        format!("host=127.0.0.1 port={port} user=postgres dbname=postgres sslmode=disable");
+    let mut c = connect(&direct).await.expect("direct connection");
+    let probe =
+        format!("select count(*) from pg_stat_activity where state = 'active' and query = '{sql}'");
+    one(&mut c, &probe).await == "1"
+}
+
+/// The failover is staged so that which transaction is in flight is known, not left to
+/// timing: one client's query runs on the primary when it stops; four clients hold no
+/// server then, and send their next transaction in the gap before the standby is promoted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failover_fails_only_transactions_in_flight() {
     use pgyard_tokio::ErrorKind;
     let mut primary = Primary::start(Options::default()).expect("primary");
+    let p = primary.port();
     let s1 = primary.add_standby("s1").expect("standby").port();
-    let addr = proxy_over(
-        &[primary.port(), s1],
-        PoolMode::Transaction,
-        ClientAuth::Trust,
-        4,
-    )
-    .await;
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let mut loops = Vec::new();
+    let addr = proxy_over(&[p, s1], PoolMode::Transaction, ClientAuth::Trust, 5).await;
+
+    // Four clients between transactions, with four idle server connections to the primary
+    // behind them (each transaction held its own).
+    let mut idle = Vec::new();
     for _ in 0..4 {
-        let (stop, conninfo) = (stop.clone(), via(addr, "postgres"));
-        loops.push(tokio::spawn(async move {
-            let mut c = connect(&conninfo).await.expect("client");
-            let (mut errors, mut last_port) = (Vec::new(), String::new());
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                match c.simple_query("select inet_server_port()").await {
-                    Ok(rows) => last_port = rows[0][0].clone().unwrap_or_default(),
-                    Err(e) => {
-                        // Only a transaction in flight may fail, and only once per client.
-                        errors.push(e);
-                        c = connect(&conninfo).await.expect("reconnect");
-                    }
-                }
-                tokio::time::sleep(Duration::from_millis(25)).await;
-            }
-            (errors, last_port)
-        }));
+        let mut c = connect(&via(addr, "postgres")).await.expect("client");
+        c.simple_query("begin").await.expect("begin");
+        assert_eq!(
+            one(&mut c, "select inet_server_port()").await,
+            p.to_string()
+        );
+        idle.push(c);
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    // Kept until the end: dropping the cluster stops its servers.
-    let _cluster = tokio::task::spawn_blocking(move || {
-        pgyard_testkit::fixtures::fail_over(&mut primary, "s1").expect("failover");
+    for c in &mut idle {
+        c.simple_query("commit").await.expect("commit");
+    }
+
+    // The fifth client's query is in flight: the primary is running it.
+    const SLEEP: &str = "select pg_sleep(60)";
+    let mut busy = connect(&via(addr, "postgres")).await.expect("client");
+    let in_flight = tokio::spawn(async move {
+        let r = busy.simple_query(SLEEP).await.map(|_| ());
+        (busy, r)
+    });
+    let seen = std::time::Instant::now();
+    while !running_on(p, SLEEP).await {
+        assert!(
+            seen.elapsed() < Duration::from_secs(30),
+            "the sleep never started"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let mut primary = tokio::task::spawn_blocking(move || {
+        primary.stop().expect("stop the primary");
         primary
     })
     .await
-    .expect("failover thread");
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let mut quiet = 0;
-    for l in loops {
-        let (errors, last_port) = l.await.expect("loop");
+    .expect("stop thread");
+    let (_busy, err) = in_flight.await.expect("in-flight task");
+    let err = err.expect_err("the transaction in flight fails");
+    let sqlstate = err.sqlstate().map(|s| s.to_string());
+    assert!(
+        matches!(sqlstate.as_deref(), Some("57P01" | "08006"))
+            || err.kind() == ErrorKind::Transient,
+        "{err} ({sqlstate:?})"
+    );
+
+    // No primary now: the idle servers are dead and s1 is still a standby. The next
+    // transactions wait in the pool instead of failing, and run once s1 is promoted.
+    let next: Vec<_> = idle
+        .into_iter()
+        .map(|mut c| {
+            tokio::spawn(async move {
+                let r = c.simple_query("select inet_server_port()").await;
+                r.map(|rows| rows[0][0].clone().unwrap_or_default())
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Kept until the end: dropping the cluster stops its servers.
+    let _cluster = tokio::task::spawn_blocking(move || {
+        let standby = primary.standby_mut("s1").expect("s1");
+        standby.promote().expect("promote s1");
+        primary
+    })
+    .await
+    .expect("promote thread");
+    for n in next {
+        let port = n.await.expect("client task");
         assert_eq!(
-            last_port,
-            s1.to_string(),
-            "every client ends on the new primary"
+            port.expect("a client between transactions never notices"),
+            s1.to_string()
         );
-        assert!(errors.len() <= 1, "{errors:?}");
-        for e in &errors {
-            let sqlstate = e.sqlstate().map(|s| s.to_string());
-            assert!(
-                matches!(sqlstate.as_deref(), Some("57P01" | "08006"))
-                    || e.kind() == ErrorKind::Transient,
-                "{e} ({sqlstate:?})"
-            );
-        }
-        quiet += usize::from(errors.is_empty());
     }
-    assert!(quiet > 0, "clients between transactions never notice");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
