@@ -2,6 +2,11 @@
 //! per iteration to a PostgreSQL 18 primary from pgyard-testkit (trust authentication over
 //! TCP, `sslmode=disable`).
 //!
+//! `connect_single/{pgyard_blocking,pgyard_tokio,libpq,tokio_postgres}` and
+//! `connect_single_scram/…`: one connect and close per iteration to one host, with trust and
+//! with SCRAM-SHA-256. Goal: pgyard ≤ 1.0× libpq and ≤ 1.0× tokio-postgres in both. Run one
+//! group with `cargo bench -p pgyard-benches --bench connect -- connect_single`.
+//!
 //! The failover ids use the host list [hung, hung, refused, primary] with `connect_timeout=2`:
 //! two listeners of this benchmark that accept and never answer, then a port nothing listens
 //! on, then the primary. `pgyard_sequential` (the blocking adapter, libpq's strategy) and
@@ -24,7 +29,7 @@ use std::time::{Duration, Instant};
 use criterion::{BenchmarkGroup, Criterion, SamplingMode};
 use pgyard_benches::libpq18::Libpq18;
 use pgyard_blocking::{ConnectOptions, Strategy};
-use pgyard_testkit::cluster::{Options, Primary};
+use pgyard_testkit::cluster::{Auth, Options, Primary, DEFAULT_PASSWORD};
 use pgyard_testkit::postgres;
 
 /// Seed of pgyard's random source, fixed so that no connect draws from the OS.
@@ -88,9 +93,7 @@ fn timing(group: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>, meas
         .measurement_time(measure);
 }
 
-fn connect_failover(c: &mut Criterion) {
-    let install = postgres::ensure_installed().expect("PostgreSQL 18 from pgyard-testkit");
-    let libpq = Libpq18::load(&install.libpq).expect("load libpq 18");
+fn connect_failover(c: &mut Criterion, libpq: &Libpq18) {
     let primary = Primary::start(Options::default()).expect("start a PostgreSQL 18 primary");
     let port = primary.port();
     let (hung1, hung2, refused) = (hung_listener(), hung_listener(), refused_port());
@@ -152,9 +155,92 @@ fn connect_failover(c: &mut Criterion) {
     drop(primary);
 }
 
+/// One group of single-host connects (and closes) to the server behind `conninfo`: pgyard's
+/// blocking and tokio adapters, libpq 18, and tokio-postgres, each checked once first.
+fn connect_single_group(c: &mut Criterion, name: &str, conninfo: &str, libpq: &Libpq18, port: u16) {
+    let options = ConnectOptions::default().seed(SEED);
+    let tokio_options = pgyard_tokio::ConnectOptions::default().seed(SEED);
+    let libpq_c = CString::new(conninfo).expect("conninfo holds no NUL byte");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let pg_config: tokio_postgres::Config = conninfo.parse().expect("tokio-postgres parses it");
+
+    let pgyard_tokio_once = || async {
+        let s = pgyard_tokio::connect_with(conninfo, &tokio_options)
+            .await
+            .unwrap_or_else(|e| panic!("pgyard-tokio could not connect: {e}"));
+        assert_eq!(pgyard_tokio::SessionInfo::port(&s), Some(port));
+        s.close().await;
+    };
+    let tokio_postgres_once = || async {
+        let (client, connection) = pg_config
+            .connect(tokio_postgres::NoTls)
+            .await
+            .unwrap_or_else(|e| panic!("tokio-postgres could not connect: {e}"));
+        // Dropping the client makes the connection send Terminate and end.
+        drop(client);
+        connection.await.expect("tokio-postgres closes cleanly");
+    };
+    // Each id reaches the server before anything is timed.
+    pgyard_connect(conninfo, &options, port).close();
+    rt.block_on(pgyard_tokio_once());
+    rt.block_on(tokio_postgres_once());
+    let conn = libpq
+        .connect(&libpq_c)
+        .unwrap_or_else(|e| panic!("libpq 18 could not connect: {e}"));
+    assert_eq!(conn.port(), port.to_string(), "libpq landed elsewhere");
+    drop(conn);
+
+    let mut group = c.benchmark_group(name);
+    group
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(5));
+    group.bench_function("pgyard_blocking", |b| {
+        b.iter(|| pgyard_connect(conninfo, &options, port).close())
+    });
+    group.bench_function("pgyard_tokio", |b| {
+        b.iter(|| rt.block_on(pgyard_tokio_once()))
+    });
+    group.bench_function("libpq", |b| {
+        b.iter(|| {
+            let conn = libpq.connect(&libpq_c).expect("libpq 18 connects");
+            black_box(&conn);
+        })
+    });
+    group.bench_function("tokio_postgres", |b| {
+        b.iter(|| rt.block_on(tokio_postgres_once()))
+    });
+    group.finish();
+}
+
+/// `connect_single` (trust) and `connect_single_scram` (SCRAM-SHA-256, PBKDF2 with the
+/// server's 4,096 iterations run by every client on every connect: no id caches it).
+fn connect_single(c: &mut Criterion, libpq: &Libpq18) {
+    let trust = Primary::start(Options::default()).expect("start a trust primary");
+    let conninfo = format!("{} sslmode=disable", trust.conninfo());
+    connect_single_group(c, "connect_single", &conninfo, libpq, trust.port());
+    drop(trust);
+
+    let options = Options {
+        auth: Auth::ScramSha256,
+        ..Options::default()
+    };
+    let scram = Primary::start(options).expect("start a SCRAM primary");
+    let conninfo = format!(
+        "{} password={DEFAULT_PASSWORD} sslmode=disable",
+        scram.conninfo()
+    );
+    connect_single_group(c, "connect_single_scram", &conninfo, libpq, scram.port());
+}
+
 fn main() {
     // `criterion_main!` spelled out: its generated `pub fn` would lack a doc comment.
     let mut c = Criterion::default().configure_from_args();
-    connect_failover(&mut c);
+    let install = postgres::ensure_installed().expect("PostgreSQL 18 from pgyard-testkit");
+    let libpq = Libpq18::load(&install.libpq).expect("load libpq 18");
+    connect_single(&mut c, &libpq);
+    connect_failover(&mut c, &libpq);
     c.final_summary();
 }

@@ -1,6 +1,7 @@
-//! `backend_decode/{pgyard,postgres_protocol,memcpy}` (plus `pgyard_decoder`): one pass over
-//! the seeded ~1 MiB backend stream of `pgyard_benches::wire`, each decoder visiting every
-//! DataRow field; `memcpy` copies the same bytes once, the physical floor.
+//! `backend_decode/{pgyard,postgres_protocol,walk,memcpy}` (plus `pgyard_decoder`): one pass
+//! over the seeded ~1 MiB backend stream of `pgyard_benches::wire`, each decoder visiting every
+//! DataRow field; `walk` only follows the length words (the floor of any decoder of this
+//! format); `memcpy` copies the same bytes once, the physical floor.
 //!
 //! `frontend_encode/{pgyard,postgres_protocol}`: 100 × Parse/Bind/Describe/Execute/Sync into a
 //! reused, cleared `BytesMut`.
@@ -41,6 +42,9 @@ fn backend_decode(c: &mut Criterion) {
             },
             BatchSize::LargeInput,
         )
+    });
+    group.bench_function("walk", |b| {
+        b.iter(|| black_box(wire::walk_visit(black_box(&stream))))
     });
     group.bench_function("memcpy", |b| {
         let mut dst = vec![0u8; stream.len()];

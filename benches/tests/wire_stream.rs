@@ -158,6 +158,20 @@ fn timed_routines_agree() {
     assert_eq!(columns, COLUMNS.len() as u64);
     assert_eq!(other, 0);
 
+    // The walk sees the same frames and row fields, and nothing of the other messages.
+    let walked = wire::walk_visit(&stream);
+    assert_eq!(
+        walked,
+        Tally {
+            messages: t.messages,
+            fields: t.fields,
+            nulls: t.nulls,
+            field_bytes: t.field_bytes,
+            field_mix: t.field_mix,
+            ..Tally::default()
+        }
+    );
+
     let mut dst = vec![0; stream.len()];
     wire::memcpy(&mut dst, &stream);
     assert_eq!(dst, stream);

@@ -1,24 +1,89 @@
 //! Blocking I/O for the shared driver core (decisions are the machine's, bookkeeping the
-//! core's). Each attempt's thread owns its socket and alternates between its commands and a
-//! short-timeout read, reporting on one channel; names resolve inline, as libpq's do.
+//! core's). Each attempt's thread owns its socket and waits on it and on a wake-up socket at
+//! once, so a command (send this, hand the socket over) is carried out the moment it is
+//! posted rather than when a read times out; it reports on one channel; names resolve
+//! inline, as libpq's do.
 
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::net::ToSocketAddrs;
+use std::os::unix::net::UnixStream;
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::thread;
 use std::time::Duration;
 
 use pgyard_connect::{AttemptId, Established, Event, OpenTarget, TcpOptions};
-use pgyard_driver::core::{Io, Step, TlsStart, WorkerCmd};
+use pgyard_driver::core::{Io, Mailbox, Step, TlsStart, WorkerCmd};
 use pgyard_driver::{io_kind, open_event, tls, Attempt, Driving, Error, Machine};
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustls::ClientConnection;
 
 use crate::transport::{open, Transport};
 
-/// How long a worker's read waits before it looks at its commands again.
+/// How long a worker's read waits before it looks at its commands again: only a bound, since
+/// a posted command wakes the worker at once.
 const POLL: Duration = Duration::from_millis(4);
 
+/// How long a worker waits for its socket or a wake-up before it looks again anyway.
+const IDLE: Timespec = Timespec {
+    tv_sec: 0,
+    tv_nsec: 100_000_000,
+};
+
 type Cmd = WorkerCmd<TlsStart>;
+
+/// An attempt's mailbox: its command channel, and a socket pair whose one byte per command
+/// wakes the worker out of its wait on the server's socket.
+pub(crate) struct Mail {
+    cmds: Sender<Cmd>,
+    wake: UnixStream,
+}
+
+impl Mailbox for Mail {
+    fn post(&self, cmd: Cmd) {
+        if self.cmds.send(cmd).is_ok() {
+            // Non-blocking: a full pair already holds a wake-up the worker has yet to see.
+            let _ = (&self.wake).write(&[1]);
+        }
+    }
+}
+
+/// A command channel and its wake-up pair: the mailbox, and the worker's ends.
+fn mail() -> io::Result<(Mail, Receiver<Cmd>, UnixStream)> {
+    let (cmds, rx) = mpsc::channel();
+    let (wake, woken) = UnixStream::pair()?;
+    wake.set_nonblocking(true)?;
+    woken.set_nonblocking(true)?;
+    Ok((Mail { cmds, wake }, rx, woken))
+}
+
+/// What a worker's wait ended on.
+enum Ready {
+    /// The socket has something (bytes, EOF or an error) for a read.
+    Socket,
+    /// A command was posted.
+    Woken,
+    /// Nothing within [`IDLE`].
+    Idle,
+}
+
+/// Waits for the server's socket or a wake-up; a failed poll falls back to the timed read.
+fn wait(sock: &socket2::Socket, woken: &UnixStream) -> Ready {
+    let mut fds = [
+        PollFd::new(sock, PollFlags::IN),
+        PollFd::new(woken, PollFlags::IN),
+    ];
+    match poll(&mut fds, Some(&IDLE)) {
+        Ok(0) => Ready::Idle,
+        Err(e) if e == rustix::io::Errno::INTR => Ready::Idle,
+        Err(_) => Ready::Socket,
+        Ok(_) if !fds[1].revents().is_empty() => {
+            let mut sink = [0u8; 64];
+            while matches!((&*woken).read(&mut sink), Ok(n) if n > 0) {}
+            Ready::Woken
+        }
+        Ok(_) => Ready::Socket,
+    }
+}
 
 /// Runs `machine` until it is done, appending its attempts to `log`. `held` is the
 /// established connection a reset replaces.
@@ -57,13 +122,15 @@ pub(crate) fn run(
                 target,
                 tcp,
             } => {
-                let (ctx, crx) = mpsc::channel();
                 let out = tx.clone();
-                let spawned = thread::Builder::new()
-                    .name(format!("pgyard-attempt-{}", attempt.0))
-                    .spawn(move || worker(attempt, target, tcp, bound, crx, out));
+                let spawned = mail().and_then(|(ctx, crx, woken)| {
+                    thread::Builder::new()
+                        .name(format!("pgyard-attempt-{}", attempt.0))
+                        .spawn(move || worker(attempt, target, tcp, bound, (crx, woken), out))?;
+                    Ok(ctx)
+                });
                 match spawned {
-                    Ok(_) => core.spawned(attempt, ctx),
+                    Ok(ctx) => core.spawned(attempt, ctx),
                     Err(e) => core.report(
                         m,
                         clock.now(),
@@ -125,7 +192,7 @@ fn worker(
     target: OpenTarget,
     tcp: Option<TcpOptions>,
     bound: Option<Duration>,
-    cmds: Receiver<Cmd>,
+    (cmds, woken): (Receiver<Cmd>, UnixStream),
     out: Sender<Msg>,
 ) {
     let report = |ev: Event| out.send(Msg::Event(ev)).is_ok();
@@ -181,38 +248,78 @@ fn worker(
                 return;
             }
             Ok(Cmd::Close) | Err(TryRecvError::Disconnected) => return stream.close(),
-            Err(TryRecvError::Empty) => match (&mut stream, &handshake) {
-                (Transport::Tls(t), Some(host)) => match t.conn.complete_io(&mut t.sock) {
-                    Ok(_) if t.conn.is_handshaking() => continue,
-                    Ok(_) => {
-                        let ev = tls::established(attempt, &t.conn);
-                        handshake = None;
+            Err(TryRecvError::Empty) => {
+                if may_wait(&stream) && !matches!(wait(stream.sock(), &woken), Ready::Socket) {
+                    continue;
+                }
+                match read_step(attempt, &mut stream, &mut handshake, &mut buf) {
+                    Next::Again => continue,
+                    Next::Report(ev) if ends(&ev) => ev,
+                    Next::Report(ev) => {
                         if report(ev) {
                             continue;
                         }
                         return;
                     }
-                    Err(e) if is_timeout(&e) => continue,
-                    Err(e) => tls::handshake_failed(attempt, &e, host),
-                },
-                _ => match stream.read(&mut buf) {
-                    Ok(n) if n > 0 => {
-                        let bytes = buf[..n].to_vec();
-                        if report(Event::Received { attempt, bytes }) {
-                            continue;
-                        }
-                        return;
-                    }
-                    Err(e) if is_timeout(&e) => continue,
-                    // EOF, a reset, or a TLS peer dropping TCP without close_notify.
-                    _ => Event::Closed { attempt },
-                },
-            },
+                }
+            }
         };
         if !report(ev) {
             return;
         }
         eof = true;
+    }
+}
+
+/// What one read (or handshake step) of a worker came to.
+enum Next {
+    /// Nothing yet: look at the commands and wait again.
+    Again,
+    /// An event for the machine.
+    Report(Event),
+}
+
+/// Whether `ev` ends the worker's reading (the connection is gone or unusable).
+fn ends(ev: &Event) -> bool {
+    matches!(ev, Event::Closed { .. } | Event::TlsFailed { .. })
+}
+
+/// Whether the worker may wait on the socket: not while TLS has bytes to write or plaintext
+/// already decrypted, which no poll of the socket would announce.
+fn may_wait(stream: &Transport) -> bool {
+    match stream {
+        Transport::Plain(_) => true,
+        Transport::Tls(t) => t.conn.wants_read() && !t.conn.wants_write(),
+    }
+}
+
+/// Reads what the socket has, or moves a TLS handshake along.
+fn read_step(
+    attempt: AttemptId,
+    stream: &mut Transport,
+    handshake: &mut Option<String>,
+    buf: &mut [u8],
+) -> Next {
+    match (stream, &*handshake) {
+        (Transport::Tls(t), Some(host)) => match t.conn.complete_io(&mut t.sock) {
+            Ok(_) if t.conn.is_handshaking() => Next::Again,
+            Ok(_) => {
+                let ev = tls::established(attempt, &t.conn);
+                *handshake = None;
+                Next::Report(ev)
+            }
+            Err(e) if is_timeout(&e) => Next::Again,
+            Err(e) => Next::Report(tls::handshake_failed(attempt, &e, host)),
+        },
+        (stream, _) => match stream.read(buf) {
+            Ok(n) if n > 0 => Next::Report(Event::Received {
+                attempt,
+                bytes: buf[..n].to_vec(),
+            }),
+            Err(e) if is_timeout(&e) => Next::Again,
+            // EOF, a reset, or a TLS peer dropping TCP without close_notify.
+            _ => Next::Report(Event::Closed { attempt }),
+        },
     }
 }
 
