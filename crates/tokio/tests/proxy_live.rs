@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pgyard_proxy::classes::{ROUTE, TAG};
-use pgyard_proxy::{AuthFile, ClientAuth, ClientConfig, PoolMode, PoolSettings, Route};
+use pgyard_proxy::{AuthFile, ClientAuth, ClientConfig, Databases, PoolMode, PoolSettings, Route};
 use pgyard_testkit::cluster::{psql, Options, Primary};
 use pgyard_tokio::proxy::{spawn, ProxyConfig};
 use pgyard_tokio::{connect, connect_with, ConnectOptions, Session, SessionInfo};
@@ -23,22 +23,22 @@ async fn with_middleware(conninfo: &str) -> Session {
 }
 
 fn config(backend: String, mode: PoolMode, auth: ClientAuth, size: usize) -> ProxyConfig {
-    ProxyConfig {
-        backend,
-        client: ClientConfig {
-            auth,
-            pool_mode: mode,
-            default_route: Route::Primary,
-            login_timeout: Duration::from_secs(10),
-        },
-        pool: PoolSettings {
-            size,
-            wait_timeout: Duration::from_secs(30),
-            ..PoolSettings::default()
-        },
-        seed: Some(7),
-        max_client_conn: 20,
-    }
+    let client = ClientConfig {
+        auth,
+        pool_mode: mode,
+        default_route: Route::Primary,
+        login_timeout: Duration::from_secs(10),
+        databases: Databases::Any,
+    };
+    let mut config = ProxyConfig::new(backend, client);
+    config.pool = PoolSettings {
+        size,
+        wait_timeout: Duration::from_secs(30),
+        ..PoolSettings::default()
+    };
+    config.seed = Some(7);
+    config.max_client_conn = 20;
+    config
 }
 
 /// A proxy on a free loopback port in front of the servers on `ports`.
