@@ -460,3 +460,75 @@ async fn clients_beyond_max_client_conn_are_refused() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// The old primary, listed first in the backend, comes back as a standby of the promoted
+/// one: no transaction for the primary route lands on it again, neither through a server
+/// connection pooled before the failover nor through a new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejoined_old_primary_never_serves_the_primary_route() {
+    let mut primary = Primary::start(Options::default()).expect("primary");
+    let p = primary.port();
+    let s1 = primary.add_standby("s1").expect("standby").port();
+    let addr = proxy_over(&[p, s1], PoolMode::Transaction, ClientAuth::Trust, 4).await;
+
+    // Four transactions at once: four server connections to the old primary stay pooled.
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        let mut c = with_middleware(&via(addr, "postgres")).await;
+        c.simple_query("begin").await.expect("begin");
+        assert_eq!(
+            one(&mut c, "select inet_server_port()").await,
+            p.to_string()
+        );
+        clients.push(c);
+    }
+    for c in &mut clients {
+        c.simple_query("commit").await.expect("commit");
+    }
+    let pooled = primary
+        .psql(
+            "select count(*) from pg_stat_activity \
+             where backend_type = 'client backend' and pid <> pg_backend_pid()",
+        )
+        .expect("count");
+    assert_eq!(pooled, "4", "the servers pooled before the failover");
+
+    // Failover, then the old primary back on its port as a standby of s1.
+    let _cluster = tokio::task::spawn_blocking(move || {
+        primary.stop().expect("stop the primary");
+        primary
+            .standby_mut("s1")
+            .expect("s1")
+            .promote()
+            .expect("promote");
+        primary.rejoin_as_standby_of("s1").expect("rejoin");
+        assert_eq!(
+            primary.psql("select pg_is_in_recovery()").expect("role"),
+            "t"
+        );
+        primary
+    })
+    .await
+    .expect("failover thread");
+
+    let here = "select inet_server_port() || ' ' || pg_is_in_recovery()";
+    let new_primary = format!("{s1} false");
+    for round in 0..30 {
+        for (i, c) in clients.iter_mut().enumerate() {
+            // Half say ROUTE primary each time; the rest rely on the default route.
+            if (round + i) % 2 == 0 {
+                c.send_middleware(ROUTE, b"primary").await.expect("route");
+            }
+            let at = one(c, here).await;
+            assert_eq!(at, new_primary, "round {round}, client {i}");
+        }
+    }
+    // The rejoined server does serve, as a standby.
+    let c = &mut clients[0];
+    c.send_middleware(ROUTE, b"standby").await.expect("route");
+    assert_eq!(one(c, here).await, format!("{p} true"));
+    c.send_middleware(ROUTE, b"primary").await.expect("route");
+    c.simple_query("create table after_failover(x int)")
+        .await
+        .expect("a write lands on the new primary");
+}
