@@ -532,3 +532,85 @@ async fn a_rejoined_old_primary_never_serves_the_primary_route() {
         .await
         .expect("a write lands on the new primary");
 }
+
+/// Server connections (client backends other than the asking one) on the server at `port`.
+async fn backends(port: u16) -> String {
+    let direct =
+        format!("host=127.0.0.1 port={port} user=postgres dbname=postgres sslmode=disable");
+    let mut c = connect(&direct).await.expect("direct connection");
+    let sql = "select count(*) from pg_stat_activity \
+               where backend_type = 'client backend' and pid <> pg_backend_pid()";
+    one(&mut c, sql).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_grows_the_pool_for_a_waiting_client() {
+    let primary = Primary::start(Options::default()).expect("primary");
+    let backend = format!("host=127.0.0.1 port={}", primary.port());
+    let cfg = config(backend, PoolMode::Transaction, ClientAuth::Trust, 1);
+    let proxy = spawn(cfg.clone(), "127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("proxy");
+    let mut a = connect(&via(proxy.addr, "postgres")).await.expect("a");
+    let mut b = connect(&via(proxy.addr, "postgres")).await.expect("b");
+    a.simple_query("begin").await.expect("begin");
+    one(&mut a, "select 1").await;
+    // a holds the pool's only server until it commits, so b can only run on a second one.
+    let waiting = tokio::spawn(async move { one(&mut b, "select 2").await });
+    assert_eq!(backends(primary.port()).await, "1");
+
+    let mut bad = cfg.clone();
+    bad.pool.size = 0;
+    assert!(proxy.reload(bad).is_err(), "a pool of none is refused");
+    let mut bigger = cfg;
+    bigger.pool.size = 2;
+    proxy.reload(bigger).expect("reload");
+    assert_eq!(proxy.config().pool.size, 2);
+    let got = tokio::time::timeout(Duration::from_secs(20), waiting)
+        .await
+        .expect("b got a server of its own")
+        .expect("b's task");
+    assert_eq!(got, "2");
+    assert_eq!(backends(primary.port()).await, "2");
+    a.simple_query("commit").await.expect("commit");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_waits_for_session_clients_up_to_its_bound() {
+    let primary = Primary::start(Options::default()).expect("primary");
+    let backend = format!("host=127.0.0.1 port={}", primary.port());
+    let cfg = config(backend, PoolMode::Session, ClientAuth::Trust, 2);
+    let proxy = spawn(cfg.clone(), "127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("proxy");
+    let addr = proxy.addr;
+    let mut c = connect(&via(addr, "postgres")).await.expect("client");
+    one(&mut c, "select 1").await;
+    let draining = tokio::spawn(async move { proxy.shutdown(Duration::from_secs(120)).await });
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while tokio::net::TcpStream::connect(addr).await.is_ok() {
+        assert!(std::time::Instant::now() < deadline, "still accepting");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // A session-mode client is not closed under it; the shutdown waits while it stays.
+    c.simple_query("set application_name = 'still here'")
+        .await
+        .expect("set");
+    assert_eq!(one(&mut c, "show application_name").await, "still here");
+    assert!(!draining.is_finished());
+    drop(c);
+    let left = tokio::time::timeout(Duration::from_secs(20), draining)
+        .await
+        .expect("the shutdown ends once the client left")
+        .expect("task");
+    assert!(left, "every client left within the bound");
+
+    // A client that never leaves is cut off at the bound.
+    let proxy = spawn(cfg, "127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("proxy");
+    let mut stays = connect(&via(proxy.addr, "postgres")).await.expect("client");
+    one(&mut stays, "select 1").await;
+    assert!(!proxy.shutdown(Duration::from_millis(200)).await);
+    assert!(stays.simple_query("select 1").await.is_err(), "cut off");
+}
