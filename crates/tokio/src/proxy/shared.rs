@@ -347,7 +347,7 @@ impl Shared {
                     database = %key.database,
                     user = %key.user,
                     route = ?key.route,
-                    error = %e,
+                    error = %e.split_whitespace().collect::<Vec<_>>().join(" "),
                     "server connection failed"
                 );
                 st.pools.opened(now, server, Err(e))
