@@ -9,6 +9,7 @@ mod delayq_control;
 mod delayq_follow;
 mod delayq_loop;
 mod delayq_run;
+mod logging;
 mod proxy_cmd;
 mod sim_cmd;
 mod sim_merge;

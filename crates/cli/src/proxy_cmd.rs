@@ -1,25 +1,44 @@
 //! `pgyard proxy`: the connection pooler that honours the middleware message, over the tokio
-//! adapter. Reads its auth file and flags here; every decision is `pgyard-proxy`'s.
+//! adapter. Reads its flags or configuration file and answers signals here; every decision
+//! is `pgyard-proxy`'s.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pgyard_proxy::{ClientAuth, ClientConfig, PoolMode, PoolSettings, Route};
-use pgyard_tokio::proxy::{self, ProxyConfig};
+use pgyard_proxy::{ClientAuth, ClientConfig, Databases, PoolMode, PoolSettings, Route};
+use pgyard_tokio::proxy::{self, Proxy, ProxyConfig};
+use tokio::signal::unix::{signal, Signal, SignalKind};
+
+/// The shortcut flags, which `--config` replaces.
+const FLAGS: [&str; 9] = [
+    "listen",
+    "backend",
+    "pool_mode",
+    "pool_size",
+    "default_route",
+    "auth_file",
+    "auth",
+    "wait_timeout",
+    "max_client_conn",
+];
 
 /// Arguments of `pgyard proxy`.
 #[derive(clap::Args, Debug)]
 pub struct ProxyArgs {
+    /// A configuration file (TOML, every key in docs/proxy.md), re-read on SIGHUP; instead of
+    /// the flags below.
+    #[arg(long, conflicts_with_all = FLAGS)]
+    pub config: Option<PathBuf>,
     /// Address to accept clients on.
     #[arg(long, default_value = "127.0.0.1:6432")]
     pub listen: SocketAddr,
     /// The backend's connection string (its hosts, port, TLS and password settings); each
     /// pool adds the client's user and database and its route's `target_session_attrs`.
-    #[arg(long)]
-    pub backend: String,
+    #[arg(long, required_unless_present = "config")]
+    pub backend: Option<String>,
     /// When a server goes back to the pool.
     #[arg(long, value_enum, default_value = "transaction")]
     pub pool_mode: ModeArg,
@@ -70,9 +89,16 @@ pub enum AuthArg {
     Trust,
 }
 
-/// Runs the proxy until interrupted.
+/// Runs the proxy until a signal stops it: SIGHUP re-reads the configuration file, SIGTERM
+/// drains (clients finish their transactions, up to `shutdown_timeout`), SIGINT stops at once.
 pub fn run(args: ProxyArgs) -> ExitCode {
-    let config = match config(&args) {
+    crate::logging::init();
+    let loaded = match &args.config {
+        Some(path) => proxy::load_config(path).map(|f| (f.listen, f.proxy)),
+        None => config(&args).map(|c| (vec![args.listen], c)),
+    };
+    let checked = loaded.and_then(|(listen, c)| Ok((listen, c.checked()?)));
+    let (listen, config) = match checked {
         Ok(c) => c,
         Err(e) => {
             eprintln!("pgyard proxy: {e}");
@@ -90,26 +116,100 @@ pub fn run(args: ProxyArgs) -> ExitCode {
         }
     };
     runtime.block_on(async move {
-        let listener = match tokio::net::TcpListener::bind(args.listen).await {
-            Ok(l) => l,
+        let signals = match Signals::new() {
+            Ok(s) => s,
             Err(e) => {
-                eprintln!("pgyard proxy: cannot listen on {}: {e}", args.listen);
+                eprintln!("pgyard proxy: cannot watch signals: {e}");
                 return ExitCode::FAILURE;
             }
         };
-        let addr = listener.local_addr().unwrap_or(args.listen);
-        eprintln!("pgyard proxy: listening on {addr}");
-        tokio::select! {
-            r = proxy::serve(config, listener) => {
-                if let Err(e) = r {
-                    eprintln!("pgyard proxy: {e}");
-                    return ExitCode::FAILURE;
-                }
-                ExitCode::SUCCESS
+        let running = match proxy::spawn_all(config, &listen).await {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("pgyard proxy: {e}");
+                return ExitCode::FAILURE;
             }
-            _ = tokio::signal::ctrl_c() => ExitCode::SUCCESS,
-        }
+        };
+        signals.serve(running, args.config, listen).await
     })
+}
+
+/// The signals the proxy answers.
+struct Signals {
+    hup: Signal,
+    term: Signal,
+    int: Signal,
+}
+
+impl Signals {
+    fn new() -> std::io::Result<Signals> {
+        Ok(Signals {
+            hup: signal(SignalKind::hangup())?,
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    /// Answers signals until one ends the proxy.
+    async fn serve(
+        mut self,
+        running: Proxy,
+        path: Option<PathBuf>,
+        listen: Vec<SocketAddr>,
+    ) -> ExitCode {
+        loop {
+            tokio::select! {
+                _ = self.hup.recv() => reload(&running, path.as_deref(), &listen),
+                _ = self.term.recv() => break,
+                _ = self.int.recv() => {
+                    tracing::info!("SIGINT: stopping now");
+                    running.stop();
+                    return ExitCode::SUCCESS;
+                }
+            }
+        }
+        let bound = running.config().shutdown_timeout;
+        tracing::info!(
+            ?bound,
+            "SIGTERM: no new clients; the others finish their transactions"
+        );
+        tokio::select! {
+            left = running.shutdown(bound) => {
+                tracing::info!(every_client_left = left, "shut down");
+            }
+            // A second SIGTERM, or SIGINT, while draining: stop at once.
+            _ = self.term.recv() => running.stop(),
+            _ = self.int.recv() => running.stop(),
+        }
+        ExitCode::SUCCESS
+    }
+}
+
+/// SIGHUP: re-reads the configuration file and applies it; a file that does not load keeps
+/// the running configuration.
+fn reload(running: &Proxy, path: Option<&Path>, listen: &[SocketAddr]) {
+    let Some(path) = path else {
+        tracing::info!("SIGHUP: no configuration file to re-read (started with flags)");
+        return;
+    };
+    tracing::info!(file = %path.display(), "SIGHUP: re-reading the configuration");
+    let file = match proxy::load_config(path) {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::error!(error = %e, "reload failed; the running configuration stays");
+            return;
+        }
+    };
+    if file.listen != listen {
+        tracing::warn!(
+            running = ?listen,
+            file = ?file.listen,
+            "listen addresses change only with a restart"
+        );
+    }
+    if let Err(e) = running.reload(file.proxy) {
+        tracing::error!(error = %e, "reload failed; the running configuration stays");
+    }
 }
 
 fn config(args: &ProxyArgs) -> Result<ProxyConfig, String> {
@@ -130,23 +230,20 @@ fn config(args: &ProxyArgs) -> Result<ProxyConfig, String> {
         RouteArg::Standby => Route::Standby,
         RouteArg::Any => Route::Any,
     };
-    if args.pool_size == 0 {
-        return Err("--pool-size must be at least 1".into());
-    }
-    Ok(ProxyConfig {
-        backend: args.backend.clone(),
-        client: ClientConfig {
-            auth,
-            pool_mode,
-            default_route,
-            login_timeout: Duration::from_secs(60),
-        },
-        pool: PoolSettings {
-            size: args.pool_size,
-            wait_timeout: Duration::from_secs(args.wait_timeout),
-            ..PoolSettings::default()
-        },
-        seed: None,
-        max_client_conn: args.max_client_conn,
-    })
+    let backend = args.backend.clone().unwrap_or_default();
+    let client = ClientConfig {
+        auth,
+        pool_mode,
+        default_route,
+        login_timeout: Duration::from_secs(60),
+        databases: Databases::Any,
+    };
+    let mut config = ProxyConfig::new(backend, client);
+    config.pool = PoolSettings {
+        size: args.pool_size,
+        wait_timeout: Duration::from_secs(args.wait_timeout),
+        ..PoolSettings::default()
+    };
+    config.max_client_conn = args.max_client_conn;
+    Ok(config)
 }

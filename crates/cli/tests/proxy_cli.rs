@@ -78,3 +78,228 @@ fn routes_by_middleware_message_from_the_command_line() {
     let out = connect(&[&via, "--middleware", "standby", "-c", sql]);
     assert_eq!(out.status.code(), Some(2), "a bad flag is a usage error");
 }
+
+/// `pgyard proxy --config FILE` with its log in a folder of its own; killed on drop.
+struct Configured {
+    child: Child,
+    dir: std::path::PathBuf,
+}
+
+impl Configured {
+    /// Writes `toml` to `proxy.toml` in a fresh folder and starts the proxy on it; returns
+    /// once `port` accepts connections.
+    fn start(name: &str, toml: &str, port: u16) -> Configured {
+        let dir = std::env::temp_dir().join(format!("pgyard-proxy-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("folder");
+        std::fs::write(dir.join("proxy.toml"), toml).expect("config file");
+        let log = std::fs::File::create(dir.join("proxy.log")).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_pgyard"))
+            .arg("proxy")
+            .arg("--config")
+            .arg(dir.join("proxy.toml"))
+            .env("RUST_LOG", "debug")
+            .stderr(log)
+            .spawn()
+            .expect("start pgyard proxy");
+        let mut proxy = Configured { child, dir };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Ok(Some(status)) = proxy.child.try_wait() {
+                panic!("the proxy exited with {status}:\n{}", proxy.log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "never listened:\n{}",
+                proxy.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        proxy
+    }
+
+    fn rewrite(&self, toml: &str) {
+        std::fs::write(self.dir.join("proxy.toml"), toml).expect("config file");
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("proxy.log")).unwrap_or_default()
+    }
+
+    fn signal(&self, name: &str) {
+        let ok = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("kill")
+            .success();
+        assert!(ok, "kill -{name}");
+    }
+
+    /// Waits until the log holds `needle` `times` times.
+    fn wait_log(&self, needle: &str, times: usize) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.log().matches(needle).count() < times {
+            assert!(
+                Instant::now() < deadline,
+                "no {needle:?} in:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The exit status, within `bound`.
+    fn exit(&mut self, bound: Duration) -> std::process::ExitStatus {
+        let deadline = Instant::now() + bound;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "still running:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Configured {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn client(port: u16, db: &str) -> Result<pgyard_blocking::Session, pgyard_blocking::Error> {
+    pgyard_blocking::connect(&format!(
+        "host=127.0.0.1 port={port} user=postgres dbname={db} sslmode=disable"
+    ))
+}
+
+fn one(s: &mut pgyard_blocking::Session, sql: &str) -> String {
+    let rows = s.simple_query(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    rows[0][0].clone().unwrap_or_default()
+}
+
+#[test]
+fn a_config_file_routes_its_databases_and_a_reload_adds_one() {
+    let mut primary = Primary::start(Options::default()).expect("primary");
+    let standby = primary.add_standby("s1").expect("standby").port();
+    let p = primary.port();
+    let (a, b) = (free_port(), free_port());
+    let toml = |extra: &str| {
+        format!(
+            "listen = [\"127.0.0.1:{a}\", \"127.0.0.1:{b}\"]\n\
+             auth = \"trust\"\npool_size = 2\nquery_wait_timeout = 20\n\
+             [databases.app]\nconninfo = \"host=127.0.0.1,127.0.0.1 port={p},{standby} dbname=postgres\"\n\
+             {extra}"
+        )
+    };
+    let proxy = Configured::start("config", &toml(""), a);
+    proxy.wait_log("pgyard proxy started", 1);
+
+    // `app` is served by its own backend, on the server's database `postgres`, on both ports.
+    for port in [a, b] {
+        let mut c = client(port, "app").expect("app through the proxy");
+        assert_eq!(
+            one(
+                &mut c,
+                "select current_database() || ' ' || inet_server_port()"
+            ),
+            format!("postgres {p}")
+        );
+    }
+    // Without a top-level backend, a database without an entry gets PgBouncer's answer.
+    let err = client(a, "extra")
+        .expect_err("no such database")
+        .to_string();
+    assert!(err.contains("no such database: extra"), "{err}");
+
+    // SIGHUP: the file now has `extra`, on the server's template1.
+    let entry =
+        format!("[databases.extra]\nconninfo = \"host=127.0.0.1 port={p} dbname=template1\"\n");
+    proxy.rewrite(&toml(&entry));
+    proxy.signal("HUP");
+    proxy.wait_log("configuration reloaded", 1);
+    let mut c = client(a, "extra").expect("extra after the reload");
+    assert_eq!(one(&mut c, "select current_database()"), "template1");
+
+    // A broken file is logged and changes nothing.
+    proxy.rewrite("pool_size = \"many\"\n");
+    proxy.signal("HUP");
+    proxy.wait_log("reload failed", 1);
+    let mut c = client(b, "extra").expect("still served");
+    assert_eq!(one(&mut c, "select current_database()"), "template1");
+    assert!(proxy.log().contains("pool_size"), "{}", proxy.log());
+}
+
+#[test]
+fn sigterm_lets_an_open_transaction_commit_then_exits() {
+    let primary = Primary::start(Options::default()).expect("primary");
+    let port = free_port();
+    let toml = format!(
+        "listen = \"127.0.0.1:{port}\"\nauth = \"trust\"\nbackend = \"host=127.0.0.1 port={}\"\n\
+         shutdown_timeout = 120\n",
+        primary.port()
+    );
+    let mut proxy = Configured::start("sigterm", &toml, port);
+    let mut busy = client(port, "postgres").expect("client");
+    busy.simple_query("create table t(x int)").expect("ddl");
+    busy.simple_query("begin").expect("begin");
+    busy.simple_query("insert into t values (1)")
+        .expect("insert");
+    let mut idle = client(port, "postgres").expect("an idle client");
+
+    proxy.signal("TERM");
+    // The idle client is closed between transactions, unasked.
+    let fatal = idle.recv_frame().expect("the proxy's word");
+    let text = String::from_utf8_lossy(&fatal.body).into_owned();
+    assert!(
+        fatal.tag == b'E' && text.contains("pooler is shutting down"),
+        "{text}"
+    );
+    // The listening socket closes: new connections are refused.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(("127.0.0.1", port)).is_ok() {
+        assert!(
+            Instant::now() < deadline,
+            "still accepting:\n{}",
+            proxy.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The busy client still holds its transaction, so the proxy waits for it.
+    assert!(
+        proxy.child.try_wait().expect("wait").is_none(),
+        "exited early"
+    );
+    busy.simple_query("commit")
+        .expect("the transaction commits");
+    let status = proxy.exit(Duration::from_secs(20));
+    assert_eq!(status.code(), Some(0), "{}", proxy.log());
+    let direct = format!("{} sslmode=disable", primary.conninfo());
+    let mut check = pgyard_blocking::connect(&direct).expect("direct");
+    assert_eq!(one(&mut check, "select count(*) from t"), "1");
+    let fatal = busy.recv_frame().expect("closed after its commit");
+    assert_eq!(fatal.tag, b'E');
+}
+
+#[test]
+fn sigint_stops_at_once() {
+    let primary = Primary::start(Options::default()).expect("primary");
+    let port = free_port();
+    let toml = format!(
+        "listen = \"127.0.0.1:{port}\"\nauth = \"trust\"\nbackend = \"host=127.0.0.1 port={}\"\n\
+         shutdown_timeout = 600\n",
+        primary.port()
+    );
+    let mut proxy = Configured::start("sigint", &toml, port);
+    let mut busy = client(port, "postgres").expect("client");
+    busy.simple_query("begin").expect("begin");
+    proxy.signal("INT");
+    // A transaction is open and the drain bound is ten minutes: only an immediate stop
+    // exits within this bound.
+    let status = proxy.exit(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(0), "{}", proxy.log());
+    assert!(busy.simple_query("commit").is_err(), "cut off");
+}

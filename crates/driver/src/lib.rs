@@ -51,6 +51,9 @@ pub struct ConnectOptions {
     /// must have, such as `replication=database` for a replication session, without editing
     /// the user's string.
     pub overrides: Vec<(Keyword, Vec<u8>)>,
+    /// How long the machine walks the host list again after every address failed (its
+    /// failover budget); `None` walks it once, as libpq.
+    pub failover_timeout: Option<Duration>,
 }
 
 /// The protocol option that asks for middleware messages.
@@ -78,6 +81,12 @@ impl ConnectOptions {
     /// Asks for middleware messages (see [`ConnectOptions::middleware`]).
     pub fn middleware(mut self, on: bool) -> Self {
         self.middleware = on;
+        self
+    }
+
+    /// Sets the failover budget (see [`ConnectOptions::failover_timeout`]).
+    pub fn failover_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.failover_timeout = timeout;
         self
     }
 

@@ -58,6 +58,9 @@ pub fn prepare(conninfo: &str, options: &ConnectOptions) -> Result<Prepared, Err
     if let Some(s) = options.strategy {
         config.set_strategy(s);
     }
+    if options.failover_timeout.is_some() {
+        config.set_failover_timeout(options.failover_timeout);
+    }
     let mut extra_startup_params = startup_extras(&inputs);
     if options.middleware {
         extra_startup_params.push((crate::MIDDLEWARE_OPTION.as_bytes().to_vec(), b"on".to_vec()));

@@ -78,6 +78,7 @@ fn session(first: u8) -> ClientSession {
         pool_mode,
         default_route: Route::Primary,
         login_timeout: Duration::from_secs(60),
+        databases: crate::client::Databases::Any,
     };
     let key = crate::CancelKey {
         pid: 1,

@@ -16,5 +16,7 @@ pub use auth_file::{AuthFile, AuthFileError, Password};
 pub use classes::{Directive, Route};
 #[cfg(feature = "planted-bugs")]
 pub use client::PlantedBug;
-pub use client::{CancelKey, ClientAuth, ClientConfig, ClientOut, ClientSession, Lent, PoolMode};
+pub use client::{
+    CancelKey, ClientAuth, ClientConfig, ClientOut, ClientSession, Databases, Lent, PoolMode,
+};
 pub use pool::{ClientId, PoolKey, PoolOut, PoolSettings, Pools, ServerId};

@@ -100,6 +100,8 @@ struct Server {
     key: PoolKey,
     born: Instant,
     state: State,
+    /// Its database's backend changed since it was opened: closed instead of reused.
+    retired: bool,
 }
 
 #[derive(Debug, Default)]
@@ -153,6 +155,58 @@ impl Pools {
         }
     }
 
+    /// The limits in force.
+    pub fn settings(&self) -> PoolSettings {
+        self.settings
+    }
+
+    /// New limits (a configuration reload). Idle servers beyond a smaller size are closed
+    /// now, busy ones when they come back; waiters a larger size makes room for get servers
+    /// opened; a new wait timeout applies to clients that start waiting from now on.
+    pub fn set_settings(&mut self, now: Instant, settings: PoolSettings) {
+        self.settings = settings;
+        let keys: Vec<PoolKey> = self.pools.keys().cloned().collect();
+        for key in keys {
+            let Some(pool) = self.pools.get_mut(&key) else {
+                continue;
+            };
+            while pool.count > settings.size {
+                let Some(server) = pool.idle.pop_front() else {
+                    break;
+                };
+                self.servers.remove(&server);
+                pool.count -= 1;
+                self.out.push_back(PoolOut::Close { server });
+            }
+            self.serve(now, &key);
+        }
+    }
+
+    /// The backend of `database` changed (a configuration reload): its idle servers are
+    /// closed now and its busy ones when they come back, so that every later transaction
+    /// runs on a server opened with the new settings.
+    pub fn retire_database(&mut self, now: Instant, database: &str) {
+        let mut closing = Vec::new();
+        for (id, s) in self.servers.iter_mut() {
+            if s.key.database != database {
+                continue;
+            }
+            s.retired = true;
+            if matches!(s.state, State::Idle { .. }) {
+                closing.push(*id);
+            }
+        }
+        for server in closing {
+            self.broken(now, server);
+            self.out.push_back(PoolOut::Close { server });
+        }
+    }
+
+    /// The databases that have pools.
+    pub fn databases(&self) -> std::collections::BTreeSet<String> {
+        self.pools.keys().map(|k| k.database.clone()).collect()
+    }
+
     /// `client` needs a server of `key`.
     pub fn acquire(&mut self, now: Instant, client: ClientId, key: &PoolKey) {
         let deadline = now + self.settings.wait_timeout;
@@ -176,6 +230,12 @@ impl Pools {
         let key = s.key.clone();
         let pool = self.pools.entry(key.clone()).or_default();
         match result {
+            Ok(()) if s.retired => {
+                // Opened with the settings from before a reload: not for lending.
+                self.servers.remove(&server);
+                pool.count -= 1;
+                self.out.push_back(PoolOut::Close { server });
+            }
             Ok(()) => {
                 s.state = State::Idle { since: now };
                 pool.idle.push_back(server);
@@ -202,7 +262,7 @@ impl Pools {
         let key = s.key.clone();
         let too_old = self.settings.lifetime.is_some_and(|l| now >= s.born + l);
         let pool = self.pools.entry(key.clone()).or_default();
-        if reusable && !too_old && pool.count <= self.settings.size {
+        if reusable && !too_old && !s.retired && pool.count <= self.settings.size {
             s.state = State::Idle { since: now };
             pool.idle.push_back(server);
         } else {
@@ -254,6 +314,7 @@ impl Pools {
                     key: key.clone(),
                     born: now,
                     state: State::Opening,
+                    retired: false,
                 };
                 self.servers.insert(server, rec);
                 self.out.push_back(PoolOut::Open {

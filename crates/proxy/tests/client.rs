@@ -26,6 +26,7 @@ fn session(mode: PoolMode) -> ClientSession {
         pool_mode: mode,
         default_route: Route::Primary,
         login_timeout: Duration::from_secs(5),
+        databases: pgyard_proxy::Databases::Any,
     };
     let key = CancelKey {
         pid: 77,
@@ -592,5 +593,103 @@ fn a_demoted_primary_is_never_lent_to_the_primary_route() {
         T0,
         server(8, &[("TimeZone", "UTC"), ("in_hot_standby", "off")]),
     );
+    assert!(matches!(&outputs(&mut s)[..], [ClientOut::ToServer(_)]));
+}
+
+/// The text of the one ErrorResponse among `out`, and whether the connection closes after it.
+fn fatal_text(out: &[ClientOut]) -> (String, bool) {
+    let text = out
+        .iter()
+        .find_map(|o| match o {
+            ClientOut::ToClient(b) if tags(b) == b"E" => Some(String::from_utf8_lossy(b).into()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    (text, matches!(out.last(), Some(ClientOut::Close)))
+}
+
+#[test]
+fn a_database_without_a_backend_is_refused_after_the_password_check() {
+    let mut names = std::collections::BTreeSet::new();
+    names.insert("shop".to_owned());
+    let config = ClientConfig {
+        auth: ClientAuth::Trust,
+        pool_mode: PoolMode::Transaction,
+        default_route: Route::Primary,
+        login_timeout: Duration::from_secs(5),
+        databases: pgyard_proxy::Databases::Only(std::sync::Arc::new(names)),
+    };
+    let random = LoginRandom {
+        salt: [1; 4],
+        nonce: [2; 18],
+        mock_salt: [3; 16],
+    };
+    let key = CancelKey {
+        pid: 1,
+        secret: vec![1; 32],
+    };
+    let mut s = ClientSession::new(T0, ClientId(1), config, key, random);
+    s.handle_client_bytes(T0, &startup(&[]));
+    let out = outputs(&mut s);
+    assert!(
+        !out.iter().any(|o| matches!(o, ClientOut::Acquire(_))),
+        "{out:?}"
+    );
+    let (text, closed) = fatal_text(&out);
+    assert!(
+        text.contains("FATAL") && text.contains("C08P01") && text.contains("no such database: app"),
+        "{text:?}"
+    );
+    assert!(closed);
+}
+
+#[test]
+fn a_shutdown_closes_idle_clients_now_and_busy_ones_at_their_boundary() {
+    // Not logged in yet: closed at once.
+    let mut s = session(PoolMode::Transaction);
+    s.handle_shutdown();
+    let (text, closed) = fatal_text(&outputs(&mut s));
+    assert!(text.contains("pooler is shutting down") && closed, "{text}");
+
+    // Between transactions: closed at once.
+    let (mut idle, _) = logged_in(PoolMode::Transaction, &[]);
+    idle.handle_shutdown();
+    let (text, closed) = fatal_text(&outputs(&mut idle));
+    assert!(text.contains("C08P01") && closed, "{text}");
+
+    // Inside a transaction block: its COMMIT is answered, then it is closed.
+    let (mut busy, _) = logged_in(PoolMode::Transaction, &[]);
+    busy.handle_client_bytes(T0, &query("begin"));
+    busy.handle_server(T0, server(2, &[("TimeZone", "UTC")]));
+    busy.handle_server_bytes(T0, reply(TransactionStatus::InTransaction));
+    outputs(&mut busy);
+    busy.handle_shutdown();
+    assert!(outputs(&mut busy).is_empty(), "the transaction goes on");
+    busy.handle_client_bytes(T0, &query("commit"));
+    busy.handle_server_bytes(T0, reply(TransactionStatus::Idle));
+    let out = outputs(&mut busy);
+    assert!(
+        matches!(
+            &out[..],
+            [
+                ClientOut::ToServer(_),
+                ClientOut::ToClient(ok),
+                ClientOut::Release { reusable: true, .. },
+                ClientOut::ToClient(_),
+                ClientOut::Close
+            ] if tags(ok) == b"CZ"
+        ),
+        "{out:?}"
+    );
+    assert!(busy.is_closed());
+}
+
+#[test]
+fn a_shutdown_leaves_a_session_mode_client_to_leave_by_itself() {
+    let (mut s, _) = logged_in(PoolMode::Session, &[]);
+    s.handle_shutdown();
+    assert!(outputs(&mut s).is_empty());
+    assert!(s.is_draining() && !s.is_closed());
+    s.handle_client_bytes(T0, &query("select 1"));
     assert!(matches!(&outputs(&mut s)[..], [ClientOut::ToServer(_)]));
 }

@@ -146,3 +146,77 @@ fn a_server_that_is_not_reusable_makes_room_for_a_new_one() {
         "{out:?}"
     );
 }
+
+#[test]
+fn new_settings_shrink_and_grow_the_pools() {
+    let mut p = pools(2);
+    let a = opened_for(&mut p, 1, 0);
+    let b = opened_for(&mut p, 2, 2);
+    p.release(ms(4), a, true);
+    // Size 1: the idle server goes now, the busy one when it comes back.
+    let smaller = PoolSettings {
+        size: 1,
+        ..p.settings()
+    };
+    p.set_settings(ms(5), smaller);
+    assert_eq!(drain(&mut p), [PoolOut::Close { server: a }]);
+    p.release(ms(6), b, true);
+    assert!(drain(&mut p).is_empty(), "one server is within the size");
+    assert_eq!(p.counts()[&key()].idle, 1);
+
+    // Two waiters behind the one busy server: a larger size opens another at once.
+    p.acquire(ms(7), ClientId(3), &key());
+    p.acquire(ms(8), ClientId(4), &key());
+    p.acquire(ms(9), ClientId(5), &key());
+    assert_eq!(
+        drain(&mut p),
+        [PoolOut::Grant {
+            client: ClientId(3),
+            server: b
+        }]
+    );
+    p.set_settings(ms(10), PoolSettings { size: 2, ..smaller });
+    assert!(
+        matches!(drain(&mut p)[..], [PoolOut::Open { .. }]),
+        "one more server for the waiters"
+    );
+}
+
+#[test]
+fn a_retired_database_never_lends_its_old_servers_again() {
+    let mut p = pools(3);
+    let idle = opened_for(&mut p, 1, 0);
+    let busy = opened_for(&mut p, 2, 2);
+    p.release(ms(4), idle, true);
+    p.retire_database(ms(5), "other");
+    assert!(drain(&mut p).is_empty(), "another database's servers stay");
+    p.retire_database(ms(5), "app");
+    assert_eq!(drain(&mut p), [PoolOut::Close { server: idle }]);
+    p.release(ms(6), busy, true);
+    assert_eq!(drain(&mut p), [PoolOut::Close { server: busy }]);
+
+    // An open under way when the backend changed used the old settings: closed, and
+    // another opened for its waiter.
+    p.acquire(ms(7), ClientId(3), &key());
+    let PoolOut::Open {
+        server: opening, ..
+    } = drain(&mut p)[0].clone()
+    else {
+        panic!("an open for client 3")
+    };
+    p.retire_database(ms(8), "app");
+    p.opened(ms(9), opening, Ok(()));
+    let out = drain(&mut p);
+    assert_eq!(out[0], PoolOut::Close { server: opening });
+    let [_, PoolOut::Open { server: fresh, .. }] = out[..] else {
+        panic!("{out:?}")
+    };
+    p.opened(ms(10), fresh, Ok(()));
+    assert_eq!(
+        drain(&mut p),
+        [PoolOut::Grant {
+            client: ClientId(3),
+            server: fresh
+        }]
+    );
+}

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pgyard_proxy::classes::{ROUTE, TAG};
-use pgyard_proxy::{AuthFile, ClientAuth, ClientConfig, PoolMode, PoolSettings, Route};
+use pgyard_proxy::{AuthFile, ClientAuth, ClientConfig, Databases, PoolMode, PoolSettings, Route};
 use pgyard_testkit::cluster::{psql, Options, Primary};
 use pgyard_tokio::proxy::{spawn, ProxyConfig};
 use pgyard_tokio::{connect, connect_with, ConnectOptions, Session, SessionInfo};
@@ -23,22 +23,22 @@ async fn with_middleware(conninfo: &str) -> Session {
 }
 
 fn config(backend: String, mode: PoolMode, auth: ClientAuth, size: usize) -> ProxyConfig {
-    ProxyConfig {
-        backend,
-        client: ClientConfig {
-            auth,
-            pool_mode: mode,
-            default_route: Route::Primary,
-            login_timeout: Duration::from_secs(10),
-        },
-        pool: PoolSettings {
-            size,
-            wait_timeout: Duration::from_secs(30),
-            ..PoolSettings::default()
-        },
-        seed: Some(7),
-        max_client_conn: 20,
-    }
+    let client = ClientConfig {
+        auth,
+        pool_mode: mode,
+        default_route: Route::Primary,
+        login_timeout: Duration::from_secs(10),
+        databases: Databases::Any,
+    };
+    let mut config = ProxyConfig::new(backend, client);
+    config.pool = PoolSettings {
+        size,
+        wait_timeout: Duration::from_secs(30),
+        ..PoolSettings::default()
+    };
+    config.seed = Some(7);
+    config.max_client_conn = 20;
+    config
 }
 
 /// A proxy on a free loopback port in front of the servers on `ports`.
@@ -459,4 +459,161 @@ async fn clients_beyond_max_client_conn_are_refused() {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// The old primary, listed first in the backend, comes back as a standby of the promoted
+/// one: no transaction for the primary route lands on it again, neither through a server
+/// connection pooled before the failover nor through a new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejoined_old_primary_never_serves_the_primary_route() {
+    let mut primary = Primary::start(Options::default()).expect("primary");
+    let p = primary.port();
+    let s1 = primary.add_standby("s1").expect("standby").port();
+    let addr = proxy_over(&[p, s1], PoolMode::Transaction, ClientAuth::Trust, 4).await;
+
+    // Four transactions at once: four server connections to the old primary stay pooled.
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        let mut c = with_middleware(&via(addr, "postgres")).await;
+        c.simple_query("begin").await.expect("begin");
+        assert_eq!(
+            one(&mut c, "select inet_server_port()").await,
+            p.to_string()
+        );
+        clients.push(c);
+    }
+    for c in &mut clients {
+        c.simple_query("commit").await.expect("commit");
+    }
+    let pooled = primary
+        .psql(
+            "select count(*) from pg_stat_activity \
+             where backend_type = 'client backend' and application_name <> 'psql'",
+        )
+        .expect("count");
+    assert_eq!(pooled, "4", "the servers pooled before the failover");
+
+    // Failover, then the old primary back on its port as a standby of s1.
+    let _cluster = tokio::task::spawn_blocking(move || {
+        primary.stop().expect("stop the primary");
+        primary
+            .standby_mut("s1")
+            .expect("s1")
+            .promote()
+            .expect("promote");
+        primary.rejoin_as_standby_of("s1").expect("rejoin");
+        assert_eq!(
+            primary.psql("select pg_is_in_recovery()").expect("role"),
+            "t"
+        );
+        primary
+    })
+    .await
+    .expect("failover thread");
+
+    let here = "select inet_server_port() || ' ' || pg_is_in_recovery()";
+    let new_primary = format!("{s1} false");
+    for round in 0..30 {
+        for (i, c) in clients.iter_mut().enumerate() {
+            // Half say ROUTE primary each time; the rest rely on the default route.
+            if (round + i) % 2 == 0 {
+                c.send_middleware(ROUTE, b"primary").await.expect("route");
+            }
+            let at = one(c, here).await;
+            assert_eq!(at, new_primary, "round {round}, client {i}");
+        }
+    }
+    // The rejoined server does serve, as a standby.
+    let c = &mut clients[0];
+    c.send_middleware(ROUTE, b"standby").await.expect("route");
+    assert_eq!(one(c, here).await, format!("{p} true"));
+    c.send_middleware(ROUTE, b"primary").await.expect("route");
+    c.simple_query("create table after_failover(x int)")
+        .await
+        .expect("a write lands on the new primary");
+}
+
+/// The proxy's server connections on the server at `port` (an earlier probe's backend may
+/// still be on its way out, so probes are told apart by name).
+async fn backends(port: u16) -> String {
+    let direct = format!(
+        "host=127.0.0.1 port={port} user=postgres dbname=postgres sslmode=disable \
+         application_name=probe"
+    );
+    let mut c = connect(&direct).await.expect("direct connection");
+    let sql = "select count(*) from pg_stat_activity \
+               where backend_type = 'client backend' and application_name <> 'probe'";
+    one(&mut c, sql).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_grows_the_pool_for_a_waiting_client() {
+    let primary = Primary::start(Options::default()).expect("primary");
+    let backend = format!("host=127.0.0.1 port={}", primary.port());
+    let cfg = config(backend, PoolMode::Transaction, ClientAuth::Trust, 1);
+    let proxy = spawn(cfg.clone(), "127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("proxy");
+    let mut a = connect(&via(proxy.addr, "postgres")).await.expect("a");
+    let mut b = connect(&via(proxy.addr, "postgres")).await.expect("b");
+    a.simple_query("begin").await.expect("begin");
+    one(&mut a, "select 1").await;
+    // a holds the pool's only server until it commits, so b can only run on a second one.
+    let waiting = tokio::spawn(async move { one(&mut b, "select 2").await });
+    assert_eq!(backends(primary.port()).await, "1");
+
+    let mut bad = cfg.clone();
+    bad.pool.size = 0;
+    assert!(proxy.reload(bad).is_err(), "a pool of none is refused");
+    let mut bigger = cfg;
+    bigger.pool.size = 2;
+    proxy.reload(bigger).expect("reload");
+    assert_eq!(proxy.config().pool.size, 2);
+    let got = tokio::time::timeout(Duration::from_secs(20), waiting)
+        .await
+        .expect("b got a server of its own")
+        .expect("b's task");
+    assert_eq!(got, "2");
+    assert_eq!(backends(primary.port()).await, "2");
+    a.simple_query("commit").await.expect("commit");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_waits_for_session_clients_up_to_its_bound() {
+    let primary = Primary::start(Options::default()).expect("primary");
+    let backend = format!("host=127.0.0.1 port={}", primary.port());
+    let cfg = config(backend, PoolMode::Session, ClientAuth::Trust, 2);
+    let proxy = spawn(cfg.clone(), "127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("proxy");
+    let addr = proxy.addr;
+    let mut c = connect(&via(addr, "postgres")).await.expect("client");
+    one(&mut c, "select 1").await;
+    let draining = tokio::spawn(async move { proxy.shutdown(Duration::from_secs(120)).await });
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while tokio::net::TcpStream::connect(addr).await.is_ok() {
+        assert!(std::time::Instant::now() < deadline, "still accepting");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // A session-mode client is not closed under it; the shutdown waits while it stays.
+    c.simple_query("set application_name = 'still here'")
+        .await
+        .expect("set");
+    assert_eq!(one(&mut c, "show application_name").await, "still here");
+    assert!(!draining.is_finished());
+    drop(c);
+    let left = tokio::time::timeout(Duration::from_secs(20), draining)
+        .await
+        .expect("the shutdown ends once the client left")
+        .expect("task");
+    assert!(left, "every client left within the bound");
+
+    // A client that never leaves is cut off at the bound.
+    let proxy = spawn(cfg, "127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("proxy");
+    let mut stays = connect(&via(proxy.addr, "postgres")).await.expect("client");
+    one(&mut stays, "select 1").await;
+    assert!(!proxy.shutdown(Duration::from_millis(200)).await);
+    assert!(stays.simple_query("select 1").await.is_err(), "cut off");
 }

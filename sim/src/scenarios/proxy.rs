@@ -121,6 +121,7 @@ fn new_client(rng: &mut Rng, c: u64, bug: Bug) -> Client {
         pool_mode: PoolMode::Transaction,
         default_route: Route::Primary,
         login_timeout: Duration::from_secs(60),
+        databases: pgyard_proxy::Databases::Any,
     };
     let key = CancelKey {
         pid: c as i32,

@@ -11,7 +11,7 @@ mod prepared;
 mod relay;
 mod startup;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,6 +51,27 @@ pub enum ClientAuth {
     File(Arc<AuthFile>),
 }
 
+/// Which database names clients may ask for.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Databases {
+    /// Any name (the proxy has a fallback backend for names it has no entry for).
+    #[default]
+    Any,
+    /// Only these; any other gets FATAL 08P01 `no such database: NAME` after the password
+    /// check, PgBouncer's answer (so the answer does not tell who may log in).
+    Only(Arc<BTreeSet<String>>),
+}
+
+impl Databases {
+    /// Whether a client may ask for `name`.
+    pub fn allows(&self, name: &str) -> bool {
+        match self {
+            Databases::Any => true,
+            Databases::Only(names) => names.contains(name),
+        }
+    }
+}
+
 /// What every client session of a listener shares.
 #[derive(Clone, Debug)]
 pub struct ClientConfig {
@@ -62,6 +83,8 @@ pub struct ClientConfig {
     pub default_route: Route,
     /// How long a client may take from connecting to being logged in.
     pub login_timeout: Duration,
+    /// The database names served.
+    pub databases: Databases,
 }
 
 /// A server lent to the client, with the settings it has.
@@ -226,6 +249,8 @@ pub struct ClientSession {
     /// The proxy has `max_client_conn` clients already: refuse this one once it has said
     /// who it is.
     over_limit: bool,
+    /// The proxy is shutting down: close at the next transaction boundary.
+    draining: bool,
 }
 
 impl ClientSession {
@@ -272,6 +297,7 @@ impl ClientSession {
             stats: ClientStats::default(),
             bug: None,
             over_limit: false,
+            draining: false,
         }
     }
 
@@ -280,6 +306,29 @@ impl ClientSession {
     pub fn over_limit(mut self) -> Self {
         self.over_limit = true;
         self
+    }
+
+    /// The proxy is shutting down. A client that has not logged in, or stands between
+    /// transactions holding no server, gets FATAL 08P01 `pooler is shutting down` (PgBouncer's
+    /// text) now; in transaction mode any other is closed so at its next transaction
+    /// boundary, after the ReadyForQuery that ends its transaction; in session mode a
+    /// logged-in client is left to leave by itself (its session state lives on its server).
+    pub fn handle_shutdown(&mut self) {
+        self.draining = true;
+        match self.phase {
+            Phase::Startup | Phase::Login(_) | Phase::Welcome | Phase::Idle => self.shut(),
+            Phase::Waiting | Phase::Aligning | Phase::Active | Phase::Closed => {}
+        }
+    }
+
+    /// Whether [`ClientSession::handle_shutdown`] was called.
+    pub fn is_draining(&self) -> bool {
+        self.draining
+    }
+
+    /// Closes the client because the proxy is shutting down.
+    fn shut(&mut self) {
+        self.fatal(b"08P01", "pooler is shutting down");
     }
 
     /// Switches a planted bug on (simulator tests only).

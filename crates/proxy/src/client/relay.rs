@@ -341,6 +341,9 @@ impl ClientSession {
             self.stats.transactions += 1;
             self.release_between_transactions();
             self.phase = Phase::Idle;
+            if self.draining {
+                self.shut();
+            }
         }
     }
 
@@ -373,6 +376,9 @@ impl ClientSession {
             self.fatal(b"08006", text);
         } else {
             self.phase = Phase::Idle;
+            if self.draining {
+                self.shut();
+            }
         }
     }
 }

@@ -194,6 +194,13 @@ impl ClientSession {
     /// The password is right: the first server's settings make the welcome.
     fn logged_in(&mut self) {
         self.deadline = None;
+        if !self.config.databases.allows(&self.who.database) {
+            let text = format!("no such database: {}", self.who.database);
+            return self.fatal(b"08P01", &text);
+        }
+        if self.draining {
+            return self.shut();
+        }
         self.phase = Phase::Welcome;
         self.acquire(self.pool_key());
     }
@@ -236,6 +243,9 @@ impl ClientSession {
             PoolMode::Transaction => {
                 self.release_between_transactions();
                 self.phase = Phase::Idle;
+                if self.draining {
+                    self.shut();
+                }
             }
             PoolMode::Session => self.phase = Phase::Active,
         }

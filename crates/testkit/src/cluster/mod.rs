@@ -357,6 +357,71 @@ impl Primary {
         Ok(standby)
     }
 
+    /// Brings the old primary back, on its own port and data folder, as a streaming standby
+    /// of the standby `name` (promoted since), and waits until `name` reports it `streaming`.
+    ///
+    /// No rewind and no new base backup: the old primary must have been stopped cleanly
+    /// ([`Node::stop`], not [`Node::kill`]) before `name` was promoted. A clean stop hands
+    /// every WAL record to the connected standby before the server exits, so the old
+    /// primary's history is a prefix of the new timeline, and it follows the timeline switch
+    /// from `name` (`recovery_target_timeline` is `latest`). Creates the physical slot
+    /// `<old primary's name>_rejoined` on `name`.
+    pub fn rejoin_as_standby_of(&mut self, name: &str) -> io::Result<()> {
+        if self.node.running {
+            return Err(io::Error::other(
+                "rejoin_as_standby_of needs the old primary stopped (cleanly)",
+            ));
+        }
+        let Some(upstream) = self.standbys.iter().find(|s| s.name == name) else {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("no standby named {name:?}"),
+            ));
+        };
+        let slot = format!("{}_rejoined", self.node.name);
+        upstream
+            .psql(&format!(
+                "select pg_create_physical_replication_slot('{slot}', true)"
+            ))
+            .map_err(|e| annotate(e, "creating the rejoining node's replication slot"))?;
+        let mut conninfo = format!(
+            "host=127.0.0.1 port={} user={SUPERUSER} dbname=postgres application_name={}",
+            upstream.port, self.node.name
+        );
+        if let Some(password) = &upstream.password {
+            conninfo.push_str(&format!(" password={}", quote_conninfo_value(password)));
+        }
+        let query = format!(
+            "select count(*) from pg_stat_replication \
+             where application_name = '{}' and state = 'streaming'",
+            self.node.name
+        );
+        self.node.standby_of = Some(StandbyOf { conninfo, slot });
+        self.node.write_node_conf()?;
+        write_owned(&self.node.data.join("standby.signal"), "", &self.node.user)?;
+        self.node.start()?;
+        let deadline = Instant::now() + self.options.timeout;
+        let upstream = self
+            .standbys
+            .iter()
+            .find(|s| s.name == name)
+            .expect("found above");
+        while upstream.psql(&query)? != "1" {
+            if Instant::now() >= deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "the old primary did not start streaming from {name} within {:?}\n{}",
+                        self.options.timeout,
+                        self.node.log_tail()
+                    ),
+                ));
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
+    }
+
     /// The standby named `name`.
     pub fn standby(&self, name: &str) -> Option<&Node> {
         self.standbys.iter().find(|s| s.name == name)

@@ -5,15 +5,15 @@ use std::sync::Arc;
 
 use bytes::BytesMut;
 use pgyard_driver::Clock;
-use pgyard_proxy::{CancelKey, ClientId, ClientOut, ClientSession, Lent, PoolKey};
+use pgyard_proxy::{CancelKey, ClientConfig, ClientId, ClientOut, ClientSession, Lent, PoolKey};
 use pgyard_types::{rng_from_seed, Lsn, RngCore};
 use pgyard_wire::auth::LoginRandom;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 use super::shared::{Acquired, Granted, Shared};
-use super::ProxyConfig;
+use super::Phase;
 use crate::Session;
 
 /// Bytes read from a socket at a time.
@@ -31,6 +31,8 @@ pub(super) struct ClientTask {
     registered: bool,
     /// The pool the awaited server comes from.
     wanted: Option<PoolKey>,
+    /// The proxy's phase: draining asks the session to finish, stopping ends the task.
+    phase: watch::Receiver<Phase>,
 }
 
 impl ClientTask {
@@ -38,8 +40,9 @@ impl ClientTask {
         id: u64,
         seed: u64,
         over_limit: bool,
-        config: Arc<ProxyConfig>,
+        config: ClientConfig,
         pool: Arc<Shared>,
+        phase: watch::Receiver<Phase>,
     ) -> Self {
         let mut rng = rng_from_seed(seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let mut secret = vec![0u8; 32];
@@ -58,7 +61,7 @@ impl ClientTask {
         rng.fill_bytes(&mut random.mock_salt);
         let clock = Clock::new();
         let id = ClientId(id);
-        let mut session = ClientSession::new(clock.now(), id, config.client.clone(), key, random);
+        let mut session = ClientSession::new(clock.now(), id, config, key, random);
         if over_limit {
             session = session.over_limit();
         }
@@ -71,12 +74,16 @@ impl ClientTask {
             waiting: None,
             registered: false,
             wanted: None,
+            phase,
         }
     }
 
     pub(super) async fn run(mut self, mut sock: TcpStream) {
         let mut from_client = BytesMut::with_capacity(READ_CHUNK);
         let mut from_server = BytesMut::with_capacity(READ_CHUNK);
+        // Accepted just as the proxy began to drain: it is told at once.
+        self.phase.mark_changed();
+        let mut watching = true;
         while self.perform(&mut sock).await {
             self.register();
             let deadline = self.session.poll_timeout().map(|d| self.clock.deadline(d));
@@ -111,6 +118,18 @@ impl ClientTask {
                     }
                 }
                 () = sleep(deadline) => self.session.handle_timeout(self.clock.now()),
+                r = self.phase.changed(), if watching => {
+                    let phase = *self.phase.borrow_and_update();
+                    watching = r.is_ok();
+                    match phase {
+                        Phase::Running => {}
+                        Phase::Draining if !self.session.is_draining() => {
+                            self.session.handle_shutdown();
+                        }
+                        Phase::Draining => {}
+                        Phase::Stopped => break,
+                    }
+                }
             }
             if from_server.capacity() < READ_CHUNK / 2 {
                 from_server.reserve(READ_CHUNK);

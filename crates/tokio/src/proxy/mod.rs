@@ -1,30 +1,40 @@
-//! `pgyard proxy` over tokio: a listener whose client connections each run a
-//! [`pgyard_proxy::ClientSession`] in a task, and one task that owns the
-//! [`pgyard_proxy::Pools`] and the idle server connections. Server connections are opened by
-//! [`crate::connect`] (the connect machine through the shared driver core) with the backend's
-//! hosts and the route's `target_session_attrs`. Decisions are the machines'; this module
-//! only moves bytes, time and connections. See `docs/proxy.md`.
+//! `pgyard proxy` over tokio: listeners whose client connections each run a
+//! [`pgyard_proxy::ClientSession`] in a task, and the [`pgyard_proxy::Pools`] with the idle
+//! server connections, shared under one lock. Server connections are opened by
+//! [`crate::connect`] (the connect machine through the shared driver core) with the
+//! database's hosts and the route's `target_session_attrs`. Decisions are the machines'; this
+//! module only moves bytes, time and connections, and swaps the configuration on a reload.
+//! See `docs/proxy.md`.
 
 mod client_task;
+mod config_file;
 mod shared;
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
-use pgyard_proxy::{AuthFile, ClientConfig, PoolSettings};
+use pgyard_proxy::{AuthFile, ClientConfig, Databases, PoolSettings};
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 
+pub use config_file::{load_config, parse_config, FileConfig, CONFIG_MAX};
 pub use shared::server_conninfo;
 
 /// Everything a running proxy needs.
 #[derive(Clone, Debug)]
 pub struct ProxyConfig {
-    /// The backend's connection string (keyword/value form; its hosts, port, TLS and password
-    /// settings), to which each pool adds `user`, `dbname` and the route's settings.
-    pub backend: String,
-    /// The client side.
+    /// The connection string (keyword/value or URI: hosts, port, TLS and password settings)
+    /// of every database without an entry in [`ProxyConfig::databases`], to which each pool
+    /// adds `user`, `dbname` and the route's settings; `None`: such a database is refused.
+    pub backend: Option<String>,
+    /// Databases with a backend of their own: the name a client asks for, and the connection
+    /// string its servers use (a `dbname` in it names the database on the server).
+    pub databases: BTreeMap<String, String>,
+    /// The client side (its `databases` is set from the two fields above when the proxy
+    /// starts or reloads).
     pub client: ClientConfig,
     /// The pools.
     pub pool: PoolSettings,
@@ -32,33 +42,138 @@ pub struct ProxyConfig {
     pub seed: Option<u64>,
     /// Clients connected at once; more are refused with 53300 (PgBouncer's `max_client_conn`).
     pub max_client_conn: usize,
+    /// How long a server connect walks the host list again after every host failed (the
+    /// connect machine's failover budget); `None`: once.
+    pub failover_timeout: Option<Duration>,
+    /// How long a graceful shutdown waits for clients to finish.
+    pub shutdown_timeout: Duration,
 }
 
-/// A running proxy's handle: where it listens.
+impl ProxyConfig {
+    /// A configuration with one backend for every database, and the defaults of
+    /// `docs/proxy.md` for the rest.
+    pub fn new(backend: impl Into<String>, client: ClientConfig) -> ProxyConfig {
+        ProxyConfig {
+            backend: Some(backend.into()),
+            databases: BTreeMap::new(),
+            client,
+            pool: PoolSettings::default(),
+            seed: None,
+            max_client_conn: 100,
+            failover_timeout: None,
+            shutdown_timeout: Duration::from_secs(30),
+        }
+    }
+
+    /// The connection string the servers of `database` are opened with, and whether it is
+    /// the database's own (whose `dbname` then wins over the client's).
+    pub fn backend_of(&self, database: &str) -> Option<(&str, bool)> {
+        match self.databases.get(database) {
+            Some(conninfo) => Some((conninfo, true)),
+            None => self.backend.as_deref().map(|b| (b, false)),
+        }
+    }
+
+    /// Checks what a proxy cannot run with, and sets `client.databases` from `backend` and
+    /// `databases`.
+    pub fn checked(mut self) -> Result<ProxyConfig, String> {
+        if self.pool.size == 0 {
+            return Err("pool_size must be at least 1".into());
+        }
+        if self.backend.is_none() && self.databases.is_empty() {
+            return Err("no backend and no [databases.NAME] entry: nothing to serve".into());
+        }
+        if let Some(b) = &self.backend {
+            check_conninfo(b).map_err(|e| format!("backend: {e}"))?;
+        }
+        for (name, conninfo) in &self.databases {
+            let info = check_conninfo(conninfo).map_err(|e| format!("databases.{name}: {e}"))?;
+            if info.get(pgyard_conninfo::Keyword::User).is_some() {
+                return Err(format!(
+                    "databases.{name}: the connection string names a user; each client's own \
+                     user logs in to the server, so leave `user` out"
+                ));
+            }
+        }
+        self.client.databases = match self.backend {
+            Some(_) => Databases::Any,
+            None => Databases::Only(Arc::new(self.databases.keys().cloned().collect())),
+        };
+        Ok(self)
+    }
+}
+
+/// Parses a connection string as the connect machine will, with libpq's message on error.
+fn check_conninfo(conninfo: &str) -> Result<pgyard_conninfo::ConnInfo, String> {
+    pgyard_conninfo::parse(conninfo.as_bytes()).map_err(|e| {
+        String::from_utf8_lossy(&e.libpq_message())
+            .trim_end()
+            .to_owned()
+    })
+}
+
+/// Where a proxy stands: serving, draining (no new clients, the others finish), stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    Running,
+    Draining,
+    Stopped,
+}
+
+/// A running proxy's handle: where it listens, and how to reload or stop it.
 #[derive(Debug)]
 pub struct Proxy {
-    /// The address it accepts clients on.
+    /// The first address it accepts clients on.
     pub addr: SocketAddr,
+    /// Every address it accepts clients on.
+    pub addrs: Vec<SocketAddr>,
+    shared: Arc<shared::Shared>,
 }
 
-/// Accepts clients on `listener` until the task is dropped or aborted.
-pub async fn serve(config: ProxyConfig, listener: TcpListener) -> io::Result<()> {
-    let config = Arc::new(config);
-    let pools = shared::Shared::start(config.clone());
-    let next = AtomicU64::new(1);
-    let connected = Arc::new(AtomicUsize::new(0));
-    let seed = config.seed.unwrap_or_else(pgyard_driver::os_seed);
-    loop {
-        let (sock, _peer) = listener.accept().await?;
-        let _ = sock.set_nodelay(true);
-        let id = next.fetch_add(1, Ordering::Relaxed);
-        let over = connected.fetch_add(1, Ordering::Relaxed) >= config.max_client_conn;
-        let task = client_task::ClientTask::new(id, seed, over, config.clone(), pools.clone());
-        let count = connected.clone();
-        tokio::spawn(async move {
-            task.run(sock).await;
-            count.fetch_sub(1, Ordering::Relaxed);
-        });
+impl Proxy {
+    /// Applies a new configuration to the running proxy: new clients get the new client
+    /// settings (auth file, default route, login timeout, databases), the pools the new
+    /// sizes and timeouts, and servers opened from now on the new backends; idle servers of
+    /// a database whose backend changed are closed, busy ones when they come back. The pool
+    /// mode and the seed stay as they are until a restart (logged). A configuration that
+    /// does not pass [`ProxyConfig::checked`] changes nothing and is returned as the error.
+    pub fn reload(&self, new: ProxyConfig) -> Result<(), String> {
+        self.shared.reload(new)
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> Arc<ProxyConfig> {
+        self.shared.config()
+    }
+
+    /// Clients connected now.
+    pub fn clients(&self) -> usize {
+        self.shared.clients()
+    }
+
+    /// Graceful shutdown: stops accepting (the listening sockets close, so new connections
+    /// are refused), closes each transaction-mode client at its next transaction boundary
+    /// and lets session-mode clients leave by themselves, for at most `bound`; then stops.
+    /// True when every client had left within the bound.
+    pub async fn shutdown(&self, bound: Duration) -> bool {
+        tracing::info!(clients = self.clients(), ?bound, "draining");
+        self.shared.set_phase(Phase::Draining);
+        let left = self.shared.all_gone(bound).await;
+        if !left {
+            tracing::info!(
+                clients = self.clients(),
+                "shutdown bound reached; closing the clients left"
+            );
+        }
+        self.stop();
+        left
+    }
+
+    /// Stops at once: no more clients are accepted, every client connection is closed
+    /// (a transaction in flight is cut off) and the idle server connections are closed.
+    pub fn stop(&self) {
+        self.shared.set_phase(Phase::Stopped);
+        self.shared.close_idle();
     }
 }
 
@@ -76,10 +191,71 @@ pub fn read_auth_file(path: &std::path::Path) -> Result<AuthFile, String> {
     AuthFile::parse(&text, &mut rng).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// Binds `addr` and serves on a task of its own; the handle says where it listens.
+/// Binds `addr` and serves on tasks of its own; the handle says where it listens.
 pub async fn spawn(config: ProxyConfig, addr: SocketAddr) -> io::Result<Proxy> {
-    let listener = TcpListener::bind(addr).await?;
-    let addr = listener.local_addr()?;
-    tokio::spawn(serve(config, listener));
-    Ok(Proxy { addr })
+    spawn_all(config, &[addr]).await
+}
+
+/// Binds every address of `addrs` and serves on all of them.
+pub async fn spawn_all(config: ProxyConfig, addrs: &[SocketAddr]) -> io::Result<Proxy> {
+    let mut listeners = Vec::with_capacity(addrs.len());
+    for addr in addrs {
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
+        listeners.push(listener);
+    }
+    start(config, listeners)
+}
+
+/// Serves on listeners already bound (at least one).
+pub fn start(config: ProxyConfig, listeners: Vec<TcpListener>) -> io::Result<Proxy> {
+    let config = config.checked().map_err(io::Error::other)?;
+    let addrs = listeners
+        .iter()
+        .map(TcpListener::local_addr)
+        .collect::<io::Result<Vec<_>>>()?;
+    let Some(&addr) = addrs.first() else {
+        return Err(io::Error::other("no address to listen on"));
+    };
+    let databases: BTreeSet<&String> = config.databases.keys().collect();
+    tracing::info!(
+        listen = ?addrs,
+        ?databases,
+        fallback = config.backend.is_some(),
+        pool_mode = ?config.client.pool_mode,
+        pool_size = config.pool.size,
+        "pgyard proxy started"
+    );
+    let shared = shared::Shared::start(Arc::new(config));
+    for listener in listeners {
+        tokio::spawn(accept(listener, shared.clone(), shared.phase()));
+    }
+    Ok(Proxy {
+        addr,
+        addrs,
+        shared,
+    })
+}
+
+/// Accepts clients until the proxy drains or stops (the listener is dropped then, so the
+/// port refuses connections).
+async fn accept(
+    listener: TcpListener,
+    shared: Arc<shared::Shared>,
+    mut phase: watch::Receiver<Phase>,
+) {
+    loop {
+        tokio::select! {
+            r = listener.accept() => match r {
+                Ok((sock, peer)) => shared.admit(sock, peer),
+                Err(e) => {
+                    // Out of file descriptors and the like: the next accept may work.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+            _ = async { phase.wait_for(|p| *p != Phase::Running).await.is_ok() } => return,
+        }
+    }
 }

@@ -3,18 +3,24 @@
 //! takes it at once, with no other task in between; a waiting client is handed its server
 //! through a oneshot. The idle server connections live here, and cancel requests are routed to
 //! the server a client holds at that moment. A small timer task runs the pools' timeouts.
+//! The configuration in force is swapped here on a reload, and the proxy's phase (serving,
+//! draining, stopped) is broadcast from here to the listeners and the client tasks.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
-use pgyard_driver::{Clock, SessionInfo};
+use pgyard_driver::{Clock, ConnectOptions, SessionInfo};
 use pgyard_proxy::{
     ClientAuth, ClientId, Lent, PoolKey, PoolMode, PoolOut, Pools, Route, ServerId,
 };
 use pgyard_types::Instant;
-use tokio::sync::{oneshot, Notify};
+use tokio::net::TcpStream;
+use tokio::sync::{oneshot, watch, Notify};
 
-use super::ProxyConfig;
+use super::{client_task, Phase, ProxyConfig};
 use crate::{CancelToken, Session};
 
 /// The answer to an acquire.
@@ -40,14 +46,34 @@ struct State {
     keys: BTreeMap<i32, (ClientId, Vec<u8>)>,
     /// The deadline the timer task sleeps to.
     armed: Option<Instant>,
+    /// The proxy stopped: servers that come back are closed.
+    stopped: bool,
 }
 
 /// The pools and their connections.
 pub(super) struct Shared {
-    config: Arc<ProxyConfig>,
+    /// Swapped whole on a reload; each user takes the `Arc` it needs and lets go.
+    config: Mutex<Arc<ProxyConfig>>,
+    /// Fixed at start: sessions of both modes must never share servers.
+    mode: PoolMode,
+    seed: u64,
     clock: Clock,
     state: Mutex<State>,
     timer: Notify,
+    phase: watch::Sender<Phase>,
+    /// Client connections open now.
+    clients: watch::Sender<usize>,
+    next_client: AtomicU64,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("mode", &self.mode)
+            .field("clients", &*self.clients.borrow())
+            .field("phase", &*self.phase.borrow())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Shared {
@@ -61,13 +87,140 @@ impl Shared {
                 holding: BTreeMap::new(),
                 keys: BTreeMap::new(),
                 armed: None,
+                stopped: false,
             }),
-            config,
+            mode: config.client.pool_mode,
+            seed: config.seed.unwrap_or_else(pgyard_driver::os_seed),
+            config: Mutex::new(config),
             clock: Clock::new(),
             timer: Notify::new(),
+            phase: watch::Sender::new(Phase::Running),
+            clients: watch::Sender::new(0),
+            next_client: AtomicU64::new(1),
         });
         tokio::spawn(timer(shared.clone()));
         shared
+    }
+
+    /// The configuration in force.
+    pub(super) fn config(&self) -> Arc<ProxyConfig> {
+        self.config
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Follows the proxy's phase.
+    pub(super) fn phase(&self) -> watch::Receiver<Phase> {
+        self.phase.subscribe()
+    }
+
+    /// Moves to `phase` (never back).
+    pub(super) fn set_phase(&self, phase: Phase) {
+        self.phase.send_if_modified(|p| {
+            let forward =
+                (*p == Phase::Running) || (*p == Phase::Draining && phase == Phase::Stopped);
+            if forward {
+                *p = phase;
+            }
+            forward
+        });
+    }
+
+    /// Client connections open now.
+    pub(super) fn clients(&self) -> usize {
+        *self.clients.borrow()
+    }
+
+    /// Waits, at most `bound`, until no client is connected; true if none is.
+    pub(super) async fn all_gone(&self, bound: Duration) -> bool {
+        let mut count = self.clients.subscribe();
+        let none = async move { count.wait_for(|n| *n == 0).await.is_ok() };
+        tokio::time::timeout(bound, none).await.unwrap_or(false)
+    }
+
+    /// A new client connection: its task runs until it leaves.
+    pub(super) fn admit(self: &Arc<Self>, sock: TcpStream, peer: SocketAddr) {
+        let _ = sock.set_nodelay(true);
+        let config = self.config();
+        let id = self.next_client.fetch_add(1, Ordering::Relaxed);
+        let mut over = false;
+        self.clients.send_modify(|n| {
+            over = *n >= config.max_client_conn;
+            *n += 1;
+        });
+        tracing::debug!(client = id, %peer, "client connected");
+        let task = client_task::ClientTask::new(
+            id,
+            self.seed,
+            over,
+            config.client.clone(),
+            self.clone(),
+            self.phase(),
+        );
+        let shared = self.clone();
+        tokio::spawn(async move {
+            task.run(sock).await;
+            shared.clients.send_modify(|n| *n = n.saturating_sub(1));
+            tracing::debug!(client = id, %peer, "client disconnected");
+        });
+    }
+
+    /// Swaps in `new` (see [`super::Proxy::reload`]).
+    pub(super) fn reload(self: &Arc<Self>, new: ProxyConfig) -> Result<(), String> {
+        let mut new = new.checked()?;
+        let old = self.config();
+        if new.client.pool_mode != old.client.pool_mode {
+            tracing::warn!(
+                kept = ?old.client.pool_mode,
+                asked = ?new.client.pool_mode,
+                "pool_mode changes only with a restart; keeping the current one"
+            );
+            new.client.pool_mode = old.client.pool_mode;
+        }
+        new.seed = old.seed;
+        let settings = new.pool;
+        let new = Arc::new(new);
+        *self.config.lock().unwrap_or_else(|p| p.into_inner()) = new.clone();
+        let mut st = self.lock();
+        let now = self.clock.now();
+        st.pools.set_settings(now, settings);
+        let changed: Vec<String> = st
+            .pools
+            .databases()
+            .into_iter()
+            .filter(|d| old.backend_of(d) != new.backend_of(d))
+            .collect();
+        for database in &changed {
+            st.pools.retire_database(now, database);
+        }
+        self.perform(&mut st, None);
+        drop(st);
+        tracing::info!(
+            pool_size = settings.size,
+            databases = ?new.databases.keys().collect::<Vec<_>>(),
+            retired = ?changed,
+            "configuration reloaded"
+        );
+        Ok(())
+    }
+
+    /// Closes every idle server connection, and from now on every server that comes back.
+    pub(super) fn close_idle(&self) {
+        let mut st = self.lock();
+        st.stopped = true;
+        let now = self.clock.now();
+        let idle = std::mem::take(&mut st.idle);
+        for server in idle.keys() {
+            st.pools.broken(now, *server);
+        }
+        while st.pools.poll_output().is_some() {}
+        drop(st);
+        if !idle.is_empty() {
+            tracing::info!(servers = idle.len(), "closing idle server connections");
+        }
+        // Dropping a session sends Terminate and closes it.
+        drop(idle);
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -109,8 +262,8 @@ impl Shared {
         st.holding.remove(&client);
         let now = self.clock.now();
         match conn {
-            Some(session) if reusable => {
-                if self.config.client.pool_mode == PoolMode::Session {
+            Some(session) if reusable && !st.stopped => {
+                if self.mode == PoolMode::Session {
                     drop(st);
                     let shared = self.clone();
                     tokio::spawn(async move { shared.discard(session, lent).await });
@@ -133,13 +286,14 @@ impl Shared {
         let server = lent.id;
         let mut st = self.lock();
         let now = self.clock.now();
-        if ok {
+        if ok && !st.stopped {
             // DISCARD ALL restores the settings of the login, which the session's own record
             // holds (with what DISCARD reported).
             let lent = lent_of(server, &session);
             st.idle.insert(server, (session, lent));
         }
-        st.pools.release(now, server, ok);
+        let reusable = ok && !st.stopped;
+        st.pools.release(now, server, reusable);
         self.perform(&mut st, None);
     }
 
@@ -164,16 +318,40 @@ impl Shared {
         }
     }
 
-    fn opened(self: &Arc<Self>, server: ServerId, result: Result<Box<Session>, String>) {
+    fn opened(
+        self: &Arc<Self>,
+        server: ServerId,
+        key: &PoolKey,
+        result: Result<Box<Session>, String>,
+    ) {
         let mut st = self.lock();
         let now = self.clock.now();
         match result {
             Ok(session) => {
+                let est = session.established();
+                tracing::info!(
+                    server = server.0,
+                    database = %key.database,
+                    user = %key.user,
+                    route = ?key.route,
+                    host = %est.host,
+                    target = ?est.target,
+                    "server connection opened"
+                );
                 let lent = lent_of(server, &session);
                 st.idle.insert(server, (session, lent));
                 st.pools.opened(now, server, Ok(()));
             }
-            Err(e) => st.pools.opened(now, server, Err(e)),
+            Err(e) => {
+                tracing::warn!(
+                    database = %key.database,
+                    user = %key.user,
+                    route = ?key.route,
+                    error = %e.split_whitespace().collect::<Vec<_>>().join(" "),
+                    "server connection failed"
+                );
+                st.pools.opened(now, server, Err(e))
+            }
         }
         self.perform(&mut st, None);
     }
@@ -210,8 +388,11 @@ impl Shared {
                         let _ = reply.send(Granted::Refused(message));
                     }
                 }
-                // Dropping a session sends Terminate and closes it.
-                PoolOut::Close { server } => drop(st.idle.remove(&server)),
+                PoolOut::Close { server } => {
+                    tracing::info!(server = server.0, "server connection closed");
+                    // Dropping a session sends Terminate and closes it.
+                    drop(st.idle.remove(&server));
+                }
             }
         }
         if mine.is_some() {
@@ -249,21 +430,24 @@ impl Shared {
     }
 
     fn open(self: &Arc<Self>, server: ServerId, key: PoolKey) {
-        let password = match &self.config.client.auth {
+        let config = self.config();
+        let password = match &config.client.auth {
             ClientAuth::File(f) => f.get(&key.user).and_then(|p| p.plain()).map(str::to_owned),
             ClientAuth::Trust => None,
         };
-        let conninfo = server_conninfo(&self.config.backend, &key, password.as_deref());
+        let conninfo = server_conninfo(&config, &key, password.as_deref());
+        let options = ConnectOptions::default().failover_timeout(config.failover_timeout);
         let shared = self.clone();
         tokio::spawn(async move {
             let result = match conninfo {
-                Ok(c) => crate::connect(&c)
+                Ok(c) => crate::connect_with(&c, &options)
                     .await
                     .map(Box::new)
                     .map_err(|e| e.to_string()),
-                Err(e) => Err(e.to_string()),
+                Err(e) => Err(e),
             };
-            shared.opened(server, result.map_err(|e| e.trim_end().to_owned()));
+            let result = result.map_err(|e| e.trim_end().to_owned());
+            shared.opened(server, &key, result);
         });
     }
 }
@@ -303,17 +487,27 @@ fn lent_of(id: ServerId, session: &Session) -> Lent {
     }
 }
 
-/// The backend's connection string with the pool's user, database and route; the auth
-/// file's plain password is used only when the backend string names none.
+/// The connection string of a pool's servers: its database's backend with the pool's user,
+/// the client's database name (unless the database's own entry names one), and the route's
+/// settings; the auth file's plain password is used only when the string names none.
 pub fn server_conninfo(
-    backend: &str,
+    config: &ProxyConfig,
     key: &PoolKey,
     password: Option<&str>,
-) -> Result<String, pgyard_conninfo::ParseError> {
+) -> Result<String, String> {
     use pgyard_conninfo::Keyword;
-    let mut info = pgyard_conninfo::parse(backend.as_bytes())?;
+    let Some((backend, own)) = config.backend_of(&key.database) else {
+        return Err(format!("no such database: {}", key.database));
+    };
+    let mut info = pgyard_conninfo::parse(backend.as_bytes()).map_err(|e| {
+        String::from_utf8_lossy(&e.libpq_message())
+            .trim_end()
+            .to_owned()
+    })?;
     info.set(Keyword::User, &key.user);
-    info.set(Keyword::Dbname, &key.database);
+    if !own || info.get(Keyword::Dbname).is_none() {
+        info.set(Keyword::Dbname, &key.database);
+    }
     let tsa = match key.route {
         Route::Primary => "read-write",
         Route::Standby => "prefer-standby",

@@ -1,0 +1,266 @@
+//! The configuration file of `pgyard proxy` (TOML): listen addresses, the backends (one for
+//! every database, and `[databases.NAME]` entries), the pools, the auth, the timeouts. Every
+//! key is described in `docs/proxy.md`; a key not known here is an error that names it, so a
+//! misspelt setting is never silently left at its default.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use pgyard_proxy::{ClientAuth, ClientConfig, Databases, PoolMode, PoolSettings, Route};
+use serde::Deserialize;
+
+use super::{read_auth_file, ProxyConfig};
+
+/// Largest configuration file read (bytes).
+pub const CONFIG_MAX: u64 = 1 << 20;
+
+/// Largest timeout accepted (a year): beyond that a clock deadline could overflow.
+const SECONDS_MAX: f64 = 365.0 * 24.0 * 3600.0;
+
+/// The listen addresses when the file names none.
+const LISTEN_DEFAULT: &str = "127.0.0.1:6432";
+
+/// What a configuration file says.
+#[derive(Clone, Debug)]
+pub struct FileConfig {
+    /// Where to accept clients (a change needs a restart).
+    pub listen: Vec<SocketAddr>,
+    /// Everything else.
+    pub proxy: ProxyConfig,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    listen: Option<Listen>,
+    backend: Option<String>,
+    #[serde(default)]
+    databases: BTreeMap<String, RawDatabase>,
+    pool_mode: Option<RawMode>,
+    pool_size: Option<usize>,
+    default_route: Option<RawRoute>,
+    auth_file: Option<PathBuf>,
+    auth: Option<RawAuth>,
+    max_client_conn: Option<usize>,
+    query_wait_timeout: Option<f64>,
+    client_login_timeout: Option<f64>,
+    server_idle_timeout: Option<f64>,
+    server_lifetime: Option<f64>,
+    failover_timeout: Option<f64>,
+    shutdown_timeout: Option<f64>,
+    tls: Option<RawTls>,
+}
+
+#[derive(Deserialize)]
+#[serde(
+    untagged,
+    expecting = "an address (\"IP:port\") or a list of addresses"
+)]
+enum Listen {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDatabase {
+    conninfo: String,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum RawMode {
+    Transaction,
+    Session,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum RawRoute {
+    Primary,
+    Standby,
+    Any,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum RawAuth {
+    Trust,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTls {
+    cert_file: PathBuf,
+    key_file: PathBuf,
+}
+
+/// Reads and checks the configuration file at `path` (and the auth file it names, relative
+/// to the file's folder); the error names the file, and the key or line at fault.
+pub fn load_config(path: &Path) -> Result<FileConfig, String> {
+    let text = read_limited(path, CONFIG_MAX)?;
+    let text = String::from_utf8(text).map_err(|_| format!("{}: not UTF-8", path.display()))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    parse_config(&text, dir).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Parses and checks a configuration file's text; relative paths in it are taken from `dir`.
+pub fn parse_config(text: &str, dir: &Path) -> Result<FileConfig, String> {
+    let raw: Raw = toml::from_str(text).map_err(|e| e.to_string().trim_end().to_owned())?;
+    let listen = listen(raw.listen)?;
+    if let Some(tls) = &raw.tls {
+        check_tls(tls, dir)?;
+        return Err(
+            "tls: TLS to clients is not implemented yet (pgyard proxy answers every \
+                    SSLRequest with N); remove the [tls] table"
+                .into(),
+        );
+    }
+    let auth = match (&raw.auth_file, raw.auth) {
+        (Some(_), Some(_)) => return Err("give auth_file or auth = \"trust\", not both".into()),
+        (None, None) => return Err("give auth_file = \"FILE\" or auth = \"trust\"".into()),
+        (Some(file), None) => ClientAuth::File(Arc::new(read_auth_file(&dir.join(file))?)),
+        (None, Some(RawAuth::Trust)) => {
+            if let Some(a) = listen.iter().find(|a| !a.ip().is_loopback()) {
+                return Err(format!(
+                    "auth = \"trust\" is allowed only on loopback listen addresses, not {a}"
+                ));
+            }
+            ClientAuth::Trust
+        }
+    };
+    let defaults = PoolSettings::default();
+    let pool = PoolSettings {
+        size: raw.pool_size.unwrap_or(defaults.size),
+        wait_timeout: positive("query_wait_timeout", raw.query_wait_timeout, 30.0)?,
+        idle_timeout: optional("server_idle_timeout", raw.server_idle_timeout, 600.0)?,
+        lifetime: optional("server_lifetime", raw.server_lifetime, 3600.0)?,
+    };
+    let max_client_conn = raw.max_client_conn.unwrap_or(100);
+    if max_client_conn == 0 {
+        return Err("max_client_conn must be at least 1".into());
+    }
+    let client = ClientConfig {
+        auth,
+        pool_mode: match raw.pool_mode.unwrap_or(RawMode::Transaction) {
+            RawMode::Transaction => PoolMode::Transaction,
+            RawMode::Session => PoolMode::Session,
+        },
+        default_route: match raw.default_route.unwrap_or(RawRoute::Primary) {
+            RawRoute::Primary => Route::Primary,
+            RawRoute::Standby => Route::Standby,
+            RawRoute::Any => Route::Any,
+        },
+        login_timeout: positive("client_login_timeout", raw.client_login_timeout, 60.0)?,
+        databases: Databases::Any,
+    };
+    let proxy = ProxyConfig {
+        backend: raw.backend,
+        databases: raw
+            .databases
+            .into_iter()
+            .map(|(name, db)| (name, db.conninfo))
+            .collect(),
+        client,
+        pool,
+        seed: None,
+        max_client_conn,
+        failover_timeout: optional("failover_timeout", raw.failover_timeout, 0.0)?,
+        shutdown_timeout: seconds("shutdown_timeout", raw.shutdown_timeout.unwrap_or(30.0))?,
+    };
+    Ok(FileConfig {
+        listen,
+        proxy: proxy.checked()?,
+    })
+}
+
+fn listen(raw: Option<Listen>) -> Result<Vec<SocketAddr>, String> {
+    let texts = match raw {
+        None => vec![LISTEN_DEFAULT.to_owned()],
+        Some(Listen::One(a)) => vec![a],
+        Some(Listen::Many(list)) => list,
+    };
+    if texts.is_empty() {
+        return Err("listen: no address".into());
+    }
+    texts
+        .iter()
+        .map(|t| {
+            t.parse::<SocketAddr>()
+                .map_err(|_| format!("listen: {t:?} is not an address of the form IP:port"))
+        })
+        .collect()
+}
+
+/// A number of seconds as a duration; the error names the key.
+fn seconds(key: &str, value: f64) -> Result<Duration, String> {
+    if !(0.0..=SECONDS_MAX).contains(&value) {
+        return Err(format!(
+            "{key}: {value} is not a number of seconds from 0 to {SECONDS_MAX}"
+        ));
+    }
+    Duration::try_from_secs_f64(value).map_err(|e| format!("{key}: {e}"))
+}
+
+/// A timeout that must be more than zero.
+fn positive(key: &str, value: Option<f64>, default: f64) -> Result<Duration, String> {
+    let d = seconds(key, value.unwrap_or(default))?;
+    if d.is_zero() {
+        return Err(format!("{key}: must be more than 0 seconds"));
+    }
+    Ok(d)
+}
+
+/// A timeout where 0 means never.
+fn optional(key: &str, value: Option<f64>, default: f64) -> Result<Option<Duration>, String> {
+    let d = seconds(key, value.unwrap_or(default))?;
+    Ok((!d.is_zero()).then_some(d))
+}
+
+/// Reads at most `limit` bytes of `path`; a larger file is an error.
+fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let file =
+        std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut text = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut text)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if text.len() as u64 > limit {
+        return Err(format!("{}: larger than {limit} bytes", path.display()));
+    }
+    Ok(text)
+}
+
+/// The certificate file must hold at least one PEM certificate and the key file a PEM
+/// private key, so that a broken pair is reported as such rather than as "not implemented".
+fn check_tls(tls: &RawTls, dir: &Path) -> Result<(), String> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let cert_path = dir.join(&tls.cert_file);
+    let cert = read_limited(&cert_path, CONFIG_MAX).map_err(|e| format!("tls.cert_file: {e}"))?;
+    let certs: Vec<_> = CertificateDer::pem_slice_iter(&cert)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("tls.cert_file: {}: {e}", cert_path.display()))?;
+    if certs.is_empty() {
+        return Err(format!(
+            "tls.cert_file: {}: no PEM certificate in it",
+            cert_path.display()
+        ));
+    }
+    let key_path = dir.join(&tls.key_file);
+    let key = read_limited(&key_path, CONFIG_MAX).map_err(|e| format!("tls.key_file: {e}"))?;
+    PrivateKeyDer::from_pem_slice(&key).map_err(|e| {
+        format!(
+            "tls.key_file: {}: no PEM private key in it ({e})",
+            key_path.display()
+        )
+    })?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

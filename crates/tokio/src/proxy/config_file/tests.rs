@@ -1,0 +1,216 @@
+//! The configuration file: every key read, every mistake named.
+
+use std::time::Duration;
+
+use pgyard_proxy::{ClientAuth, Databases, PoolMode, Route};
+
+use super::*;
+
+const FULL: &str = r#"
+listen = ["127.0.0.1:6432", "[::1]:6433"]
+backend = "host=db1,db2 port=5432"
+pool_mode = "session"
+pool_size = 7
+default_route = "standby"
+auth = "trust"
+max_client_conn = 50
+query_wait_timeout = 1.5
+client_login_timeout = 9
+server_idle_timeout = 0
+server_lifetime = 120
+failover_timeout = 20
+shutdown_timeout = 5
+
+[databases.shop]
+conninfo = "host=a,b,c port=5433 dbname=shop_live"
+
+[databases."with space"]
+conninfo = "postgresql://x:5434/other"
+"#;
+
+fn parse(text: &str) -> Result<FileConfig, String> {
+    parse_config(text, Path::new("/nonexistent"))
+}
+
+fn error(text: &str) -> String {
+    parse(text).expect_err("an error")
+}
+
+const MIN: &str = "auth = \"trust\"\nbackend = \"host=db\"\n";
+
+#[test]
+fn every_key_is_read() {
+    let c = parse(FULL).expect("parses");
+    assert_eq!(
+        c.listen,
+        vec![
+            "127.0.0.1:6432".parse().unwrap(),
+            "[::1]:6433".parse().unwrap()
+        ]
+    );
+    let p = &c.proxy;
+    assert_eq!(p.backend.as_deref(), Some("host=db1,db2 port=5432"));
+    assert_eq!(
+        p.databases.get("shop").map(String::as_str),
+        Some("host=a,b,c port=5433 dbname=shop_live")
+    );
+    assert!(p.databases.contains_key("with space"));
+    assert_eq!(p.client.pool_mode, PoolMode::Session);
+    assert_eq!(p.client.default_route, Route::Standby);
+    assert!(matches!(p.client.auth, ClientAuth::Trust));
+    assert_eq!(p.client.login_timeout, Duration::from_secs(9));
+    assert_eq!(
+        p.client.databases,
+        Databases::Any,
+        "the backend serves the rest"
+    );
+    assert_eq!(p.pool.size, 7);
+    assert_eq!(p.pool.wait_timeout, Duration::from_millis(1500));
+    assert_eq!(p.pool.idle_timeout, None, "0 is never");
+    assert_eq!(p.pool.lifetime, Some(Duration::from_secs(120)));
+    assert_eq!(p.max_client_conn, 50);
+    assert_eq!(p.failover_timeout, Some(Duration::from_secs(20)));
+    assert_eq!(p.shutdown_timeout, Duration::from_secs(5));
+}
+
+#[test]
+fn defaults_fill_what_is_left_out() {
+    let c = parse(MIN).expect("parses");
+    assert_eq!(c.listen, vec!["127.0.0.1:6432".parse().unwrap()]);
+    let p = &c.proxy;
+    assert_eq!(p.client.pool_mode, PoolMode::Transaction);
+    assert_eq!(p.client.default_route, Route::Primary);
+    assert_eq!(p.client.login_timeout, Duration::from_secs(60));
+    assert_eq!(p.pool, pgyard_proxy::PoolSettings::default());
+    assert_eq!(p.max_client_conn, 100);
+    assert_eq!(p.failover_timeout, None);
+    assert_eq!(p.shutdown_timeout, Duration::from_secs(30));
+    let one = parse(&format!("listen = \"127.0.0.2:7000\"\n{MIN}")).expect("one address");
+    assert_eq!(one.listen, vec!["127.0.0.2:7000".parse().unwrap()]);
+}
+
+#[test]
+fn without_a_backend_only_the_listed_databases_are_served() {
+    let c = parse("auth = \"trust\"\n[databases.a]\nconninfo = \"host=x\"\n").expect("parses");
+    let Databases::Only(names) = &c.proxy.client.databases else {
+        panic!("{:?}", c.proxy.client.databases)
+    };
+    assert_eq!(names.iter().collect::<Vec<_>>(), ["a"]);
+    assert!(error("auth = \"trust\"\n").contains("nothing to serve"));
+}
+
+#[test]
+fn an_unknown_key_is_named() {
+    let e = error(&format!("{MIN}pool_sise = 3\n"));
+    assert!(e.contains("pool_sise"), "{e}");
+    let e = error(&format!("{MIN}[databases.a]\nconninf = \"host=x\"\n"));
+    assert!(e.contains("conninf"), "{e}");
+    let e = error(&format!("{MIN}[databases.a]\n"));
+    assert!(e.contains("conninfo"), "a missing conninfo is named: {e}");
+}
+
+#[test]
+fn wrong_values_are_named() {
+    for (line, named) in [
+        ("pool_mode = \"statement\"", "statement"),
+        ("default_route = \"master\"", "master"),
+        ("pool_size = -1", "pool_size"),
+        ("pool_size = 0", "pool_size"),
+        ("max_client_conn = 0", "max_client_conn"),
+        ("query_wait_timeout = 0", "query_wait_timeout"),
+        ("client_login_timeout = -2", "client_login_timeout"),
+        ("server_lifetime = 1e300", "server_lifetime"),
+        ("shutdown_timeout = nan", "shutdown_timeout"),
+        ("listen = \"localhost:6432\"", "localhost:6432"),
+        ("listen = []", "listen"),
+        ("listen = 6432", "listen"),
+    ] {
+        let e = error(&format!("{line}\n{MIN}"));
+        assert!(e.contains(named), "{line}: {e}");
+    }
+}
+
+#[test]
+fn the_auth_is_exactly_one_of_a_file_and_trust() {
+    let e = error("backend = \"host=db\"\n");
+    assert!(e.contains("auth_file"), "{e}");
+    let e = error(&format!("auth_file = \"users.txt\"\n{MIN}"));
+    assert!(e.contains("not both"), "{e}");
+    let e = error(&format!("listen = \"0.0.0.0:6432\"\n{MIN}"));
+    assert!(e.contains("loopback"), "{e}");
+    let e = error("auth = \"md5\"\nbackend = \"host=db\"\n");
+    assert!(e.contains("md5"), "{e}");
+}
+
+#[test]
+fn the_auth_file_is_read_from_beside_the_config_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("users.txt"), "\"alice\" \"secret\"\n").expect("write");
+    let text = "auth_file = \"users.txt\"\nbackend = \"host=db\"\n";
+    std::fs::write(dir.path().join("proxy.toml"), text).expect("write");
+    let c = load_config(&dir.path().join("proxy.toml")).expect("loads");
+    let ClientAuth::File(file) = &c.proxy.client.auth else {
+        panic!("an auth file")
+    };
+    assert!(file.get("alice").is_some());
+    std::fs::write(dir.path().join("users.txt"), "\"alice\" \"unterminated\n").expect("write");
+    let e = load_config(&dir.path().join("proxy.toml")).expect_err("a broken auth file");
+    assert!(e.contains("users.txt") && e.contains("line 1"), "{e}");
+    let e = load_config(&dir.path().join("missing.toml")).expect_err("no file");
+    assert!(e.contains("missing.toml"), "{e}");
+}
+
+#[test]
+fn connection_strings_are_checked() {
+    let e = error("auth = \"trust\"\nbackend = \"host='db\"\n");
+    assert!(e.starts_with("backend:"), "{e}");
+    let e = error(&format!(
+        "{MIN}[databases.shop]\nconninfo = \"host=x user=app\"\n"
+    ));
+    assert!(e.contains("databases.shop") && e.contains("user"), "{e}");
+    let e = error(&format!("{MIN}[databases.shop]\nconninfo = \"nonsense\"\n"));
+    assert!(e.contains("databases.shop"), "{e}");
+}
+
+#[test]
+fn tls_is_checked_then_refused_as_not_implemented() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let key = rcgen::KeyPair::generate().expect("key");
+    let cert = rcgen::CertificateParams::new(vec!["localhost".into()])
+        .expect("params")
+        .self_signed(&key)
+        .expect("cert");
+    std::fs::write(dir.path().join("c.pem"), cert.pem()).expect("write");
+    std::fs::write(dir.path().join("k.pem"), key.serialize_pem()).expect("write");
+    std::fs::write(dir.path().join("junk.pem"), "not pem").expect("write");
+    let tls = |c: &str, k: &str| {
+        let text = format!("{MIN}[tls]\ncert_file = \"{c}\"\nkey_file = \"{k}\"\n");
+        parse_config(&text, dir.path()).expect_err("refused")
+    };
+    let e = tls("c.pem", "k.pem");
+    assert!(e.contains("not implemented"), "{e}");
+    let e = tls("missing.pem", "k.pem");
+    assert!(
+        e.contains("tls.cert_file") && e.contains("missing.pem"),
+        "{e}"
+    );
+    let e = tls("junk.pem", "k.pem");
+    assert!(e.contains("no PEM certificate"), "{e}");
+    let e = tls("c.pem", "c.pem");
+    assert!(e.contains("tls.key_file"), "{e}");
+    let e = error(&format!("{MIN}[tls]\ncert_file = \"c.pem\"\n"));
+    assert!(e.contains("key_file"), "{e}");
+}
+
+#[test]
+fn any_prefix_of_a_file_parses_or_fails_without_panicking() {
+    let mut cut = 0;
+    while cut <= FULL.len() {
+        let _ = parse(&FULL[..cut]);
+        cut += 1;
+        while !FULL.is_char_boundary(cut.min(FULL.len())) {
+            cut += 1;
+        }
+    }
+    let _ = parse("\u{0}\u{feff}[[[=\"\\u{d800}\"");
+}
