@@ -1,10 +1,11 @@
 //! The entry point of the `proxy_client` fuzz target and its corpus replay: a client session
 //! driven by arbitrary bytes from both sides, with its invariants checked after every step.
 //!
-//! Input: the first byte picks the pool mode (bit 0) and the password check (bit 1: trust or
-//! an auth file with an MD5 user); then a sequence of `[op][len][len bytes]` steps: op % 7 is
-//! 0 client bytes, 1 server bytes, 2 a server lent (its settings from the bytes), 3 the server
-//! lost, 4 the pool refusing, 5 the clock at the bytes' value, 6 the client gone.
+//! Input: the first byte picks the pool mode (bit 0), the password check (bit 1: trust or
+//! an auth file with an MD5 user) and whether that user is an admin user (bit 2); then a
+//! sequence of `[op][len][len bytes]` steps: op % 7 is 0 client bytes, 1 server bytes, 2 a server lent (its settings from the bytes) — or, while
+//! an admin command awaits the adapter, the adapter's reply (made from the bytes) — 3 the
+//! server lost, 4 the pool refusing, 5 the clock at the bytes' value, 6 the client gone.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,8 +15,9 @@ use pgyard_types::Instant;
 use pgyard_wire::auth::LoginRandom;
 use pgyard_wire::frame::{decode_frame, Decoded};
 
+use crate::admin::{AdminError, AdminReply, ClientRow, Snapshot};
 use crate::client::{ClientAuth, ClientConfig, ClientOut, ClientSession, Lent, PoolMode};
-use crate::pool::{ClientId, ServerId};
+use crate::pool::{ClientId, PoolKey, ServerId};
 use crate::{AuthFile, Route};
 
 /// Drives a client session with `data`; panics only when an invariant breaks.
@@ -34,6 +36,10 @@ pub fn client_session(data: &[u8]) {
         match op % 7 {
             0 => s.handle_client_bytes(now, bytes),
             1 => s.handle_server_bytes(now, Bytes::copy_from_slice(bytes)),
+            2 if check.admin_pending => {
+                check.admin_pending = false;
+                s.handle_admin(admin_reply(&s, bytes));
+            }
             2 if check.lent.is_none() && check.acquiring => {
                 s.handle_server(now, lent(next_server, bytes));
                 check.lent = Some(ServerId(next_server));
@@ -79,6 +85,13 @@ fn session(first: u8) -> ClientSession {
         default_route: Route::Primary,
         login_timeout: Duration::from_secs(60),
         databases: crate::client::Databases::Any,
+        // Bit 2: the auth file's user may open the admin console.
+        admin_users: Arc::new(
+            (first & 4 != 0)
+                .then(|| "u".to_owned())
+                .into_iter()
+                .collect(),
+        ),
     };
     let key = crate::CancelKey {
         pid: 1,
@@ -107,12 +120,57 @@ fn lent(id: u64, bytes: &[u8]) -> Lent {
     }
 }
 
+/// An adapter's reply made from `bytes`: done, a failure with their text, or a snapshot
+/// with this session and a pool named by them.
+fn admin_reply(s: &ClientSession, bytes: &[u8]) -> AdminReply {
+    let text = String::from_utf8_lossy(bytes.get(1..).unwrap_or_default()).into_owned();
+    match bytes.first().map_or(0, |b| b % 3) {
+        0 => AdminReply::Done,
+        1 => AdminReply::Failed(AdminError::pooler(text)),
+        _ => {
+            let (user, database) = s.identity();
+            let client = ClientRow {
+                id: s.id(),
+                user: user.to_owned(),
+                database: database.to_owned(),
+                activity: s.activity(),
+                addr: None,
+                local: None,
+                connect_time: Some(u64::from(bytes.len() as u32) << 30),
+                request_time: None,
+                wait: Duration::from_micros(bytes.len() as u64),
+                tls: None,
+                application_name: text.clone(),
+                tag: s.tag().map(str::to_owned),
+            };
+            let pool = PoolKey {
+                database: text.clone(),
+                user: text,
+                route: Route::Any,
+            };
+            AdminReply::Snapshot(Box::new(Snapshot {
+                pool_mode: PoolMode::Transaction,
+                paused: bytes.len().is_multiple_of(2),
+                pools: vec![pool],
+                clients: vec![client],
+                servers: Vec::new(),
+                retired: Default::default(),
+                config: Vec::new(),
+            }))
+        }
+    }
+}
+
 /// What the outputs so far allow.
 #[derive(Default)]
 struct Checks {
     lent: Option<ServerId>,
     acquiring: bool,
     closed: bool,
+    /// An admin command was asked of the adapter: this is an admin session.
+    admin: bool,
+    /// An admin command awaits the adapter's reply.
+    admin_pending: bool,
     /// Bytes sent to servers, kept to check the frames they hold.
     to_server: Vec<u8>,
 }
@@ -130,7 +188,20 @@ impl Checks {
                     self.to_server.extend_from_slice(&b);
                     self.frames_to_server();
                 }
+                ClientOut::Admin(_) => {
+                    assert!(
+                        !self.admin_pending,
+                        "a second admin request before the reply"
+                    );
+                    assert!(
+                        self.lent.is_none() && !self.acquiring,
+                        "admin with a server"
+                    );
+                    self.admin = true;
+                    self.admin_pending = true;
+                }
                 ClientOut::Acquire(_) => {
+                    assert!(!self.admin, "an admin session asked for a server");
                     assert!(self.lent.is_none() && !self.acquiring, "acquire twice");
                     self.acquiring = true;
                 }

@@ -3,8 +3,10 @@
 //! middleware messages, relaying, when a server goes back) and [`pool::Pools`] (which server
 //! connections exist, which are lent, who waits). Both take time as an argument and do no
 //! I/O; `pgyard-tokio`'s proxy module drives them over sockets and opens the server
-//! connections through `pgyard-connect` and the shared driver core. See `docs/proxy.md`.
+//! connections through `pgyard-connect` and the shared driver core. [`admin`] is the admin
+//! console's command language and result sets. See `docs/proxy.md`.
 
+pub mod admin;
 pub mod auth_file;
 pub mod classes;
 pub mod client;
@@ -19,4 +21,4 @@ pub use client::PlantedBug;
 pub use client::{
     CancelKey, ClientAuth, ClientConfig, ClientOut, ClientSession, Databases, Lent, PoolMode,
 };
-pub use pool::{ClientId, PoolKey, PoolOut, PoolSettings, Pools, ServerId};
+pub use pool::{ClientId, PoolKey, PoolOut, PoolSettings, Pools, ServerId, ServerUse, ServerView};

@@ -6,6 +6,10 @@
 //! opened for it while the pool is below its size, or it waits in a FIFO queue until a
 //! server is released or its wait times out. A failed open is retried with a growing pause
 //! for as long as clients wait, so a failover in progress holds them instead of failing them.
+//!
+//! [`Pools::pause`] (the admin console's PAUSE) stops lending: idle servers close, servers
+//! being opened are forgotten (closed when they arrive), lent ones close when they come back,
+//! and clients wait (their wait timeout still runs) until [`Pools::resume`].
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -95,6 +99,30 @@ enum State {
     Busy(ClientId),
 }
 
+/// What a server connection is doing, for the admin console.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServerUse {
+    /// Being opened.
+    Opening,
+    /// Pooled.
+    Idle,
+    /// Lent to this client.
+    Busy(ClientId),
+}
+
+/// One server connection as the pools know it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerView {
+    /// The server.
+    pub id: ServerId,
+    /// Its pool.
+    pub key: PoolKey,
+    /// What it is doing.
+    pub state: ServerUse,
+    /// It will be closed when it comes back (its database's backend changed).
+    pub retired: bool,
+}
+
 #[derive(Debug)]
 struct Server {
     key: PoolKey,
@@ -137,6 +165,8 @@ pub struct Pools {
     servers: BTreeMap<ServerId, Server>,
     out: VecDeque<PoolOut>,
     next: u64,
+    /// PAUSE is in force: nothing is lent or opened.
+    paused: bool,
 }
 
 /// First pause after a failed open; it doubles per failure, up to [`RETRY_CAP`].
@@ -152,6 +182,7 @@ impl Pools {
             servers: BTreeMap::new(),
             out: VecDeque::new(),
             next: 1,
+            paused: false,
         }
     }
 
@@ -225,12 +256,16 @@ impl Pools {
     /// The outcome of an [`PoolOut::Open`]: `Err` with the connect error's text.
     pub fn opened(&mut self, now: Instant, server: ServerId, result: Result<(), String>) {
         let Some(s) = self.servers.get_mut(&server) else {
+            // Forgotten by a PAUSE while it was being opened: not for lending.
+            if result.is_ok() {
+                self.out.push_back(PoolOut::Close { server });
+            }
             return;
         };
         let key = s.key.clone();
         let pool = self.pools.entry(key.clone()).or_default();
         match result {
-            Ok(()) if s.retired => {
+            Ok(()) if s.retired || self.paused => {
                 // Opened with the settings from before a reload: not for lending.
                 self.servers.remove(&server);
                 pool.count -= 1;
@@ -262,7 +297,8 @@ impl Pools {
         let key = s.key.clone();
         let too_old = self.settings.lifetime.is_some_and(|l| now >= s.born + l);
         let pool = self.pools.entry(key.clone()).or_default();
-        if reusable && !too_old && !s.retired && pool.count <= self.settings.size {
+        let keep = reusable && !too_old && !s.retired && !self.paused;
+        if keep && pool.count <= self.settings.size {
             s.state = State::Idle { since: now };
             pool.idle.push_back(server);
         } else {
@@ -285,6 +321,9 @@ impl Pools {
 
     /// Grants idle servers to waiters, opens new ones while below the size.
     fn serve(&mut self, now: Instant, key: &PoolKey) {
+        if self.paused {
+            return;
+        }
         let size = self.settings.size;
         let Some(pool) = self.pools.get_mut(key) else {
             return;
@@ -340,7 +379,7 @@ impl Pools {
             if let Some((_, d)) = pool.waiting.front() {
                 at(*d);
             }
-            if let (Some(r), false) = (pool.retry_at, pool.waiting.is_empty()) {
+            if let (Some(r), false, false) = (pool.retry_at, pool.waiting.is_empty(), self.paused) {
                 at(r);
             }
         }
@@ -387,6 +426,74 @@ impl Pools {
             self.broken(now, server);
             self.out.push_back(PoolOut::Close { server });
         }
+    }
+
+    /// PAUSE: nothing more is lent or opened; idle servers are closed now, servers being
+    /// opened are forgotten (each is closed when [`Pools::opened`] reports it), lent ones are
+    /// closed when they come back. False (and nothing changes) when already paused.
+    pub fn pause(&mut self, now: Instant) -> bool {
+        if self.paused {
+            return false;
+        }
+        self.paused = true;
+        let gone: Vec<(ServerId, State)> = self
+            .servers
+            .iter()
+            .filter(|(_, s)| !matches!(s.state, State::Busy(_)))
+            .map(|(id, s)| (*id, s.state))
+            .collect();
+        for (server, state) in gone {
+            self.broken(now, server);
+            if state != State::Opening {
+                self.out.push_back(PoolOut::Close { server });
+            }
+        }
+        true
+    }
+
+    /// RESUME: lending starts again, and waiting clients are served. False when not paused.
+    pub fn resume(&mut self, now: Instant) -> bool {
+        if !self.paused {
+            return false;
+        }
+        self.paused = false;
+        let keys: Vec<PoolKey> = self.pools.keys().cloned().collect();
+        for key in keys {
+            self.serve(now, &key);
+        }
+        true
+    }
+
+    /// Whether PAUSE is in force.
+    pub fn is_paused(&self) -> bool {
+        self.paused
+    }
+
+    /// Whether a PAUSE is complete: paused, and no server connection left (none lent).
+    pub fn pause_complete(&self) -> bool {
+        self.paused && self.servers.is_empty()
+    }
+
+    /// Every pool the proxy has had.
+    pub fn keys(&self) -> Vec<PoolKey> {
+        self.pools.keys().cloned().collect()
+    }
+
+    /// Every server connection and what it is doing, for the admin console.
+    pub fn servers(&self) -> Vec<ServerView> {
+        self.servers
+            .iter()
+            .map(|(id, s)| ServerView {
+                id: *id,
+                key: s.key.clone(),
+                state: match s.state {
+                    State::Opening => ServerUse::Opening,
+                    State::Idle { .. } => ServerUse::Idle,
+                    State::Busy(c) => ServerUse::Busy(c),
+                },
+                retired: s.retired,
+            })
+            .collect()
     }
 
     /// Counts per pool, for the admin console.

@@ -27,6 +27,7 @@ fn session(mode: PoolMode) -> ClientSession {
         default_route: Route::Primary,
         login_timeout: Duration::from_secs(5),
         databases: pgyard_proxy::Databases::Any,
+        admin_users: Default::default(),
     };
     let key = CancelKey {
         pid: 77,
@@ -618,6 +619,7 @@ fn a_database_without_a_backend_is_refused_after_the_password_check() {
         default_route: Route::Primary,
         login_timeout: Duration::from_secs(5),
         databases: pgyard_proxy::Databases::Only(std::sync::Arc::new(names)),
+        admin_users: Default::default(),
     };
     let random = LoginRandom {
         salt: [1; 4],

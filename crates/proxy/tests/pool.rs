@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use pgyard_proxy::{ClientId, PoolKey, PoolOut, PoolSettings, Pools, Route, ServerId};
+use pgyard_proxy::{ClientId, PoolKey, PoolOut, PoolSettings, Pools, Route, ServerId, ServerUse};
 use pgyard_types::Instant;
 
 fn key() -> PoolKey {
@@ -219,4 +219,88 @@ fn a_retired_database_never_lends_its_old_servers_again() {
             server: fresh
         }]
     );
+}
+
+#[test]
+fn pause_closes_what_is_not_lent_and_waits_for_what_is() {
+    let mut p = pools(3);
+    let idle = opened_for(&mut p, 1, 0);
+    let busy = opened_for(&mut p, 2, 2);
+    p.release(ms(4), idle, true);
+    let standby = PoolKey {
+        route: Route::Standby,
+        ..key()
+    };
+    p.acquire(ms(5), ClientId(3), &standby);
+    let PoolOut::Open {
+        server: opening, ..
+    } = drain(&mut p)[0].clone()
+    else {
+        panic!("an open for client 3")
+    };
+
+    assert!(p.pause(ms(6)));
+    assert!(!p.pause(ms(6)), "already paused");
+    assert!(p.is_paused());
+    assert_eq!(
+        drain(&mut p),
+        [PoolOut::Close { server: idle }],
+        "the idle one closes; the one being opened is forgotten"
+    );
+    assert!(!p.pause_complete(), "one server is still lent");
+    let states: Vec<ServerUse> = p.servers().iter().map(|s| s.state).collect();
+    assert_eq!(states, [ServerUse::Busy(ClientId(2))]);
+
+    // The forgotten open arrives: closed, not lent to the waiter.
+    p.opened(ms(7), opening, Ok(()));
+    assert_eq!(drain(&mut p), [PoolOut::Close { server: opening }]);
+    // The lent one comes back: closed too, and the pause is complete.
+    p.release(ms(8), busy, true);
+    assert_eq!(drain(&mut p), [PoolOut::Close { server: busy }]);
+    assert!(p.pause_complete());
+
+    // While paused, clients wait, and nothing is opened for them.
+    p.acquire(ms(9), ClientId(4), &key());
+    assert!(drain(&mut p).is_empty());
+    assert_eq!(p.counts()[&key()].waiting, 1);
+    assert_eq!(p.counts()[&standby].waiting, 1);
+    assert_eq!(p.keys(), [key(), standby.clone()]);
+
+    // RESUME opens servers for the waiters, first come first served.
+    assert!(p.resume(ms(10)));
+    assert!(!p.resume(ms(10)), "not paused any more");
+    let out = drain(&mut p);
+    assert_eq!(out.len(), 2, "one open per waiter: {out:?}");
+    let PoolOut::Open { server, key: k } = out[1].clone() else {
+        panic!("{out:?}")
+    };
+    assert_eq!(k, standby);
+    p.opened(ms(11), server, Ok(()));
+    assert_eq!(
+        drain(&mut p),
+        [PoolOut::Grant {
+            client: ClientId(3),
+            server
+        }]
+    );
+}
+
+#[test]
+fn a_pause_keeps_wait_timeouts_but_no_retry_timer() {
+    let mut p = pools(1);
+    p.acquire(ms(0), ClientId(1), &key());
+    let PoolOut::Open { server, .. } = drain(&mut p)[0].clone() else {
+        panic!()
+    };
+    p.opened(ms(10), server, Err("connection refused".into()));
+    assert_eq!(p.poll_timeout(), Some(ms(110)));
+    assert!(p.pause(ms(20)));
+    assert!(p.pause_complete(), "nothing was open");
+    // The retry is not due while paused (a timer at a past retry would spin): only the
+    // wait timeout remains.
+    assert_eq!(p.poll_timeout(), Some(ms(2000)));
+    p.handle_timeout(ms(500));
+    assert!(drain(&mut p).is_empty());
+    p.handle_timeout(ms(2000));
+    assert!(matches!(&drain(&mut p)[..], [PoolOut::Refuse { .. }]));
 }

@@ -122,6 +122,7 @@ fn new_client(rng: &mut Rng, c: u64, bug: Bug) -> Client {
         default_route: Route::Primary,
         login_timeout: Duration::from_secs(60),
         databases: pgyard_proxy::Databases::Any,
+        admin_users: Default::default(),
     };
     let key = CancelKey {
         pid: c as i32,
@@ -311,6 +312,11 @@ impl World {
                 Ok(())
             }
             ClientOut::Cancel { .. } => Ok(()),
+            ClientOut::Admin(request) => {
+                // The simulated clients use application databases only.
+                let detail = format!("client {i} asked the admin console for {request:?}");
+                Err(violation("no-admin-requests", detail))
+            }
             ClientOut::Close => {
                 self.clients[i].closed = true;
                 Ok(())

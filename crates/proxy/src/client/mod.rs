@@ -6,6 +6,7 @@
 //! go back to the pool: in transaction mode at ReadyForQuery `I` with nothing outstanding; in
 //! session mode when the client leaves.
 
+mod admin;
 mod params;
 mod prepared;
 mod relay;
@@ -24,6 +25,8 @@ use pgyard_wire::middleware::Splitter;
 
 pub use params::{alignment, tracked, Settings, TRACKED};
 
+pub use crate::admin::ClientStats;
+use crate::admin::{Activity, AdminRequest, ClientState, Command};
 use crate::auth_file::AuthFile;
 use crate::classes::Route;
 use crate::pool::{ClientId, PoolKey, ServerId};
@@ -85,6 +88,9 @@ pub struct ClientConfig {
     pub login_timeout: Duration,
     /// The database names served.
     pub databases: Databases,
+    /// The users who may open the admin console (database `pgyard`); under trust, every
+    /// user may.
+    pub admin_users: Arc<BTreeSet<String>>,
 }
 
 /// A server lent to the client, with the settings it has.
@@ -123,6 +129,8 @@ pub enum ClientOut {
         /// Whether it may serve another client.
         reusable: bool,
     },
+    /// An admin command needs the adapter: answer with [`ClientSession::handle_admin`].
+    Admin(AdminRequest),
     /// A CancelRequest arrived on this connection: cancel the query of the client holding
     /// these keys (the proxy's own keys), then this connection closes.
     Cancel {
@@ -179,6 +187,8 @@ enum Phase {
     Aligning,
     /// Relaying between the client and its server.
     Active,
+    /// An admin console session, and the command whose answer the adapter owes.
+    Admin { pending: Option<Command> },
     /// Done: nothing more is read.
     Closed,
 }
@@ -191,17 +201,6 @@ struct Identity {
     version: Option<ProtocolVersion>,
     /// Whether it asked for middleware messages (`_pq_.middleware_messages=on`).
     middleware: bool,
-}
-
-/// Counters for the admin console and the tests.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ClientStats {
-    /// Middleware messages consumed.
-    pub middleware: u64,
-    /// Of which of an unknown class.
-    pub unknown_classes: u64,
-    /// Transactions run (servers released after one).
-    pub transactions: u64,
 }
 
 /// One client connection.
@@ -251,6 +250,23 @@ pub struct ClientSession {
     over_limit: bool,
     /// The proxy is shutting down: close at the next transaction boundary.
     draining: bool,
+    /// The latest time given with an event (for the counters' timings).
+    now: Instant,
+    /// It passed the password check (and the database and admin checks).
+    logged_in: bool,
+    /// An admin console session.
+    admin: bool,
+    /// Bumped when the TAG or `application_name` changes, so the adapter copies them.
+    labels: u32,
+    /// The route of the pool last asked.
+    at_route: Route,
+    /// Since when it waits for a server.
+    wait_since: Option<Instant>,
+    /// When it last sent a message after login.
+    last_request: Option<Instant>,
+    /// When the running transaction, and the running query, began.
+    xact_start: Option<Instant>,
+    query_start: Option<Instant>,
 }
 
 impl ClientSession {
@@ -298,6 +314,15 @@ impl ClientSession {
             bug: None,
             over_limit: false,
             draining: false,
+            now,
+            logged_in: false,
+            admin: false,
+            labels: 0,
+            at_route: Route::Primary,
+            wait_since: None,
+            last_request: None,
+            xact_start: None,
+            query_start: None,
         }
     }
 
@@ -317,6 +342,7 @@ impl ClientSession {
         self.draining = true;
         match self.phase {
             Phase::Startup | Phase::Login(_) | Phase::Welcome | Phase::Idle => self.shut(),
+            Phase::Admin { .. } => self.shut(),
             Phase::Waiting | Phase::Aligning | Phase::Active | Phase::Closed => {}
         }
     }
@@ -404,7 +430,46 @@ impl ClientSession {
 
     /// The next output.
     pub fn poll_output(&mut self) -> Option<ClientOut> {
-        self.out.pop_front()
+        let out = self.out.pop_front();
+        if let Some(ClientOut::ToClient(b)) = &out {
+            self.stats.sent += b.len() as u64;
+        }
+        out
+    }
+
+    /// Where it stands, for the admin console.
+    pub fn activity(&self) -> Activity {
+        let state = match self.phase {
+            Phase::Startup | Phase::Login(_) => ClientState::Login,
+            Phase::Welcome | Phase::Waiting => ClientState::Waiting,
+            Phase::Idle | Phase::Admin { pending: None } => ClientState::Idle,
+            Phase::Aligning | Phase::Active | Phase::Admin { pending: Some(_) } => {
+                ClientState::Active
+            }
+            Phase::Closed => ClientState::Closed,
+        };
+        let route = match state {
+            ClientState::Waiting | ClientState::Active => self.at_route,
+            _ => self.route,
+        };
+        Activity {
+            state,
+            admin: self.admin,
+            logged_in: self.logged_in,
+            route,
+            server: self.server(),
+            wait_since: self.wait_since,
+            last_request: self.last_request,
+            draining: self.draining,
+            prepared: self.prepared.count(),
+            labels: self.labels,
+            stats: self.stats,
+        }
+    }
+
+    /// The `application_name` the client sees.
+    pub fn application_name(&self) -> Option<&str> {
+        self.wanted.get("application_name").map(String::as_str)
     }
 
     /// When [`ClientSession::handle_timeout`] is due.
@@ -414,6 +479,7 @@ impl ClientSession {
 
     /// The login timeout.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = self.now.max(now);
         if self.deadline.is_some_and(|d| d <= now) {
             self.deadline = None;
             self.fatal(b"08P01", "client_login_timeout");
@@ -425,6 +491,8 @@ impl ClientSession {
         if self.is_closed() {
             return;
         }
+        self.now = self.now.max(now);
+        self.stats.received += data.len() as u64;
         self.splitter.feed(data);
         self.drain_client(now);
     }
@@ -486,6 +554,8 @@ impl ClientSession {
 
     /// Asks the pool for a server of `key`.
     fn acquire(&mut self, key: PoolKey) {
+        self.wait_since.get_or_insert(self.now);
+        self.at_route = key.route;
         self.asked = Some(key.clone());
         self.out.push_back(ClientOut::Acquire(key));
     }

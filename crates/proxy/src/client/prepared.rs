@@ -228,6 +228,11 @@ impl Prepared {
         }
     }
 
+    /// How many named statements the client has.
+    pub(super) fn count(&self) -> usize {
+        self.names.len()
+    }
+
     /// Switches the planted bug on or off.
     #[cfg(feature = "planted-bugs")]
     pub(super) fn set_forgetful(&mut self, on: bool) {

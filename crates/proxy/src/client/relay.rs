@@ -31,7 +31,10 @@ impl ClientSession {
                 }
             }
             Ok(Directive::MinLsn(lsn)) => self.min_lsn = Some(lsn),
-            Ok(Directive::Tag(t)) => self.tag = Some(t),
+            Ok(Directive::Tag(t)) => {
+                self.tag = Some(t);
+                self.labels = self.labels.wrapping_add(1);
+            }
             Ok(Directive::Unknown(_)) => self.stats.unknown_classes += 1,
             Err(text) => self.fatal(b"08P01", &text),
         }
@@ -51,7 +54,9 @@ impl ClientSession {
     }
 
     /// Typed client frames after login.
-    pub(super) fn client_frames(&mut self, _now: Instant, bytes: Bytes) {
+    pub(super) fn client_frames(&mut self, now: Instant, bytes: Bytes) {
+        self.now = self.now.max(now);
+        self.last_request = Some(self.now);
         if self.config.pool_mode == PoolMode::Transaction {
             return self.whole_frames(&bytes);
         }
@@ -82,6 +87,9 @@ impl ClientSession {
 
     /// What a client message means for the replies owed.
     fn count(&mut self, tag: u8) {
+        // A message starts the query and the transaction it belongs to, unless one runs.
+        self.query_start.get_or_insert(self.now);
+        self.xact_start.get_or_insert(self.now);
         match tag {
             b'Q' | b'F' => self.outstanding += 1,
             b'S' => {
@@ -188,7 +196,8 @@ impl ClientSession {
     }
 
     /// The pool lends `server` (answering [`ClientOut::Acquire`]).
-    pub fn handle_server(&mut self, _now: Instant, server: Lent) {
+    pub fn handle_server(&mut self, now: Instant, server: Lent) {
+        self.now = self.now.max(now);
         if self.is_closed() {
             self.out.push_back(ClientOut::Release {
                 server,
@@ -208,6 +217,11 @@ impl ClientSession {
                 return self.acquire(key);
             }
         }
+        if let Some(since) = self.wait_since.take() {
+            let waited = self.now.saturating_duration_since(since);
+            self.stats.wait_us = self.stats.wait_us.saturating_add(micros(waited));
+        }
+        self.stats.assignments += 1;
         let welcome = matches!(self.phase, Phase::Welcome);
         self.server = Some(server);
         self.status = b'I';
@@ -233,6 +247,7 @@ impl ClientSession {
 
     /// The pool could not lend a server (its wait timed out): the client gets the error.
     pub fn handle_refused(&mut self, message: &str) {
+        self.wait_since = None;
         if !self.is_closed() {
             self.fatal(b"08P01", message);
         }
@@ -247,10 +262,11 @@ impl ClientSession {
     }
 
     /// Bytes from the lent server.
-    pub fn handle_server_bytes(&mut self, _now: Instant, data: Bytes) {
+    pub fn handle_server_bytes(&mut self, now: Instant, data: Bytes) {
         if self.server.is_none() {
             return;
         }
+        self.now = self.now.max(now);
         let scanned = match self.server_scan.scan(data) {
             Ok(s) => s,
             Err(e) => {
@@ -276,6 +292,7 @@ impl ClientSession {
                     self.outstanding = self.outstanding.saturating_sub(1);
                     self.status = body.first().copied().unwrap_or(b'E');
                     ready_at = Some(f.end);
+                    self.time_ready();
                 }
                 b'C' => {
                     if let Some(s) = self.server.as_mut() {
@@ -325,7 +342,35 @@ impl ClientSession {
             s.settings.insert(name.clone(), value.clone());
         }
         if !aligning && params::tracked(&name).is_some() {
+            if name == "application_name" && self.wanted.get(&name) != Some(&value) {
+                self.labels = self.labels.wrapping_add(1);
+            }
             self.wanted.insert(name, value);
+        }
+    }
+
+    /// A ReadyForQuery of the client's: a query ended, and with status `I` a transaction.
+    /// With more messages owed, the next ones are taken to start now.
+    fn time_ready(&mut self) {
+        let now = self.now;
+        let more = self.outstanding > 0;
+        self.stats.queries += 1;
+        if let Some(start) = self.query_start.take() {
+            let took = micros(now.saturating_duration_since(start));
+            self.stats.query_us = self.stats.query_us.saturating_add(took);
+        }
+        if more {
+            self.query_start = Some(now);
+        }
+        if self.status == TransactionStatus::Idle.byte() {
+            if let Some(start) = self.xact_start.take() {
+                self.stats.xacts += 1;
+                let took = micros(now.saturating_duration_since(start));
+                self.stats.xact_us = self.stats.xact_us.saturating_add(took);
+            }
+            if more {
+                self.xact_start = Some(now);
+            }
         }
     }
 
@@ -381,6 +426,11 @@ impl ClientSession {
             }
         }
     }
+}
+
+/// Whole microseconds of `d`, saturating.
+fn micros(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
 /// `bytes` with each edit's range `[start, end)` removed and its injected replies put in its

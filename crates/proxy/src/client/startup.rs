@@ -51,6 +51,7 @@ impl ClientSession {
                     Phase::Welcome => {
                         self.fatal(b"08P01", "message received before the server was ready")
                     }
+                    Phase::Admin { .. } => self.admin_bytes(&bytes),
                     _ => self.client_frames(now, bytes),
                 },
             }
@@ -194,6 +195,9 @@ impl ClientSession {
     /// The password is right: the first server's settings make the welcome.
     fn logged_in(&mut self) {
         self.deadline = None;
+        if self.who.database == crate::admin::ADMIN_DATABASE {
+            return self.admin_logged_in();
+        }
         if !self.config.databases.allows(&self.who.database) {
             let text = format!("no such database: {}", self.who.database);
             return self.fatal(b"08P01", &text);
@@ -201,6 +205,8 @@ impl ClientSession {
         if self.draining {
             return self.shut();
         }
+        self.logged_in = true;
+        self.labels = self.labels.wrapping_add(1);
         self.phase = Phase::Welcome;
         self.acquire(self.pool_key());
     }

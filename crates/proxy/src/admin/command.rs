@@ -1,0 +1,297 @@
+//! The admin console's command language: one command per Query, PgBouncer's grammar — a
+//! command word and at most one argument, each a bare word (letters, digits, `_`) or a
+//! double-quoted name, whitespace around them and an optional trailing `;`; words are
+//! matched without regard to case.
+
+use super::AdminRequest;
+
+/// What `SHOW` lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Show {
+    /// One row per pool: its clients and servers by state.
+    Pools,
+    /// One row per client connection.
+    Clients,
+    /// One row per server connection.
+    Servers,
+    /// Totals per database.
+    Stats,
+    /// The configuration in force.
+    Config,
+    /// Whether the proxy is paused.
+    State,
+    /// The commands.
+    Help,
+    /// The proxy's version.
+    Version,
+}
+
+impl Show {
+    /// The SHOW word for this list.
+    pub fn word(self) -> &'static str {
+        match self {
+            Show::Pools => "POOLS",
+            Show::Clients => "CLIENTS",
+            Show::Servers => "SERVERS",
+            Show::Stats => "STATS",
+            Show::Config => "CONFIG",
+            Show::State => "STATE",
+            Show::Help => "HELP",
+            Show::Version => "VERSION",
+        }
+    }
+
+    fn parse(word: &str) -> Option<Show> {
+        [
+            Show::Pools,
+            Show::Clients,
+            Show::Servers,
+            Show::Stats,
+            Show::Config,
+            Show::State,
+            Show::Help,
+            Show::Version,
+        ]
+        .into_iter()
+        .find(|s| s.word().eq_ignore_ascii_case(word))
+    }
+}
+
+/// A parsed admin command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// Nothing but whitespace and `;`: answered like PostgreSQL, with EmptyQueryResponse.
+    Empty,
+    /// `SHOW …`.
+    Show(Show),
+    /// `RELOAD`: re-read the configuration file.
+    Reload,
+    /// `PAUSE`: lend no more servers; answered once none is lent.
+    Pause,
+    /// `RESUME`: lend servers again.
+    Resume,
+}
+
+impl Command {
+    /// What the adapter must do or tell before the command can be answered (`None`: the
+    /// session answers alone).
+    pub fn request(self) -> Option<AdminRequest> {
+        match self {
+            Command::Empty | Command::Show(Show::Help | Show::Version) => None,
+            Command::Show(_) => Some(AdminRequest::Snapshot),
+            Command::Reload => Some(AdminRequest::Reload),
+            Command::Pause => Some(AdminRequest::Pause),
+            Command::Resume => Some(AdminRequest::Resume),
+        }
+    }
+
+    /// The tag of the CommandComplete that answers it.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Command::Empty | Command::Show(_) => "SHOW",
+            Command::Reload => "RELOAD",
+            Command::Pause => "PAUSE",
+            Command::Resume => "RESUME",
+        }
+    }
+}
+
+/// The longest part of a refused query echoed back in the error.
+const ECHO_MAX: usize = 256;
+
+/// Reads one admin query; the error is the text the client gets (SQLSTATE 08P01).
+pub fn parse(query: &str) -> Result<Command, String> {
+    let Some(words) = words(query) else {
+        return Err(invalid(query));
+    };
+    let lower = |w: &Word| (!w.quoted).then(|| w.text.to_ascii_lowercase());
+    let cmd = words.first().and_then(lower);
+    let arg = words.get(1);
+    match (cmd.as_deref(), arg, words.len()) {
+        (None, None, 0) => Ok(Command::Empty),
+        (Some("show"), Some(a), 2) if !a.quoted => Show::parse(&a.text)
+            .map(Command::Show)
+            .ok_or_else(|| invalid(query)),
+        (Some("reload"), None, 1) => Ok(Command::Reload),
+        (Some("pause"), None, 1) => Ok(Command::Pause),
+        (Some("resume"), None, 1) => Ok(Command::Resume),
+        (Some(word @ ("pause" | "resume")), Some(_), 2) => Err(format!(
+            "{} of a single database is not supported: pgyard proxy pauses and resumes every \
+             database at once ({} without a name)",
+            word.to_ascii_uppercase(),
+            word.to_ascii_uppercase()
+        )),
+        _ => Err(invalid(query)),
+    }
+}
+
+/// PgBouncer's answer to a command it does not know.
+fn invalid(query: &str) -> String {
+    let mut shown = query;
+    if shown.len() > ECHO_MAX {
+        let mut end = ECHO_MAX;
+        while !shown.is_char_boundary(end) {
+            end -= 1;
+        }
+        shown = &shown[..end];
+    }
+    format!("invalid command '{shown}', use SHOW HELP;")
+}
+
+/// A word of a command.
+#[derive(Debug, PartialEq, Eq)]
+struct Word {
+    text: String,
+    /// Written in double quotes (its case is kept, `""` stands for `"`).
+    quoted: bool,
+}
+
+fn is_space(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\n' | '\r')
+}
+
+/// The words of `query` after the optional trailing `;`, or `None` when it is not a list of
+/// words (another character, an unterminated quote, two words run together).
+fn words(query: &str) -> Option<Vec<Word>> {
+    let mut text = query.trim_matches(is_space);
+    if let Some(rest) = text.strip_suffix(';') {
+        text = rest.trim_end_matches(is_space);
+    }
+    let mut out = Vec::new();
+    let mut chars = text.chars().peekable();
+    while let Some(&c) = chars.peek() {
+        if is_space(c) {
+            chars.next();
+            continue;
+        }
+        let word = if c == '"' {
+            chars.next();
+            let mut w = String::new();
+            loop {
+                match chars.next()? {
+                    '"' if chars.peek() == Some(&'"') => {
+                        chars.next();
+                        w.push('"');
+                    }
+                    '"' => break,
+                    other => w.push(other),
+                }
+            }
+            Word {
+                text: w,
+                quoted: true,
+            }
+        } else if c.is_ascii_alphanumeric() || c == '_' {
+            let mut w = String::new();
+            while let Some(&c) = chars
+                .peek()
+                .filter(|c| c.is_ascii_alphanumeric() || **c == '_')
+            {
+                w.push(c);
+                chars.next();
+            }
+            Word {
+                text: w,
+                quoted: false,
+            }
+        } else {
+            return None;
+        };
+        // Words are separated by whitespace: `show"x"` is not two words.
+        if chars.peek().is_some_and(|c| !is_space(*c)) {
+            return None;
+        }
+        out.push(word);
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_ignore_case_whitespace_and_one_trailing_semicolon() {
+        assert_eq!(parse("SHOW POOLS"), Ok(Command::Show(Show::Pools)));
+        assert_eq!(parse("show pools;"), Ok(Command::Show(Show::Pools)));
+        assert_eq!(
+            parse("\t Show\n\tClients ;  \r\n"),
+            Ok(Command::Show(Show::Clients))
+        );
+        assert_eq!(parse("show servers"), Ok(Command::Show(Show::Servers)));
+        assert_eq!(parse("SHOW stats"), Ok(Command::Show(Show::Stats)));
+        assert_eq!(parse("show CONFIG;"), Ok(Command::Show(Show::Config)));
+        assert_eq!(parse("show state"), Ok(Command::Show(Show::State)));
+        assert_eq!(parse("show help"), Ok(Command::Show(Show::Help)));
+        assert_eq!(parse("show version"), Ok(Command::Show(Show::Version)));
+        assert_eq!(parse("reload"), Ok(Command::Reload));
+        assert_eq!(parse("PAUSE;"), Ok(Command::Pause));
+        assert_eq!(parse("Resume"), Ok(Command::Resume));
+        assert_eq!(parse(""), Ok(Command::Empty));
+        assert_eq!(parse("  ; "), Ok(Command::Empty));
+    }
+
+    #[test]
+    fn anything_else_gets_pgbouncers_text_with_the_query() {
+        for q in [
+            "show",
+            "show databases",
+            "show pools clients",
+            "show pools;;",
+            "select 1",
+            "reload now",
+            "show \"pools\"",
+            "show\"pools\"",
+            "show pools, clients",
+            "kill",
+            "\"reload\"",
+            "show \"pools",
+        ] {
+            assert_eq!(
+                parse(q),
+                Err(format!("invalid command '{q}', use SHOW HELP;")),
+                "{q}"
+            );
+        }
+    }
+
+    #[test]
+    fn pausing_one_database_is_refused_by_name() {
+        let e = parse("PAUSE shop").expect_err("one database");
+        assert!(e.starts_with("PAUSE of a single database"), "{e}");
+        let e = parse("resume \"Shop\"").expect_err("one database");
+        assert!(e.starts_with("RESUME of a single database"), "{e}");
+    }
+
+    #[test]
+    fn long_queries_are_echoed_cut_on_a_character_boundary() {
+        let q = "é".repeat(300);
+        let e = parse(&q).expect_err("not a command");
+        assert!(e.len() < ECHO_MAX + 64, "{}", e.len());
+        assert!(e.starts_with("invalid command 'é"), "{e}");
+    }
+
+    #[test]
+    fn quoted_words_keep_their_case_and_doubled_quotes() {
+        let w = words("pause \"My\"\"Db\"").expect("words");
+        assert_eq!(
+            w[1],
+            Word {
+                text: "My\"Db".into(),
+                quoted: true
+            }
+        );
+    }
+
+    #[test]
+    fn requests_and_tags() {
+        assert_eq!(Command::Show(Show::Help).request(), None);
+        assert_eq!(
+            Command::Show(Show::Pools).request(),
+            Some(AdminRequest::Snapshot)
+        );
+        assert_eq!(Command::Pause.request(), Some(AdminRequest::Pause));
+        assert_eq!(Command::Resume.tag(), "RESUME");
+        assert_eq!(Command::Show(Show::Stats).tag(), "SHOW");
+    }
+}

@@ -1,0 +1,104 @@
+//! The admin console: a client that logs in to the virtual database `pgyard` (as an
+//! `admin_users` user, or any user under trust) gets no server; its simple queries are admin
+//! commands (`SHOW POOLS`, `SHOW CLIENTS`, `SHOW SERVERS`, `SHOW STATS`, `SHOW CONFIG`,
+//! `RELOAD`, `PAUSE`, `RESUME`, …) answered with PgBouncer's column names. The client session
+//! parses a command ([`parse`]) and, when it needs the proxy's state or an action, asks the
+//! adapter with [`AdminRequest`]; the adapter's [`AdminReply`] (a [`Snapshot`] of plain data,
+//! or the action's outcome) is rendered here ([`answer`]). See `docs/proxy.md`.
+
+mod command;
+mod render;
+mod snapshot;
+
+pub use command::{parse, Command, Show};
+pub use render::{answer, timestamp};
+pub use snapshot::{
+    Activity, ClientRow, ClientState, ClientStats, ConfigRow, PoolRow, ServerRow, ServerState,
+    Snapshot,
+};
+
+/// The database name that opens the admin console.
+pub const ADMIN_DATABASE: &str = "pgyard";
+
+/// PgBouncer's answer to a PAUSE while paused.
+pub const ALREADY_PAUSED: &str = "already suspended/paused";
+
+/// PgBouncer's answer to a RESUME while not paused.
+pub const NOT_PAUSED: &str = "pooler is not paused/suspended";
+
+/// PgBouncer's refusal of a user who may not use the admin console (FATAL 08P01).
+pub const NOT_ALLOWED: &str = "not allowed";
+
+/// The answer to a PAUSE still waiting for servers when a RESUME came.
+pub const PAUSE_ENDED: &str = "PAUSE ended by RESUME before every server was released";
+
+/// The answer to RELOAD when there is no configuration file to re-read.
+pub const NO_FILE: &str =
+    "RELOAD: nothing to re-read: pgyard proxy was started with flags, not --config FILE";
+
+/// Longest admin message read (a command is a few words).
+pub const ADMIN_MESSAGE_MAX: usize = 64 * 1024;
+
+/// What an admin command needs from the adapter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AdminRequest {
+    /// A [`Snapshot`] of the proxy now.
+    Snapshot,
+    /// Re-read the configuration file and apply it.
+    Reload,
+    /// Lend no more servers; reply once no server is lent.
+    Pause,
+    /// Lend servers again.
+    Resume,
+}
+
+/// The adapter's answer to an [`AdminRequest`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AdminReply {
+    /// The proxy's state.
+    Snapshot(Box<Snapshot>),
+    /// The action is done.
+    Done,
+    /// The action failed, with the error the admin client gets.
+    Failed(AdminError),
+}
+
+impl AdminReply {
+    /// Its kind, for messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AdminReply::Snapshot(_) => "a snapshot",
+            AdminReply::Done => "done",
+            AdminReply::Failed(_) => "a failure",
+        }
+    }
+}
+
+/// An ERROR for the admin client (the session goes on).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdminError {
+    /// The SQLSTATE.
+    pub code: &'static str,
+    /// The message.
+    pub message: String,
+}
+
+impl AdminError {
+    /// An error with `code`.
+    pub fn new(code: &'static str, message: impl Into<String>) -> AdminError {
+        AdminError {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// PgBouncer's kind of admin error: SQLSTATE 08P01.
+    pub fn pooler(message: impl Into<String>) -> AdminError {
+        AdminError::new("08P01", message)
+    }
+
+    /// A failed RELOAD: SQLSTATE F0000 (config_file_error), as PgBouncer's.
+    pub fn reload(message: impl Into<String>) -> AdminError {
+        AdminError::new("F0000", message)
+    }
+}
