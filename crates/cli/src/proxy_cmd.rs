@@ -13,7 +13,7 @@ use pgyard_tokio::proxy::{self, Proxy, ProxyConfig};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 /// The shortcut flags, which `--config` replaces.
-const FLAGS: [&str; 9] = [
+const FLAGS: [&str; 10] = [
     "listen",
     "backend",
     "pool_mode",
@@ -23,6 +23,7 @@ const FLAGS: [&str; 9] = [
     "auth",
     "wait_timeout",
     "max_client_conn",
+    "admin_user",
 ];
 
 /// Arguments of `pgyard proxy`.
@@ -60,6 +61,10 @@ pub struct ProxyArgs {
     /// Clients connected at once; more get FATAL 53300 (PgBouncer's `max_client_conn`).
     #[arg(long, default_value_t = 100)]
     pub max_client_conn: usize,
+    /// A user who may open the admin console (database `pgyard`); repeatable. Under
+    /// `--auth trust` every user may.
+    #[arg(long = "admin-user", value_name = "NAME")]
+    pub admin_user: Vec<String>,
 }
 
 /// `--pool-mode`.
@@ -130,7 +135,7 @@ pub fn run(args: ProxyArgs) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        signals.serve(running, args.config, listen).await
+        signals.serve(running, args.config).await
     })
 }
 
@@ -151,15 +156,10 @@ impl Signals {
     }
 
     /// Answers signals until one ends the proxy.
-    async fn serve(
-        mut self,
-        running: Proxy,
-        path: Option<PathBuf>,
-        listen: Vec<SocketAddr>,
-    ) -> ExitCode {
+    async fn serve(mut self, running: Proxy, path: Option<PathBuf>) -> ExitCode {
         loop {
             tokio::select! {
-                _ = self.hup.recv() => reload(&running, path.as_deref(), &listen),
+                _ = self.hup.recv() => reload(&running, path.as_deref()),
                 _ = self.term.recv() => break,
                 _ = self.int.recv() => {
                     tracing::info!("SIGINT: stopping now");
@@ -185,31 +185,16 @@ impl Signals {
     }
 }
 
-/// SIGHUP: re-reads the configuration file and applies it; a file that does not load keeps
-/// the running configuration.
-fn reload(running: &Proxy, path: Option<&Path>, listen: &[SocketAddr]) {
-    let Some(path) = path else {
+/// SIGHUP: re-reads the configuration file and applies it, as the admin console's RELOAD
+/// does; a file that does not load keeps the running configuration (the failure is logged).
+fn reload(running: &Proxy, path: Option<&Path>) {
+    if path.is_none() {
         tracing::info!("SIGHUP: no configuration file to re-read (started with flags)");
         return;
-    };
-    tracing::info!(file = %path.display(), "SIGHUP: re-reading the configuration");
-    let file = match proxy::load_config(path) {
-        Ok(f) => f,
-        Err(e) => {
-            tracing::error!(error = %e, "reload failed; the running configuration stays");
-            return;
-        }
-    };
-    if file.listen != listen {
-        tracing::warn!(
-            running = ?listen,
-            file = ?file.listen,
-            "listen addresses change only with a restart"
-        );
     }
-    if let Err(e) = running.reload(file.proxy) {
-        tracing::error!(error = %e, "reload failed; the running configuration stays");
-    }
+    tracing::info!("SIGHUP");
+    // Every outcome is logged where it is decided.
+    let _ = running.reload_file();
 }
 
 fn config(args: &ProxyArgs) -> Result<ProxyConfig, String> {
@@ -237,6 +222,7 @@ fn config(args: &ProxyArgs) -> Result<ProxyConfig, String> {
         default_route,
         login_timeout: Duration::from_secs(60),
         databases: Databases::Any,
+        admin_users: Arc::new(args.admin_user.iter().cloned().collect()),
     };
     let mut config = ProxyConfig::new(backend, client);
     config.pool = PoolSettings {

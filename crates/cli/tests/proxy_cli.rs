@@ -303,3 +303,88 @@ fn sigint_stops_at_once() {
     assert_eq!(status.code(), Some(0), "{}", proxy.log());
     assert!(busy.simple_query("commit").is_err(), "cut off");
 }
+
+/// psql against the admin console of the proxy on `port` as `user`.
+fn console(port: u16, user: &str, sql: &str) -> std::io::Result<String> {
+    let conninfo =
+        format!("host=127.0.0.1 port={port} user={user} password=pw dbname=pgyard sslmode=disable");
+    pgyard_testkit::cluster::psql(&conninfo, sql)
+}
+
+#[test]
+fn the_admin_consoles_reload_rereads_the_config_file() {
+    let primary = Primary::start(Options::default()).expect("primary");
+    let port = free_port();
+    let toml = |size: u32| {
+        format!(
+            "listen = \"127.0.0.1:{port}\"\nauth = \"trust\"\n\
+             backend = \"host=127.0.0.1 port={}\"\npool_size = {size}\n",
+            primary.port()
+        )
+    };
+    let proxy = Configured::start("admin-reload", &toml(2), port);
+    // Under trust every user may use the console.
+    let config = console(port, "postgres", "SHOW CONFIG").expect("SHOW CONFIG");
+    assert!(
+        config.lines().any(|l| l == "pool_size|2|20|yes"),
+        "{config}"
+    );
+
+    proxy.rewrite(&toml(5));
+    assert_eq!(console(port, "postgres", "RELOAD").expect("RELOAD"), "");
+    proxy.wait_log("configuration reloaded", 1);
+    let config = console(port, "postgres", "show config").expect("SHOW CONFIG");
+    assert!(
+        config.lines().any(|l| l == "pool_size|5|20|yes"),
+        "{config}"
+    );
+
+    // A broken file: RELOAD says why, and the configuration stays.
+    proxy.rewrite("pool_size = \"many\"\n");
+    let err = console(port, "postgres", "RELOAD").expect_err("a broken file");
+    let err = err.to_string();
+    assert!(
+        err.contains("RELOAD failed") && err.contains("pool_size"),
+        "{err}"
+    );
+    let config = console(port, "postgres", "SHOW CONFIG").expect("SHOW CONFIG");
+    assert!(
+        config.lines().any(|l| l == "pool_size|5|20|yes"),
+        "{config}"
+    );
+    let mut c = client(port, "postgres").expect("still serving");
+    assert_eq!(one(&mut c, "select 1"), "1");
+}
+
+#[test]
+fn admin_users_from_the_flags_and_no_file_to_reload() {
+    let primary = Primary::start(Options::default()).expect("primary");
+    let dir = std::env::temp_dir().join(format!("pgyard-proxy-admin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("folder");
+    let users = dir.join("users.txt");
+    std::fs::write(&users, "\"postgres\" \"pw\"\n\"ops\" \"pw\"\n").expect("auth file");
+    let port = free_port();
+    let backend = format!("host=127.0.0.1 port={}", primary.port());
+    let _proxy = Proxy(
+        Command::new(env!("CARGO_BIN_EXE_pgyard"))
+            .args(["proxy", "--listen", &format!("127.0.0.1:{port}")])
+            .args(["--backend", &backend, "--auth-file"])
+            .arg(&users)
+            .args(["--admin-user", "ops", "--admin-user", "root"])
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start pgyard proxy"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the proxy never listened");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let config = console(port, "ops", "SHOW CONFIG").expect("an admin user");
+    assert!(config.contains("admin_users|ops, root||yes"), "{config}");
+    let err = console(port, "postgres", "SHOW POOLS").expect_err("not an admin user");
+    assert!(err.to_string().contains("not allowed"), "{err}");
+    let err = console(port, "ops", "RELOAD").expect_err("started with flags");
+    assert!(err.to_string().contains("nothing to re-read"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

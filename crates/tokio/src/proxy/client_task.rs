@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use bytes::BytesMut;
 use pgyard_driver::Clock;
+use pgyard_proxy::admin::{Activity, AdminError, AdminReply, AdminRequest};
 use pgyard_proxy::{CancelKey, ClientConfig, ClientId, ClientOut, ClientSession, Lent, PoolKey};
 use pgyard_types::{rng_from_seed, Lsn, RngCore};
 use pgyard_wire::auth::LoginRandom;
@@ -12,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, watch};
 
-use super::shared::{Acquired, Granted, Shared};
+use super::shared::{Acquired, AdminOutcome, ClientSlot, Granted, Shared};
 use super::Phase;
 use crate::Session;
 
@@ -33,6 +34,11 @@ pub(super) struct ClientTask {
     wanted: Option<PoolKey>,
     /// The proxy's phase: draining asks the session to finish, stopping ends the task.
     phase: watch::Receiver<Phase>,
+    /// Where the admin console reads this session's activity, and what was last put there.
+    slot: Arc<ClientSlot>,
+    published: Option<Activity>,
+    /// A PAUSE's answer, awaited.
+    admin_wait: Option<oneshot::Receiver<Result<(), String>>>,
 }
 
 impl ClientTask {
@@ -43,6 +49,7 @@ impl ClientTask {
         config: ClientConfig,
         pool: Arc<Shared>,
         phase: watch::Receiver<Phase>,
+        slot: Arc<ClientSlot>,
     ) -> Self {
         let mut rng = rng_from_seed(seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let mut secret = vec![0u8; 32];
@@ -59,12 +66,14 @@ impl ClientTask {
         rng.fill_bytes(&mut random.salt);
         rng.fill_bytes(&mut random.nonce);
         rng.fill_bytes(&mut random.mock_salt);
-        let clock = Clock::new();
+        let clock = slot.clock();
         let id = ClientId(id);
         let mut session = ClientSession::new(clock.now(), id, config, key, random);
         if over_limit {
             session = session.over_limit();
         }
+        let mut published = None;
+        slot.publish(&session, &mut published);
         ClientTask {
             id,
             session,
@@ -75,6 +84,9 @@ impl ClientTask {
             registered: false,
             wanted: None,
             phase,
+            slot,
+            published,
+            admin_wait: None,
         }
     }
 
@@ -86,6 +98,7 @@ impl ClientTask {
         let mut watching = true;
         while self.perform(&mut sock).await {
             self.register();
+            self.slot.publish(&self.session, &mut self.published);
             let deadline = self.session.poll_timeout().map(|d| self.clock.deadline(d));
             let reading = self.session.wants_client_bytes();
             tokio::select! {
@@ -118,6 +131,15 @@ impl ClientTask {
                     }
                 }
                 () = sleep(deadline) => self.session.handle_timeout(self.clock.now()),
+                r = wait(&mut self.admin_wait) => {
+                    self.admin_wait = None;
+                    let reply = match r {
+                        Some(Ok(())) => AdminReply::Done,
+                        Some(Err(e)) => AdminReply::Failed(AdminError::pooler(e)),
+                        None => AdminReply::Failed(AdminError::pooler("the proxy stopped")),
+                    };
+                    self.session.handle_admin(reply);
+                }
                 r = self.phase.changed(), if watching => {
                     let phase = *self.phase.borrow_and_update();
                     watching = r.is_ok();
@@ -146,6 +168,7 @@ impl ClientTask {
                     .release(self.id, server, self.server.take(), reusable);
             }
         }
+        self.slot.publish(&self.session, &mut self.published);
         self.pool.unregister(self.id);
     }
 
@@ -186,6 +209,16 @@ impl ClientTask {
         self.session.handle_server(self.clock.now(), lent);
     }
 
+    /// An admin command's request: answered now, or (PAUSE) once the pools say so.
+    fn admin(&mut self, request: AdminRequest) {
+        // SHOW CLIENTS shows this session as it is now.
+        self.slot.publish(&self.session, &mut self.published);
+        match self.pool.admin(request) {
+            AdminOutcome::Now(reply) => self.session.handle_admin(reply),
+            AdminOutcome::Later(rx) => self.admin_wait = Some(rx),
+        }
+    }
+
     /// Tells the pool task the cancel key once the client has been given it.
     fn register(&mut self) {
         if self.registered {
@@ -222,6 +255,7 @@ impl ClientTask {
                     self.pool.release(self.id, server, conn, reusable);
                 }
                 ClientOut::Cancel { pid, key } => self.pool.cancel(pid, &key),
+                ClientOut::Admin(request) => self.admin(request),
                 ClientOut::Close => {
                     linger(sock).await;
                     return false;
@@ -275,8 +309,8 @@ async fn recv(server: &mut Option<Box<Session>>, buf: &mut BytesMut) -> Result<(
     }
 }
 
-/// The pool's answer, or never when none is awaited.
-async fn wait(waiting: &mut Option<oneshot::Receiver<Granted>>) -> Option<Granted> {
+/// The answer awaited, or never when none is.
+async fn wait<T>(waiting: &mut Option<oneshot::Receiver<T>>) -> Option<T> {
     match waiting {
         Some(rx) => rx.await.ok(),
         None => std::future::pending().await,

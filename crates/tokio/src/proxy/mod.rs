@@ -13,9 +13,11 @@ mod shared;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use pgyard_proxy::admin::ADMIN_DATABASE;
 use pgyard_proxy::{AuthFile, ClientConfig, Databases, PoolSettings};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -47,6 +49,10 @@ pub struct ProxyConfig {
     pub failover_timeout: Option<Duration>,
     /// How long a graceful shutdown waits for clients to finish.
     pub shutdown_timeout: Duration,
+    /// The configuration file this was read from, which RELOAD (and SIGHUP) re-read; `None`
+    /// when it was built otherwise (flags), so there is nothing to re-read. A reload with a
+    /// configuration that names no file keeps the file in force.
+    pub file: Option<PathBuf>,
 }
 
 impl ProxyConfig {
@@ -62,6 +68,7 @@ impl ProxyConfig {
             max_client_conn: 100,
             failover_timeout: None,
             shutdown_timeout: Duration::from_secs(30),
+            file: None,
         }
     }
 
@@ -79,6 +86,12 @@ impl ProxyConfig {
     pub fn checked(mut self) -> Result<ProxyConfig, String> {
         if self.pool.size == 0 {
             return Err("pool_size must be at least 1".into());
+        }
+        if self.databases.contains_key(ADMIN_DATABASE) {
+            return Err(format!(
+                "databases.{ADMIN_DATABASE}: the name {ADMIN_DATABASE} is the admin console's; \
+                 give the database another name (its conninfo's dbname can still be {ADMIN_DATABASE})"
+            ));
         }
         if self.backend.is_none() && self.databases.is_empty() {
             return Err("no backend and no [databases.NAME] entry: nothing to serve".into());
@@ -139,6 +152,13 @@ impl Proxy {
     /// does not pass [`ProxyConfig::checked`] changes nothing and is returned as the error.
     pub fn reload(&self, new: ProxyConfig) -> Result<(), String> {
         self.shared.reload(new)
+    }
+
+    /// Re-reads the configuration file the proxy was started with ([`ProxyConfig::file`])
+    /// and applies it with [`Proxy::reload`], as the admin console's RELOAD does; the error
+    /// says why nothing changed (no file, a file that does not load or check).
+    pub fn reload_file(&self) -> Result<(), String> {
+        self.shared.reload_file()
     }
 
     /// The configuration in force.
@@ -227,7 +247,7 @@ pub fn start(config: ProxyConfig, listeners: Vec<TcpListener>) -> io::Result<Pro
         pool_size = config.pool.size,
         "pgyard proxy started"
     );
-    let shared = shared::Shared::start(Arc::new(config));
+    let shared = shared::Shared::start(Arc::new(config), addrs.clone());
     for listener in listeners {
         tokio::spawn(accept(listener, shared.clone(), shared.phase()));
     }

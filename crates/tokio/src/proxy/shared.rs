@@ -4,9 +4,12 @@
 //! through a oneshot. The idle server connections live here, and cancel requests are routed to
 //! the server a client holds at that moment. A small timer task runs the pools' timeouts.
 //! The configuration in force is swapped here on a reload, and the proxy's phase (serving,
-//! draining, stopped) is broadcast from here to the listeners and the client tasks.
+//! draining, stopped) is broadcast from here to the listeners and the client tasks. What the
+//! admin console shows and does is in [`admin`].
 
-use std::collections::BTreeMap;
+mod admin;
+
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -19,6 +22,8 @@ use pgyard_proxy::{
 use pgyard_types::Instant;
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, watch, Notify};
+
+pub(super) use admin::{AdminOutcome, ClientSlot};
 
 use super::{client_task, Phase, ProxyConfig};
 use crate::{CancelToken, Session};
@@ -48,6 +53,12 @@ struct State {
     armed: Option<Instant>,
     /// The proxy stopped: servers that come back are closed.
     stopped: bool,
+    /// What the admin console shows of each server connection.
+    info: BTreeMap<ServerId, admin::ServerInfo>,
+    /// Servers running `DISCARD ALL` (session mode).
+    resetting: BTreeSet<ServerId>,
+    /// PAUSEs waiting for every server to come back.
+    pause_waiters: Vec<oneshot::Sender<Result<(), String>>>,
 }
 
 /// The pools and their connections.
@@ -64,6 +75,10 @@ pub(super) struct Shared {
     /// Client connections open now.
     clients: watch::Sender<usize>,
     next_client: AtomicU64,
+    /// What each client task publishes, and the counters of clients gone.
+    registry: Mutex<admin::Registry>,
+    /// The addresses listened on.
+    addrs: Vec<SocketAddr>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -77,8 +92,8 @@ impl std::fmt::Debug for Shared {
 }
 
 impl Shared {
-    /// The pools of `config`, with their timer task running.
-    pub(super) fn start(config: Arc<ProxyConfig>) -> Arc<Shared> {
+    /// The pools of `config`, with their timer task running, for listeners on `addrs`.
+    pub(super) fn start(config: Arc<ProxyConfig>, addrs: Vec<SocketAddr>) -> Arc<Shared> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 pools: Pools::new(config.pool),
@@ -88,6 +103,9 @@ impl Shared {
                 keys: BTreeMap::new(),
                 armed: None,
                 stopped: false,
+                info: BTreeMap::new(),
+                resetting: BTreeSet::new(),
+                pause_waiters: Vec::new(),
             }),
             mode: config.client.pool_mode,
             seed: config.seed.unwrap_or_else(pgyard_driver::os_seed),
@@ -97,6 +115,8 @@ impl Shared {
             phase: watch::Sender::new(Phase::Running),
             clients: watch::Sender::new(0),
             next_client: AtomicU64::new(1),
+            registry: Mutex::default(),
+            addrs,
         });
         tokio::spawn(timer(shared.clone()));
         shared
@@ -150,6 +170,8 @@ impl Shared {
             *n += 1;
         });
         tracing::debug!(client = id, %peer, "client connected");
+        let slot = ClientSlot::new(peer, sock.local_addr().ok(), Clock::new());
+        let slot = Arc::new(slot);
         let task = client_task::ClientTask::new(
             id,
             self.seed,
@@ -157,10 +179,13 @@ impl Shared {
             config.client.clone(),
             self.clone(),
             self.phase(),
+            slot.clone(),
         );
+        self.register_client(ClientId(id), slot);
         let shared = self.clone();
         tokio::spawn(async move {
             task.run(sock).await;
+            shared.forget_client(ClientId(id));
             shared.clients.send_modify(|n| *n = n.saturating_sub(1));
             tracing::debug!(client = id, %peer, "client disconnected");
         });
@@ -179,6 +204,9 @@ impl Shared {
             new.client.pool_mode = old.client.pool_mode;
         }
         new.seed = old.seed;
+        if new.file.is_none() {
+            new.file.clone_from(&old.file);
+        }
         let settings = new.pool;
         let new = Arc::new(new);
         *self.config.lock().unwrap_or_else(|p| p.into_inner()) = new.clone();
@@ -213,6 +241,7 @@ impl Shared {
         let idle = std::mem::take(&mut st.idle);
         for server in idle.keys() {
             st.pools.broken(now, *server);
+            st.info.remove(server);
         }
         while st.pools.poll_output().is_some() {}
         drop(st);
@@ -260,10 +289,14 @@ impl Shared {
         let server = lent.id;
         let mut st = self.lock();
         st.holding.remove(&client);
+        if let Some(info) = st.info.get_mut(&server) {
+            info.returned(&lent);
+        }
         let now = self.clock.now();
         match conn {
             Some(session) if reusable && !st.stopped => {
                 if self.mode == PoolMode::Session {
+                    st.resetting.insert(server);
                     drop(st);
                     let shared = self.clone();
                     tokio::spawn(async move { shared.discard(session, lent).await });
@@ -285,6 +318,7 @@ impl Shared {
         let ok = session.simple_query("DISCARD ALL").await.is_ok();
         let server = lent.id;
         let mut st = self.lock();
+        st.resetting.remove(&server);
         let now = self.clock.now();
         if ok && !st.stopped {
             // DISCARD ALL restores the settings of the login, which the session's own record
@@ -339,6 +373,7 @@ impl Shared {
                     "server connection opened"
                 );
                 let lent = lent_of(server, &session);
+                st.info.insert(server, admin::ServerInfo::of(&session));
                 st.idle.insert(server, (session, lent));
                 st.pools.opened(now, server, Ok(()));
             }
@@ -390,6 +425,7 @@ impl Shared {
                 }
                 PoolOut::Close { server } => {
                     tracing::info!(server = server.0, "server connection closed");
+                    st.info.remove(&server);
                     // Dropping a session sends Terminate and closes it.
                     drop(st.idle.remove(&server));
                 }
@@ -398,6 +434,12 @@ impl Shared {
         if mine.is_some() {
             if let Some(me) = me {
                 st.waiting.remove(&me);
+            }
+        }
+        if st.pools.pause_complete() && !st.pause_waiters.is_empty() {
+            tracing::info!("PAUSE complete: no server connection left");
+            for waiter in st.pause_waiters.drain(..) {
+                let _ = waiter.send(Ok(()));
             }
         }
         let next = st.pools.poll_timeout();
@@ -425,6 +467,9 @@ impl Shared {
         }
         if let Ok(token) = session.cancel_token() {
             st.holding.insert(client, token);
+        }
+        if let Some(info) = st.info.get_mut(&server) {
+            info.lent_now();
         }
         Some((session, lent))
     }

@@ -3,7 +3,7 @@
 //! key is described in `docs/proxy.md`; a key not known here is an error that names it, so a
 //! misspelt setting is never silently left at its default.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -51,6 +51,8 @@ struct Raw {
     server_lifetime: Option<f64>,
     failover_timeout: Option<f64>,
     shutdown_timeout: Option<f64>,
+    #[serde(default)]
+    admin_users: Vec<String>,
     tls: Option<RawTls>,
 }
 
@@ -104,7 +106,9 @@ pub fn load_config(path: &Path) -> Result<FileConfig, String> {
     let text = read_limited(path, CONFIG_MAX)?;
     let text = String::from_utf8(text).map_err(|_| format!("{}: not UTF-8", path.display()))?;
     let dir = path.parent().unwrap_or(Path::new("."));
-    parse_config(&text, dir).map_err(|e| format!("{}: {e}", path.display()))
+    let mut config = parse_config(&text, dir).map_err(|e| format!("{}: {e}", path.display()))?;
+    config.proxy.file = Some(path.to_path_buf());
+    Ok(config)
 }
 
 /// Parses and checks a configuration file's text; relative paths in it are taken from `dir`.
@@ -156,6 +160,7 @@ pub fn parse_config(text: &str, dir: &Path) -> Result<FileConfig, String> {
         },
         login_timeout: positive("client_login_timeout", raw.client_login_timeout, 60.0)?,
         databases: Databases::Any,
+        admin_users: Arc::new(admin_users(raw.admin_users)?),
     };
     let proxy = ProxyConfig {
         backend: raw.backend,
@@ -170,11 +175,20 @@ pub fn parse_config(text: &str, dir: &Path) -> Result<FileConfig, String> {
         max_client_conn,
         failover_timeout: optional("failover_timeout", raw.failover_timeout, 0.0)?,
         shutdown_timeout: seconds("shutdown_timeout", raw.shutdown_timeout.unwrap_or(30.0))?,
+        file: None,
     };
     Ok(FileConfig {
         listen,
         proxy: proxy.checked()?,
     })
+}
+
+/// The users who may open the admin console (an empty name is surely a mistake).
+fn admin_users(names: Vec<String>) -> Result<BTreeSet<String>, String> {
+    if names.iter().any(String::is_empty) {
+        return Err("admin_users: an empty user name".into());
+    }
+    Ok(names.into_iter().collect())
 }
 
 fn listen(raw: Option<Listen>) -> Result<Vec<SocketAddr>, String> {

@@ -20,6 +20,7 @@ server_idle_timeout = 0
 server_lifetime = 120
 failover_timeout = 20
 shutdown_timeout = 5
+admin_users = ["ops", "root"]
 
 [databases.shop]
 conninfo = "host=a,b,c port=5433 dbname=shop_live"
@@ -71,6 +72,9 @@ fn every_key_is_read() {
     assert_eq!(p.max_client_conn, 50);
     assert_eq!(p.failover_timeout, Some(Duration::from_secs(20)));
     assert_eq!(p.shutdown_timeout, Duration::from_secs(5));
+    let admins: Vec<&str> = p.client.admin_users.iter().map(String::as_str).collect();
+    assert_eq!(admins, ["ops", "root"]);
+    assert_eq!(p.file, None, "parsed from text, not read from a file");
 }
 
 #[test]
@@ -85,6 +89,7 @@ fn defaults_fill_what_is_left_out() {
     assert_eq!(p.max_client_conn, 100);
     assert_eq!(p.failover_timeout, None);
     assert_eq!(p.shutdown_timeout, Duration::from_secs(30));
+    assert!(p.client.admin_users.is_empty());
     let one = parse(&format!("listen = \"127.0.0.2:7000\"\n{MIN}")).expect("one address");
     assert_eq!(one.listen, vec!["127.0.0.2:7000".parse().unwrap()]);
 }
@@ -153,6 +158,11 @@ fn the_auth_file_is_read_from_beside_the_config_file() {
         panic!("an auth file")
     };
     assert!(file.get("alice").is_some());
+    assert_eq!(
+        c.proxy.file,
+        Some(dir.path().join("proxy.toml")),
+        "RELOAD re-reads it"
+    );
     std::fs::write(dir.path().join("users.txt"), "\"alice\" \"unterminated\n").expect("write");
     let e = load_config(&dir.path().join("proxy.toml")).expect_err("a broken auth file");
     assert!(e.contains("users.txt") && e.contains("line 1"), "{e}");
@@ -213,4 +223,17 @@ fn any_prefix_of_a_file_parses_or_fails_without_panicking() {
         }
     }
     let _ = parse("\u{0}\u{feff}[[[=\"\\u{d800}\"");
+}
+
+#[test]
+fn admin_users_are_names_and_pgyard_is_the_consoles_database() {
+    let e = error(&format!("admin_users = [\"ops\", \"\"]\n{MIN}"));
+    assert!(e.contains("admin_users: an empty user name"), "{e}");
+    let e = error(&format!("admin_users = \"ops\"\n{MIN}"));
+    assert!(e.contains("admin_users"), "{e}");
+    let e = error(&format!("{MIN}[databases.pgyard]\nconninfo = \"host=x\"\n"));
+    assert!(
+        e.contains("databases.pgyard") && e.contains("admin console"),
+        "{e}"
+    );
 }

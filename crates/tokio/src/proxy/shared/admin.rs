@@ -1,0 +1,508 @@
+//! The admin console's side of the shared state: what each client task publishes about its
+//! session (a [`ClientSlot`]), what is known of each server connection ([`ServerInfo`]), the
+//! [`Snapshot`] built from them and the pools for `SHOW …`, and the actions `RELOAD`, `PAUSE`
+//! and `RESUME`. The machines decide; this gathers and converts (clocks to wall time).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use pgyard_driver::{Clock, SessionInfo};
+use pgyard_proxy::admin::{
+    Activity, AdminError, AdminReply, AdminRequest, ClientRow, ClientState, ClientStats, ConfigRow,
+    ServerRow, ServerState, Snapshot, ALREADY_PAUSED, NOT_PAUSED, NO_FILE, PAUSE_ENDED,
+};
+use pgyard_proxy::{ClientAuth, ClientId, ClientSession, Lent, PoolMode, ServerUse};
+use pgyard_types::Instant;
+use tokio::sync::oneshot;
+
+use super::Shared;
+use crate::proxy::{load_config, ProxyConfig};
+use crate::Session;
+
+/// What one client task publishes about its session, for the admin console.
+#[derive(Debug)]
+pub(in crate::proxy) struct ClientSlot {
+    peer: SocketAddr,
+    local: Option<SocketAddr>,
+    connected: SystemTime,
+    /// The clock the session's instants are on.
+    clock: Clock,
+    report: Mutex<Report>,
+}
+
+#[derive(Debug, Default)]
+struct Report {
+    activity: Option<Activity>,
+    user: String,
+    database: String,
+    tag: Option<String>,
+    application_name: String,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // What is behind these locks is copied in whole values: a panic cannot leave it torn.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl ClientSlot {
+    /// The slot of a client connected now from `peer` to `local`, whose session runs on
+    /// `clock`.
+    pub(in crate::proxy) fn new(
+        peer: SocketAddr,
+        local: Option<SocketAddr>,
+        clock: Clock,
+    ) -> ClientSlot {
+        ClientSlot {
+            peer,
+            local,
+            connected: SystemTime::now(),
+            clock,
+            report: Mutex::default(),
+        }
+    }
+
+    /// The clock the client's session runs on.
+    pub(in crate::proxy) fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    /// Publishes `session`'s activity if it changed since `last` (the texts only when its
+    /// labels did): a comparison per event, a lock only on a change.
+    pub(in crate::proxy) fn publish(&self, session: &ClientSession, last: &mut Option<Activity>) {
+        let now = session.activity();
+        if *last == Some(now) {
+            return;
+        }
+        let relabel = last.is_none_or(|l| l.labels != now.labels);
+        let mut r = lock(&self.report);
+        r.activity = Some(now);
+        if relabel {
+            let (user, database) = session.identity();
+            r.user = user.to_owned();
+            r.database = database.to_owned();
+            r.tag = session.tag().map(str::to_owned);
+            r.application_name = session.application_name().unwrap_or_default().to_owned();
+        }
+        *last = Some(now);
+    }
+
+    /// The client's row, with its instants turned into wall time.
+    fn row(&self, id: ClientId, wall: SystemTime, mono: std::time::Instant) -> Option<ClientRow> {
+        let r = lock(&self.report);
+        let activity = r.activity?;
+        let at = |i: Instant| wall_time(self.clock, i, wall, mono);
+        let wait = match (activity.state, activity.wait_since) {
+            (ClientState::Waiting, Some(since)) => {
+                mono.saturating_duration_since(self.clock.deadline(since))
+            }
+            _ => Duration::ZERO,
+        };
+        Some(ClientRow {
+            id,
+            user: r.user.clone(),
+            database: r.database.clone(),
+            activity,
+            addr: Some(self.peer),
+            local: self.local,
+            connect_time: unix(self.connected),
+            request_time: activity.last_request.map(at).and_then(unix),
+            wait,
+            tls: None,
+            application_name: r.application_name.clone(),
+            tag: r.tag.clone(),
+        })
+    }
+}
+
+/// The wall time of `at` on `clock`, given the same moment on both clocks.
+fn wall_time(clock: Clock, at: Instant, wall: SystemTime, mono: std::time::Instant) -> SystemTime {
+    wall - mono.saturating_duration_since(clock.deadline(at))
+}
+
+/// Seconds since the Unix epoch.
+fn unix(t: SystemTime) -> Option<u64> {
+    t.duration_since(UNIX_EPOCH).ok().map(|d| d.as_secs())
+}
+
+/// The client slots, and the counters of the clients that have left, per database.
+#[derive(Debug, Default)]
+pub(in crate::proxy) struct Registry {
+    clients: BTreeMap<ClientId, Arc<ClientSlot>>,
+    retired: BTreeMap<String, ClientStats>,
+}
+
+/// What is known of a server connection beyond the pools' books.
+#[derive(Debug)]
+pub(super) struct ServerInfo {
+    addr: Option<String>,
+    port: Option<u16>,
+    pid: Option<i32>,
+    tls: bool,
+    opened: SystemTime,
+    lent: Option<SystemTime>,
+    application_name: String,
+    prepared: usize,
+}
+
+impl ServerInfo {
+    /// A server just opened.
+    pub(super) fn of(session: &Session) -> ServerInfo {
+        let est = session.established();
+        let (addr, port) = match &est.target {
+            pgyard_connect::OpenTarget::Tcp(a) => (Some(a.ip().to_string()), Some(a.port())),
+            pgyard_connect::OpenTarget::Unix(path) => {
+                (Some(String::from_utf8_lossy(path).into_owned()), None)
+            }
+        };
+        let application_name = est
+            .parameters
+            .iter()
+            .find(|(k, _)| k == "application_name")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default();
+        ServerInfo {
+            addr,
+            port,
+            pid: est.backend_key.as_ref().map(|k| k.pid),
+            tls: est.tls,
+            opened: SystemTime::now(),
+            lent: None,
+            application_name,
+            prepared: 0,
+        }
+    }
+
+    /// It is lent now.
+    pub(super) fn lent_now(&mut self) {
+        self.lent = Some(SystemTime::now());
+    }
+
+    /// It came back with `lent`'s settings and statements.
+    pub(super) fn returned(&mut self, lent: &Lent) {
+        self.prepared = lent.prepared.len();
+        if let Some(name) = lent.settings.get("application_name") {
+            if *name != self.application_name {
+                self.application_name.clone_from(name);
+            }
+        }
+    }
+}
+
+/// The answer to an admin request: now, or once the pause is complete.
+pub(in crate::proxy) enum AdminOutcome {
+    Now(AdminReply),
+    Later(oneshot::Receiver<Result<(), String>>),
+}
+
+impl Shared {
+    /// A new client's slot.
+    pub(in crate::proxy) fn register_client(&self, id: ClientId, slot: Arc<ClientSlot>) {
+        lock(&self.registry).clients.insert(id, slot);
+    }
+
+    /// The client left: its counters join its database's totals.
+    pub(in crate::proxy) fn forget_client(&self, id: ClientId) {
+        let mut registry = lock(&self.registry);
+        let Some(slot) = registry.clients.remove(&id) else {
+            return;
+        };
+        let r = lock(&slot.report);
+        if let Some(a) = r.activity.filter(Activity::counted) {
+            let totals = registry.retired.entry(r.database.clone()).or_default();
+            totals.add(&a.stats);
+        }
+    }
+
+    /// Performs an admin request.
+    pub(in crate::proxy) fn admin(self: &Arc<Self>, request: AdminRequest) -> AdminOutcome {
+        let failed = |e: String| AdminReply::Failed(AdminError::pooler(e));
+        let reply = match request {
+            AdminRequest::Snapshot => AdminReply::Snapshot(Box::new(self.snapshot())),
+            AdminRequest::Reload => match self.reload_file() {
+                Ok(()) => AdminReply::Done,
+                Err(e) if e == NO_FILE => failed(e),
+                Err(e) => AdminReply::Failed(AdminError::reload(format!("RELOAD failed: {e}"))),
+            },
+            AdminRequest::Pause => match self.pause() {
+                Ok(rx) => return AdminOutcome::Later(rx),
+                Err(e) => failed(e),
+            },
+            AdminRequest::Resume => match self.resume() {
+                Ok(()) => AdminReply::Done,
+                Err(e) => failed(e),
+            },
+        };
+        AdminOutcome::Now(reply)
+    }
+
+    /// Re-reads the configuration file the proxy was started with and applies it (RELOAD,
+    /// SIGHUP); the listen addresses change only with a restart (logged).
+    pub(in crate::proxy) fn reload_file(self: &Arc<Self>) -> Result<(), String> {
+        let config = self.config();
+        let Some(path) = config.file.as_deref() else {
+            return Err(NO_FILE.into());
+        };
+        tracing::info!(file = %path.display(), "re-reading the configuration");
+        let file = load_config(path).inspect_err(|e| {
+            tracing::error!(error = %e, "reload failed; the running configuration stays");
+        })?;
+        if !same_listen(&file.listen, &self.addrs) {
+            tracing::warn!(
+                running = ?self.addrs,
+                file = ?file.listen,
+                "listen addresses change only with a restart"
+            );
+        }
+        self.reload(file.proxy).inspect_err(|e| {
+            tracing::error!(error = %e, "reload failed; the running configuration stays");
+        })
+    }
+
+    /// PAUSE: lend no more servers; the receiver answers once none is lent.
+    fn pause(self: &Arc<Self>) -> Result<oneshot::Receiver<Result<(), String>>, String> {
+        let mut st = self.lock();
+        if !st.pools.pause(self.clock.now()) {
+            return Err(ALREADY_PAUSED.into());
+        }
+        tracing::info!("PAUSE: lending no servers until RESUME");
+        let (tx, rx) = oneshot::channel();
+        st.pause_waiters.push(tx);
+        self.perform(&mut st, None);
+        Ok(rx)
+    }
+
+    /// RESUME: lend again; a PAUSE still waiting is told it ended.
+    fn resume(self: &Arc<Self>) -> Result<(), String> {
+        let mut st = self.lock();
+        if !st.pools.resume(self.clock.now()) {
+            return Err(NOT_PAUSED.into());
+        }
+        tracing::info!("RESUME: lending servers again");
+        for waiter in st.pause_waiters.drain(..) {
+            let _ = waiter.send(Err(PAUSE_ENDED.into()));
+        }
+        self.perform(&mut st, None);
+        Ok(())
+    }
+
+    /// Everything the admin console shows, now.
+    fn snapshot(&self) -> Snapshot {
+        let (wall, mono) = (SystemTime::now(), std::time::Instant::now());
+        let (slots, retired) = {
+            let r = lock(&self.registry);
+            let slots: Vec<(ClientId, Arc<ClientSlot>)> =
+                r.clients.iter().map(|(id, s)| (*id, s.clone())).collect();
+            (slots, r.retired.clone())
+        };
+        let clients = slots
+            .iter()
+            .filter_map(|(id, slot)| slot.row(*id, wall, mono))
+            .collect();
+        let config = self.config();
+        let st = self.lock();
+        let servers = st
+            .pools
+            .servers()
+            .into_iter()
+            .map(|v| {
+                let info = st.info.get(&v.id);
+                let state = match v.state {
+                    ServerUse::Opening => ServerState::New,
+                    ServerUse::Idle => ServerState::Idle,
+                    ServerUse::Busy(_) if st.resetting.contains(&v.id) => ServerState::Tested,
+                    ServerUse::Busy(_) => ServerState::Active,
+                };
+                let client = match v.state {
+                    ServerUse::Busy(c) if state == ServerState::Active => Some(c),
+                    _ => None,
+                };
+                ServerRow {
+                    id: v.id,
+                    key: v.key,
+                    state,
+                    client,
+                    addr: info.and_then(|i| i.addr.clone()),
+                    port: info.and_then(|i| i.port),
+                    connect_time: info.and_then(|i| unix(i.opened)),
+                    request_time: info.and_then(|i| i.lent).and_then(unix),
+                    close_needed: v.retired,
+                    pid: info.and_then(|i| i.pid),
+                    tls: info.is_some_and(|i| i.tls),
+                    application_name: info.map(|i| i.application_name.clone()).unwrap_or_default(),
+                    prepared: info.map_or(0, |i| i.prepared),
+                }
+            })
+            .collect();
+        Snapshot {
+            pool_mode: self.mode,
+            paused: st.pools.is_paused(),
+            pools: st.pools.keys(),
+            clients,
+            servers,
+            retired,
+            config: config_rows(&config, &self.addrs),
+        }
+    }
+}
+
+/// Whether the configured addresses are the ones listened on (port 0 was any port).
+fn same_listen(configured: &[SocketAddr], bound: &[SocketAddr]) -> bool {
+    configured.len() == bound.len()
+        && configured
+            .iter()
+            .zip(bound)
+            .all(|(c, b)| c.ip() == b.ip() && (c.port() == b.port() || c.port() == 0))
+}
+
+/// A connection string as shown: its password, if any, masked.
+fn masked(conninfo: &str) -> String {
+    use pgyard_conninfo::Keyword;
+    match pgyard_conninfo::parse(conninfo.as_bytes()) {
+        Ok(mut info) if info.get(Keyword::Password).is_some() => {
+            info.set(Keyword::Password, "********");
+            let text = pgyard_conninfo::serialize::to_keyword_value(&info);
+            String::from_utf8_lossy(&text).into_owned()
+        }
+        Ok(_) => conninfo.to_owned(),
+        Err(_) => "(unreadable)".to_owned(),
+    }
+}
+
+/// Seconds as the configuration file writes them (`0`: never, where that is the meaning).
+fn secs(d: Option<Duration>) -> String {
+    d.map_or(0.0, |d| d.as_secs_f64()).to_string()
+}
+
+/// SHOW CONFIG: every key of the configuration file (`docs/proxy.md`) with its value in
+/// force, its default, and whether a reload changes it.
+pub(in crate::proxy) fn config_rows(c: &ProxyConfig, listen: &[SocketAddr]) -> Vec<ConfigRow> {
+    let row = |key: &str, value: String, default: &str, changeable: bool| ConfigRow {
+        key: key.to_owned(),
+        value,
+        default: default.to_owned(),
+        changeable,
+    };
+    let addrs: Vec<String> = listen.iter().map(SocketAddr::to_string).collect();
+    let mut rows = vec![
+        row("listen", addrs.join(", "), "127.0.0.1:6432", false),
+        row(
+            "backend",
+            c.backend.as_deref().map(masked).unwrap_or_default(),
+            "",
+            true,
+        ),
+    ];
+    for (name, conninfo) in &c.databases {
+        rows.push(row(
+            &format!("databases.{name}"),
+            masked(conninfo),
+            "",
+            true,
+        ));
+    }
+    let mode = match c.client.pool_mode {
+        PoolMode::Transaction => "transaction",
+        PoolMode::Session => "session",
+    };
+    let auth = match &c.client.auth {
+        ClientAuth::Trust => "trust".to_owned(),
+        ClientAuth::File(f) => format!("auth_file ({} users)", f.len()),
+    };
+    let admins: Vec<&str> = c.client.admin_users.iter().map(String::as_str).collect();
+    rows.extend([
+        row("pool_mode", mode.into(), "transaction", false),
+        row("pool_size", c.pool.size.to_string(), "20", true),
+        row(
+            "default_route",
+            c.client.default_route.as_str().into(),
+            "primary",
+            true,
+        ),
+        row("auth", auth, "", true),
+        row("admin_users", admins.join(", "), "", true),
+        row(
+            "max_client_conn",
+            c.max_client_conn.to_string(),
+            "100",
+            true,
+        ),
+        row(
+            "query_wait_timeout",
+            secs(Some(c.pool.wait_timeout)),
+            "30",
+            true,
+        ),
+        row(
+            "client_login_timeout",
+            secs(Some(c.client.login_timeout)),
+            "60",
+            true,
+        ),
+        row(
+            "server_idle_timeout",
+            secs(c.pool.idle_timeout),
+            "600",
+            true,
+        ),
+        row("server_lifetime", secs(c.pool.lifetime), "3600", true),
+        row("failover_timeout", secs(c.failover_timeout), "0", true),
+        row(
+            "shutdown_timeout",
+            secs(Some(c.shutdown_timeout)),
+            "30",
+            true,
+        ),
+    ]);
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pgyard_proxy::{ClientConfig, Databases, Route};
+
+    #[test]
+    fn config_rows_mask_passwords_and_write_seconds_as_the_file_does() {
+        let client = ClientConfig {
+            auth: ClientAuth::Trust,
+            pool_mode: PoolMode::Transaction,
+            default_route: Route::Standby,
+            login_timeout: Duration::from_millis(1500),
+            databases: Databases::Any,
+            admin_users: Arc::new(["ops".to_owned(), "root".to_owned()].into()),
+        };
+        let mut c = ProxyConfig::new("host=db1 password=s3cret", client);
+        c.databases
+            .insert("shop".into(), "host=a dbname=shop_live".into());
+        let rows = config_rows(&c, &["127.0.0.1:6432".parse().expect("addr")]);
+        let get = |k: &str| {
+            rows.iter()
+                .find(|r| r.key == k)
+                .unwrap_or_else(|| panic!("{k}"))
+                .clone()
+        };
+        let backend = get("backend").value;
+        assert!(
+            !backend.contains("s3cret") && backend.contains("********"),
+            "{backend}"
+        );
+        assert_eq!(get("databases.shop").value, "host=a dbname=shop_live");
+        assert_eq!(get("client_login_timeout").value, "1.5");
+        assert_eq!(get("server_idle_timeout").value, "600");
+        assert_eq!(get("failover_timeout").value, "0");
+        assert_eq!(get("admin_users").value, "ops, root");
+        assert_eq!(get("default_route").value, "standby");
+        assert!(!get("listen").changeable && get("pool_size").changeable);
+    }
+
+    #[test]
+    fn a_configured_port_zero_matches_the_port_bound() {
+        let a = |s: &str| s.parse::<SocketAddr>().expect("addr");
+        assert!(same_listen(&[a("127.0.0.1:0")], &[a("127.0.0.1:5555")]));
+        assert!(same_listen(&[a("127.0.0.1:6432")], &[a("127.0.0.1:6432")]));
+        assert!(!same_listen(&[a("127.0.0.1:6433")], &[a("127.0.0.1:6432")]));
+        assert!(!same_listen(&[], &[a("127.0.0.1:6432")]));
+    }
+}
