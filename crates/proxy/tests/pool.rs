@@ -304,3 +304,19 @@ fn a_pause_keeps_wait_timeouts_but_no_retry_timer() {
     p.handle_timeout(ms(2000));
     assert!(matches!(&drain(&mut p)[..], [PoolOut::Refuse { .. }]));
 }
+
+#[test]
+fn a_retry_under_way_leaves_no_past_deadline_for_the_timer() {
+    let mut p = pools(1);
+    p.acquire(ms(0), ClientId(1), &key());
+    let PoolOut::Open { server, .. } = drain(&mut p)[0].clone() else {
+        panic!()
+    };
+    p.opened(ms(10), server, Err("connection refused".into()));
+    assert_eq!(p.poll_timeout(), Some(ms(110)));
+    p.handle_timeout(ms(110));
+    assert!(matches!(drain(&mut p)[..], [PoolOut::Open { .. }]));
+    // The retry is being opened: the next deadline is the wait's, not the retry's (which is
+    // past, and would make the timer spin while the open takes its time).
+    assert_eq!(p.poll_timeout(), Some(ms(2000)));
+}
