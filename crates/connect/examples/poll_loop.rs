@@ -242,19 +242,34 @@ pub fn simple_query(
     }
 }
 
-/// The process environment as the resolver takes it; the OS user from `$USER`.
+/// The process environment as the resolver takes it, with the OS user.
 fn process_environment() -> Environment {
     let mut env = Environment::new();
     for (name, value) in std::env::vars() {
         env = env.with_var(name, value);
     }
-    if let Ok(user) = std::env::var("USER") {
+    if let Some(user) = os_user() {
         env = env.with_os_user(user);
     }
     env
 }
 
-fn main() -> Result<()> {
+/// The user name libpq would take from the passwd database, which std cannot ask: `$USER`,
+/// else the `/etc/passwd` entry of the owner of `/proc/self` (Linux).
+fn os_user() -> Option<String> {
+    if let Ok(user) = std::env::var("USER") {
+        return Some(user);
+    }
+    let uid = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").ok()?);
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        (fields.get(2)?.parse::<u32>().ok()? == uid).then(|| fields[0].to_owned())
+    })
+}
+
+/// The command line: the arguments in, the result printed.
+fn cli() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [conninfo, sql] = args.as_slice() else {
         return Err("usage: poll_loop CONNINFO SQL".into());
@@ -272,4 +287,15 @@ fn main() -> Result<()> {
     frontend::encode_terminate(&mut bye);
     socket.write_all(&bye)?;
     Ok(())
+}
+
+fn main() -> std::process::ExitCode {
+    // The errors are libpq's or the server's texts: print them as they are, not as Debug.
+    match cli() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{}", e.to_string().trim_end());
+            std::process::ExitCode::FAILURE
+        }
+    }
 }

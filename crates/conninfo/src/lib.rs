@@ -10,6 +10,8 @@
 //! Every other pgyard crate that connects starts here, and so can any driver that wants
 //! libpq's reading of a connection string without linking libpq: the result is plain data
 //! (a host list with per-host passwords, typed enums, raw values for what libpq parses late).
+//! `examples/tokio_postgres_config.rs` turns it into a `tokio_postgres::Config`, service and
+//! password files included.
 //!
 //! ```
 //! use pgyard_conninfo::resolve::{Environment, MemFile, MemFiles};

@@ -186,7 +186,8 @@ pub fn run(
     Ok(rows)
 }
 
-fn main() -> Result<()> {
+/// The command line: the arguments in, the result printed.
+fn cli() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [addr, user, database, sql] = args.as_slice() else {
         return Err(
@@ -200,4 +201,15 @@ fn main() -> Result<()> {
         println!("{}", text.join("|"));
     }
     Ok(())
+}
+
+fn main() -> std::process::ExitCode {
+    // The errors are libpq's or the server's texts: print them as they are, not as Debug.
+    match cli() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{}", e.to_string().trim_end());
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
