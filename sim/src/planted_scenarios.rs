@@ -1,7 +1,8 @@
 //! Planted bugs of the `delayq` and `slotsync` scenarios. They live in the scenarios' use of
 //! the engines (never in `crates/delayq` or `crates/slotsync`): the registered scenarios always
-//! pass `None`; with feature `planted-bugs`, [`run_seed_with_bug`] and [`first_catch`] run the
-//! same scenario code with one bug switched on, to prove the invariants have teeth.
+//! pass `None`; with feature `planted-bugs`, `planted::run_seed_with_bug` and
+//! `planted::first_catch` run the same scenario code with one bug switched on, to prove the
+//! invariants have teeth.
 
 /// A bug a scenario can plant in its own driving code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
