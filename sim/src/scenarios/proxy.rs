@@ -28,12 +28,8 @@ use crate::{trace, Scenario, Trace, Violation};
 /// The scenario.
 pub struct ProxyScenario;
 
-/// A bug planted in the client sessions (feature `planted-bugs`).
-#[cfg(feature = "planted-bugs")]
-pub type Bug = Option<pgyard_proxy::PlantedBug>;
-/// A bug planted in the client sessions (nothing without the `planted-bugs` feature).
-#[cfg(not(feature = "planted-bugs"))]
-pub type Bug = Option<std::convert::Infallible>;
+/// A bug planted in every client session (see [`crate::planted`]).
+pub type Bug = Option<crate::planted::ProxyBug>;
 
 impl Scenario for ProxyScenario {
     fn name(&self) -> &'static str {

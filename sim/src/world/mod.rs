@@ -48,12 +48,8 @@ pub struct ClientSpec {
     pub budget_rides_out: bool,
 }
 
-/// A planted bug the run switches on in every machine it builds.
-#[cfg(feature = "planted-bugs")]
-pub type Bug = Option<pgyard_connect::PlantedBug>;
-/// A planted bug the run switches on (nothing without the `planted-bugs` feature).
-#[cfg(not(feature = "planted-bugs"))]
-pub type Bug = Option<std::convert::Infallible>;
+/// A planted bug the run switches on in every machine it builds (see [`crate::planted`]).
+pub type Bug = Option<crate::planted::ConnectBug>;
 
 /// A cluster event.
 #[derive(Clone, Copy, Debug)]
