@@ -23,7 +23,8 @@ pub(super) enum Mode {
     Idle,
     /// A connect is under way.
     Connecting,
-    /// Holding a session, or about to reconnect one that broke by `reset()`.
+    /// Holding a session; also a session that broke, which the client will replace by
+    /// `reset()` on the same machine.
     Session,
     /// Its liveness connect failed; it makes no more.
     Finished,
