@@ -1,7 +1,7 @@
 //! The planted bugs, in one registry. Each is a realistic mistake, switched off unless a run
 //! asks for it: in the machines under test (compiled in only with feature `planted-bugs`) or
 //! in a scenario's own driving code. The registered scenarios always run without one; the
-//! registry ([`REGISTRY`], feature `planted-bugs`) names, for every bug, the scenario whose
+//! registry (`REGISTRY`, feature `planted-bugs`) names, for every bug, the scenario whose
 //! invariants must catch it, the invariant that breaks, and the seeds it may take, so that
 //! `sim/tests/planted.rs` can prove the simulator has teeth.
 
