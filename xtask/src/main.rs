@@ -136,8 +136,10 @@ fn test() -> Result<(), String> {
     });
 
     let mut test_log = TestLog::default();
-    let steps: [(&str, &[&str], bool); 4] = [
+    let steps: [(&str, &[&str], bool); 5] = [
         ("cargo fmt", &["fmt", "--all", "--check"], false),
+        // With RUSTDOCFLAGS=-D warnings (set below): a broken intra-doc link fails the run.
+        ("cargo doc", &["doc", "--workspace", "--no-deps"], false),
         (
             "cargo clippy",
             &[
@@ -181,6 +183,9 @@ fn test() -> Result<(), String> {
         banner(&format!("{name}: {command}"));
         let mut cmd = Command::new(cargo());
         cmd.args(args).current_dir(&root);
+        if args.first() == Some(&"doc") {
+            cmd.env("RUSTDOCFLAGS", "-D warnings");
+        }
         let outcome = if is_test {
             test_log.suffix = if args.contains(&"--release") {
                 " (release)"
