@@ -1,8 +1,9 @@
 //! The entry point of the `proxy_client` fuzz target and its corpus replay: a client session
 //! driven by arbitrary bytes from both sides, with its invariants checked after every step.
 //!
-//! Input: the first byte picks the pool mode (bit 0) and the password check (bit 1: trust or
-//! an auth file with an MD5 user); then a sequence of `[op][len][len bytes]` steps: op % 7 is
+//! Input: the first byte picks the pool mode (bit 0), the password check (bit 1: trust or
+//! an auth file with an MD5 user), TLS (bit 2: offered, bit 3: required) and whether a
+//! handshake agrees on ALPN `postgresql` (bit 4 clear) or on none; then a sequence of `[op][len][len bytes]` steps: op % 7 is
 //! 0 client bytes, 1 server bytes, 2 a server lent (its settings from the bytes), 3 the server
 //! lost, 4 the pool refusing, 5 the clock at the bytes' value, 6 the client gone.
 
@@ -14,7 +15,9 @@ use pgyard_types::Instant;
 use pgyard_wire::auth::LoginRandom;
 use pgyard_wire::frame::{decode_frame, Decoded};
 
-use crate::client::{ClientAuth, ClientConfig, ClientOut, ClientSession, Lent, PoolMode};
+use crate::client::{
+    ClientAuth, ClientConfig, ClientOut, ClientSession, ClientTls, Lent, PoolMode, TlsMode,
+};
 use crate::pool::{ClientId, ServerId};
 use crate::{AuthFile, Route};
 
@@ -57,6 +60,11 @@ pub fn client_session(data: &[u8]) {
             _ => {}
         }
         check.outputs(&mut s);
+        if std::mem::take(&mut check.handshake) {
+            let alpn = (first & 16 == 0).then_some(crate::client::ALPN_POSTGRESQL);
+            s.handle_tls_established(alpn);
+            check.outputs(&mut s);
+        }
     }
 }
 
@@ -89,7 +97,16 @@ fn session(first: u8) -> ClientSession {
         nonce: [2; 18],
         mock_salt: [3; 16],
     };
-    ClientSession::new(Instant(0), ClientId(1), config, key, random)
+    let mode = match first & 12 {
+        0 => TlsMode::Disable,
+        4 => TlsMode::Prefer,
+        _ => TlsMode::Require,
+    };
+    let tls = ClientTls {
+        mode,
+        end_point: Some(Arc::from(&[5u8; 32][..])),
+    };
+    ClientSession::new(Instant(0), ClientId(1), config, key, random).with_tls(tls)
 }
 
 /// A lent server whose settings come from `bytes` (pairs of short texts).
@@ -115,6 +132,10 @@ struct Checks {
     closed: bool,
     /// Bytes sent to servers, kept to check the frames they hold.
     to_server: Vec<u8>,
+    /// A handshake was asked for and is to be reported done.
+    handshake: bool,
+    /// Whether a handshake was ever asked for (at most once a connection).
+    tls_started: bool,
 }
 
 impl Checks {
@@ -138,6 +159,11 @@ impl Checks {
                     assert_eq!(Some(server.id), self.lent, "released a server not lent");
                     self.lent = None;
                     self.to_server.clear();
+                }
+                ClientOut::StartTls { .. } => {
+                    assert!(!self.tls_started, "a second TLS handshake");
+                    self.tls_started = true;
+                    self.handshake = true;
                 }
                 ClientOut::Close => self.closed = true,
             }

@@ -55,6 +55,7 @@ pub use classes::{Directive, Route};
 #[cfg(feature = "planted-bugs")]
 pub use client::PlantedBug;
 pub use client::{
-    CancelKey, ClientAuth, ClientConfig, ClientOut, ClientSession, Databases, Lent, PoolMode,
+    CancelKey, ClientAuth, ClientConfig, ClientOut, ClientSession, ClientTls, Databases, Lent,
+    PoolMode, TlsMode,
 };
 pub use pool::{ClientId, PoolKey, PoolOut, PoolSettings, Pools, ServerId};

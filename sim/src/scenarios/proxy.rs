@@ -308,6 +308,11 @@ impl World {
                 Ok(())
             }
             ClientOut::Cancel { .. } => Ok(()),
+            ClientOut::StartTls { .. } => {
+                // The scenario's sessions have no TLS configured: every SSLRequest gets `N`.
+                let detail = format!("client {i} asked for a TLS handshake without TLS");
+                Err(violation("no-tls-without-certificate", detail))
+            }
             ClientOut::Close => {
                 self.clients[i].closed = true;
                 Ok(())

@@ -10,6 +10,7 @@ mod params;
 mod prepared;
 mod relay;
 mod startup;
+mod tls;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use pgyard_wire::frame::{Limits, ProtocolVersion};
 use pgyard_wire::middleware::Splitter;
 
 pub use params::{alignment, tracked, Settings, TRACKED};
+pub use tls::{ClientTls, TlsMode, ALPN_POSTGRESQL};
 
 use crate::auth_file::AuthFile;
 use crate::classes::Route;
@@ -130,6 +132,15 @@ pub enum ClientOut {
         pid: i32,
         /// The secret key the proxy gave.
         key: Vec<u8>,
+    },
+    /// Start TLS on the client connection once everything before this is written (the `S`
+    /// answering an SSLRequest, or nothing for direct TLS), then report the outcome with
+    /// [`ClientSession::handle_tls_established`] (a failed handshake:
+    /// [`ClientSession::handle_client_gone`]). Until then no client bytes may be fed.
+    StartTls {
+        /// Bytes already read that belong to the handshake (direct TLS's first record), to
+        /// be given to the TLS layer before anything read from the socket.
+        early: Bytes,
     },
     /// Close the client connection once everything before this is written.
     Close,
@@ -251,6 +262,8 @@ pub struct ClientSession {
     over_limit: bool,
     /// The proxy is shutting down: close at the next transaction boundary.
     draining: bool,
+    /// TLS to the client: the mode, the link, the requests answered.
+    tls: tls::TlsSide,
 }
 
 impl ClientSession {
@@ -298,6 +311,7 @@ impl ClientSession {
             bug: None,
             over_limit: false,
             draining: false,
+            tls: tls::TlsSide::default(),
         }
     }
 
@@ -422,7 +436,7 @@ impl ClientSession {
 
     /// Bytes from the client.
     pub fn handle_client_bytes(&mut self, now: Instant, data: &[u8]) {
-        if self.is_closed() {
+        if self.is_closed() || self.tls_takes(data) {
             return;
         }
         self.splitter.feed(data);

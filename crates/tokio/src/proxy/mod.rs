@@ -6,9 +6,11 @@
 //! module only moves bytes, time and connections, and swaps the configuration on a reload.
 //! See `docs/proxy.md`.
 
+mod client_io;
 mod client_task;
 mod config_file;
 mod shared;
+mod tls;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -22,6 +24,7 @@ use tokio::sync::watch;
 
 pub use config_file::{load_config, parse_config, FileConfig, CONFIG_MAX};
 pub use shared::server_conninfo;
+pub use tls::{ProxyTls, TlsFile, TlsFileError};
 
 /// Everything a running proxy needs.
 #[derive(Clone, Debug)]
@@ -47,6 +50,9 @@ pub struct ProxyConfig {
     pub failover_timeout: Option<Duration>,
     /// How long a graceful shutdown waits for clients to finish.
     pub shutdown_timeout: Duration,
+    /// TLS to clients (`None`: every SSLRequest is answered `N`). Read when a client
+    /// connects, so a reload with new certificate files applies to new connections.
+    pub tls: Option<ProxyTls>,
 }
 
 impl ProxyConfig {
@@ -62,6 +68,7 @@ impl ProxyConfig {
             max_client_conn: 100,
             failover_timeout: None,
             shutdown_timeout: Duration::from_secs(30),
+            tls: None,
         }
     }
 
@@ -225,6 +232,7 @@ pub fn start(config: ProxyConfig, listeners: Vec<TcpListener>) -> io::Result<Pro
         fallback = config.backend.is_some(),
         pool_mode = ?config.client.pool_mode,
         pool_size = config.pool.size,
+        tls = ?config.tls.as_ref().map(|t| t.mode),
         "pgyard proxy started"
     );
     let shared = shared::Shared::start(Arc::new(config));

@@ -150,7 +150,7 @@ impl Shared {
             *n += 1;
         });
         tracing::debug!(client = id, %peer, "client connected");
-        let task = client_task::ClientTask::new(
+        let mut task = client_task::ClientTask::new(
             id,
             self.seed,
             over,
@@ -158,6 +158,9 @@ impl Shared {
             self.clone(),
             self.phase(),
         );
+        if let Some(tls) = &config.tls {
+            task = task.with_tls(tls);
+        }
         let shared = self.clone();
         tokio::spawn(async move {
             task.run(sock).await;
