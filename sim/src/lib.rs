@@ -7,9 +7,7 @@
 //! ([`run_seed`], [`Sweep`]) records every step in a [`Trace`] whose hash proves determinism.
 
 pub mod merge;
-#[cfg(feature = "planted-bugs")]
 pub mod planted;
-pub mod planted_scenarios;
 pub mod publisher;
 pub mod runner;
 pub mod scenarios;

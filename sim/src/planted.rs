@@ -1,105 +1,208 @@
-//! Switching planted bugs on for a sweep (feature `planted-bugs`): the registered scenarios
-//! always run the machines as shipped, so the tests that prove the simulator has teeth run
-//! the same scenario code through these functions with one bug switched on.
+//! The planted bugs, in one registry. Each is a realistic mistake, switched off unless a run
+//! asks for it: in the machines under test (compiled in only with feature `planted-bugs`) or
+//! in a scenario's own driving code. The registered scenarios always run without one; the
+//! registry (`REGISTRY`, feature `planted-bugs`) names, for every bug, the scenario whose
+//! invariants must catch it, the invariant that breaks, and the seeds it may take, so that
+//! `sim/tests/planted.rs` can prove the simulator has teeth.
 
-use pgyard_connect::PlantedBug;
-
-use crate::runner::SeedOutcome;
-use crate::scenarios::{connect, failover};
-use crate::trace::Trace;
-use crate::Violation;
-
-/// Every planted bug, in a fixed order.
-pub const ALL: &[PlantedBug] = &[
-    PlantedBug::IgnoreTargetSessionAttrs,
-    PlantedBug::DropAttemptTimeout,
-    PlantedBug::ReuseClosedAttempt,
-    PlantedBug::SkipPreferSecondPass,
-    PlantedBug::TrustStaleParameterStatus,
-    PlantedBug::StartupErrorNextAddress,
-    PlantedBug::AcceptAnyAlpn,
-];
-
-/// Scenarios that accept a planted bug, by name.
-pub const SCENARIOS: &[&str] = &["connect", "failover"];
-
-/// Runs `seed` of scenario `name` (`connect` or `failover`) with `bug` switched on in every
-/// machine the run builds; `None` for an unknown name.
-pub fn run_seed_with_bug(
-    name: &str,
-    seed: u64,
-    bug: PlantedBug,
-    trace: &mut Trace,
-) -> Option<SeedOutcome> {
-    let mut rng = pgyard_types::rng_from_seed(crate::runner::derive_seed(name, seed));
-    crate::trace!(trace, "SEED={seed} scenario={name} planted={bug:?}");
-    let result: Result<u64, Violation> = match name {
-        "connect" => connect::run_connect(&mut rng, trace, Some(bug)),
-        "failover" => failover::run_failover(&mut rng, trace, Some(bug)),
-        _ => return None,
-    };
-    let (simulated_nanos, violation) = match result {
-        Ok(t) => (t, None),
-        Err(v) => (0, Some(v)),
-    };
-    Some(SeedOutcome {
-        seed,
-        hash: trace.hash(),
-        simulated_nanos,
-        violation,
-    })
+/// A bug a scenario can plant in its own driving code (never in the engines it drives).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ScenarioBug {
+    /// `delayq`: the subscriber reports the queue's write position as flushed, i.e. it
+    /// confirms received data before the queue made it durable (flush before fsync).
+    ReportWriteAsFlush,
+    /// `slotsync`: the failover walsender ignores `synchronized_standby_slots` and sends
+    /// everything the primary flushed, past what the standby has.
+    IgnoreStandbySlots,
+    /// `slotsync`: the readiness check is not told what the walsender has sent, so it judges
+    /// by the slot's `confirmed_flush_lsn`, which lags what the subscriber received.
+    CheckWithoutSentLsn,
 }
 
-/// The first seed below `seeds_max` at which some scenario catches `bug`, with the scenario
-/// and the broken invariant. Scenarios are interleaved seed by seed.
-pub fn first_catch(bug: PlantedBug, seeds_max: u64) -> Option<(u64, &'static str, Violation)> {
-    for seed in 0..seeds_max {
-        for &name in SCENARIOS {
-            let out = run_seed_with_bug(name, seed, bug, &mut Trace::hashing())?;
-            if let Some(v) = out.violation {
-                return Some((seed, name, v));
+/// A bug of the connect machine, as the world takes it. Without the feature the type has no
+/// values, so the world's code is the same either way and a plain build cannot plant one.
+#[cfg(feature = "planted-bugs")]
+pub type ConnectBug = pgyard_connect::PlantedBug;
+/// A bug of the connect machine, as the world takes it (none without `planted-bugs`).
+#[cfg(not(feature = "planted-bugs"))]
+pub type ConnectBug = std::convert::Infallible;
+
+/// A bug of the proxy's client sessions, as the `proxy` scenario takes it (none without the
+/// feature, for the same reason as [`ConnectBug`]).
+#[cfg(feature = "planted-bugs")]
+pub type ProxyBug = pgyard_proxy::PlantedBug;
+/// A bug of the proxy's client sessions (none without `planted-bugs`).
+#[cfg(not(feature = "planted-bugs"))]
+pub type ProxyBug = std::convert::Infallible;
+
+#[cfg(feature = "planted-bugs")]
+pub use registry::{Entry, Planted, REGISTRY};
+
+#[cfg(feature = "planted-bugs")]
+mod registry {
+    use super::{ConnectBug, ProxyBug, ScenarioBug};
+    use crate::runner::{derive_seed, SeedOutcome};
+    use crate::scenarios::{connect, delayq, failover, proxy, slotsync};
+    use crate::trace::Trace;
+    use crate::Violation;
+    use pgyard_connect::PlantedBug as C;
+    use pgyard_proxy::PlantedBug as P;
+    use Planted::{Connect, Proxy, Scenario};
+
+    /// A planted bug, by where it lives: that decides which runs can switch it on.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Planted {
+        /// In every `Connector` the `connect` and `failover` scenarios build.
+        Connect(ConnectBug),
+        /// In every client session of the `proxy` scenario.
+        Proxy(ProxyBug),
+        /// In the driving code of the `delayq` or `slotsync` scenario.
+        Scenario(ScenarioBug),
+    }
+
+    impl std::fmt::Display for Planted {
+        // The bug's own name: the catch lines in the CI log print it.
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            match self {
+                Planted::Connect(b) => write!(f, "{b:?}"),
+                Planted::Proxy(b) => write!(f, "{b:?}"),
+                Planted::Scenario(b) => write!(f, "{b:?}"),
             }
         }
     }
-    None
-}
 
-/// Every planted bug of the proxy's client sessions, caught by the `proxy` scenario.
-pub const PROXY: &[pgyard_proxy::PlantedBug] = &[
-    pgyard_proxy::PlantedBug::ReleaseInTransaction,
-    pgyard_proxy::PlantedBug::ForwardMiddleware,
-    pgyard_proxy::PlantedBug::ForgetStatementOnNewServer,
-];
-
-/// Runs `seed` of the `proxy` scenario with `bug` switched on in every client session.
-pub fn run_proxy_seed_with_bug(
-    seed: u64,
-    bug: pgyard_proxy::PlantedBug,
-    trace: &mut Trace,
-) -> SeedOutcome {
-    let mut rng = pgyard_types::rng_from_seed(crate::runner::derive_seed("proxy", seed));
-    crate::trace!(trace, "SEED={seed} scenario=proxy planted={bug:?}");
-    let (simulated_nanos, violation) =
-        match crate::scenarios::proxy::run_proxy(&mut rng, trace, Some(bug)) {
-            Ok(t) => (t, None),
-            Err(v) => (0, Some(v)),
-        };
-    SeedOutcome {
-        seed,
-        hash: trace.hash(),
-        simulated_nanos,
-        violation,
+    /// One planted bug and what must catch it.
+    #[derive(Clone, Copy, Debug)]
+    pub struct Entry {
+        /// The bug.
+        pub bug: Planted,
+        /// The scenario whose invariants must catch it.
+        pub scenario: &'static str,
+        /// The invariant that breaks at the first seed that catches it.
+        pub invariant: &'static str,
+        /// It must be caught at one of the seeds `0..seeds_max`.
+        pub seeds_max: u64,
     }
-}
 
-/// The first seed below `seeds_max` at which the `proxy` scenario catches `bug`.
-pub fn first_proxy_catch(
-    bug: pgyard_proxy::PlantedBug,
-    seeds_max: u64,
-) -> Option<(u64, Violation)> {
-    (0..seeds_max).find_map(|seed| {
-        run_proxy_seed_with_bug(seed, bug, &mut Trace::hashing())
-            .violation
-            .map(|v| (seed, v))
-    })
+    /// The budget: every bug within this many seeds.
+    const SEEDS_MAX: u64 = 1000;
+
+    /// A registry row with the common budget.
+    const fn entry(bug: Planted, scenario: &'static str, invariant: &'static str) -> Entry {
+        Entry {
+            bug,
+            scenario,
+            invariant,
+            seeds_max: SEEDS_MAX,
+        }
+    }
+
+    /// Every planted bug, once, in a fixed order.
+    pub const REGISTRY: &[Entry] = &[
+        entry(
+            Connect(C::IgnoreTargetSessionAttrs),
+            "connect",
+            "target-session-attrs-met",
+        ),
+        entry(
+            Connect(C::DropAttemptTimeout),
+            "connect",
+            "attempt-within-connect-timeout",
+        ),
+        entry(
+            Connect(C::ReuseClosedAttempt),
+            "failover",
+            "attempt-ids-unique",
+        ),
+        entry(
+            Connect(C::SkipPreferSecondPass),
+            "failover",
+            "liveness-connects",
+        ),
+        entry(
+            Connect(C::TrustStaleParameterStatus),
+            "failover",
+            "liveness-connects",
+        ),
+        entry(
+            Connect(C::StartupErrorNextAddress),
+            "connect",
+            "57P03-moves-to-next-host",
+        ),
+        entry(
+            Connect(C::AcceptAnyAlpn),
+            "failover",
+            "tls-alpn-accepted-as-libpq",
+        ),
+        entry(
+            Proxy(P::ReleaseInTransaction),
+            "proxy",
+            "transaction-on-one-server",
+        ),
+        entry(
+            Proxy(P::ForwardMiddleware),
+            "proxy",
+            "no-middleware-or-terminate-reaches-a-server",
+        ),
+        entry(
+            Proxy(P::ForgetStatementOnNewServer),
+            "proxy",
+            "statements-exist-where-bound",
+        ),
+        entry(
+            Scenario(ScenarioBug::ReportWriteAsFlush),
+            "delayq",
+            "flushed-survives-crash",
+        ),
+        entry(
+            Scenario(ScenarioBug::IgnoreStandbySlots),
+            "slotsync",
+            "failover-loses-nothing",
+        ),
+        entry(
+            Scenario(ScenarioBug::CheckWithoutSentLsn),
+            "slotsync",
+            "ready-means-lossless",
+        ),
+    ];
+
+    impl Entry {
+        /// Runs `seed` of the entry's scenario with its bug switched on, the RNG seeded as the
+        /// runner seeds the registered scenario; `None` when that scenario cannot take the bug.
+        pub fn run(&self, seed: u64, trace: &mut Trace) -> Option<SeedOutcome> {
+            let name = self.scenario;
+            let mut rng = pgyard_types::rng_from_seed(derive_seed(name, seed));
+            crate::trace!(trace, "SEED={seed} scenario={name} planted={}", self.bug);
+            let result = match (self.bug, name) {
+                (Connect(b), "connect") => connect::run_connect(&mut rng, trace, Some(b)),
+                (Connect(b), "failover") => failover::run_failover(&mut rng, trace, Some(b)),
+                (Proxy(b), "proxy") => proxy::run_proxy(&mut rng, trace, Some(b)),
+                (Scenario(b), "delayq") => delayq::run_delayq(&mut rng, trace, Some(b)),
+                (Scenario(b), "slotsync") => {
+                    slotsync::run_slotsync(&mut rng, trace, Some(b)).map(|r| r.nanos)
+                }
+                _ => return None,
+            };
+            let (simulated_nanos, violation) = match result {
+                Ok(t) => (t, None),
+                Err(v) => (0, Some(v)),
+            };
+            Some(SeedOutcome {
+                seed,
+                hash: trace.hash(),
+                simulated_nanos,
+                violation,
+            })
+        }
+
+        /// The first seed within the budget at which the scenario catches the bug, with the
+        /// invariant that broke; `None` when no seed does (or the scenario cannot take it).
+        pub fn first_catch(&self) -> Option<(u64, Violation)> {
+            (0..self.seeds_max).find_map(|seed| {
+                self.run(seed, &mut Trace::hashing())?
+                    .violation
+                    .map(|v| (seed, v))
+            })
+        }
+    }
 }

@@ -8,6 +8,8 @@
 //!   provisioning failure stops it at once. The summary ends with every binary's libtest
 //!   line and the ten slowest test binaries.
 //! - `cargo xtask provision`: only the provisioning part of `test`.
+//! - `cargo xtask publish-check`: [`PUBLISH_CHECK`], one `cargo publish --dry-run` over
+//!   every library crate together.
 //! - `cargo xtask fuzz [SECONDS]`: runs every cargo-fuzz target in `fuzz/` for SECONDS each
 //!   (default 60), installing cargo-fuzz first if it is missing.
 //! - `cargo xtask bench-proxy [SECONDS]`: pgbench through PgBouncer and `pgyard proxy` beside
@@ -54,6 +56,8 @@ commands:
                     simulator's tests in release mode; every step runs, failures are
                     listed at the end
   provision         only install PostgreSQL 18 and the server account
+  publish-check     cargo publish --dry-run --workspace --allow-dirty: package and verify
+                    every library crate together, upload nothing
   fuzz [SECONDS]    run every cargo-fuzz target in fuzz/ for SECONDS each (default 60)
   bench-proxy [SECONDS]
                     pgbench -S (simple, extended, prepared) directly, through PgBouncer and
@@ -70,6 +74,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("test") if args.len() == 1 => test(),
         Some("provision") if args.len() == 1 => provision(),
+        Some("publish-check") if args.len() == 1 => publish_check(),
         Some("fuzz") if args.len() <= 2 => match args.get(1).map(|s| s.parse::<u64>()) {
             None => fuzz(FUZZ_SECONDS_DEFAULT),
             Some(Ok(seconds)) if seconds > 0 => fuzz(seconds),
@@ -131,8 +136,10 @@ fn test() -> Result<(), String> {
     });
 
     let mut test_log = TestLog::default();
-    let steps: [(&str, &[&str], bool); 4] = [
+    let steps: [(&str, &[&str], bool); 5] = [
         ("cargo fmt", &["fmt", "--all", "--check"], false),
+        // With RUSTDOCFLAGS=-D warnings (set below): a broken intra-doc link fails the run.
+        ("cargo doc", &["doc", "--workspace", "--no-deps"], false),
         (
             "cargo clippy",
             &[
@@ -176,6 +183,9 @@ fn test() -> Result<(), String> {
         banner(&format!("{name}: {command}"));
         let mut cmd = Command::new(cargo());
         cmd.args(args).current_dir(&root);
+        if args.first() == Some(&"doc") {
+            cmd.env("RUSTDOCFLAGS", "-D warnings");
+        }
         let outcome = if is_test {
             test_log.suffix = if args.contains(&"--release") {
                 " (release)"
@@ -209,6 +219,26 @@ fn test() -> Result<(), String> {
     } else {
         Err(failed.join("\nxtask: "))
     }
+}
+
+/// The arguments of `cargo xtask publish-check`. Cargo publishes a set of workspace crates in
+/// one command: it packages each, then builds each package against the packaged copies of the
+/// others (as crates.io would serve them), and `--dry-run` stops before the upload. The
+/// members marked `publish = false` (the CLI, the test kit, the simulator, the benchmarks and
+/// this crate) are left out by cargo itself, so a library crate added under `crates/` is
+/// checked without changing this line; `tests/publish.rs` holds that set to what it should be.
+/// `--allow-dirty` lets it check work not committed yet.
+const PUBLISH_CHECK: [&str; 4] = ["publish", "--dry-run", "--workspace", "--allow-dirty"];
+
+fn publish_check() -> Result<(), String> {
+    let command = format!("cargo {}", PUBLISH_CHECK.join(" "));
+    banner(&command);
+    run_inherit(
+        Command::new(cargo())
+            .current_dir(workspace_root())
+            .args(PUBLISH_CHECK),
+    )
+    .map_err(|why| format!("{command} failed: {why}"))
 }
 
 fn provision() -> Result<(), String> {

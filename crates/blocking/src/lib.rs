@@ -10,6 +10,35 @@
 //! }
 //! # Ok::<(), pgyard_blocking::Error>(())
 //! ```
+//!
+//! It is the simplest complete driver of the workspace (one thread per attempt, reporting to
+//! the connecting thread), built on pgyard-driver's core; `pgyard connect` uses it. A failed
+//! connect says what each attempt met, in libpq's words, and what the failure means. Here two
+//! ports nobody listens on, and an environment given instead of the process's:
+//!
+//! ```
+//! use pgyard_blocking::{connect_logged, ConnectOptions, ErrorKind, RealInputs};
+//! use pgyard_conninfo::resolve::{Environment, MemFiles};
+//!
+//! // Ports that were free a moment ago: connecting to them is refused.
+//! let free_port = || -> std::io::Result<u16> {
+//!     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+//! };
+//! let (a, b) = (free_port()?, free_port()?);
+//! let inputs = RealInputs { env: Environment::new().with_os_user("app"), files: MemFiles::new() };
+//! let options = ConnectOptions::default().inputs(inputs);
+//!
+//! let mut attempts = Vec::new();
+//! let conninfo = format!("host=127.0.0.1,127.0.0.1 port={a},{b} sslmode=disable");
+//! let err = connect_logged(&conninfo, &options, &mut attempts).unwrap_err();
+//! assert_eq!(attempts.len(), 2);
+//! assert!(err.to_string().starts_with(&format!(
+//!     "connection to server at \"127.0.0.1\", port {a} failed: Connection refused\n"
+//! )));
+//! assert_eq!(err.kind(), ErrorKind::Transient);
+//! assert!(err.kind().is_retryable());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod driver;
 mod session;

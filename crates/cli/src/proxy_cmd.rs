@@ -8,12 +8,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pgyard_proxy::{ClientAuth, ClientConfig, Databases, PoolMode, PoolSettings, Route};
-use pgyard_tokio::proxy::{self, Proxy, ProxyConfig};
+use pgyard_proxy::{ClientAuth, ClientConfig, Databases, PoolMode, PoolSettings, Route, TlsMode};
+use pgyard_tokio::proxy::{self, Proxy, ProxyConfig, ProxyTls, TlsFile};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 /// The shortcut flags, which `--config` replaces.
-const FLAGS: [&str; 10] = [
+const FLAGS: [&str; 13] = [
     "listen",
     "backend",
     "pool_mode",
@@ -24,6 +24,9 @@ const FLAGS: [&str; 10] = [
     "wait_timeout",
     "max_client_conn",
     "admin_user",
+    "tls_cert",
+    "tls_key",
+    "tls_mode",
 ];
 
 /// Arguments of `pgyard proxy`.
@@ -65,6 +68,28 @@ pub struct ProxyArgs {
     /// `--auth trust` every user may.
     #[arg(long = "admin-user", value_name = "NAME")]
     pub admin_user: Vec<String>,
+    /// TLS to clients: the proxy's certificate chain (PEM, its own certificate first).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// When clients use TLS (PgBouncer's `client_tls_sslmode`); `prefer` with a certificate.
+    #[arg(long, value_enum, requires = "tls_cert")]
+    pub tls_mode: Option<TlsModeArg>,
+}
+
+/// `--tls-mode`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum TlsModeArg {
+    /// No TLS: SSLRequest is answered `N`.
+    Disable,
+    /// TLS when the client asks for it.
+    Allow,
+    /// The same as `allow` (the client is the one that prefers).
+    Prefer,
+    /// TLS when the client asks for it; a plaintext login is refused.
+    Require,
 }
 
 /// `--pool-mode`.
@@ -231,5 +256,21 @@ fn config(args: &ProxyArgs) -> Result<ProxyConfig, String> {
         ..PoolSettings::default()
     };
     config.max_client_conn = args.max_client_conn;
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        let mode = match args.tls_mode.unwrap_or(TlsModeArg::Prefer) {
+            TlsModeArg::Disable => TlsMode::Disable,
+            TlsModeArg::Allow => TlsMode::Allow,
+            TlsModeArg::Prefer => TlsMode::Prefer,
+            TlsModeArg::Require => TlsMode::Require,
+        };
+        let tls = ProxyTls::from_files(mode, cert, key).map_err(|e| {
+            let flag = match e.file {
+                TlsFile::Cert => "--tls-cert",
+                TlsFile::Key => "--tls-key",
+            };
+            format!("{flag}: {}", e.message)
+        })?;
+        config.tls = Some(tls);
+    }
     Ok(config)
 }

@@ -5,7 +5,49 @@
 //! `PQconninfoParse`) and [`parse_params`] (the keyword arrays of `PQconnectdbParams`) give a
 //! [`ConnInfo`] holding only what was written; `resolve` fills defaults from a supplied
 //! environment, service files and password file; `typed` derives the host list and enums with
-//! libpq's validation messages.
+//! libpq's validation messages. [`configure`] chains the last two as `PQconnectdb` does.
+//!
+//! Every other pgyard crate that connects starts here, and so can any driver that wants
+//! libpq's reading of a connection string without linking libpq: the result is plain data
+//! (a host list with per-host passwords, typed enums, raw values for what libpq parses late).
+//! `examples/tokio_postgres_config.rs` turns it into a `tokio_postgres::Config`, service and
+//! password files included.
+//!
+//! ```
+//! use pgyard_conninfo::resolve::{Environment, MemFile, MemFiles};
+//! use pgyard_conninfo::typed::{SlotKind, TargetSessionAttrs};
+//! use pgyard_conninfo::{configure, parse, Keyword};
+//!
+//! // Phase 1 keeps what was written, nothing more; the URI form fills the same table.
+//! let info = parse("postgresql://app@db1:5433,db2/shop?target_session_attrs=read-write")?;
+//! assert_eq!(info.get(Keyword::Host), Some(&b"db1,db2"[..]));
+//! assert_eq!(info.get(Keyword::Dbname), Some(&b"shop"[..]));
+//! assert_eq!(info.get(Keyword::Password), None);
+//!
+//! // Errors carry libpq's words.
+//! let err = parse("host=db1 colour=blue").unwrap_err();
+//! assert_eq!(err.to_string(), r#"invalid connection option "colour""#);
+//!
+//! // Phases 2 and 3 read an environment and files the caller supplies (here in memory):
+//! // the service names the hosts, the password file holds one host's password.
+//! let env = Environment::new()
+//!     .with_var("PGSERVICEFILE", "/etc/pg_service.conf")
+//!     .with_var("HOME", "/home/app")
+//!     .with_os_user("app");
+//! let files = MemFiles::new()
+//!     .with("/etc/pg_service.conf", MemFile::regular("[shop]\nhost=db1,db2\ndbname=orders\n"))
+//!     .with("/home/app/.pgpass", MemFile::regular("db2:5432:orders:app:s3cret\n"));
+//! let ready = configure(parse("service=shop target_session_attrs=read-write")?, &env, &files)?;
+//! let config = &ready.config;
+//! assert_eq!(config.user(), b"app"); // the OS user, as libpq defaults it
+//! assert_eq!(config.target_session_attrs(), TargetSessionAttrs::ReadWrite);
+//! let slots = config.slots();
+//! assert_eq!(slots.len(), 2);
+//! assert_eq!(slots[0].kind(), SlotKind::HostName);
+//! assert_eq!((slots[0].password(), slots[1].password()), (None, Some(&b"s3cret"[..])));
+//! assert_eq!(slots[1].port()?, 5432);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod error;
 #[cfg(any(test, feature = "fuzzing"))]

@@ -12,6 +12,46 @@
 //! pull due work with [`DelayQueue::poll_ready`], apply it, then [`DelayQueue::mark_applied`];
 //! call [`DelayQueue::purge`] now and then; on every (re)connect call
 //! [`DelayQueue::restart_stream`] and start replication at [`DelayQueue::resume_lsn`].
+//!
+//! It sits between a logical replication stream (pgyard-wire decodes the pgoutput messages,
+//! [`pgoutput::event`] says what each means to the queue) and an apply worker: pgyard-tokio's
+//! `follow` is one producer, `pgyard delayq run` the whole program. One transaction, one
+//! minute late:
+//!
+//! ```
+//! use std::time::Duration;
+//! use pgyard_delayq::{Config, DelayQueue, Event, FsStorage, Ready, Received};
+//! use pgyard_types::{Lsn, PgTimestamp, Xid};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let config = Config { delay: Duration::from_secs(60), ..Config::default() };
+//! let mut queue = DelayQueue::open(FsStorage::open(dir.path())?, config)?;
+//!
+//! // The publisher committed at `ts`; the messages arrive a second later.
+//! let ts = PgTimestamp(800_000_000_000_000);
+//! let arrival = ts.to_unix();
+//! let later = |secs: i64| pgyard_types::UnixTime(arrival.0 + secs * 1_000_000);
+//! let messages = [
+//!     (Event::Begin { xid: Xid(7), final_lsn: Lsn(0x300), commit_ts: ts }, &b"B"[..]),
+//!     (Event::Change { xid: None }, &b"I"[..]),
+//!     (Event::Commit { commit_lsn: Lsn(0x300), end_lsn: Lsn(0x330), commit_ts: ts }, &b"C"[..]),
+//! ];
+//! for (event, payload) in messages {
+//!     // The payload is the raw pgoutput message; the queue stores it as it came.
+//!     queue.handle(later(1), Received { wal_lsn: Lsn::INVALID, payload, event })?;
+//! }
+//! // Durable now: this is the position to report to the publisher as flushed.
+//! assert_eq!(queue.flush()?, Lsn(0x330));
+//!
+//! assert_eq!(queue.poll_ready(later(30))?, None); // not due yet
+//! let Some(Ready::Transaction(txn)) = queue.poll_ready(later(61))? else { panic!("due") };
+//! assert_eq!(txn.xid, Xid(7));
+//! assert_eq!(txn.messages, [b"B".to_vec(), b"I".to_vec(), b"C".to_vec()]);
+//! // Apply it on the subscriber, then acknowledge; purge frees what is applied.
+//! queue.mark_applied(txn.id)?;
+//! queue.purge()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod format;
 mod fs;

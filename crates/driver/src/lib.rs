@@ -3,6 +3,44 @@
 //! and keeps the bookkeeping around them ([`core`]), the TLS settings and texts ([`tls`]),
 //! typed errors, the attempt log, reading libpq's inputs, and the simple-query reply. It does
 //! no socket I/O and keeps no clock: time comes in as an argument, as for the machine.
+//!
+//! It sits on pgyard-connect and under the two adapters and the simulator. A third adapter
+//! (another runtime, an event loop of its own) would start where they start: [`prepare`]
+//! reads a connection string as `PQconnectdb` does, with the process's environment and files
+//! or, as here, ones given in [`ConnectOptions::inputs`]; then [`core::Core`] runs the machine.
+//!
+//! ```
+//! use pgyard_conninfo::resolve::{Environment, MemFile, MemFiles};
+//! use pgyard_driver::{prepare, ConnectOptions, ErrorKind, Keyword, RealInputs, Strategy};
+//!
+//! let inputs = RealInputs {
+//!     env: Environment::new()
+//!         .with_var("PGSERVICEFILE", "/etc/pg_service.conf")
+//!         .with_var("PGTZ", "UTC")
+//!         .with_os_user("app"),
+//!     files: MemFiles::new()
+//!         .with("/etc/pg_service.conf", MemFile::regular("[shop]\nhost=db1,db2\n")),
+//! };
+//! let options = ConnectOptions::default()
+//!     .inputs(inputs.clone())
+//!     .seed(1)
+//!     .strategy(Strategy::Race)
+//!     .set(Keyword::ApplicationName, "billing");
+//! let prepared = prepare("service=shop", &options)?;
+//! assert_eq!(prepared.config.slots().len(), 2);
+//! assert_eq!(prepared.config.strategy(), Strategy::Race);
+//! assert_eq!(prepared.config.application_name(), Some(&b"billing"[..]));
+//! // libpq sends PGTZ as the `timezone` startup parameter.
+//! assert!(prepared.extra_startup_params.contains(&(b"timezone".to_vec(), b"UTC".to_vec())));
+//!
+//! // Errors keep libpq's text and say what they mean: retrying a bad string cannot help.
+//! let options = ConnectOptions::default().inputs(inputs);
+//! let err = prepare("host=db1 port=5432,5433", &options).unwrap_err();
+//! assert_eq!(err.to_string(), "could not match 2 port numbers to 1 hosts");
+//! assert_eq!(err.kind(), ErrorKind::Configuration);
+//! assert!(!err.kind().is_retryable());
+//! # Ok::<(), pgyard_driver::Error>(())
+//! ```
 
 pub mod attempts;
 mod certnames;

@@ -2,10 +2,12 @@
 //! driven by arbitrary bytes from both sides, with its invariants checked after every step.
 //!
 //! Input: the first byte picks the pool mode (bit 0), the password check (bit 1: trust or
-//! an auth file with an MD5 user) and whether that user is an admin user (bit 2); then a
-//! sequence of `[op][len][len bytes]` steps: op % 7 is 0 client bytes, 1 server bytes, 2 a server lent (its settings from the bytes) — or, while
-//! an admin command awaits the adapter, the adapter's reply (made from the bytes) — 3 the
-//! server lost, 4 the pool refusing, 5 the clock at the bytes' value, 6 the client gone.
+//! an auth file with an MD5 user), TLS (bits 2 and 3: off, offered, or required), whether a
+//! handshake agrees on ALPN `postgresql` (bit 4 clear) or on none, and whether the auth
+//! file's user is an admin user (bit 5); then a sequence of `[op][len][len bytes]` steps:
+//! op % 7 is 0 client bytes, 1 server bytes, 2 a server lent (its settings from the bytes) —
+//! or, while an admin command awaits the adapter, the adapter's reply (made from the bytes) —
+//! 3 the server lost, 4 the pool refusing, 5 the clock at the bytes' value, 6 the client gone.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +18,9 @@ use pgyard_wire::auth::LoginRandom;
 use pgyard_wire::frame::{decode_frame, Decoded};
 
 use crate::admin::{AdminError, AdminReply, ClientRow, Snapshot};
-use crate::client::{ClientAuth, ClientConfig, ClientOut, ClientSession, Lent, PoolMode};
+use crate::client::{
+    ClientAuth, ClientConfig, ClientOut, ClientSession, ClientTls, Lent, PoolMode, TlsMode,
+};
 use crate::pool::{ClientId, PoolKey, ServerId};
 use crate::{AuthFile, Route};
 
@@ -63,6 +67,11 @@ pub fn client_session(data: &[u8]) {
             _ => {}
         }
         check.outputs(&mut s);
+        if std::mem::take(&mut check.handshake) {
+            let alpn = (first & 16 == 0).then_some(crate::client::ALPN_POSTGRESQL);
+            s.handle_tls_established(alpn);
+            check.outputs(&mut s);
+        }
     }
 }
 
@@ -85,9 +94,9 @@ fn session(first: u8) -> ClientSession {
         default_route: Route::Primary,
         login_timeout: Duration::from_secs(60),
         databases: crate::client::Databases::Any,
-        // Bit 2: the auth file's user may open the admin console.
+        // Bit 5: the auth file's user may open the admin console.
         admin_users: Arc::new(
-            (first & 4 != 0)
+            (first & 32 != 0)
                 .then(|| "u".to_owned())
                 .into_iter()
                 .collect(),
@@ -102,7 +111,16 @@ fn session(first: u8) -> ClientSession {
         nonce: [2; 18],
         mock_salt: [3; 16],
     };
-    ClientSession::new(Instant(0), ClientId(1), config, key, random)
+    let mode = match first & 12 {
+        0 => TlsMode::Disable,
+        4 => TlsMode::Prefer,
+        _ => TlsMode::Require,
+    };
+    let tls = ClientTls {
+        mode,
+        end_point: Some(Arc::from(&[5u8; 32][..])),
+    };
+    ClientSession::new(Instant(0), ClientId(1), config, key, random).with_tls(tls)
 }
 
 /// A lent server whose settings come from `bytes` (pairs of short texts).
@@ -139,7 +157,11 @@ fn admin_reply(s: &ClientSession, bytes: &[u8]) -> AdminReply {
                 connect_time: Some(u64::from(bytes.len() as u32) << 30),
                 request_time: None,
                 wait: Duration::from_micros(bytes.len() as u64),
-                tls: None,
+                // What the adapter would show of a TLS session (its text is not the machine's
+                // concern, only that it is rendered).
+                tls: s
+                    .is_tls()
+                    .then(|| "TLSv1.3/TLS_AES_128_GCM_SHA256".to_owned()),
                 application_name: text.clone(),
                 tag: s.tag().map(str::to_owned),
             };
@@ -173,6 +195,10 @@ struct Checks {
     admin_pending: bool,
     /// Bytes sent to servers, kept to check the frames they hold.
     to_server: Vec<u8>,
+    /// A handshake was asked for and is to be reported done.
+    handshake: bool,
+    /// Whether a handshake was ever asked for (at most once a connection).
+    tls_started: bool,
 }
 
 impl Checks {
@@ -209,6 +235,11 @@ impl Checks {
                     assert_eq!(Some(server.id), self.lent, "released a server not lent");
                     self.lent = None;
                     self.to_server.clear();
+                }
+                ClientOut::StartTls { .. } => {
+                    assert!(!self.tls_started, "a second TLS handshake");
+                    self.tls_started = true;
+                    self.handshake = true;
                 }
                 ClientOut::Close => self.closed = true,
             }

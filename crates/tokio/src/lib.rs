@@ -16,6 +16,26 @@
 //!
 //! [`follow`] streams a publisher's logical slot into a durable delay queue; [`proxy`] runs
 //! `pgyard proxy`, the pooler that honours the middleware message.
+//!
+//! Each attempt is a task of its own, so racing hosts costs no threads. A failed connect
+//! keeps libpq's text and says what it means; here a port nobody listens on, and an
+//! environment given instead of the process's:
+//!
+//! ```
+//! use pgyard_conninfo::resolve::{Environment, MemFiles};
+//! use pgyard_tokio::{connect_with, ConnectOptions, ErrorKind, RealInputs};
+//!
+//! let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+//! let inputs = RealInputs { env: Environment::new().with_os_user("app"), files: MemFiles::new() };
+//! let options = ConnectOptions::default().inputs(inputs);
+//! let conninfo = format!("host=127.0.0.1 port={port} sslmode=disable connect_timeout=5");
+//!
+//! let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+//! let err = runtime.block_on(connect_with(&conninfo, &options)).unwrap_err();
+//! assert!(err.to_string().contains("Connection refused"));
+//! assert_eq!(err.kind(), ErrorKind::Transient);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod driver;
 pub mod follow;

@@ -99,7 +99,7 @@ impl Session {
 
     /// Sends the proposal's middleware message (`class`, `payload`), refused (a
     /// configuration error) unless a middleware said it consumes them
-    /// ([`SessionInfo::middleware_consumed`]); a negative class is refused too.
+    /// ([`pgyard_driver::SessionInfo::middleware_consumed`]); a negative class is refused too.
     pub async fn send_middleware(&mut self, class: i64, payload: &[u8]) -> Result<(), Error> {
         let buf = self.core.middleware_frame(true, class, payload)?;
         self.send_frame(&buf).await

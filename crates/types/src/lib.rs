@@ -3,6 +3,33 @@
 //! Every other crate speaks in these: write-ahead-log positions ([`Lsn`]), transaction ids
 //! ([`Xid`]), PostgreSQL wall-clock timestamps ([`PgTimestamp`]), the virtual monotonic clock that
 //! state machines take as input ([`Instant`]) and the one seeded random source ([`Rng`]).
+//!
+//! It sits at the bottom of the workspace and depends on nothing of pgyard's. A driver meets
+//! these types at the edges of the machines: it converts its own clock into [`Instant`]s
+//! from an origin it chooses, and hands each machine a seed instead of a random source.
+//!
+//! ```
+//! use std::time::Duration;
+//! use pgyard_types::{rng_from_seed, uniform_inclusive, Instant, Lsn, PgTimestamp, UnixTime};
+//!
+//! // LSNs read and print as PostgreSQL's `pg_lsn` does.
+//! let lsn: Lsn = "16/B374D848".parse()?;
+//! assert_eq!(lsn, Lsn(0x16_B374_D848));
+//! assert_eq!(lsn.to_string(), "16/B374D848");
+//! assert!("16/".parse::<Lsn>().is_err());
+//!
+//! // PostgreSQL counts microseconds from 2000-01-01, Unix from 1970-01-01.
+//! assert_eq!(PgTimestamp(0).to_unix(), UnixTime(946_684_800_000_000));
+//!
+//! // The machines' clock is a plain number of nanoseconds: deadlines are additions.
+//! let deadline = Instant::ZERO + Duration::from_millis(250);
+//! assert_eq!(deadline.saturating_duration_since(Instant::ZERO), Duration::from_millis(250));
+//!
+//! // One seed, one sequence: a run is replayed by reusing its seed.
+//! let (mut a, mut b) = (rng_from_seed(42), rng_from_seed(42));
+//! assert_eq!(uniform_inclusive(&mut a, 9), uniform_inclusive(&mut b, 9));
+//! # Ok::<(), pgyard_types::LsnParseError>(())
+//! ```
 
 use std::fmt;
 use std::str::FromStr;

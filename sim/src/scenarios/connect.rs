@@ -13,7 +13,7 @@ use pgyard_conninfo::{parse, Strategy};
 use pgyard_types::{uniform_inclusive, Instant, Rng, RngCore};
 
 use crate::world::net::{Dns, Link, Net, NetMix, Partition};
-use crate::world::pg::{Node, NodeState, PASSWORD, USER};
+use crate::world::pg::{Node, NodeState, Role, PASSWORD, USER};
 use crate::world::{Bug, ClientSpec, ClusterEvent, SpecText, World};
 use crate::{trace, Scenario, Trace, Violation};
 
@@ -114,15 +114,11 @@ pub(crate) fn draw_mix(rng: &mut Rng) -> Mix {
 pub(crate) fn build_world(rng: &mut Rng, mix: &Mix, bug: Bug) -> World {
     let mut nodes = Vec::new();
     for i in 0..mix.nodes {
-        let state = if i == 0 {
-            NodeState::Primary
-        } else {
-            NodeState::Standby
-        };
+        let role = if i == 0 { Role::Primary } else { Role::Standby };
         // trust 40 %, MD5 30 %, SCRAM 30 %.
         let auth = [0, 0, 0, 0, 1, 1, 1, 2, 2, 2][uniform_inclusive(rng, 9) as usize];
         let iterations = 1 + uniform_inclusive(rng, 3) as u32;
-        let mut n = Node::new(format!("pg{i}"), state, auth, iterations, rng);
+        let mut n = Node::new(format!("pg{i}"), role.into(), auth, iterations, rng);
         n.old_version = coin(rng, mix.old_version_pct);
         n.tls = coin(rng, mix.tls_pct);
         if coin(rng, mix.alpn_off_pct) {
@@ -134,9 +130,7 @@ pub(crate) fn build_world(rng: &mut Rng, mix: &Mix, bug: Bug) -> World {
         }
         n.lag_ms = uniform_inclusive(rng, 300);
         if coin(rng, mix.starting_pct) {
-            n.state = NodeState::StartingUp {
-                standby: state == NodeState::Standby,
-            };
+            n.state = NodeState::StartingUp { then: role };
         }
         nodes.push(n);
     }
@@ -275,11 +269,19 @@ pub(crate) fn schedule_faults(rng: &mut Rng, w: &mut World, mix: &Mix, t: &mut T
             let back = Instant(t0.0 + uniform_inclusive(rng, safety / 2));
             w.schedule(
                 back,
-                ClusterEvent::Set(node, NodeState::StartingUp { standby: true }),
+                ClusterEvent::Set {
+                    node,
+                    state: NodeState::StartingUp {
+                        then: Role::Standby,
+                    },
+                },
             );
             w.schedule(
                 Instant(back.0 + 50 * MS),
-                ClusterEvent::Set(node, NodeState::Standby),
+                ClusterEvent::Set {
+                    node,
+                    state: NodeState::Standby,
+                },
             );
         }
     }
@@ -290,52 +292,87 @@ pub(crate) fn schedule_faults(rng: &mut Rng, w: &mut World, mix: &Mix, t: &mut T
             w.schedule(t0, ClusterEvent::Crash(0));
         }
         let lag = w.nodes[node].lag_ms * MS;
-        w.schedule(t0, ClusterEvent::Set(node, NodeState::Promoting));
+        w.schedule(
+            t0,
+            ClusterEvent::Set {
+                node,
+                state: NodeState::Promoting,
+            },
+        );
         w.schedule(
             Instant(t0.0 + lag + 10 * MS),
-            ClusterEvent::Set(node, NodeState::Primary),
+            ClusterEvent::Set {
+                node,
+                state: NodeState::Primary,
+            },
         );
     } else if mix.two_primaries && n > 1 {
         let node = 1 + uniform_inclusive(rng, n - 2) as usize;
-        w.schedule(at(rng), ClusterEvent::Set(node, NodeState::Primary));
+        w.schedule(
+            at(rng),
+            ClusterEvent::Set {
+                node,
+                state: NodeState::Primary,
+            },
+        );
     }
     if mix.switchover && n > 1 {
         let node = 1 + uniform_inclusive(rng, n - 2) as usize;
         let t0 = at(rng);
-        w.schedule(t0, ClusterEvent::Set(0, NodeState::ShuttingDown));
+        w.schedule(
+            t0,
+            ClusterEvent::Set {
+                node: 0,
+                state: NodeState::ShuttingDown,
+            },
+        );
         w.schedule(
             Instant(t0.0 + 20 * MS),
-            ClusterEvent::Set(node, NodeState::Promoting),
+            ClusterEvent::Set {
+                node,
+                state: NodeState::Promoting,
+            },
         );
         w.schedule(
             Instant(t0.0 + 60 * MS),
-            ClusterEvent::Set(node, NodeState::Primary),
+            ClusterEvent::Set {
+                node,
+                state: NodeState::Primary,
+            },
         );
         w.schedule(
             Instant(t0.0 + 80 * MS),
-            ClusterEvent::Set(0, NodeState::StartingUp { standby: true }),
+            ClusterEvent::Set {
+                node: 0,
+                state: NodeState::StartingUp {
+                    then: Role::Standby,
+                },
+            },
         );
         w.schedule(
             Instant(t0.0 + 200 * MS),
-            ClusterEvent::Set(0, NodeState::Standby),
+            ClusterEvent::Set {
+                node: 0,
+                state: NodeState::Standby,
+            },
         );
     }
     if mix.too_many {
         let node = uniform_inclusive(rng, n - 1) as usize;
         let t0 = at(rng);
-        w.schedule(t0, ClusterEvent::Limit(node, 0));
+        w.schedule(t0, ClusterEvent::Limit { node, max: 0 });
         w.schedule(
             Instant(t0.0 + uniform_inclusive(rng, safety)),
-            ClusterEvent::Limit(node, 100),
+            ClusterEvent::Limit { node, max: 100 },
         );
     }
     if mix.hang {
         let node = uniform_inclusive(rng, n - 1) as usize;
         let t0 = at(rng);
-        w.schedule(t0, ClusterEvent::Hang(node, true));
+        w.schedule(t0, ClusterEvent::Hang { node, hung: true });
         w.schedule(
             Instant(t0.0 + uniform_inclusive(rng, safety)),
-            ClusterEvent::Hang(node, false),
+            ClusterEvent::Hang { node, hung: false },
         );
     }
     if mix.partition {

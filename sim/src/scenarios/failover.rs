@@ -13,7 +13,7 @@ use pgyard_types::{uniform_inclusive, Instant, Rng};
 
 use super::connect::{build_world, draw_mix, shuffle};
 use crate::world::net::NetMix;
-use crate::world::pg::{NodeState, PASSWORD, USER};
+use crate::world::pg::{NodeState, Role, PASSWORD, USER};
 use crate::world::{Bug, ClientSpec, ClusterEvent, SpecText};
 use crate::{trace, Scenario, Trace, Violation};
 
@@ -120,24 +120,47 @@ pub fn run_failover(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Viola
         w.add_client(spec, Instant(uniform_inclusive(rng, 20 * MS)));
     }
     if fm.switchover {
-        w.schedule(crash, ClusterEvent::Set(0, NodeState::ShuttingDown));
+        w.schedule(
+            crash,
+            ClusterEvent::Set {
+                node: 0,
+                state: NodeState::ShuttingDown,
+            },
+        );
         w.schedule(Instant(crash.0 + 30 * MS), ClusterEvent::Crash(0));
         w.schedule(
             Instant(promoted.0 + 100 * MS),
-            ClusterEvent::Set(0, NodeState::StartingUp { standby: true }),
+            ClusterEvent::Set {
+                node: 0,
+                state: NodeState::StartingUp {
+                    then: Role::Standby,
+                },
+            },
         );
         w.schedule(
             Instant(promoted.0 + 300 * MS),
-            ClusterEvent::Set(0, NodeState::Standby),
+            ClusterEvent::Set {
+                node: 0,
+                state: NodeState::Standby,
+            },
         );
     } else {
         w.schedule(crash, ClusterEvent::Crash(0));
     }
     w.schedule(
         Instant(crash.0 + fm.promote_after_ms * MS),
-        ClusterEvent::Set(new_primary, NodeState::Promoting),
+        ClusterEvent::Set {
+            node: new_primary,
+            state: NodeState::Promoting,
+        },
     );
-    w.schedule(promoted, ClusterEvent::Set(new_primary, NodeState::Primary));
+    w.schedule(
+        promoted,
+        ClusterEvent::Set {
+            node: new_primary,
+            state: NodeState::Primary,
+        },
+    );
     w.schedule_liveness(Instant(promoted.0 + 500 * MS));
     w.run(t, Instant(promoted.0 + 3_600_000 * MS))?;
     trace!(

@@ -36,13 +36,25 @@ struct Mix {
 #[derive(Debug)]
 enum Ev {
     /// Client bytes reach the middleware (or the server, for a direct client).
-    FromClient(usize, Vec<u8>),
+    FromClient { conn: usize, bytes: Vec<u8> },
     /// Forwarded bytes reach the server.
-    ToServer(usize, Vec<u8>),
+    ToServer { conn: usize, bytes: Vec<u8> },
     /// Server bytes reach the client.
-    ToClient(usize, Vec<u8>),
+    ToClient { conn: usize, bytes: Vec<u8> },
     /// The connection was reset.
     Reset(usize),
+}
+
+/// How far a connection is from its end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Link {
+    /// Bytes flow both ways.
+    Open,
+    /// Nothing more goes towards the server: it closed the connection, or a reset is on its
+    /// way; what the server already sent still reaches the client.
+    Closed,
+    /// The connection was reset: nothing more reaches either end.
+    Reset,
 }
 
 struct Conn {
@@ -56,8 +68,7 @@ struct Conn {
     ready: u64,
     notices: u64,
     fatal_08p01: bool,
-    closed: bool,
-    reset: bool,
+    link: Link,
     dec: FrameDecoder,
     last: [Instant; 3],
 }
@@ -89,16 +100,16 @@ impl Scenario for MiddlewareScenario {
                 return Err(fail("no-busy-loop", "too many steps".to_owned()));
             }
             match ev {
-                Ev::FromClient(c, bytes) => {
+                Ev::FromClient { conn: c, bytes } => {
                     from_client(rng, t, &mix, &mut q, now, c, &mut conns[c], &bytes)?;
                 }
-                Ev::ToServer(c, bytes) => {
+                Ev::ToServer { conn: c, bytes } => {
                     to_server(rng, &mix, &mut q, now, c, &mut conns[c], &mut nodes, &bytes)?;
                 }
-                Ev::ToClient(c, bytes) => to_client(&mut conns[c], &bytes),
+                Ev::ToClient { conn: c, bytes } => to_client(&mut conns[c], &bytes),
                 Ev::Reset(c) => {
                     let conn = &mut conns[c];
-                    conn.reset = true;
+                    conn.link = Link::Reset;
                     conn.session.end(&mut nodes[conn.server]);
                 }
             }
@@ -184,7 +195,8 @@ fn draw_client(rng: &mut Rng, t: &mut Trace, mix: &Mix, q: &mut Queue<Ev>, c: us
     while !rest.is_empty() {
         let n = (1 + uniform_inclusive(rng, mix.chunk_max - 1) as usize).min(rest.len());
         at += 1 + exp_ns(rng, mix.latency_mean_ns);
-        q.push(Instant(at), Ev::FromClient(c, rest[..n].to_vec()));
+        let bytes = rest[..n].to_vec();
+        q.push(Instant(at), Ev::FromClient { conn: c, bytes });
         rest = &rest[n..];
     }
     Conn {
@@ -198,8 +210,7 @@ fn draw_client(rng: &mut Rng, t: &mut Trace, mix: &Mix, q: &mut Queue<Ev>, c: us
         ready: 0,
         notices: 0,
         fatal_08p01: false,
-        closed: false,
-        reset: false,
+        link: Link::Open,
         dec: FrameDecoder::backend(Limits::libpq_client()),
         last: [Instant::ZERO; 3],
     }
@@ -218,18 +229,19 @@ fn from_client(
     conn: &mut Conn,
     bytes: &[u8],
 ) -> Result<(), Violation> {
-    if conn.closed {
+    if conn.link != Link::Open {
         return Ok(());
     }
     if mix.reset_permille > 0 && uniform_inclusive(rng, 999) < mix.reset_permille {
         trace!(t, "t={} c{c} reset", now.0);
         q.push(now, Ev::Reset(c));
-        conn.closed = true;
+        conn.link = Link::Closed;
         return Ok(());
     }
     if conn.direct {
         let d = hop(rng, &mut conn.last[1], now, mix.latency_mean_ns);
-        q.push(d, Ev::ToServer(c, bytes.to_vec()));
+        let bytes = bytes.to_vec();
+        q.push(d, Ev::ToServer { conn: c, bytes });
         return Ok(());
     }
     conn.splitter.feed(bytes);
@@ -237,7 +249,8 @@ fn from_client(
         match conn.splitter.split() {
             Ok(Decoded::Frame(SplitItem::Forward(b))) => {
                 let d = hop(rng, &mut conn.last[1], now, mix.latency_mean_ns);
-                q.push(d, Ev::ToServer(c, b.to_vec()));
+                let bytes = b.to_vec();
+                q.push(d, Ev::ToServer { conn: c, bytes });
             }
             Ok(Decoded::Frame(SplitItem::Middleware(m))) => {
                 trace!(
@@ -266,10 +279,7 @@ fn to_server(
     nodes: &mut [Node],
     bytes: &[u8],
 ) -> Result<(), Violation> {
-    if conn.closed && !conn.reset {
-        return Ok(());
-    }
-    if conn.reset {
+    if conn.link != Link::Open {
         return Ok(());
     }
     let node = &mut nodes[conn.server];
@@ -286,17 +296,23 @@ fn to_server(
     }
     if !reply.bytes.is_empty() {
         let d = hop(rng, &mut conn.last[2], now, mix.latency_mean_ns);
-        q.push(d, Ev::ToClient(c, reply.bytes));
+        q.push(
+            d,
+            Ev::ToClient {
+                conn: c,
+                bytes: reply.bytes,
+            },
+        );
     }
     if reply.close {
-        conn.closed = true;
+        conn.link = Link::Closed;
     }
     Ok(())
 }
 
 /// Server bytes reach the client, which counts ReadyForQuery, notices and an 08P01 error.
 fn to_client(conn: &mut Conn, bytes: &[u8]) {
-    if conn.reset {
+    if conn.link == Link::Reset {
         return;
     }
     conn.dec.feed(bytes);
@@ -319,17 +335,17 @@ fn check_client(
     conn: &Conn,
     stance: MiddlewareStance,
 ) -> Result<(), Violation> {
+    let reset = conn.link == Link::Reset;
     trace!(
         t,
-        "client {c} done: ready={} notices={} fatal={} m_got={} reset={}",
+        "client {c} done: ready={} notices={} fatal={} m_got={} reset={reset}",
         conn.ready,
         conn.notices,
         conn.fatal_08p01,
         conn.got_m.len(),
-        conn.reset
     );
     if conn.direct {
-        if conn.reset {
+        if reset {
             return Ok(());
         }
         let expect_fatal = stance == MiddlewareStance::Reject && !conn.sent_m.is_empty();
@@ -361,7 +377,7 @@ fn check_client(
     let prefix_ok =
         conn.got_m.len() <= conn.sent_m.len() && conn.got_m[..] == conn.sent_m[..conn.got_m.len()];
     let all = conn.got_m.len() == conn.sent_m.len();
-    if !prefix_ok || (!conn.reset && !all) {
+    if !prefix_ok || (!reset && !all) {
         return Err(fail(
             "every-m-reaches-the-middleware-once-in-order",
             format!(
@@ -371,7 +387,7 @@ fn check_client(
             ),
         ));
     }
-    if !conn.reset && (conn.ready != conn.queries + 1 || conn.fatal_08p01 || conn.notices > 0) {
+    if !reset && (conn.ready != conn.queries + 1 || conn.fatal_08p01 || conn.notices > 0) {
         return Err(fail(
             "queries-through-the-middleware-answered",
             format!(

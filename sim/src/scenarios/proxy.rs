@@ -23,17 +23,14 @@ use pgyard_wire::frame::{decode_frame, Decoded, ProtocolVersion};
 use pgyard_wire::frontend;
 
 use super::proxy_server::{owner, FakeServer, Placement};
+use crate::world::pg::Role;
 use crate::{trace, Scenario, Trace, Violation};
 
 /// The scenario.
 pub struct ProxyScenario;
 
-/// A bug planted in the client sessions (feature `planted-bugs`).
-#[cfg(feature = "planted-bugs")]
-pub type Bug = Option<pgyard_proxy::PlantedBug>;
-/// A bug planted in the client sessions (nothing without the `planted-bugs` feature).
-#[cfg(not(feature = "planted-bugs"))]
-pub type Bug = Option<std::convert::Infallible>;
+/// A bug planted in every client session (see [`crate::planted`]).
+pub type Bug = Option<crate::planted::ProxyBug>;
 
 impl Scenario for ProxyScenario {
     fn name(&self) -> &'static str {
@@ -279,8 +276,8 @@ impl World {
                     violation("bytes-only-to-a-lent-server", format!("no server {}", id.0))
                 })?;
                 server.receive(&b, &mut self.placed, &mut reply)?;
-                let (sid, primary) = (server.id, server.primary);
-                self.check_route(sid, primary)?;
+                let (sid, role) = (server.id, server.role);
+                self.check_route(sid, role)?;
                 self.replies.entry(id).or_default().extend(reply.iter());
                 Ok(())
             }
@@ -317,6 +314,11 @@ impl World {
                 let detail = format!("client {i} asked the admin console for {request:?}");
                 Err(violation("no-admin-requests", detail))
             }
+            ClientOut::StartTls { .. } => {
+                // The scenario's sessions have no TLS configured: every SSLRequest gets `N`.
+                let detail = format!("client {i} asked for a TLS handshake without TLS");
+                Err(violation("no-tls-without-certificate", detail))
+            }
             ClientOut::Close => {
                 self.clients[i].closed = true;
                 Ok(())
@@ -328,10 +330,14 @@ impl World {
         match out {
             PoolOut::Open { server, key } => {
                 // The adapter's connect: the route decides the role found.
-                let primary = key.route != Route::Standby;
+                let role = if key.route == Route::Standby {
+                    Role::Standby
+                } else {
+                    Role::Primary
+                };
+                let primary = role == Role::Primary;
                 trace!(t, "open s{} primary={primary}", server.0);
-                self.servers
-                    .insert(server, FakeServer::new(server.0, primary));
+                self.servers.insert(server, FakeServer::new(server.0, role));
                 let mut settings = Settings::new();
                 settings.insert("TimeZone".into(), "UTC".into());
                 let standby = if primary { "off" } else { "on" };
@@ -367,17 +373,18 @@ impl World {
     }
 
     /// A transaction's first message must land on a server of its route's role.
-    fn check_route(&self, server: u64, primary: bool) -> Result<(), Violation> {
+    fn check_route(&self, server: u64, role: Role) -> Result<(), Violation> {
         for (key, &s) in &self.placed {
             if s != server {
                 continue;
             }
             let ok = match self.routes.get(key) {
-                Some(Route::Primary) => primary,
-                Some(Route::Standby) => !primary,
+                Some(Route::Primary) => role == Role::Primary,
+                Some(Route::Standby) => role == Role::Standby,
                 _ => true,
             };
             if !ok {
+                let primary = role == Role::Primary;
                 let detail = format!(
                     "client {} transaction {} (route {:?}) ran on server {server} (primary={primary})",
                     key.0, key.1, self.routes.get(key)

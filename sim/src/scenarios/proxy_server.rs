@@ -11,6 +11,7 @@ use pgyard_wire::error_fields::encode_error_response;
 use pgyard_wire::frame::{decode_frame, Decoded};
 use pgyard_wire::frontend::{Bind, Parse, TargetName};
 
+use crate::world::pg::Role;
 use crate::Violation;
 
 /// Where each transaction ran: `(client, txn)` → server.
@@ -19,8 +20,10 @@ pub type Placement = BTreeMap<(u64, u64), u64>;
 /// One simulated server connection.
 #[derive(Debug)]
 pub struct FakeServer {
+    /// The pool's id of the connection.
     pub id: u64,
-    pub primary: bool,
+    /// What the server it reaches is.
+    pub role: Role,
     buf: Vec<u8>,
     statements: BTreeSet<Vec<u8>>,
     /// After an error, until the next Sync.
@@ -50,11 +53,11 @@ pub fn owner(text: &[u8]) -> Option<(u64, u64)> {
 }
 
 impl FakeServer {
-    /// A fresh connection to a primary or a standby.
-    pub fn new(id: u64, primary: bool) -> Self {
+    /// A fresh connection to a server in `role`.
+    pub fn new(id: u64, role: Role) -> Self {
         FakeServer {
             id,
-            primary,
+            role,
             buf: Vec::new(),
             statements: BTreeSet::new(),
             skipping: false,

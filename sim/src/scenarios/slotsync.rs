@@ -27,7 +27,7 @@ use pgyard_conninfo::parse;
 use pgyard_conninfo::typed::{ConnectConfig, Context};
 use pgyard_types::RngCore;
 
-use crate::planted_scenarios::ScenarioBug;
+use crate::planted::ScenarioBug;
 use crate::publisher::{Publisher, Workload};
 use crate::world::net::{Dns, Link, Net, NetMix};
 use crate::world::pg::{Node, NodeState, PASSWORD, USER};

@@ -1,20 +1,20 @@
 //! How a simulated client drives its connect: through the same [`pgyard_driver::core::Core`]
 //! as the blocking and tokio adapters, with the world standing in for sockets, threads and
 //! rustls. A [`Tap`] lets the world see the machine's raw actions on their way into the core,
-//! so the invariants about the machine itself (an attempt id is never reused, a close is
-//! never repeated, no attempt outlives `connect_timeout`) are still checked on what the
-//! machine did, not on what the core made of it.
+//! so the invariants about the machine itself (`invariants.rs`: an attempt id is never
+//! reused, a close is never repeated, no attempt outlives `connect_timeout`) are still checked
+//! on what the machine did, not on what the core made of it.
 
 use std::sync::mpsc::{Receiver, Sender};
-use std::time::Duration;
 
 use pgyard_connect::{Action, AttemptId, Connector, Event, OpenTarget};
-use pgyard_conninfo::Strategy;
 use pgyard_driver::core::{Core, Drive, Io, Mailbox, Step, TlsRequest, TlsSetup, WorkerCmd};
 use pgyard_types::Instant;
 
+use super::invariants::violation;
 use super::net::addr_node;
-use super::{attempts_text as text, violation, Delivery, Ev, World};
+use super::sockets::{Delivery, Handshake};
+use super::{Ev, World};
 use crate::{trace, Trace, Violation};
 
 /// A worker command as the world receives it: the attempt, and a TLS start that is just
@@ -130,7 +130,7 @@ impl World {
                 return Ok(());
             };
             for seen in std::mem::take(&mut self.clients[i].seen) {
-                self.check(i, seen)?;
+                self.check_action(i, seen)?;
             }
             for (attempt, cmd) in mail(&self.clients[i].mail_rx) {
                 self.command(i, attempt, cmd);
@@ -148,55 +148,6 @@ impl World {
                 }
             }
         }
-    }
-
-    /// The invariants on the machine's own actions.
-    fn check(&mut self, i: usize, seen: Seen) -> Result<(), Violation> {
-        let now = self.now;
-        let c = &mut self.clients[i];
-        match seen {
-            Seen::Open(attempt) => {
-                if !c.ever_opened.insert(attempt) {
-                    let detail = format!("client {i} opened a{} twice{}", attempt.0, text(c));
-                    return Err(violation("attempt-ids-unique", detail));
-                }
-                let sequential = c.spec.config.strategy() == Strategy::Sequential;
-                if c.after_cannot_connect && sequential {
-                    let detail = format!(
-                        "client {i} opened a{} on the same host after 57P03{}",
-                        attempt.0,
-                        text(c)
-                    );
-                    return Err(violation("57P03-moves-to-next-host", detail));
-                }
-                c.open_now.insert(attempt);
-                c.opened_this.insert(attempt);
-            }
-            Seen::Close(attempt) => {
-                if !c.open_now.remove(&attempt) {
-                    if c.established == Some(attempt) {
-                        c.established = None;
-                        return Ok(());
-                    }
-                    let detail = format!("client {i} closed a{} which is not open", attempt.0);
-                    return Err(violation("close-once", detail));
-                }
-                let started = c.core.as_ref().and_then(|k| k.attempt(attempt));
-                if let (Some(ct_ns), Some(a)) = (c.ct_ns, started) {
-                    let life = now.0 - a.started.as_nanos() as u64;
-                    if life > ct_ns {
-                        let ct = Duration::from_nanos(ct_ns);
-                        let detail = format!(
-                            "client {i} a{} lived {life}ns > connect_timeout {ct:?}{}",
-                            attempt.0,
-                            text(c)
-                        );
-                        return Err(violation("attempt-within-connect-timeout", detail));
-                    }
-                }
-            }
-        }
-        Ok(())
     }
 
     /// A command the core posted to an attempt's worker.
@@ -228,14 +179,17 @@ impl World {
         let outcome = if fail || (direct && !node.tls) {
             Err(())
         } else {
-            s.tls = Some((direct, node.alpn));
+            s.tls = Some(Handshake {
+                direct,
+                alpn: node.alpn,
+            });
             Ok(node.alpn)
         };
         let d = self.net.delay(&mut self.rng, i, s.node, now) * 2;
         let at = Instant((now.0 + d).max(s.down_last.0 + 1));
         s.down_last = at;
-        self.queue
-            .push(at, Ev::ToClient(id, Delivery::TlsDone(outcome)));
+        let delivery = Delivery::TlsDone(outcome);
+        self.queue.push(at, Ev::ToClient { sock: id, delivery });
     }
 
     /// The I/O the core asks for.
@@ -245,7 +199,7 @@ impl World {
             Io::Resolve { token, host, .. } => {
                 trace!(t, "t={} c{i} resolve {host}", now.0);
                 let c = &mut self.clients[i];
-                c.after_cannot_connect = false;
+                c.watch.resolving();
                 let gen = c.gen;
                 let result = if self.net.fires(&mut self.rng, self.net.mix.dns_fail_pct) {
                     Err("Temporary failure in name resolution".to_owned())
@@ -257,8 +211,14 @@ impl World {
                 let result =
                     result.map_err(|gai| format!("failed to lookup address information: {gai}"));
                 let at = Instant(now.0 + self.dns.latency_ns);
-                self.queue
-                    .push(at, Ev::Resolved(i, gen, token, host, result));
+                let resolved = Ev::Resolved {
+                    client: i,
+                    gen,
+                    token,
+                    host,
+                    result,
+                };
+                self.queue.push(at, resolved);
             }
             Io::Open {
                 attempt, target, ..

@@ -21,8 +21,17 @@ pub const USER: &str = "sim";
 /// The password every simulated server stores a verifier for.
 pub const PASSWORD: &str = "sim-secret";
 
-/// What a node currently is.
+/// What a serving node is: the primary or a standby.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Read-write, not in recovery.
+    Primary,
+    /// A hot standby, in recovery.
+    Standby,
+}
+
+/// What a node currently is.
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub enum NodeState {
     /// Accepting sessions as a primary.
     Primary,
@@ -30,15 +39,42 @@ pub enum NodeState {
     Standby,
     /// A standby being promoted: still in recovery until the promotion completes.
     Promoting,
-    /// Starting up: refuses sessions with 57P03 and becomes `then` afterwards.
+    /// Starting up: refuses sessions with 57P03 and serves as `then` afterwards.
     StartingUp {
-        /// Whether it comes up as a standby.
-        standby: bool,
+        /// The role it comes up in.
+        then: Role,
     },
     /// Shutting down: refuses sessions with 57P03.
     ShuttingDown,
     /// The process is gone: connections are refused.
     Crashed,
+}
+
+impl From<Role> for NodeState {
+    fn from(role: Role) -> Self {
+        match role {
+            Role::Primary => NodeState::Primary,
+            Role::Standby => NodeState::Standby,
+        }
+    }
+}
+
+impl std::fmt::Debug for NodeState {
+    // Traces print node states, and the trace hash pins that text: a starting node prints
+    // as it did when it carried a `standby` flag instead of a role.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NodeState::Primary => f.write_str("Primary"),
+            NodeState::Standby => f.write_str("Standby"),
+            NodeState::Promoting => f.write_str("Promoting"),
+            NodeState::StartingUp { then } => f
+                .debug_struct("StartingUp")
+                .field("standby", &(*then == Role::Standby))
+                .finish(),
+            NodeState::ShuttingDown => f.write_str("ShuttingDown"),
+            NodeState::Crashed => f.write_str("Crashed"),
+        }
+    }
 }
 
 impl NodeState {

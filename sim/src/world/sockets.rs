@@ -5,10 +5,75 @@
 use pgyard_connect::{AttemptId, Event, IoErrorKind};
 use pgyard_types::{uniform_inclusive, Instant};
 
+use super::client::Mode;
 use super::net::SYN_TIMEOUT_NS;
 use super::pg::{NodeState, Session};
-use super::{Delivery, Ev, Mode, Sock, World};
+use super::{Ev, World};
 use crate::{trace, Trace, Violation};
+
+/// What the network delivers to the client end of a socket.
+#[derive(Debug)]
+pub(super) enum Delivery {
+    /// The connect went through.
+    Opened,
+    /// The connect failed.
+    OpenFailed(IoErrorKind),
+    /// Bytes from the server.
+    Bytes {
+        /// The bytes.
+        bytes: Vec<u8>,
+        /// The server has said it cannot take connections now (57P03) on this socket.
+        cannot_connect_now: bool,
+    },
+    /// End of stream: the server closed, or the connection reset.
+    Closed,
+    /// The handshake's outcome; when it completed, what the server selected by ALPN.
+    TlsDone(Result<Option<&'static [u8]>, ()>),
+}
+
+/// What the server end of a socket does with the bytes that reach it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ServerEnd {
+    /// Its session reads them and answers.
+    Answering,
+    /// Half-open: it accepted the connection and never answers.
+    Hung,
+    /// It closed the connection (the session ended or the node crashed).
+    Gone,
+}
+
+/// The last TLS handshake on a socket.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Handshake {
+    /// It started directly, without SSLRequest.
+    pub(super) direct: bool,
+    /// What the server selected by ALPN.
+    pub(super) alpn: Option<&'static [u8]>,
+}
+
+/// A connection between a client's attempt and a node.
+#[derive(Debug)]
+pub(super) struct Sock {
+    pub(super) client: usize,
+    pub(super) attempt: AttemptId,
+    pub(super) node: usize,
+    /// The server side of the connection.
+    pub(super) session: Box<Session>,
+    pub(super) server_end: ServerEnd,
+    /// When the last segment towards the server arrives (per-direction FIFO).
+    pub(super) up_last: Instant,
+    /// When the last delivery towards the client arrives (per-direction FIFO).
+    pub(super) down_last: Instant,
+    /// The last TLS handshake, once one completed.
+    pub(super) tls: Option<Handshake>,
+}
+
+impl Sock {
+    /// Whether the server end has closed.
+    pub(super) fn server_gone(&self) -> bool {
+        self.server_end == ServerEnd::Gone
+    }
+}
 
 impl World {
     /// The server side closes `id`: the client sees EOF after the link delay.
@@ -16,14 +81,22 @@ impl World {
         let Some(s) = self.socks.get_mut(&id) else {
             return;
         };
-        s.server_gone = true;
+        s.server_end = ServerEnd::Gone;
         s.session.end(&mut self.nodes[s.node]);
         let d = self.net.delay(&mut self.rng, s.client, s.node, self.now);
         let at = Instant((self.now.0 + d).max(s.down_last.0 + 1));
         s.down_last = at;
-        self.queue.push(at, Ev::ToClient(id, Delivery::Closed));
+        self.queue.push(
+            at,
+            Ev::ToClient {
+                sock: id,
+                delivery: Delivery::Closed,
+            },
+        );
     }
 
+    /// Opens socket `id` for `client`'s `attempt` to `node`; the client learns the outcome
+    /// after a round trip (or the SYN budget).
     pub(super) fn open(&mut self, id: u64, client: usize, attempt: AttemptId, node: usize) {
         let now = self.now;
         // The delays include any partition wait (SYNs are retransmitted until it heals).
@@ -45,34 +118,28 @@ impl World {
             } else {
                 (now.0 + rtt, Delivery::Opened)
             };
-        let hung = self.nodes[node].hang;
-        let mut sock = self.sock(client, attempt, node, hung, now);
-        sock.down_last = Instant(at);
-        self.socks.insert(id, sock);
-        self.queue.push(Instant(at), Ev::ToClient(id, outcome));
-    }
-
-    pub(super) fn sock(
-        &self,
-        client: usize,
-        attempt: AttemptId,
-        node: usize,
-        hung: bool,
-        now: Instant,
-    ) -> Sock {
-        Sock {
+        let server_end = if self.nodes[node].hang {
+            ServerEnd::Hung
+        } else {
+            ServerEnd::Answering
+        };
+        let sock = Sock {
             client,
             attempt,
             node,
             session: Box::new(Session::new()),
-            hung,
-            server_gone: false,
+            server_end,
             up_last: now,
-            down_last: now,
+            down_last: Instant(at),
             tls: None,
-        }
+        };
+        self.socks.insert(id, sock);
+        let delivery = outcome;
+        self.queue
+            .push(Instant(at), Ev::ToClient { sock: id, delivery });
     }
 
+    /// Sends `bytes` from the client end of `id`.
     pub(super) fn send(&mut self, id: u64, bytes: Vec<u8>) {
         let Some(s) = self.socks.get_mut(&id) else {
             return;
@@ -80,20 +147,22 @@ impl World {
         let d = self.net.delay(&mut self.rng, s.client, s.node, self.now);
         let at = Instant((self.now.0 + d).max(s.up_last.0 + 1));
         s.up_last = at;
-        self.queue.push(at, Ev::ToServer(id, bytes));
+        self.queue.push(at, Ev::ToServer { sock: id, bytes });
     }
 
+    /// The client end closes `id`: the server side ends at once.
     pub(super) fn client_close(&mut self, id: u64) {
         if let Some(mut s) = self.socks.remove(&id) {
             s.session.end(&mut self.nodes[s.node]);
         }
     }
 
+    /// Bytes reach the server end of `id`: its session answers, resets or closes.
     pub(super) fn deliver_to_server(&mut self, id: u64, bytes: &[u8]) {
         let Some(s) = self.socks.get_mut(&id) else {
             return;
         };
-        if s.hung || s.server_gone {
+        if s.server_end != ServerEnd::Answering {
             return;
         }
         let node = s.node;
@@ -104,7 +173,7 @@ impl World {
         let reply = s
             .session
             .receive(&mut self.nodes[node], bytes, &mut self.rng);
-        let cannot = s.session.sent_cannot_connect_now;
+        let cannot_connect_now = s.session.sent_cannot_connect_now;
         let client = s.client;
         if !reply.bytes.is_empty() {
             let reset = self.net.faults
@@ -120,14 +189,19 @@ impl World {
             };
             let at = Instant((self.now.0 + d).max(s.down_last.0 + 1));
             s.down_last = at;
-            self.queue
-                .push(at, Ev::ToClient(id, Delivery::Bytes(reply.bytes, cannot)));
+            let delivery = Delivery::Bytes {
+                bytes: reply.bytes,
+                cannot_connect_now,
+            };
+            self.queue.push(at, Ev::ToClient { sock: id, delivery });
         }
         if reply.close {
             self.server_close(id);
         }
     }
 
+    /// A delivery reaches the client end of `id`: the end of a held session, or an event
+    /// for the connect under way.
     pub(super) fn deliver_to_client(
         &mut self,
         t: &mut Trace,
@@ -154,7 +228,8 @@ impl World {
                 let gen = c.gen;
                 let detect = c.spec.detect_ns;
                 self.socks.remove(&id);
-                self.queue.push(Instant(now.0 + detect), Ev::Wake(i, gen));
+                self.queue
+                    .push(Instant(now.0 + detect), Ev::Wake { client: i, gen });
             }
             return Ok(());
         }
@@ -168,9 +243,12 @@ impl World {
                 self.socks.remove(&id);
                 Event::OpenFailed { attempt, error }
             }
-            Delivery::Bytes(bytes, cannot) => {
-                if cannot {
-                    c.after_cannot_connect = true;
+            Delivery::Bytes {
+                bytes,
+                cannot_connect_now,
+            } => {
+                if cannot_connect_now {
+                    c.watch.heard_cannot_connect_now();
                 }
                 Event::Received { attempt, bytes }
             }

@@ -11,6 +11,7 @@ mod params;
 mod prepared;
 mod relay;
 mod startup;
+mod tls;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -24,6 +25,7 @@ use pgyard_wire::frame::{Limits, ProtocolVersion};
 use pgyard_wire::middleware::Splitter;
 
 pub use params::{alignment, tracked, Settings, TRACKED};
+pub use tls::{ClientTls, TlsMode, ALPN_POSTGRESQL};
 
 pub use crate::admin::ClientStats;
 use crate::admin::{Activity, AdminRequest, ClientState, Command};
@@ -138,6 +140,15 @@ pub enum ClientOut {
         pid: i32,
         /// The secret key the proxy gave.
         key: Vec<u8>,
+    },
+    /// Start TLS on the client connection once everything before this is written (the `S`
+    /// answering an SSLRequest, or nothing for direct TLS), then report the outcome with
+    /// [`ClientSession::handle_tls_established`] (a failed handshake:
+    /// [`ClientSession::handle_client_gone`]). Until then no client bytes may be fed.
+    StartTls {
+        /// Bytes already read that belong to the handshake (direct TLS's first record), to
+        /// be given to the TLS layer before anything read from the socket.
+        early: Bytes,
     },
     /// Close the client connection once everything before this is written.
     Close,
@@ -267,6 +278,8 @@ pub struct ClientSession {
     /// When the running transaction, and the running query, began.
     xact_start: Option<Instant>,
     query_start: Option<Instant>,
+    /// TLS to the client: the mode, the link, the requests answered.
+    tls: tls::TlsSide,
 }
 
 impl ClientSession {
@@ -323,6 +336,7 @@ impl ClientSession {
             last_request: None,
             xact_start: None,
             query_start: None,
+            tls: tls::TlsSide::default(),
         }
     }
 
@@ -488,7 +502,7 @@ impl ClientSession {
 
     /// Bytes from the client.
     pub fn handle_client_bytes(&mut self, now: Instant, data: &[u8]) {
-        if self.is_closed() {
+        if self.is_closed() || self.tls_takes(data) {
             return;
         }
         self.now = self.now.max(now);

@@ -1,8 +1,9 @@
-//! The startup phase: SSLRequest and GSSENCRequest are refused (`N`), CancelRequest is passed
-//! to the adapter, the StartupMessage names the user, database and settings; then the
-//! password check, and the welcome once the first server's settings are known.
+//! The startup phase: SSLRequest and GSSENCRequest are answered as `tls.rs` decides,
+//! CancelRequest is passed to the adapter, the StartupMessage names the user, database and
+//! settings; then the password check, and the welcome once the first server's settings are
+//! known.
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use pgyard_types::Instant;
 use pgyard_wire::auth::{LoginStep, ServerLogin, StoredSecret};
 use pgyard_wire::backend::{
@@ -59,12 +60,15 @@ impl ClientSession {
     }
 
     fn startup_packet(&mut self, now: Instant, packet: &[u8]) {
-        let body = packet.get(4..).unwrap_or_default();
+        let body = match super::tls::request_len(packet) {
+            // SSLRequest and GSSENCRequest are read alone; what came with them is judged
+            // on its own (buffer stuffing).
+            Some(len) => packet.get(4..len).unwrap_or_default(),
+            None => packet.get(4..).unwrap_or_default(),
+        };
         match StartupPacket::decode(body) {
-            Ok(StartupPacket::SslRequest) | Ok(StartupPacket::GssEncRequest) => {
-                self.out
-                    .push_back(ClientOut::ToClient(Bytes::from_static(b"N")));
-            }
+            Ok(StartupPacket::SslRequest) => self.ssl_request(packet),
+            Ok(StartupPacket::GssEncRequest) => self.gss_request(packet),
             Ok(StartupPacket::CancelRequest(c)) => {
                 self.out.push_back(ClientOut::Cancel {
                     pid: c.pid,
@@ -87,6 +91,9 @@ impl ClientSession {
                 v.minor()
             );
             return self.fatal(b"0A000", &text);
+        }
+        if !self.tls_admits_startup() {
+            return;
         }
         let mut who = Identity {
             version: Some(v.min(ProtocolVersion::V3_2)),
@@ -141,7 +148,7 @@ impl ClientSession {
                 .map_or(StoredSecret::Unknown, |p| p.stored()),
         };
         let mut buf = BytesMut::new();
-        let (login, step) = ServerLogin::start(secret, None, self.random, &mut buf);
+        let (login, step) = ServerLogin::start(secret, self.tls.end_point(), self.random, &mut buf);
         if !buf.is_empty() {
             self.out.push_back(ClientOut::ToClient(buf.freeze()));
         }

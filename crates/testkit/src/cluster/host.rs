@@ -308,13 +308,13 @@ pub(super) fn run_bounded(cmd: &mut Command, timeout: Duration) -> io::Result<Ca
     })
 }
 
-/// [`run_bounded`], and a non-zero exit becomes an error with the command's output.
 /// Runs `cmd` bounded by `timeout`; its standard output, or an error with its standard error.
 pub fn run_bounded_output(cmd: &mut Command, timeout: Duration) -> io::Result<String> {
     let out = run_checked(cmd, timeout)?;
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// [`run_bounded`], and a non-zero exit becomes an error with the command's output.
 pub(super) fn run_checked(cmd: &mut Command, timeout: Duration) -> io::Result<Captured> {
     let out = run_bounded(cmd, timeout)?;
     if out.status.success() {

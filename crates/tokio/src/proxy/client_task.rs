@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use pgyard_driver::Clock;
 use pgyard_proxy::admin::{Activity, AdminError, AdminReply, AdminRequest};
 use pgyard_proxy::{CancelKey, ClientConfig, ClientId, ClientOut, ClientSession, Lent, PoolKey};
@@ -12,8 +12,11 @@ use pgyard_wire::auth::LoginRandom;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, watch};
+use tokio_rustls::TlsAcceptor;
 
+use super::client_io::ClientIo;
 use super::shared::{Acquired, AdminOutcome, ClientSlot, Granted, Shared};
+use super::tls::ProxyTls;
 use super::Phase;
 use crate::Session;
 
@@ -39,6 +42,8 @@ pub(super) struct ClientTask {
     published: Option<Activity>,
     /// A PAUSE's answer, awaited.
     admin_wait: Option<oneshot::Receiver<Result<(), String>>>,
+    /// The handshake a client that asks for TLS gets (`None`: TLS is not configured).
+    tls: Option<TlsAcceptor>,
 }
 
 impl ClientTask {
@@ -87,10 +92,21 @@ impl ClientTask {
             slot,
             published,
             admin_wait: None,
+            tls: None,
         }
     }
 
-    pub(super) async fn run(mut self, mut sock: TcpStream) {
+    /// Offers TLS as `tls` says (the configuration in force when the client connected).
+    pub(super) fn with_tls(self, tls: &ProxyTls) -> Self {
+        ClientTask {
+            session: self.session.with_tls(tls.client()),
+            tls: tls.mode.enabled().then(|| tls.acceptor()),
+            ..self
+        }
+    }
+
+    pub(super) async fn run(mut self, sock: TcpStream) {
+        let mut sock = ClientIo::Plain(sock);
         let mut from_client = BytesMut::with_capacity(READ_CHUNK);
         let mut from_server = BytesMut::with_capacity(READ_CHUNK);
         // Accepted just as the proxy began to drain: it is told at once.
@@ -232,11 +248,12 @@ impl ClientTask {
     }
 
     /// Performs the session's output; false once the client connection is to close.
-    async fn perform(&mut self, sock: &mut TcpStream) -> bool {
+    async fn perform(&mut self, sock: &mut ClientIo) -> bool {
         while let Some(out) = self.session.poll_output() {
             match out {
                 ClientOut::ToClient(bytes) => {
-                    if sock.write_all(&bytes).await.is_err() {
+                    // TLS holds written records until flushed; on TCP flushing is free.
+                    if sock.write_all(&bytes).await.is_err() || sock.flush().await.is_err() {
                         self.session.handle_client_gone();
                     }
                 }
@@ -256,6 +273,7 @@ impl ClientTask {
                 }
                 ClientOut::Cancel { pid, key } => self.pool.cancel(pid, &key),
                 ClientOut::Admin(request) => self.admin(request),
+                ClientOut::StartTls { early } => self.start_tls(sock, early).await,
                 ClientOut::Close => {
                     linger(sock).await;
                     return false;
@@ -264,12 +282,46 @@ impl ClientTask {
         }
         !self.session.is_closed()
     }
+
+    /// Runs the TLS handshake the session asked for, within the login timeout; a stop cuts
+    /// it off. A failed handshake ends the connection (there is no plaintext left to write
+    /// an error on).
+    async fn start_tls(&mut self, sock: &mut ClientIo, early: Bytes) {
+        let Some(acceptor) = self.tls.clone() else {
+            return self.session.handle_client_gone();
+        };
+        let deadline = self.session.poll_timeout().map(|d| self.clock.deadline(d));
+        // A clone, so that the run loop still sees a drain that began meanwhile.
+        let mut phase = self.phase.clone();
+        let direct = !early.is_empty();
+        let outcome = tokio::select! {
+            r = sock.accept_tls(acceptor, early) => r,
+            () = sleep(deadline) => Err(std::io::ErrorKind::TimedOut.into()),
+            _ = phase.wait_for(|p| *p == Phase::Stopped) => {
+                Err(std::io::Error::other("the proxy stopped"))
+            }
+        };
+        match outcome {
+            Ok(alpn) => {
+                tracing::debug!(client = self.id.0, direct, "client TLS established");
+                if let Some(text) = sock.tls_description() {
+                    self.slot.set_tls(text);
+                }
+                self.session.handle_tls_established(alpn.as_deref());
+            }
+            Err(e) => {
+                let client = self.id.0;
+                tracing::debug!(client, direct, error = %e, "client TLS handshake failed");
+                self.session.handle_client_gone();
+            }
+        }
+    }
 }
 
 /// Closes our side, then reads and drops what the client still sends for a moment, so that
 /// a closing socket with unread data does not reset the connection and take the error just
 /// written with it.
-async fn linger(sock: &mut TcpStream) {
+async fn linger(sock: &mut ClientIo) {
     let _ = sock.shutdown().await;
     let mut sink = [0u8; 4096];
     let drain = async { while matches!(sock.read(&mut sink).await, Ok(n) if n > 0) {} };

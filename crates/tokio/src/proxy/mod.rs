@@ -6,9 +6,11 @@
 //! module only moves bytes, time and connections, and swaps the configuration on a reload.
 //! See `docs/proxy.md`.
 
+mod client_io;
 mod client_task;
 mod config_file;
 mod shared;
+mod tls;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -24,6 +26,7 @@ use tokio::sync::watch;
 
 pub use config_file::{load_config, parse_config, FileConfig, CONFIG_MAX};
 pub use shared::server_conninfo;
+pub use tls::{ProxyTls, TlsFile, TlsFileError};
 
 /// Everything a running proxy needs.
 #[derive(Clone, Debug)]
@@ -53,6 +56,9 @@ pub struct ProxyConfig {
     /// when it was built otherwise (flags), so there is nothing to re-read. A reload with a
     /// configuration that names no file keeps the file in force.
     pub file: Option<PathBuf>,
+    /// TLS to clients (`None`: every SSLRequest is answered `N`). Read when a client
+    /// connects, so a reload with new certificate files applies to new connections.
+    pub tls: Option<ProxyTls>,
 }
 
 impl ProxyConfig {
@@ -69,6 +75,7 @@ impl ProxyConfig {
             failover_timeout: None,
             shutdown_timeout: Duration::from_secs(30),
             file: None,
+            tls: None,
         }
     }
 
@@ -245,6 +252,7 @@ pub fn start(config: ProxyConfig, listeners: Vec<TcpListener>) -> io::Result<Pro
         fallback = config.backend.is_some(),
         pool_mode = ?config.client.pool_mode,
         pool_size = config.pool.size,
+        tls = ?config.tls.as_ref().map(|t| t.mode),
         "pgyard proxy started"
     );
     let shared = shared::Shared::start(Arc::new(config), addrs.clone());

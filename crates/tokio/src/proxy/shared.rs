@@ -172,7 +172,7 @@ impl Shared {
         tracing::debug!(client = id, %peer, "client connected");
         let slot = ClientSlot::new(peer, sock.local_addr().ok(), Clock::new());
         let slot = Arc::new(slot);
-        let task = client_task::ClientTask::new(
+        let mut task = client_task::ClientTask::new(
             id,
             self.seed,
             over,
@@ -181,6 +181,9 @@ impl Shared {
             self.phase(),
             slot.clone(),
         );
+        if let Some(tls) = &config.tls {
+            task = task.with_tls(tls);
+        }
         self.register_client(ClientId(id), slot);
         let shared = self.clone();
         tokio::spawn(async move {

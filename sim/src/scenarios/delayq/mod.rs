@@ -19,7 +19,7 @@ use std::time::Duration;
 use pgyard_delayq::{Config, DelayQueue, Error, Flow, Received, SimFaults, SimStorage};
 use pgyard_types::{rng_from_seed, uniform_inclusive, Lsn, Rng, RngCore, UnixTime};
 
-use crate::planted_scenarios::ScenarioBug;
+use crate::planted::ScenarioBug;
 use crate::publisher::{Fate, Publisher, Workload};
 use crate::{trace, Scenario, Trace, Violation};
 use walsender::{rel_of, Catalog, Walsender, RELATIONS};

@@ -1,5 +1,6 @@
 //! The configuration file of `pgyard proxy` (TOML): listen addresses, the backends (one for
-//! every database, and `[databases.NAME]` entries), the pools, the auth, the timeouts. Every
+//! every database, and `[databases.NAME]` entries), the pools, the auth, the timeouts, TLS to
+//! clients. Every
 //! key is described in `docs/proxy.md`; a key not known here is an error that names it, so a
 //! misspelt setting is never silently left at its default.
 
@@ -9,9 +10,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use pgyard_proxy::{ClientAuth, ClientConfig, Databases, PoolMode, PoolSettings, Route};
+use pgyard_proxy::{ClientAuth, ClientConfig, Databases, PoolMode, PoolSettings, Route, TlsMode};
 use serde::Deserialize;
 
+use super::tls::{ProxyTls, TlsFile};
 use super::{read_auth_file, ProxyConfig};
 
 /// Largest configuration file read (bytes).
@@ -96,8 +98,9 @@ enum RawAuth {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawTls {
-    cert_file: PathBuf,
-    key_file: PathBuf,
+    cert_file: Option<PathBuf>,
+    key_file: Option<PathBuf>,
+    mode: Option<String>,
 }
 
 /// Reads and checks the configuration file at `path` (and the auth file it names, relative
@@ -115,14 +118,7 @@ pub fn load_config(path: &Path) -> Result<FileConfig, String> {
 pub fn parse_config(text: &str, dir: &Path) -> Result<FileConfig, String> {
     let raw: Raw = toml::from_str(text).map_err(|e| e.to_string().trim_end().to_owned())?;
     let listen = listen(raw.listen)?;
-    if let Some(tls) = &raw.tls {
-        check_tls(tls, dir)?;
-        return Err(
-            "tls: TLS to clients is not implemented yet (pgyard proxy answers every \
-                    SSLRequest with N); remove the [tls] table"
-                .into(),
-        );
-    }
+    let tls = raw.tls.as_ref().map(|t| tls(t, dir)).transpose()?;
     let auth = match (&raw.auth_file, raw.auth) {
         (Some(_), Some(_)) => return Err("give auth_file or auth = \"trust\", not both".into()),
         (None, None) => return Err("give auth_file = \"FILE\" or auth = \"trust\"".into()),
@@ -176,6 +172,7 @@ pub fn parse_config(text: &str, dir: &Path) -> Result<FileConfig, String> {
         failover_timeout: optional("failover_timeout", raw.failover_timeout, 0.0)?,
         shutdown_timeout: seconds("shutdown_timeout", raw.shutdown_timeout.unwrap_or(30.0))?,
         file: None,
+        tls,
     };
     Ok(FileConfig {
         listen,
@@ -249,31 +246,45 @@ fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
     Ok(text)
 }
 
-/// The certificate file must hold at least one PEM certificate and the key file a PEM
-/// private key, so that a broken pair is reported as such rather than as "not implemented".
-fn check_tls(tls: &RawTls, dir: &Path) -> Result<(), String> {
-    use rustls_pki_types::pem::PemObject;
-    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-    let cert_path = dir.join(&tls.cert_file);
-    let cert = read_limited(&cert_path, CONFIG_MAX).map_err(|e| format!("tls.cert_file: {e}"))?;
-    let certs: Vec<_> = CertificateDer::pem_slice_iter(&cert)
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("tls.cert_file: {}: {e}", cert_path.display()))?;
-    if certs.is_empty() {
+/// The `[tls]` table: the mode (`prefer` when not given: a table with a certificate means
+/// TLS is wanted) and the certificate and key, read and paired now so that a broken pair is
+/// reported with the file rather than at the first client.
+fn tls(raw: &RawTls, dir: &Path) -> Result<ProxyTls, String> {
+    let mode = match raw.mode.as_deref().unwrap_or("prefer") {
+        "disable" => TlsMode::Disable,
+        "allow" => TlsMode::Allow,
+        "prefer" => TlsMode::Prefer,
+        "require" => TlsMode::Require,
+        m @ ("verify-ca" | "verify-full") => {
+            return Err(format!(
+                "tls.mode: \"{m}\" checks client certificates, which pgyard proxy does not \
+                 do; use \"require\""
+            ))
+        }
+        m => {
+            return Err(format!(
+                "tls.mode: unknown mode \"{m}\"; expected \"disable\", \"allow\", \"prefer\" or \
+                 \"require\""
+            ))
+        }
+    };
+    let (Some(cert), Some(key)) = (&raw.cert_file, &raw.key_file) else {
+        let missing = if raw.cert_file.is_none() {
+            "cert_file"
+        } else {
+            "key_file"
+        };
         return Err(format!(
-            "tls.cert_file: {}: no PEM certificate in it",
-            cert_path.display()
+            "tls.{missing}: missing (the [tls] table needs both files)"
         ));
-    }
-    let key_path = dir.join(&tls.key_file);
-    let key = read_limited(&key_path, CONFIG_MAX).map_err(|e| format!("tls.key_file: {e}"))?;
-    PrivateKeyDer::from_pem_slice(&key).map_err(|e| {
-        format!(
-            "tls.key_file: {}: no PEM private key in it ({e})",
-            key_path.display()
-        )
-    })?;
-    Ok(())
+    };
+    ProxyTls::from_files(mode, &dir.join(cert), &dir.join(key)).map_err(|e| {
+        let key = match e.file {
+            TlsFile::Cert => "cert_file",
+            TlsFile::Key => "key_file",
+        };
+        format!("tls.{key}: {}", e.message)
+    })
 }
 
 #[cfg(test)]

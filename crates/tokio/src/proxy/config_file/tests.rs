@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use pgyard_proxy::{ClientAuth, Databases, PoolMode, Route};
+use pgyard_proxy::{ClientAuth, Databases, PoolMode, Route, TlsMode};
 
 use super::*;
 
@@ -183,33 +183,73 @@ fn connection_strings_are_checked() {
 }
 
 #[test]
-fn tls_is_checked_then_refused_as_not_implemented() {
+fn tls_files_are_read_and_paired_and_each_mistake_named() {
     let dir = tempfile::tempdir().expect("temp dir");
     let key = rcgen::KeyPair::generate().expect("key");
     let cert = rcgen::CertificateParams::new(vec!["localhost".into()])
         .expect("params")
         .self_signed(&key)
         .expect("cert");
+    let other = rcgen::KeyPair::generate().expect("another key");
     std::fs::write(dir.path().join("c.pem"), cert.pem()).expect("write");
     std::fs::write(dir.path().join("k.pem"), key.serialize_pem()).expect("write");
+    std::fs::write(dir.path().join("other.pem"), other.serialize_pem()).expect("write");
     std::fs::write(dir.path().join("junk.pem"), "not pem").expect("write");
-    let tls = |c: &str, k: &str| {
-        let text = format!("{MIN}[tls]\ncert_file = \"{c}\"\nkey_file = \"{k}\"\n");
-        parse_config(&text, dir.path()).expect_err("refused")
-    };
-    let e = tls("c.pem", "k.pem");
-    assert!(e.contains("not implemented"), "{e}");
-    let e = tls("missing.pem", "k.pem");
+    let with = |table: &str| parse_config(&format!("{MIN}[tls]\n{table}"), dir.path());
+    let files = |c: &str, k: &str| format!("cert_file = \"{c}\"\nkey_file = \"{k}\"\n");
+
+    let c = with(&files("c.pem", "k.pem")).expect("a certificate and its key");
+    let tls = c.proxy.tls.expect("TLS on");
+    assert_eq!(
+        tls.mode,
+        TlsMode::Prefer,
+        "a certificate means TLS is wanted"
+    );
+    assert!(tls.channel_binding(), "ECDSA-SHA256 has an end-point hash");
+    for (name, mode) in [
+        ("disable", TlsMode::Disable),
+        ("allow", TlsMode::Allow),
+        ("prefer", TlsMode::Prefer),
+        ("require", TlsMode::Require),
+    ] {
+        let text = format!("{}mode = \"{name}\"\n", files("c.pem", "k.pem"));
+        let c = with(&text).expect(name);
+        assert_eq!(c.proxy.tls.expect("tls").mode, mode);
+    }
+    assert!(parse(MIN).expect("no table").proxy.tls.is_none());
+
+    let e = with(&files("missing.pem", "k.pem")).expect_err("missing");
     assert!(
         e.contains("tls.cert_file") && e.contains("missing.pem"),
         "{e}"
     );
-    let e = tls("junk.pem", "k.pem");
-    assert!(e.contains("no PEM certificate"), "{e}");
-    let e = tls("c.pem", "c.pem");
-    assert!(e.contains("tls.key_file"), "{e}");
-    let e = error(&format!("{MIN}[tls]\ncert_file = \"c.pem\"\n"));
-    assert!(e.contains("key_file"), "{e}");
+    let e = with(&files("junk.pem", "k.pem")).expect_err("junk");
+    assert!(
+        e.contains("tls.cert_file") && e.contains("no PEM certificate"),
+        "{e}"
+    );
+    let e = with(&files("c.pem", "c.pem")).expect_err("a certificate as the key");
+    assert!(
+        e.contains("tls.key_file") && e.contains("no PEM private key"),
+        "{e}"
+    );
+    let e = with(&files("c.pem", "other.pem")).expect_err("someone else's key");
+    assert!(
+        e.contains("tls.key_file") && e.contains("does not go with the certificate"),
+        "{e}"
+    );
+    let e = with("cert_file = \"c.pem\"\n").expect_err("no key");
+    assert!(e.contains("tls.key_file") && e.contains("missing"), "{e}");
+    let e = with("key_file = \"k.pem\"\n").expect_err("no certificate");
+    assert!(e.contains("tls.cert_file"), "{e}");
+    let text = format!("{}mode = \"verify-full\"\n", files("c.pem", "k.pem"));
+    let e = with(&text).expect_err("client certificates");
+    assert!(e.contains("tls.mode") && e.contains("require"), "{e}");
+    let text = format!("{}mode = \"sometimes\"\n", files("c.pem", "k.pem"));
+    let e = with(&text).expect_err("unknown mode");
+    assert!(e.contains("unknown mode \"sometimes\""), "{e}");
+    let e = with("cert = \"c.pem\"\n").expect_err("unknown key");
+    assert!(e.contains("unknown field `cert`"), "{e}");
 }
 
 #[test]

@@ -13,7 +13,7 @@ use pgyard_proxy::admin::{
     Activity, AdminError, AdminReply, AdminRequest, ClientRow, ClientState, ClientStats, ConfigRow,
     ServerRow, ServerState, Snapshot, ALREADY_PAUSED, NOT_PAUSED, NO_FILE, PAUSE_ENDED,
 };
-use pgyard_proxy::{ClientAuth, ClientId, ClientSession, Lent, PoolMode, ServerUse};
+use pgyard_proxy::{ClientAuth, ClientId, ClientSession, Lent, PoolMode, ServerUse, TlsMode};
 use pgyard_types::Instant;
 use tokio::sync::oneshot;
 
@@ -39,6 +39,8 @@ struct Report {
     database: String,
     tag: Option<String>,
     application_name: String,
+    /// The client connection's TLS session, described once its handshake is done.
+    tls: Option<String>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -88,6 +90,12 @@ impl ClientSlot {
         *last = Some(now);
     }
 
+    /// The client's connection is encrypted now: `description` is what SHOW CLIENTS shows
+    /// in its `tls` column.
+    pub(in crate::proxy) fn set_tls(&self, description: String) {
+        lock(&self.report).tls = Some(description);
+    }
+
     /// The client's row, with its instants turned into wall time.
     fn row(&self, id: ClientId, wall: SystemTime, mono: std::time::Instant) -> Option<ClientRow> {
         let r = lock(&self.report);
@@ -109,7 +117,7 @@ impl ClientSlot {
             connect_time: unix(self.connected),
             request_time: activity.last_request.map(at).and_then(unix),
             wait,
-            tls: None,
+            tls: r.tls.clone(),
             application_name: r.application_name.clone(),
             tag: r.tag.clone(),
         })
@@ -455,6 +463,25 @@ pub(in crate::proxy) fn config_rows(c: &ProxyConfig, listen: &[SocketAddr]) -> V
             true,
         ),
     ]);
+    // Without a `[tls]` table TLS is off, which is what `disable` means.
+    let tls_mode = match c.tls.as_ref().map(|t| t.mode) {
+        None | Some(TlsMode::Disable) => "disable",
+        Some(TlsMode::Allow) => "allow",
+        Some(TlsMode::Prefer) => "prefer",
+        Some(TlsMode::Require) => "require",
+    };
+    let cert_file = c.tls.as_ref().and_then(|t| t.cert_file());
+    rows.extend([
+        row(
+            "tls.cert_file",
+            cert_file
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            "",
+            true,
+        ),
+        row("tls.mode", tls_mode.into(), "disable", true),
+    ]);
     rows
 }
 
@@ -495,6 +522,9 @@ mod tests {
         assert_eq!(get("admin_users").value, "ops, root");
         assert_eq!(get("default_route").value, "standby");
         assert!(!get("listen").changeable && get("pool_size").changeable);
+        // No `[tls]` table: TLS is off.
+        assert_eq!(get("tls.mode").value, "disable");
+        assert_eq!(get("tls.cert_file").value, "");
     }
 
     #[test]

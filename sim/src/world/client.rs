@@ -1,0 +1,395 @@
+//! The clients' plans, on the moving side: start a connect (a new machine, or `reset()` on the
+//! old one), hold the session it won or lose it, reconnect, give up on a connect when the
+//! application would, and switch to the liveness phase. Each step tells the client's
+//! [`Watch`] what it did and asks the checks of `invariants.rs` at the moments they apply.
+
+use std::collections::BTreeMap;
+use std::sync::mpsc::{Receiver, Sender};
+
+use pgyard_connect::{AttemptId, ConnectError, Connector, Established};
+use pgyard_driver::core::Core;
+use pgyard_types::{uniform_inclusive, Instant};
+
+use super::drive::{self, Mail, Seen, SimCore, SimTls};
+use super::invariants::Watch;
+use super::pg::NodeState;
+use super::{ClientSpec, Ev, World};
+use crate::{trace, Trace, Violation};
+
+/// What a client is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Mode {
+    /// Between connects (or done with its plan).
+    Idle,
+    /// A connect is under way.
+    Connecting,
+    /// Holding a session; also a session that broke, which the client will replace by
+    /// `reset()` on the same machine.
+    Session,
+    /// Its liveness connect failed; it makes no more.
+    Finished,
+}
+
+/// Where a client is in the run's two phases.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Stage {
+    /// Faults run; the client follows its plan.
+    Safety,
+    /// Faults stopped while a connect was under way, and the client let it run on; when it
+    /// ends the client makes its liveness connect.
+    Carried,
+    /// Its liveness connect is due or under way.
+    Live,
+    /// Its liveness connect ended.
+    Done,
+}
+
+/// A client: its spec, the machine it drives, and what it saw.
+pub(super) struct Client {
+    pub(super) spec: ClientSpec,
+    /// `connect_timeout` in nanoseconds, parsed once.
+    pub(super) ct_ns: Option<u64>,
+    pub(super) machine: Option<Connector>,
+    /// The driver core of the connect under way (or of the last one, for its attempt log).
+    pub(super) core: Option<SimCore>,
+    /// The machine's raw actions the core took since the world last looked.
+    pub(super) seen: Vec<Seen>,
+    /// The attempts' commands, posted by the core.
+    pub(super) mail_tx: Sender<Mail>,
+    pub(super) mail_rx: Receiver<Mail>,
+    /// The socket of the session a reset replaces.
+    pub(super) held: Option<u64>,
+    /// Counts connects, so that events of an earlier one are recognised and dropped.
+    pub(super) gen: u32,
+    /// The seed of the next machine's own draws (advanced per machine).
+    pub(super) seed: u64,
+    pub(super) mode: Mode,
+    pub(super) stage: Stage,
+    /// The socket of each attempt of the connect under way.
+    pub(super) socks: BTreeMap<AttemptId, u64>,
+    /// The session held: its attempt and socket.
+    pub(super) session: Option<(AttemptId, u64)>,
+    pub(super) connects_left: u32,
+    /// When the connect under way started.
+    pub(super) started: Instant,
+    /// What the invariant checks know of this client.
+    pub(super) watch: Watch,
+}
+
+impl Client {
+    /// When the failover budget of the connect under way runs out, in nanoseconds (0 when
+    /// it has none).
+    pub(super) fn budget_end(&self) -> u64 {
+        self.spec
+            .config
+            .failover_timeout()
+            .map_or(0, |b| self.started.0 + b.as_nanos() as u64)
+    }
+}
+
+impl World {
+    /// The faults stop: nodes settle, and every client makes one liveness connect (after
+    /// the connect under way, when it may run on).
+    pub(super) fn liveness(&mut self, t: &mut Trace) -> Result<(), Violation> {
+        self.net.faults = false;
+        self.calm_since = Some(self.now);
+        for n in &mut self.nodes {
+            n.hang = false;
+            // A refused ALPN selection aborts a libpq connect outright, like a failed
+            // handshake: the liveness phase repairs it with the other faults.
+            n.alpn = Some(b"postgresql");
+            n.max_sessions = n.max_sessions.max(1000);
+            n.state = match n.state {
+                NodeState::StartingUp { then } => NodeState::from(then),
+                NodeState::Promoting => NodeState::Primary,
+                NodeState::ShuttingDown => NodeState::Crashed,
+                s => s,
+            };
+        }
+        let states: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("{:?}", n.state))
+            .collect();
+        trace!(
+            t,
+            "t={} liveness phase: faults stop; nodes {}",
+            self.now.0,
+            states.join(",")
+        );
+        for i in 0..self.clients.len() {
+            let c = &mut self.clients[i];
+            c.stage = Stage::Live;
+            c.connects_left = 0;
+            match c.mode {
+                Mode::Connecting => {
+                    let rides_out = c.spec.budget_rides_out && c.budget_end() > 0;
+                    if c.ct_ns.is_some() || rides_out {
+                        c.stage = Stage::Carried;
+                        let promise = self.carried_promise(i);
+                        self.clients[i].watch.promise(promise);
+                        trace!(t, "c{i} carries its connect into the liveness phase");
+                    } else {
+                        self.abandon(t, i);
+                        self.start_connect(t, i)?;
+                    }
+                }
+                Mode::Session => {
+                    self.end_session(t, i);
+                    self.start_connect(t, i)?;
+                }
+                Mode::Idle | Mode::Finished => self.start_connect(t, i)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops the machine without waiting (the application gave up): its sockets close.
+    fn abandon(&mut self, t: &mut Trace, i: usize) {
+        trace!(t, "t={} c{i} abandons its connect", self.now.0);
+        let socks: Vec<u64> = self.clients[i].socks.values().copied().collect();
+        for id in socks {
+            self.client_close(id);
+        }
+        let c = &mut self.clients[i];
+        c.socks.clear();
+        c.watch.abandoned();
+        c.machine = None;
+        c.core = None;
+        // Commands of the dropped core go nowhere, like a dropped worker channel's.
+        drive::mail(&c.mail_rx);
+        c.mode = Mode::Idle;
+    }
+
+    /// The application ends its session: Terminate, then close.
+    fn end_session(&mut self, t: &mut Trace, i: usize) {
+        if let Some((a, id)) = self.clients[i].session.take() {
+            trace!(t, "t={} c{i} ends session a{}", self.now.0, a.0);
+            self.send(id, terminate());
+            self.client_close(id);
+            self.clients[i].socks.remove(&a);
+        }
+        self.clients[i].mode = Mode::Idle;
+    }
+
+    /// The client's next step is due: end a held session, or reconnect.
+    pub(super) fn wake(&mut self, t: &mut Trace, i: usize) -> Result<(), Violation> {
+        let c = &self.clients[i];
+        match c.mode {
+            Mode::Session if c.spec.hold_ns.is_some() => {
+                self.end_session(t, i);
+                self.next_or_idle(i);
+                Ok(())
+            }
+            Mode::Session => {
+                // The session broke: reconnect (reset() or a new machine).
+                self.next_connect(t, i)
+            }
+            Mode::Idle => {
+                let c = &self.clients[i];
+                if c.connects_left > 0 || c.stage != Stage::Safety {
+                    self.next_connect(t, i)
+                } else {
+                    Ok(())
+                }
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Schedules the next connect after some think time, if the plan has one left.
+    fn next_or_idle(&mut self, i: usize) {
+        if self.clients[i].connects_left > 0 {
+            let think = 1_000_000 + uniform_inclusive(&mut self.rng, 200_000_000);
+            let gen = self.clients[i].gen;
+            let at = Instant(self.now.0 + think);
+            self.queue.push(at, Ev::Wake { client: i, gen });
+        }
+    }
+
+    /// The plan's next connect: `reset()` on the machine it has when the spec says so (never
+    /// in the liveness phase), else a new machine.
+    fn next_connect(&mut self, t: &mut Trace, i: usize) -> Result<(), Violation> {
+        let c = &mut self.clients[i];
+        match c.stage {
+            Stage::Done => return Ok(()),
+            Stage::Safety if c.connects_left == 0 => return Ok(()),
+            Stage::Safety => c.connects_left -= 1,
+            Stage::Carried | Stage::Live => {}
+        }
+        let reuse = c.spec.use_reset && c.machine.is_some() && c.stage == Stage::Safety;
+        if reuse {
+            trace!(t, "t={} c{i} reset()", self.now.0);
+            c.mode = Mode::Connecting;
+            c.gen += 1;
+            c.started = self.now;
+            c.watch.reset();
+            // reset() sends Terminate and closes the established attempt itself, through the
+            // core's held connection.
+            let held = c.session.take().map(|(a, id)| {
+                c.socks.remove(&a);
+                c.held = Some(id);
+                a
+            });
+            c.core = Some(Core::new(SimTls, held));
+            if let Some(m) = c.machine.as_mut() {
+                m.reset(self.now);
+            }
+            self.drain(t, i)
+        } else {
+            if let Some((_, id)) = self.clients[i].session.take() {
+                self.client_close(id);
+            }
+            self.start_connect(t, i)
+        }
+    }
+
+    /// A connect on a new machine (with the run's planted bug, if any).
+    fn start_connect(&mut self, t: &mut Trace, i: usize) -> Result<(), Violation> {
+        let now = self.now;
+        let live = self.clients[i].stage != Stage::Safety;
+        let promise = live.then(|| self.fresh_promise(i));
+        let c = &mut self.clients[i];
+        c.gen += 1;
+        c.seed = c.seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        #[allow(unused_mut)]
+        let mut m = Connector::new(c.spec.config.clone(), now, c.seed);
+        #[cfg(feature = "planted-bugs")]
+        if let Some(b) = self.bug {
+            m = m.with_planted_bug(b);
+        }
+        #[cfg(not(feature = "planted-bugs"))]
+        let _ = self.bug;
+        c.machine = Some(m);
+        c.core = Some(Core::new(SimTls, None));
+        c.mode = Mode::Connecting;
+        c.started = now;
+        c.socks.clear();
+        c.watch.fresh();
+        if let Some((promise, bound)) = promise {
+            let fitting = promise.must_succeed;
+            c.watch.promise(promise);
+            trace!(
+                t,
+                "t={} c{i} liveness connect, fitting={fitting} bound={bound}ns",
+                now.0
+            );
+        } else {
+            trace!(t, "t={} c{i} connect", now.0);
+        }
+        self.drain(t, i)
+    }
+
+    /// Client `i`'s connect ended with `result`.
+    pub(super) fn done(
+        &mut self,
+        t: &mut Trace,
+        i: usize,
+        result: Result<Established, ConnectError>,
+    ) -> Result<(), Violation> {
+        let winner = result.as_ref().ok().map(|e| e.attempt);
+        self.check_all_closed(i, winner)?;
+        match result {
+            Ok(est) => self.won(t, i, est),
+            Err(e) => self.failed(t, i, e),
+        }
+    }
+
+    /// The connect won a session: judge it, then hold it.
+    fn won(&mut self, t: &mut Trace, i: usize, est: Established) -> Result<(), Violation> {
+        let now = self.now;
+        let id = self.check_winner_known(i, &est)?;
+        self.check_alpn(i, &est, id)?;
+        let sock = self.socks.get(&id);
+        let node = sock.map(|s| s.node);
+        let role = sock.and_then(|s| s.session.in_recovery_at_check);
+        let name = node.map_or("?", |n| self.nodes[n].name.as_str());
+        trace!(
+            t,
+            "t={} c{i} connected a{} to {name} in_recovery={role:?}",
+            now.0,
+            est.attempt.0,
+        );
+        self.check_won(i, &est, node, role)?;
+        let c = &mut self.clients[i];
+        c.watch.established(est.attempt);
+        c.session = Some((est.attempt, id));
+        c.mode = Mode::Session;
+        self.stats.connected += 1;
+        if let Some(n) = node {
+            self.stats.sessions.push((i, n));
+        }
+        self.finish(t, i, true)?;
+        let c = &mut self.clients[i];
+        if c.mode == Mode::Session {
+            if let Some(hold) = c.spec.hold_ns {
+                let gen = c.gen;
+                self.queue
+                    .push(Instant(now.0 + hold), Ev::Wake { client: i, gen });
+            }
+        }
+        Ok(())
+    }
+
+    /// The connect failed: judge its report, then go on with the plan.
+    fn failed(&mut self, t: &mut Trace, i: usize, e: ConnectError) -> Result<(), Violation> {
+        let now = self.now;
+        trace!(
+            t,
+            "t={} c{i} failed: {} report entries",
+            now.0,
+            e.reports.len()
+        );
+        self.check_report(i, &e)?;
+        self.stats.failed += 1;
+        let excused = self.ended_by_fault_phase_attempt(i, &e);
+        if excused {
+            trace!(
+                t,
+                "t={} c{i} ended by an attempt from before the calm",
+                now.0
+            );
+        }
+        self.clients[i].mode = Mode::Idle;
+        self.check_live_failure(i, &e, excused)?;
+        self.finish(t, i, false)
+    }
+
+    /// After a connect ends: the liveness phase's bookkeeping, then the plan's next step.
+    fn finish(&mut self, t: &mut Trace, i: usize, ok: bool) -> Result<(), Violation> {
+        let now = self.now;
+        self.check_within_bound(i)?;
+        let c = &mut self.clients[i];
+        match c.stage {
+            Stage::Carried => {
+                c.stage = Stage::Live;
+                if ok {
+                    self.end_session(t, i);
+                }
+                self.start_connect(t, i)
+            }
+            Stage::Live | Stage::Done => {
+                c.stage = Stage::Done;
+                if ok {
+                    self.stats.live_ok += 1;
+                }
+                c.mode = if ok { Mode::Session } else { Mode::Finished };
+                Ok(())
+            }
+            Stage::Safety => {
+                if !ok {
+                    let gen = c.gen;
+                    let think = 1_000_000 + uniform_inclusive(&mut self.rng, 300_000_000);
+                    self.queue
+                        .push(Instant(now.0 + think), Ev::Wake { client: i, gen });
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The bytes of a Terminate message.
+fn terminate() -> Vec<u8> {
+    vec![b'X', 0, 0, 0, 4]
+}
