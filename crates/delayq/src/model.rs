@@ -3,6 +3,7 @@
 //! written, minus what never reached the disk.
 
 use crate::format::{Body, Carry, Flavor, Rec, SealKind};
+use crate::items::ItemMap;
 use pgyard_types::{Lsn, PgTimestamp, UnixTime, Xid};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -104,7 +105,7 @@ pub(crate) struct Item {
 
 impl Item {
     /// A transaction whose BEGIN record is at `loc` (read from its own record or a carried copy).
-    fn begun(id: u64, xid: Xid, flavor: Flavor, loc: Loc) -> Item {
+    pub(crate) fn begun(id: u64, xid: Xid, flavor: Flavor, loc: Loc) -> Item {
         Item {
             id,
             xid,
@@ -211,7 +212,7 @@ impl SchemaMap {
 /// The index.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Model {
-    pub items: BTreeMap<u64, Item>,
+    pub items: ItemMap,
     /// Committed, not yet applied items by commit position: the hand-out order.
     pub order: BTreeMap<Pos, u64>,
     /// The open non-streamed transaction (`B`…`C` or `b`…`P`).
