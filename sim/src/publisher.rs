@@ -415,7 +415,7 @@ impl Publisher {
 
     fn change_payload(&mut self, xid: u32) -> Vec<u8> {
         self.change_seq += 1;
-        format!("C{xid}.{}", self.change_seq).into_bytes()
+        pair(b'C', xid.into(), b'.', self.change_seq)
     }
 
     /// Records changes of `xid` (sub `sub`) at fresh LSNs; returns (lsn, payload, sub).
@@ -473,7 +473,7 @@ impl Publisher {
                 final_lsn: commit_lsn,
                 commit_ts: ts,
             },
-            format!("B{xid}").into_bytes(),
+            tagged(b'B', xid.into()),
             unit,
         );
         for (l, p, _) in changes {
@@ -486,7 +486,7 @@ impl Publisher {
                 end_lsn,
                 commit_ts: ts,
             },
-            format!("K{xid}").into_bytes(),
+            tagged(b'K', xid.into()),
             unit,
         );
         self.decided.insert(unit, commit_lsn);
@@ -495,7 +495,7 @@ impl Publisher {
 
     fn note(&mut self, rng: &mut Rng) {
         let (lsn, _) = self.record(rng);
-        let payload = format!("N{}", lsn.0).into_bytes();
+        let payload = tagged(b'N', lsn.0);
         let unit = Unit::Note(lsn.0);
         self.push(
             lsn,
@@ -533,7 +533,7 @@ impl Publisher {
                 end_lsn,
                 prepare_ts: ts,
             },
-            format!("b{xid}").into_bytes(),
+            tagged(b'b', xid.into()),
             unit,
         );
         for (l, p, _) in changes {
@@ -547,7 +547,7 @@ impl Publisher {
                 end_lsn,
                 prepare_ts: ts,
             },
-            format!("P{xid}").into_bytes(),
+            tagged(b'P', xid.into()),
             unit,
         );
         self.decided.insert(unit, prepare_lsn);
@@ -582,7 +582,7 @@ impl Publisher {
                     rollback_end_lsn: end,
                     rollback_ts: ts,
                 },
-                format!("r{xid}").into_bytes(),
+                tagged(b'r', xid.into()),
                 unit,
             );
             if let Some(t) = self.txns.get_mut(&xid) {
@@ -598,7 +598,7 @@ impl Publisher {
                     end_lsn: end,
                     commit_ts: ts,
                 },
-                format!("k{xid}").into_bytes(),
+                tagged(b'k', xid.into()),
                 unit,
             );
             self.commit(xid, lsn, end, ts);
@@ -643,7 +643,7 @@ impl Publisher {
                 xid: Xid(xid),
                 first,
             },
-            format!("S{xid}").into_bytes(),
+            tagged(b'S', xid.into()),
             unit,
         );
         if rng.next_u32().is_multiple_of(4) && !self.open[i].savepoints.is_empty() {
@@ -690,7 +690,7 @@ impl Publisher {
                 xid: Xid(xid),
                 sub_xid: Xid(sub),
             },
-            format!("A{xid}/{sub}").into_bytes(),
+            pair(b'A', xid.into(), b'/', sub.into()),
             Unit::Body(xid),
         );
     }
@@ -715,7 +715,7 @@ impl Publisher {
                     xid: Xid(xid),
                     sub_xid: Xid(xid),
                 },
-                format!("A{xid}").into_bytes(),
+                tagged(b'A', xid.into()),
                 unit,
             );
             if let Some(t) = self.txns.get_mut(&xid) {
@@ -731,7 +731,7 @@ impl Publisher {
                     end_lsn: end,
                     prepare_ts: ts,
                 },
-                format!("p{xid}").into_bytes(),
+                tagged(b'p', xid.into()),
                 unit,
             );
             if let Some(t) = self.txns.get_mut(&xid) {
@@ -748,7 +748,7 @@ impl Publisher {
                     end_lsn: end,
                     commit_ts: ts,
                 },
-                format!("c{xid}").into_bytes(),
+                tagged(b'c', xid.into()),
                 unit,
             );
             self.commit(xid, lsn, end, ts);
@@ -764,6 +764,31 @@ impl Publisher {
         }
         self.decided.insert(Unit::Body(xid), Lsn(self.lsn));
     }
+}
+
+/// Appends `n` in decimal to `out`: what `format!("{n}")` writes, without the formatting
+/// machinery (payloads are built for every message of every seed).
+pub(crate) fn decimal(out: &mut Vec<u8>, n: u64) {
+    if n >= 10 {
+        decimal(out, n / 10);
+    }
+    out.push(b'0' + (n % 10) as u8);
+}
+
+/// A payload naming what it carries: `tag`, then `n` in decimal (`B1000` for a Begin).
+fn tagged(tag: u8, n: u64) -> Vec<u8> {
+    let mut p = Vec::with_capacity(24);
+    p.push(tag);
+    decimal(&mut p, n);
+    p
+}
+
+/// `tag`, `a`, `sep`, `b`: `C1000.7` for the 7th change, made by transaction 1000.
+fn pair(tag: u8, a: u64, sep: u8, b: u64) -> Vec<u8> {
+    let mut p = tagged(tag, a);
+    p.push(sep);
+    decimal(&mut p, b);
+    p
 }
 
 /// A random point between `from` and `to` (inclusive), never backwards.

@@ -360,18 +360,18 @@ impl Run<'_> {
                 let Some(i) = self.conn.pop_front() else {
                     return Ok(());
                 };
-                let item = self.publ.log()[i].clone();
-                self.wal.send(&item, &self.catalog)?;
+                self.wal.send(&self.publ.log()[i], &self.catalog)?;
             }
-            let Some((wal_lsn, event, payload)) = self.wal.out.front().cloned() else {
+            let Some((wal_lsn, event, payload)) = self.wal.out.front() else {
                 continue;
             };
-            let now = self.now;
-            let r = self.q().handle(
-                now,
+            let (wal_lsn, event) = (*wal_lsn, *event);
+            let q = self.q.as_mut().expect("queue is open between steps");
+            let r = q.handle(
+                self.now,
                 Received {
                     wal_lsn,
-                    payload: &payload,
+                    payload,
                     event,
                 },
             );

@@ -1,7 +1,7 @@
 //! Purges, reconnects, and process restarts over the crashed disk, with the checks that
 //! recovery kept everything it must.
 
-use pgyard_delayq::{DelayQueue, Error, SimFaults, SimStorage, Storage, TxnState};
+use pgyard_delayq::{DelayQueue, Error, SegmentInfo, SimFaults, SimStorage, Storage, TxnState};
 use pgyard_types::Lsn;
 
 use super::walsender::Walsender;
@@ -26,9 +26,10 @@ impl Run<'_> {
     /// After a purge: the files on disk are exactly the queue's segments, and nothing older
     /// than the oldest unfinished transaction is kept (unless a pending message pins it).
     pub(super) fn check_no_orphans(&mut self) -> Result<(), Violation> {
-        let info = self.q().inspect();
-        let mut files: Vec<String> = self
-            .q()
+        // This runs after every purge, so it reads the queue's segments and transactions
+        // directly instead of building (and sorting) a whole `inspect()`: the same values.
+        let q = self.q.as_ref().expect("queue is open between steps");
+        let mut files: Vec<String> = q
             .storage()
             .list()
             .map_err(|e| fail("no-orphan-segments", format!("list: {e}")))?
@@ -36,19 +37,19 @@ impl Run<'_> {
             .filter(|f| f.starts_with("dq-"))
             .collect();
         files.sort();
-        let segs: Vec<String> = info.segments.iter().map(|s| s.file.clone()).collect();
-        if files != segs {
+        let segments: Vec<SegmentInfo> = q.segments().collect();
+        if !files.iter().eq(segments.iter().map(|s| &s.file)) {
+            let segs: Vec<&String> = segments.iter().map(|s| &s.file).collect();
             return Err(fail(
                 "no-orphan-segments",
                 format!("disk has {files:?}, queue knows {segs:?}"),
             ));
         }
-        let (Some(first), Some(last)) = (info.segments.first(), info.segments.last()) else {
+        let (Some(first), Some(last)) = (segments.first(), segments.last()) else {
             return Ok(());
         };
-        let floor = info
-            .transactions
-            .iter()
+        let floor = q
+            .transactions()
             .filter(|t| {
                 matches!(
                     t.state,
@@ -61,7 +62,7 @@ impl Run<'_> {
             .min(last.seq);
         // Segments below the floor may stay while a carry-forward set is not yet durable
         // (purge's flush ran out of space); a pending message pins its segment too.
-        let settled = info.messages_pending == 0 && !self.q().needs_flush();
+        let settled = q.messages_pending() == 0 && !q.needs_flush();
         let bad = first.seq > floor || (settled && first.seq < floor);
         if bad {
             return Err(fail(

@@ -2,6 +2,8 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use bytes::BytesMut;
+
 use pgyard_delayq::Event;
 use pgyard_types::{Lsn, PgTimestamp, Xid};
 use pgyard_wire::pgoutput::{
@@ -10,7 +12,7 @@ use pgyard_wire::pgoutput::{
 };
 
 use super::fail;
-use crate::publisher::LogItem;
+use crate::publisher::{decimal, LogItem};
 use crate::Violation;
 
 /// Tables the workload writes to.
@@ -56,19 +58,42 @@ pub(super) fn rel_of(payload: &[u8]) -> u32 {
 /// Version `v` of table `rel`: the payload and version columns, then `v % 3` more whose names
 /// name the version, the first of a custom type when `v` is even.
 pub(super) fn columns(rel: u32, v: u32) -> Vec<(Vec<u8>, u32, bool)> {
-    let mut c = vec![
-        (b"payload".to_vec(), TEXT_OID, true),
-        (b"ver".to_vec(), INT4_OID, false),
-    ];
-    for i in 0..v % 3 {
-        let ty = if i == 0 && v.is_multiple_of(2) {
-            TYPE_OID_BASE + rel
-        } else {
-            TEXT_OID
-        };
-        c.push((format!("x{v}_{i}").into_bytes(), ty, false));
+    (0..column_count(v))
+        .map(|i| {
+            let mut name = Vec::new();
+            column_name(v, i, &mut name);
+            (name, column_type(rel, v, i), i == 0)
+        })
+        .collect()
+}
+
+/// How many columns version `v` of a table has.
+pub(super) fn column_count(v: u32) -> usize {
+    2 + (v % 3) as usize
+}
+
+/// Appends the name of column `i` of version `v` to `out`.
+pub(super) fn column_name(v: u32, i: usize, out: &mut Vec<u8>) {
+    match i {
+        0 => out.extend_from_slice(b"payload"),
+        1 => out.extend_from_slice(b"ver"),
+        _ => {
+            out.push(b'x');
+            decimal(out, u64::from(v));
+            out.push(b'_');
+            decimal(out, (i - 2) as u64);
+        }
     }
-    c
+}
+
+/// The type OID of column `i` of version `v` of table `rel`.
+pub(super) fn column_type(rel: u32, v: u32, i: usize) -> u32 {
+    match i {
+        0 => TEXT_OID,
+        1 => INT4_OID,
+        2 if v.is_multiple_of(2) => TYPE_OID_BASE + rel,
+        _ => TEXT_OID,
+    }
 }
 
 /// What pgoutput sends for one walsender session: Relation (with Type) messages before a
@@ -89,6 +114,8 @@ pub(super) struct Walsender {
     seq: u64,
     /// Encoded messages not yet taken by the queue: (`'w'` LSN, event, bytes).
     pub(super) out: VecDeque<(Lsn, Event, Vec<u8>)>,
+    /// Reused encoding buffer: encoding into a fresh one grew it several times per message.
+    scratch: BytesMut,
 }
 
 impl Walsender {
@@ -101,6 +128,7 @@ impl Walsender {
             first_change: BTreeMap::new(),
             seq: 0,
             out: VecDeque::new(),
+            scratch: BytesMut::new(),
         }
     }
 
@@ -112,7 +140,7 @@ impl Walsender {
                 xid,
                 final_lsn,
                 commit_ts,
-            } => encode(PgOutputMessage::Begin(po::Begin {
+            } => self.encode(PgOutputMessage::Begin(po::Begin {
                 final_lsn,
                 commit_time: commit_ts,
                 xid,
@@ -121,7 +149,7 @@ impl Walsender {
                 commit_lsn,
                 end_lsn,
                 commit_ts,
-            } => encode(PgOutputMessage::Commit(po::Commit {
+            } => self.encode(PgOutputMessage::Commit(po::Commit {
                 commit_lsn,
                 end_lsn,
                 commit_time: commit_ts,
@@ -151,7 +179,7 @@ impl Walsender {
                 commit_ts,
             } => {
                 let g = gid(xid);
-                encode(PgOutputMessage::CommitPrepared(po::CommitPrepared {
+                self.encode(PgOutputMessage::CommitPrepared(po::CommitPrepared {
                     commit_lsn,
                     end_lsn,
                     commit_time: commit_ts,
@@ -166,7 +194,7 @@ impl Walsender {
                 rollback_ts,
             } => {
                 let g = gid(xid);
-                encode(PgOutputMessage::RollbackPrepared(po::RollbackPrepared {
+                self.encode(PgOutputMessage::RollbackPrepared(po::RollbackPrepared {
                     prepare_end_lsn,
                     rollback_end_lsn,
                     prepare_time: PgTimestamp(0),
@@ -177,14 +205,14 @@ impl Walsender {
             }
             Event::StreamStart { xid, first } => {
                 self.block = Some(xid.0);
-                encode(PgOutputMessage::StreamStart(po::StreamStart {
+                self.encode(PgOutputMessage::StreamStart(po::StreamStart {
                     xid,
                     first_segment: first,
                 }))
             }
             Event::StreamStop => {
                 self.block = None;
-                encode(PgOutputMessage::StreamStop)
+                self.encode(PgOutputMessage::StreamStop)
             }
             Event::StreamCommit {
                 xid,
@@ -193,7 +221,7 @@ impl Walsender {
                 commit_ts,
             } => {
                 self.stream_committed(xid, lsn, catalog);
-                encode(PgOutputMessage::StreamCommit(po::StreamCommit {
+                self.encode(PgOutputMessage::StreamCommit(po::StreamCommit {
                     xid,
                     commit_lsn,
                     end_lsn,
@@ -202,7 +230,7 @@ impl Walsender {
             }
             Event::StreamAbort { xid, sub_xid } => {
                 self.stream_aborted(xid, sub_xid);
-                encode(PgOutputMessage::StreamAbort(po::StreamAbort {
+                self.encode(PgOutputMessage::StreamAbort(po::StreamAbort {
                     xid,
                     subxid: sub_xid,
                     abort: None,
@@ -213,7 +241,7 @@ impl Walsender {
                 transactional,
                 xid,
                 lsn: at,
-            } => encode(PgOutputMessage::Message(po::LogicalMessage {
+            } => self.encode(PgOutputMessage::Message(po::LogicalMessage {
                 xid,
                 transactional,
                 lsn: at,
@@ -250,7 +278,7 @@ impl Walsender {
         if let Event::StreamPrepare { .. } = event {
             self.streams.remove(&xid.0);
         }
-        encode(match event {
+        self.encode(match event {
             Event::BeginPrepare { .. } => PgOutputMessage::BeginPrepare(p),
             Event::Prepare { .. } => PgOutputMessage::Prepare(p),
             _ => PgOutputMessage::StreamPrepare(p),
@@ -306,13 +334,16 @@ impl Walsender {
         if let (Some(top), Some(sub)) = (top, xid) {
             self.first_change.entry((top, sub.0)).or_insert(self.seq);
         }
-        let ver = v.to_string().into_bytes();
-        let mut vals = vec![TupleValue::Text(&item.payload), TupleValue::Text(&ver)];
-        vals.resize(columns(rel, v).len(), TupleValue::Null);
-        encode(PgOutputMessage::Insert(po::Insert {
+        let mut ver = Vec::new();
+        decimal(&mut ver, u64::from(v));
+        let mut vals = [TupleValue::Null; 4];
+        vals[0] = TupleValue::Text(&item.payload);
+        vals[1] = TupleValue::Text(&ver);
+        let vals = &vals[..column_count(v)];
+        self.encode(PgOutputMessage::Insert(po::Insert {
             xid,
             relation: REL_OID_BASE + rel,
-            new: Seq::from_slice(&vals),
+            new: Seq::from_slice(vals),
         }))
     }
 
@@ -322,7 +353,7 @@ impl Walsender {
         let in_stream = top.map(Xid);
         if v.is_multiple_of(2) && !v.is_multiple_of(3) {
             let name = format!("t{rel}_kind").into_bytes();
-            let y = encode(PgOutputMessage::Type(po::Type {
+            let y = self.encode(PgOutputMessage::Type(po::Type {
                 xid: in_stream,
                 oid: TYPE_OID_BASE + rel,
                 namespace: b"public",
@@ -341,7 +372,7 @@ impl Walsender {
             })
             .collect();
         let name = format!("t{rel}").into_bytes();
-        let r = encode(PgOutputMessage::Relation(po::Relation {
+        let r = self.encode(PgOutputMessage::Relation(po::Relation {
             xid: in_stream,
             oid: REL_OID_BASE + rel,
             namespace: b"public",
@@ -377,13 +408,18 @@ impl Walsender {
     }
 }
 
-fn encode(m: PgOutputMessage<'_>) -> Result<Vec<u8>, Violation> {
-    m.to_bytes()
-        .map(|b| b.to_vec())
-        .map_err(|e| fail("queue-accepts-valid-stream", format!("encode {m:?}: {e}")))
+impl Walsender {
+    fn encode(&mut self, m: PgOutputMessage<'_>) -> Result<Vec<u8>, Violation> {
+        self.scratch.clear();
+        m.encode(&mut self.scratch)
+            .map_err(|e| fail("queue-accepts-valid-stream", format!("encode {m:?}: {e}")))?;
+        Ok(self.scratch.to_vec())
+    }
 }
 
 /// The global transaction identifier the publisher model gives transaction `xid`.
 fn gid(xid: Xid) -> Vec<u8> {
-    format!("pgyard_{}", xid.0).into_bytes()
+    let mut g = b"pgyard_".to_vec();
+    decimal(&mut g, u64::from(xid.0));
+    g
 }
