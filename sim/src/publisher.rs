@@ -19,6 +19,11 @@ use std::collections::BTreeMap;
 use pgyard_delayq::Event;
 use pgyard_types::{uniform_inclusive, Lsn, PgTimestamp, Rng, RngCore, UnixTime, Xid};
 
+pub(crate) use payload::decimal;
+use payload::{pair, tagged};
+
+mod payload;
+
 /// How the workload is mixed (swarm-drawn per seed by the scenario).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Workload {
@@ -334,12 +339,18 @@ impl Publisher {
     /// the start. Returns the start and the indices.
     pub fn resend_from(&self, requested: Lsn) -> (Lsn, Vec<usize>) {
         let start = requested.max(self.slot.confirmed_flush_lsn);
-        let idx = self
-            .log
-            .iter()
-            .enumerate()
-            .filter(|(_, it)| self.decided.get(&it.unit).is_none_or(|d| *d >= start))
-            .map(|(i, _)| i)
+        // A unit's messages are mostly adjacent: look each unit up once per run of them.
+        let mut last: Option<(Unit, bool)> = None;
+        let mut send = |unit: Unit| match last {
+            Some((u, s)) if u == unit => s,
+            _ => {
+                let s = self.decided.get(&unit).is_none_or(|d| *d >= start);
+                last = Some((unit, s));
+                s
+            }
+        };
+        let idx = (0..self.log.len())
+            .filter(|&i| send(self.log[i].unit))
             .collect();
         (start, idx)
     }
@@ -764,31 +775,6 @@ impl Publisher {
         }
         self.decided.insert(Unit::Body(xid), Lsn(self.lsn));
     }
-}
-
-/// Appends `n` in decimal to `out`: what `format!("{n}")` writes, without the formatting
-/// machinery (payloads are built for every message of every seed).
-pub(crate) fn decimal(out: &mut Vec<u8>, n: u64) {
-    if n >= 10 {
-        decimal(out, n / 10);
-    }
-    out.push(b'0' + (n % 10) as u8);
-}
-
-/// A payload naming what it carries: `tag`, then `n` in decimal (`B1000` for a Begin).
-fn tagged(tag: u8, n: u64) -> Vec<u8> {
-    let mut p = Vec::with_capacity(24);
-    p.push(tag);
-    decimal(&mut p, n);
-    p
-}
-
-/// `tag`, `a`, `sep`, `b`: `C1000.7` for the 7th change, made by transaction 1000.
-fn pair(tag: u8, a: u64, sep: u8, b: u64) -> Vec<u8> {
-    let mut p = tagged(tag, a);
-    p.push(sep);
-    decimal(&mut p, b);
-    p
 }
 
 /// A random point between `from` and `to` (inclusive), never backwards.

@@ -1,4 +1,5 @@
-//! [`ItemMap`]: the queued items by id, in id order.
+//! [`ItemMap`]: the queued items by id, in id order; [`SegCounts`]: how many items begin in
+//! each segment.
 //!
 //! Every record applied to the index looks its item up several times, during recovery as on
 //! the write path, so the lookup is the hot spot of both. Ids are handed out in increasing
@@ -17,24 +18,24 @@ pub(crate) struct ItemMap {
 
 impl ItemMap {
     /// Where `id` is, or where it would be inserted.
+    #[inline]
     fn find(&self, id: u64) -> Result<usize, usize> {
-        let (Some(first), Some(last)) = (self.items.first(), self.items.last()) else {
+        let n = self.items.len();
+        let Some(last) = self.items.last() else {
             return Err(0);
         };
-        if id > last.id {
-            return Err(self.items.len());
-        }
-        if id < first.id {
-            return Err(0);
+        if id >= last.id {
+            return if id == last.id { Ok(n - 1) } else { Err(n) };
         }
         // No gaps after the position: counted back from the newest item.
-        let from_end = (self.items.len() - 1).checked_sub((last.id - id) as usize);
+        let back = last.id - id;
+        if back < n as u64 && self.items[n - 1 - back as usize].id == id {
+            return Ok(n - 1 - back as usize);
+        }
         // No gaps before it: counted from the oldest one.
-        let from_start = Some((id - first.id) as usize).filter(|i| *i < self.items.len());
-        for guess in [from_end, from_start].into_iter().flatten() {
-            if self.items[guess].id == id {
-                return Ok(guess);
-            }
+        let first = self.items[0].id;
+        if id >= first && id - first < n as u64 && self.items[(id - first) as usize].id == id {
+            return Ok((id - first) as usize);
         }
         self.items.binary_search_by_key(&id, |it| it.id)
     }
@@ -94,9 +95,43 @@ impl std::ops::Index<&u64> for ItemMap {
     }
 }
 
+/// Item counts by segment, for the oldest segment some kind of item still needs. Items begin
+/// in a handful of segments and mostly in the newest, so a sorted vector does this with no
+/// tree nodes to allocate (the index is rebuilt on every recovery).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SegCounts {
+    counts: Vec<(u64, u32)>,
+}
+
+impl SegCounts {
+    /// One more item in `seg`.
+    pub fn add(&mut self, seg: u64) {
+        match self.counts.iter().rposition(|(s, _)| *s <= seg) {
+            Some(i) if self.counts[i].0 == seg => self.counts[i].1 += 1,
+            Some(i) => self.counts.insert(i + 1, (seg, 1)),
+            None => self.counts.insert(0, (seg, 1)),
+        }
+    }
+
+    /// One item fewer in `seg` (which must have one).
+    pub fn remove(&mut self, seg: u64) {
+        if let Some(i) = self.counts.iter().rposition(|(s, _)| *s == seg) {
+            self.counts[i].1 -= 1;
+            if self.counts[i].1 == 0 {
+                self.counts.remove(i);
+            }
+        }
+    }
+
+    /// The oldest segment with an item.
+    pub fn first(&self) -> Option<u64> {
+        self.counts.first().map(|(s, _)| *s)
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::ItemMap;
+    use super::{ItemMap, SegCounts};
     use crate::format::Flavor;
     use crate::model::{Item, Loc};
     use pgyard_types::Xid;
@@ -154,5 +189,25 @@ mod tests {
             let want: Vec<u64> = model.keys().copied().collect();
             assert_eq!(ids, want, "round {round}");
         }
+    }
+
+    #[test]
+    fn seg_counts_track_the_oldest_segment() {
+        let mut c = SegCounts::default();
+        assert_eq!(c.first(), None);
+        for seg in [5, 3, 5, 9, 3] {
+            c.add(seg);
+        }
+        assert_eq!(c.first(), Some(3));
+        c.remove(3);
+        assert_eq!(c.first(), Some(3));
+        c.remove(3);
+        assert_eq!(c.first(), Some(5));
+        c.remove(7);
+        c.remove(5);
+        c.remove(5);
+        assert_eq!(c.first(), Some(9));
+        c.remove(9);
+        assert_eq!(c.first(), None);
     }
 }

@@ -232,7 +232,11 @@ impl Storage for SimStorage {
     }
 
     fn append(&mut self, name: &str, data: &[u8]) -> Result<(), StorageError> {
-        let used: u64 = self.files.values().map(|f| f.data.len() as u64).sum();
+        // Only a capacity needs the disk's total.
+        let used: u64 = match self.faults.capacity_bytes {
+            Some(_) => self.files.values().map(|f| f.data.len() as u64).sum(),
+            None => 0,
+        };
         let over = self
             .faults
             .capacity_bytes

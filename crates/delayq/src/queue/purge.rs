@@ -150,9 +150,8 @@ impl<S: Storage> DelayQueue<S> {
             self.carry_unsynced_from = Some(self.carry_unsynced_from.unwrap_or(from).min(from));
             let n = records.len();
             for (i, (bytes, seg)) in records.iter().enumerate() {
-                let name = segment_name(*seg);
                 let rec = crate::format::decode_record(bytes).map_err(|r| Error::Corrupt {
-                    file: name,
+                    file: segment_name(*seg),
                     offset: 0,
                     reason: r.to_owned(),
                 })?;
