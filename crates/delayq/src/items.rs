@@ -58,6 +58,11 @@ impl ItemMap {
     /// Adds `item` under `id` (its own id), replacing one with the same id.
     pub fn insert(&mut self, id: u64, item: Item) {
         debug_assert_eq!(id, item.id);
+        if self.items.capacity() == 0 {
+            // Recovery rebuilds the map from nothing: skip the first few doublings, each a
+            // copy of every item so far.
+            self.items.reserve(16);
+        }
         match self.find(id) {
             Ok(i) => self.items[i] = item,
             Err(i) => self.items.insert(i, item),

@@ -86,9 +86,6 @@ pub(crate) struct Item {
     pub state: TxnState,
     /// The BEGIN (or NOTE) record: what a carry-forward copies first.
     pub start: Loc,
-    /// The record handed out as the first message (absent for streamed transactions, whose
-    /// BEGIN holds a `Stream Start`).
-    pub begin: Option<Loc>,
     /// Data records (changes, in-stream Relation/Type, transactional messages) with the
     /// subtransaction xid they carry (0 = none).
     pub body: Vec<(Loc, u32)>,
@@ -104,6 +101,12 @@ pub(crate) struct Item {
 }
 
 impl Item {
+    /// The record handed out as the first message: the BEGIN (or NOTE) record, except for
+    /// streamed transactions, whose BEGIN holds a `Stream Start`.
+    pub fn begin(&self) -> Option<Loc> {
+        (self.flavor != Flavor::Streamed).then_some(self.start)
+    }
+
     /// A transaction whose BEGIN record is at `loc` (read from its own record or a carried copy).
     pub(crate) fn begun(id: u64, xid: Xid, flavor: Flavor, loc: Loc) -> Item {
         Item {
@@ -113,7 +116,6 @@ impl Item {
             flavor,
             state: TxnState::InProgress,
             start: loc,
-            begin: (flavor != Flavor::Streamed).then_some(loc),
             body: Vec::new(),
             schema: Vec::new(),
             seal: None,
@@ -564,7 +566,6 @@ impl Model {
                 flavor: Flavor::Plain,
                 state: TxnState::Committed,
                 start: loc,
-                begin: Some(loc),
                 body: Vec::new(),
                 schema: Vec::new(),
                 seal: None,

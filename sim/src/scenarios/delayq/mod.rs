@@ -360,7 +360,7 @@ impl Run<'_> {
                 let Some(i) = self.conn.pop_front() else {
                     return Ok(());
                 };
-                self.wal.send(&self.publ.log()[i], &self.catalog)?;
+                self.wal.send(i, &self.publ.log()[i], &self.catalog)?;
             }
             let Some((wal_lsn, event, payload)) = self.wal.out.front() else {
                 continue;

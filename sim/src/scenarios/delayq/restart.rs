@@ -4,7 +4,6 @@
 use pgyard_delayq::{DelayQueue, Error, SegmentInfo, SimFaults, SimStorage, Storage, TxnState};
 use pgyard_types::Lsn;
 
-use super::walsender::Walsender;
 use super::{fail, Run};
 use crate::publisher::Fate;
 use crate::{trace, Violation};
@@ -98,7 +97,7 @@ impl Run<'_> {
             idx.len()
         );
         self.conn = idx.into();
-        self.wal = Walsender::new();
+        self.wal.new_session();
         self.session += 1;
         self.sub.last_pos = Lsn(0);
     }

@@ -1,6 +1,7 @@
 //! The tables' definitions over time and the walsender's pgoutput for the publisher's log.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::rc::Rc;
 
 use bytes::BytesMut;
 
@@ -45,13 +46,26 @@ impl Catalog {
     }
 }
 
-/// The table a change (`C<xid>.<n>`) writes to.
+/// The table a change (`C<xid>.<n>`) writes to: `n` modulo the tables (0 when the payload is
+/// not UTF-8 or its part after the last dot is not a number).
 pub(super) fn rel_of(payload: &[u8]) -> u32 {
-    let n: u64 = std::str::from_utf8(payload)
-        .ok()
-        .and_then(|p| p.rsplit('.').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
+    let tail = match payload.iter().rposition(|b| *b == b'.') {
+        Some(dot) => &payload[dot + 1..],
+        None => payload,
+    };
+    // What `str::parse::<u64>` accepts: an optional `+`, then at least one digit, no overflow.
+    let digits = tail.strip_prefix(b"+").unwrap_or(tail);
+    let n = if digits.is_empty() || std::str::from_utf8(payload).is_err() {
+        0
+    } else {
+        digits
+            .iter()
+            .try_fold(0u64, |n, b| {
+                let d = b.checked_sub(b'0').filter(|d| *d < 10)?;
+                n.checked_mul(10)?.checked_add(u64::from(d))
+            })
+            .unwrap_or(0)
+    };
     (n % u64::from(RELATIONS)) as u32
 }
 
@@ -102,6 +116,10 @@ pub(super) fn column_type(rel: u32, v: u32, i: usize) -> u32 {
 /// described for the session (`cleanup_rel_sync_cache`). Descriptions sent inside a rolled-back
 /// subtransaction's part of a stream are dropped with it on the apply side, so the model sends
 /// them again (pgoutput's own bookkeeping of that case is not modelled).
+///
+/// The bytes of a log message never change (a DDL applies from the WAL position after every
+/// logged message), and neither do those of a description: both are encoded once per seed and
+/// shared by every session that sends them again.
 #[derive(Debug)]
 pub(super) struct Walsender {
     decoder: PgOutputDecoder,
@@ -113,10 +131,17 @@ pub(super) struct Walsender {
     first_change: BTreeMap<(u32, u32), u64>,
     seq: u64,
     /// Encoded messages not yet taken by the queue: (`'w'` LSN, event, bytes).
-    pub(super) out: VecDeque<(Lsn, Event, Vec<u8>)>,
+    pub(super) out: VecDeque<(Lsn, Event, Rc<[u8]>)>,
     /// Reused encoding buffer: encoding into a fresh one grew it several times per message.
     scratch: BytesMut,
+    /// The encoding of each log message sent so far, by log index (empty: not yet).
+    logged: Vec<Option<Rc<[u8]>>>,
+    /// Descriptions by (table, version, stream): the Type message if any, and the Relation.
+    described: BTreeMap<(u32, u32, Option<u32>), Description>,
 }
+
+/// The Type message (if the table has a custom type) and the Relation message of a table.
+type Description = (Option<Rc<[u8]>>, Rc<[u8]>);
 
 impl Walsender {
     pub(super) fn new() -> Self {
@@ -129,13 +154,64 @@ impl Walsender {
             seq: 0,
             out: VecDeque::new(),
             scratch: BytesMut::new(),
+            logged: Vec::new(),
+            described: BTreeMap::new(),
         }
     }
 
-    /// Encodes one message of the publisher's log, with the descriptions it needs first.
-    pub(super) fn send(&mut self, item: &LogItem, catalog: &Catalog) -> Result<(), Violation> {
-        let lsn = item.lsn;
-        let msg_bytes = match item.event {
+    /// A new walsender session (after `START_REPLICATION`): nothing described, nothing
+    /// pending; the encodings stay.
+    pub(super) fn new_session(&mut self) {
+        let logged = std::mem::take(&mut self.logged);
+        let described = std::mem::take(&mut self.described);
+        *self = Walsender {
+            logged,
+            described,
+            ..Walsender::new()
+        };
+    }
+
+    /// Sends message `idx` of the publisher's log, with the descriptions it needs first.
+    pub(super) fn send(
+        &mut self,
+        idx: usize,
+        item: &LogItem,
+        catalog: &Catalog,
+    ) -> Result<(), Violation> {
+        match item.event {
+            Event::StreamStart { xid, .. } => self.block = Some(xid.0),
+            Event::StreamStop => self.block = None,
+            Event::StreamCommit { xid, .. } => self.stream_committed(xid, item.lsn, catalog),
+            Event::StreamAbort { xid, sub_xid } => self.stream_aborted(xid, sub_xid),
+            Event::StreamPrepare { xid, .. } => {
+                self.streams.remove(&xid.0);
+            }
+            Event::Change { xid } => self.before_change(item, xid, catalog)?,
+            Event::Relation { .. } | Event::Type { .. } => {
+                return Err(fail(
+                    "queue-accepts-valid-stream",
+                    "the publisher model never logs descriptions".into(),
+                ))
+            }
+            _ => {}
+        }
+        if self.logged.len() <= idx {
+            self.logged.resize(idx + 1, None);
+        }
+        let bytes = match &self.logged[idx] {
+            Some(b) => Rc::clone(b),
+            None => {
+                let b: Rc<[u8]> = self.encode_logged(item, catalog)?.into();
+                self.logged[idx] = Some(Rc::clone(&b));
+                b
+            }
+        };
+        self.emit(item.lsn, bytes)
+    }
+
+    /// The bytes of one log message.
+    fn encode_logged(&mut self, item: &LogItem, catalog: &Catalog) -> Result<Vec<u8>, Violation> {
+        match item.event {
             Event::Begin {
                 xid,
                 final_lsn,
@@ -204,32 +280,24 @@ impl Walsender {
                 }))
             }
             Event::StreamStart { xid, first } => {
-                self.block = Some(xid.0);
                 self.encode(PgOutputMessage::StreamStart(po::StreamStart {
                     xid,
                     first_segment: first,
                 }))
             }
-            Event::StreamStop => {
-                self.block = None;
-                self.encode(PgOutputMessage::StreamStop)
-            }
+            Event::StreamStop => self.encode(PgOutputMessage::StreamStop),
             Event::StreamCommit {
                 xid,
                 commit_lsn,
                 end_lsn,
                 commit_ts,
-            } => {
-                self.stream_committed(xid, lsn, catalog);
-                self.encode(PgOutputMessage::StreamCommit(po::StreamCommit {
-                    xid,
-                    commit_lsn,
-                    end_lsn,
-                    commit_time: commit_ts,
-                }))
-            }
+            } => self.encode(PgOutputMessage::StreamCommit(po::StreamCommit {
+                xid,
+                commit_lsn,
+                end_lsn,
+                commit_time: commit_ts,
+            })),
             Event::StreamAbort { xid, sub_xid } => {
-                self.stream_aborted(xid, sub_xid);
                 self.encode(PgOutputMessage::StreamAbort(po::StreamAbort {
                     xid,
                     subxid: sub_xid,
@@ -248,14 +316,11 @@ impl Walsender {
                 prefix: b"pgyard",
                 content: &item.payload,
             })),
-            Event::Relation { .. } | Event::Type { .. } => {
-                return Err(fail(
-                    "queue-accepts-valid-stream",
-                    "the publisher model never logs descriptions".into(),
-                ))
-            }
-        }?;
-        self.emit(lsn, msg_bytes)
+            Event::Relation { .. } | Event::Type { .. } => Err(fail(
+                "queue-accepts-valid-stream",
+                "the publisher model never logs descriptions".into(),
+            )),
+        }
     }
 
     /// Begin Prepare, Prepare or Stream Prepare (`event` tells which).
@@ -275,9 +340,6 @@ impl Walsender {
             xid,
             gid: &g,
         };
-        if let Event::StreamPrepare { .. } = event {
-            self.streams.remove(&xid.0);
-        }
         self.encode(match event {
             Event::BeginPrepare { .. } => PgOutputMessage::BeginPrepare(p),
             Event::Prepare { .. } => PgOutputMessage::Prepare(p),
@@ -308,14 +370,14 @@ impl Walsender {
         }
     }
 
-    /// An insert into the change's table, after its Relation (and Type) message when the
-    /// session (or, inside a stream block, the stream) does not hold the current definition.
-    fn change(
+    /// Before a change: its table's Relation (and Type) message when the session (or, inside
+    /// a stream block, the stream) does not hold the current definition.
+    fn before_change(
         &mut self,
         item: &LogItem,
         xid: Option<Xid>,
         catalog: &Catalog,
-    ) -> Result<Vec<u8>, Violation> {
+    ) -> Result<(), Violation> {
         let lsn = item.lsn;
         let rel = rel_of(&item.payload);
         let v = catalog.version(rel, lsn);
@@ -334,6 +396,18 @@ impl Walsender {
         if let (Some(top), Some(sub)) = (top, xid) {
             self.first_change.entry((top, sub.0)).or_insert(self.seq);
         }
+        Ok(())
+    }
+
+    /// An insert into the change's table.
+    fn change(
+        &mut self,
+        item: &LogItem,
+        xid: Option<Xid>,
+        catalog: &Catalog,
+    ) -> Result<Vec<u8>, Violation> {
+        let rel = rel_of(&item.payload);
+        let v = catalog.version(rel, item.lsn);
         let mut ver = Vec::new();
         decimal(&mut ver, u64::from(v));
         let mut vals = [TupleValue::Null; 4];
@@ -350,7 +424,37 @@ impl Walsender {
     /// Sends version `v` of table `rel` (with its custom type first, when it has one), inside
     /// the stream block of `top` if there is one, and records it as described.
     fn describe(&mut self, rel: u32, v: u32, top: Option<u32>, lsn: Lsn) -> Result<(), Violation> {
+        let (ty, relation) = match self.described.get(&(rel, v, top)) {
+            Some(d) => d.clone(),
+            None => {
+                let d = self.encode_description(rel, v, top)?;
+                self.described.insert((rel, v, top), d.clone());
+                d
+            }
+        };
+        if let Some(y) = ty {
+            self.emit(lsn, y)?;
+        }
+        let at = self.seq;
+        self.emit(lsn, relation)?;
+        match top {
+            Some(top) => self.streams.entry(top).or_default().push((rel, v, at)),
+            None => {
+                self.global.insert(rel, v);
+            }
+        }
+        Ok(())
+    }
+
+    /// The Type (when version `v` of table `rel` has a custom type) and Relation messages.
+    fn encode_description(
+        &mut self,
+        rel: u32,
+        v: u32,
+        top: Option<u32>,
+    ) -> Result<Description, Violation> {
         let in_stream = top.map(Xid);
+        let mut ty = None;
         if v.is_multiple_of(2) && !v.is_multiple_of(3) {
             let name = format!("t{rel}_kind").into_bytes();
             let y = self.encode(PgOutputMessage::Type(po::Type {
@@ -359,7 +463,7 @@ impl Walsender {
                 namespace: b"public",
                 name: &name,
             }))?;
-            self.emit(lsn, y)?;
+            ty = Some(y.into());
         }
         let cols = columns(rel, v);
         let rc: Vec<RelationColumn<'_>> = cols
@@ -380,19 +484,11 @@ impl Walsender {
             replica_identity: ReplicaIdentity::Default,
             columns: Seq::from_slice(&rc),
         }))?;
-        let at = self.seq;
-        self.emit(lsn, r)?;
-        match top {
-            Some(top) => self.streams.entry(top).or_default().push((rel, v, at)),
-            None => {
-                self.global.insert(rel, v);
-            }
-        }
-        Ok(())
+        Ok((ty, r.into()))
     }
 
     /// Queues one encoded message, with the event the production path derives from its bytes.
-    fn emit(&mut self, lsn: Lsn, bytes: Vec<u8>) -> Result<(), Violation> {
+    fn emit(&mut self, lsn: Lsn, bytes: Rc<[u8]>) -> Result<(), Violation> {
         let event = match self.decoder.decode(&bytes) {
             Ok(m) => pgyard_delayq::pgoutput::event(&m),
             Err(e) => {
@@ -422,4 +518,40 @@ fn gid(xid: Xid) -> Vec<u8> {
     let mut g = b"pgyard_".to_vec();
     decimal(&mut g, u64::from(xid.0));
     g
+}
+
+#[cfg(test)]
+mod tests {
+    /// `rel_of` as it was written first, with `str::parse`.
+    fn rel_of_by_parse(payload: &[u8]) -> u32 {
+        let n: u64 = std::str::from_utf8(payload)
+            .ok()
+            .and_then(|p| p.rsplit('.').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        (n % u64::from(super::RELATIONS)) as u32
+    }
+
+    #[test]
+    fn rel_of_reads_the_number_after_the_last_dot() {
+        let cases: [&[u8]; 14] = [
+            b"C1000.7",
+            b"C1000.8",
+            b"C1000.18446744073709551615",
+            b"C1000.18446744073709551616",
+            b"C1.+5",
+            b"C1.+",
+            b"C1.",
+            b"C1.-5",
+            b"5",
+            b"",
+            b"a.b.41",
+            b"C1.4x",
+            b"\xff.4",
+            b"C1000.0004",
+        ];
+        for c in cases {
+            assert_eq!(super::rel_of(c), rel_of_by_parse(c), "{c:?}");
+        }
+    }
 }
