@@ -3,11 +3,18 @@
 
 /// Appends `n` in decimal to `out`: what `format!("{n}")` writes, without the formatting
 /// machinery (payloads are built for every message of every seed).
-pub(crate) fn decimal(out: &mut Vec<u8>, n: u64) {
-    if n >= 10 {
-        decimal(out, n / 10);
+pub(crate) fn decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
     }
-    out.push(b'0' + (n % 10) as u8);
+    out.extend_from_slice(&digits[at..]);
 }
 
 /// A payload naming what it carries: `tag`, then `n` in decimal (`B1000` for a Begin).

@@ -4,6 +4,7 @@
 use pgyard_delayq::{Ready, ReadyMessage, ReadyTxn};
 use pgyard_wire::pgoutput::{self as po, PgOutputMessage, TupleValue};
 
+use super::text::{Dec, LsnText};
 use super::walsender::{column_count, column_name, column_type, REL_OID_BASE, TYPE_OID_BASE};
 use super::{fail, Run, Subscriber};
 use crate::publisher::Fate;
@@ -123,10 +124,11 @@ impl Run<'_> {
         }
         trace!(
             self.t,
-            "apply {} end {end_lsn} due {} at {}",
-            t.xid,
-            t.due.0,
-            self.now.0
+            "apply {} end {} due {} at {}",
+            Dec(t.xid.0.into()),
+            LsnText(end_lsn),
+            Dec(t.due.0),
+            Dec(self.now.0)
         );
         self.sub.applied.insert(t.xid.0);
         self.sub.origin = end_lsn;
@@ -165,7 +167,7 @@ impl Run<'_> {
                 ),
             ));
         }
-        trace!(self.t, "deliver message {}", m.lsn);
+        trace!(self.t, "deliver message {}", LsnText(m.lsn));
         self.sub.notes.insert(m.lsn.0, self.session);
         self.sub.last_pos = m.lsn;
         Ok(())

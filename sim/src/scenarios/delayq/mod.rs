@@ -22,10 +22,12 @@ use pgyard_types::{rng_from_seed, uniform_inclusive, Lsn, Rng, RngCore, UnixTime
 use crate::planted::ScenarioBug;
 use crate::publisher::{Fate, Publisher, Workload};
 use crate::{trace, Scenario, Trace, Violation};
+use text::LsnText;
 use walsender::{rel_of, Catalog, Walsender, RELATIONS};
 
 mod apply;
 mod restart;
+mod text;
 mod walsender;
 
 /// The scenario.
@@ -423,7 +425,7 @@ impl Run<'_> {
     fn flush(&mut self) -> Result<(), Violation> {
         match self.q().flush() {
             Ok(lsn) => {
-                trace!(self.t, "flush -> {lsn}");
+                trace!(self.t, "flush -> {}", LsnText(lsn));
                 self.report(lsn)
             }
             Err(e) if e.is_retryable() => {

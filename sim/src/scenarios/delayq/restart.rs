@@ -1,6 +1,8 @@
 //! Purges, reconnects, and process restarts over the crashed disk, with the checks that
 //! recovery kept everything it must.
 
+use std::collections::BTreeMap;
+
 use pgyard_delayq::{DelayQueue, Error, SegmentInfo, SimFaults, SimStorage, Storage, TxnState};
 use pgyard_types::Lsn;
 
@@ -180,13 +182,17 @@ impl Run<'_> {
             ));
         }
         let (reported, origin) = (self.reported, self.sub.origin);
-        let state_of = |xid: u32| {
-            info.transactions
-                .iter()
-                .filter(|t| t.xid.0 == xid)
-                .map(|t| t.state)
-                .find(|s| *s != TxnState::Aborted)
-        };
+        // Per xid, the state of its first transaction (in inspection order) that is not
+        // aborted: looked up for many of the publisher's transactions, so gathered once.
+        let mut states: BTreeMap<u32, TxnState> = BTreeMap::new();
+        for t in info
+            .transactions
+            .iter()
+            .filter(|t| t.state != TxnState::Aborted)
+        {
+            states.entry(t.xid.0).or_insert(t.state);
+        }
+        let state_of = |xid: u32| states.get(&xid).copied();
         for (xid, txn) in &self.publ.txns {
             let need = match txn.fate {
                 Fate::Committed { end_lsn, .. } if end_lsn <= origin => None,

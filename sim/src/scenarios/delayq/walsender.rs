@@ -201,7 +201,7 @@ impl Walsender {
         let bytes = match &self.logged[idx] {
             Some(b) => Rc::clone(b),
             None => {
-                let b: Rc<[u8]> = self.encode_logged(item, catalog)?.into();
+                let b = self.encode_logged(item, catalog)?;
                 self.logged[idx] = Some(Rc::clone(&b));
                 b
             }
@@ -210,7 +210,7 @@ impl Walsender {
     }
 
     /// The bytes of one log message.
-    fn encode_logged(&mut self, item: &LogItem, catalog: &Catalog) -> Result<Vec<u8>, Violation> {
+    fn encode_logged(&mut self, item: &LogItem, catalog: &Catalog) -> Result<Rc<[u8]>, Violation> {
         match item.event {
             Event::Begin {
                 xid,
@@ -331,7 +331,7 @@ impl Walsender {
         prepare_lsn: Lsn,
         end_lsn: Lsn,
         prepare_ts: PgTimestamp,
-    ) -> Result<Vec<u8>, Violation> {
+    ) -> Result<Rc<[u8]>, Violation> {
         let g = gid(xid);
         let p = po::Prepare {
             prepare_lsn,
@@ -405,7 +405,7 @@ impl Walsender {
         item: &LogItem,
         xid: Option<Xid>,
         catalog: &Catalog,
-    ) -> Result<Vec<u8>, Violation> {
+    ) -> Result<Rc<[u8]>, Violation> {
         let rel = rel_of(&item.payload);
         let v = catalog.version(rel, item.lsn);
         let mut ver = Vec::new();
@@ -463,7 +463,7 @@ impl Walsender {
                 namespace: b"public",
                 name: &name,
             }))?;
-            ty = Some(y.into());
+            ty = Some(y);
         }
         let cols = columns(rel, v);
         let rc: Vec<RelationColumn<'_>> = cols
@@ -484,7 +484,7 @@ impl Walsender {
             replica_identity: ReplicaIdentity::Default,
             columns: Seq::from_slice(&rc),
         }))?;
-        Ok((ty, r.into()))
+        Ok((ty, r))
     }
 
     /// Queues one encoded message, with the event the production path derives from its bytes.
@@ -505,11 +505,11 @@ impl Walsender {
 }
 
 impl Walsender {
-    fn encode(&mut self, m: PgOutputMessage<'_>) -> Result<Vec<u8>, Violation> {
+    fn encode(&mut self, m: PgOutputMessage<'_>) -> Result<Rc<[u8]>, Violation> {
         self.scratch.clear();
         m.encode(&mut self.scratch)
             .map_err(|e| fail("queue-accepts-valid-stream", format!("encode {m:?}: {e}")))?;
-        Ok(self.scratch.to_vec())
+        Ok(Rc::from(&self.scratch[..]))
     }
 }
 
