@@ -19,6 +19,11 @@ use std::collections::BTreeMap;
 use pgyard_delayq::Event;
 use pgyard_types::{uniform_inclusive, Lsn, PgTimestamp, Rng, RngCore, UnixTime, Xid};
 
+pub(crate) use payload::decimal;
+use payload::{pair, tagged};
+
+mod payload;
+
 /// How the workload is mixed (swarm-drawn per seed by the scenario).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Workload {
@@ -334,12 +339,18 @@ impl Publisher {
     /// the start. Returns the start and the indices.
     pub fn resend_from(&self, requested: Lsn) -> (Lsn, Vec<usize>) {
         let start = requested.max(self.slot.confirmed_flush_lsn);
-        let idx = self
-            .log
-            .iter()
-            .enumerate()
-            .filter(|(_, it)| self.decided.get(&it.unit).is_none_or(|d| *d >= start))
-            .map(|(i, _)| i)
+        // A unit's messages are mostly adjacent: look each unit up once per run of them.
+        let mut last: Option<(Unit, bool)> = None;
+        let mut send = |unit: Unit| match last {
+            Some((u, s)) if u == unit => s,
+            _ => {
+                let s = self.decided.get(&unit).is_none_or(|d| *d >= start);
+                last = Some((unit, s));
+                s
+            }
+        };
+        let idx = (0..self.log.len())
+            .filter(|&i| send(self.log[i].unit))
             .collect();
         (start, idx)
     }
@@ -415,7 +426,7 @@ impl Publisher {
 
     fn change_payload(&mut self, xid: u32) -> Vec<u8> {
         self.change_seq += 1;
-        format!("C{xid}.{}", self.change_seq).into_bytes()
+        pair(b'C', xid.into(), b'.', self.change_seq)
     }
 
     /// Records changes of `xid` (sub `sub`) at fresh LSNs; returns (lsn, payload, sub).
@@ -473,7 +484,7 @@ impl Publisher {
                 final_lsn: commit_lsn,
                 commit_ts: ts,
             },
-            format!("B{xid}").into_bytes(),
+            tagged(b'B', xid.into()),
             unit,
         );
         for (l, p, _) in changes {
@@ -486,7 +497,7 @@ impl Publisher {
                 end_lsn,
                 commit_ts: ts,
             },
-            format!("K{xid}").into_bytes(),
+            tagged(b'K', xid.into()),
             unit,
         );
         self.decided.insert(unit, commit_lsn);
@@ -495,7 +506,7 @@ impl Publisher {
 
     fn note(&mut self, rng: &mut Rng) {
         let (lsn, _) = self.record(rng);
-        let payload = format!("N{}", lsn.0).into_bytes();
+        let payload = tagged(b'N', lsn.0);
         let unit = Unit::Note(lsn.0);
         self.push(
             lsn,
@@ -533,7 +544,7 @@ impl Publisher {
                 end_lsn,
                 prepare_ts: ts,
             },
-            format!("b{xid}").into_bytes(),
+            tagged(b'b', xid.into()),
             unit,
         );
         for (l, p, _) in changes {
@@ -547,7 +558,7 @@ impl Publisher {
                 end_lsn,
                 prepare_ts: ts,
             },
-            format!("P{xid}").into_bytes(),
+            tagged(b'P', xid.into()),
             unit,
         );
         self.decided.insert(unit, prepare_lsn);
@@ -582,7 +593,7 @@ impl Publisher {
                     rollback_end_lsn: end,
                     rollback_ts: ts,
                 },
-                format!("r{xid}").into_bytes(),
+                tagged(b'r', xid.into()),
                 unit,
             );
             if let Some(t) = self.txns.get_mut(&xid) {
@@ -598,7 +609,7 @@ impl Publisher {
                     end_lsn: end,
                     commit_ts: ts,
                 },
-                format!("k{xid}").into_bytes(),
+                tagged(b'k', xid.into()),
                 unit,
             );
             self.commit(xid, lsn, end, ts);
@@ -643,7 +654,7 @@ impl Publisher {
                 xid: Xid(xid),
                 first,
             },
-            format!("S{xid}").into_bytes(),
+            tagged(b'S', xid.into()),
             unit,
         );
         if rng.next_u32().is_multiple_of(4) && !self.open[i].savepoints.is_empty() {
@@ -690,7 +701,7 @@ impl Publisher {
                 xid: Xid(xid),
                 sub_xid: Xid(sub),
             },
-            format!("A{xid}/{sub}").into_bytes(),
+            pair(b'A', xid.into(), b'/', sub.into()),
             Unit::Body(xid),
         );
     }
@@ -715,7 +726,7 @@ impl Publisher {
                     xid: Xid(xid),
                     sub_xid: Xid(xid),
                 },
-                format!("A{xid}").into_bytes(),
+                tagged(b'A', xid.into()),
                 unit,
             );
             if let Some(t) = self.txns.get_mut(&xid) {
@@ -731,7 +742,7 @@ impl Publisher {
                     end_lsn: end,
                     prepare_ts: ts,
                 },
-                format!("p{xid}").into_bytes(),
+                tagged(b'p', xid.into()),
                 unit,
             );
             if let Some(t) = self.txns.get_mut(&xid) {
@@ -748,7 +759,7 @@ impl Publisher {
                     end_lsn: end,
                     commit_ts: ts,
                 },
-                format!("c{xid}").into_bytes(),
+                tagged(b'c', xid.into()),
                 unit,
             );
             self.commit(xid, lsn, end, ts);

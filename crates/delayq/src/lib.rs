@@ -55,6 +55,7 @@
 
 mod format;
 mod fs;
+mod items;
 mod model;
 mod queue;
 mod recover;

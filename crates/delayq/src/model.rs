@@ -3,6 +3,7 @@
 //! written, minus what never reached the disk.
 
 use crate::format::{Body, Carry, Flavor, Rec, SealKind};
+use crate::items::{ItemMap, SegCounts};
 use pgyard_types::{Lsn, PgTimestamp, UnixTime, Xid};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -85,9 +86,6 @@ pub(crate) struct Item {
     pub state: TxnState,
     /// The BEGIN (or NOTE) record: what a carry-forward copies first.
     pub start: Loc,
-    /// The record handed out as the first message (absent for streamed transactions, whose
-    /// BEGIN holds a `Stream Start`).
-    pub begin: Option<Loc>,
     /// Data records (changes, in-stream Relation/Type, transactional messages) with the
     /// subtransaction xid they carry (0 = none).
     pub body: Vec<(Loc, u32)>,
@@ -103,8 +101,14 @@ pub(crate) struct Item {
 }
 
 impl Item {
+    /// The record handed out as the first message: the BEGIN (or NOTE) record, except for
+    /// streamed transactions, whose BEGIN holds a `Stream Start`.
+    pub fn begin(&self) -> Option<Loc> {
+        (self.flavor != Flavor::Streamed).then_some(self.start)
+    }
+
     /// A transaction whose BEGIN record is at `loc` (read from its own record or a carried copy).
-    fn begun(id: u64, xid: Xid, flavor: Flavor, loc: Loc) -> Item {
+    pub(crate) fn begun(id: u64, xid: Xid, flavor: Flavor, loc: Loc) -> Item {
         Item {
             id,
             xid,
@@ -112,7 +116,6 @@ impl Item {
             flavor,
             state: TxnState::InProgress,
             start: loc,
-            begin: (flavor != Flavor::Streamed).then_some(loc),
             body: Vec::new(),
             schema: Vec::new(),
             seal: None,
@@ -211,7 +214,7 @@ impl SchemaMap {
 /// The index.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Model {
-    pub items: BTreeMap<u64, Item>,
+    pub items: ItemMap,
     /// Committed, not yet applied items by commit position: the hand-out order.
     pub order: BTreeMap<Pos, u64>,
     /// The open non-streamed transaction (`B`…`C` or `b`…`P`).
@@ -234,10 +237,10 @@ pub(crate) struct Model {
     /// A carry-forward set being read: the item as its copies describe it, and where the set
     /// starts.
     pub carrying: Option<(Item, Loc)>,
-    /// Unfinished items by the segment of their first record: `pinned_from` in O(log n).
-    live_by_seg: BTreeMap<u64, u32>,
+    /// Unfinished items by the segment of their first record: `pinned_from` in O(1).
+    live_by_seg: SegCounts,
     /// Committed, unapplied items (and messages) by the segment of their first record.
-    due_by_seg: BTreeMap<u64, u32>,
+    due_by_seg: SegCounts,
 }
 
 impl Model {
@@ -254,16 +257,25 @@ impl Model {
         if rec.carry == Carry::No && self.carrying.is_some() {
             return Err("carry-forward set interrupted");
         }
-        let before = self.tracked(rec.item);
+        // Data and schema records, and copies other than a set's last, change no item's
+        // state or first segment: most records skip the two lookups.
+        let moves = match rec.carry {
+            Carry::No => !matches!(rec.body, Body::Msg { .. } | Body::Schema { .. }),
+            Carry::Copy => false,
+            Carry::Last => true,
+        };
+        let before = if moves { self.tracked(rec.item) } else { None };
         let r = if rec.carry == Carry::No {
             self.apply_original(rec, loc)
         } else {
             self.apply_carried(rec, loc)
         };
-        let after = self.tracked(rec.item);
-        if before != after {
-            untrack(&mut self.live_by_seg, &mut self.due_by_seg, before);
-            track(&mut self.live_by_seg, &mut self.due_by_seg, after);
+        if moves {
+            let after = self.tracked(rec.item);
+            if before != after {
+                untrack(&mut self.live_by_seg, &mut self.due_by_seg, before);
+                track(&mut self.live_by_seg, &mut self.due_by_seg, after);
+            }
         }
         r
     }
@@ -554,7 +566,6 @@ impl Model {
                 flavor: Flavor::Plain,
                 state: TxnState::Committed,
                 start: loc,
-                begin: Some(loc),
                 body: Vec::new(),
                 schema: Vec::new(),
                 seal: None,
@@ -620,13 +631,13 @@ impl Model {
 
     /// Oldest segment still needed by an unfinished item.
     pub fn pinned_from(&self) -> Option<u64> {
-        self.live_by_seg.keys().next().copied()
+        self.live_by_seg.first()
     }
 
     /// Oldest segment holding the first record of a committed item not yet applied: what
     /// applying due work (and nothing else) will release.
     pub fn committed_from(&self) -> Option<u64> {
-        self.due_by_seg.keys().next().copied()
+        self.due_by_seg.first()
     }
 
     /// Forgets finished items whose records all lie before segment `first_kept`.
@@ -636,35 +647,23 @@ impl Model {
     }
 }
 
-fn track(live: &mut BTreeMap<u64, u32>, due: &mut BTreeMap<u64, u32>, at: Option<(TxnState, u64)>) {
+fn track(live: &mut SegCounts, due: &mut SegCounts, at: Option<(TxnState, u64)>) {
     let Some((state, seg)) = at else { return };
     if !state.finished() {
-        *live.entry(seg).or_default() += 1;
+        live.add(seg);
     }
     if state == TxnState::Committed {
-        *due.entry(seg).or_default() += 1;
+        due.add(seg);
     }
 }
 
-fn untrack(
-    live: &mut BTreeMap<u64, u32>,
-    due: &mut BTreeMap<u64, u32>,
-    at: Option<(TxnState, u64)>,
-) {
+fn untrack(live: &mut SegCounts, due: &mut SegCounts, at: Option<(TxnState, u64)>) {
     let Some((state, seg)) = at else { return };
-    let dec = |m: &mut BTreeMap<u64, u32>| {
-        if let Some(n) = m.get_mut(&seg) {
-            *n -= 1;
-            if *n == 0 {
-                m.remove(&seg);
-            }
-        }
-    };
     if !state.finished() {
-        dec(live);
+        live.remove(seg);
     }
     if state == TxnState::Committed {
-        dec(due);
+        due.remove(seg);
     }
 }
 

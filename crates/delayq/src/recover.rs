@@ -72,6 +72,8 @@ pub(crate) fn scan<S: Storage>(storage: &S, delay_micros: i64) -> Result<Scanned
     let mut segs = Vec::new();
     let mut recovery = Recovery::default();
     let count = names.len();
+    // One read window for all segments: it is zeroed only when it grows.
+    let mut window = Vec::new();
     for (i, (seq, name)) in names.into_iter().enumerate() {
         let last = i + 1 == count;
         let corrupt = |offset: u64, reason: &str| Error::Corrupt {
@@ -85,7 +87,7 @@ pub(crate) fn scan<S: Storage>(storage: &S, delay_micros: i64) -> Result<Scanned
             }
         }
         let size = storage.size(&name).map_err(Error::Storage)?;
-        let mut rd = Chunked::new(storage, &name, size);
+        let mut rd = Chunked::new(storage, &name, size, std::mem::take(&mut window));
         let head = rd.get(0, SEGMENT_HEADER_BYTES)?.to_vec();
         if (head.len() as u64) < SEGMENT_HEADER_BYTES {
             if last {
@@ -154,6 +156,7 @@ pub(crate) fn scan<S: Storage>(storage: &S, delay_micros: i64) -> Result<Scanned
                 reason: reason.to_owned(),
             });
         }
+        window = rd.into_window();
         recovery.records += records;
         segs.push(SegState {
             seq,
@@ -212,34 +215,54 @@ struct Chunked<'a, S> {
 }
 
 impl<'a, S: Storage> Chunked<'a, S> {
-    fn new(storage: &'a S, name: &'a str, size: u64) -> Self {
+    /// A reader of file `name` (`size` bytes) through `window`, a buffer of any contents.
+    fn new(storage: &'a S, name: &'a str, size: u64, mut window: Vec<u8>) -> Self {
+        window.clear();
         Chunked {
             storage,
             name,
             size,
             start: 0,
-            buf: Vec::new(),
+            buf: window,
         }
+    }
+
+    /// The window, for the next file.
+    fn into_window(self) -> Vec<u8> {
+        self.buf
     }
 
     /// Up to `len` bytes at `off` (fewer only at the end of the file). `len` must already be
     /// bounded by the file size; the window never exceeds what is left of the file.
+    #[inline]
     fn get(&mut self, off: u64, len: u64) -> Result<&[u8], Error> {
         let have = off >= self.start && off + len <= self.start + self.buf.len() as u64;
         if !have {
-            let want = len.max(CHUNK).min(self.size.saturating_sub(off));
-            self.buf.clear();
-            self.buf.resize(want as usize, 0);
-            let n = self
-                .storage
-                .read(self.name, off, &mut self.buf)
-                .map_err(Error::Storage)?;
-            self.buf.truncate(n);
-            self.start = off;
+            self.load(off, len)?;
         }
         let from = (off - self.start) as usize;
         let to = (from + len as usize).min(self.buf.len());
         Ok(&self.buf[from.min(to)..to])
+    }
+
+    /// Moves the window to start at `off`.
+    #[inline(never)]
+    fn load(&mut self, off: u64, len: u64) -> Result<(), Error> {
+        let want = len.max(CHUNK).min(self.size.saturating_sub(off)) as usize;
+        // The read overwrites what it returns and the rest is cut off: only growth needs
+        // zeroing.
+        if self.buf.len() < want {
+            self.buf.resize(want, 0);
+        } else {
+            self.buf.truncate(want);
+        }
+        let n = self
+            .storage
+            .read(self.name, off, &mut self.buf)
+            .map_err(Error::Storage)?;
+        self.buf.truncate(n);
+        self.start = off;
+        Ok(())
     }
 
     /// The offset of the first whole, checksum-valid record starting after `off`, if any.

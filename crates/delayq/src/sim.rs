@@ -4,6 +4,7 @@
 use crate::storage::{Storage, StorageError, StorageErrorKind};
 use pgyard_types::{rng_from_seed, uniform_inclusive, Rng, RngCore};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// Which faults the simulated disk injects, and how often.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -35,11 +36,81 @@ pub struct SimStats {
     pub torn: u64,
 }
 
+/// File contents, shared between clones of the disk until one of them writes: the simulator
+/// keeps a copy of the whole disk around every recovery, and most files never change again.
+type Bytes = Arc<Vec<u8>>;
+
 #[derive(Clone, Debug, Default)]
 struct SimFile {
-    data: Vec<u8>,
-    durable: Vec<u8>,
+    data: Bytes,
+    durable: Durable,
     poisoned: bool,
+}
+
+/// What of a file survives a power loss. Files almost only grow between syncs, so the durable
+/// contents are nearly always a prefix of the current ones and need no copy of their own.
+#[derive(Clone, Debug)]
+enum Durable {
+    /// The first this many bytes of the current contents (never more than there are).
+    Prefix(usize),
+    /// Contents the current ones no longer start with (the file was cut below them).
+    Own(Bytes),
+}
+
+impl Default for Durable {
+    fn default() -> Self {
+        Durable::Prefix(0)
+    }
+}
+
+impl SimFile {
+    /// A file whose current contents are all durable.
+    fn settled(data: Bytes) -> SimFile {
+        let len = data.len();
+        SimFile {
+            data,
+            durable: Durable::Prefix(len),
+            poisoned: false,
+        }
+    }
+
+    fn durable_bytes(&self) -> &[u8] {
+        match &self.durable {
+            Durable::Prefix(n) => &self.data[..*n],
+            Durable::Own(d) => d,
+        }
+    }
+
+    /// The durable contents as a value of their own (shared when they are all of the file).
+    fn durable_owned(&self) -> Bytes {
+        match &self.durable {
+            Durable::Prefix(n) if *n == self.data.len() => Arc::clone(&self.data),
+            Durable::Prefix(n) => Arc::new(self.data[..*n].to_vec()),
+            Durable::Own(d) => Arc::clone(d),
+        }
+    }
+
+    /// The current contents become what survived: the durable bytes and the first `torn` of
+    /// the ones after them (which must follow them).
+    fn keep_durable(&mut self, torn: usize) {
+        match &self.durable {
+            Durable::Prefix(n) => {
+                let len = n + torn;
+                if len < self.data.len() {
+                    Arc::make_mut(&mut self.data).truncate(len);
+                }
+            }
+            Durable::Own(d) => {
+                let mut keep = Arc::clone(d);
+                if torn > 0 {
+                    let tail = &self.data[d.len()..d.len() + torn];
+                    Arc::make_mut(&mut keep).extend_from_slice(tail);
+                }
+                self.data = keep;
+            }
+        }
+        self.durable = Durable::Prefix(self.data.len());
+    }
 }
 
 /// A deterministic in-memory directory with fault injection.
@@ -47,7 +118,7 @@ struct SimFile {
 pub struct SimStorage {
     files: BTreeMap<String, SimFile>,
     /// Durable contents of durable files removed since the last directory sync.
-    removed: BTreeMap<String, Vec<u8>>,
+    removed: BTreeMap<String, Bytes>,
     durable_names: BTreeSet<String>,
     rng: Rng,
     faults: SimFaults,
@@ -90,11 +161,14 @@ impl SimStorage {
     /// Flips bits of one byte of a file, in both its current and durable contents.
     pub fn corrupt(&mut self, name: &str, offset: usize, xor: u8) {
         if let Some(f) = self.files.get_mut(name) {
-            if let Some(b) = f.data.get_mut(offset) {
+            // A durable prefix is the same bytes: flipping them once flips both.
+            if let Some(b) = Arc::make_mut(&mut f.data).get_mut(offset) {
                 *b ^= xor;
             }
-            if let Some(b) = f.durable.get_mut(offset) {
-                *b ^= xor;
+            if let Durable::Own(d) = &mut f.durable {
+                if let Some(b) = Arc::make_mut(d).get_mut(offset) {
+                    *b ^= xor;
+                }
             }
         }
     }
@@ -111,27 +185,19 @@ impl SimStorage {
         }
         for (name, data) in std::mem::take(&mut self.removed) {
             if self.durable_names.contains(&name) && !self.files.contains_key(&name) {
-                self.files.insert(
-                    name,
-                    SimFile {
-                        data: data.clone(),
-                        durable: data,
-                        poisoned: false,
-                    },
-                );
+                self.files.insert(name, SimFile::settled(data));
             }
         }
         let mut torn = false;
         for f in self.files.values_mut() {
-            let mut keep = f.durable.clone();
-            let extra = f.data.len().saturating_sub(keep.len());
-            if self.faults.torn_writes && extra > 0 && f.data.starts_with(&f.durable) {
-                let k = uniform_inclusive(&mut self.rng, extra as u64) as usize;
-                keep.extend_from_slice(&f.data[f.durable.len()..f.durable.len() + k]);
+            let durable = f.durable_bytes();
+            let extra = f.data.len().saturating_sub(durable.len());
+            let mut k = 0;
+            if self.faults.torn_writes && extra > 0 && f.data.starts_with(durable) {
+                k = uniform_inclusive(&mut self.rng, extra as u64) as usize;
                 torn |= k > 0;
             }
-            f.data = keep.clone();
-            f.durable = keep;
+            f.keep_durable(k);
             f.poisoned = false;
         }
         if torn {
@@ -166,7 +232,11 @@ impl Storage for SimStorage {
     }
 
     fn append(&mut self, name: &str, data: &[u8]) -> Result<(), StorageError> {
-        let used: u64 = self.files.values().map(|f| f.data.len() as u64).sum();
+        // Only a capacity needs the disk's total.
+        let used: u64 = match self.faults.capacity_bytes {
+            Some(_) => self.files.values().map(|f| f.data.len() as u64).sum(),
+            None => 0,
+        };
         let over = self
             .faults
             .capacity_bytes
@@ -183,7 +253,7 @@ impl Storage for SimStorage {
             data.len()
         };
         let f = self.file_mut("append", name)?;
-        f.data.extend_from_slice(&data[..prefix]);
+        Arc::make_mut(&mut f.data).extend_from_slice(&data[..prefix]);
         if fail {
             self.stats.enospc += 1;
             return Err(e("append", name, StorageErrorKind::NoSpace));
@@ -217,7 +287,7 @@ impl Storage for SimStorage {
         if fail {
             // Linux drops the dirty pages and reports the error once; model the worst case.
             f.poisoned = true;
-            f.data = f.durable.clone();
+            f.keep_durable(0);
             self.stats.fsync_failures += 1;
             return Err(e(
                 "sync",
@@ -225,7 +295,7 @@ impl Storage for SimStorage {
                 StorageErrorKind::Other("simulated fsync failure (EIO)".into()),
             ));
         }
-        f.durable = f.data.clone();
+        f.durable = Durable::Prefix(f.data.len());
         self.stats.syncs += 1;
         Ok(())
     }
@@ -250,7 +320,9 @@ impl Storage for SimStorage {
             .remove(name)
             .ok_or_else(|| e("remove", name, StorageErrorKind::NotFound))?;
         if self.durable_names.contains(name) {
-            self.removed.entry(name.to_owned()).or_insert(f.durable);
+            self.removed
+                .entry(name.to_owned())
+                .or_insert_with(|| f.durable_owned());
         }
         Ok(())
     }
@@ -263,11 +335,13 @@ impl Storage for SimStorage {
         if self.durable_names.contains(from) {
             self.removed
                 .entry(from.to_owned())
-                .or_insert(f.durable.clone());
+                .or_insert_with(|| f.durable_owned());
         }
         if let Some(old) = self.files.remove(to) {
             if self.durable_names.contains(to) {
-                self.removed.entry(to.to_owned()).or_insert(old.durable);
+                self.removed
+                    .entry(to.to_owned())
+                    .or_insert_with(|| old.durable_owned());
             }
         }
         self.files.insert(to.to_owned(), f);
@@ -278,9 +352,13 @@ impl Storage for SimStorage {
         let f = self.file_mut("truncate", name)?;
         let len = usize::try_from(len).unwrap_or(usize::MAX);
         if len < f.data.len() {
-            f.data.truncate(len);
+            if matches!(f.durable, Durable::Prefix(n) if n > len) {
+                // The durable bytes outlive the cut: they get a copy of their own.
+                f.durable = Durable::Own(f.durable_owned());
+            }
+            Arc::make_mut(&mut f.data).truncate(len);
         } else {
-            f.data.resize(len, 0);
+            Arc::make_mut(&mut f.data).resize(len, 0);
         }
         Ok(())
     }

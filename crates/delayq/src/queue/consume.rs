@@ -70,7 +70,7 @@ impl<S: Storage> DelayQueue<S> {
         let commit = it.commit;
         let out = if it.note {
             let loc = it
-                .begin
+                .begin()
                 .ok_or_else(|| Error::Misuse("message without record".into()))?;
             let payload = self.read_raw(loc)?;
             Ready::Message(ReadyMessage {
@@ -80,9 +80,8 @@ impl<S: Storage> DelayQueue<S> {
             })
         } else {
             let locs: Vec<Loc> = it
-                .begin
-                .iter()
-                .copied()
+                .begin()
+                .into_iter()
                 .chain(it.body.iter().map(|(l, _)| *l))
                 .chain(it.seal)
                 .chain(it.decide)

@@ -3,7 +3,7 @@
 //! reads them back, `consume` hands due work out, and `purge` frees segments.
 
 use crate::format::Flavor;
-use crate::model::{CommitKind, Model, Pos, TxnState};
+use crate::model::{CommitKind, Item, Model, Pos, TxnState};
 use crate::recover::{scan, Recovery, SegState};
 use crate::storage::Storage;
 use crate::{Config, Error};
@@ -158,6 +158,8 @@ pub struct DelayQueue<S: Storage> {
     segs: Vec<SegState>,
     /// Records of the active (last) segment not yet written to storage.
     buf: Vec<u8>,
+    /// Reused buffer for records read back from storage.
+    rbuf: Vec<u8>,
     /// Bytes of the active segment already written to storage.
     written: u64,
     /// Bytes of the active segment known durable (every older segment is durable).
@@ -183,6 +185,20 @@ pub struct DelayQueue<S: Storage> {
     now: UnixTime,
     fatal: Option<Error>,
     recovery: Recovery,
+}
+
+fn txn_info(it: &Item) -> TxnInfo {
+    TxnInfo {
+        id: ItemId(it.id),
+        xid: it.xid,
+        state: it.state,
+        commit_lsn: it.commit.map(|c| c.lsn),
+        end_lsn: it.commit.map(|c| c.end),
+        commit_time: it.commit.map(|c| c.ts),
+        due: it.due,
+        messages: it.body.len(),
+        first_segment: it.first_seg,
+    }
 }
 
 impl<S: Storage> DelayQueue<S> {
@@ -213,6 +229,7 @@ impl<S: Storage> DelayQueue<S> {
             model,
             segs,
             buf: Vec::new(),
+            rbuf: Vec::new(),
             written,
             synced: written,
             unsynced: false,
@@ -316,53 +333,52 @@ impl<S: Storage> DelayQueue<S> {
 
     /// A summary for tools and tests.
     pub fn inspect(&self) -> Inspection {
-        let segments = self
-            .segs
-            .iter()
-            .map(|s| SegmentInfo {
-                file: s.name.clone(),
-                seq: s.seq,
-                valid_bytes: s.len,
-                capacity: s.capacity,
-                records: s.records,
-            })
-            .collect();
         let mut txns: Vec<_> = self.model.items.values().filter(|it| !it.note).collect();
         txns.sort_by_key(|it| match it.commit {
             Some(c) => (0, c.pos, it.id),
             None => (1, (0, 0), it.id),
         });
-        let transactions = txns
-            .into_iter()
-            .map(|it| TxnInfo {
-                id: ItemId(it.id),
-                xid: it.xid,
-                state: it.state,
-                commit_lsn: it.commit.map(|c| c.lsn),
-                end_lsn: it.commit.map(|c| c.end),
-                commit_time: it.commit.map(|c| c.ts),
-                due: it.due,
-                messages: it.body.len(),
-                first_segment: it.first_seg,
-            })
-            .collect();
-        let messages_pending = self
-            .model
-            .order
-            .values()
-            .filter(|id| self.model.items.get(id).is_some_and(|it| it.note))
-            .count();
         Inspection {
             flush_lsn: self.flush_lsn(),
             apply_lsn: self.apply_lsn(),
             resume_lsn: self.resume_lsn(),
             write_lsn: self.write_lsn(),
-            segments,
-            transactions,
-            messages_pending,
+            segments: self.segments().collect(),
+            transactions: txns.into_iter().map(txn_info).collect(),
+            messages_pending: self.messages_pending(),
             disk_bytes: self.disk_bytes(),
             budget_bytes: self.budget_bytes(),
         }
+    }
+
+    /// The segment files, oldest first (as in [`Inspection::segments`]).
+    pub fn segments(&self) -> impl ExactSizeIterator<Item = SegmentInfo> + '_ {
+        self.segs.iter().map(|s| SegmentInfo {
+            file: s.name.clone(),
+            seq: s.seq,
+            valid_bytes: s.len,
+            capacity: s.capacity,
+            records: s.records,
+        })
+    }
+
+    /// The transactions of [`Inspection::transactions`] by id, without the sort and the
+    /// allocation: for checks that run after every step.
+    pub fn transactions(&self) -> impl Iterator<Item = TxnInfo> + '_ {
+        self.model
+            .items
+            .values()
+            .filter(|it| !it.note)
+            .map(txn_info)
+    }
+
+    /// Non-transactional messages not yet delivered (as in [`Inspection::messages_pending`]).
+    pub fn messages_pending(&self) -> usize {
+        self.model
+            .order
+            .values()
+            .filter(|id| self.model.items.get(id).is_some_and(|it| it.note))
+            .count()
     }
 
     fn check(&self) -> Result<(), Error> {

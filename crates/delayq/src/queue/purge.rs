@@ -68,6 +68,13 @@ impl<S: Storage> DelayQueue<S> {
         let Some(active) = self.segs.last().map(|s| s.seq) else {
             return Ok(false);
         };
+        // Segments below `floor` become removable once the sets below are copied.
+        let mut floor = self.model.committed_from().unwrap_or(active).min(active);
+        if self.model.pinned_from().is_none_or(|p| p >= floor) {
+            // No unfinished item begins below the floor: there is nothing to carry. (Purge
+            // runs often; this saves a walk over every item.)
+            return Ok(false);
+        }
         // Room in an empty segment: a set never spans two.
         let snapshot: u64 = self
             .model
@@ -91,8 +98,6 @@ impl<S: Storage> DelayQueue<S> {
                 .map(|l| l.len + 2)
                 .sum()
         };
-        // Segments below `floor` become removable once the sets below are copied.
-        let mut floor = self.model.committed_from().unwrap_or(active).min(active);
         for it in self.model.items.values() {
             if !it.state.finished()
                 && it.first_seg < floor
@@ -145,9 +150,8 @@ impl<S: Storage> DelayQueue<S> {
             self.carry_unsynced_from = Some(self.carry_unsynced_from.unwrap_or(from).min(from));
             let n = records.len();
             for (i, (bytes, seg)) in records.iter().enumerate() {
-                let name = segment_name(*seg);
                 let rec = crate::format::decode_record(bytes).map_err(|r| Error::Corrupt {
-                    file: name,
+                    file: segment_name(*seg),
                     offset: 0,
                     reason: r.to_owned(),
                 })?;

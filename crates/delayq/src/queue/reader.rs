@@ -1,7 +1,7 @@
 //! Reading records back from the segments (or the write buffer), checksums verified.
 
 use super::DelayQueue;
-use crate::format::{segment_name, Body};
+use crate::format::{segment_name, Body, Rec};
 use crate::model::Loc;
 use crate::storage::Storage;
 use crate::Error;
@@ -9,13 +9,7 @@ use crate::Error;
 impl<S: Storage> DelayQueue<S> {
     /// The stored pgoutput bytes of one record, checked again.
     pub(super) fn read_raw(&mut self, loc: Loc) -> Result<Vec<u8>, Error> {
-        let bytes = self.read_record(loc)?;
-        let rec = crate::format::decode_record(&bytes).map_err(|r| Error::Corrupt {
-            file: segment_name(loc.seg),
-            offset: loc.off,
-            reason: r.to_owned(),
-        })?;
-        Ok(match rec.body {
+        self.with_record(loc, |_, rec| match rec.body {
             Body::Begin { raw, .. }
             | Body::Msg { raw, .. }
             | Body::Note { raw }
@@ -29,42 +23,47 @@ impl<S: Storage> DelayQueue<S> {
 
     /// The bytes of one whole record, with its checksum verified.
     pub(super) fn read_record(&mut self, loc: Loc) -> Result<Vec<u8>, Error> {
-        let active = self.segs.last().map(|s| (s.seq, s.name.clone()));
-        let name = self
-            .segs
-            .iter()
-            .find(|s| s.seq == loc.seg)
-            .map(|s| s.name.clone())
-            .ok_or_else(|| Error::Corrupt {
+        self.with_record(loc, |bytes, _| bytes.to_vec())
+    }
+
+    /// Reads the record at `loc` (from the write buffer when it is not written yet), verifies
+    /// and decodes it once, and hands both to `f`. Records on disk are read into a buffer
+    /// kept for the next read, so a hand-out of many records allocates only what it returns.
+    fn with_record<T>(
+        &mut self,
+        loc: Loc,
+        f: impl FnOnce(&[u8], Rec<'_>) -> T,
+    ) -> Result<T, Error> {
+        let active = self.segs.last().map(|s| s.seq);
+        let Some(seg) = self.segs.iter().find(|s| s.seq == loc.seg) else {
+            return Err(Error::Corrupt {
                 file: segment_name(loc.seg),
                 offset: loc.off,
                 reason: "segment of a pending record is gone".into(),
-            })?;
-        let bytes = match active {
-            Some((seq, _)) if seq == loc.seg && loc.off >= self.written => {
-                let from = (loc.off - self.written) as usize;
-                self.buf
-                    .get(from..from + loc.len as usize)
-                    .map(<[u8]>::to_vec)
-                    .unwrap_or_default()
-            }
-            _ => {
-                let mut b = vec![0u8; loc.len as usize];
-                let n = self
-                    .storage
-                    .read(&name, loc.off, &mut b)
-                    .map_err(Error::Storage)?;
-                b.truncate(n);
-                b
-            }
+            });
         };
-        if let Err(reason) = crate::format::decode_record(&bytes) {
-            return Err(Error::Corrupt {
-                file: name,
+        let bytes: &[u8] = if active == Some(loc.seg) && loc.off >= self.written {
+            let from = (loc.off - self.written) as usize;
+            self.buf
+                .get(from..from + loc.len as usize)
+                .unwrap_or_default()
+        } else {
+            self.rbuf.clear();
+            self.rbuf.resize(loc.len as usize, 0);
+            let n = self
+                .storage
+                .read(&seg.name, loc.off, &mut self.rbuf)
+                .map_err(Error::Storage)?;
+            self.rbuf.truncate(n);
+            &self.rbuf
+        };
+        match crate::format::decode_record(bytes) {
+            Ok(rec) => Ok(f(bytes, rec)),
+            Err(reason) => Err(Error::Corrupt {
+                file: seg.name.clone(),
                 offset: loc.off,
                 reason: reason.to_owned(),
-            });
+            }),
         }
-        Ok(bytes)
     }
 }

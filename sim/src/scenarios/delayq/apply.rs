@@ -4,7 +4,8 @@
 use pgyard_delayq::{Ready, ReadyMessage, ReadyTxn};
 use pgyard_wire::pgoutput::{self as po, PgOutputMessage, TupleValue};
 
-use super::walsender::{columns, REL_OID_BASE, TYPE_OID_BASE};
+use super::text::{Dec, LsnText};
+use super::walsender::{column_count, column_name, column_type, REL_OID_BASE, TYPE_OID_BASE};
 use super::{fail, Run, Subscriber};
 use crate::publisher::Fate;
 use crate::{trace, Violation};
@@ -101,9 +102,11 @@ impl Run<'_> {
                 ),
             ));
         }
-        let expected = txn.changes.clone();
-        let data = self.apply_schema_and_changes(t)?;
-        if data != expected {
+        let data = self.sub.apply_schema_and_changes(t)?;
+        let expected = &txn.changes;
+        let same = data.len() == expected.len()
+            && data.iter().zip(expected).all(|(d, e)| *d == e.as_slice());
+        if !same {
             return Err(fail(
                 "applied-content",
                 format!(
@@ -121,98 +124,16 @@ impl Run<'_> {
         }
         trace!(
             self.t,
-            "apply {} end {end_lsn} due {} at {}",
-            t.xid,
-            t.due.0,
-            self.now.0
+            "apply {} end {} due {} at {}",
+            Dec(t.xid.0.into()),
+            LsnText(end_lsn),
+            Dec(t.due.0),
+            Dec(self.now.0)
         );
         self.sub.applied.insert(t.xid.0);
         self.sub.origin = end_lsn;
         self.sub.last_pos = self.sub.last_pos.max(commit_lsn);
         Ok(())
-    }
-
-    /// Plays the apply worker's relation map through one transaction: the queue's `schema`
-    /// first, then its messages in order. Every change must refer to a relation the map holds,
-    /// with the definition the change was encoded with (and every custom type described).
-    /// Returns the changes' payloads.
-    fn apply_schema_and_changes(&mut self, t: &ReadyTxn) -> Result<Vec<Vec<u8>>, Violation> {
-        let bad = |what: String| {
-            fail(
-                "relation-described",
-                format!("transaction {}: {what}", t.xid),
-            )
-        };
-        for raw in &t.schema {
-            match po::decode(raw, false) {
-                Ok(PgOutputMessage::Relation(r)) => self.sub.hold_relation(&r),
-                Ok(PgOutputMessage::Type(y)) => {
-                    self.sub.types.insert(y.oid);
-                }
-                other => return Err(bad(format!("schema entry {other:?}"))),
-            }
-        }
-        let streamed = !matches!(
-            t.messages.first().and_then(|m| m.first()),
-            Some(b'B' | b'b')
-        );
-        let mut data = Vec::new();
-        for raw in &t.messages {
-            let in_stream = streamed && matches!(raw.first(), Some(b'R' | b'Y' | b'I' | b'M'));
-            match po::decode(raw, in_stream) {
-                Ok(PgOutputMessage::Relation(r)) => self.sub.hold_relation(&r),
-                Ok(PgOutputMessage::Type(y)) => {
-                    self.sub.types.insert(y.oid);
-                }
-                Ok(PgOutputMessage::Insert(i)) => {
-                    let vals: Vec<TupleValue<'_>> = i.new.iter().collect();
-                    let (Some(TupleValue::Text(payload)), Some(TupleValue::Text(ver))) =
-                        (vals.first(), vals.get(1))
-                    else {
-                        return Err(bad(format!("malformed change {raw:?}")));
-                    };
-                    let ver: u32 = std::str::from_utf8(ver)
-                        .ok()
-                        .and_then(|v| v.parse().ok())
-                        .unwrap_or(0);
-                    let rel = i.relation.wrapping_sub(REL_OID_BASE);
-                    let want = columns(rel, ver);
-                    let Some(held) = self.sub.relations.get(&i.relation) else {
-                        return Err(bad(format!(
-                            "change {} on relation {} that the consumer does not hold",
-                            String::from_utf8_lossy(payload),
-                            i.relation
-                        )));
-                    };
-                    let held_names: Vec<(Vec<u8>, u32)> = held.clone();
-                    let want_names: Vec<(Vec<u8>, u32)> =
-                        want.iter().map(|(n, ty, _)| (n.clone(), *ty)).collect();
-                    if held_names != want_names || vals.len() != want.len() {
-                        return Err(bad(format!(
-                            "change {} encoded with version {ver} of relation {}, the consumer \
-                             holds {:?}",
-                            String::from_utf8_lossy(payload),
-                            i.relation,
-                            held_names
-                                .iter()
-                                .map(|(n, _)| String::from_utf8_lossy(n).into_owned())
-                                .collect::<Vec<_>>()
-                        )));
-                    }
-                    if let Some(ty) = want_names
-                        .iter()
-                        .map(|c| c.1)
-                        .find(|ty| *ty >= TYPE_OID_BASE && !self.sub.types.contains(ty))
-                    {
-                        return Err(bad(format!("type {ty} used before it was described")));
-                    }
-                    data.push(payload.to_vec());
-                }
-                Ok(_) => {}
-                Err(e) => return Err(bad(format!("undecodable message {raw:?}: {e}"))),
-            }
-        }
-        Ok(data)
     }
 
     fn deliver_note(&mut self, m: &ReadyMessage) -> Result<(), Violation> {
@@ -246,7 +167,7 @@ impl Run<'_> {
                 ),
             ));
         }
-        trace!(self.t, "deliver message {}", m.lsn);
+        trace!(self.t, "deliver message {}", LsnText(m.lsn));
         self.sub.notes.insert(m.lsn.0, self.session);
         self.sub.last_pos = m.lsn;
         Ok(())
@@ -254,6 +175,97 @@ impl Run<'_> {
 }
 
 impl Subscriber {
+    /// Plays the apply worker's relation map through one transaction: the queue's `schema`
+    /// first, then its messages in order. Every change must refer to a relation the map holds,
+    /// with the definition the change was encoded with (and every custom type described).
+    /// Returns the changes' payloads.
+    fn apply_schema_and_changes<'t>(
+        &mut self,
+        t: &'t ReadyTxn,
+    ) -> Result<Vec<&'t [u8]>, Violation> {
+        let bad = |what: String| {
+            fail(
+                "relation-described",
+                format!("transaction {}: {what}", t.xid),
+            )
+        };
+        for raw in &t.schema {
+            match po::decode(raw, false) {
+                Ok(PgOutputMessage::Relation(r)) => self.hold_relation(&r),
+                Ok(PgOutputMessage::Type(y)) => {
+                    self.types.insert(y.oid);
+                }
+                other => return Err(bad(format!("schema entry {other:?}"))),
+            }
+        }
+        let streamed = !matches!(
+            t.messages.first().and_then(|m| m.first()),
+            Some(b'B' | b'b')
+        );
+        let mut data = Vec::new();
+        let mut name = Vec::new();
+        for raw in &t.messages {
+            let in_stream = streamed && matches!(raw.first(), Some(b'R' | b'Y' | b'I' | b'M'));
+            match po::decode(raw, in_stream) {
+                Ok(PgOutputMessage::Relation(r)) => self.hold_relation(&r),
+                Ok(PgOutputMessage::Type(y)) => {
+                    self.types.insert(y.oid);
+                }
+                Ok(PgOutputMessage::Insert(i)) => {
+                    let mut vals = i.new.iter();
+                    let (Some(TupleValue::Text(payload)), Some(TupleValue::Text(ver))) =
+                        (vals.next(), vals.next())
+                    else {
+                        return Err(bad(format!("malformed change {raw:?}")));
+                    };
+                    let count = 2 + vals.count();
+                    let ver: u32 = std::str::from_utf8(ver)
+                        .ok()
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(0);
+                    let rel = i.relation.wrapping_sub(REL_OID_BASE);
+                    let Some(held) = self.relations.get(&i.relation) else {
+                        return Err(bad(format!(
+                            "change {} on relation {} that the consumer does not hold",
+                            String::from_utf8_lossy(payload),
+                            i.relation
+                        )));
+                    };
+                    // Compared column by column with the definition the change was encoded
+                    // with, which is built from the version without allocating it whole.
+                    let want = column_count(ver);
+                    let same = held.len() == want
+                        && held.iter().enumerate().all(|(c, (held_name, held_type))| {
+                            name.clear();
+                            column_name(ver, c, &mut name);
+                            *held_name == name && *held_type == column_type(rel, ver, c)
+                        });
+                    if !same || count != want {
+                        return Err(bad(format!(
+                            "change {} encoded with version {ver} of relation {}, the consumer \
+                             holds {:?}",
+                            String::from_utf8_lossy(payload),
+                            i.relation,
+                            held.iter()
+                                .map(|(n, _)| String::from_utf8_lossy(n).into_owned())
+                                .collect::<Vec<_>>()
+                        )));
+                    }
+                    if let Some(ty) = (0..want)
+                        .map(|c| column_type(rel, ver, c))
+                        .find(|ty| *ty >= TYPE_OID_BASE && !self.types.contains(ty))
+                    {
+                        return Err(bad(format!("type {ty} used before it was described")));
+                    }
+                    data.push(payload);
+                }
+                Ok(_) => {}
+                Err(e) => return Err(bad(format!("undecodable message {raw:?}: {e}"))),
+            }
+        }
+        Ok(data)
+    }
+
     fn hold_relation(&mut self, r: &po::Relation<'_>) {
         let cols = r
             .columns

@@ -22,10 +22,12 @@ use pgyard_types::{rng_from_seed, uniform_inclusive, Lsn, Rng, RngCore, UnixTime
 use crate::planted::ScenarioBug;
 use crate::publisher::{Fate, Publisher, Workload};
 use crate::{trace, Scenario, Trace, Violation};
+use text::LsnText;
 use walsender::{rel_of, Catalog, Walsender, RELATIONS};
 
 mod apply;
 mod restart;
+mod text;
 mod walsender;
 
 /// The scenario.
@@ -360,18 +362,18 @@ impl Run<'_> {
                 let Some(i) = self.conn.pop_front() else {
                     return Ok(());
                 };
-                let item = self.publ.log()[i].clone();
-                self.wal.send(&item, &self.catalog)?;
+                self.wal.send(i, &self.publ.log()[i], &self.catalog)?;
             }
-            let Some((wal_lsn, event, payload)) = self.wal.out.front().cloned() else {
+            let Some((wal_lsn, event, payload)) = self.wal.out.front() else {
                 continue;
             };
-            let now = self.now;
-            let r = self.q().handle(
-                now,
+            let (wal_lsn, event) = (*wal_lsn, *event);
+            let q = self.q.as_mut().expect("queue is open between steps");
+            let r = q.handle(
+                self.now,
                 Received {
                     wal_lsn,
-                    payload: &payload,
+                    payload,
                     event,
                 },
             );
@@ -423,7 +425,7 @@ impl Run<'_> {
     fn flush(&mut self) -> Result<(), Violation> {
         match self.q().flush() {
             Ok(lsn) => {
-                trace!(self.t, "flush -> {lsn}");
+                trace!(self.t, "flush -> {}", LsnText(lsn));
                 self.report(lsn)
             }
             Err(e) if e.is_retryable() => {

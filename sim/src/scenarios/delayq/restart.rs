@@ -1,10 +1,11 @@
 //! Purges, reconnects, and process restarts over the crashed disk, with the checks that
 //! recovery kept everything it must.
 
-use pgyard_delayq::{DelayQueue, Error, SimFaults, SimStorage, Storage, TxnState};
+use std::collections::BTreeMap;
+
+use pgyard_delayq::{DelayQueue, Error, SegmentInfo, SimFaults, SimStorage, Storage, TxnState};
 use pgyard_types::Lsn;
 
-use super::walsender::Walsender;
 use super::{fail, Run};
 use crate::publisher::Fate;
 use crate::{trace, Violation};
@@ -26,9 +27,10 @@ impl Run<'_> {
     /// After a purge: the files on disk are exactly the queue's segments, and nothing older
     /// than the oldest unfinished transaction is kept (unless a pending message pins it).
     pub(super) fn check_no_orphans(&mut self) -> Result<(), Violation> {
-        let info = self.q().inspect();
-        let mut files: Vec<String> = self
-            .q()
+        // This runs after every purge, so it reads the queue's segments and transactions
+        // directly instead of building (and sorting) a whole `inspect()`: the same values.
+        let q = self.q.as_ref().expect("queue is open between steps");
+        let mut files: Vec<String> = q
             .storage()
             .list()
             .map_err(|e| fail("no-orphan-segments", format!("list: {e}")))?
@@ -36,19 +38,19 @@ impl Run<'_> {
             .filter(|f| f.starts_with("dq-"))
             .collect();
         files.sort();
-        let segs: Vec<String> = info.segments.iter().map(|s| s.file.clone()).collect();
-        if files != segs {
+        let segments: Vec<SegmentInfo> = q.segments().collect();
+        if !files.iter().eq(segments.iter().map(|s| &s.file)) {
+            let segs: Vec<&String> = segments.iter().map(|s| &s.file).collect();
             return Err(fail(
                 "no-orphan-segments",
                 format!("disk has {files:?}, queue knows {segs:?}"),
             ));
         }
-        let (Some(first), Some(last)) = (info.segments.first(), info.segments.last()) else {
+        let (Some(first), Some(last)) = (segments.first(), segments.last()) else {
             return Ok(());
         };
-        let floor = info
-            .transactions
-            .iter()
+        let floor = q
+            .transactions()
             .filter(|t| {
                 matches!(
                     t.state,
@@ -61,7 +63,7 @@ impl Run<'_> {
             .min(last.seq);
         // Segments below the floor may stay while a carry-forward set is not yet durable
         // (purge's flush ran out of space); a pending message pins its segment too.
-        let settled = info.messages_pending == 0 && !self.q().needs_flush();
+        let settled = q.messages_pending() == 0 && !q.needs_flush();
         let bad = first.seq > floor || (settled && first.seq < floor);
         if bad {
             return Err(fail(
@@ -97,7 +99,7 @@ impl Run<'_> {
             idx.len()
         );
         self.conn = idx.into();
-        self.wal = Walsender::new();
+        self.wal.new_session();
         self.session += 1;
         self.sub.last_pos = Lsn(0);
     }
@@ -180,13 +182,17 @@ impl Run<'_> {
             ));
         }
         let (reported, origin) = (self.reported, self.sub.origin);
-        let state_of = |xid: u32| {
-            info.transactions
-                .iter()
-                .filter(|t| t.xid.0 == xid)
-                .map(|t| t.state)
-                .find(|s| *s != TxnState::Aborted)
-        };
+        // Per xid, the state of its first transaction (in inspection order) that is not
+        // aborted: looked up for many of the publisher's transactions, so gathered once.
+        let mut states: BTreeMap<u32, TxnState> = BTreeMap::new();
+        for t in info
+            .transactions
+            .iter()
+            .filter(|t| t.state != TxnState::Aborted)
+        {
+            states.entry(t.xid.0).or_insert(t.state);
+        }
+        let state_of = |xid: u32| states.get(&xid).copied();
         for (xid, txn) in &self.publ.txns {
             let need = match txn.fate {
                 Fate::Committed { end_lsn, .. } if end_lsn <= origin => None,

@@ -1,6 +1,9 @@
 //! The tables' definitions over time and the walsender's pgoutput for the publisher's log.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::rc::Rc;
+
+use bytes::BytesMut;
 
 use pgyard_delayq::Event;
 use pgyard_types::{Lsn, PgTimestamp, Xid};
@@ -10,7 +13,7 @@ use pgyard_wire::pgoutput::{
 };
 
 use super::fail;
-use crate::publisher::LogItem;
+use crate::publisher::{decimal, LogItem};
 use crate::Violation;
 
 /// Tables the workload writes to.
@@ -43,32 +46,68 @@ impl Catalog {
     }
 }
 
-/// The table a change (`C<xid>.<n>`) writes to.
+/// The table a change (`C<xid>.<n>`) writes to: `n` modulo the tables (0 when the payload is
+/// not UTF-8 or its part after the last dot is not a number).
 pub(super) fn rel_of(payload: &[u8]) -> u32 {
-    let n: u64 = std::str::from_utf8(payload)
-        .ok()
-        .and_then(|p| p.rsplit('.').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
+    let tail = match payload.iter().rposition(|b| *b == b'.') {
+        Some(dot) => &payload[dot + 1..],
+        None => payload,
+    };
+    // What `str::parse::<u64>` accepts: an optional `+`, then at least one digit, no overflow.
+    let digits = tail.strip_prefix(b"+").unwrap_or(tail);
+    let n = if digits.is_empty() || std::str::from_utf8(payload).is_err() {
+        0
+    } else {
+        digits
+            .iter()
+            .try_fold(0u64, |n, b| {
+                let d = b.checked_sub(b'0').filter(|d| *d < 10)?;
+                n.checked_mul(10)?.checked_add(u64::from(d))
+            })
+            .unwrap_or(0)
+    };
     (n % u64::from(RELATIONS)) as u32
 }
 
 /// Version `v` of table `rel`: the payload and version columns, then `v % 3` more whose names
 /// name the version, the first of a custom type when `v` is even.
 pub(super) fn columns(rel: u32, v: u32) -> Vec<(Vec<u8>, u32, bool)> {
-    let mut c = vec![
-        (b"payload".to_vec(), TEXT_OID, true),
-        (b"ver".to_vec(), INT4_OID, false),
-    ];
-    for i in 0..v % 3 {
-        let ty = if i == 0 && v.is_multiple_of(2) {
-            TYPE_OID_BASE + rel
-        } else {
-            TEXT_OID
-        };
-        c.push((format!("x{v}_{i}").into_bytes(), ty, false));
+    (0..column_count(v))
+        .map(|i| {
+            let mut name = Vec::new();
+            column_name(v, i, &mut name);
+            (name, column_type(rel, v, i), i == 0)
+        })
+        .collect()
+}
+
+/// How many columns version `v` of a table has.
+pub(super) fn column_count(v: u32) -> usize {
+    2 + (v % 3) as usize
+}
+
+/// Appends the name of column `i` of version `v` to `out`.
+pub(super) fn column_name(v: u32, i: usize, out: &mut Vec<u8>) {
+    match i {
+        0 => out.extend_from_slice(b"payload"),
+        1 => out.extend_from_slice(b"ver"),
+        _ => {
+            out.push(b'x');
+            decimal(out, u64::from(v));
+            out.push(b'_');
+            decimal(out, (i - 2) as u64);
+        }
     }
-    c
+}
+
+/// The type OID of column `i` of version `v` of table `rel`.
+pub(super) fn column_type(rel: u32, v: u32, i: usize) -> u32 {
+    match i {
+        0 => TEXT_OID,
+        1 => INT4_OID,
+        2 if v.is_multiple_of(2) => TYPE_OID_BASE + rel,
+        _ => TEXT_OID,
+    }
 }
 
 /// What pgoutput sends for one walsender session: Relation (with Type) messages before a
@@ -77,6 +116,10 @@ pub(super) fn columns(rel: u32, v: u32) -> Vec<(Vec<u8>, u32, bool)> {
 /// described for the session (`cleanup_rel_sync_cache`). Descriptions sent inside a rolled-back
 /// subtransaction's part of a stream are dropped with it on the apply side, so the model sends
 /// them again (pgoutput's own bookkeeping of that case is not modelled).
+///
+/// The bytes of a log message never change (a DDL applies from the WAL position after every
+/// logged message), and neither do those of a description: both are encoded once per seed and
+/// shared by every session that sends them again.
 #[derive(Debug)]
 pub(super) struct Walsender {
     decoder: PgOutputDecoder,
@@ -88,8 +131,17 @@ pub(super) struct Walsender {
     first_change: BTreeMap<(u32, u32), u64>,
     seq: u64,
     /// Encoded messages not yet taken by the queue: (`'w'` LSN, event, bytes).
-    pub(super) out: VecDeque<(Lsn, Event, Vec<u8>)>,
+    pub(super) out: VecDeque<(Lsn, Event, Rc<[u8]>)>,
+    /// Reused encoding buffer: encoding into a fresh one grew it several times per message.
+    scratch: BytesMut,
+    /// The encoding of each log message sent so far, by log index (empty: not yet).
+    logged: Vec<Option<Rc<[u8]>>>,
+    /// Descriptions by (table, version, stream): the Type message if any, and the Relation.
+    described: BTreeMap<(u32, u32, Option<u32>), Description>,
 }
+
+/// The Type message (if the table has a custom type) and the Relation message of a table.
+type Description = (Option<Rc<[u8]>>, Rc<[u8]>);
 
 impl Walsender {
     pub(super) fn new() -> Self {
@@ -101,18 +153,70 @@ impl Walsender {
             first_change: BTreeMap::new(),
             seq: 0,
             out: VecDeque::new(),
+            scratch: BytesMut::new(),
+            logged: Vec::new(),
+            described: BTreeMap::new(),
         }
     }
 
-    /// Encodes one message of the publisher's log, with the descriptions it needs first.
-    pub(super) fn send(&mut self, item: &LogItem, catalog: &Catalog) -> Result<(), Violation> {
-        let lsn = item.lsn;
-        let msg_bytes = match item.event {
+    /// A new walsender session (after `START_REPLICATION`): nothing described, nothing
+    /// pending; the encodings stay.
+    pub(super) fn new_session(&mut self) {
+        let logged = std::mem::take(&mut self.logged);
+        let described = std::mem::take(&mut self.described);
+        *self = Walsender {
+            logged,
+            described,
+            ..Walsender::new()
+        };
+    }
+
+    /// Sends message `idx` of the publisher's log, with the descriptions it needs first.
+    pub(super) fn send(
+        &mut self,
+        idx: usize,
+        item: &LogItem,
+        catalog: &Catalog,
+    ) -> Result<(), Violation> {
+        match item.event {
+            Event::StreamStart { xid, .. } => self.block = Some(xid.0),
+            Event::StreamStop => self.block = None,
+            Event::StreamCommit { xid, .. } => self.stream_committed(xid, item.lsn, catalog),
+            Event::StreamAbort { xid, sub_xid } => self.stream_aborted(xid, sub_xid),
+            Event::StreamPrepare { xid, .. } => {
+                self.streams.remove(&xid.0);
+            }
+            Event::Change { xid } => self.before_change(item, xid, catalog)?,
+            Event::Relation { .. } | Event::Type { .. } => {
+                return Err(fail(
+                    "queue-accepts-valid-stream",
+                    "the publisher model never logs descriptions".into(),
+                ))
+            }
+            _ => {}
+        }
+        if self.logged.len() <= idx {
+            self.logged.resize(idx + 1, None);
+        }
+        let bytes = match &self.logged[idx] {
+            Some(b) => Rc::clone(b),
+            None => {
+                let b = self.encode_logged(item, catalog)?;
+                self.logged[idx] = Some(Rc::clone(&b));
+                b
+            }
+        };
+        self.emit(item.lsn, bytes)
+    }
+
+    /// The bytes of one log message.
+    fn encode_logged(&mut self, item: &LogItem, catalog: &Catalog) -> Result<Rc<[u8]>, Violation> {
+        match item.event {
             Event::Begin {
                 xid,
                 final_lsn,
                 commit_ts,
-            } => encode(PgOutputMessage::Begin(po::Begin {
+            } => self.encode(PgOutputMessage::Begin(po::Begin {
                 final_lsn,
                 commit_time: commit_ts,
                 xid,
@@ -121,7 +225,7 @@ impl Walsender {
                 commit_lsn,
                 end_lsn,
                 commit_ts,
-            } => encode(PgOutputMessage::Commit(po::Commit {
+            } => self.encode(PgOutputMessage::Commit(po::Commit {
                 commit_lsn,
                 end_lsn,
                 commit_time: commit_ts,
@@ -151,7 +255,7 @@ impl Walsender {
                 commit_ts,
             } => {
                 let g = gid(xid);
-                encode(PgOutputMessage::CommitPrepared(po::CommitPrepared {
+                self.encode(PgOutputMessage::CommitPrepared(po::CommitPrepared {
                     commit_lsn,
                     end_lsn,
                     commit_time: commit_ts,
@@ -166,7 +270,7 @@ impl Walsender {
                 rollback_ts,
             } => {
                 let g = gid(xid);
-                encode(PgOutputMessage::RollbackPrepared(po::RollbackPrepared {
+                self.encode(PgOutputMessage::RollbackPrepared(po::RollbackPrepared {
                     prepare_end_lsn,
                     rollback_end_lsn,
                     prepare_time: PgTimestamp(0),
@@ -176,33 +280,25 @@ impl Walsender {
                 }))
             }
             Event::StreamStart { xid, first } => {
-                self.block = Some(xid.0);
-                encode(PgOutputMessage::StreamStart(po::StreamStart {
+                self.encode(PgOutputMessage::StreamStart(po::StreamStart {
                     xid,
                     first_segment: first,
                 }))
             }
-            Event::StreamStop => {
-                self.block = None;
-                encode(PgOutputMessage::StreamStop)
-            }
+            Event::StreamStop => self.encode(PgOutputMessage::StreamStop),
             Event::StreamCommit {
                 xid,
                 commit_lsn,
                 end_lsn,
                 commit_ts,
-            } => {
-                self.stream_committed(xid, lsn, catalog);
-                encode(PgOutputMessage::StreamCommit(po::StreamCommit {
-                    xid,
-                    commit_lsn,
-                    end_lsn,
-                    commit_time: commit_ts,
-                }))
-            }
+            } => self.encode(PgOutputMessage::StreamCommit(po::StreamCommit {
+                xid,
+                commit_lsn,
+                end_lsn,
+                commit_time: commit_ts,
+            })),
             Event::StreamAbort { xid, sub_xid } => {
-                self.stream_aborted(xid, sub_xid);
-                encode(PgOutputMessage::StreamAbort(po::StreamAbort {
+                self.encode(PgOutputMessage::StreamAbort(po::StreamAbort {
                     xid,
                     subxid: sub_xid,
                     abort: None,
@@ -213,21 +309,18 @@ impl Walsender {
                 transactional,
                 xid,
                 lsn: at,
-            } => encode(PgOutputMessage::Message(po::LogicalMessage {
+            } => self.encode(PgOutputMessage::Message(po::LogicalMessage {
                 xid,
                 transactional,
                 lsn: at,
                 prefix: b"pgyard",
                 content: &item.payload,
             })),
-            Event::Relation { .. } | Event::Type { .. } => {
-                return Err(fail(
-                    "queue-accepts-valid-stream",
-                    "the publisher model never logs descriptions".into(),
-                ))
-            }
-        }?;
-        self.emit(lsn, msg_bytes)
+            Event::Relation { .. } | Event::Type { .. } => Err(fail(
+                "queue-accepts-valid-stream",
+                "the publisher model never logs descriptions".into(),
+            )),
+        }
     }
 
     /// Begin Prepare, Prepare or Stream Prepare (`event` tells which).
@@ -238,7 +331,7 @@ impl Walsender {
         prepare_lsn: Lsn,
         end_lsn: Lsn,
         prepare_ts: PgTimestamp,
-    ) -> Result<Vec<u8>, Violation> {
+    ) -> Result<Rc<[u8]>, Violation> {
         let g = gid(xid);
         let p = po::Prepare {
             prepare_lsn,
@@ -247,10 +340,7 @@ impl Walsender {
             xid,
             gid: &g,
         };
-        if let Event::StreamPrepare { .. } = event {
-            self.streams.remove(&xid.0);
-        }
-        encode(match event {
+        self.encode(match event {
             Event::BeginPrepare { .. } => PgOutputMessage::BeginPrepare(p),
             Event::Prepare { .. } => PgOutputMessage::Prepare(p),
             _ => PgOutputMessage::StreamPrepare(p),
@@ -280,14 +370,14 @@ impl Walsender {
         }
     }
 
-    /// An insert into the change's table, after its Relation (and Type) message when the
-    /// session (or, inside a stream block, the stream) does not hold the current definition.
-    fn change(
+    /// Before a change: its table's Relation (and Type) message when the session (or, inside
+    /// a stream block, the stream) does not hold the current definition.
+    fn before_change(
         &mut self,
         item: &LogItem,
         xid: Option<Xid>,
         catalog: &Catalog,
-    ) -> Result<Vec<u8>, Violation> {
+    ) -> Result<(), Violation> {
         let lsn = item.lsn;
         let rel = rel_of(&item.payload);
         let v = catalog.version(rel, lsn);
@@ -306,29 +396,74 @@ impl Walsender {
         if let (Some(top), Some(sub)) = (top, xid) {
             self.first_change.entry((top, sub.0)).or_insert(self.seq);
         }
-        let ver = v.to_string().into_bytes();
-        let mut vals = vec![TupleValue::Text(&item.payload), TupleValue::Text(&ver)];
-        vals.resize(columns(rel, v).len(), TupleValue::Null);
-        encode(PgOutputMessage::Insert(po::Insert {
+        Ok(())
+    }
+
+    /// An insert into the change's table.
+    fn change(
+        &mut self,
+        item: &LogItem,
+        xid: Option<Xid>,
+        catalog: &Catalog,
+    ) -> Result<Rc<[u8]>, Violation> {
+        let rel = rel_of(&item.payload);
+        let v = catalog.version(rel, item.lsn);
+        let mut ver = Vec::new();
+        decimal(&mut ver, u64::from(v));
+        let mut vals = [TupleValue::Null; 4];
+        vals[0] = TupleValue::Text(&item.payload);
+        vals[1] = TupleValue::Text(&ver);
+        let vals = &vals[..column_count(v)];
+        self.encode(PgOutputMessage::Insert(po::Insert {
             xid,
             relation: REL_OID_BASE + rel,
-            new: Seq::from_slice(&vals),
+            new: Seq::from_slice(vals),
         }))
     }
 
     /// Sends version `v` of table `rel` (with its custom type first, when it has one), inside
     /// the stream block of `top` if there is one, and records it as described.
     fn describe(&mut self, rel: u32, v: u32, top: Option<u32>, lsn: Lsn) -> Result<(), Violation> {
+        let (ty, relation) = match self.described.get(&(rel, v, top)) {
+            Some(d) => d.clone(),
+            None => {
+                let d = self.encode_description(rel, v, top)?;
+                self.described.insert((rel, v, top), d.clone());
+                d
+            }
+        };
+        if let Some(y) = ty {
+            self.emit(lsn, y)?;
+        }
+        let at = self.seq;
+        self.emit(lsn, relation)?;
+        match top {
+            Some(top) => self.streams.entry(top).or_default().push((rel, v, at)),
+            None => {
+                self.global.insert(rel, v);
+            }
+        }
+        Ok(())
+    }
+
+    /// The Type (when version `v` of table `rel` has a custom type) and Relation messages.
+    fn encode_description(
+        &mut self,
+        rel: u32,
+        v: u32,
+        top: Option<u32>,
+    ) -> Result<Description, Violation> {
         let in_stream = top.map(Xid);
+        let mut ty = None;
         if v.is_multiple_of(2) && !v.is_multiple_of(3) {
             let name = format!("t{rel}_kind").into_bytes();
-            let y = encode(PgOutputMessage::Type(po::Type {
+            let y = self.encode(PgOutputMessage::Type(po::Type {
                 xid: in_stream,
                 oid: TYPE_OID_BASE + rel,
                 namespace: b"public",
                 name: &name,
             }))?;
-            self.emit(lsn, y)?;
+            ty = Some(y);
         }
         let cols = columns(rel, v);
         let rc: Vec<RelationColumn<'_>> = cols
@@ -341,7 +476,7 @@ impl Walsender {
             })
             .collect();
         let name = format!("t{rel}").into_bytes();
-        let r = encode(PgOutputMessage::Relation(po::Relation {
+        let r = self.encode(PgOutputMessage::Relation(po::Relation {
             xid: in_stream,
             oid: REL_OID_BASE + rel,
             namespace: b"public",
@@ -349,19 +484,11 @@ impl Walsender {
             replica_identity: ReplicaIdentity::Default,
             columns: Seq::from_slice(&rc),
         }))?;
-        let at = self.seq;
-        self.emit(lsn, r)?;
-        match top {
-            Some(top) => self.streams.entry(top).or_default().push((rel, v, at)),
-            None => {
-                self.global.insert(rel, v);
-            }
-        }
-        Ok(())
+        Ok((ty, r))
     }
 
     /// Queues one encoded message, with the event the production path derives from its bytes.
-    fn emit(&mut self, lsn: Lsn, bytes: Vec<u8>) -> Result<(), Violation> {
+    fn emit(&mut self, lsn: Lsn, bytes: Rc<[u8]>) -> Result<(), Violation> {
         let event = match self.decoder.decode(&bytes) {
             Ok(m) => pgyard_delayq::pgoutput::event(&m),
             Err(e) => {
@@ -377,13 +504,54 @@ impl Walsender {
     }
 }
 
-fn encode(m: PgOutputMessage<'_>) -> Result<Vec<u8>, Violation> {
-    m.to_bytes()
-        .map(|b| b.to_vec())
-        .map_err(|e| fail("queue-accepts-valid-stream", format!("encode {m:?}: {e}")))
+impl Walsender {
+    fn encode(&mut self, m: PgOutputMessage<'_>) -> Result<Rc<[u8]>, Violation> {
+        self.scratch.clear();
+        m.encode(&mut self.scratch)
+            .map_err(|e| fail("queue-accepts-valid-stream", format!("encode {m:?}: {e}")))?;
+        Ok(Rc::from(&self.scratch[..]))
+    }
 }
 
 /// The global transaction identifier the publisher model gives transaction `xid`.
 fn gid(xid: Xid) -> Vec<u8> {
-    format!("pgyard_{}", xid.0).into_bytes()
+    let mut g = b"pgyard_".to_vec();
+    decimal(&mut g, u64::from(xid.0));
+    g
+}
+
+#[cfg(test)]
+mod tests {
+    /// `rel_of` as it was written first, with `str::parse`.
+    fn rel_of_by_parse(payload: &[u8]) -> u32 {
+        let n: u64 = std::str::from_utf8(payload)
+            .ok()
+            .and_then(|p| p.rsplit('.').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        (n % u64::from(super::RELATIONS)) as u32
+    }
+
+    #[test]
+    fn rel_of_reads_the_number_after_the_last_dot() {
+        let cases: [&[u8]; 14] = [
+            b"C1000.7",
+            b"C1000.8",
+            b"C1000.18446744073709551615",
+            b"C1000.18446744073709551616",
+            b"C1.+5",
+            b"C1.+",
+            b"C1.",
+            b"C1.-5",
+            b"5",
+            b"",
+            b"a.b.41",
+            b"C1.4x",
+            b"\xff.4",
+            b"C1000.0004",
+        ];
+        for c in cases {
+            assert_eq!(super::rel_of(c), rel_of_by_parse(c), "{c:?}");
+        }
+    }
 }
