@@ -3,16 +3,13 @@
 //! application would, and switch to the liveness phase. Each step tells the client's
 //! [`Watch`] what it did and asks the checks of `invariants.rs` at the moments they apply.
 
-use std::collections::BTreeMap;
-use std::sync::mpsc::{Receiver, Sender};
-
 use pgyard_connect::{AttemptId, ConnectError, Connector, Established};
 use pgyard_driver::core::Core;
 use pgyard_types::{uniform_inclusive, Instant};
 
-use super::drive::{self, Mail, Seen, SimCore, SimTls};
+use super::drive::{Outbox, Seen, SimCore, SimTls};
 use super::invariants::Watch;
-use super::pg::NodeState;
+use super::pg::{Node, NodeState};
 use super::{ClientSpec, Ev, World};
 use crate::{trace, Trace, Violation};
 
@@ -55,8 +52,7 @@ pub(super) struct Client {
     /// The machine's raw actions the core took since the world last looked.
     pub(super) seen: Vec<Seen>,
     /// The attempts' commands, posted by the core.
-    pub(super) mail_tx: Sender<Mail>,
-    pub(super) mail_rx: Receiver<Mail>,
+    pub(super) outbox: Outbox,
     /// The socket of the session a reset replaces.
     pub(super) held: Option<u64>,
     /// Counts connects, so that events of an earlier one are recognised and dropped.
@@ -66,7 +62,7 @@ pub(super) struct Client {
     pub(super) mode: Mode,
     pub(super) stage: Stage,
     /// The socket of each attempt of the connect under way.
-    pub(super) socks: BTreeMap<AttemptId, u64>,
+    pub(super) socks: AttemptSocks,
     /// The session held: its attempt and socket.
     pub(super) session: Option<(AttemptId, u64)>,
     pub(super) connects_left: u32,
@@ -74,6 +70,42 @@ pub(super) struct Client {
     pub(super) started: Instant,
     /// What the invariant checks know of this client.
     pub(super) watch: Watch,
+}
+
+/// Which socket each attempt of a client uses, ordered by attempt. A client has a handful
+/// at a time, so a sorted `Vec` beats a map, and `clear` keeps its allocation for the next
+/// connect.
+#[derive(Debug, Default)]
+pub(super) struct AttemptSocks(Vec<(AttemptId, u64)>);
+
+impl AttemptSocks {
+    /// The socket of `attempt`.
+    pub(super) fn get(&self, attempt: &AttemptId) -> Option<&u64> {
+        self.0.iter().find(|(a, _)| a == attempt).map(|(_, id)| id)
+    }
+
+    /// Records `attempt`'s socket (replacing an earlier one of the same attempt).
+    pub(super) fn insert(&mut self, attempt: AttemptId, id: u64) {
+        match self.0.binary_search_by_key(&attempt, |&(a, _)| a) {
+            Ok(at) => self.0[at].1 = id,
+            Err(at) => self.0.insert(at, (attempt, id)),
+        }
+    }
+
+    /// Forgets `attempt`'s socket.
+    pub(super) fn remove(&mut self, attempt: &AttemptId) {
+        self.0.retain(|(a, _)| a != attempt);
+    }
+
+    /// Forgets every socket.
+    pub(super) fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    /// The sockets, in attempt order.
+    pub(super) fn values(&self) -> impl Iterator<Item = u64> + '_ {
+        self.0.iter().map(|&(_, id)| id)
+    }
 }
 
 impl Client {
@@ -106,16 +138,11 @@ impl World {
                 s => s,
             };
         }
-        let states: Vec<String> = self
-            .nodes
-            .iter()
-            .map(|n| format!("{:?}", n.state))
-            .collect();
         trace!(
             t,
             "t={} liveness phase: faults stop; nodes {}",
             self.now.0,
-            states.join(",")
+            States(&self.nodes)
         );
         for i in 0..self.clients.len() {
             let c = &mut self.clients[i];
@@ -147,7 +174,7 @@ impl World {
     /// Drops the machine without waiting (the application gave up): its sockets close.
     fn abandon(&mut self, t: &mut Trace, i: usize) {
         trace!(t, "t={} c{i} abandons its connect", self.now.0);
-        let socks: Vec<u64> = self.clients[i].socks.values().copied().collect();
+        let socks: Vec<u64> = self.clients[i].socks.values().collect();
         for id in socks {
             self.client_close(id);
         }
@@ -157,7 +184,7 @@ impl World {
         c.machine = None;
         c.core = None;
         // Commands of the dropped core go nowhere, like a dropped worker channel's.
-        drive::mail(&c.mail_rx);
+        c.outbox.borrow_mut().clear();
         c.mode = Mode::Idle;
     }
 
@@ -386,6 +413,21 @@ impl World {
                 Ok(())
             }
         }
+    }
+}
+
+/// The nodes' states, comma-separated, formatted in place for the trace.
+struct States<'a>(&'a [Node]);
+
+impl std::fmt::Display for States<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, n) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{:?}", n.state)?;
+        }
+        Ok(())
     }
 }
 

@@ -20,20 +20,18 @@ pub mod pg;
 pub mod queue;
 mod sockets;
 
-use std::collections::BTreeMap;
-use std::sync::mpsc;
-
 use pgyard_connect::{Connector, ResolveToken};
 use pgyard_conninfo::typed::ConnectConfig;
 use pgyard_types::{Instant, Rng, RngCore};
 
 use crate::{trace, Trace, Violation};
-use client::{Client, Mode, Stage};
+use client::{AttemptSocks, Client, Mode, Stage};
+use drive::{Mail, Outbox, Seen};
 use invariants::{violation, Watch};
 use net::{Dns, Net};
 use pg::{Node, NodeState};
 pub use queue::Queue;
-use sockets::{Delivery, Sock};
+use sockets::{Delivery, SockTable};
 
 /// Steps after which a run counts as a busy loop (a deadline that never moves).
 const STEPS_MAX: u64 = 200_000;
@@ -156,7 +154,7 @@ pub struct World {
     pub dns: Dns,
     /// The network.
     pub net: Net,
-    socks: BTreeMap<u64, Sock>,
+    socks: SockTable,
     next_sock: u64,
     clients: Vec<Client>,
     rng: Rng,
@@ -166,6 +164,10 @@ pub struct World {
     pub stats: Stats,
     /// When the faults stopped (the liveness phase began).
     calm_since: Option<Instant>,
+    /// Spare buffers `drain` swaps with a client's raw actions and commands, so that a run
+    /// allocates them once.
+    seen_buf: Vec<Seen>,
+    mail_buf: Vec<Mail>,
 }
 
 impl World {
@@ -178,7 +180,7 @@ impl World {
             nodes,
             dns,
             net,
-            socks: BTreeMap::new(),
+            socks: SockTable::default(),
             next_sock: 1,
             clients: Vec::new(),
             rng: pgyard_types::rng_from_seed(seed),
@@ -186,6 +188,8 @@ impl World {
             steps: 0,
             stats: Stats::default(),
             calm_since: None,
+            seen_buf: Vec::new(),
+            mail_buf: Vec::new(),
         }
     }
 
@@ -199,7 +203,6 @@ impl World {
             .ok()
             .flatten()
             .map(|d| d.as_nanos() as u64);
-        let (mail_tx, mail_rx) = mpsc::channel();
         self.clients.push(Client {
             ct_ns,
             connects_left: spec.connects,
@@ -207,14 +210,13 @@ impl World {
             machine: None,
             core: None,
             seen: Vec::new(),
-            mail_tx,
-            mail_rx,
+            outbox: Outbox::default(),
             held: None,
             gen: 0,
             seed,
             mode: Mode::Idle,
             stage: Stage::Safety,
-            socks: BTreeMap::new(),
+            socks: AttemptSocks::default(),
             session: None,
             started: start,
             watch: Watch::default(),
@@ -327,7 +329,7 @@ impl World {
                     .socks
                     .iter()
                     .filter(|(_, s)| s.node == node && !s.server_gone())
-                    .map(|(&id, _)| id)
+                    .map(|(id, _)| id)
                     .collect();
                 for id in ids {
                     self.server_close(id);

@@ -255,9 +255,15 @@ impl Session {
     pub fn receive(&mut self, node: &mut Node, data: &[u8], rng: &mut Rng) -> Reply {
         let mut out = BytesMut::with_capacity(256);
         let mut close = false;
-        self.dec.feed(data);
+        // The decoder is taken out while its frames are read, so a frame's body can be
+        // handled in place (the placeholder costs no allocation).
+        let mut dec = std::mem::replace(
+            &mut self.dec,
+            FrameDecoder::frontend(Limits::postgres_server()),
+        );
+        dec.feed(data);
         while !close {
-            let unit = match self.dec.decode_ref() {
+            let unit = match dec.decode_ref() {
                 Ok(Decoded::Frame(u)) => u,
                 Ok(Decoded::NeedMore { .. }) => break,
                 Err(_) => {
@@ -280,12 +286,10 @@ impl Session {
                     Ok(StartupPacket::CancelRequest(_)) | Err(_) => close = true,
                 },
                 UnitRef::Byte(_) => close = true,
-                UnitRef::Typed(f) => {
-                    let (tag, body) = (f.tag, f.body.to_vec());
-                    close = self.typed(node, tag, &body, &mut out, rng);
-                }
+                UnitRef::Typed(f) => close = self.typed(node, f.tag, f.body, &mut out, rng),
             }
         }
+        self.dec = dec;
         if close {
             self.end(node);
         }
@@ -416,16 +420,16 @@ impl Session {
                 b"off"
             }
         };
-        let mut params: Vec<(&[u8], &[u8])> = vec![
+        let params: [(&[u8], &[u8]); 5] = [
             (b"server_version", version),
             (b"client_encoding", b"UTF8"),
             (b"integer_datetimes", b"on"),
+            (b"in_hot_standby", onoff(recovery)),
+            (b"default_transaction_read_only", onoff(recovery)),
         ];
-        if !node.old_version {
-            params.push((b"in_hot_standby", onoff(recovery)));
-            params.push((b"default_transaction_read_only", onoff(recovery)));
-        }
-        for (name, value) in params {
+        // Servers before 14 report neither of the last two.
+        let reported = if node.old_version { 3 } else { 5 };
+        for &(name, value) in &params[..reported] {
             put(out, |b| ParameterStatus { name, value }.encode(b));
         }
         node.next_pid += 1;
