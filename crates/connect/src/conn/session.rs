@@ -102,7 +102,13 @@ impl Conn {
         let name = String::from_utf8_lossy(name);
         match self.parameters.iter_mut().find(|(n, _)| *n == *name) {
             Some(slot) => slot.1 = value,
-            None => self.parameters.push((name.into_owned(), value)),
+            None => {
+                // A server reports about a dozen at startup: grow once, not four times.
+                if self.parameters.capacity() == 0 {
+                    self.parameters.reserve_exact(16);
+                }
+                self.parameters.push((name.into_owned(), value));
+            }
         }
     }
 
@@ -215,7 +221,7 @@ impl Conn {
             // The check queries are constants that always encode; reaching this is a bug.
             return self.broken(query.failed_line());
         }
-        out.push(Out::Send(b.to_vec()));
+        out.push(Out::Send(Vec::from(b)));
         self.state = State::AwaitCheck {
             query,
             rows: 0,
@@ -304,25 +310,32 @@ fn first_column(body: &[u8]) -> Option<Vec<u8>> {
     body.get(6..6 + len).map(<[u8]>::to_vec)
 }
 
-/// libpq's numeric server version from the `server_version` text (0 when unparsable).
+/// libpq's numeric server version from the `server_version` text (0 when unparsable): up to
+/// three dot-separated numbers. Read straight from the bytes (every connection parses it): a
+/// byte that is not ASCII is neither a digit nor a dot, as its replacement character would
+/// not be either.
 pub(crate) fn parse_server_version(value: &[u8]) -> i32 {
-    let text = String::from_utf8_lossy(value);
-    let mut nums = Vec::new();
-    let mut rest = text.as_ref();
-    for _ in 0..3 {
-        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-        if digits.is_empty() {
+    let mut nums = [0i32; 3];
+    let mut count = 0;
+    let mut rest = value;
+    while count < 3 {
+        let len = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        if len == 0 {
             break;
         }
-        let Ok(n) = digits.parse::<i32>() else { break };
-        nums.push(n);
-        rest = &rest[digits.len()..];
-        match rest.strip_prefix('.') {
+        let parsed = rest[..len].iter().try_fold(0i32, |n, &d| {
+            n.checked_mul(10)?.checked_add(i32::from(d - b'0'))
+        });
+        let Some(n) = parsed else { break };
+        nums[count] = n;
+        count += 1;
+        rest = &rest[len..];
+        match rest.strip_prefix(b".") {
             Some(r) => rest = r,
             None => break,
         }
     }
-    match nums.as_slice() {
+    match &nums[..count] {
         [maj, min, rev] if *maj < 10 => maj * 10000 + min * 100 + rev,
         [maj, min, ..] if *maj >= 10 => maj * 10000 + min,
         [maj, min, ..] => maj * 10000 + min * 100,

@@ -13,6 +13,11 @@ fn server_version_parsing_follows_libpq() {
     assert_eq!(parse_server_version(b"13.2 (Debian)"), 130002);
     assert_eq!(parse_server_version(b"18devel"), 180000);
     assert_eq!(parse_server_version(b"x"), 0);
+    // A number too large for an int ends the parse; a byte that is not ASCII ends a number.
+    assert_eq!(parse_server_version(b"99999999999.1"), 0);
+    assert_eq!(parse_server_version(b"17.99999999999"), 170000);
+    assert_eq!(parse_server_version(b"10.\xff3"), 100000);
+    assert_eq!(parse_server_version(b"16\xc3\xa9.2"), 160000);
 }
 
 #[test]
