@@ -11,7 +11,7 @@ use super::drive::{Outbox, Seen, SimCore, SimTls};
 use super::invariants::Watch;
 use super::pg::{Node, NodeState};
 use super::{ClientSpec, Ev, World};
-use crate::{trace, Trace, Violation};
+use crate::{trace, trace_line, Trace, Violation};
 
 /// What a client is doing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -191,7 +191,7 @@ impl World {
     /// The application ends its session: Terminate, then close.
     fn end_session(&mut self, t: &mut Trace, i: usize) {
         if let Some((a, id)) = self.clients[i].session.take() {
-            trace!(t, "t={} c{i} ends session a{}", self.now.0, a.0);
+            trace_line!(t, "t=", self.now.0, " c", i, " ends session a", a.0);
             self.send(id, terminate());
             self.client_close(id);
             self.clients[i].socks.remove(&a);
@@ -296,13 +296,20 @@ impl World {
         if let Some((promise, bound)) = promise {
             let fitting = promise.must_succeed;
             c.watch.promise(promise);
-            trace!(
+            trace_line!(
                 t,
-                "t={} c{i} liveness connect, fitting={fitting} bound={bound}ns",
-                now.0
+                "t=",
+                now.0,
+                " c",
+                i,
+                " liveness connect, fitting=",
+                fitting,
+                " bound=",
+                bound,
+                "ns"
             );
         } else {
-            trace!(t, "t={} c{i} connect", now.0);
+            trace_line!(t, "t=", now.0, " c", i, " connect");
         }
         self.drain(t, i)
     }
@@ -331,11 +338,18 @@ impl World {
         let node = sock.map(|s| s.node);
         let role = sock.and_then(|s| s.session.in_recovery_at_check);
         let name = node.map_or("?", |n| self.nodes[n].name.as_str());
-        trace!(
+        trace_line!(
             t,
-            "t={} c{i} connected a{} to {name} in_recovery={role:?}",
+            "t=",
             now.0,
+            " c",
+            i,
+            " connected a",
             est.attempt.0,
+            " to ",
+            name,
+            " in_recovery=",
+            debug_text(role)
         );
         self.check_won(i, &est, node, role)?;
         let c = &mut self.clients[i];
@@ -361,11 +375,15 @@ impl World {
     /// The connect failed: judge its report, then go on with the plan.
     fn failed(&mut self, t: &mut Trace, i: usize, e: ConnectError) -> Result<(), Violation> {
         let now = self.now;
-        trace!(
+        trace_line!(
             t,
-            "t={} c{i} failed: {} report entries",
+            "t=",
             now.0,
-            e.reports.len()
+            " c",
+            i,
+            " failed: ",
+            e.reports.len(),
+            " report entries"
         );
         self.check_report(i, &e)?;
         self.stats.failed += 1;
@@ -413,6 +431,15 @@ impl World {
                 Ok(())
             }
         }
+    }
+}
+
+/// What `{:?}` prints for `role`, for [`trace_line!`].
+fn debug_text(role: Option<bool>) -> &'static str {
+    match role {
+        Some(true) => "Some(true)",
+        Some(false) => "Some(false)",
+        None => "None",
     }
 }
 

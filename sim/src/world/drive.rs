@@ -16,7 +16,7 @@ use super::invariants::violation;
 use super::net::addr_node;
 use super::sockets::{Delivery, Handshake};
 use super::{Ev, World};
-use crate::{trace, Trace, Violation};
+use crate::{trace_line, Trace, Violation};
 
 /// A worker command as the world receives it: the attempt, and a TLS start that is just
 /// whether the handshake is direct.
@@ -204,7 +204,7 @@ impl World {
         let now = self.now;
         match io {
             Io::Resolve { token, host, .. } => {
-                trace!(t, "t={} c{i} resolve {host}", now.0);
+                trace_line!(t, "t=", now.0, " c", i, " resolve ", &host);
                 let c = &mut self.clients[i];
                 c.watch.resolving();
                 let gen = c.gen;
@@ -245,7 +245,7 @@ impl World {
                     core.spawned(attempt, mailbox);
                 }
                 let name = &self.nodes[node].name;
-                trace!(t, "t={} c{i} open a{} {name}", now.0, attempt.0);
+                trace_line!(t, "t=", now.0, " c", i, " open a", attempt.0, " ", name);
                 self.open(id, i, attempt, node);
             }
             Io::SendHeld { bytes } => {

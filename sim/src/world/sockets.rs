@@ -11,7 +11,7 @@ use super::client::Mode;
 use super::net::SYN_TIMEOUT_NS;
 use super::pg::{NodeState, Session};
 use super::{Ev, World};
-use crate::{trace, Trace, Violation};
+use crate::{trace, trace_line, Trace, Violation};
 
 /// What the network delivers to the client end of a socket.
 #[derive(Debug)]
@@ -316,7 +316,7 @@ impl World {
                 Event::Received { attempt, bytes }
             }
             Delivery::Closed => {
-                trace!(t, "t={} c{i} a{} eof", now.0, attempt.0);
+                trace_line!(t, "t=", now.0, " c", i, " a", attempt.0, " eof");
                 Event::Closed { attempt }
             }
             Delivery::TlsDone(Ok(alpn)) => Event::TlsEstablished {
