@@ -106,7 +106,7 @@ impl Connector {
             slot: run.plan.slot,
             host: String::from_utf8_lossy(slot.display_host()).into_owned(),
             target: run.plan.target.clone(),
-            parameters: std::mem::take(&mut run.conn.parameters),
+            parameters: run.conn.take_parameters(),
             backend_key: run.conn.backend_key.take(),
             protocol_version: (run.conn.protocol.major(), run.conn.protocol.minor()),
             tls: run.conn.tls,
