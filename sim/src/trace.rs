@@ -157,6 +157,19 @@ impl From<bool> for Piece<'_> {
     }
 }
 
+/// Writes `pieces` to a formatter: for the `Display` and `Debug` impls whose text a trace
+/// line also builds from the same pieces.
+pub fn write_pieces(f: &mut std::fmt::Formatter<'_>, pieces: &[Piece<'_>]) -> std::fmt::Result {
+    let mut digits = [0u8; 20];
+    for p in pieces {
+        match *p {
+            Piece::Text(text) => f.write_str(text)?,
+            Piece::Num(n) => f.write_str(decimal(n, &mut digits))?,
+        }
+    }
+    Ok(())
+}
+
 /// `n` in decimal, written at the end of `buf`, two digits per step.
 fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &str {
     const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\

@@ -12,10 +12,11 @@ use pgyard_conninfo::typed::{ConnectConfig, Context, TargetSessionAttrs};
 use pgyard_conninfo::{parse, Strategy};
 use pgyard_types::{uniform_inclusive, Instant, Rng, RngCore};
 
+use crate::trace::{write_pieces, Piece};
 use crate::world::net::{Dns, Link, Net, NetMix, Partition};
 use crate::world::pg::{Node, NodeState, Role, PASSWORD, USER};
 use crate::world::{Bug, ClientSpec, ClusterEvent, SpecText, World};
-use crate::{trace, Scenario, Trace, Violation};
+use crate::{trace, trace_line, Scenario, Trace, Violation};
 
 /// The scenario.
 pub struct ConnectScenario;
@@ -42,31 +43,62 @@ pub(crate) struct Mix {
     pub safety_ms: u64,
 }
 
-/// The text `#[derive(Debug)]` would print (the trace format is part of the replay
-/// contract), in one `write!`: the derived builder was a visible share of a seed's cost.
+impl Mix {
+    /// The text `#[derive(Debug)]` would print (the trace format is part of the replay
+    /// contract), `prefix` first, as pieces for [`Trace::line`]: every seed traces it, and
+    /// even one `write!` over twenty arguments was a visible share of a seed's cost.
+    fn pieces<'a>(&self, prefix: &'a str) -> [Piece<'a>; 42] {
+        let n = &self.net;
+        [
+            Piece::Text(prefix),
+            Piece::Text("Mix { nodes: "),
+            Piece::from(self.nodes),
+            Piece::Text(", clients: "),
+            Piece::from(self.clients),
+            Piece::Text(", net: NetMix { loss_pct: "),
+            Piece::from(n.loss_pct),
+            Piece::Text(", reset_permille: "),
+            Piece::from(n.reset_permille),
+            Piece::Text(", refuse_pct: "),
+            Piece::from(n.refuse_pct),
+            Piece::Text(", blackhole_pct: "),
+            Piece::from(n.blackhole_pct),
+            Piece::Text(", tls_fail_pct: "),
+            Piece::from(n.tls_fail_pct),
+            Piece::Text(", dns_fail_pct: "),
+            Piece::from(n.dns_fail_pct),
+            Piece::Text(" }, partition: "),
+            Piece::from(self.partition),
+            Piece::Text(", crash: "),
+            Piece::from(self.crash),
+            Piece::Text(", promote: "),
+            Piece::from(self.promote),
+            Piece::Text(", switchover: "),
+            Piece::from(self.switchover),
+            Piece::Text(", two_primaries: "),
+            Piece::from(self.two_primaries),
+            Piece::Text(", too_many: "),
+            Piece::from(self.too_many),
+            Piece::Text(", hang: "),
+            Piece::from(self.hang),
+            Piece::Text(", old_version_pct: "),
+            Piece::from(self.old_version_pct),
+            Piece::Text(", tls_pct: "),
+            Piece::from(self.tls_pct),
+            Piece::Text(", alpn_off_pct: "),
+            Piece::from(self.alpn_off_pct),
+            Piece::Text(", starting_pct: "),
+            Piece::from(self.starting_pct),
+            Piece::Text(", safety_ms: "),
+            Piece::from(self.safety_ms),
+            Piece::Text(" }"),
+        ]
+    }
+}
+
 impl std::fmt::Debug for Mix {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "Mix {{ nodes: {}, clients: {}, net: {:?}, partition: {}, crash: {}, promote: {}, \
-             switchover: {}, two_primaries: {}, too_many: {}, hang: {}, old_version_pct: {}, \
-             tls_pct: {}, alpn_off_pct: {}, starting_pct: {}, safety_ms: {} }}",
-            self.nodes,
-            self.clients,
-            self.net,
-            self.partition,
-            self.crash,
-            self.promote,
-            self.switchover,
-            self.two_primaries,
-            self.too_many,
-            self.hang,
-            self.old_version_pct,
-            self.tls_pct,
-            self.alpn_off_pct,
-            self.starting_pct,
-            self.safety_ms
-        )
+        write_pieces(f, &self.pieces(""))
     }
 }
 
@@ -391,10 +423,10 @@ pub(crate) fn schedule_faults(rng: &mut Rng, w: &mut World, mix: &Mix, t: &mut T
 /// Runs one seed with an optional planted bug (the registered scenario runs with none).
 pub fn run_connect(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Violation> {
     let mix = draw_mix(rng);
-    trace!(t, "mix {mix:?}");
+    t.line(&mix.pieces("mix "));
     let mut w = build_world(rng, &mix, bug);
     for n in &w.nodes {
-        trace!(t, "node {}", n.describe());
+        t.line(&n.describe_pieces("node "));
     }
     let all_tls = w.nodes.iter().all(|n| n.tls);
     for i in 0..mix.clients {
@@ -416,12 +448,15 @@ pub fn run_connect(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Violat
     let live = Instant(mix.safety_ms * MS);
     w.schedule_liveness(live);
     w.run(t, Instant(live.0 + 3_600_000 * MS))?;
-    trace!(
+    trace_line!(
         t,
-        "end t={} connected={} failed={} live_ok={}",
+        "end t=",
         w.now.0,
+        " connected=",
         w.stats.connected,
+        " failed=",
         w.stats.failed,
+        " live_ok=",
         w.stats.live_ok
     );
     Ok(w.now.0)

@@ -452,7 +452,7 @@ impl std::fmt::Display for States<'_> {
             if i > 0 {
                 f.write_str(",")?;
             }
-            write!(f, "{:?}", n.state)?;
+            f.write_str(n.state.text())?;
         }
         Ok(())
     }

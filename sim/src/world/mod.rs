@@ -24,7 +24,8 @@ use pgyard_connect::{Connector, ResolveToken};
 use pgyard_conninfo::typed::ConnectConfig;
 use pgyard_types::{Instant, Rng, RngCore};
 
-use crate::{trace, Trace, Violation};
+use crate::trace::{write_pieces, Piece};
+use crate::{Trace, Violation};
 use client::{AttemptSocks, Client, Mode, Stage};
 use drive::{Mail, Outbox, Seen};
 use invariants::{violation, Watch};
@@ -87,22 +88,44 @@ pub enum ClusterEvent {
     },
 }
 
-impl std::fmt::Debug for ClusterEvent {
-    // The trace prints cluster events, and the trace hash pins that text: this is what the
-    // derived `Debug` printed when the variants had positional fields.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl ClusterEvent {
+    /// The event's trace text, as pieces (empty ones pad the short variants). The trace
+    /// hash pins it: this is what the derived `Debug` printed when the variants had
+    /// positional fields.
+    fn pieces(self) -> [Piece<'static>; 5] {
+        let text = Piece::Text;
         match self {
-            ClusterEvent::Set { node, state } => {
-                f.debug_tuple("Set").field(node).field(state).finish()
+            ClusterEvent::Set { node, state } => [
+                text("Set("),
+                node.into(),
+                text(", "),
+                text(state.text()),
+                text(")"),
+            ],
+            ClusterEvent::Crash(node) => {
+                [text("Crash("), node.into(), text(")"), text(""), text("")]
             }
-            ClusterEvent::Crash(node) => f.debug_tuple("Crash").field(node).finish(),
-            ClusterEvent::Hang { node, hung } => {
-                f.debug_tuple("Hang").field(node).field(hung).finish()
-            }
-            ClusterEvent::Limit { node, max } => {
-                f.debug_tuple("Limit").field(node).field(max).finish()
-            }
+            ClusterEvent::Hang { node, hung } => [
+                text("Hang("),
+                node.into(),
+                text(", "),
+                hung.into(),
+                text(")"),
+            ],
+            ClusterEvent::Limit { node, max } => [
+                text("Limit("),
+                node.into(),
+                text(", "),
+                max.into(),
+                text(")"),
+            ],
         }
+    }
+}
+
+impl std::fmt::Debug for ClusterEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write_pieces(f, &self.pieces())
     }
 }
 
@@ -320,7 +343,17 @@ impl World {
     }
 
     fn cluster(&mut self, t: &mut Trace, e: ClusterEvent) {
-        trace!(t, "t={} cluster {e:?}", self.now.0);
+        let [a, b, c, d, f] = e.pieces();
+        t.line(&[
+            Piece::Text("t="),
+            self.now.0.into(),
+            Piece::Text(" cluster "),
+            a,
+            b,
+            c,
+            d,
+            f,
+        ]);
         match e {
             ClusterEvent::Set { node, state } => self.nodes[node].state = state,
             ClusterEvent::Crash(node) => {
