@@ -72,7 +72,9 @@ impl Trace {
             for p in pieces {
                 match *p {
                     Piece::Text(text) => self.scratch.push_str(text),
-                    Piece::Num(n) => self.scratch.push_str(decimal(n, &mut digits)),
+                    Piece::Num(n) => self
+                        .scratch
+                        .extend(decimal(n, &mut digits).iter().map(|&d| char::from(d))),
                 }
             }
             lines.push(self.scratch.clone());
@@ -87,7 +89,7 @@ impl Trace {
             for p in pieces {
                 match *p {
                     Piece::Text(text) => w.push(text.as_bytes()),
-                    Piece::Num(n) => w.push(decimal(n, &mut digits).as_bytes()),
+                    Piece::Num(n) => w.push(decimal(n, &mut digits)),
                 }
             }
             w.push(b"\n");
@@ -160,18 +162,17 @@ impl From<bool> for Piece<'_> {
 /// Writes `pieces` to a formatter: for the `Display` and `Debug` impls whose text a trace
 /// line also builds from the same pieces.
 pub fn write_pieces(f: &mut std::fmt::Formatter<'_>, pieces: &[Piece<'_>]) -> std::fmt::Result {
-    let mut digits = [0u8; 20];
     for p in pieces {
         match *p {
             Piece::Text(text) => f.write_str(text)?,
-            Piece::Num(n) => f.write_str(decimal(n, &mut digits))?,
+            Piece::Num(n) => write!(f, "{n}")?,
         }
     }
     Ok(())
 }
 
-/// `n` in decimal, written at the end of `buf`, two digits per step.
-fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &str {
+/// `n` in decimal (ASCII digits), written at the end of `buf`, two digits per step.
+fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
     const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
         2021222324252627282930313233343536373839\
         4041424344454647484950515253545556575859\
@@ -192,8 +193,7 @@ fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &str {
         at -= 1;
         buf[at] = b'0' + n as u8;
     }
-    // Only ASCII digits were written.
-    std::str::from_utf8(&buf[at..]).unwrap_or_default()
+    &buf[at..]
 }
 
 const LINE_BUF: usize = 192;
@@ -288,19 +288,18 @@ impl StreamHash {
     fn bytes(&mut self, mut b: &[u8]) {
         self.total = self.total.wrapping_add(b.len() as u64);
         // Fill a partial word first, so the result never depends on where pieces were cut.
-        while self.pending_len != 0 && !b.is_empty() {
-            self.pending |= u64::from(b[0]) << (8 * self.pending_len);
-            self.pending_len += 1;
-            b = &b[1..];
-            if self.pending_len == 8 {
-                let w = self.pending;
-                self.fold(w);
-                self.pending = 0;
-                self.pending_len = 0;
+        if self.pending_len != 0 {
+            let take = (8 - self.pending_len as usize).min(b.len());
+            self.pending |= load_le(&b[..take]) << (8 * self.pending_len);
+            self.pending_len += take as u32;
+            b = &b[take..];
+            if self.pending_len < 8 {
+                return;
             }
-        }
-        if b.is_empty() {
-            return;
+            let w = self.pending;
+            self.fold(w);
+            self.pending = 0;
+            self.pending_len = 0;
         }
         let mut chunks = b.chunks_exact(8);
         for c in &mut chunks {
@@ -308,10 +307,10 @@ impl StreamHash {
             w.copy_from_slice(c);
             self.fold(u64::from_le_bytes(w));
         }
-        for (i, &byte) in chunks.remainder().iter().enumerate() {
-            self.pending |= u64::from(byte) << (8 * i);
-        }
-        self.pending_len = chunks.remainder().len() as u32;
+        // No partial word is pending here.
+        let rest = chunks.remainder();
+        self.pending = load_le(rest);
+        self.pending_len = rest.len() as u32;
     }
 
     /// The hash of the bytes so far (murmur3's finalizer, so nearby streams spread out).
@@ -322,6 +321,28 @@ impl StreamHash {
         h ^= h >> 33;
         h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
         h ^ (h >> 33)
+    }
+}
+
+/// Up to eight bytes as a little-endian word, read with fixed-size loads (two overlapping
+/// ones for four bytes or more) instead of a byte loop.
+#[inline]
+fn load_le(b: &[u8]) -> u64 {
+    let n = b.len();
+    debug_assert!(n <= 8);
+    let word4 = |at: usize| {
+        let mut w = [0u8; 4];
+        w.copy_from_slice(&b[at..at + 4]);
+        u64::from(u32::from_le_bytes(w))
+    };
+    if n >= 4 {
+        word4(0) | word4(n - 4) << (8 * (n - 4))
+    } else if n > 0 {
+        u64::from(b[0])
+            | u64::from(b[n / 2]) << (8 * (n / 2))
+            | u64::from(b[n - 1]) << (8 * (n - 1))
+    } else {
+        0
     }
 }
 
@@ -433,6 +454,33 @@ mod tests {
         crate::trace!(f, "c{} fitting={} {}", 3usize, true, 9u32);
         crate::trace_line!(p, "c", 3usize, " fitting=", true, " ", 9u32);
         assert_eq!(p.hash(), f.hash());
+    }
+
+    #[test]
+    fn word_loads_hash_as_the_plain_definition() {
+        // The definition: fold each whole little-endian word, keep the tail as pending.
+        let reference = |b: &[u8]| {
+            let mut h = StreamHash::new();
+            let mut words = b.chunks_exact(8);
+            for c in &mut words {
+                let w = c.iter().rev().fold(0u64, |w, &x| w << 8 | u64::from(x));
+                h.fold(w);
+            }
+            for (i, &x) in words.remainder().iter().enumerate() {
+                h.pending |= u64::from(x) << (8 * i);
+            }
+            h.pending_len = words.remainder().len() as u32;
+            h.total = b.len() as u64;
+            h.finish()
+        };
+        let text: Vec<u8> = (0u8..=90).map(|i| i.wrapping_mul(151) ^ 0x5a).collect();
+        for len in 0..text.len() {
+            let b = &text[..len];
+            for cut in 0..=len {
+                let got = hash_pieces(&[&b[..cut], &b[cut..]]);
+                assert_eq!(got, reference(b), "length {len} cut at {cut}");
+            }
+        }
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! fitting server connects within the bound its policy implies.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::time::Duration;
 
 use pgyard_conninfo::typed::{ConnectConfig, Context, TargetSessionAttrs};
@@ -150,7 +151,7 @@ pub(crate) fn build_world(rng: &mut Rng, mix: &Mix, bug: Bug) -> World {
         // trust 40 %, MD5 30 %, SCRAM 30 %.
         let auth = [0, 0, 0, 0, 1, 1, 1, 2, 2, 2][uniform_inclusive(rng, 9) as usize];
         let iterations = 1 + uniform_inclusive(rng, 3) as u32;
-        let mut n = Node::new(format!("pg{i}"), role.into(), auth, iterations, rng);
+        let mut n = Node::new(node_name(i), role.into(), auth, iterations, rng);
         n.old_version = coin(rng, mix.old_version_pct);
         n.tls = coin(rng, mix.tls_pct);
         if coin(rng, mix.alpn_off_pct) {
@@ -168,7 +169,7 @@ pub(crate) fn build_world(rng: &mut Rng, mix: &Mix, bug: Bug) -> World {
     }
     let mut names = BTreeMap::new();
     for i in 0..mix.nodes {
-        names.insert(format!("pg{i}"), vec![i]);
+        names.insert(node_name(i), vec![i]);
     }
     // A name with several addresses (a DNS round-robin record), in random order.
     let mut all: Vec<usize> = (0..mix.nodes).collect();
@@ -199,6 +200,15 @@ pub(crate) fn build_world(rng: &mut Rng, mix: &Mix, bug: Bug) -> World {
     World::new(nodes, dns, net, rng.next_u64(), bug)
 }
 
+/// The name of node `i` (`pg0`…), without `format!` for the few every seed has.
+fn node_name(i: usize) -> String {
+    const NAMES: [&str; 4] = ["pg0", "pg1", "pg2", "pg3"];
+    match NAMES.get(i) {
+        Some(name) => (*name).to_owned(),
+        None => format!("pg{i}"),
+    }
+}
+
 /// Fisher–Yates with the world's RNG.
 pub(crate) fn shuffle<T>(rng: &mut Rng, v: &mut [T]) {
     for i in (1..v.len()).rev() {
@@ -222,7 +232,7 @@ pub(crate) fn random_config(
         } else if r < 30 {
             "pg-any".to_owned()
         } else {
-            format!("pg{}", uniform_inclusive(rng, nodes as u64 - 1))
+            node_name(uniform_inclusive(rng, nodes as u64 - 1) as usize)
         };
         hosts.push(name);
     }
@@ -241,10 +251,21 @@ pub(crate) fn random_config(
     } else {
         ["disable", "allow", "prefer"][uniform_inclusive(rng, 2) as usize]
     };
-    let mut text = format!(
-        "host={} port=5432 user={USER} password={PASSWORD} dbname=app sslmode={ssl}",
-        hosts.join(",")
-    );
+    // Put together piece by piece: every seed builds one or more of these.
+    let mut text = String::with_capacity(192);
+    text.push_str("host=");
+    for (i, h) in hosts.iter().enumerate() {
+        if i > 0 {
+            text.push(',');
+        }
+        text.push_str(h);
+    }
+    text.push_str(" port=5432 user=");
+    text.push_str(USER);
+    text.push_str(" password=");
+    text.push_str(PASSWORD);
+    text.push_str(" dbname=app sslmode=");
+    text.push_str(ssl);
     // Direct TLS (libpq 17+) needs sslmode require or stronger.
     if ssl == "require" && coin(rng, 40) {
         text.push_str(" sslnegotiation=direct");
@@ -257,10 +278,8 @@ pub(crate) fn random_config(
         text.push_str(" load_balance_hosts=random");
     }
     if coin(rng, 50) {
-        text.push_str(&format!(
-            " connect_timeout={}",
-            2 + uniform_inclusive(rng, 8)
-        ));
+        // Writing into a String cannot fail.
+        let _ = write!(text, " connect_timeout={}", 2 + uniform_inclusive(rng, 8));
     }
     let info = parse(&text).map_err(|e| Violation {
         invariant: "generated-config-parses",
