@@ -229,12 +229,15 @@ impl LineHasher<'_> {
 /// `dst.copy_from_slice(src)` for slices of equal length, without a call into `memcpy` for
 /// the few bytes most pieces of a line have (a call per piece showed up in profiles): two
 /// overlapping fixed-size copies cover any length between a size and its double.
-#[inline]
+#[inline(always)]
 fn copy_short(dst: &mut [u8], src: &[u8]) {
     let n = src.len();
     debug_assert_eq!(n, dst.len());
-    if n >= 16 {
+    if n > 32 {
         dst.copy_from_slice(src);
+    } else if n >= 16 {
+        dst[..16].copy_from_slice(&src[..16]);
+        dst[n - 16..].copy_from_slice(&src[n - 16..]);
     } else if n >= 8 {
         dst[..8].copy_from_slice(&src[..8]);
         dst[n - 8..].copy_from_slice(&src[n - 8..]);
@@ -435,6 +438,10 @@ mod tests {
             "abcdefg",
             "abcdefgh",
             "abcdefghijklmno",
+            "abcdefghijklmnop",
+            "abcdefghijklmnopqrstuvwxyz0123",
+            "abcdefghijklmnopqrstuvwxyz012345",
+            "abcdefghijklmnopqrstuvwxyz0123456",
         ];
         let long = "y".repeat(300);
         for &n in &numbers {
