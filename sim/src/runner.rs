@@ -32,7 +32,7 @@ pub fn derive_seed(scenario: &str, seed: u64) -> u64 {
 /// Runs one seed of `scenario`, writing into `trace`.
 pub fn run_seed(scenario: &dyn Scenario, seed: u64, trace: &mut Trace) -> SeedOutcome {
     let mut rng = pgyard_types::rng_from_seed(derive_seed(scenario.name(), seed));
-    crate::trace!(trace, "SEED={seed} scenario={}", scenario.name());
+    crate::trace_line!(trace, "SEED=", seed, " scenario=", scenario.name());
     let result = scenario.run(&mut rng, trace);
     let (simulated_nanos, violation) = match result {
         Ok(t) => (t, None),

@@ -61,6 +61,42 @@ impl Trace {
         }
     }
 
+    /// Records one step made of `pieces`: the line `trace!` gives for the same text (and so
+    /// the same hash), put together without `fmt`'s machinery. For the lines every seed
+    /// writes many times; [`trace_line!`](crate::trace_line) builds the pieces.
+    pub fn line(&mut self, pieces: &[Piece<'_>]) {
+        self.steps += 1;
+        let mut digits = [0u8; 20];
+        if let Some(lines) = &mut self.lines {
+            self.scratch.clear();
+            for p in pieces {
+                match *p {
+                    Piece::Text(text) => self.scratch.push_str(text),
+                    Piece::Num(n) => self
+                        .scratch
+                        .extend(decimal(n, &mut digits).iter().map(|&d| char::from(d))),
+                }
+            }
+            lines.push(self.scratch.clone());
+            self.scratch.push('\n');
+            self.hash.bytes(self.scratch.as_bytes());
+        } else {
+            let mut w = LineHasher {
+                hash: &mut self.hash,
+                buf: [0; LINE_BUF],
+                len: 0,
+            };
+            for p in pieces {
+                match *p {
+                    Piece::Text(text) => w.push(text.as_bytes()),
+                    Piece::Num(n) => w.push(decimal(n, &mut digits)),
+                }
+            }
+            w.push(b"\n");
+            w.flush();
+        }
+    }
+
     /// The hash of everything recorded so far.
     pub fn hash(&self) -> u64 {
         self.hash.finish()
@@ -77,6 +113,89 @@ impl Trace {
     }
 }
 
+/// A piece of a trace line for [`Trace::line`]: text, or a number written in decimal as
+/// `Display` writes it.
+#[derive(Clone, Copy, Debug)]
+pub enum Piece<'a> {
+    /// Text as is.
+    Text(&'a str),
+    /// An unsigned number.
+    Num(u64),
+}
+
+impl<'a> From<&'a str> for Piece<'a> {
+    fn from(text: &'a str) -> Self {
+        Piece::Text(text)
+    }
+}
+
+impl<'a> From<&'a String> for Piece<'a> {
+    fn from(text: &'a String) -> Self {
+        Piece::Text(text)
+    }
+}
+
+impl From<u64> for Piece<'_> {
+    fn from(n: u64) -> Self {
+        Piece::Num(n)
+    }
+}
+
+impl From<u32> for Piece<'_> {
+    fn from(n: u32) -> Self {
+        Piece::Num(u64::from(n))
+    }
+}
+
+impl From<usize> for Piece<'_> {
+    fn from(n: usize) -> Self {
+        Piece::Num(n as u64)
+    }
+}
+
+impl From<bool> for Piece<'_> {
+    fn from(b: bool) -> Self {
+        Piece::Text(if b { "true" } else { "false" })
+    }
+}
+
+/// Writes `pieces` to a formatter: for the `Display` and `Debug` impls whose text a trace
+/// line also builds from the same pieces.
+pub fn write_pieces(f: &mut std::fmt::Formatter<'_>, pieces: &[Piece<'_>]) -> std::fmt::Result {
+    for p in pieces {
+        match *p {
+            Piece::Text(text) => f.write_str(text)?,
+            Piece::Num(n) => write!(f, "{n}")?,
+        }
+    }
+    Ok(())
+}
+
+/// `n` in decimal (ASCII digits), written at the end of `buf`, two digits per step.
+fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+        2021222324252627282930313233343536373839\
+        4041424344454647484950515253545556575859\
+        6061626364656667686970717273747576777879\
+        8081828384858687888990919293949596979899";
+    let mut at = buf.len();
+    while n >= 100 {
+        let pair = (n % 100) as usize * 2;
+        n /= 100;
+        at -= 2;
+        buf[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    }
+    if n >= 10 {
+        let pair = n as usize * 2;
+        at -= 2;
+        buf[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    } else {
+        at -= 1;
+        buf[at] = b'0' + n as u8;
+    }
+    &buf[at..]
+}
+
 const LINE_BUF: usize = 192;
 
 /// A `fmt::Write` that buffers a line on the stack and feeds it to the hash.
@@ -87,7 +206,8 @@ struct LineHasher<'a> {
 }
 
 impl LineHasher<'_> {
-    #[inline]
+    // Always inlined: a call per piece of every line showed up in profiles.
+    #[inline(always)]
     fn push(&mut self, b: &[u8]) {
         if b.len() > LINE_BUF - self.len {
             self.flush();
@@ -96,13 +216,38 @@ impl LineHasher<'_> {
                 return;
             }
         }
-        self.buf[self.len..self.len + b.len()].copy_from_slice(b);
+        copy_short(&mut self.buf[self.len..self.len + b.len()], b);
         self.len += b.len();
     }
 
     fn flush(&mut self) {
         self.hash.bytes(&self.buf[..self.len]);
         self.len = 0;
+    }
+}
+
+/// `dst.copy_from_slice(src)` for slices of equal length, without a call into `memcpy` for
+/// the few bytes most pieces of a line have (a call per piece showed up in profiles): two
+/// overlapping fixed-size copies cover any length between a size and its double.
+#[inline(always)]
+fn copy_short(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    debug_assert_eq!(n, dst.len());
+    if n > 32 {
+        dst.copy_from_slice(src);
+    } else if n >= 16 {
+        dst[..16].copy_from_slice(&src[..16]);
+        dst[n - 16..].copy_from_slice(&src[n - 16..]);
+    } else if n >= 8 {
+        dst[..8].copy_from_slice(&src[..8]);
+        dst[n - 8..].copy_from_slice(&src[n - 8..]);
+    } else if n >= 4 {
+        dst[..4].copy_from_slice(&src[..4]);
+        dst[n - 4..].copy_from_slice(&src[n - 4..]);
+    } else if n > 0 {
+        dst[0] = src[0];
+        dst[n / 2] = src[n / 2];
+        dst[n - 1] = src[n - 1];
     }
 }
 
@@ -147,19 +292,18 @@ impl StreamHash {
     fn bytes(&mut self, mut b: &[u8]) {
         self.total = self.total.wrapping_add(b.len() as u64);
         // Fill a partial word first, so the result never depends on where pieces were cut.
-        while self.pending_len != 0 && !b.is_empty() {
-            self.pending |= u64::from(b[0]) << (8 * self.pending_len);
-            self.pending_len += 1;
-            b = &b[1..];
-            if self.pending_len == 8 {
-                let w = self.pending;
-                self.fold(w);
-                self.pending = 0;
-                self.pending_len = 0;
+        if self.pending_len != 0 {
+            let take = (8 - self.pending_len as usize).min(b.len());
+            self.pending |= load_le(&b[..take]) << (8 * self.pending_len);
+            self.pending_len += take as u32;
+            b = &b[take..];
+            if self.pending_len < 8 {
+                return;
             }
-        }
-        if b.is_empty() {
-            return;
+            let w = self.pending;
+            self.fold(w);
+            self.pending = 0;
+            self.pending_len = 0;
         }
         let mut chunks = b.chunks_exact(8);
         for c in &mut chunks {
@@ -167,10 +311,10 @@ impl StreamHash {
             w.copy_from_slice(c);
             self.fold(u64::from_le_bytes(w));
         }
-        for (i, &byte) in chunks.remainder().iter().enumerate() {
-            self.pending |= u64::from(byte) << (8 * i);
-        }
-        self.pending_len = chunks.remainder().len() as u32;
+        // No partial word is pending here.
+        let rest = chunks.remainder();
+        self.pending = load_le(rest);
+        self.pending_len = rest.len() as u32;
     }
 
     /// The hash of the bytes so far (murmur3's finalizer, so nearby streams spread out).
@@ -184,10 +328,41 @@ impl StreamHash {
     }
 }
 
+/// Up to eight bytes as a little-endian word, read with fixed-size loads (two overlapping
+/// ones for four bytes or more) instead of a byte loop.
+#[inline]
+fn load_le(b: &[u8]) -> u64 {
+    let n = b.len();
+    debug_assert!(n <= 8);
+    let word4 = |at: usize| {
+        let mut w = [0u8; 4];
+        w.copy_from_slice(&b[at..at + 4]);
+        u64::from(u32::from_le_bytes(w))
+    };
+    if n >= 4 {
+        word4(0) | word4(n - 4) << (8 * (n - 4))
+    } else if n > 0 {
+        u64::from(b[0])
+            | u64::from(b[n / 2]) << (8 * (n / 2))
+            | u64::from(b[n - 1]) << (8 * (n - 1))
+    } else {
+        0
+    }
+}
+
 /// Records a formatted step: `trace!(t, "connect {}", host)`.
 #[macro_export]
 macro_rules! trace {
     ($t:expr, $($arg:tt)*) => { $t.step(format_args!($($arg)*)) };
+}
+
+/// Records a step from pieces (see [`Trace::line`]): `trace_line!(t, "t=", now, " open")`
+/// records the same line as `trace!(t, "t={now} open")`.
+#[macro_export]
+macro_rules! trace_line {
+    ($t:expr, $($piece:expr),+ $(,)?) => {
+        $t.line(&[$($crate::trace::Piece::from($piece)),+])
+    };
 }
 
 /// Folds a sequence of per-seed hashes into one, in order.
@@ -249,6 +424,71 @@ mod tests {
         assert_eq!(a.hash(), b.hash());
         assert_eq!(b.lines().len(), 4);
         assert_eq!(b.lines()[0], "t=123456789 c2 open a17 pg1");
+    }
+
+    #[test]
+    fn pieces_make_the_line_fmt_makes() {
+        let numbers = [0u64, 7, 10, 99, 100, 101, 12_345, 1 << 40, u64::MAX];
+        let texts = [
+            "",
+            "a",
+            "ab",
+            "abc",
+            "abcd",
+            "abcdefg",
+            "abcdefgh",
+            "abcdefghijklmno",
+            "abcdefghijklmnop",
+            "abcdefghijklmnopqrstuvwxyz0123",
+            "abcdefghijklmnopqrstuvwxyz012345",
+            "abcdefghijklmnopqrstuvwxyz0123456",
+        ];
+        let long = "y".repeat(300);
+        for &n in &numbers {
+            for &text in &texts {
+                let mut f = super::Trace::hashing();
+                let mut p = super::Trace::hashing();
+                let mut r = super::Trace::recording();
+                crate::trace!(f, "t={n} {text}|{long}{}", n / 3);
+                crate::trace_line!(p, "t=", n, " ", text, "|", &long, n / 3);
+                crate::trace_line!(r, "t=", n, " ", text, "|", &long, n / 3);
+                assert_eq!(p.hash(), f.hash(), "{n} {text:?}");
+                assert_eq!(r.hash(), f.hash(), "{n} {text:?}");
+                assert_eq!(r.lines()[0], format!("t={n} {text}|{long}{}", n / 3));
+            }
+        }
+        let mut f = super::Trace::hashing();
+        let mut p = super::Trace::hashing();
+        crate::trace!(f, "c{} fitting={} {}", 3usize, true, 9u32);
+        crate::trace_line!(p, "c", 3usize, " fitting=", true, " ", 9u32);
+        assert_eq!(p.hash(), f.hash());
+    }
+
+    #[test]
+    fn word_loads_hash_as_the_plain_definition() {
+        // The definition: fold each whole little-endian word, keep the tail as pending.
+        let reference = |b: &[u8]| {
+            let mut h = StreamHash::new();
+            let mut words = b.chunks_exact(8);
+            for c in &mut words {
+                let w = c.iter().rev().fold(0u64, |w, &x| w << 8 | u64::from(x));
+                h.fold(w);
+            }
+            for (i, &x) in words.remainder().iter().enumerate() {
+                h.pending |= u64::from(x) << (8 * i);
+            }
+            h.pending_len = words.remainder().len() as u32;
+            h.total = b.len() as u64;
+            h.finish()
+        };
+        let text: Vec<u8> = (0u8..=90).map(|i| i.wrapping_mul(151) ^ 0x5a).collect();
+        for len in 0..text.len() {
+            let b = &text[..len];
+            for cut in 0..=len {
+                let got = hash_pieces(&[&b[..cut], &b[cut..]]);
+                assert_eq!(got, reference(b), "length {len} cut at {cut}");
+            }
+        }
     }
 
     #[test]

@@ -6,16 +6,18 @@
 //! fitting server connects within the bound its policy implies.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::time::Duration;
 
 use pgyard_conninfo::typed::{ConnectConfig, Context, TargetSessionAttrs};
 use pgyard_conninfo::{parse, Strategy};
 use pgyard_types::{uniform_inclusive, Instant, Rng, RngCore};
 
+use crate::trace::{write_pieces, Piece};
 use crate::world::net::{Dns, Link, Net, NetMix, Partition};
 use crate::world::pg::{Node, NodeState, Role, PASSWORD, USER};
 use crate::world::{Bug, ClientSpec, ClusterEvent, SpecText, World};
-use crate::{trace, Scenario, Trace, Violation};
+use crate::{trace, trace_line, Scenario, Trace, Violation};
 
 /// The scenario.
 pub struct ConnectScenario;
@@ -42,31 +44,62 @@ pub(crate) struct Mix {
     pub safety_ms: u64,
 }
 
-/// The text `#[derive(Debug)]` would print (the trace format is part of the replay
-/// contract), in one `write!`: the derived builder was a visible share of a seed's cost.
+impl Mix {
+    /// The text `#[derive(Debug)]` would print (the trace format is part of the replay
+    /// contract), `prefix` first, as pieces for [`Trace::line`]: every seed traces it, and
+    /// even one `write!` over twenty arguments was a visible share of a seed's cost.
+    fn pieces<'a>(&self, prefix: &'a str) -> [Piece<'a>; 42] {
+        let n = &self.net;
+        [
+            Piece::Text(prefix),
+            Piece::Text("Mix { nodes: "),
+            Piece::from(self.nodes),
+            Piece::Text(", clients: "),
+            Piece::from(self.clients),
+            Piece::Text(", net: NetMix { loss_pct: "),
+            Piece::from(n.loss_pct),
+            Piece::Text(", reset_permille: "),
+            Piece::from(n.reset_permille),
+            Piece::Text(", refuse_pct: "),
+            Piece::from(n.refuse_pct),
+            Piece::Text(", blackhole_pct: "),
+            Piece::from(n.blackhole_pct),
+            Piece::Text(", tls_fail_pct: "),
+            Piece::from(n.tls_fail_pct),
+            Piece::Text(", dns_fail_pct: "),
+            Piece::from(n.dns_fail_pct),
+            Piece::Text(" }, partition: "),
+            Piece::from(self.partition),
+            Piece::Text(", crash: "),
+            Piece::from(self.crash),
+            Piece::Text(", promote: "),
+            Piece::from(self.promote),
+            Piece::Text(", switchover: "),
+            Piece::from(self.switchover),
+            Piece::Text(", two_primaries: "),
+            Piece::from(self.two_primaries),
+            Piece::Text(", too_many: "),
+            Piece::from(self.too_many),
+            Piece::Text(", hang: "),
+            Piece::from(self.hang),
+            Piece::Text(", old_version_pct: "),
+            Piece::from(self.old_version_pct),
+            Piece::Text(", tls_pct: "),
+            Piece::from(self.tls_pct),
+            Piece::Text(", alpn_off_pct: "),
+            Piece::from(self.alpn_off_pct),
+            Piece::Text(", starting_pct: "),
+            Piece::from(self.starting_pct),
+            Piece::Text(", safety_ms: "),
+            Piece::from(self.safety_ms),
+            Piece::Text(" }"),
+        ]
+    }
+}
+
 impl std::fmt::Debug for Mix {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "Mix {{ nodes: {}, clients: {}, net: {:?}, partition: {}, crash: {}, promote: {}, \
-             switchover: {}, two_primaries: {}, too_many: {}, hang: {}, old_version_pct: {}, \
-             tls_pct: {}, alpn_off_pct: {}, starting_pct: {}, safety_ms: {} }}",
-            self.nodes,
-            self.clients,
-            self.net,
-            self.partition,
-            self.crash,
-            self.promote,
-            self.switchover,
-            self.two_primaries,
-            self.too_many,
-            self.hang,
-            self.old_version_pct,
-            self.tls_pct,
-            self.alpn_off_pct,
-            self.starting_pct,
-            self.safety_ms
-        )
+        write_pieces(f, &self.pieces(""))
     }
 }
 
@@ -118,7 +151,7 @@ pub(crate) fn build_world(rng: &mut Rng, mix: &Mix, bug: Bug) -> World {
         // trust 40 %, MD5 30 %, SCRAM 30 %.
         let auth = [0, 0, 0, 0, 1, 1, 1, 2, 2, 2][uniform_inclusive(rng, 9) as usize];
         let iterations = 1 + uniform_inclusive(rng, 3) as u32;
-        let mut n = Node::new(format!("pg{i}"), role.into(), auth, iterations, rng);
+        let mut n = Node::new(node_name(i), role.into(), auth, iterations, rng);
         n.old_version = coin(rng, mix.old_version_pct);
         n.tls = coin(rng, mix.tls_pct);
         if coin(rng, mix.alpn_off_pct) {
@@ -136,7 +169,7 @@ pub(crate) fn build_world(rng: &mut Rng, mix: &Mix, bug: Bug) -> World {
     }
     let mut names = BTreeMap::new();
     for i in 0..mix.nodes {
-        names.insert(format!("pg{i}"), vec![i]);
+        names.insert(node_name(i), vec![i]);
     }
     // A name with several addresses (a DNS round-robin record), in random order.
     let mut all: Vec<usize> = (0..mix.nodes).collect();
@@ -167,6 +200,15 @@ pub(crate) fn build_world(rng: &mut Rng, mix: &Mix, bug: Bug) -> World {
     World::new(nodes, dns, net, rng.next_u64(), bug)
 }
 
+/// The name of node `i` (`pg0`…), without `format!` for the few every seed has.
+fn node_name(i: usize) -> String {
+    const NAMES: [&str; 4] = ["pg0", "pg1", "pg2", "pg3"];
+    match NAMES.get(i) {
+        Some(name) => (*name).to_owned(),
+        None => format!("pg{i}"),
+    }
+}
+
 /// Fisher–Yates with the world's RNG.
 pub(crate) fn shuffle<T>(rng: &mut Rng, v: &mut [T]) {
     for i in (1..v.len()).rev() {
@@ -190,7 +232,7 @@ pub(crate) fn random_config(
         } else if r < 30 {
             "pg-any".to_owned()
         } else {
-            format!("pg{}", uniform_inclusive(rng, nodes as u64 - 1))
+            node_name(uniform_inclusive(rng, nodes as u64 - 1) as usize)
         };
         hosts.push(name);
     }
@@ -209,10 +251,21 @@ pub(crate) fn random_config(
     } else {
         ["disable", "allow", "prefer"][uniform_inclusive(rng, 2) as usize]
     };
-    let mut text = format!(
-        "host={} port=5432 user={USER} password={PASSWORD} dbname=app sslmode={ssl}",
-        hosts.join(",")
-    );
+    // Put together piece by piece: every seed builds one or more of these.
+    let mut text = String::with_capacity(192);
+    text.push_str("host=");
+    for (i, h) in hosts.iter().enumerate() {
+        if i > 0 {
+            text.push(',');
+        }
+        text.push_str(h);
+    }
+    text.push_str(" port=5432 user=");
+    text.push_str(USER);
+    text.push_str(" password=");
+    text.push_str(PASSWORD);
+    text.push_str(" dbname=app sslmode=");
+    text.push_str(ssl);
     // Direct TLS (libpq 17+) needs sslmode require or stronger.
     if ssl == "require" && coin(rng, 40) {
         text.push_str(" sslnegotiation=direct");
@@ -225,10 +278,8 @@ pub(crate) fn random_config(
         text.push_str(" load_balance_hosts=random");
     }
     if coin(rng, 50) {
-        text.push_str(&format!(
-            " connect_timeout={}",
-            2 + uniform_inclusive(rng, 8)
-        ));
+        // Writing into a String cannot fail.
+        let _ = write!(text, " connect_timeout={}", 2 + uniform_inclusive(rng, 8));
     }
     let info = parse(&text).map_err(|e| Violation {
         invariant: "generated-config-parses",
@@ -391,10 +442,10 @@ pub(crate) fn schedule_faults(rng: &mut Rng, w: &mut World, mix: &Mix, t: &mut T
 /// Runs one seed with an optional planted bug (the registered scenario runs with none).
 pub fn run_connect(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Violation> {
     let mix = draw_mix(rng);
-    trace!(t, "mix {mix:?}");
+    t.line(&mix.pieces("mix "));
     let mut w = build_world(rng, &mix, bug);
     for n in &w.nodes {
-        trace!(t, "node {}", n.describe());
+        t.line(&n.describe_pieces("node "));
     }
     let all_tls = w.nodes.iter().all(|n| n.tls);
     for i in 0..mix.clients {
@@ -416,12 +467,15 @@ pub fn run_connect(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Violat
     let live = Instant(mix.safety_ms * MS);
     w.schedule_liveness(live);
     w.run(t, Instant(live.0 + 3_600_000 * MS))?;
-    trace!(
+    trace_line!(
         t,
-        "end t={} connected={} failed={} live_ok={}",
+        "end t=",
         w.now.0,
+        " connected=",
         w.stats.connected,
+        " failed=",
         w.stats.failed,
+        " live_ok=",
         w.stats.live_ok
     );
     Ok(w.now.0)

@@ -3,18 +3,15 @@
 //! application would, and switch to the liveness phase. Each step tells the client's
 //! [`Watch`] what it did and asks the checks of `invariants.rs` at the moments they apply.
 
-use std::collections::BTreeMap;
-use std::sync::mpsc::{Receiver, Sender};
-
 use pgyard_connect::{AttemptId, ConnectError, Connector, Established};
 use pgyard_driver::core::Core;
 use pgyard_types::{uniform_inclusive, Instant};
 
-use super::drive::{self, Mail, Seen, SimCore, SimTls};
+use super::drive::{Outbox, Seen, SimCore, SimTls};
 use super::invariants::Watch;
-use super::pg::NodeState;
+use super::pg::{Node, NodeState};
 use super::{ClientSpec, Ev, World};
-use crate::{trace, Trace, Violation};
+use crate::{trace, trace_line, Trace, Violation};
 
 /// What a client is doing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,8 +52,7 @@ pub(super) struct Client {
     /// The machine's raw actions the core took since the world last looked.
     pub(super) seen: Vec<Seen>,
     /// The attempts' commands, posted by the core.
-    pub(super) mail_tx: Sender<Mail>,
-    pub(super) mail_rx: Receiver<Mail>,
+    pub(super) outbox: Outbox,
     /// The socket of the session a reset replaces.
     pub(super) held: Option<u64>,
     /// Counts connects, so that events of an earlier one are recognised and dropped.
@@ -66,7 +62,7 @@ pub(super) struct Client {
     pub(super) mode: Mode,
     pub(super) stage: Stage,
     /// The socket of each attempt of the connect under way.
-    pub(super) socks: BTreeMap<AttemptId, u64>,
+    pub(super) socks: AttemptSocks,
     /// The session held: its attempt and socket.
     pub(super) session: Option<(AttemptId, u64)>,
     pub(super) connects_left: u32,
@@ -74,6 +70,42 @@ pub(super) struct Client {
     pub(super) started: Instant,
     /// What the invariant checks know of this client.
     pub(super) watch: Watch,
+}
+
+/// Which socket each attempt of a client uses, ordered by attempt. A client has a handful
+/// at a time, so a sorted `Vec` beats a map, and `clear` keeps its allocation for the next
+/// connect.
+#[derive(Debug, Default)]
+pub(super) struct AttemptSocks(Vec<(AttemptId, u64)>);
+
+impl AttemptSocks {
+    /// The socket of `attempt`.
+    pub(super) fn get(&self, attempt: &AttemptId) -> Option<&u64> {
+        self.0.iter().find(|(a, _)| a == attempt).map(|(_, id)| id)
+    }
+
+    /// Records `attempt`'s socket (replacing an earlier one of the same attempt).
+    pub(super) fn insert(&mut self, attempt: AttemptId, id: u64) {
+        match self.0.binary_search_by_key(&attempt, |&(a, _)| a) {
+            Ok(at) => self.0[at].1 = id,
+            Err(at) => self.0.insert(at, (attempt, id)),
+        }
+    }
+
+    /// Forgets `attempt`'s socket.
+    pub(super) fn remove(&mut self, attempt: &AttemptId) {
+        self.0.retain(|(a, _)| a != attempt);
+    }
+
+    /// Forgets every socket.
+    pub(super) fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    /// The sockets, in attempt order.
+    pub(super) fn values(&self) -> impl Iterator<Item = u64> + '_ {
+        self.0.iter().map(|&(_, id)| id)
+    }
 }
 
 impl Client {
@@ -106,16 +138,11 @@ impl World {
                 s => s,
             };
         }
-        let states: Vec<String> = self
-            .nodes
-            .iter()
-            .map(|n| format!("{:?}", n.state))
-            .collect();
         trace!(
             t,
             "t={} liveness phase: faults stop; nodes {}",
             self.now.0,
-            states.join(",")
+            States(&self.nodes)
         );
         for i in 0..self.clients.len() {
             let c = &mut self.clients[i];
@@ -147,7 +174,7 @@ impl World {
     /// Drops the machine without waiting (the application gave up): its sockets close.
     fn abandon(&mut self, t: &mut Trace, i: usize) {
         trace!(t, "t={} c{i} abandons its connect", self.now.0);
-        let socks: Vec<u64> = self.clients[i].socks.values().copied().collect();
+        let socks: Vec<u64> = self.clients[i].socks.values().collect();
         for id in socks {
             self.client_close(id);
         }
@@ -157,14 +184,14 @@ impl World {
         c.machine = None;
         c.core = None;
         // Commands of the dropped core go nowhere, like a dropped worker channel's.
-        drive::mail(&c.mail_rx);
+        c.outbox.borrow_mut().clear();
         c.mode = Mode::Idle;
     }
 
     /// The application ends its session: Terminate, then close.
     fn end_session(&mut self, t: &mut Trace, i: usize) {
         if let Some((a, id)) = self.clients[i].session.take() {
-            trace!(t, "t={} c{i} ends session a{}", self.now.0, a.0);
+            trace_line!(t, "t=", self.now.0, " c", i, " ends session a", a.0);
             self.send(id, terminate());
             self.client_close(id);
             self.clients[i].socks.remove(&a);
@@ -269,13 +296,20 @@ impl World {
         if let Some((promise, bound)) = promise {
             let fitting = promise.must_succeed;
             c.watch.promise(promise);
-            trace!(
+            trace_line!(
                 t,
-                "t={} c{i} liveness connect, fitting={fitting} bound={bound}ns",
-                now.0
+                "t=",
+                now.0,
+                " c",
+                i,
+                " liveness connect, fitting=",
+                fitting,
+                " bound=",
+                bound,
+                "ns"
             );
         } else {
-            trace!(t, "t={} c{i} connect", now.0);
+            trace_line!(t, "t=", now.0, " c", i, " connect");
         }
         self.drain(t, i)
     }
@@ -304,11 +338,18 @@ impl World {
         let node = sock.map(|s| s.node);
         let role = sock.and_then(|s| s.session.in_recovery_at_check);
         let name = node.map_or("?", |n| self.nodes[n].name.as_str());
-        trace!(
+        trace_line!(
             t,
-            "t={} c{i} connected a{} to {name} in_recovery={role:?}",
+            "t=",
             now.0,
+            " c",
+            i,
+            " connected a",
             est.attempt.0,
+            " to ",
+            name,
+            " in_recovery=",
+            debug_text(role)
         );
         self.check_won(i, &est, node, role)?;
         let c = &mut self.clients[i];
@@ -334,11 +375,15 @@ impl World {
     /// The connect failed: judge its report, then go on with the plan.
     fn failed(&mut self, t: &mut Trace, i: usize, e: ConnectError) -> Result<(), Violation> {
         let now = self.now;
-        trace!(
+        trace_line!(
             t,
-            "t={} c{i} failed: {} report entries",
+            "t=",
             now.0,
-            e.reports.len()
+            " c",
+            i,
+            " failed: ",
+            e.reports.len(),
+            " report entries"
         );
         self.check_report(i, &e)?;
         self.stats.failed += 1;
@@ -386,6 +431,30 @@ impl World {
                 Ok(())
             }
         }
+    }
+}
+
+/// What `{:?}` prints for `role`, for [`trace_line!`].
+fn debug_text(role: Option<bool>) -> &'static str {
+    match role {
+        Some(true) => "Some(true)",
+        Some(false) => "Some(false)",
+        None => "None",
+    }
+}
+
+/// The nodes' states, comma-separated, formatted in place for the trace.
+struct States<'a>(&'a [Node]);
+
+impl std::fmt::Display for States<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, n) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            f.write_str(n.state.text())?;
+        }
+        Ok(())
     }
 }
 

@@ -5,7 +5,8 @@
 //! reused, a close is never repeated, no attempt outlives `connect_timeout`) are still checked
 //! on what the machine did, not on what the core made of it.
 
-use std::sync::mpsc::{Receiver, Sender};
+use std::cell::RefCell;
+use std::rc::Rc;
 
 use pgyard_connect::{Action, AttemptId, Connector, Event, OpenTarget};
 use pgyard_driver::core::{Core, Drive, Io, Mailbox, Step, TlsRequest, TlsSetup, WorkerCmd};
@@ -15,7 +16,7 @@ use super::invariants::violation;
 use super::net::addr_node;
 use super::sockets::{Delivery, Handshake};
 use super::{Ev, World};
-use crate::{trace, Trace, Violation};
+use crate::{trace_line, Trace, Violation};
 
 /// A worker command as the world receives it: the attempt, and a TLS start that is just
 /// whether the handshake is direct.
@@ -24,23 +25,27 @@ pub(super) type Mail = (AttemptId, WorkerCmd<bool>);
 /// The core of one simulated connect.
 pub(super) type SimCore = Core<SimMailbox, SimTls>;
 
+/// A client's outbox: the commands its core posted to any of its attempts, in order. A seed
+/// runs on one thread, so a shared `Vec` does what a channel did without a channel's
+/// allocations and synchronisation.
+pub(super) type Outbox = Rc<RefCell<Vec<Mail>>>;
+
 /// An attempt's mailbox: its commands queue, in order, for the world to carry out.
 pub(super) struct SimMailbox {
     attempt: AttemptId,
-    out: Sender<Mail>,
+    out: Outbox,
 }
 
 impl SimMailbox {
     /// The mailbox of `attempt`, posting to `out`.
-    pub(super) fn new(attempt: AttemptId, out: Sender<Mail>) -> Self {
+    pub(super) fn new(attempt: AttemptId, out: Outbox) -> Self {
         SimMailbox { attempt, out }
     }
 }
 
 impl Mailbox<bool> for SimMailbox {
     fn post(&self, cmd: WorkerCmd<bool>) {
-        // The receiver lives as long as the client.
-        let _ = self.out.send((self.attempt, cmd));
+        self.out.borrow_mut().push((self.attempt, cmd));
     }
 }
 
@@ -98,11 +103,6 @@ impl Drive for Tap<'_> {
     }
 }
 
-/// The commands posted so far, in order.
-pub(super) fn mail(rx: &Receiver<Mail>) -> Vec<Mail> {
-    rx.try_iter().collect()
-}
-
 impl World {
     /// Runs `f` on client `i`'s core and its tapped machine (nothing when it has neither).
     pub(super) fn with_core<R>(
@@ -129,12 +129,19 @@ impl World {
             let Some(step) = self.with_core(i, |core, tap| core.step(tap, now)) else {
                 return Ok(());
             };
-            for seen in std::mem::take(&mut self.clients[i].seen) {
-                self.check_action(i, seen)?;
-            }
-            for (attempt, cmd) in mail(&self.clients[i].mail_rx) {
+            // Both lists are swapped out into the world's scratch buffers and handed back
+            // empty, so their allocations serve every later step of the run.
+            let spare = std::mem::take(&mut self.seen_buf);
+            let mut seen = std::mem::replace(&mut self.clients[i].seen, spare);
+            let checked = seen.drain(..).try_for_each(|s| self.check_action(i, s));
+            self.seen_buf = seen;
+            checked?;
+            let spare = std::mem::take(&mut self.mail_buf);
+            let mut mail = std::mem::replace(&mut *self.clients[i].outbox.borrow_mut(), spare);
+            for (attempt, cmd) in mail.drain(..) {
                 self.command(i, attempt, cmd);
             }
+            self.mail_buf = mail;
             match step {
                 Step::Io(io) => self.perform(t, i, io)?,
                 Step::Wait { .. } => return Ok(()),
@@ -197,7 +204,7 @@ impl World {
         let now = self.now;
         match io {
             Io::Resolve { token, host, .. } => {
-                trace!(t, "t={} c{i} resolve {host}", now.0);
+                trace_line!(t, "t=", now.0, " c", i, " resolve ", &host);
                 let c = &mut self.clients[i];
                 c.watch.resolving();
                 let gen = c.gen;
@@ -233,12 +240,12 @@ impl World {
                 self.next_sock += 1;
                 let c = &mut self.clients[i];
                 c.socks.insert(attempt, id);
-                let mailbox = SimMailbox::new(attempt, c.mail_tx.clone());
+                let mailbox = SimMailbox::new(attempt, Rc::clone(&c.outbox));
                 if let Some(core) = c.core.as_mut() {
                     core.spawned(attempt, mailbox);
                 }
                 let name = &self.nodes[node].name;
-                trace!(t, "t={} c{i} open a{} {name}", now.0, attempt.0);
+                trace_line!(t, "t=", now.0, " c", i, " open a", attempt.0, " ", name);
                 self.open(id, i, attempt, node);
             }
             Io::SendHeld { bytes } => {

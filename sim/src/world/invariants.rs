@@ -29,15 +29,18 @@ pub(super) struct Promise {
     pub(super) deadline: Instant,
 }
 
-/// What the checks know of one client's connects.
+/// What the checks know of one client's connects. The attempt lists are plain `Vec`s: they
+/// hold a handful of ids, each id enters a list at most once (a repeated open breaks
+/// `attempt-ids-unique` before it is recorded) and in increasing order, and clearing them
+/// keeps their allocation for the next connect.
 #[derive(Debug, Default)]
 pub(super) struct Watch {
     /// Every attempt the machine opened since it was built: ids must never repeat.
-    ever_opened: BTreeSet<AttemptId>,
+    ever_opened: Vec<AttemptId>,
     /// The attempts of the connect under way: a failure report must name each.
-    opened_this: BTreeSet<AttemptId>,
+    opened_this: Vec<AttemptId>,
     /// The attempts open now: each closes once, and only the winner outlives the connect.
-    open_now: BTreeSet<AttemptId>,
+    open_now: Vec<AttemptId>,
     /// The attempt whose session the client holds, which `reset()` closes later.
     established: Option<AttemptId>,
     /// The host being tried answered 57P03, after which a sequential walk must move on.
@@ -79,7 +82,7 @@ impl Watch {
 
     /// The client holds a session on `attempt`: it stays open past the connect.
     pub(super) fn established(&mut self, attempt: AttemptId) {
-        self.open_now.remove(&attempt);
+        take(&mut self.open_now, attempt);
         self.established = Some(attempt);
     }
 
@@ -92,7 +95,7 @@ impl Watch {
     fn action(&mut self, i: usize, now: Instant, c: ClientView<'_>, seen: Seen) -> CheckResult {
         match seen {
             Seen::Open(attempt) => {
-                if !self.ever_opened.insert(attempt) {
+                if self.ever_opened.contains(&attempt) {
                     let detail = format!(
                         "client {i} opened a{} twice{}",
                         attempt.0,
@@ -100,6 +103,7 @@ impl Watch {
                     );
                     return Err(violation("attempt-ids-unique", detail));
                 }
+                self.ever_opened.push(attempt);
                 let sequential = c.spec.config.strategy() == Strategy::Sequential;
                 if self.after_cannot_connect && sequential {
                     let detail = format!(
@@ -109,11 +113,11 @@ impl Watch {
                     );
                     return Err(violation("57P03-moves-to-next-host", detail));
                 }
-                self.open_now.insert(attempt);
-                self.opened_this.insert(attempt);
+                self.open_now.push(attempt);
+                self.opened_this.push(attempt);
             }
             Seen::Close(attempt) => {
-                if !self.open_now.remove(&attempt) {
+                if !take(&mut self.open_now, attempt) {
                     if self.established == Some(attempt) {
                         self.established = None;
                         return Ok(());
@@ -234,8 +238,8 @@ impl World {
         role: Option<bool>,
     ) -> CheckResult {
         let c = &self.clients[i];
-        let listed = self.listed_nodes(&c.spec);
-        if !node.is_some_and(|n| listed.contains(&n)) {
+        if !node.is_some_and(|n| self.is_listed(&c.spec, n)) {
+            let listed = self.listed_nodes(&c.spec);
             return Err(violation(
                 "connected-to-listed-server",
                 format!("client {i} connected to node {node:?}, listed {listed:?}"),
@@ -286,7 +290,12 @@ impl World {
         }
         let reported: BTreeSet<AttemptId> = e.reports.iter().filter_map(|r| r.attempt).collect();
         let watch = &self.clients[i].watch;
-        let missing: Vec<AttemptId> = watch.opened_this.difference(&reported).copied().collect();
+        let missing: Vec<AttemptId> = watch
+            .opened_this
+            .iter()
+            .filter(|a| !reported.contains(a))
+            .copied()
+            .collect();
         if !missing.is_empty() {
             return Err(violation(
                 "report-names-every-attempt",
@@ -442,12 +451,22 @@ impl World {
 
     /// The nodes the client's host list names.
     fn listed_nodes(&self, spec: &ClientSpec) -> BTreeSet<usize> {
+        self.listed(spec).collect()
+    }
+
+    /// Whether the client's host list names `node` (asked on every session won, so without
+    /// collecting the set).
+    fn is_listed(&self, spec: &ClientSpec, node: usize) -> bool {
+        self.listed(spec).any(|n| n == node)
+    }
+
+    /// The nodes the client's host list names, with repeats.
+    fn listed<'a>(&'a self, spec: &'a ClientSpec) -> impl Iterator<Item = usize> + 'a {
         spec.hosts
             .iter()
             .filter_map(|h| self.dns.names.get(h))
             .flatten()
             .copied()
-            .collect()
     }
 
     /// The time a connect may take once faults stop: every (slot, address) attempt bounded
@@ -482,6 +501,17 @@ fn role_fits(tsa: TargetSessionAttrs, in_recovery: Option<bool>) -> bool {
         TargetSessionAttrs::ReadWrite | TargetSessionAttrs::Primary => in_recovery == Some(false),
         TargetSessionAttrs::ReadOnly | TargetSessionAttrs::Standby => in_recovery == Some(true),
         _ => true,
+    }
+}
+
+/// Removes `attempt` from `list`; whether it was there.
+fn take(list: &mut Vec<AttemptId>, attempt: AttemptId) -> bool {
+    match list.iter().position(|&a| a == attempt) {
+        Some(at) => {
+            list.remove(at);
+            true
+        }
+        None => false,
     }
 }
 

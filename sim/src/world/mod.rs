@@ -20,20 +20,19 @@ pub mod pg;
 pub mod queue;
 mod sockets;
 
-use std::collections::BTreeMap;
-use std::sync::mpsc;
-
 use pgyard_connect::{Connector, ResolveToken};
 use pgyard_conninfo::typed::ConnectConfig;
 use pgyard_types::{Instant, Rng, RngCore};
 
-use crate::{trace, Trace, Violation};
-use client::{Client, Mode, Stage};
+use crate::trace::{write_pieces, Piece};
+use crate::{Trace, Violation};
+use client::{AttemptSocks, Client, Mode, Stage};
+use drive::{Mail, Outbox, Seen};
 use invariants::{violation, Watch};
 use net::{Dns, Net};
 use pg::{Node, NodeState};
 pub use queue::Queue;
-use sockets::{Delivery, Sock};
+use sockets::{Delivery, SockTable};
 
 /// Steps after which a run counts as a busy loop (a deadline that never moves).
 const STEPS_MAX: u64 = 200_000;
@@ -89,22 +88,44 @@ pub enum ClusterEvent {
     },
 }
 
-impl std::fmt::Debug for ClusterEvent {
-    // The trace prints cluster events, and the trace hash pins that text: this is what the
-    // derived `Debug` printed when the variants had positional fields.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl ClusterEvent {
+    /// The event's trace text, as pieces (empty ones pad the short variants). The trace
+    /// hash pins it: this is what the derived `Debug` printed when the variants had
+    /// positional fields.
+    fn pieces(self) -> [Piece<'static>; 5] {
+        let text = Piece::Text;
         match self {
-            ClusterEvent::Set { node, state } => {
-                f.debug_tuple("Set").field(node).field(state).finish()
+            ClusterEvent::Set { node, state } => [
+                text("Set("),
+                node.into(),
+                text(", "),
+                text(state.text()),
+                text(")"),
+            ],
+            ClusterEvent::Crash(node) => {
+                [text("Crash("), node.into(), text(")"), text(""), text("")]
             }
-            ClusterEvent::Crash(node) => f.debug_tuple("Crash").field(node).finish(),
-            ClusterEvent::Hang { node, hung } => {
-                f.debug_tuple("Hang").field(node).field(hung).finish()
-            }
-            ClusterEvent::Limit { node, max } => {
-                f.debug_tuple("Limit").field(node).field(max).finish()
-            }
+            ClusterEvent::Hang { node, hung } => [
+                text("Hang("),
+                node.into(),
+                text(", "),
+                hung.into(),
+                text(")"),
+            ],
+            ClusterEvent::Limit { node, max } => [
+                text("Limit("),
+                node.into(),
+                text(", "),
+                max.into(),
+                text(")"),
+            ],
         }
+    }
+}
+
+impl std::fmt::Debug for ClusterEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write_pieces(f, &self.pieces())
     }
 }
 
@@ -156,7 +177,7 @@ pub struct World {
     pub dns: Dns,
     /// The network.
     pub net: Net,
-    socks: BTreeMap<u64, Sock>,
+    socks: SockTable,
     next_sock: u64,
     clients: Vec<Client>,
     rng: Rng,
@@ -166,6 +187,10 @@ pub struct World {
     pub stats: Stats,
     /// When the faults stopped (the liveness phase began).
     calm_since: Option<Instant>,
+    /// Spare buffers `drain` swaps with a client's raw actions and commands, so that a run
+    /// allocates them once.
+    seen_buf: Vec<Seen>,
+    mail_buf: Vec<Mail>,
 }
 
 impl World {
@@ -178,7 +203,7 @@ impl World {
             nodes,
             dns,
             net,
-            socks: BTreeMap::new(),
+            socks: SockTable::default(),
             next_sock: 1,
             clients: Vec::new(),
             rng: pgyard_types::rng_from_seed(seed),
@@ -186,6 +211,8 @@ impl World {
             steps: 0,
             stats: Stats::default(),
             calm_since: None,
+            seen_buf: Vec::new(),
+            mail_buf: Vec::new(),
         }
     }
 
@@ -199,7 +226,6 @@ impl World {
             .ok()
             .flatten()
             .map(|d| d.as_nanos() as u64);
-        let (mail_tx, mail_rx) = mpsc::channel();
         self.clients.push(Client {
             ct_ns,
             connects_left: spec.connects,
@@ -207,14 +233,13 @@ impl World {
             machine: None,
             core: None,
             seen: Vec::new(),
-            mail_tx,
-            mail_rx,
+            outbox: Outbox::default(),
             held: None,
             gen: 0,
             seed,
             mode: Mode::Idle,
             stage: Stage::Safety,
-            socks: BTreeMap::new(),
+            socks: AttemptSocks::default(),
             session: None,
             started: start,
             watch: Watch::default(),
@@ -318,7 +343,17 @@ impl World {
     }
 
     fn cluster(&mut self, t: &mut Trace, e: ClusterEvent) {
-        trace!(t, "t={} cluster {e:?}", self.now.0);
+        let [a, b, c, d, f] = e.pieces();
+        t.line(&[
+            Piece::Text("t="),
+            self.now.0.into(),
+            Piece::Text(" cluster "),
+            a,
+            b,
+            c,
+            d,
+            f,
+        ]);
         match e {
             ClusterEvent::Set { node, state } => self.nodes[node].state = state,
             ClusterEvent::Crash(node) => {
@@ -327,7 +362,7 @@ impl World {
                     .socks
                     .iter()
                     .filter(|(_, s)| s.node == node && !s.server_gone())
-                    .map(|(&id, _)| id)
+                    .map(|(id, _)| id)
                     .collect();
                 for id in ids {
                     self.server_close(id);

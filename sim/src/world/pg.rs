@@ -16,6 +16,8 @@ use pgyard_wire::error_fields::{encode_error_response, encode_notice_response};
 use pgyard_wire::frame::{Decoded, FrameDecoder, Limits, UnitRef};
 use pgyard_wire::frontend::StartupPacket;
 
+use crate::trace::{write_pieces, Piece};
+
 /// The user every simulated client logs in as.
 pub const USER: &str = "sim";
 /// The password every simulated server stores a verifier for.
@@ -60,24 +62,30 @@ impl From<Role> for NodeState {
 }
 
 impl std::fmt::Debug for NodeState {
-    // Traces print node states, and the trace hash pins that text: a starting node prints
-    // as it did when it carried a `standby` flag instead of a role.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            NodeState::Primary => f.write_str("Primary"),
-            NodeState::Standby => f.write_str("Standby"),
-            NodeState::Promoting => f.write_str("Promoting"),
-            NodeState::StartingUp { then } => f
-                .debug_struct("StartingUp")
-                .field("standby", &(*then == Role::Standby))
-                .finish(),
-            NodeState::ShuttingDown => f.write_str("ShuttingDown"),
-            NodeState::Crashed => f.write_str("Crashed"),
-        }
+        f.write_str(self.text())
     }
 }
 
 impl NodeState {
+    /// How traces print the state (its `Debug` text). The trace hash pins it: a starting
+    /// node prints as it did when it carried a `standby` flag instead of a role.
+    pub fn text(self) -> &'static str {
+        match self {
+            NodeState::Primary => "Primary",
+            NodeState::Standby => "Standby",
+            NodeState::Promoting => "Promoting",
+            NodeState::StartingUp {
+                then: Role::Standby,
+            } => "StartingUp { standby: true }",
+            NodeState::StartingUp {
+                then: Role::Primary,
+            } => "StartingUp { standby: false }",
+            NodeState::ShuttingDown => "ShuttingDown",
+            NodeState::Crashed => "Crashed",
+        }
+    }
+
     /// Whether `pg_is_in_recovery()` would say true.
     pub fn in_recovery(self) -> bool {
         matches!(self, NodeState::Standby | NodeState::Promoting)
@@ -185,6 +193,33 @@ impl Node {
     pub fn describe(&self) -> impl std::fmt::Display + '_ {
         NodeText(self)
     }
+
+    /// The trace line of the node, `prefix` first, as pieces (the text of
+    /// [`Node::describe`]).
+    pub fn describe_pieces<'a>(&'a self, prefix: &'a str) -> [Piece<'a>; 15] {
+        let auth = match self.auth {
+            Auth::Trust => "trust",
+            Auth::Md5(_) => "md5",
+            Auth::Scram(_) => "scram",
+        };
+        [
+            Piece::Text(prefix),
+            Piece::Text(&self.name),
+            Piece::Text(" "),
+            Piece::Text(self.state.text()),
+            Piece::Text(" auth="),
+            Piece::Text(auth),
+            Piece::from(" tls="),
+            Piece::from(self.tls),
+            Piece::from(" old="),
+            Piece::from(self.old_version),
+            Piece::from(" max="),
+            Piece::from(self.max_sessions),
+            Piece::from(" lag="),
+            Piece::from(self.lag_ms),
+            Piece::Text("ms"),
+        ]
+    }
 }
 
 /// Where a server-side session is.
@@ -255,9 +290,15 @@ impl Session {
     pub fn receive(&mut self, node: &mut Node, data: &[u8], rng: &mut Rng) -> Reply {
         let mut out = BytesMut::with_capacity(256);
         let mut close = false;
-        self.dec.feed(data);
+        // The decoder is taken out while its frames are read, so a frame's body can be
+        // handled in place (the placeholder costs no allocation).
+        let mut dec = std::mem::replace(
+            &mut self.dec,
+            FrameDecoder::frontend(Limits::postgres_server()),
+        );
+        dec.feed(data);
         while !close {
-            let unit = match self.dec.decode_ref() {
+            let unit = match dec.decode_ref() {
                 Ok(Decoded::Frame(u)) => u,
                 Ok(Decoded::NeedMore { .. }) => break,
                 Err(_) => {
@@ -280,12 +321,10 @@ impl Session {
                     Ok(StartupPacket::CancelRequest(_)) | Err(_) => close = true,
                 },
                 UnitRef::Byte(_) => close = true,
-                UnitRef::Typed(f) => {
-                    let (tag, body) = (f.tag, f.body.to_vec());
-                    close = self.typed(node, tag, &body, &mut out, rng);
-                }
+                UnitRef::Typed(f) => close = self.typed(node, f.tag, f.body, &mut out, rng),
             }
         }
+        self.dec = dec;
         if close {
             self.end(node);
         }
@@ -416,16 +455,16 @@ impl Session {
                 b"off"
             }
         };
-        let mut params: Vec<(&[u8], &[u8])> = vec![
+        let params: [(&[u8], &[u8]); 5] = [
             (b"server_version", version),
             (b"client_encoding", b"UTF8"),
             (b"integer_datetimes", b"on"),
+            (b"in_hot_standby", onoff(recovery)),
+            (b"default_transaction_read_only", onoff(recovery)),
         ];
-        if !node.old_version {
-            params.push((b"in_hot_standby", onoff(recovery)));
-            params.push((b"default_transaction_read_only", onoff(recovery)));
-        }
-        for (name, value) in params {
+        // Servers before 14 report neither of the last two.
+        let reported = if node.old_version { 3 } else { 5 };
+        for &(name, value) in &params[..reported] {
             put(out, |b| ParameterStatus { name, value }.encode(b));
         }
         node.next_pid += 1;
@@ -528,16 +567,6 @@ struct NodeText<'a>(&'a Node);
 
 impl std::fmt::Display for NodeText<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let n = self.0;
-        let auth = match n.auth {
-            Auth::Trust => "trust",
-            Auth::Md5(_) => "md5",
-            Auth::Scram(_) => "scram",
-        };
-        write!(
-            f,
-            "{} {:?} auth={auth} tls={} old={} max={} lag={}ms",
-            n.name, n.state, n.tls, n.old_version, n.max_sessions, n.lag_ms
-        )
+        write_pieces(f, &self.0.describe_pieces(""))
     }
 }

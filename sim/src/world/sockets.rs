@@ -2,6 +2,8 @@
 //! closing it from either side, and delivering bytes to the server session or to the client's
 //! driver core.
 
+use std::collections::VecDeque;
+
 use pgyard_connect::{AttemptId, Event, IoErrorKind};
 use pgyard_types::{uniform_inclusive, Instant};
 
@@ -9,7 +11,7 @@ use super::client::Mode;
 use super::net::SYN_TIMEOUT_NS;
 use super::pg::{NodeState, Session};
 use super::{Ev, World};
-use crate::{trace, Trace, Violation};
+use crate::{trace, trace_line, Trace, Violation};
 
 /// What the network delivers to the client end of a socket.
 #[derive(Debug)]
@@ -58,7 +60,7 @@ pub(super) struct Sock {
     pub(super) attempt: AttemptId,
     pub(super) node: usize,
     /// The server side of the connection.
-    pub(super) session: Box<Session>,
+    pub(super) session: Session,
     pub(super) server_end: ServerEnd,
     /// When the last segment towards the server arrives (per-direction FIFO).
     pub(super) up_last: Instant,
@@ -72,6 +74,67 @@ impl Sock {
     /// Whether the server end has closed.
     pub(super) fn server_gone(&self) -> bool {
         self.server_end == ServerEnd::Gone
+    }
+}
+
+/// The world's sockets by id. Ids count up and are never reused, so socket `id` sits at
+/// `id - first`: a lookup is an index instead of a tree search, and walking the table visits
+/// ids in order. Closed sockets leave a hole until every older one is closed too, so the
+/// table spans only the sockets from the oldest open one on.
+#[derive(Debug, Default)]
+pub(super) struct SockTable {
+    slots: VecDeque<Option<Sock>>,
+    /// The id of `slots[0]`.
+    first: u64,
+}
+
+impl SockTable {
+    fn slot(&self, id: u64) -> Option<usize> {
+        usize::try_from(id.checked_sub(self.first)?).ok()
+    }
+
+    /// Socket `id`, while it is open.
+    pub(super) fn get(&self, id: &u64) -> Option<&Sock> {
+        self.slots.get(self.slot(*id)?)?.as_ref()
+    }
+
+    /// Socket `id`, while it is open.
+    pub(super) fn get_mut(&mut self, id: &u64) -> Option<&mut Sock> {
+        let at = self.slot(*id)?;
+        self.slots.get_mut(at)?.as_mut()
+    }
+
+    /// Adds socket `id`, newer than every socket added before.
+    pub(super) fn insert(&mut self, id: u64, sock: Sock) {
+        if self.slots.is_empty() {
+            self.first = id;
+        }
+        let Some(at) = self.slot(id) else {
+            return;
+        };
+        if at >= self.slots.len() {
+            self.slots.resize_with(at + 1, || None);
+        }
+        self.slots[at] = Some(sock);
+    }
+
+    /// Takes socket `id` out.
+    pub(super) fn remove(&mut self, id: &u64) -> Option<Sock> {
+        let at = self.slot(*id)?;
+        let sock = self.slots.get_mut(at)?.take();
+        while let Some(None) = self.slots.front() {
+            self.slots.pop_front();
+            self.first += 1;
+        }
+        sock
+    }
+
+    /// The open sockets, by id.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (u64, &Sock)> + '_ {
+        let first = self.first;
+        (first..)
+            .zip(&self.slots)
+            .filter_map(|(id, s)| s.as_ref().map(|s| (id, s)))
     }
 }
 
@@ -127,7 +190,7 @@ impl World {
             client,
             attempt,
             node,
-            session: Box::new(Session::new()),
+            session: Session::new(),
             server_end,
             up_last: now,
             down_last: Instant(at),
@@ -253,7 +316,7 @@ impl World {
                 Event::Received { attempt, bytes }
             }
             Delivery::Closed => {
-                trace!(t, "t={} c{i} a{} eof", now.0, attempt.0);
+                trace_line!(t, "t=", now.0, " c", i, " a", attempt.0, " eof");
                 Event::Closed { attempt }
             }
             Delivery::TlsDone(Ok(alpn)) => Event::TlsEstablished {

@@ -230,7 +230,7 @@ impl Conn {
                 "could not send authentication response\n",
             );
         }
-        out.push(Out::Send(b.to_vec()));
+        out.push(Out::Send(Vec::from(b)));
         Verdict::Pending
     }
 }

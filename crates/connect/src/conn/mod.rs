@@ -132,7 +132,9 @@ pub(crate) struct Conn {
     /// Protocol options this connection asked for that the server's NegotiateProtocolVersion
     /// said it does not support.
     pub refused_options: Vec<String>,
-    pub parameters: Vec<(String, String)>,
+    /// Every ParameterStatus as it came, `name NUL value NUL`: turned into text only for the
+    /// connection that wins ([`Conn::take_parameters`]), as most connections never do.
+    reported: Vec<u8>,
     pub backend_key: Option<BackendKey>,
     pub in_hot_standby: Tri,
     pub dtro: Tri,
@@ -174,7 +176,7 @@ impl Conn {
             protocol,
             negotiated: false,
             refused_options: Vec::new(),
-            parameters: Vec::new(),
+            reported: Vec::new(),
             backend_key: None,
             in_hot_standby: Tri::Unknown,
             dtro: Tri::Unknown,
@@ -236,9 +238,9 @@ impl Conn {
                 Verdict::Pending
             }
             Method::Ssl => {
-                let mut b = BytesMut::new();
+                let mut b = BytesMut::with_capacity(8);
                 frontend::encode_ssl_request(&mut b);
-                out.push(Out::Send(b.to_vec()));
+                out.push(Out::Send(Vec::from(b)));
                 self.state = State::AwaitSslByte;
                 Verdict::Pending
             }
@@ -338,12 +340,18 @@ impl Conn {
     }
 
     /// Bytes from the server (already decrypted when TLS is in use).
-    pub(crate) fn received(&mut self, bytes: &[u8], out: &mut Vec<Out>) -> Verdict {
+    pub(crate) fn received(&mut self, bytes: Vec<u8>, out: &mut Vec<Out>) -> Verdict {
         match self.state {
             State::Finished | State::Connecting | State::Tls => return Verdict::Pending,
             _ => {}
         }
-        self.rx.extend_from_slice(bytes);
+        // Usually nothing is left over from the last read: the delivery becomes the buffer
+        // instead of being copied into it.
+        if self.rx.is_empty() {
+            self.rx = bytes;
+        } else {
+            self.rx.extend_from_slice(&bytes);
+        }
         if matches!(self.state, State::AwaitSslByte) {
             if let Some(v) = self.on_ssl_response(out) {
                 return v;
@@ -459,9 +467,9 @@ impl Conn {
 
 /// A Terminate message.
 pub(crate) fn terminate_bytes() -> Vec<u8> {
-    let mut b = BytesMut::new();
+    let mut b = BytesMut::with_capacity(5);
     frontend::encode_terminate(&mut b);
-    b.to_vec()
+    Vec::from(b)
 }
 
 /// Type byte and length word of a backend message.

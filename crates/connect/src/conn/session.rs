@@ -93,17 +93,21 @@ impl Conn {
             b"server_version" => self.sversion = parse_server_version(value),
             _ => {}
         }
-        // `from_utf8` is the fast path (servers send valid UTF-8); lossy only when it is not.
-        let text = |b: &[u8]| match std::str::from_utf8(b) {
-            Ok(s) => s.to_owned(),
-            Err(_) => String::from_utf8_lossy(b).into_owned(),
-        };
-        let value = text(value);
-        let name = String::from_utf8_lossy(name);
-        match self.parameters.iter_mut().find(|(n, _)| *n == *name) {
-            Some(slot) => slot.1 = value,
-            None => self.parameters.push((name.into_owned(), value)),
+        // Neither holds a NUL: both were cut from the message at NULs.
+        if self.reported.capacity() == 0 {
+            // A server reports about a dozen, some 300 bytes: grow once, not five times.
+            self.reported.reserve_exact(384);
         }
+        self.reported.extend_from_slice(name);
+        self.reported.push(0);
+        self.reported.extend_from_slice(value);
+        self.reported.push(0);
+    }
+
+    /// The parameters the server reported, in the order each name first came, each with
+    /// the last value reported for it.
+    pub(crate) fn take_parameters(&mut self) -> Vec<(String, String)> {
+        parameters_as_text(&std::mem::take(&mut self.reported))
     }
 
     fn parameter_status(&mut self, body: &[u8]) {
@@ -215,7 +219,7 @@ impl Conn {
             // The check queries are constants that always encode; reaching this is a bug.
             return self.broken(query.failed_line());
         }
-        out.push(Out::Send(b.to_vec()));
+        out.push(Out::Send(Vec::from(b)));
         self.state = State::AwaitCheck {
             query,
             rows: 0,
@@ -293,6 +297,27 @@ impl Conn {
     }
 }
 
+/// Reported parameters (`name NUL value NUL`, repeated) as text: in the order each name
+/// first came, each with its last value.
+pub(crate) fn parameters_as_text(reported: &[u8]) -> Vec<(String, String)> {
+    let mut fields = reported.split(|&b| b == 0);
+    let mut parameters: Vec<(String, String)> = Vec::new();
+    while let (Some(name), Some(value)) = (fields.next(), fields.next()) {
+        // `from_utf8` is the fast path (servers send valid UTF-8); lossy only when it
+        // is not.
+        let value = match std::str::from_utf8(value) {
+            Ok(s) => s.to_owned(),
+            Err(_) => String::from_utf8_lossy(value).into_owned(),
+        };
+        let name = String::from_utf8_lossy(name);
+        match parameters.iter_mut().find(|(n, _)| *n == *name) {
+            Some(slot) => slot.1 = value,
+            None => parameters.push((name.into_owned(), value)),
+        }
+    }
+    parameters
+}
+
 /// The first column of a DataRow body; `None` if NULL or malformed.
 fn first_column(body: &[u8]) -> Option<Vec<u8>> {
     let n = i16::from_be_bytes([*body.first()?, *body.get(1)?]);
@@ -304,25 +329,32 @@ fn first_column(body: &[u8]) -> Option<Vec<u8>> {
     body.get(6..6 + len).map(<[u8]>::to_vec)
 }
 
-/// libpq's numeric server version from the `server_version` text (0 when unparsable).
+/// libpq's numeric server version from the `server_version` text (0 when unparsable): up to
+/// three dot-separated numbers. Read straight from the bytes (every connection parses it): a
+/// byte that is not ASCII is neither a digit nor a dot, as its replacement character would
+/// not be either.
 pub(crate) fn parse_server_version(value: &[u8]) -> i32 {
-    let text = String::from_utf8_lossy(value);
-    let mut nums = Vec::new();
-    let mut rest = text.as_ref();
-    for _ in 0..3 {
-        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-        if digits.is_empty() {
+    let mut nums = [0i32; 3];
+    let mut count = 0;
+    let mut rest = value;
+    while count < 3 {
+        let len = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        if len == 0 {
             break;
         }
-        let Ok(n) = digits.parse::<i32>() else { break };
-        nums.push(n);
-        rest = &rest[digits.len()..];
-        match rest.strip_prefix('.') {
+        let parsed = rest[..len].iter().try_fold(0i32, |n, &d| {
+            n.checked_mul(10)?.checked_add(i32::from(d - b'0'))
+        });
+        let Some(n) = parsed else { break };
+        nums[count] = n;
+        count += 1;
+        rest = &rest[len..];
+        match rest.strip_prefix(b".") {
             Some(r) => rest = r,
             None => break,
         }
     }
-    match nums.as_slice() {
+    match &nums[..count] {
         [maj, min, rev] if *maj < 10 => maj * 10000 + min * 100 + rev,
         [maj, min, ..] if *maj >= 10 => maj * 10000 + min,
         [maj, min, ..] => maj * 10000 + min * 100,

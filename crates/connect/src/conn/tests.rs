@@ -2,7 +2,7 @@
 
 use pgyard_conninfo::typed::TargetSessionAttrs;
 
-use super::session::parse_server_version;
+use super::session::{parameters_as_text, parse_server_version};
 use super::{Check, FailClass};
 
 #[test]
@@ -13,6 +13,11 @@ fn server_version_parsing_follows_libpq() {
     assert_eq!(parse_server_version(b"13.2 (Debian)"), 130002);
     assert_eq!(parse_server_version(b"18devel"), 180000);
     assert_eq!(parse_server_version(b"x"), 0);
+    // A number too large for an int ends the parse; a byte that is not ASCII ends a number.
+    assert_eq!(parse_server_version(b"99999999999.1"), 0);
+    assert_eq!(parse_server_version(b"17.99999999999"), 170000);
+    assert_eq!(parse_server_version(b"10.\xff3"), 100000);
+    assert_eq!(parse_server_version(b"16\xc3\xa9.2"), 160000);
 }
 
 #[test]
@@ -39,4 +44,24 @@ fn startup_errors_follow_libpq() {
     assert_eq!(before(None), FailClass::NextMethod);
     let after = FailClass::for_startup_error(Some(SqlState::CANNOT_CONNECT_NOW), AfterAuthOk);
     assert_eq!(after, FailClass::Abort);
+}
+
+#[test]
+fn reported_parameters_keep_first_order_and_last_value() {
+    let text = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+        v.iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect()
+    };
+    assert_eq!(parameters_as_text(b""), text(&[]));
+    let reported = b"server_version\x0018.1\x00TimeZone\x00UTC\x00server_version\x0018.2\x00";
+    assert_eq!(
+        parameters_as_text(reported),
+        text(&[("server_version", "18.2"), ("TimeZone", "UTC")])
+    );
+    // Bytes that are not UTF-8 become replacement characters, in names and values.
+    assert_eq!(
+        parameters_as_text(b"a\xff\x00b\xfe\x00"),
+        text(&[("a\u{fffd}", "b\u{fffd}")])
+    );
 }

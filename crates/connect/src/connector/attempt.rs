@@ -20,7 +20,7 @@ pub(super) struct Plan {
     pub(super) pos: usize,
     pub(super) target: OpenTarget,
     pub(super) second_pass: bool,
-    pub(super) methods: Vec<Method>,
+    pub(super) methods: &'static [Method],
     pub(super) method_idx: usize,
     pub(super) deadline: Option<Instant>,
 }
@@ -57,13 +57,15 @@ impl Connector {
         f: impl FnOnce(&mut Conn, &mut Vec<Out>) -> Verdict,
     ) {
         let Some(i) = self.run_index(id) else { return };
-        let mut out = Vec::new();
+        // The list is the machine's spare one, handed back empty below: no allocation per
+        // event.
+        let mut out = std::mem::take(&mut self.out_buf);
         let verdict = f(&mut self.runs[i].conn, &mut out);
         if self.runs[i].conn.fell_back_to_plain {
             self.runs[i].conn.fell_back_to_plain = false;
             self.runs[i].plan.method_idx += 1;
         }
-        for o in out {
+        for o in out.drain(..) {
             match o {
                 Out::Send(bytes) => self.actions.push_back(Action::Send { attempt: id, bytes }),
                 Out::StartTls { direct } => {
@@ -72,6 +74,7 @@ impl Connector {
                 }
             }
         }
+        self.out_buf = out;
         let msgs = std::mem::take(&mut self.runs[i].conn.messages);
         self.append(i, &msgs);
         match verdict {
@@ -103,7 +106,7 @@ impl Connector {
             slot: run.plan.slot,
             host: String::from_utf8_lossy(slot.display_host()).into_owned(),
             target: run.plan.target.clone(),
-            parameters: std::mem::take(&mut run.conn.parameters),
+            parameters: run.conn.take_parameters(),
             backend_key: run.conn.backend_key.take(),
             protocol_version: (run.conn.protocol.major(), run.conn.protocol.minor()),
             tls: run.conn.tls,
@@ -205,15 +208,15 @@ impl Connector {
         self.pump(now, true);
     }
 
-    fn methods_for(&self, target: &OpenTarget) -> Vec<Method> {
+    fn methods_for(&self, target: &OpenTarget) -> &'static [Method] {
         if matches!(target, OpenTarget::Unix(_)) {
-            return vec![Method::Plain];
+            return &[Method::Plain];
         }
         match self.config.sslmode() {
-            SslMode::Disable => vec![Method::Plain],
-            SslMode::Allow => vec![Method::Plain, Method::Ssl],
-            SslMode::Prefer => vec![Method::Ssl, Method::Plain],
-            SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => vec![Method::Ssl],
+            SslMode::Disable => &[Method::Plain],
+            SslMode::Allow => &[Method::Plain, Method::Ssl],
+            SslMode::Prefer => &[Method::Ssl, Method::Plain],
+            SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => &[Method::Ssl],
         }
     }
 

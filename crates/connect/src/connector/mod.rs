@@ -38,6 +38,8 @@ pub struct Connector {
     startup: Option<StartupParams>,
     /// Side effects not yet handed to the driver.
     actions: VecDeque<Action>,
+    /// A spare list for what a connection asks for while it handles one event.
+    out_buf: Vec<conn::Out>,
     /// Ids keep counting across resets so that a late event never names a new attempt.
     next_id: u64,
     next_token: u64,
@@ -90,6 +92,7 @@ impl Connector {
             extra_startup: Vec::new(),
             startup: None,
             actions: VecDeque::new(),
+            out_buf: Vec::new(),
             next_id: 1,
             next_token: 1,
             reports: Vec::new(),
@@ -175,7 +178,7 @@ impl Connector {
                 self.fail_run(now, i, FailClass::NextAddr, FailureKind::Transient);
             }
             Event::Received { attempt, bytes } => {
-                self.with_run(now, attempt, |c, out| c.received(&bytes, out))
+                self.with_run(now, attempt, |c, out| c.received(bytes, out))
             }
             Event::Closed { attempt } => self.with_run(now, attempt, |c, _| c.closed()),
             Event::TlsEstablished {

@@ -276,13 +276,16 @@ impl Connector {
             return;
         }
         walk.resolving = None;
-        let host = String::from_utf8_lossy(self.config.slots()[slot].host().unwrap_or_default())
-            .into_owned();
+        // The host's name is only needed for an error line.
+        let host = |c: &Self| {
+            String::from_utf8_lossy(c.config.slots()[slot].host().unwrap_or_default()).into_owned()
+        };
         match result {
             Ok(addrs) if !addrs.is_empty() => {
                 self.set_addrs(addrs.into_iter().map(OpenTarget::Tcp).collect())
             }
             Ok(_) => {
+                let host = host(self);
                 self.remember(slot, HostStatus::Down, now);
                 self.push_plain_report(
                     slot,
@@ -291,6 +294,7 @@ impl Connector {
                 );
             }
             Err(message) => {
+                let host = host(self);
                 self.remember(slot, HostStatus::Down, now);
                 let text = resolver_text(&message);
                 self.push_plain_report(

@@ -118,18 +118,30 @@ impl Keys {
     fn derive(password: &[u8], salt: &[u8], iterations: u32) -> Keys {
         let salted: [u8; KEY_LEN] =
             pbkdf2::pbkdf2_hmac_array::<Sha256, KEY_LEN>(password, salt, iterations.max(1));
-        let client_key = hmac(&salted, b"Client Key");
+        // Both keys are HMACs under the salted password: its key schedule (two SHA-256
+        // blocks) is computed once and the keyed state cloned.
+        let keyed = keyed_mac(&salted);
+        let client_key = finish_mac(keyed.clone(), b"Client Key");
         Keys {
             client_key,
             stored_key: Sha256::digest(client_key).into(),
-            server_key: hmac(&salted, b"Server Key"),
+            server_key: finish_mac(keyed, b"Server Key"),
         }
     }
 }
 
 fn hmac(key: &[u8], data: &[u8]) -> [u8; KEY_LEN] {
+    finish_mac(keyed_mac(key), data)
+}
+
+/// HMAC-SHA-256 keyed with `key`, before any data.
+fn keyed_mac(key: &[u8]) -> Hmac<Sha256> {
     // HMAC takes keys of any length, so construction cannot fail.
-    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("HMAC accepts any key");
+    <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("HMAC accepts any key")
+}
+
+/// The MAC of `data` under an already keyed state.
+fn finish_mac(mut mac: Hmac<Sha256>, data: &[u8]) -> [u8; KEY_LEN] {
     mac.update(data);
     mac.finalize().into_bytes().into()
 }
