@@ -5,9 +5,7 @@
 //! reload, a pause) holds the ones sent after it until [`ClientSession::handle_admin`].
 
 use bytes::{Buf, Bytes, BytesMut};
-use pgyard_wire::backend::{
-    encode_ready_for_query, Authentication, BackendKeyData, ParameterStatus, TransactionStatus,
-};
+use pgyard_wire::backend::Authentication;
 use pgyard_wire::frame::{decode_frame, Decoded};
 
 use super::{ClientAuth, ClientOut, ClientSession, Phase};
@@ -49,21 +47,7 @@ impl ClientSession {
         if self.who.middleware {
             shown.push(("middleware_messages", "on".into()));
         }
-        for (name, value) in &shown {
-            let ps = ParameterStatus {
-                name: name.as_bytes(),
-                value: value.as_bytes(),
-            };
-            let _ = ps.encode(&mut buf);
-        }
-        let key = self.cancel_secret().unwrap_or_default();
-        let _ = BackendKeyData {
-            pid: self.key.pid,
-            key,
-        }
-        .encode(&mut buf);
-        encode_ready_for_query(TransactionStatus::Idle, &mut buf);
-        self.out.push_back(ClientOut::ToClient(buf.freeze()));
+        self.send_welcome(buf, shown.iter().map(|(n, v)| (*n, v.as_str())));
         self.phase = Phase::Admin { pending: None };
     }
 

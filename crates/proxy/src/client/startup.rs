@@ -218,20 +218,14 @@ impl ClientSession {
         self.acquire(self.pool_key());
     }
 
-    /// AuthenticationOk, the settings a direct connection would report, the proxy's cancel
-    /// key, and ReadyForQuery.
-    pub(super) fn welcome(&mut self) {
-        let mut buf = BytesMut::new();
-        let _ = Authentication::Ok.encode(&mut buf);
-        let server = self.server.as_ref().map(|s| s.settings.clone());
-        let mut shown = server.unwrap_or_default();
-        for (name, value) in &self.wanted {
-            shown.insert(name.clone(), value.clone());
-        }
-        if self.who.middleware {
-            shown.insert("middleware_messages".into(), "on".into());
-        }
-        for (name, value) in &shown {
+    /// Ends a welcome begun in `buf` (AuthenticationOk): the settings `shown`, the proxy's
+    /// cancel key, and ReadyForQuery, sent to the client.
+    pub(super) fn send_welcome<'a>(
+        &mut self,
+        mut buf: BytesMut,
+        shown: impl Iterator<Item = (&'a str, &'a str)>,
+    ) {
+        for (name, value) in shown {
             let ps = ParameterStatus {
                 name: name.as_bytes(),
                 value: value.as_bytes(),
@@ -246,6 +240,22 @@ impl ClientSession {
         .encode(&mut buf);
         encode_ready_for_query(TransactionStatus::Idle, &mut buf);
         self.out.push_back(ClientOut::ToClient(buf.freeze()));
+    }
+
+    /// AuthenticationOk, the settings a direct connection would report, the proxy's cancel
+    /// key, and ReadyForQuery.
+    pub(super) fn welcome(&mut self) {
+        let mut buf = BytesMut::new();
+        let _ = Authentication::Ok.encode(&mut buf);
+        let server = self.server.as_ref().map(|s| s.settings.clone());
+        let mut shown = server.unwrap_or_default();
+        for (name, value) in &self.wanted {
+            shown.insert(name.clone(), value.clone());
+        }
+        if self.who.middleware {
+            shown.insert("middleware_messages".into(), "on".into());
+        }
+        self.send_welcome(buf, shown.iter().map(|(n, v)| (n.as_str(), v.as_str())));
         // What the client saw is what it wants from now on.
         for name in super::TRACKED {
             if let Some(v) = shown.get(name) {
