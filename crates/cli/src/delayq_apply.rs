@@ -114,6 +114,44 @@ impl PendingBatch {
     }
 }
 
+/// How long [`Subscriber::connect`] waits for a replication origin that another session
+/// holds. A killed predecessor's backend keeps the origin until it notices its client is gone,
+/// which can take as long as the batch it was running; a second live applier holds it for ever.
+const ORIGIN_WAIT: Duration = Duration::from_secs(30);
+
+/// Runs the session setup, trying again while the origin is active in another backend
+/// (SQLSTATE 55006, as the apply worker treats it: transient), for at most `patience`.
+/// The setup is one implicit transaction, so a failed try leaves nothing behind.
+fn bind_origin(
+    session: &mut Session,
+    setup: &str,
+    patience: Duration,
+) -> Result<Vec<Vec<Option<String>>>, ApplyFailure> {
+    let start = std::time::Instant::now();
+    let mut pause = Duration::from_millis(20);
+    loop {
+        match session.simple_query(setup) {
+            Ok(rows) => return Ok(rows),
+            Err(e)
+                if e.sqlstate().is_some_and(|s| s.as_str() == "55006")
+                    && start.elapsed() + pause <= patience =>
+            {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
+            Err(e) if e.sqlstate().is_some_and(|s| s.as_str() == "55006") => {
+                return Err(ApplyFailure::Subscriber(format!(
+                    "{} (waited {} s for the session that holds the origin to end; is another \
+                     pgyard applying with the same --origin?)",
+                    e.to_string().trim_end(),
+                    patience.as_secs()
+                )))
+            }
+            Err(e) => return Err(refused(e)),
+        }
+    }
+}
+
 fn refused(e: pgyard_blocking::Error) -> ApplyFailure {
     ApplyFailure::Subscriber(e.to_string().trim_end().to_owned())
 }
@@ -137,7 +175,7 @@ impl Subscriber {
              SELECT pg_catalog.pg_replication_origin_session_setup({name}); \
              SELECT pg_catalog.pg_replication_origin_progress({name}, true)"
         );
-        let rows = session.simple_query(&setup).map_err(refused)?;
+        let rows = bind_origin(&mut session, &setup, ORIGIN_WAIT)?;
         let progress = rows
             .last()
             .and_then(|r| r.first().cloned().flatten())

@@ -209,8 +209,14 @@ fn sigkills_along_the_way_lose_and_repeat_nothing() {
         let child = rig.apply();
         std::thread::sleep(Duration::from_millis(30 + (i * 37) % 120));
         let mut child = child;
-        if let Some(status) = child.try_wait().expect("poll") {
-            assert!(status.success(), "an apply between kills failed: {status}");
+        if child.try_wait().expect("poll").is_some() {
+            let out = finished(child);
+            assert!(
+                out.status.success(),
+                "an apply between kills failed: {}: {}",
+                out.status,
+                text(&out.stderr)
+            );
             break;
         }
         child.kill().expect("SIGKILL");
@@ -220,6 +226,46 @@ fn sigkills_along_the_way_lose_and_repeat_nothing() {
     let out = finished(rig.apply());
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(kills >= 3, "apply was killed only {kills} times");
+    rig.assert_equal();
+}
+
+/// A predecessor SIGKILLed while its backend was busy leaves the origin held until that
+/// backend notices; apply waits for it (SQLSTATE 55006 is transient) instead of giving up.
+#[test]
+fn an_origin_still_held_by_a_killed_predecessors_backend_is_waited_for() {
+    let rig = Rig::new("held");
+    rig.workload(1);
+    rig.follow_to_end();
+    q(
+        &rig.subscriber,
+        "select pg_replication_origin_create('pgyard_delayq')",
+    );
+    let mut holder = Command::new(env!("CARGO_BIN_EXE_pgyard"))
+        .args(["connect", &rig.subscriber.conninfo(), "-c"])
+        .arg("select pg_replication_origin_session_setup('pgyard_delayq'); select pg_sleep(5)")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("pgyard connect");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while q(
+        &rig.subscriber,
+        "select count(*) from pg_stat_activity \
+         where query like '%pg_sleep(5)%' and state = 'active' and pid <> pg_backend_pid()",
+    ) != "1"
+    {
+        assert!(Instant::now() < deadline, "the holder never ran");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    holder.kill().expect("SIGKILL");
+    let _ = holder.wait();
+    let held = rig
+        .subscriber
+        .psql("select pg_replication_origin_session_setup('pgyard_delayq')")
+        .expect_err("the killed client's backend still holds the origin");
+    assert!(held.to_string().contains("already active"), "{held}");
+    let out = finished(rig.apply());
+    assert!(out.status.success(), "{}", text(&out.stderr));
     rig.assert_equal();
 }
 
