@@ -10,8 +10,8 @@
 //! and the WAL it needs is reserved by the slot. Without the setting the same quantities are
 //! measured and traced as the loss window ([`loss_window`]).
 //!
-//! The failover-readiness check (`pgyard slotsync check`) is asked at regular moments and right
-//! before the failover, from a snapshot of the same state: whenever it says the slot is ready,
+//! The failover-readiness check (`pgyard slotsync check`) is asked at random moments (about one
+//! tick in five, of a random standby) and right before the failover, from a snapshot of the same state: whenever it says the slot is ready,
 //! a failover to that standby at that moment must lose nothing (`ready-means-lossless`).
 
 use pgyard_slotsync::cadence::WorkerSchedule;
@@ -130,6 +130,10 @@ pub fn run_slotsync(
 ) -> Result<SlotsyncRun, Violation> {
     let r = |rng: &mut Rng, max: u64| uniform_inclusive(rng, max);
     let mix = draw_mix(rng);
+    // The moments of the check come from a stream of their own, so asking more or less often
+    // never changes what the world does.
+    let mut asks = rng.clone();
+    asks.set_stream(ASK_STREAM);
     trace!(t, "mix {mix:?}");
     let mut publ = Publisher::new(mix.workload.clone(), START);
     for i in 0..mix.standbys as usize {
@@ -190,7 +194,7 @@ pub fn run_slotsync(
             worker: mix.worker,
             bug,
         };
-        check_regularly(t, tick, &mix, &publ, locals, received, &facts)?;
+        check_at_random(&mut asks, t, tick, &mix, &publ, locals, received, &facts)?;
         if tick == mix.failover_tick {
             let candidates: Vec<usize> = if mix.gate_on {
                 listed.clone()
@@ -344,9 +348,14 @@ impl Standbys {
     }
 }
 
-/// The check at a regular moment (no RNG draw, so the seeds' streams stay as they were): if it
-/// says ready, a failover now must lose nothing.
-fn check_regularly(
+/// The RNG stream the check's moments are drawn from.
+const ASK_STREAM: u64 = 0x6173_6b73;
+
+/// The check at a random moment, of a random standby: if it says ready, a failover now must
+/// lose nothing.
+#[allow(clippy::too_many_arguments)]
+fn check_at_random(
+    asks: &mut Rng,
     t: &mut Trace,
     tick: u64,
     mix: &Mix,
@@ -355,10 +364,10 @@ fn check_regularly(
     received: usize,
     facts: &Facts,
 ) -> Result<(), Violation> {
-    if tick % 5 != 2 {
+    if uniform_inclusive(asks, 4) != 0 {
         return Ok(());
     }
-    let i = tick as usize % mix.standbys as usize;
+    let i = uniform_inclusive(asks, mix.standbys - 1) as usize;
     if verdict_ready(publ, &locals[i], i, facts) {
         let loss = loss_at(publ, &locals[i], i, received, &[]);
         trace!(t, "tick {tick}: check says ready for standby{}", i + 1);
