@@ -92,6 +92,11 @@ pub struct ConnectOptions {
     /// How long the machine walks the host list again after every address failed (its
     /// failover budget); `None` walks it once, as libpq.
     pub failover_timeout: Option<Duration>,
+    /// What answers the servers' MD5 or SCRAM requests when the connection string names no
+    /// password: what a proxy proved its client knows (see
+    /// [`LoginSecret`](pgyard_wire::auth::LoginSecret)). A password from the string, the
+    /// environment or the password file wins.
+    pub login_secret: Option<pgyard_wire::auth::LoginSecret>,
 }
 
 /// The protocol option that asks for middleware messages.
@@ -125,6 +130,12 @@ impl ConnectOptions {
     /// Sets the failover budget (see [`ConnectOptions::failover_timeout`]).
     pub fn failover_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.failover_timeout = timeout;
+        self
+    }
+
+    /// Sets the login secret (see [`ConnectOptions::login_secret`]).
+    pub fn login_secret(mut self, secret: Option<pgyard_wire::auth::LoginSecret>) -> Self {
+        self.login_secret = secret;
         self
     }
 

@@ -26,6 +26,8 @@ pub struct Prepared {
     pub connect_bound: Option<Duration>,
     /// The machine's seed (the option's, or one from the operating system).
     pub seed: u64,
+    /// The option's login secret, for `Connector::with_login_secret`.
+    pub login_secret: Option<pgyard_wire::auth::LoginSecret>,
 }
 
 /// Parses and resolves `conninfo` as libpq does (environment, service and password files,
@@ -74,6 +76,7 @@ pub fn prepare(conninfo: &str, options: &ConnectOptions) -> Result<Prepared, Err
             .flatten()
             .map(|d| d + Duration::from_secs(1)),
         seed: options.seed.unwrap_or_else(os_seed),
+        login_secret: options.login_secret.clone(),
         config,
     })
 }

@@ -25,7 +25,8 @@ impl Machine {
         let prepared = prepare(conninfo, options)?;
         let clock = Clock::new();
         let connector = Connector::new(prepared.config, clock.now(), prepared.seed)
-            .with_extra_startup_params(prepared.extra_startup_params);
+            .with_extra_startup_params(prepared.extra_startup_params)
+            .with_login_secret(prepared.login_secret);
         Ok(Machine {
             connector,
             clock,

@@ -289,6 +289,26 @@ impl Pools {
         self.serve(now, &key);
     }
 
+    /// The login of `server` (being opened) was refused: credentials that retrying will not
+    /// cure. Reported like a failed open, and every client waiting on its pool is refused
+    /// now with the server's words (`server login failed: …`), as PgBouncer ends the logins
+    /// waiting on a pool whose server refused its own, instead of holding them to their wait
+    /// timeout. The next demand tries again after the backoff (a reload may have fixed it).
+    pub fn login_refused(&mut self, now: Instant, server: ServerId, error: String) {
+        let key = self.servers.get(&server).map(|s| s.key.clone());
+        let message = format!("server login failed: {error}");
+        self.opened(now, server, Err(error));
+        let Some(pool) = key.and_then(|k| self.pools.get_mut(&k)) else {
+            return;
+        };
+        for (client, _) in pool.waiting.drain(..) {
+            self.out.push_back(PoolOut::Refuse {
+                client,
+                message: message.clone(),
+            });
+        }
+    }
+
     /// `server` comes back from its client; `reusable` when it stands idle and clean.
     pub fn release(&mut self, now: Instant, server: ServerId, reusable: bool) {
         let Some(s) = self.servers.get_mut(&server) else {

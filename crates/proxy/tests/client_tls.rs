@@ -389,6 +389,7 @@ fn scram_login(
             channel_binding: binding,
             tls_end_point: end_point,
             max_iterations: None,
+            secret: None,
         },
         [4; 18],
     );

@@ -320,3 +320,39 @@ fn a_retry_under_way_leaves_no_past_deadline_for_the_timer() {
     // past, and would make the timer spin while the open takes its time).
     assert_eq!(p.poll_timeout(), Some(ms(2000)));
 }
+
+#[test]
+fn a_refused_login_refuses_every_waiter_now_and_retries_on_later_demand() {
+    let mut p = pools(2);
+    p.acquire(ms(0), ClientId(1), &key());
+    p.acquire(ms(1), ClientId(2), &key());
+    let opens: Vec<ServerId> = drain(&mut p)
+        .into_iter()
+        .filter_map(|o| match o {
+            PoolOut::Open { server, .. } => Some(server),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(opens.len(), 2, "one open per waiter within the size");
+    p.login_refused(ms(5), opens[0], "password authentication failed".into());
+    let refused = drain(&mut p);
+    assert_eq!(
+        refused,
+        [1, 2].map(|c| PoolOut::Refuse {
+            client: ClientId(c),
+            message: "server login failed: password authentication failed".into(),
+        }),
+        "both waiters hear it at once, not at their wait timeout"
+    );
+    // The other open still lands (as an idle server), and a later client gets it.
+    p.opened(ms(6), opens[1], Ok(()));
+    assert_eq!(drain(&mut p), []);
+    p.acquire(ms(7), ClientId(3), &key());
+    assert_eq!(
+        drain(&mut p),
+        [PoolOut::Grant {
+            client: ClientId(3),
+            server: opens[1]
+        }]
+    );
+}

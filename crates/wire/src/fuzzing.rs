@@ -110,6 +110,7 @@ pub fn scram_client(data: &[u8]) {
             channel_binding,
             tls_end_point: tls.map(<[u8]>::to_vec),
             max_iterations: Some(16),
+            secret: None,
         },
         [7; 18],
     );

@@ -240,6 +240,7 @@ fn scram_sha_256_against_postgresql_18() {
         channel_binding,
         tls_end_point: None,
         max_iterations: None,
+        secret: None,
     };
     let seen = driver_login(port, config(ChannelBinding::Prefer)).expect("driver login");
     assert_eq!(seen.last(), Some(&b'Z'));
@@ -298,6 +299,7 @@ fn md5_against_postgresql_18() {
         channel_binding: ChannelBinding::Prefer,
         tls_end_point: None,
         max_iterations: None,
+        secret: None,
     };
     let seen = driver_login(port, config).expect("driver login");
     assert_eq!(seen.last(), Some(&b'Z'));

@@ -10,7 +10,7 @@ mod tests;
 
 use bytes::BytesMut;
 use pgyard_conninfo::typed::RequireAuth;
-use pgyard_wire::auth::{AuthClient, AuthConfig, ChannelBinding, NONCE_RAW_LEN};
+use pgyard_wire::auth::{AuthClient, AuthConfig, ChannelBinding, LoginSecret, NONCE_RAW_LEN};
 use pgyard_wire::error_fields::{
     connect_disposition, ConnectDisposition, ConnectStage, ErrorFields, SqlState, Verbosity,
 };
@@ -88,6 +88,8 @@ pub(crate) struct ConnParams {
     pub startup: StartupParams,
     pub password: Option<Vec<u8>>,
     pub password_from_file: Option<Vec<u8>>,
+    /// What answers MD5 or SCRAM requests when there is no password (a proxy's pass-through).
+    pub secret: Option<LoginSecret>,
     pub require_auth: RequireAuth,
     pub channel_binding: ChannelBinding,
     pub min_version: ProtocolVersion,
@@ -276,6 +278,7 @@ impl Conn {
                 None
             },
             max_iterations: None,
+            secret: self.params.secret.clone(),
         };
         self.auth = Some(AuthClient::new(config, self.nonce));
         Verdict::Pending

@@ -12,6 +12,7 @@ use std::time::Duration;
 use pgyard_conninfo::typed::{ConnectConfig, LoadBalanceHosts};
 use pgyard_conninfo::Strategy;
 use pgyard_types::{rng_from_seed, uniform_inclusive, Instant, Rng};
+use pgyard_wire::auth::LoginSecret;
 
 use crate::conn::{self, FailClass, StartupParams};
 use crate::{
@@ -34,6 +35,8 @@ pub struct Connector {
     nonce_rng: Rng,
     memory: Option<HostStatusMemory>,
     extra_startup: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Answers MD5 or SCRAM requests when the configuration has no password.
+    login_secret: Option<LoginSecret>,
     /// The startup parameters, built on first use and shared by every connection.
     startup: Option<StartupParams>,
     /// Side effects not yet handed to the driver.
@@ -90,6 +93,7 @@ impl Connector {
             nonce_rng,
             memory: None,
             extra_startup: Vec::new(),
+            login_secret: None,
             startup: None,
             actions: VecDeque::new(),
             out_buf: Vec::new(),
@@ -121,6 +125,14 @@ impl Connector {
     pub fn with_extra_startup_params(mut self, params: Vec<(Vec<u8>, Vec<u8>)>) -> Self {
         self.extra_startup = params;
         self.startup = None;
+        self
+    }
+
+    /// Builder: a credential that answers the servers' MD5 or SCRAM requests when the
+    /// configuration names no password — what a proxy proved its client knows (not libpq
+    /// behaviour; a password from the configuration still wins).
+    pub fn with_login_secret(mut self, secret: Option<LoginSecret>) -> Self {
+        self.login_secret = secret;
         self
     }
 

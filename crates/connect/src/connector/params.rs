@@ -56,6 +56,7 @@ impl Connector {
             startup,
             password: c.password_for(slot).map(<[u8]>::to_vec),
             password_from_file,
+            secret: self.login_secret.clone(),
             require_auth: c.require_auth().clone(),
             channel_binding: match c.channel_binding() {
                 CfgChannelBinding::Disable => ChannelBinding::Disable,

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use pgyard_types::{Instant, Lsn};
-use pgyard_wire::auth::{LoginRandom, ServerLogin};
+use pgyard_wire::auth::{LoginRandom, LoginSecret, ServerLogin};
 use pgyard_wire::error_fields::encode_error_response;
 use pgyard_wire::frame::{Limits, ProtocolVersion};
 use pgyard_wire::middleware::Splitter;
@@ -232,6 +232,8 @@ pub struct ClientSession {
     route: Route,
     min_lsn: Option<Lsn>,
     tag: Option<String>,
+    /// What the client proved at login (its MD5 secret or SCRAM keys), for server logins.
+    proven: Option<LoginSecret>,
     /// What the client should see of the tracked settings.
     wanted: Settings,
     server: Option<Lent>,
@@ -313,6 +315,7 @@ impl ClientSession {
             login_buf: BytesMut::new(),
             min_lsn: None,
             tag: None,
+            proven: None,
             wanted: Settings::new(),
             server: None,
             pending: BytesMut::new(),
@@ -419,6 +422,13 @@ impl ClientSession {
     /// Its TAG, if it sent one.
     pub fn tag(&self) -> Option<&str> {
         self.tag.as_deref()
+    }
+
+    /// What the client proved knowledge of at login: its auth-file entry's MD5 secret or the
+    /// SCRAM keys of its verifier (none under trust). Servers of its pool log in with it
+    /// when nothing better is at hand (pass-through; a plain-text entry's password is better).
+    pub fn proven_secret(&self) -> Option<&LoginSecret> {
+        self.proven.as_ref()
     }
 
     /// The server it holds.

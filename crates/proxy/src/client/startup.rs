@@ -187,7 +187,10 @@ impl ClientSession {
             }
             match step {
                 LoginStep::Continue => {}
-                LoginStep::Done => return self.logged_in(),
+                LoginStep::Done => {
+                    self.proven = login.proven().cloned();
+                    return self.logged_in();
+                }
                 LoginStep::Failed => {
                     let text = format!(
                         "password authentication failed for user \"{}\"",

@@ -191,7 +191,10 @@ impl ClientTask {
     /// Asks the pools for a server of `key`: lent now, or awaited.
     async fn acquire(&mut self, key: PoolKey) {
         self.wanted = Some(key.clone());
-        match self.pool.acquire(self.id, key) {
+        match self
+            .pool
+            .acquire(self.id, key, self.session.proven_secret())
+        {
             Acquired::Now(conn, lent) => self.take(conn, lent).await,
             Acquired::Later(rx) => self.waiting = Some(rx),
         }
@@ -205,7 +208,10 @@ impl ClientTask {
             let Some(key) = self.wanted.clone() else {
                 return;
             };
-            match self.pool.acquire(self.id, key) {
+            match self
+                .pool
+                .acquire(self.id, key, self.session.proven_secret())
+            {
                 Acquired::Now(c, l) => (conn, lent) = (c, l),
                 Acquired::Later(rx) => return self.waiting = Some(rx),
             }

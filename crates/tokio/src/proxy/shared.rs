@@ -9,17 +9,18 @@
 
 mod admin;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use pgyard_driver::{Clock, ConnectOptions, SessionInfo};
+use pgyard_driver::{Clock, ConnectOptions, ErrorKind, SessionInfo};
 use pgyard_proxy::{
     ClientAuth, ClientId, Lent, PoolKey, PoolMode, PoolOut, Pools, Route, ServerId,
 };
 use pgyard_types::Instant;
+use pgyard_wire::auth::LoginSecret;
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, watch, Notify};
 
@@ -59,6 +60,10 @@ struct State {
     resetting: BTreeSet<ServerId>,
     /// PAUSEs waiting for every server to come back.
     pause_waiters: Vec<oneshot::Sender<Result<(), String>>>,
+    /// Per user, what its clients proved at login (MD5 secret or SCRAM keys): servers of its
+    /// pools log in with it when the auth file has no plain-text password and the backend
+    /// string none either. Cleared on a reload, refilled by the next transaction.
+    secrets: HashMap<String, LoginSecret>,
 }
 
 /// The pools and their connections.
@@ -106,6 +111,7 @@ impl Shared {
                 info: BTreeMap::new(),
                 resetting: BTreeSet::new(),
                 pause_waiters: Vec::new(),
+                secrets: HashMap::new(),
             }),
             mode: config.client.pool_mode,
             seed: config.seed.unwrap_or_else(pgyard_driver::os_seed),
@@ -214,6 +220,8 @@ impl Shared {
         let new = Arc::new(new);
         *self.config.lock().unwrap_or_else(|p| p.into_inner()) = new.clone();
         let mut st = self.lock();
+        // A user's entry may have changed: its clients prove the new one from now on.
+        st.secrets.clear();
         let now = self.clock.now();
         st.pools.set_settings(now, settings);
         let changed: Vec<String> = st
@@ -262,9 +270,20 @@ impl Shared {
     }
 
     /// A server of `key` for `client`.
-    pub(super) fn acquire(self: &Arc<Self>, client: ClientId, key: PoolKey) -> Acquired {
+    /// `proven` is what the client proved at login, for the pool's server logins.
+    pub(super) fn acquire(
+        self: &Arc<Self>,
+        client: ClientId,
+        key: PoolKey,
+        proven: Option<&LoginSecret>,
+    ) -> Acquired {
         let (reply, rx) = oneshot::channel();
         let mut st = self.lock();
+        if let Some(secret) = proven {
+            if st.secrets.get(&key.user) != Some(secret) {
+                st.secrets.insert(key.user.clone(), secret.clone());
+            }
+        }
         st.waiting.insert(client, (key.clone(), reply));
         st.pools.acquire(self.clock.now(), client, &key);
         let mine = self.perform(&mut st, Some(client));
@@ -359,7 +378,7 @@ impl Shared {
         self: &Arc<Self>,
         server: ServerId,
         key: &PoolKey,
-        result: Result<Box<Session>, String>,
+        result: Result<Box<Session>, Failed>,
     ) {
         let mut st = self.lock();
         let now = self.clock.now();
@@ -380,15 +399,20 @@ impl Shared {
                 st.idle.insert(server, (session, lent));
                 st.pools.opened(now, server, Ok(()));
             }
-            Err(e) => {
+            Err(Failed { login, text }) => {
                 tracing::warn!(
                     database = %key.database,
                     user = %key.user,
                     route = ?key.route,
-                    error = %e.split_whitespace().collect::<Vec<_>>().join(" "),
+                    login_refused = login,
+                    error = %text.split_whitespace().collect::<Vec<_>>().join(" "),
                     "server connection failed"
                 );
-                st.pools.opened(now, server, Err(e))
+                if login {
+                    st.pools.login_refused(now, server, text);
+                } else {
+                    st.pools.opened(now, server, Err(text));
+                }
             }
         }
         self.perform(&mut st, None);
@@ -403,7 +427,10 @@ impl Shared {
         let mut mine = None;
         while let Some(out) = st.pools.poll_output() {
             match out {
-                PoolOut::Open { server, key } => self.open(server, key),
+                PoolOut::Open { server, key } => {
+                    let proven = st.secrets.get(&key.user).cloned();
+                    self.open(server, key, proven);
+                }
                 PoolOut::Grant { client, server } => {
                     if let Some(got) = self.grant(st, client, server) {
                         if Some(client) == me {
@@ -477,27 +504,45 @@ impl Shared {
         Some((session, lent))
     }
 
-    fn open(self: &Arc<Self>, server: ServerId, key: PoolKey) {
+    /// Opens a server of `key`'s pool. The login uses, in this order: the backend string's
+    /// password (or passfile, or PGPASSWORD), the auth file's plain-text password, then what a
+    /// client of this user proved (`proven`: an MD5 secret, or SCRAM keys, which only a server
+    /// storing the same verifier accepts).
+    fn open(self: &Arc<Self>, server: ServerId, key: PoolKey, proven: Option<LoginSecret>) {
         let config = self.config();
-        let password = match &config.client.auth {
-            ClientAuth::File(f) => f.get(&key.user).and_then(|p| p.plain()).map(str::to_owned),
-            ClientAuth::Trust => None,
+        let (password, proven) = match &config.client.auth {
+            ClientAuth::File(f) => (
+                f.get(&key.user).and_then(|p| p.plain()).map(str::to_owned),
+                proven,
+            ),
+            ClientAuth::Trust => (None, None),
         };
         let conninfo = server_conninfo(&config, &key, password.as_deref());
-        let options = ConnectOptions::default().failover_timeout(config.failover_timeout);
+        let options = ConnectOptions::default()
+            .failover_timeout(config.failover_timeout)
+            .login_secret(proven);
         let shared = self.clone();
         tokio::spawn(async move {
             let result = match conninfo {
                 Ok(c) => crate::connect_with(&c, &options)
                     .await
                     .map(Box::new)
-                    .map_err(|e| e.to_string()),
-                Err(e) => Err(e),
+                    .map_err(|e| Failed {
+                        login: e.kind() == ErrorKind::Authentication,
+                        text: e.to_string().trim_end().to_owned(),
+                    }),
+                Err(text) => Err(Failed { login: false, text }),
             };
-            let result = result.map_err(|e| e.trim_end().to_owned());
             shared.opened(server, &key, result);
         });
     }
+}
+
+/// Why a server could not be opened.
+struct Failed {
+    /// The server (or the proxy's credentials) refused the login: retrying will not cure it.
+    login: bool,
+    text: String,
 }
 
 /// Runs the pools' timeouts (for as long as the runtime runs).

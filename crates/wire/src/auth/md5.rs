@@ -24,6 +24,14 @@ pub fn md5_payload(user: impl AsRef<[u8]>, password: impl AsRef<[u8]>, salt: [u8
     out
 }
 
+/// The body of the `'p'` message answering an MD5 request from the stored secret alone
+/// (`md5` and 32 hex digits), which is all MD5 authentication needs.
+pub fn md5_payload_from_secret(secret: &str, salt: [u8; 4]) -> Vec<u8> {
+    let mut out = salted_response(secret.as_bytes(), salt).into_bytes();
+    out.push(0);
+    out
+}
+
 /// The secret PostgreSQL stores for MD5 authentication: `"md5" ‖ hex(MD5(password ‖ user))`.
 pub fn md5_secret(user: impl AsRef<[u8]>, password: impl AsRef<[u8]>) -> String {
     let mut hasher = Md5::new();

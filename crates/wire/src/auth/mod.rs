@@ -18,19 +18,21 @@ mod scram;
 mod server;
 
 #[cfg(test)]
+mod pass_through_tests;
+#[cfg(test)]
 mod tests;
 
 pub use cert::{end_point_hash, tls_server_end_point, CertHashError, EndPointHash};
 pub use md5::{
-    cleartext_payload, is_md5_secret, md5_password, md5_payload, md5_secret, md5_verify,
-    MD5_PASSWORD_LEN,
+    cleartext_payload, is_md5_secret, md5_password, md5_payload, md5_payload_from_secret,
+    md5_secret, md5_verify, MD5_PASSWORD_LEN,
 };
 pub use saslprep::saslprep_password;
 pub use scram::{
-    scram_secret, select_mechanism, ClientFirst, Mechanism, ScramClient, ScramError, ScramSecret,
-    ScramServer, ScramServerError, SecretError, CHANNEL_BINDING_TYPE, DEFAULT_ITERATIONS,
-    DEFAULT_MAX_ITERATIONS, DEFAULT_SALT_LEN, KEY_LEN, NONCE_RAW_LEN, SCRAM_SHA_256,
-    SCRAM_SHA_256_PLUS,
+    scram_secret, select_mechanism, ClientFirst, Mechanism, ScramClient, ScramError, ScramKeys,
+    ScramSecret, ScramServer, ScramServerError, SecretError, CHANNEL_BINDING_TYPE,
+    DEFAULT_ITERATIONS, DEFAULT_MAX_ITERATIONS, DEFAULT_SALT_LEN, KEY_LEN, NONCE_RAW_LEN,
+    SCRAM_SHA_256, SCRAM_SHA_256_PLUS,
 };
 pub use server::{LoginRandom, LoginStep, ServerLogin, StoredSecret};
 
@@ -278,6 +280,28 @@ pub struct AuthConfig {
     pub tls_end_point: Option<Vec<u8>>,
     /// Cap on the SCRAM iteration count; `None` is [`DEFAULT_MAX_ITERATIONS`].
     pub max_iterations: Option<u32>,
+    /// What answers the server when there is no password (a proxy's pass-through).
+    pub secret: Option<LoginSecret>,
+}
+
+/// A credential that stands in for the password: what a proxy holds after checking a client
+/// against a stored secret ([`ServerLogin::proven`]). A password, when there is one, wins.
+#[derive(Clone, PartialEq, Eq)]
+pub enum LoginSecret {
+    /// A stored MD5 secret (`md5` and 32 hex digits): answers MD5 requests, as the stored value
+    /// alone suffices for them.
+    Md5(String),
+    /// SCRAM keys: answer SCRAM requests of a server storing the same verifier.
+    Scram(ScramKeys),
+}
+
+impl std::fmt::Debug for LoginSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LoginSecret::Md5(_) => f.write_str("LoginSecret::Md5(<hidden>)"),
+            LoginSecret::Scram(k) => write!(f, "LoginSecret::Scram({k:?})"),
+        }
+    }
 }
 
 impl std::fmt::Debug for AuthConfig {
@@ -288,6 +312,7 @@ impl std::fmt::Debug for AuthConfig {
             .field("channel_binding", &self.channel_binding)
             .field("tls", &self.tls_end_point.is_some())
             .field("max_iterations", &self.max_iterations)
+            .field("secret", &self.secret.as_ref().map(|_| "<hidden>"))
             .finish()
     }
 }
@@ -384,12 +409,14 @@ impl AuthClient {
                     self.config.channel_binding,
                     self.config.tls_end_point.is_some(),
                 )?;
-                let mut client = ScramClient::new(
-                    self.password()?,
-                    self.config.channel_binding,
-                    self.config.tls_end_point.as_deref(),
-                    self.nonce,
-                );
+                let tls = self.config.tls_end_point.as_deref();
+                let binding = self.config.channel_binding;
+                let mut client = match (self.password(), &self.config.secret) {
+                    (Err(AuthError::NoPasswordSupplied), Some(LoginSecret::Scram(keys))) => {
+                        ScramClient::with_keys(keys.clone(), binding, tls, self.nonce)
+                    }
+                    (password, _) => ScramClient::new(password?, binding, tls, self.nonce),
+                };
                 if let Some(max) = self.config.max_iterations {
                     client = client.with_max_iterations(max);
                 }
@@ -429,7 +456,12 @@ impl AuthClient {
                 ))
             }
             AuthRequest::Md5Password { salt } => {
-                let payload = md5_payload(&self.config.user, self.password()?, salt);
+                let payload = match (self.password(), &self.config.secret) {
+                    (Err(AuthError::NoPasswordSupplied), Some(LoginSecret::Md5(secret))) => {
+                        md5_payload_from_secret(secret, salt)
+                    }
+                    (password, _) => md5_payload(&self.config.user, password?, salt),
+                };
                 Ok((
                     AuthState::PasswordSent,
                     AuthStep::Send(AuthResponse::Password(payload)),

@@ -12,6 +12,7 @@ use bytes::BytesMut;
 
 use super::md5::md5_verify;
 use super::scram::{ScramSecret, ScramServer, NONCE_RAW_LEN};
+use super::LoginSecret;
 use crate::backend::{encode_auth_sasl, Authentication};
 
 /// What the server holds for a user.
@@ -62,6 +63,8 @@ enum State {
 #[derive(Debug)]
 pub struct ServerLogin {
     state: State,
+    /// What the client proved, once it did (a proxy logs in to servers with it).
+    proven: Option<LoginSecret>,
 }
 
 impl ServerLogin {
@@ -80,7 +83,11 @@ impl ServerLogin {
                 let salt = random.salt;
                 put(out, |b| Authentication::Md5Password { salt }.encode(b));
                 let state = State::Md5 { secret, salt };
-                return (ServerLogin { state }, LoginStep::Continue);
+                let login = ServerLogin {
+                    state,
+                    proven: None,
+                };
+                return (login, LoginStep::Continue);
             }
             StoredSecret::Scram(s) => ScramServer::new(s, tls_end_point, random.nonce),
             StoredSecret::Unknown => ScramServer::mock(
@@ -93,20 +100,37 @@ impl ServerLogin {
         let mechs: Vec<&[u8]> = scram.mechanisms().iter().map(|m| m.as_bytes()).collect();
         put(out, |b| encode_auth_sasl(&mechs, b));
         let state = State::ScramFirst(Box::new(scram));
-        (ServerLogin { state }, LoginStep::Continue)
+        let login = ServerLogin {
+            state,
+            proven: None,
+        };
+        (login, LoginStep::Continue)
     }
 
     fn finished() -> ServerLogin {
         ServerLogin {
             state: State::Finished,
+            proven: None,
         }
+    }
+
+    /// What the client proved knowledge of, after [`LoginStep::Done`]: the MD5 secret or the
+    /// SCRAM keys (never for `Trust`). A proxy answers servers' MD5 or SCRAM requests with it.
+    pub fn proven(&self) -> Option<&LoginSecret> {
+        self.proven.as_ref()
     }
 
     /// Takes a PasswordMessage body (password, SASLInitialResponse or SASLResponse), writing
     /// the next request (SASL continue or final data) into `out`.
     pub fn password_message(&mut self, body: &[u8], out: &mut BytesMut) -> LoginStep {
         match std::mem::replace(&mut self.state, State::Finished) {
-            State::Md5 { secret, salt } => verdict(md5_verify(&secret, salt, body)),
+            State::Md5 { secret, salt } => {
+                let step = verdict(md5_verify(&secret, salt, body));
+                if step == LoginStep::Done {
+                    self.proven = Some(LoginSecret::Md5(secret));
+                }
+                step
+            }
             State::ScramFirst(mut server) => {
                 let Some((mech, msg)) = sasl_initial(body) else {
                     return LoginStep::Failed;
@@ -123,6 +147,7 @@ impl ServerLogin {
             State::ScramFinal(mut server) => match server.handle_client_final(body) {
                 Ok(fin) => {
                     put(out, |b| Authentication::SaslFinal(&fin).encode(b));
+                    self.proven = server.proven_keys().cloned().map(LoginSecret::Scram);
                     LoginStep::Done
                 }
                 Err(_) => LoginStep::Failed,

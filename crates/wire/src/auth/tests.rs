@@ -725,6 +725,7 @@ fn config(cb: ChannelBinding, tls: Option<&[u8]>) -> AuthConfig {
         channel_binding: cb,
         tls_end_point: tls.map(<[u8]>::to_vec),
         max_iterations: None,
+        secret: None,
     }
 }
 

@@ -6,11 +6,12 @@ use std::fmt;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use rand_core::RngCore;
+use sha2::{Digest, Sha256};
 
 use super::parse::{check_text, client_attr_error, parse_server_first, valid_nonce, Attrs};
 use super::{
-    auth_message, hmac, sticky_step, Keys, Mechanism, Sticky, DEFAULT_MAX_ITERATIONS, GS2_NO,
-    GS2_PLUS, GS2_YES, KEY_LEN, NONCE_RAW_LEN,
+    auth_message, hmac, sticky_step, Keys, Mechanism, ScramKeys, Sticky, DEFAULT_MAX_ITERATIONS,
+    GS2_NO, GS2_PLUS, GS2_YES, KEY_LEN, NONCE_RAW_LEN,
 };
 use crate::auth::saslprep::saslprep_password;
 use crate::auth::{ct_eq, ChannelBinding};
@@ -87,6 +88,19 @@ pub enum ScramError {
     /// A call out of order (e.g. a server-final before a server-first).
     #[error("invalid SCRAM exchange state")]
     InvalidState,
+    /// Logging in with [`ScramKeys`] to a server whose verifier has another salt or iteration
+    /// count: the keys cannot answer it, only the password could.
+    #[error(
+        "the server's SCRAM verifier (salt or iteration count) differs from the one the keys come from"
+    )]
+    ForeignVerifier,
+}
+
+/// What the client proves: the password, or keys taken from a verifier.
+#[derive(Clone)]
+enum Credential {
+    Password(Vec<u8>),
+    Keys(ScramKeys),
 }
 
 /// The client's first SASL message: the mechanism it chose and the initial response.
@@ -155,11 +169,11 @@ pub struct ScramClient {
 #[derive(Clone)]
 enum ClientState {
     Start {
-        password: Vec<u8>,
+        password: Credential,
         cb_data: Option<Vec<u8>>,
     },
     AwaitServerFirst {
-        password: Vec<u8>,
+        password: Credential,
         cb_data: Option<Vec<u8>>,
         mechanism: Mechanism,
         gs2_header: &'static str,
@@ -210,10 +224,26 @@ impl ScramClient {
             username: String::new(),
             max_iterations: DEFAULT_MAX_ITERATIONS,
             state: ClientState::Start {
-                password: saslprep_password(password.as_ref()).into_owned(),
+                password: Credential::Password(saslprep_password(password.as_ref()).into_owned()),
                 cb_data: tls_end_point.map(<[u8]>::to_vec),
             },
         }
+    }
+
+    /// A client that proves `keys` instead of a password (see [`ScramKeys`]); it fails with
+    /// [`ScramError::ForeignVerifier`] against a server whose salt or iteration count differs.
+    pub fn with_keys(
+        keys: ScramKeys,
+        channel_binding: ChannelBinding,
+        tls_end_point: Option<&[u8]>,
+        nonce: [u8; NONCE_RAW_LEN],
+    ) -> Self {
+        let mut client = Self::new(b"", channel_binding, tls_end_point, nonce);
+        client.state = ClientState::Start {
+            password: Credential::Keys(keys),
+            cb_data: tls_end_point.map(<[u8]>::to_vec),
+        };
+        client
     }
 
     /// [`new`](Self::new) with the nonce drawn from `rng`.
@@ -327,7 +357,15 @@ impl ScramClient {
             without_proof.push_str(",r=");
             without_proof.push_str(&first.nonce);
 
-            let keys = Keys::derive(&password, &first.salt, first.iterations);
+            let keys = match password {
+                Credential::Password(p) => Keys::derive(&p, &first.salt, first.iterations),
+                Credential::Keys(k) if k.fits(&first.salt, first.iterations) => Keys {
+                    client_key: k.client_key,
+                    stored_key: Sha256::digest(k.client_key).into(),
+                    server_key: k.server_key,
+                },
+                Credential::Keys(_) => return Err(ScramError::ForeignVerifier),
+            };
             let auth_message = auth_message(
                 client_first_bare.as_bytes(),
                 message,

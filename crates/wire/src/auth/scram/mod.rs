@@ -11,11 +11,13 @@ use hmac::{Hmac, KeyInit, Mac};
 use sha2::{Digest, Sha256};
 
 mod client;
+mod keys;
 mod parse;
 mod secret;
 mod server;
 
 pub use client::{select_mechanism, ClientFirst, ScramClient, ScramError};
+pub use keys::ScramKeys;
 pub use secret::{scram_secret, ScramSecret, SecretError};
 pub use server::{ScramServer, ScramServerError};
 

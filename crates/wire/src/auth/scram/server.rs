@@ -9,8 +9,8 @@ use sha2::{Digest, Sha256};
 
 use super::parse::{parse_client_first, proof_attr_len, server_attr_error, valid_nonce, Attrs};
 use super::{
-    auth_message, hmac, sticky_step, Mechanism, ScramSecret, Sticky, KEY_LEN, NONCE_RAW_LEN,
-    SCRAM_SHA_256, SCRAM_SHA_256_PLUS,
+    auth_message, hmac, sticky_step, Mechanism, ScramKeys, ScramSecret, Sticky, KEY_LEN,
+    NONCE_RAW_LEN, SCRAM_SHA_256, SCRAM_SHA_256_PLUS,
 };
 use crate::auth::ct_eq;
 
@@ -97,6 +97,7 @@ enum ServerState {
     },
     Done {
         mechanism: Mechanism,
+        keys: Box<ScramKeys>,
     },
     Failed(ScramServerError),
 }
@@ -296,7 +297,13 @@ impl ScramServer {
             let mut out = String::from("v=");
             BASE64.encode_string(signature, &mut out);
             let out = out.into_bytes();
-            Ok((ServerState::Done { mechanism }, out))
+            let keys = Box::new(ScramKeys {
+                iterations: secret.iterations,
+                salt: secret.salt,
+                client_key,
+                server_key: secret.server_key,
+            });
+            Ok((ServerState::Done { mechanism, keys }, out))
         })
     }
 
@@ -310,9 +317,18 @@ impl ScramServer {
         matches!(
             self.state,
             ServerState::Done {
-                mechanism: Mechanism::ScramSha256Plus
+                mechanism: Mechanism::ScramSha256Plus,
+                ..
             }
         )
+    }
+
+    /// The keys the client proved, once its proof checked out (see [`ScramKeys`]).
+    pub fn proven_keys(&self) -> Option<&ScramKeys> {
+        match &self.state {
+            ServerState::Done { keys, .. } => Some(keys),
+            _ => None,
+        }
     }
 
     /// The error the machine failed with, if any.
