@@ -109,6 +109,9 @@ both!(
     reported_position_past_a_later_commit_hands_out_nothing_unsynced,
 );
 
+mod crash_large;
+mod large;
+
 fn nothing_undurable_is_handed_out_and_flush_lsn_never_falls<H: Harness>(h: &mut H) {
     let mut q = DelayQueue::open(h.fresh(), delayed(0)).unwrap();
     let mut g = Gen::default();
