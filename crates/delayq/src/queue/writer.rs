@@ -208,13 +208,22 @@ impl<S: Storage> DelayQueue<S> {
         // sized to it: records never span segments, so recovery reads it like any other.
         let capacity = capacity.max(SEGMENT_HEADER_BYTES + snap.len() as u64 + len);
         // The old segment becomes immutable and durable before the next one exists, so only
-        // the newest segment can ever have a torn tail.
+        // the newest segment can ever have a torn tail. Its name too, if no flush has made
+        // it durable yet: `poll_ready` trusts every record of an older segment to survive a
+        // crash, and a name that does not survive takes them all (found by `delayq_stream`
+        // once large payloads filled segments between two flushes). It also keeps names
+        // durable in the order of their sequence numbers, so a crash never leaves a gap.
         if let Some(old) = self.segs.last().map(|s| s.name.clone()) {
             self.write_out()?;
             if self.unsynced {
                 let r = self.storage.sync(&old);
                 r.map_err(|e| self.fail(Error::Storage(e)))?;
                 self.unsynced = false;
+            }
+            if self.dir_dirty {
+                let r = self.storage.sync_dir();
+                r.map_err(|e| self.fail(Error::Storage(e)))?;
+                self.dir_dirty = false;
             }
         }
         let name = segment_name(seq);

@@ -336,3 +336,32 @@ fn a_large_carry_forward_without_space_is_taken_back() {
     assert_eq!(t.messages[2], big(b'Q', 2 * 4096));
     assert_eq!(t.messages.len(), 6);
 }
+
+/// Found by `delayq_stream` with large payloads (`fuzz/regressions/delayq_stream/
+/// older_segment_name_not_durable`): segments filled between two flushes were synced but
+/// their names were not, so a transaction in an older segment, committed below a position
+/// the publisher had already reported, was handed out and then lost with its segment's name
+/// in a crash. Rolling over now makes the old segment's name durable too.
+#[test]
+fn a_transaction_handed_out_from_an_older_segment_survives_a_crash() {
+    let mut q = DelayQueue::open(SimStorage::new(13), small()).unwrap();
+    let mut g = Gen::default();
+    // The publisher reported a position far ahead (a keepalive), then sends what commits below.
+    q.note_received(Lsn(0x10_0000));
+    feed(&mut q, &g.plain(1, 1, 1));
+    for xid in 2..60 {
+        feed(&mut q, &g.plain(xid, 1, 3));
+    }
+    assert!(q.inspect().segments.len() >= 3);
+    let Some(Ready::Transaction(t)) = q.poll_ready(at(10)).unwrap() else {
+        panic!("the transaction in the oldest segment is not handed out");
+    };
+    assert_eq!(t.xid, Xid(1));
+    let mut s = q.storage().clone();
+    s.crash();
+    let after = DelayQueue::open(s, small()).unwrap();
+    assert!(
+        after.inspect().transactions.iter().any(|x| x.id == t.id),
+        "handed out, then lost in a crash"
+    );
+}
