@@ -210,7 +210,7 @@ pub(crate) struct Rec<'a> {
     pub body: Body<'a>,
 }
 
-impl Rec<'_> {
+impl<'a> Rec<'a> {
     /// The kind of the record (of the copied record, for CARRY).
     fn inner_kind(&self) -> Kind {
         match self.body {
@@ -223,6 +223,24 @@ impl Rec<'_> {
             Body::Note { .. } => Kind::Note,
             Body::Applied => Kind::Applied,
         }
+    }
+
+    /// Whether the index keeps this record's raw message (a description): recovery reads
+    /// such a record whole even when it is large.
+    pub fn indexed_raw(&self) -> bool {
+        matches!(
+            self.body,
+            Body::Schema { .. }
+                | Body::Msg {
+                    schema: Some(_),
+                    ..
+                }
+        )
+    }
+
+    /// Whether this is a segment-start snapshot copy of a description (SCHEMA, flags 1).
+    pub fn is_snapshot(&self) -> bool {
+        self.carry == Carry::No && self.flags & 1 != 0 && matches!(self.body, Body::Schema { .. })
     }
 
     fn inner_flags(&self) -> u8 {
@@ -239,7 +257,32 @@ impl Rec<'_> {
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.reserve(self.encoded_len() as usize);
         let start = out.len();
-        out.extend_from_slice(&[0u8; 8]); // len and crc, filled below
+        let raw = self.put_head(out);
+        out.extend_from_slice(raw);
+        let len = (out.len() - start) as u32;
+        out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+        let crc = crc_start(&out[start..]);
+        out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    /// The record's bytes up to its raw message, length and checksum filled in, and the raw
+    /// message itself: a large record is written as this head followed by the caller's bytes,
+    /// which are checksummed where they lie and never copied. The caller has checked that
+    /// the record's length fits its 32-bit field.
+    pub fn encode_head(&self) -> (Vec<u8>, &'a [u8]) {
+        let mut head = Vec::with_capacity(RECORD_HEADER_BYTES as usize + 27);
+        let raw = self.put_head(&mut head);
+        let len = self.encoded_len() as u32;
+        head[0..4].copy_from_slice(&len.to_le_bytes());
+        let crc = crc32c::crc32c_append(crc_start(&head), raw);
+        head[4..8].copy_from_slice(&crc.to_le_bytes());
+        (head, raw)
+    }
+
+    /// Appends everything before the raw message (length and checksum left zero) and returns
+    /// the raw message.
+    fn put_head(&self, out: &mut Vec<u8>) -> &'a [u8] {
+        out.extend_from_slice(&[0u8; 8]); // len and crc, filled by the caller
         match self.carry {
             Carry::No => {
                 out.push(self.inner_kind() as u8);
@@ -262,7 +305,7 @@ impl Rec<'_> {
             out.push(self.inner_kind() as u8);
             out.push(self.inner_flags());
         }
-        let raw = match self.body {
+        match self.body {
             Body::Begin { flavor, raw } => {
                 out.push(flavor as u8);
                 raw
@@ -307,12 +350,7 @@ impl Rec<'_> {
                 raw
             }
             Body::Applied => &[],
-        };
-        out.extend_from_slice(raw);
-        let len = (out.len() - start) as u32;
-        out[start..start + 4].copy_from_slice(&len.to_le_bytes());
-        let crc = record_crc(&out[start..]);
-        out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+        }
     }
 
     /// Encoded size of this record.
@@ -340,9 +378,16 @@ fn put_lsns(out: &mut Vec<u8>, a: Lsn, b: Lsn, ts: PgTimestamp) {
     out.extend_from_slice(&ts.0.to_le_bytes());
 }
 
-/// CRC32C over the length field and everything after the CRC field.
-fn record_crc(rec: &[u8]) -> u32 {
+/// CRC32C over the length field and everything after the CRC field, of a whole record or of
+/// its first bytes (at least the length and checksum fields): continue it with `crc32c::crc32c_append` over the bytes that follow them, so a
+/// large record is checked piece by piece.
+pub(crate) fn crc_start(rec: &[u8]) -> u32 {
     crc32c::crc32c_append(crc32c_4([rec[0], rec[1], rec[2], rec[3]]), &rec[8..])
+}
+
+/// The checksum stored in a record header (at least 8 bytes).
+pub(crate) fn stored_crc(head: &[u8]) -> u32 {
+    u32_at(head, 4)
 }
 
 /// CRC32C of four bytes, by table: the same value as `crc32c::crc32c`, whose fixed cost per
@@ -407,10 +452,19 @@ pub(crate) fn decode_record(rec: &[u8]) -> Result<Rec<'_>, &'static str> {
     if len != rec.len() {
         return Err("record length mismatch");
     }
-    if record_crc(rec) != u32_at(rec, 4) {
+    if crc_start(rec) != u32_at(rec, 4) {
         return Err("record checksum mismatch");
     }
-    // check_head accepted the kind byte.
+    decode_fields(rec)
+}
+
+/// Decodes a record whose length and checksum were checked by the caller, from its first
+/// bytes: its raw message is whatever of it `rec` holds. Recovery checks a large record's
+/// checksum piece by piece and decodes it from a prefix, without holding it whole.
+pub(crate) fn decode_fields(rec: &[u8]) -> Result<Rec<'_>, &'static str> {
+    if rec.len() < RECORD_HEADER_BYTES as usize {
+        return Err("record header is incomplete");
+    }
     let kind = Kind::from_u8(rec[8]).ok_or("unknown record kind")?;
     let xid = Xid(u32_at(rec, 12));
     let item = u64_at(rec, 16);

@@ -1,5 +1,5 @@
 //! [`ItemMap`]: the queued items by id, in id order; [`SegCounts`]: how many items begin in
-//! each segment.
+//! each segment; [`SegBytes`]: how many bytes of each segment undecided items hold.
 //!
 //! Every record applied to the index looks its item up several times, during recovery as on
 //! the write path, so the lookup is the hot spot of both. Ids are handed out in increasing
@@ -134,9 +134,60 @@ impl SegCounts {
     }
 }
 
+/// Bytes by segment, oldest segment first: what undecided items (in progress or prepared) hold
+/// of each segment, for the budget, which does not count them (only reading on to their
+/// decision frees them). Kept per item and for the whole queue.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SegBytes {
+    bytes: Vec<(u64, u64)>,
+}
+
+impl SegBytes {
+    /// `n` more bytes in `seg` (records arrive mostly in the newest segment).
+    pub fn add(&mut self, seg: u64, n: u64) {
+        match self.bytes.iter().rposition(|(s, _)| *s <= seg) {
+            Some(i) if self.bytes[i].0 == seg => self.bytes[i].1 += n,
+            Some(i) => self.bytes.insert(i + 1, (seg, n)),
+            None => self.bytes.insert(0, (seg, n)),
+        }
+    }
+
+    /// `n` bytes fewer in `seg` (which must have them).
+    pub fn sub(&mut self, seg: u64, n: u64) {
+        if let Some(i) = self.bytes.iter().rposition(|(s, _)| *s == seg) {
+            self.bytes[i].1 = self.bytes[i].1.saturating_sub(n);
+            if self.bytes[i].1 == 0 {
+                self.bytes.remove(i);
+            }
+        }
+    }
+
+    /// The bytes in `seg`.
+    pub fn get(&self, seg: u64) -> u64 {
+        match self.bytes.binary_search_by_key(&seg, |(s, _)| *s) {
+            Ok(i) => self.bytes[i].1,
+            Err(_) => 0,
+        }
+    }
+
+    /// Adds all of `other`.
+    pub fn add_all(&mut self, other: &SegBytes) {
+        for &(seg, n) in &other.bytes {
+            self.add(seg, n);
+        }
+    }
+
+    /// Takes all of `other` away.
+    pub fn sub_all(&mut self, other: &SegBytes) {
+        for &(seg, n) in &other.bytes {
+            self.sub(seg, n);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{ItemMap, SegCounts};
+    use super::{ItemMap, SegBytes, SegCounts};
     use crate::format::Flavor;
     use crate::model::{Item, Loc};
     use pgyard_types::Xid;
@@ -194,6 +245,23 @@ mod tests {
             let want: Vec<u64> = model.keys().copied().collect();
             assert_eq!(ids, want, "round {round}");
         }
+    }
+
+    #[test]
+    fn seg_bytes_add_and_take_away_by_segment() {
+        let mut b = SegBytes::default();
+        for (seg, n) in [(5, 10), (3, 7), (5, 1), (9, 4)] {
+            b.add(seg, n);
+        }
+        assert_eq!((b.get(3), b.get(5), b.get(9), b.get(4)), (7, 11, 4, 0));
+        let mut item = SegBytes::default();
+        item.add(5, 11);
+        item.add(3, 2);
+        b.sub_all(&item);
+        assert_eq!((b.get(3), b.get(5), b.get(9)), (5, 0, 4));
+        assert_eq!(b.bytes, [(3, 5), (9, 4)]);
+        b.add_all(&item);
+        assert_eq!((b.get(3), b.get(5)), (7, 11));
     }
 
     #[test]

@@ -245,7 +245,9 @@ pub struct Config {
     pub delay: Duration,
     /// Extra margin added to every due time to tolerate a publisher clock running behind.
     pub skew_tolerance: Duration,
-    /// Largest segment file; a record never spans two segments. At least 4 KiB.
+    /// Segment size. A record never spans two segments: one that does not fit an empty
+    /// segment (a change larger than this) gets a segment of its own, sized to it, and so does
+    /// a carry-forward set. At least 4 KiB.
     pub segment_bytes_max: u64,
     /// Appended records are buffered in memory up to this many bytes before being written.
     pub write_buffer_bytes: usize,
@@ -321,12 +323,13 @@ pub enum Error {
         /// The budget.
         max: u64,
     },
-    /// One message does not fit in an empty segment.
-    #[error("a record of {len} bytes does not fit in a segment of {capacity} bytes")]
+    /// One message is longer than a record can be (4 GiB - 1 bytes with its header; the
+    /// publisher sends at most 1 GiB in one message). Nothing changed.
+    #[error("a record of {len} bytes is longer than the {capacity} bytes a record can hold")]
     RecordTooLarge {
-        /// Encoded record length (plus the segment's header and schema snapshot).
+        /// Encoded record length.
         len: u64,
-        /// Segment capacity.
+        /// The largest record length (`u32::MAX`).
         capacity: u64,
     },
     /// The message sequence violates the logical replication protocol; the message was

@@ -3,7 +3,7 @@
 //! written, minus what never reached the disk.
 
 use crate::format::{Body, Carry, Flavor, Rec, SealKind};
-use crate::items::{ItemMap, SegCounts};
+use crate::items::{ItemMap, SegBytes, SegCounts};
 use pgyard_types::{Lsn, PgTimestamp, UnixTime, Xid};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -98,6 +98,8 @@ pub(crate) struct Item {
     pub due: Option<UnixTime>,
     pub first_seg: u64,
     pub last_seg: u64,
+    /// While undecided (in progress or prepared): the bytes of its records, by segment.
+    pub held: SegBytes,
 }
 
 impl Item {
@@ -124,8 +126,21 @@ impl Item {
             due: None,
             first_seg: loc.seg,
             last_seg: loc.seg,
+            held: SegBytes::default(),
         }
     }
+}
+
+/// Counts the record at `loc` as held by undecided item `it` (in `all` too).
+fn hold(all: &mut SegBytes, it: &mut Item, loc: Loc) {
+    it.held.add(loc.seg, loc.len);
+    all.add(loc.seg, loc.len);
+}
+
+/// Item `it` is decided: its records count against the budget again.
+fn release(all: &mut SegBytes, it: &mut Item) {
+    all.sub_all(&it.held);
+    it.held = SegBytes::default();
 }
 
 type SchemaKey = (u8, u32);
@@ -241,6 +256,8 @@ pub(crate) struct Model {
     live_by_seg: SegCounts,
     /// Committed, unapplied items (and messages) by the segment of their first record.
     due_by_seg: SegCounts,
+    /// What undecided items hold of each segment (the sum of their `held`).
+    pub held: SegBytes,
 }
 
 impl Model {
@@ -292,7 +309,8 @@ impl Model {
                 if self.carrying.is_some() {
                     return Err("carry-forward set interrupted");
                 }
-                let it = Item::begun(rec.item, rec.xid, flavor, loc);
+                let mut it = Item::begun(rec.item, rec.xid, flavor, loc);
+                it.held.add(loc.seg, loc.len);
                 self.carrying = Some((it, loc));
             }
             Body::Msg { schema, raw } => {
@@ -303,6 +321,7 @@ impl Model {
                 }
                 it.body.push((loc, rec.xid.0));
                 it.last_seg = loc.seg;
+                it.held.add(loc.seg, loc.len);
             }
             Body::Seal {
                 kind: SealKind::Prepare | SealKind::StreamPrepare,
@@ -312,6 +331,7 @@ impl Model {
                 it.seal = Some(loc);
                 it.state = TxnState::Prepared;
                 it.last_seg = loc.seg;
+                it.held.add(loc.seg, loc.len);
             }
             _ => return Err("record kind that is never carried forward"),
         }
@@ -343,6 +363,9 @@ impl Model {
                 if !same {
                     return Err("carried copy disagrees with the original transaction");
                 }
+                // The originals are garbage now (purge removes them): only the copies are held.
+                self.held.sub_all(&old.held);
+                self.held.add_all(&c.held);
                 *old = c;
             }
             // The originals were purged: the copies are the item.
@@ -357,6 +380,7 @@ impl Model {
                     }
                     _ => return Err("carried transaction that is neither prepared nor streaming"),
                 }
+                self.held.add_all(&c.held);
                 self.items.insert(c.id, c);
             }
         }
@@ -395,8 +419,9 @@ impl Model {
             return Err("transaction begins twice");
         }
         self.next_id = self.next_id.max(next_id_after(rec.item)?);
-        self.items
-            .insert(rec.item, Item::begun(rec.item, rec.xid, flavor, loc));
+        let mut it = Item::begun(rec.item, rec.xid, flavor, loc);
+        hold(&mut self.held, &mut it, loc);
+        self.items.insert(rec.item, it);
         match flavor {
             Flavor::Streamed => {
                 self.streams.insert(rec.xid.0, rec.item);
@@ -417,7 +442,7 @@ impl Model {
         if self.purged(rec.item) {
             return Ok(());
         }
-        let it = self.live(rec.item, loc)?;
+        let it = live(&mut self.items, rec.item, loc)?;
         if it.state != TxnState::InProgress {
             return Err("change for a transaction that is not in progress");
         }
@@ -426,6 +451,7 @@ impl Model {
                 .push((it.body.len(), tag, oid, rec.lsn, raw.to_vec()));
         }
         it.body.push((loc, rec.xid.0));
+        hold(&mut self.held, it, loc);
         Ok(())
     }
 
@@ -445,7 +471,7 @@ impl Model {
         }
         let delay = self.delay_micros;
         let last_due = self.last_due;
-        let it = self.live(item, loc)?;
+        let it = live(&mut self.items, item, loc)?;
         if it.state != TxnState::InProgress {
             return Err("seal for a transaction that is not in progress");
         }
@@ -468,11 +494,13 @@ impl Model {
                     pos: loc.pos(),
                 });
                 it.due = Some(due);
+                release(&mut self.held, it);
                 self.last_due = Some(due);
                 self.order.insert(loc.pos(), id);
             }
             SealKind::Prepare | SealKind::StreamPrepare => {
                 it.state = TxnState::Prepared;
+                hold(&mut self.held, it, loc);
                 self.prepared.insert(xid, id);
             }
         }
@@ -497,11 +525,12 @@ impl Model {
         }
         let delay = self.delay_micros;
         let last_due = self.last_due;
-        let it = self.live(item, loc)?;
+        let it = live(&mut self.items, item, loc)?;
         if it.state != TxnState::Prepared {
             return Err("decision for a transaction that is not prepared");
         }
         it.decide = Some(loc);
+        release(&mut self.held, it);
         let (xid, id) = (it.xid.0, it.id);
         if commit {
             let due = due_after(last_due, ts, delay);
@@ -541,8 +570,11 @@ impl Model {
                 it.body.truncate(i);
                 it.schema.retain(|s| s.0 < i);
             }
+            // The dropped changes stay in the transaction's segments until it ends.
+            hold(&mut self.held, it, loc);
         } else {
             it.state = TxnState::Aborted;
+            release(&mut self.held, it);
             let (id, xid) = (it.id, it.xid.0);
             self.close_open(id, xid);
         }
@@ -580,6 +612,7 @@ impl Model {
                 due,
                 first_seg: loc.seg,
                 last_seg: loc.seg,
+                held: SegBytes::default(),
             },
         );
         self.order.insert(pos, rec.item);
@@ -607,19 +640,6 @@ impl Model {
         id < self.floor_id && !self.items.contains_key(&id)
     }
 
-    /// The unfinished item a data record belongs to.
-    fn live(&mut self, id: u64, loc: Loc) -> Result<&mut Item, &'static str> {
-        let it = self
-            .items
-            .get_mut(&id)
-            .ok_or("record for an unknown transaction (its beginning is missing)")?;
-        if it.state.finished() {
-            return Err("record for a finished transaction");
-        }
-        it.last_seg = it.last_seg.max(loc.seg);
-        Ok(it)
-    }
-
     fn close_open(&mut self, id: u64, xid: u32) {
         if self.open_tx == Some(id) {
             self.open_tx = None;
@@ -645,6 +665,19 @@ impl Model {
         self.items
             .retain(|_, it| !(it.state.finished() && it.last_seg < first_kept));
     }
+}
+
+/// The unfinished item a data record belongs to (a function of the map alone, so that the
+/// caller can update the model's other fields while it holds the item).
+fn live(items: &mut ItemMap, id: u64, loc: Loc) -> Result<&mut Item, &'static str> {
+    let it = items
+        .get_mut(&id)
+        .ok_or("record for an unknown transaction (its beginning is missing)")?;
+    if it.state.finished() {
+        return Err("record for a finished transaction");
+    }
+    it.last_seg = it.last_seg.max(loc.seg);
+    Ok(it)
 }
 
 fn track(live: &mut SegCounts, due: &mut SegCounts, at: Option<(TxnState, u64)>) {

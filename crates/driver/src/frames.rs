@@ -5,12 +5,18 @@ use bytes::BytesMut;
 use pgyard_connect::{BackendKey, OpenTarget};
 use pgyard_wire::backend::BackendMessage;
 use pgyard_wire::error_fields::{SqlState, Verbosity};
-use pgyard_wire::frame::{decode_frame, Decoded};
+use pgyard_wire::frame::{decode_frame, Decoded, BACKEND_MESSAGE_MAX};
 
 use crate::Error;
 
-/// The largest backend frame a session accepts (libpq's own cap for rows is 1 GiB).
-const FRAME_BYTES_MAX: usize = 0x3FFF_FFFF;
+/// The largest backend frame a session accepts: the longest a server can send (about 1 GiB;
+/// see [`BACKEND_MESSAGE_MAX`]), so that a walsender's CopyData carrying the largest change
+/// pgoutput can encode reaches the follower.
+const FRAME_BYTES_MAX: usize = BACKEND_MESSAGE_MAX as usize;
+
+/// Frames at least this long are moved out of the read buffer rather than copied: a large
+/// message (a 100 MB change) is then in memory once, and the buffer does not keep its size.
+const MOVE_FRAME_BYTES: usize = 1 << 20;
 
 /// libpq's text when the server closes the connection while a reply is awaited.
 pub const SERVER_CLOSED: &str = "server closed the connection unexpectedly\n\tThis probably means the server terminated abnormally\n\tbefore or while processing the request.";
@@ -25,23 +31,46 @@ pub struct RawFrame {
 }
 
 /// Takes the next complete backend frame off the front of `inbuf`, if there is one.
+///
+/// While a large frame arrives, the buffer is grown to hold all of it at once (its length
+/// word says how much), not by doubling past it; once complete, it is moved into the frame.
 pub fn take_frame(inbuf: &mut Vec<u8>) -> Result<Option<RawFrame>, Error> {
-    match decode_frame(inbuf, FRAME_BYTES_MAX) {
-        Ok(Decoded::Frame(f)) => {
-            let frame = RawFrame {
-                tag: f.tag,
-                body: f.body.to_vec(),
-            };
-            let used = f.wire_len();
-            inbuf.drain(..used);
-            Ok(Some(frame))
+    let (tag, used) = match decode_frame(inbuf, FRAME_BYTES_MAX) {
+        Ok(Decoded::Frame(f)) => (f.tag, f.wire_len()),
+        Ok(Decoded::NeedMore { at_least }) => {
+            if at_least >= MOVE_FRAME_BYTES {
+                // With room for the read that completes it to bring the next frame's first
+                // bytes too (the adapters read 16 KiB at a time).
+                inbuf.reserve_exact(at_least + READ_SLACK_BYTES);
+            }
+            return Ok(None);
         }
-        Ok(Decoded::NeedMore { .. }) => Ok(None),
-        Err(e) => Err(Error::Protocol(format!(
-            "lost synchronization with server: {e}"
-        ))),
-    }
+        Err(e) => {
+            return Err(Error::Protocol(format!(
+                "lost synchronization with server: {e}"
+            )))
+        }
+    };
+    let body = if used >= MOVE_FRAME_BYTES {
+        // What follows the frame (little: reads are small) stays the buffer; the frame's
+        // allocation becomes its body, the 5 header bytes shifted out in place.
+        let rest = inbuf.split_off(used);
+        let mut body = std::mem::replace(inbuf, rest);
+        body.drain(..FRAME_HEADER_BYTES);
+        body
+    } else {
+        let body = inbuf[FRAME_HEADER_BYTES..used].to_vec();
+        inbuf.drain(..used);
+        body
+    };
+    Ok(Some(RawFrame { tag, body }))
 }
+
+/// Type byte and length word.
+const FRAME_HEADER_BYTES: usize = 5;
+
+/// Room left past a large frame for the bytes after it that the same read brings.
+const READ_SLACK_BYTES: usize = 64 << 10;
 
 /// Rows of text values (`None` for NULL), as a simple query returns them.
 pub type Rows = Vec<Vec<Option<String>>>;
@@ -258,5 +287,36 @@ mod tests {
         let mut garbage = vec![b'Z', 0, 0, 0, 1, 0];
         let e = take_frame(&mut garbage).unwrap_err();
         assert_eq!(e.kind(), crate::ErrorKind::Protocol);
+    }
+
+    /// A 100 MB CopyData arriving in reads of 16 KiB: the buffer grows once to the frame's
+    /// size, the frame's body is that allocation (not a copy), and the next frame's first
+    /// bytes stay behind.
+    #[test]
+    fn a_100_mb_frame_is_taken_whole_without_a_copy() {
+        let body: Vec<u8> = (0..100u32 << 20).map(|i| (i % 251) as u8).collect();
+        let mut wire = vec![b'd'];
+        wire.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+        wire.extend_from_slice(&body);
+        wire.extend_from_slice(&[b'k', 0, 0]);
+        let mut inbuf = Vec::new();
+        let mut grew = 0;
+        let mut frame = None;
+        for chunk in wire.chunks(16 << 10) {
+            let cap = inbuf.capacity();
+            inbuf.extend_from_slice(chunk);
+            grew += usize::from(inbuf.capacity() != cap);
+            if let Some(f) = take_frame(&mut inbuf).expect("decodes") {
+                assert!(frame.is_none());
+                frame = Some(f);
+            }
+        }
+        let frame = frame.expect("the frame completes");
+        assert_eq!(frame.tag, b'd');
+        assert!(frame.body == body, "the body differs");
+        assert!(frame.body.capacity() <= body.len() + (80 << 10));
+        assert_eq!(inbuf, [b'k', 0, 0]);
+        assert!(inbuf.capacity() < 1 << 20);
+        assert!(grew <= 12, "grown {grew} times");
     }
 }

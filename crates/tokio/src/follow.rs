@@ -354,11 +354,14 @@ enum Wake {
     Timer,
 }
 
-/// One message the queue refused for now (full, or no space): retried before reading on.
+/// One message the queue refused for now (full, or no space): retried before reading on. It
+/// keeps the frame it came in (the pgoutput message is the body's tail from `at`), so a
+/// large message is not copied to wait.
 struct Pending {
     wal_lsn: Lsn,
     end: Lsn,
-    payload: Vec<u8>,
+    body: Vec<u8>,
+    at: usize,
     event: Event,
 }
 
@@ -442,7 +445,16 @@ impl Follower<'_, '_> {
                 })?;
                 let event = pgyard_delayq::pgoutput::event(&m);
                 self.state.messages += 1;
-                self.offer(x.start, x.end, x.data, event)?;
+                let (wal_lsn, end, at) = (x.start, x.end, frame.body.len() - x.data.len());
+                if !self.offer(wal_lsn, end, x.data, event)? {
+                    self.retry = Some(Pending {
+                        wal_lsn,
+                        end,
+                        body: frame.body,
+                        at,
+                        event,
+                    });
+                }
             }
             ReplicationMessage::PrimaryKeepalive(k) => {
                 lock(self.queue).note_received(k.wal_end);
@@ -458,14 +470,15 @@ impl Follower<'_, '_> {
         Ok(true)
     }
 
-    /// Hands one message to the queue; a retryable refusal keeps it for [`Self::retry_pending`].
+    /// Hands one message to the queue; `false` after a retryable refusal (the caller keeps it
+    /// for [`Self::retry_pending`]).
     fn offer(
         &mut self,
         wal_lsn: Lsn,
         end: Lsn,
         payload: &[u8],
         event: Event,
-    ) -> Result<(), FollowError> {
+    ) -> Result<bool, FollowError> {
         let received = Received {
             wal_lsn,
             payload,
@@ -480,24 +493,19 @@ impl Follower<'_, '_> {
                 lock(self.queue).note_received(end);
                 self.since_flush += 1;
                 self.first_unflushed.get_or_insert_with(Instant::now);
-                Ok(())
+                Ok(true)
             }
-            Err(e) if e.is_retryable() => {
-                self.retry = Some(Pending {
-                    wal_lsn,
-                    end,
-                    payload: payload.to_vec(),
-                    event,
-                });
-                Ok(())
-            }
+            Err(e) if e.is_retryable() => Ok(false),
             Err(e) => Err(e.into()),
         }
     }
 
     fn retry_pending(&mut self) -> Result<(), FollowError> {
         if let Some(p) = self.retry.take() {
-            self.offer(p.wal_lsn, p.end, &p.payload, p.event)?;
+            let payload = p.body.get(p.at..).unwrap_or_default();
+            if !self.offer(p.wal_lsn, p.end, payload, p.event)? {
+                self.retry = Some(p);
+            }
         }
         Ok(())
     }

@@ -313,11 +313,14 @@ impl<S: Storage> DelayQueue<S> {
         self.segs.iter().map(|s| s.len).sum()
     }
 
-    /// The bytes the budget and the watermarks count: all segments except the oldest ones kept
-    /// only by undecided transactions (prepared, or in progress) — from the oldest segment an
-    /// unfinished item began in up to the oldest one holding committed, unapplied work.
-    /// Applying cannot free those; only reading on (to their decision) can, so counting them
-    /// would let a paused producer wait forever. Carry-forward keeps them small.
+    /// The bytes the budget and the watermarks count. Not counted is what only reading on (to
+    /// a commit, prepare or decision) can free, since a paused producer would wait for it
+    /// forever: the records of undecided transactions (in progress or prepared) wherever they
+    /// lie, a segment of nothing else (header and snapshot included), and the oldest segments
+    /// kept only by undecided transactions — from the oldest segment an unfinished item began
+    /// in up to the oldest one holding committed, unapplied work. So one transaction larger
+    /// than the budget streams through; once it commits it counts, and applying it frees it.
+    /// Carry-forward keeps the old segments small.
     pub fn budget_bytes(&self) -> u64 {
         let Some(active) = self.segs.last().map(|s| s.seq) else {
             return 0;
@@ -327,7 +330,15 @@ impl<S: Storage> DelayQueue<S> {
         self.segs
             .iter()
             .filter(|s| s.seq < held_from || s.seq >= held_to)
-            .map(|s| s.len)
+            .map(|s| {
+                let held = self.model.held.get(s.seq);
+                let rest = s.len.saturating_sub(held);
+                if held > 0 && rest <= s.prefix {
+                    0
+                } else {
+                    rest
+                }
+            })
             .sum()
     }
 

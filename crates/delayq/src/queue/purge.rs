@@ -62,8 +62,9 @@ impl<S: Storage> DelayQueue<S> {
 
     /// Copies the records of undecided items (prepared, or streamed and in progress) that keep
     /// old segments alive into the newest segment, one set per item ending with a CARRY record
-    /// flagged last, when that frees more than it writes. Returns whether anything was copied;
-    /// the caller flushes before removing the old segments.
+    /// flagged last, when that frees more than it writes. A set larger than a segment gets a
+    /// segment of its own. Returns whether anything was copied; the caller flushes before
+    /// removing the old segments.
     pub(crate) fn carry_forward(&mut self) -> Result<bool, Error> {
         let Some(active) = self.segs.last().map(|s| s.seq) else {
             return Ok(false);
@@ -75,7 +76,6 @@ impl<S: Storage> DelayQueue<S> {
             // runs often; this saves a walk over every item.)
             return Ok(false);
         }
-        // Room in an empty segment: a set never spans two.
         let snapshot: u64 = self
             .model
             .schema
@@ -83,6 +83,7 @@ impl<S: Storage> DelayQueue<S> {
             .iter()
             .map(|(&(_, oid), (tag, raw))| schema_rec(*tag, oid, raw).encoded_len())
             .sum();
+        // What a set fits in after an ordinary segment's header and snapshot.
         let room = self
             .config
             .segment_bytes_max
@@ -91,18 +92,8 @@ impl<S: Storage> DelayQueue<S> {
             it.state == TxnState::Prepared
                 || (it.state == TxnState::InProgress && it.flavor == Flavor::Streamed)
         };
-        let set_bytes = |it: &crate::model::Item| -> u64 {
-            std::iter::once(it.start)
-                .chain(it.body.iter().map(|(l, _)| *l))
-                .chain(it.seal)
-                .map(|l| l.len + 2)
-                .sum()
-        };
         for it in self.model.items.values() {
-            if !it.state.finished()
-                && it.first_seg < floor
-                && (!carriable(it) || set_bytes(it) > room)
-            {
+            if !it.state.finished() && it.first_seg < floor && !carriable(it) {
                 floor = it.first_seg;
             }
         }
@@ -123,42 +114,79 @@ impl<S: Storage> DelayQueue<S> {
             .map(|s| s.len)
             .sum();
         let copied: u64 = sets.iter().map(|s| s.1).sum();
-        if copied + SEGMENT_HEADER_BYTES + snapshot >= freed {
+        // Each set larger than a segment takes one of its own, and the set after it starts
+        // another: at most one more header and snapshot for either.
+        let large = sets.iter().filter(|s| s.1 > room).count() as u64;
+        let opened = (1 + 2 * large) * (SEGMENT_HEADER_BYTES + snapshot);
+        if copied + opened >= freed {
             return Ok(false);
         }
         sets.sort_unstable();
+        let mut carried = false;
         for (id, bytes) in sets {
-            let locs: Vec<Loc> = {
-                let it = &self.model.items[&id];
-                std::iter::once(it.start)
-                    .chain(it.body.iter().map(|(l, _)| *l))
-                    .chain(it.seal)
-                    .collect()
-            };
-            // Read the whole set before writing any of it, so that only a fatal error can
-            // leave a set unfinished.
-            let mut records = Vec::with_capacity(locs.len());
-            for loc in &locs {
-                records.push((self.read_record(*loc)?, loc.seg));
-            }
             match self.ensure_room(bytes) {
                 Ok(()) => {}
-                Err(e) if e.is_retryable() => return Ok(self.carry_unsynced_from.is_some()),
+                Err(e) if e.is_retryable() => {
+                    return Ok(carried || self.carry_unsynced_from.is_some())
+                }
                 Err(e) => return Err(e),
             }
+            let Some((len, records)) = self.segs.last().map(|s| (s.len, s.records)) else {
+                return Ok(carried);
+            };
+            let before = self.carry_unsynced_from;
             let from = self.model.items[&id].first_seg;
-            self.carry_unsynced_from = Some(self.carry_unsynced_from.unwrap_or(from).min(from));
-            let n = records.len();
-            for (i, (bytes, seg)) in records.iter().enumerate() {
-                let rec = crate::format::decode_record(bytes).map_err(|r| Error::Corrupt {
-                    file: segment_name(*seg),
-                    offset: 0,
-                    reason: r.to_owned(),
-                })?;
-                let carry = if i + 1 == n { Carry::Last } else { Carry::Copy };
-                self.push(Rec { carry, ..rec })?;
+            self.carry_unsynced_from = Some(before.unwrap_or(from).min(from));
+            match self.copy_set(id) {
+                Ok(()) => carried = true,
+                // The file is not to be trusted (nor written) again: reopening recovers.
+                Err(e) if self.fatal.is_some() => return Err(e),
+                Err(e) => {
+                    // Take the set back out: the queue is as it was before it.
+                    self.model.carrying = None;
+                    self.cut_back(len, records)?;
+                    self.carry_unsynced_from = before;
+                    if e.is_retryable() {
+                        return Ok(carried || before.is_some());
+                    }
+                    return Err(e);
+                }
             }
         }
-        Ok(true)
+        Ok(carried)
     }
+
+    /// Copies the records of item `id` into the active segment (which has room for all of
+    /// them), each read and checked just before its copy is written: only one record is in
+    /// memory at a time, however large the set.
+    fn copy_set(&mut self, id: u64) -> Result<(), Error> {
+        let locs: Vec<Loc> = {
+            let it = &self.model.items[&id];
+            std::iter::once(it.start)
+                .chain(it.body.iter().map(|(l, _)| *l))
+                .chain(it.seal)
+                .collect()
+        };
+        let n = locs.len();
+        for (i, loc) in locs.into_iter().enumerate() {
+            let bytes = self.read_record(loc)?;
+            let rec = crate::format::decode_record(&bytes).map_err(|r| Error::Corrupt {
+                file: segment_name(loc.seg),
+                offset: loc.off,
+                reason: r.to_owned(),
+            })?;
+            let carry = if i + 1 == n { Carry::Last } else { Carry::Copy };
+            self.push(Rec { carry, ..rec })?;
+        }
+        Ok(())
+    }
+}
+
+/// The bytes of an item's carry-forward set: each copy is its original plus two bytes.
+fn set_bytes(it: &crate::model::Item) -> u64 {
+    std::iter::once(it.start)
+        .chain(it.body.iter().map(|(l, _)| *l))
+        .chain(it.seal)
+        .map(|l| l.len + 2)
+        .sum()
 }

@@ -6,24 +6,69 @@ use crate::model::Loc;
 use crate::storage::Storage;
 use crate::Error;
 
+use super::writer::DIRECT_RECORD_BYTES;
+
 impl<S: Storage> DelayQueue<S> {
     /// The stored pgoutput bytes of one record, checked again.
     pub(super) fn read_raw(&mut self, loc: Loc) -> Result<Vec<u8>, Error> {
-        self.with_record(loc, |_, rec| match rec.body {
-            Body::Begin { raw, .. }
-            | Body::Msg { raw, .. }
-            | Body::Note { raw }
-            | Body::Seal { raw, .. }
-            | Body::Decide { raw, .. }
-            | Body::Abort { raw, .. }
-            | Body::Schema { raw, .. } => raw.to_vec(),
-            Body::Applied => Vec::new(),
-        })
+        if loc.len >= DIRECT_RECORD_BYTES && !self.buffered(loc) {
+            // Read into the vector that is handed out, and the record's head cut off in place
+            // (its raw message is the record's tail): one allocation, one copy in memory.
+            let (mut v, raw_len) = self.read_large(loc)?;
+            v.drain(..v.len() - raw_len);
+            return Ok(v);
+        }
+        self.with_record(loc, |_, rec| raw_of(&rec).to_vec())
     }
 
-    /// The bytes of one whole record, with its checksum verified.
+    /// The bytes of one whole record, with its checksum verified. A large record is read
+    /// into a vector of its own, not through the reused buffer, which would otherwise keep
+    /// its size (and a second copy) for good.
     pub(super) fn read_record(&mut self, loc: Loc) -> Result<Vec<u8>, Error> {
-        self.with_record(loc, |bytes, _| bytes.to_vec())
+        if loc.len < DIRECT_RECORD_BYTES || self.buffered(loc) {
+            return self.with_record(loc, |bytes, _| bytes.to_vec());
+        }
+        Ok(self.read_large(loc)?.0)
+    }
+
+    /// A large record read from its segment into a vector of its own, checked once, with the
+    /// length of its raw message (the record's tail).
+    fn read_large(&mut self, loc: Loc) -> Result<(Vec<u8>, usize), Error> {
+        let name = self.segment_of(loc)?.name.clone();
+        let len = usize::try_from(loc.len).map_err(|_| self.corrupt(loc, "record too large"))?;
+        let mut v = vec![0u8; len];
+        let n = self
+            .storage
+            .read(&name, loc.off, &mut v)
+            .map_err(Error::Storage)?;
+        v.truncate(n);
+        let raw_len = match crate::format::decode_record(&v) {
+            Ok(rec) => raw_of(&rec).len(),
+            Err(r) => return Err(self.corrupt(loc, r)),
+        };
+        Ok((v, raw_len))
+    }
+
+    /// Whether the record at `loc` is still in the write buffer.
+    fn buffered(&self, loc: Loc) -> bool {
+        self.segs.last().is_some_and(|s| s.seq == loc.seg) && loc.off >= self.written
+    }
+
+    /// The segment a pending record lies in (gone is corruption: nothing pending is purged).
+    fn segment_of(&self, loc: Loc) -> Result<&crate::recover::SegState, Error> {
+        self.segs
+            .iter()
+            .find(|s| s.seq == loc.seg)
+            .ok_or_else(|| self.corrupt(loc, "segment of a pending record is gone"))
+    }
+
+    /// The error for a record at `loc` that does not read back as written.
+    fn corrupt(&self, loc: Loc, reason: &str) -> Error {
+        Error::Corrupt {
+            file: segment_name(loc.seg),
+            offset: loc.off,
+            reason: reason.to_owned(),
+        }
     }
 
     /// Reads the record at `loc` (from the write buffer when it is not written yet), verifies
@@ -34,15 +79,12 @@ impl<S: Storage> DelayQueue<S> {
         loc: Loc,
         f: impl FnOnce(&[u8], Rec<'_>) -> T,
     ) -> Result<T, Error> {
-        let active = self.segs.last().map(|s| s.seq);
+        let buffered = self.buffered(loc);
+        // Found field by field (not through `segment_of`): the read below fills `rbuf`.
         let Some(seg) = self.segs.iter().find(|s| s.seq == loc.seg) else {
-            return Err(Error::Corrupt {
-                file: segment_name(loc.seg),
-                offset: loc.off,
-                reason: "segment of a pending record is gone".into(),
-            });
+            return Err(self.corrupt(loc, "segment of a pending record is gone"));
         };
-        let bytes: &[u8] = if active == Some(loc.seg) && loc.off >= self.written {
+        let bytes: &[u8] = if buffered {
             let from = (loc.off - self.written) as usize;
             self.buf
                 .get(from..from + loc.len as usize)
@@ -65,5 +107,19 @@ impl<S: Storage> DelayQueue<S> {
                 reason: reason.to_owned(),
             }),
         }
+    }
+}
+
+/// The raw pgoutput message a record stores (empty for APPLIED).
+fn raw_of<'a>(rec: &Rec<'a>) -> &'a [u8] {
+    match rec.body {
+        Body::Begin { raw, .. }
+        | Body::Msg { raw, .. }
+        | Body::Note { raw }
+        | Body::Seal { raw, .. }
+        | Body::Decide { raw, .. }
+        | Body::Abort { raw, .. }
+        | Body::Schema { raw, .. } => raw,
+        Body::Applied => &[],
     }
 }

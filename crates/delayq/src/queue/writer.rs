@@ -10,6 +10,11 @@ use crate::recover::SegState;
 use crate::storage::{Storage, StorageErrorKind};
 use crate::Error;
 
+/// Records at least this long (or at least a segment long) skip the write buffer: they are
+/// written from the caller's bytes at once, so a large message is in memory once (where the
+/// caller holds it) and never a second time in the buffer.
+pub(crate) const DIRECT_RECORD_BYTES: u64 = 1 << 20;
+
 impl<S: Storage> DelayQueue<S> {
     /// Writes buffered records and fsyncs (group commit): afterwards everything accepted so
     /// far is durable. Returns the new [`DelayQueue::flush_lsn`].
@@ -68,10 +73,19 @@ impl<S: Storage> DelayQueue<S> {
     }
 
     /// Appends one record: rolls over when needed (retryable failures change nothing), buffers
-    /// it and applies it to the model.
+    /// it (or, when large, writes it at once) and applies it to the model.
     pub(super) fn push(&mut self, rec: Rec<'_>) -> Result<Loc, Error> {
         let len = rec.encoded_len();
+        if len > u64::from(u32::MAX) {
+            return Err(Error::RecordTooLarge {
+                len,
+                capacity: u64::from(u32::MAX),
+            });
+        }
         self.ensure_room(len)?;
+        if len >= self.config.segment_bytes_max.min(DIRECT_RECORD_BYTES) {
+            return self.push_direct(&rec, len);
+        }
         let Some(seg) = self.segs.last_mut() else {
             return Err(self.fail(Error::Misuse("no active segment".into())));
         };
@@ -84,14 +98,7 @@ impl<S: Storage> DelayQueue<S> {
         seg.len += len;
         seg.records += 1;
         self.unsynced = true;
-        if let Err(reason) = self.model.apply(&rec, loc) {
-            let name = seg.name.clone();
-            return Err(self.fail(Error::Corrupt {
-                file: name,
-                offset: loc.off,
-                reason: format!("internal: record rejected by the index: {reason}"),
-            }));
-        }
+        self.index(&rec, loc)?;
         if self.buf.len() >= self.config.write_buffer_bytes {
             match self.write_out() {
                 Ok(()) => {}
@@ -101,6 +108,78 @@ impl<S: Storage> DelayQueue<S> {
             }
         }
         Ok(loc)
+    }
+
+    /// Writes one large record straight to the active segment, after whatever is buffered:
+    /// its head, then the caller's raw bytes as they lie, so the message is never copied into
+    /// the buffer. Unlike a buffered record, a retryable failure (ENOSPC) refuses it: the file
+    /// is cut back and the queue is unchanged, and the caller submits it again later.
+    fn push_direct(&mut self, rec: &Rec<'_>, len: u64) -> Result<Loc, Error> {
+        self.write_out()?;
+        let Some((name, seq, off)) = self.segs.last().map(|s| (s.name.clone(), s.seq, s.len))
+        else {
+            return Err(self.fail(Error::Misuse("no active segment".into())));
+        };
+        let (head, raw) = rec.encode_head();
+        let written = self
+            .storage
+            .append(&name, &head)
+            .and_then(|()| self.storage.append(&name, raw));
+        if let Err(e) = written {
+            if e.kind != StorageErrorKind::NoSpace {
+                return Err(self.fail(Error::Storage(e)));
+            }
+            if let Err(t) = self.storage.truncate(&name, self.written) {
+                return Err(self.fail(Error::Storage(t)));
+            }
+            return Err(Error::Storage(e));
+        }
+        self.written += len;
+        if let Some(seg) = self.segs.last_mut() {
+            seg.len += len;
+            seg.records += 1;
+        }
+        self.unsynced = true;
+        let loc = Loc { seg: seq, off, len };
+        self.index(rec, loc)?;
+        Ok(loc)
+    }
+
+    /// Applies a record just appended to the model; a refusal is a bug in the writer.
+    fn index(&mut self, rec: &Rec<'_>, loc: Loc) -> Result<(), Error> {
+        if let Err(reason) = self.model.apply(rec, loc) {
+            let name = crate::format::segment_name(loc.seg);
+            return Err(self.fail(Error::Corrupt {
+                file: name,
+                offset: loc.off,
+                reason: format!("internal: record rejected by the index: {reason}"),
+            }));
+        }
+        Ok(())
+    }
+
+    /// Cuts the active segment back to `len` bytes holding `records` records: takes a
+    /// carry-forward set that could not be finished back out (all of it lies after `len`, and
+    /// none of it was synced: a set is written without an fsync in between).
+    pub(super) fn cut_back(&mut self, len: u64, records: u64) -> Result<(), Error> {
+        let Some(name) = self.segs.last().map(|s| s.name.clone()) else {
+            return Ok(());
+        };
+        if len >= self.written {
+            self.buf.truncate((len - self.written) as usize);
+        } else {
+            if let Err(e) = self.storage.truncate(&name, len) {
+                return Err(self.fail(Error::Storage(e)));
+            }
+            self.written = len;
+            self.synced = self.synced.min(len);
+            self.buf.clear();
+        }
+        if let Some(seg) = self.segs.last_mut() {
+            seg.len = len;
+            seg.records = records;
+        }
+        Ok(())
     }
 
     pub(super) fn ensure_room(&mut self, len: u64) -> Result<(), Error> {
@@ -125,21 +204,26 @@ impl<S: Storage> DelayQueue<S> {
             rec.encode(&mut snap);
             snap_records += 1;
         }
-        let need = SEGMENT_HEADER_BYTES + snap.len() as u64 + len;
-        if need > capacity {
-            return Err(Error::RecordTooLarge {
-                len: need,
-                capacity,
-            });
-        }
+        // A record (or carry-forward set) larger than a segment gets a segment of its own,
+        // sized to it: records never span segments, so recovery reads it like any other.
+        let capacity = capacity.max(SEGMENT_HEADER_BYTES + snap.len() as u64 + len);
         // The old segment becomes immutable and durable before the next one exists, so only
-        // the newest segment can ever have a torn tail.
+        // the newest segment can ever have a torn tail. Its name too, if no flush has made
+        // it durable yet: `poll_ready` trusts every record of an older segment to survive a
+        // crash, and a name that does not survive takes them all (found by `delayq_stream`
+        // once large payloads filled segments between two flushes). It also keeps names
+        // durable in the order of their sequence numbers, so a crash never leaves a gap.
         if let Some(old) = self.segs.last().map(|s| s.name.clone()) {
             self.write_out()?;
             if self.unsynced {
                 let r = self.storage.sync(&old);
                 r.map_err(|e| self.fail(Error::Storage(e)))?;
                 self.unsynced = false;
+            }
+            if self.dir_dirty {
+                let r = self.storage.sync_dir();
+                r.map_err(|e| self.fail(Error::Storage(e)))?;
+                self.dir_dirty = false;
             }
         }
         let name = segment_name(seq);
@@ -165,6 +249,7 @@ impl<S: Storage> DelayQueue<S> {
             name,
             capacity,
             len: SEGMENT_HEADER_BYTES + snap.len() as u64,
+            prefix: SEGMENT_HEADER_BYTES + snap.len() as u64,
             records: snap_records,
         });
         self.dir_dirty = true;

@@ -1,8 +1,8 @@
 //! [`Limits`]: the largest length word accepted per type byte, and the startup-packet cap.
 
 use super::{
-    AUTH_MESSAGE_MAX, LARGE_MESSAGE_MAX, LIBPQ_SMALL_MESSAGE_MAX, MAX_STARTUP_BODY_BYTES,
-    SMALL_MESSAGE_MAX,
+    AUTH_MESSAGE_MAX, BACKEND_MESSAGE_MAX, LARGE_MESSAGE_MAX, LIBPQ_SMALL_MESSAGE_MAX,
+    MAX_STARTUP_BODY_BYTES, SMALL_MESSAGE_MAX,
 };
 
 /// Maximum length words per type byte, plus the startup-packet cap.
@@ -73,8 +73,8 @@ static POSTGRES_SERVER: [u32; 256] = preset(
 static LIBPQ_CLIENT: [u32; 256] = preset(
     LIBPQ_SMALL_MESSAGE_MAX,
     b"TDdVENA",
-    LARGE_MESSAGE_MAX,
-    (b'T', LARGE_MESSAGE_MAX),
+    BACKEND_MESSAGE_MAX,
+    (b'T', BACKEND_MESSAGE_MAX),
 );
 
 impl Default for Limits {
@@ -107,7 +107,9 @@ impl Limits {
         }
     }
 
-    /// What libpq enforces on backend messages: 30 000 except `T D d V E N A` (about 1 GiB).
+    /// What libpq enforces on backend messages: 30 000 except `T D d V E N A`, which libpq
+    /// takes at any length and which are capped here at the longest a server can send
+    /// ([`BACKEND_MESSAGE_MAX`](super::BACKEND_MESSAGE_MAX), about 1 GiB).
     pub fn libpq_client() -> Self {
         Limits {
             per_tag: Table::Shared(&LIBPQ_CLIENT),

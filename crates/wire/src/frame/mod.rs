@@ -56,6 +56,13 @@ pub const LARGE_MESSAGE_MAX: u32 = 0x3FFF_FFFE;
 pub const AUTH_MESSAGE_MAX: u32 = 65_535;
 /// libpq's limit for backend messages other than `T D d V E N A`.
 pub const LIBPQ_SMALL_MESSAGE_MAX: u32 = 30_000;
+/// The longest length word a PostgreSQL server can send: it builds every message in a
+/// `StringInfo`, which holds at most `MaxAllocSize - 2` (0x3FFF_FFFE) bytes (`enlargeStringInfo`
+/// refuses to grow further, one byte being kept for the terminating zero), and the length word
+/// counts itself. The largest messages are a row (`D`) and a walsender's CopyData (`d`, whose
+/// `'w'` header shares the buffer with the pgoutput message): a change reaches a client whole
+/// when its message fits in 1 GiB - 27 bytes, and the server fails to build a longer one.
+pub const BACKEND_MESSAGE_MAX: u32 = 0x4000_0002;
 /// First byte of a TLS handshake record: what a direct-TLS client sends instead of a packet.
 pub const TLS_HANDSHAKE_BYTE: u8 = 0x16;
 

@@ -116,7 +116,7 @@ fn presets_equal_tables_built_by_hand() {
     assert_eq!(server, Limits::postgres_server());
     let mut client = Limits::uniform(LIBPQ_SMALL_MESSAGE_MAX);
     for &t in b"TDdVENA" {
-        client = client.with_tag_max(t, LARGE_MESSAGE_MAX);
+        client = client.with_tag_max(t, BACKEND_MESSAGE_MAX);
     }
     assert_eq!(client, Limits::libpq_client());
     assert_ne!(client, Limits::postgres_server());
@@ -238,8 +238,45 @@ fn limits_presets() {
     assert_eq!(s.tag_max(b'p'), 65_535);
     let c = Limits::libpq_client();
     assert_eq!(c.tag_max(b'Z'), 30_000);
-    assert_eq!(c.tag_max(b'D'), LARGE_MESSAGE_MAX as usize);
+    assert_eq!(c.tag_max(b'D'), BACKEND_MESSAGE_MAX as usize);
     assert_eq!(ProtocolVersion::V3_2.minor(), 2);
     assert!(ProtocolVersion::V3_2.has_variable_cancel_key());
     assert!(!ProtocolVersion::V3_0.has_variable_cancel_key());
+}
+
+/// A walsender's CopyData as long as a server can make one is accepted (its header is read
+/// and the rest awaited); four bytes more is not something a server sends.
+#[test]
+fn the_longest_copy_data_a_server_sends_is_accepted() {
+    let head = |len: u32| {
+        let mut h = vec![b'd'];
+        h.extend_from_slice(&len.to_be_bytes());
+        h
+    };
+    let max = BACKEND_MESSAGE_MAX;
+    let mut d = FrameDecoder::backend(Limits::libpq_client());
+    d.feed(&head(max));
+    assert_eq!(
+        d.decode(),
+        Ok(Decoded::NeedMore {
+            at_least: max as usize - 4
+        })
+    );
+    assert_eq!(
+        decode_frame(&head(max), max as usize),
+        Ok(Decoded::NeedMore {
+            at_least: max as usize - 4
+        })
+    );
+    let mut d = FrameDecoder::backend(Limits::libpq_client());
+    d.feed(&head(max + 1));
+    assert!(matches!(d.decode(), Err(DecodeError::TooLarge { .. })));
+    // 100 MB, whole: the frame decodes and borrows its body.
+    let body = vec![7u8; 100 << 20];
+    let mut wire = head(body.len() as u32 + 4);
+    wire.extend_from_slice(&body);
+    let Ok(Decoded::Frame(f)) = decode_frame(&wire, max as usize) else {
+        panic!("a 100 MB CopyData is refused")
+    };
+    assert_eq!((f.tag, f.body.len()), (b'd', 100 << 20));
 }

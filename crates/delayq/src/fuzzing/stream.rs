@@ -1,9 +1,7 @@
-//! Entry points for the cargo-fuzz targets `delayq_recover` and `delayq_stream` and for their
-//! corpus replays (feature `fuzzing`, which turns on `sim`). Each must never panic on any bytes: a panic is a bug in the
-//! queue (or in an invariant checked here), never in the input.
+//! The `delayq_stream` target: operations on one queue over a faulty simulated disk, with the
+//! queue's invariants checked on the way.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use pgyard_types::{Lsn, PgTimestamp, UnixTime, Xid};
 use pgyard_wire::pgoutput::{
@@ -12,281 +10,8 @@ use pgyard_wire::pgoutput::{
     StreamAbort, StreamCommit, StreamStart, TupleValue, Type,
 };
 
-use crate::format::{segment_name, SegmentHeader, RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES};
-use crate::{
-    verify, Accepted, Config, DelayQueue, Error, ItemId, Ready, Received, SimFaults, SimStorage,
-    Storage,
-};
-
-/// Reads fuzz input front to back; once it runs dry every read yields zeros, so any prefix of
-/// an input is an input too.
-struct Input<'a>(&'a [u8]);
-
-impl<'a> Input<'a> {
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    fn take(&mut self, n: usize) -> &'a [u8] {
-        let (head, rest) = self.0.split_at(n.min(self.0.len()));
-        self.0 = rest;
-        head
-    }
-
-    fn rest(&mut self) -> &'a [u8] {
-        self.take(self.0.len())
-    }
-
-    fn u8(&mut self) -> u8 {
-        self.take(1).first().copied().unwrap_or(0)
-    }
-
-    fn u16(&mut self) -> u16 {
-        u16::from(self.u8()) | u16::from(self.u8()) << 8
-    }
-
-    fn u64(&mut self) -> u64 {
-        let mut b = [0u8; 8];
-        let head = self.take(8);
-        b[..head.len()].copy_from_slice(head);
-        u64::from_le_bytes(b)
-    }
-
-    fn bool(&mut self) -> bool {
-        self.u8() & 1 == 1
-    }
-}
-
-/// Small segments so that a few kilobytes of input roll over, carry forward and purge.
-const SEGMENT_BYTES: u64 = 4096;
-
-fn config(delay_secs: u8, budget_segments: u8) -> Config {
-    let budget = match budget_segments % 8 {
-        0 => Config::default().disk_bytes_max,
-        n => u64::from(n) * SEGMENT_BYTES,
-    };
-    Config {
-        delay: Duration::from_secs(u64::from(delay_secs)),
-        skew_tolerance: Duration::ZERO,
-        segment_bytes_max: SEGMENT_BYTES,
-        write_buffer_bytes: 512,
-        disk_bytes_max: budget,
-        disk_high_watermark_bytes: budget / 4 * 3,
-        disk_low_watermark_bytes: budget / 2,
-    }
-}
-
-// ---- recovery ------------------------------------------------------------------------------
-
-/// Segment files cut from the bytes (one to three, some starting with a valid header, some with
-/// records re-framed so their lengths and checksums hold) or written by the engine and then
-/// damaged; recovery and `verify` agree, never panic, and reject only with [`Error::Corrupt`].
-/// A queue that opens is recovered again without a torn tail, inspected, drained and purged.
-pub fn recover_segments(data: &[u8]) {
-    let mut input = Input(data);
-    let shape = input.u8();
-    let storage = if shape & 0x80 == 0 {
-        cut_segments(shape, &mut input)
-    } else {
-        damaged_segments(&mut input)
-    };
-    let cfg = config(input.u8() % 8, 0);
-    let verified = verify(&storage);
-    let opened = DelayQueue::open(storage, cfg.clone());
-    let q = match (opened, verified) {
-        (Err(e), Err(v)) => {
-            assert_eq!(e, v, "open and verify reject differently");
-            assert!(
-                matches!(&e, Error::Corrupt { reason, .. } if !reason.is_empty()),
-                "recovery failed without naming the damage: {e:?}"
-            );
-            return;
-        }
-        (Ok(q), Ok(v)) => {
-            assert_eq!(
-                q.recovery(),
-                &v,
-                "open and verify disagree on what they found"
-            );
-            q
-        }
-        (opened, verified) => panic!(
-            "open ({:?}) and verify ({:?}) disagree",
-            opened.err(),
-            verified.err()
-        ),
-    };
-    let seen = q.inspect();
-    assert_eq!(seen.segments.len(), q.recovery().segments);
-    assert!(q.budget_bytes() <= q.disk_bytes());
-    // What recovery repaired is a valid queue: it opens again, unchanged and without a tail.
-    let again = DelayQueue::open(q.into_storage(), cfg.clone());
-    let mut q = again.unwrap_or_else(|e| panic!("a recovered queue does not reopen: {e}"));
-    assert_eq!(
-        q.recovery().torn_tail,
-        None,
-        "recovery left a torn tail behind"
-    );
-    assert_eq!(q.inspect(), seen, "reopening a recovered queue changed it");
-    drain(&mut q, &mut input);
-}
-
-/// Hands out, applies and purges a little; errors are fine (a damaged record is found only
-/// when read for apply), panics are not.
-fn drain(q: &mut DelayQueue<SimStorage>, input: &mut Input<'_>) {
-    let rounds = 1 + input.u8() % 8;
-    for _ in 0..rounds {
-        let now = UnixTime(i64::MAX >> (input.u8() % 64));
-        if let Ok(Some(ready)) = q.poll_ready(now) {
-            let _ = q.mark_applied(ready.id());
-        }
-        if input.bool() {
-            let _ = q.purge();
-        }
-        let _ = q.next_due();
-        let _ = q.inspect();
-    }
-    let _ = q.flush();
-}
-
-/// One to three files cut from the input. Per file: a mode byte, a u16 length, then the bytes.
-fn cut_segments(shape: u8, input: &mut Input<'_>) -> SimStorage {
-    let files = 1 + usize::from(shape % 3);
-    let mut seq = match (shape >> 2) & 3 {
-        0 => 1,
-        1 => u64::from(input.u8()),
-        2 => u64::MAX - 2,
-        _ => input.u64(),
-    };
-    let mut storage = SimStorage::new(u64::from(shape));
-    for i in 0..files {
-        let mode = input.u8();
-        let body = if i + 1 == files {
-            input.rest()
-        } else {
-            let len = usize::from(input.u16());
-            input.take(len)
-        };
-        let mut file = Vec::new();
-        // Low two bits: 0 raw bytes, 1 a header, 2 and 3 a header and re-framed records.
-        let layout = mode & 3;
-        if layout != 0 {
-            let named = if mode & 0x04 != 0 { seq ^ 1 } else { seq };
-            let capacity = match (mode >> 3) & 3 {
-                0 => SEGMENT_BYTES,
-                1 => SEGMENT_HEADER_BYTES + body.len() as u64,
-                2 => SEGMENT_HEADER_BYTES + RECORD_HEADER_BYTES + u64::from(mode >> 5),
-                _ => u64::MAX,
-            };
-            let header = SegmentHeader {
-                seq: named,
-                capacity,
-                created: UnixTime(0),
-                horizon: Lsn(u64::from(mode >> 5) << 8),
-                apply_lsn: Lsn(0),
-                next_id: u64::from(mode >> 6),
-            };
-            file.extend_from_slice(&header.encode());
-            if mode & 0x20 != 0 {
-                // Format version 1 is read as well.
-                file[8..10].copy_from_slice(&1u16.to_le_bytes());
-                let crc = crc32c::crc32c(&file[0..68]);
-                file[68..72].copy_from_slice(&crc.to_le_bytes());
-            }
-        }
-        let start = file.len();
-        file.extend_from_slice(body);
-        if layout >= 2 {
-            frame_records(&mut file[start..]);
-        }
-        put_file(&mut storage, &segment_name(seq), &file);
-        // A gap in the sequence numbers is corruption; let the input ask for one.
-        let step = if mode & 0x40 != 0 && mode & 0x80 != 0 {
-            2
-        } else {
-            1
-        };
-        let Some(next) = seq.checked_add(step) else {
-            break;
-        };
-        seq = next;
-    }
-    if shape & 0x40 != 0 {
-        // Files that are not segments are ignored.
-        put_file(&mut storage, "dq-1.seg", b"PGYDQSEG");
-    }
-    storage
-}
-
-/// Rewrites each record's length (kept within the bytes left), kind, reserved bytes and
-/// checksum so that the fuzzer reaches the index instead of stopping at the first checksum.
-fn frame_records(body: &mut [u8]) {
-    let head = RECORD_HEADER_BYTES as usize;
-    let mut off = 0;
-    while body.len() - off >= head {
-        let rest = body.len() - off;
-        let asked = usize::from(u16::from_le_bytes([body[off], body[off + 1]]));
-        let len = head + asked % (rest - head + 1);
-        let rec = &mut body[off..off + len];
-        rec[0..4].copy_from_slice(&(len as u32).to_le_bytes());
-        rec[8] = 1 + rec[8] % 9;
-        rec[10] = 0;
-        rec[11] = 0;
-        let crc = crc32c::crc32c_append(crc32c::crc32c(&rec[0..4]), &rec[8..]);
-        rec[4..8].copy_from_slice(&crc.to_le_bytes());
-        off += len;
-    }
-}
-
-fn put_file(storage: &mut SimStorage, name: &str, bytes: &[u8]) {
-    // Fault-free storage: these only fail if the name exists, which the caller avoids.
-    if storage.create(name).is_ok() {
-        let _ = storage.append(name, bytes);
-        let _ = storage.sync(name);
-    }
-    let _ = storage.sync_dir();
-}
-
-/// A queue written by the engine from a stream of operations, crashed (torn writes allowed),
-/// then damaged: up to 8 `(file, offset, xor)` bit flips, and perhaps one file cut short.
-fn damaged_segments(input: &mut Input<'_>) -> SimStorage {
-    let ops_len = usize::from(input.u16() % 2048);
-    let ops = input.take(ops_len);
-    let mut storage = written_queue(ops);
-    let mut names = storage.list().unwrap_or_default();
-    names.sort();
-    if names.is_empty() {
-        return storage;
-    }
-    for _ in 0..input.u8() % 9 {
-        let name = &names[usize::from(input.u8()) % names.len()];
-        let offset = usize::from(input.u16());
-        let xor = input.u8().max(1);
-        storage.corrupt(name, offset, xor);
-    }
-    if input.bool() {
-        let name = &names[usize::from(input.u8()) % names.len()];
-        let size = storage.size(name).unwrap_or(0);
-        let cut = u64::from(input.u16()).min(size);
-        let _ = storage.truncate(name, cut);
-        let _ = storage.sync(name);
-    }
-    storage
-}
-
-/// Runs the stream interpreter on `ops` (without its checks) and returns the disk after a
-/// crash.
-fn written_queue(ops: &[u8]) -> SimStorage {
-    let mut run = Stream::new(ops, false);
-    run.run();
-    let mut storage = run.into_storage();
-    storage.crash();
-    // Recovery is judged on what is on disk, not on faults injected while it repairs.
-    storage.set_faults(SimFaults::default());
-    storage
-}
-
-// ---- the replication stream ----------------------------------------------------------------
+use super::{config, Input, SEGMENT_BYTES};
+use crate::{Accepted, Config, DelayQueue, Error, ItemId, Ready, Received, SimFaults, SimStorage};
 
 /// A sequence of operations on one queue over a simulated disk: well-formed pgoutput messages
 /// built with pgyard-wire's encoder, raw bytes through pgyard-wire's decoder, events paired with
@@ -299,7 +24,7 @@ pub fn stream_events(data: &[u8]) {
 }
 
 /// The interpreter of [`stream_events`] (also the writer of [`recover_segments`]' queues).
-struct Stream<'a> {
+pub(super) struct Stream<'a> {
     input: Input<'a>,
     cfg: Config,
     q: Option<DelayQueue<SimStorage>>,
@@ -320,7 +45,7 @@ struct Stream<'a> {
 }
 
 impl<'a> Stream<'a> {
-    fn new(data: &'a [u8], check: bool) -> Self {
+    pub(super) fn new(data: &'a [u8], check: bool) -> Self {
         let mut input = Input(data);
         let setup = input.u8();
         let faults = SimFaults {
@@ -352,7 +77,13 @@ impl<'a> Stream<'a> {
         s
     }
 
-    fn into_storage(self) -> SimStorage {
+    /// Items handed out since the last (re)open.
+    #[cfg(test)]
+    pub(super) fn handed_out(&self) -> usize {
+        self.handed.len()
+    }
+
+    pub(super) fn into_storage(self) -> SimStorage {
         match self.q {
             Some(q) => q.into_storage(),
             None => SimStorage::new(0),
@@ -382,7 +113,7 @@ impl<'a> Stream<'a> {
         self.q = Some(q);
     }
 
-    fn run(&mut self) {
+    pub(super) fn run(&mut self) {
         while !self.input.is_empty() {
             self.step();
             if self.check {
@@ -641,14 +372,20 @@ impl Stream<'_> {
 
     /// A well-formed event with a payload that does not match it: the payload is opaque to
     /// the queue, which must not trust it (it does read in-stream Relation/Type payloads).
+    /// A length of 255 asks for a large payload instead (see [`large_payload`]).
     fn feed_mismatched(&mut self) {
         let Some((_, msg)) = self.build() else {
             return;
         };
         let event = crate::pgoutput::event(&msg);
         let len = usize::from(self.input.u8());
-        let payload = self.input.take(len);
-        self.feed(payload, event);
+        if len == usize::from(u8::MAX) {
+            let payload = large_payload(&mut self.input);
+            self.feed(&payload, event);
+        } else {
+            let payload = self.input.take(len);
+            self.feed(payload, event);
+        }
     }
 
     fn feed(&mut self, payload: &[u8], event: crate::Event) {
@@ -746,6 +483,16 @@ impl Stream<'_> {
         self.applied = applied;
         assert!(q.budget_bytes() <= q.disk_bytes());
     }
+}
+
+/// Half a segment to 64 segments and more (a u16 in steps of 4 bytes, then a fill byte): a
+/// record that fits a segment, one larger than a segment (its own segment, written without the
+/// write buffer), and one longer than recovery's read window (checked piece by piece).
+pub(super) fn large_payload(input: &mut Input<'_>) -> Vec<u8> {
+    let n = SEGMENT_BYTES as usize / 2 + usize::from(input.u16()) * 4;
+    let fill = input.u8();
+    // Bytes that differ along the record, so a copy cut or shifted anywhere shows.
+    (0..n).map(|i| fill ^ (i % 251) as u8).collect()
 }
 
 fn prepare(lsn: Lsn, ts: PgTimestamp, xid: Xid) -> Prepare<'static> {
