@@ -85,6 +85,42 @@ impl Session {
         }
     }
 
+    /// Runs `COPY … TO STDOUT` (`sql`, simple query protocol) and hands each CopyData's bytes
+    /// to `sink` as it arrives, so a table of any size streams through without being held.
+    /// The server's error, or else the sink's first error (after which the query is cancelled
+    /// and its reply drained, so the session stays usable), is the outcome.
+    pub fn copy_out(
+        &mut self,
+        sql: &str,
+        mut sink: impl FnMut(&[u8]) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let mut query = self.send_query(sql)?.0;
+        let mut failed: Option<Error> = None;
+        loop {
+            let frame = self.recv_frame()?;
+            if frame.tag == b'd' {
+                if failed.is_none() {
+                    if let Err(e) = sink(&frame.body) {
+                        failed = Some(e);
+                        // Best effort: without it the rest of the table is read and dropped.
+                        let _ = self.cancel();
+                    }
+                }
+                continue;
+            }
+            match query.frame(&frame, self.core.parameters_mut())? {
+                Reply::Continue => {}
+                Reply::Send(bytes) => self.send_frame(&bytes)?,
+                Reply::Done(outcome) => {
+                    return match failed {
+                        Some(e) => Err(e),
+                        None => outcome.map(drop),
+                    }
+                }
+            }
+        }
+    }
+
     /// Writes bytes (one or more encoded frontend frames) as they are.
     pub fn send_frame(&mut self, bytes: &[u8]) -> Result<(), Error> {
         self.core.transport_mut()?.send(bytes).map_err(send_error)

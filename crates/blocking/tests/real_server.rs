@@ -358,3 +358,47 @@ fn raw_frames_and_a_middleware_message_against_a_real_server() {
     let fields = pgyard_wire::error_fields::ErrorFields::decode(&f.body).expect("error fields");
     assert_eq!(fields.code(), Some(&b"08P01"[..]), "{fields}");
 }
+
+/// `copy_out` streams every CopyData of a `COPY … TO STDOUT` to the sink, reports the server's
+/// error in its words, and after a sink error (the query cancelled) the session is usable.
+#[test]
+fn copy_out_streams_rows_and_reports_errors() {
+    let primary = Primary::start(Options::default()).expect("primary");
+    let mut s = connect(&format!("{} sslmode=disable", primary.conninfo())).expect("session");
+    let mut got = Vec::new();
+    s.copy_out(
+        "copy (select g, 'r' || g from generate_series(1, 3) g) to stdout",
+        |d| {
+            got.extend_from_slice(d);
+            Ok(())
+        },
+    )
+    .expect("copied");
+    assert_eq!(String::from_utf8_lossy(&got), "1\tr1\n2\tr2\n3\tr3\n");
+
+    let e = s
+        .copy_out("copy no_such_table to stdout", |_| Ok(()))
+        .expect_err("no table");
+    assert!(
+        e.to_string()
+            .contains("relation \"no_such_table\" does not exist"),
+        "{e}"
+    );
+
+    let mut calls = 0;
+    let e = s
+        .copy_out(
+            "copy (select g from generate_series(1, 5000000) g) to stdout",
+            |_| {
+                calls += 1;
+                Err(Error::Config("sink full".to_owned()))
+            },
+        )
+        .expect_err("the sink's error");
+    assert_eq!(calls, 1);
+    assert!(e.to_string().contains("sink full"), "{e}");
+    assert_eq!(
+        s.simple_query("select 1").expect("still usable")[0][0].as_deref(),
+        Some("1")
+    );
+}

@@ -39,22 +39,18 @@ pub struct RunArgs {
     /// Create the slot (pgoutput) on the publisher when it does not exist yet.
     #[arg(long)]
     pub create_slot: bool,
+    /// Decode prepared transactions at PREPARE (the slot is created with TWO_PHASE): they
+    /// wait in the queue and are applied only when their COMMIT PREPARED is due.
+    #[arg(long)]
+    pub two_phase: bool,
+    /// With a slot `--create-slot` creates: copy the published tables into the subscriber at
+    /// the slot's exported snapshot before streaming (the subscriber's tables must be empty).
+    #[arg(long, requires = "create_slot")]
+    pub copy_data: bool,
     /// Apply only what committed before this LSN or UTC time, then hold (and keep
     /// following).
     #[arg(long, value_parser = crate::delayq_control::parse_until)]
     pub until: Option<crate::delayq_control::Until>,
-}
-
-fn create_slot(publisher: &str, slot: &str) -> Result<(), String> {
-    let mut s = pgyard_blocking::connect(publisher).map_err(|e| e.to_string())?;
-    let name = pgyard_delayq::apply::quote_literal(slot);
-    let sql = format!(
-        "SELECT pg_catalog.pg_create_logical_replication_slot({name}, 'pgoutput') \
-         WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name = {name})"
-    );
-    let r = s.simple_query(&sql).map(drop).map_err(|e| e.to_string());
-    s.close();
-    r
 }
 
 /// Connects to the subscriber again, waiting 100 ms doubling up to 10 s between attempts,
@@ -91,17 +87,27 @@ pub fn run(args: RunArgs) -> ExitCode {
         Err(e) => return fail(2, &e),
     };
     if args.create_slot {
-        if let Err(e) = create_slot(&args.publisher, &args.slot) {
-            return fail(2, &format!("creating slot {}: {e}", args.slot));
+        let setup = crate::delayq_copy::SlotSetup {
+            publisher: &args.publisher,
+            subscriber: &args.subscriber,
+            slot: &args.slot,
+            publication: &args.publication,
+            two_phase: args.two_phase,
+            copy_data: args.copy_data,
+        };
+        match crate::delayq_copy::create_slot(&setup) {
+            Ok(line) => eprintln!("pgyard delayq run: {line}"),
+            Err(e) => return fail(2, &format!("creating slot {}: {e}", args.slot)),
         }
     }
-    let options = FollowOptions::new(
+    let mut options = FollowOptions::new(
         args.publisher.clone(),
         args.slot.clone(),
         args.publication.clone(),
         args.delay,
         args.dir.clone(),
     );
+    options.two_phase = args.two_phase;
     let queue = match follow::open_shared(&options) {
         Ok(q) => q,
         Err(e) => return fail(2, &e),

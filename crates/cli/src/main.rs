@@ -6,6 +6,7 @@ mod conninfo_cmd;
 mod delayq_apply;
 mod delayq_cmd;
 mod delayq_control;
+mod delayq_copy;
 mod delayq_follow;
 mod delayq_loop;
 mod delayq_run;

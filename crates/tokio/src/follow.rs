@@ -84,6 +84,9 @@ pub struct FollowOptions {
     /// walks every queued transaction: with a deep queue and frequent flushes it cost more
     /// than the follower's own work, so only watchers that read it ask for it.
     pub inspect: bool,
+    /// Whether to ask pgoutput for `two_phase`: prepared transactions are sent at PREPARE
+    /// (and the queue holds them until COMMIT PREPARED) rather than whole at COMMIT PREPARED.
+    pub two_phase: bool,
 }
 
 impl FollowOptions {
@@ -109,6 +112,7 @@ impl FollowOptions {
             reconnect_delay_min: Duration::from_millis(100),
             reconnect_delay_max: Duration::from_secs(10),
             inspect: false,
+            two_phase: false,
         }
     }
 }
@@ -305,6 +309,7 @@ async fn follow_once(
         PgOutputOptions::new(ProtoVersion::V4.number(), &[options.publication.as_str()]);
     pgoutput.streaming = Streaming::On;
     pgoutput.messages = true;
+    pgoutput.two_phase = options.two_phase;
     session
         .send_query(&start_replication_pgoutput(&options.slot, start, &pgoutput))
         .await?;

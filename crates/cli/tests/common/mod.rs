@@ -31,6 +31,8 @@ impl Rig {
     }
 
     /// The logical slot `pgyard` (pgoutput) on the publisher.
+    // Not every test file uses it: `delayq_copy_cli` has `run` create the slot.
+    #[allow(dead_code)]
     pub fn create_slot(&self) {
         q(
             &self.publisher,
