@@ -22,6 +22,9 @@ pub struct SlotSetup<'a> {
     pub slot: &'a str,
     /// The publication whose tables are copied.
     pub publication: &'a str,
+    /// The subscriber's replication origin: created in the copy's own transaction, so that
+    /// its existence says the copy committed.
+    pub origin: &'a str,
     /// Create the slot with `TWO_PHASE`.
     pub two_phase: bool,
     /// Copy the published tables at the slot's exported snapshot.
@@ -53,6 +56,17 @@ pub fn create_slot(setup: &SlotSetup) -> Result<String, String> {
     if let Some(row) = found.map_err(|e| e.to_string())?.first() {
         // Data is copied only with a new slot: an existing one has already streamed
         // changes the subscriber may hold, and a copy would duplicate them.
+        if setup.copy_data && !origin_exists(setup)? {
+            return Err(format!(
+                "slot {slot} exists but the subscriber has no replication origin {origin}: \
+                 a --copy-data run ended before its copy committed (or the slot was made \
+                 elsewhere), and streaming from it now would miss the rows before it; drop \
+                 the slot (SELECT pg_drop_replication_slot('{slot}') on the publisher) and \
+                 run again, or run without --copy-data if the subscriber is seeded",
+                slot = setup.slot,
+                origin = setup.origin
+            ));
+        }
         let two_phase = row.first().cloned().flatten().unwrap_or_default();
         return Ok(format!(
             "slot {} exists (two_phase {two_phase}); nothing created{}",
@@ -129,6 +143,18 @@ pub fn create_slot(setup: &SlotSetup) -> Result<String, String> {
     Ok(line)
 }
 
+/// Whether the subscriber has the replication origin (the mark of a committed copy).
+fn origin_exists(setup: &SlotSetup) -> Result<bool, String> {
+    let mut subscriber =
+        pgyard_blocking::connect(setup.subscriber).map_err(|e| format!("subscriber: {e}"))?;
+    let rows = subscriber.simple_query(&format!(
+        "SELECT 1 FROM pg_catalog.pg_replication_origin WHERE roname = {}",
+        quote_literal(setup.origin)
+    ));
+    subscriber.close();
+    Ok(!rows.map_err(|e| format!("subscriber: {e}"))?.is_empty())
+}
+
 /// Copies every table of the publication from the publisher (at `snapshot`) into the
 /// subscriber in one subscriber transaction; returns the tables and rows copied.
 fn copy_tables(setup: &SlotSetup, snapshot: &str) -> Result<(usize, u64), String> {
@@ -136,7 +162,7 @@ fn copy_tables(setup: &SlotSetup, snapshot: &str) -> Result<(usize, u64), String
         pgyard_blocking::connect(setup.publisher).map_err(|e| format!("publisher: {e}"))?;
     let mut subscriber =
         pgyard_blocking::connect(setup.subscriber).map_err(|e| format!("subscriber: {e}"))?;
-    let r = copy_in_transactions(&mut publisher, &mut subscriber, setup.publication, snapshot);
+    let r = copy_in_transactions(&mut publisher, &mut subscriber, setup, snapshot);
     publisher.close();
     subscriber.close();
     r
@@ -145,9 +171,10 @@ fn copy_tables(setup: &SlotSetup, snapshot: &str) -> Result<(usize, u64), String
 fn copy_in_transactions(
     publisher: &mut Session,
     subscriber: &mut Session,
-    publication: &str,
+    setup: &SlotSetup,
     snapshot: &str,
 ) -> Result<(usize, u64), String> {
+    let publication = setup.publication;
     publisher
         .simple_query(&format!(
             "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT {}",
@@ -164,6 +191,15 @@ fn copy_in_transactions(
         for t in &tables {
             rows += copy_table(publisher, subscriber, t)?;
         }
+        // The origin commits with the rows: a later run that finds the slot but not the
+        // origin knows the copy never committed.
+        let origin = quote_literal(setup.origin);
+        subscriber
+            .simple_query(&format!(
+                "SELECT pg_catalog.pg_replication_origin_create({origin}) WHERE NOT EXISTS \
+                 (SELECT 1 FROM pg_catalog.pg_replication_origin WHERE roname = {origin})"
+            ))
+            .map_err(|e| format!("subscriber: creating origin {}: {e}", setup.origin))?;
         subscriber
             .simple_query("COMMIT")
             .map_err(|e| format!("subscriber: COMMIT of the copy: {e}"))?;

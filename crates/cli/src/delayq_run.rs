@@ -92,6 +92,7 @@ pub fn run(args: RunArgs) -> ExitCode {
             subscriber: &args.subscriber,
             slot: &args.slot,
             publication: &args.publication,
+            origin: &args.origin,
             two_phase: args.two_phase,
             copy_data: args.copy_data,
         };

@@ -30,7 +30,7 @@ const CHECKSUMS: [&str; 3] = [
     "select count(*) || ':' || coalesce(md5(string_agg(id || '/' || v, ',' order by id)), '') from flt where v > 0",
 ];
 
-fn new_rig() -> Rig {
+fn new_rig(name: &str) -> Rig {
     let publisher = Primary::start(Options::default().conf("max_prepared_transactions = 10"))
         .expect("publisher");
     let subscriber = Primary::start(Options::default()).expect("subscriber");
@@ -48,7 +48,7 @@ fn new_rig() -> Rig {
          insert into bag select g, 'b' || g from generate_series(2, 200) g; \
          insert into flt select g, g % 7 - 3, 'hidden' from generate_series(1, 300) g",
     );
-    Rig::with(publisher, subscriber, "copy", "data")
+    Rig::with(publisher, subscriber, "copy", name)
 }
 
 /// A running `delayq run` and its standard error so far.
@@ -160,7 +160,7 @@ fn has(rig: &Rig, id: i32) -> bool {
 
 #[test]
 fn copy_data_then_the_stream_bring_every_row_once_and_prepared_ones_when_due() {
-    let rig = new_rig();
+    let rig = new_rig("data");
 
     // Refusals come before anything is copied, and leave no slot behind.
     let (code, log) = Replica::start(&rig, &["--copy-data"]).refused();
@@ -296,4 +296,37 @@ fn copy_data_without_create_slot_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--create-slot"), "{err}");
     assert!(err.contains("--copy-data"), "{err}");
+}
+
+/// A slot without the subscriber's origin is what a run killed during its copy leaves (the
+/// origin commits with the copied rows): a run with `--copy-data` refuses to stream from it,
+/// saying what to do, and leaves the slot alone.
+#[test]
+fn a_slot_whose_copy_never_committed_is_refused() {
+    let rig = new_rig("orphan");
+    q(&rig.subscriber, SCHEMA);
+    q(
+        &rig.publisher,
+        "select pg_create_logical_replication_slot('pgyard', 'pgoutput')",
+    );
+    let (code, log) = Replica::start(&rig, &["--copy-data"]).refused();
+    assert_eq!(code, Some(2), "{log}");
+    assert!(log.contains("ended before its copy committed"), "{log}");
+    assert!(log.contains("pg_drop_replication_slot('pgyard')"), "{log}");
+    assert_eq!(slots(&rig), "pgyard:false");
+    assert_eq!(q(&rig.subscriber, "select count(*) from acct"), "0");
+    // Once the slot is dropped, the same command copies and streams.
+    q(&rig.publisher, "select pg_drop_replication_slot('pgyard')");
+    let replica = Replica::start(&rig, &["--copy-data"]);
+    replica.wait_for("copied");
+    wait_same(&rig, &replica);
+    assert_eq!(
+        q(
+            &rig.subscriber,
+            "select count(*) from pg_replication_origin where roname = 'pgyard_delayq'"
+        ),
+        "1",
+        "the copy committed its origin"
+    );
+    replica.stop();
 }
