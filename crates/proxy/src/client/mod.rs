@@ -284,6 +284,12 @@ pub struct ClientSession {
     tls: tls::TlsSide,
 }
 
+/// The scanner of a server's bytes, at a frame boundary: it copies aside ReadyForQuery,
+/// ParameterStatus and CommandComplete bodies.
+fn server_scanner() -> Scanner {
+    Scanner::new(Limits::libpq_client(), |t| matches!(t, b'Z' | b'S' | b'C'))
+}
+
 impl ClientSession {
     /// A new client connection at `now`, with the cancel key it will be given and the
     /// randomness its login draws.
@@ -310,7 +316,7 @@ impl ClientSession {
                     .with_tag_max(b'M', pgyard_wire::middleware::DEFAULT_MIDDLEWARE_LEN_MAX),
             ),
             client_scan: Scanner::new(limits, |_| false),
-            server_scan: Scanner::new(Limits::libpq_client(), |t| matches!(t, b'Z' | b'S' | b'C')),
+            server_scan: server_scanner(),
             out: VecDeque::new(),
             login_buf: BytesMut::new(),
             min_lsn: None,
