@@ -173,8 +173,8 @@ impl ClientTask {
                 from_server.reserve(READ_CHUNK);
             }
         }
-        if self.waiting.take().is_some() {
-            self.pool.cancel_wait(self.id);
+        if let Some(rx) = self.waiting.take() {
+            self.pool.abandon_wait(self.id, rx);
         }
         // A server still held goes back as the machine judges it (mid-protocol: not reusable).
         self.session.handle_client_gone();
