@@ -744,6 +744,16 @@ fn a_server_lost_in_the_middle_of_a_message_ends_the_client_without_a_word() {
         "{out:?}"
     );
     assert!(s.is_closed());
+    // Three bytes of a header are held back, never forwarded: the client stands between
+    // messages and gets the proxy's 08006.
+    let (mut s, _) = logged_in(PoolMode::Transaction, &[]);
+    s.handle_client_bytes(T0, &query("select 1"));
+    s.handle_server(T0, server(5, &[("TimeZone", "UTC")]));
+    outputs(&mut s);
+    s.handle_server_bytes(T0, Bytes::copy_from_slice(&fatal[..3]));
+    s.handle_server_gone();
+    let (text, closed) = fatal_text(&outputs(&mut s));
+    assert!(text.contains("C08006") && closed, "{text}");
 }
 
 /// Found by the simulator (`proxy`, a server shut down right after a transaction): what a

@@ -441,7 +441,8 @@ impl ClientSession {
         });
         let owed = self.outstanding > 0 || self.unsynced || self.status != b'I';
         let session = self.config.pool_mode == PoolMode::Session;
-        let whole = self.server_scan.at_boundary();
+        // Header bytes held back never reached the client.
+        let whole = !self.server_scan.inside_frame();
         self.server_scan = super::server_scanner();
         if (owed || session || !self.pending.is_empty()) && !whole {
             // The server's last message reached the client only in part: a message of the
