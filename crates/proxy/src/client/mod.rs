@@ -165,6 +165,9 @@ pub enum PlantedBug {
     ForwardMiddleware,
     /// Rename a named statement on a server that lacks it without parsing it there first.
     ForgetStatementOnNewServer,
+    /// Forget to ask the adapter for the replay position a MIN_LSN transaction needs, so it
+    /// runs on whichever standby is offered, however far behind.
+    IgnoreMinLsn,
 }
 
 /// The planted bug in force (never anything without the `planted-bugs` feature).
@@ -607,6 +610,10 @@ impl ClientSession {
     /// transaction goes to a route other than `primary`; the adapter checks the server's
     /// replay position and calls [`ClientSession::fall_back`] when it is behind.
     pub fn needs_lsn(&self) -> Option<Lsn> {
+        #[cfg(feature = "planted-bugs")]
+        if self.planted(PlantedBug::IgnoreMinLsn) {
+            return None;
+        }
         self.min_lsn.filter(|_| self.route != Route::Primary)
     }
 
