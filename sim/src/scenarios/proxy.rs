@@ -141,13 +141,15 @@ pub(super) struct World {
     pub(super) later: BTreeSet<ClientId>,
     pub(super) lent: BTreeMap<ClientId, ServerId>,
     /// The judge's books: who has each server, the client behind each session, where each
-    /// transaction ran, under which route and MIN_LSN, which deaths reached the proxy.
+    /// transaction ran, under which route and MIN_LSN, the server each session was lent last
+    /// (and whether its death had reached the proxy by then), the servers that died.
     pub(super) holder: BTreeMap<ServerId, ClientId>,
     pub(super) sessions: BTreeMap<ClientId, usize>,
     pub(super) placed: Placement,
     pub(super) route_of: BTreeMap<(u64, u64), Route>,
     pub(super) min_lsn_of: BTreeMap<(u64, u64), Lsn>,
-    pub(super) last_lend: BTreeMap<ClientId, ServerId>,
+    pub(super) last_lend: BTreeMap<ClientId, (ServerId, bool)>,
+    pub(super) dead: BTreeSet<ServerId>,
     pub(super) clients: Vec<Client>,
     pub(super) next_session: u64,
 }
@@ -204,6 +206,7 @@ pub fn run_proxy(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Violatio
         route_of: BTreeMap::new(),
         min_lsn_of: BTreeMap::new(),
         last_lend: BTreeMap::new(),
+        dead: BTreeSet::new(),
         clients: Vec::new(),
         next_session: 0,
     };

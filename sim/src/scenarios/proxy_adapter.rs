@@ -164,19 +164,22 @@ impl World {
             let detail = format!("client {i} heard of a lost server between transactions");
             return Err(violation("failure-invisible-between-transactions", detail));
         }
-        let sid = c.session.id();
-        let server = self.lent.get(&sid).copied().or(self.last_lent(sid));
-        let dead = server.is_some_and(|s| self.conns.get(&s).is_none_or(|c| c.dead));
-        if !dead {
-            let detail = format!("client {i} heard of a lost server, but server {server:?} lives");
+        let Some(&(server, known)) = self.last_lend.get(&c.session.id()) else {
+            let detail = format!("client {i} heard of a lost server it never had");
+            return Err(violation("failure-invisible-between-transactions", detail));
+        };
+        if !self.dead.contains(&server) {
+            let detail = format!("client {i} heard of a lost server, but s{} lives", server.0);
+            return Err(violation("failure-invisible-between-transactions", detail));
+        }
+        if known {
+            let detail = format!(
+                "client {i} was lent s{} after its death had reached the proxy",
+                server.0
+            );
             return Err(violation("failure-invisible-between-transactions", detail));
         }
         Ok(())
-    }
-
-    /// The server the session last held (the judge's record of its last lend).
-    fn last_lent(&self, sid: ClientId) -> Option<ServerId> {
-        self.last_lend.get(&sid).copied()
     }
 
     /// `client_task.rs`'s `acquire`: a server now, or an answer later on the channel.
@@ -315,7 +318,9 @@ impl World {
         trace!(t, "t={} lend s{} to c{i}", now.0, server.0);
         self.lent.insert(sid, server);
         self.holder.insert(server, sid);
-        self.last_lend.insert(sid, server);
+        // Whether the proxy could have known the server was dead (its FATAL or EOF had come).
+        let known = conn.eof || !conn.replies.is_empty();
+        self.last_lend.insert(sid, (server, known));
         self.clients[i].session.handle_server(now, lent);
         Ok(())
     }
@@ -576,6 +581,7 @@ impl World {
                 };
                 if conn.dead {
                     // Died between its ReadyForQuery and now: the EOF is on its way.
+                    self.dead.insert(server);
                     self.q.push(
                         Instant(now.0 + hop(&mut self.rng)),
                         Ev::Death {
@@ -661,6 +667,7 @@ impl World {
         for (server, conn) in self.conns.iter_mut() {
             if conn.node == node && !conn.dead {
                 conn.dead = true;
+                self.dead.insert(*server);
                 // A FATAL is written at once; a silent crash is noticed later.
                 let mut after = hop(&mut self.rng);
                 if !fatal {
