@@ -43,6 +43,7 @@ impl Scenario for ProxyScenario {
     }
 }
 
+/// A broken invariant.
 pub(super) fn violation(invariant: &'static str, detail: String) -> Violation {
     Violation { invariant, detail }
 }
@@ -84,8 +85,9 @@ pub(super) enum Ev {
 /// A pooled server connection (the proxy's end and the server's).
 #[derive(Debug)]
 pub(super) struct Conn {
-    /// The server it reaches, and that server's life.
+    /// The server it reaches.
     pub(super) node: usize,
+    /// That server's life when the connection was made.
     pub(super) life: u32,
     /// The server's query side.
     pub(super) fake: FakeServer,
@@ -114,14 +116,23 @@ pub(super) enum Granted {
 
 /// The whole simulated world of one seed.
 pub(super) struct World {
+    /// The simulated clock.
     pub(super) now: Instant,
+    /// Every draw after the mix and the plans.
     pub(super) rng: Rng,
+    /// Timed events.
     pub(super) q: Queue<Ev>,
+    /// The bug planted in every client session.
     pub(super) bug: Bug,
+    /// Largest chunk a byte stream is cut into.
     pub(super) chunk_max: u64,
+    /// The servers, the WAL and the replay positions.
     pub(super) cluster: Cluster,
+    /// The cluster's part of the mix.
     pub(super) cmix: ClusterMix,
+    /// Each route's connect settings.
     pub(super) routes: Routes,
+    /// The pools under test.
     pub(super) pools: Pools,
     /// Server connects under way.
     pub(super) openings: BTreeMap<ServerId, Opening>,
@@ -150,7 +161,9 @@ pub(super) struct World {
     pub(super) min_lsn_of: BTreeMap<(u64, u64), Lsn>,
     pub(super) last_lend: BTreeMap<ClientId, (ServerId, bool)>,
     pub(super) dead: BTreeSet<ServerId>,
+    /// The clients, by plan.
     pub(super) clients: Vec<Client>,
+    /// Session ids handed out so far.
     pub(super) next_session: u64,
 }
 

@@ -550,7 +550,8 @@ impl World {
         let (now, cl, rng, q) = (self.now, &mut self.cluster, &mut self.rng, &mut self.q);
         let outcome = match ev {
             Some(ev) => o.deliver(ev, now, cl, rng, q, &wrap)?,
-            None => o.timeout(now, cl, rng, q, &wrap)?,
+            // The task's start, or the machine's deadline.
+            None => o.drain(now, cl, rng, q, &wrap)?,
         };
         let Some(outcome) = outcome else {
             return Ok(());

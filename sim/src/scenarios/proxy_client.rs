@@ -412,3 +412,59 @@ fn data_row_lsn(body: &[u8]) -> Option<Lsn> {
     let text = body.get(6..6 + usize::try_from(len).ok()?)?;
     std::str::from_utf8(text).ok()?.parse().ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_code_and_a_data_row_lsn_are_read_back() {
+        let mut b = BytesMut::new();
+        let fields: [(u8, &[u8]); 3] = [(b'S', b"FATAL"), (b'C', b"57P01"), (b'M', b"bye")];
+        pgyard_wire::error_fields::encode_error_response(&fields, &mut b).expect("E");
+        assert_eq!(error_code(&b[5..]), b"57P01");
+        assert_eq!(error_code(b"SERROR\0\0"), b"");
+        let mut d = BytesMut::new();
+        pgyard_wire::backend::encode_data_row(&[Some(b"1/2A".as_slice())], &mut d).expect("D");
+        assert_eq!(data_row_lsn(&d[5..]), Some(Lsn(0x1_0000_002A)));
+        assert_eq!(data_row_lsn(&[0, 1]), None);
+    }
+
+    #[test]
+    fn a_read_after_a_write_carries_min_lsn_and_a_new_connection_parses_again() {
+        let mut rng = pgyard_types::rng_from_seed(3);
+        let session = new_session(Instant(0), ClientId(0), &mut rng, None);
+        let txn = |n, kind| Txn {
+            n,
+            pre: Vec::new(),
+            kind,
+            cancel_after: None,
+            leave_after: None,
+        };
+        let plan = vec![
+            txn(0, Kind::Named(1)),
+            txn(1, Kind::Read),
+            txn(2, Kind::Named(1)),
+        ];
+        let mut c = Client::new(4, session, plan);
+        let startup = c.next_request().expect("startup");
+        assert!(startup.first_of.is_none() && c.waiting);
+        c.read(&[b'Z', 0, 0, 0, 5, b'I']).expect("welcome");
+        let first = c.next_request().expect("named");
+        assert_eq!(first.bytes[0], b'P', "parsed on first use");
+        c.read(&[b'Z', 0, 0, 0, 5, b'I'])
+            .expect_err("its tag is owed");
+        c.expect.clear();
+        c.read(&[b'Z', 0, 0, 0, 5, b'I']).expect("done");
+        c.last_write = Some(Lsn(0x500));
+        let read = c.next_request().expect("read");
+        assert_eq!((read.first_of, read.min_lsn), (Some(1), Some(Lsn(0x500))));
+        assert_eq!(read.bytes[0], b'M');
+        c.reconnect(new_session(Instant(0), ClientId(1), &mut rng, None));
+        assert_eq!(c.txns.len(), 1, "the read under way is abandoned");
+        c.next_request().expect("startup again");
+        c.read(&[b'Z', 0, 0, 0, 5, b'I']).expect("welcome");
+        let again = c.next_request().expect("named again");
+        assert_eq!(again.bytes[0], b'P', "a new connection parses again");
+    }
+}

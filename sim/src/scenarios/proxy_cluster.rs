@@ -173,11 +173,6 @@ impl Cluster {
         }
     }
 
-    /// The standby that will be promoted when the primary dies (the first one).
-    pub(super) fn successor(&self) -> usize {
-        1
-    }
-
     /// Applies a change; returns what the trace says about it.
     pub(super) fn apply(&mut self, now: Instant, change: Change) -> &'static str {
         self.epoch += 1;
@@ -229,7 +224,8 @@ impl Cluster {
         let mut out = vec![(now, Change::Die(victim))];
         let mut back_after = now.0;
         if victim == 0 {
-            let heir = self.successor();
+            // The first standby is promoted.
+            let heir = 1;
             let start = now.0 + mix.promote_after_ns;
             // The promotion replays what the standby received but had not applied.
             let done = start + self.members[heir].lag_ns + 1_000_000;
@@ -243,5 +239,64 @@ impl Cluster {
             out.push((Instant(at + 5_000_000), Change::Up(victim)));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mix(lag_ns: u64) -> ClusterMix {
+        ClusterMix {
+            nodes: 2,
+            lag_ns: vec![lag_ns],
+            fault: Fault::Primary,
+            at_step: 2,
+            fatal: true,
+            promote_after_ns: 1_000,
+            rejoin_after_ns: Some(10_000),
+            failover_ns: None,
+        }
+    }
+
+    #[test]
+    fn a_standby_replays_what_is_older_than_its_lag_and_keeps_its_position_when_promoted() {
+        let mut rng = pgyard_types::rng_from_seed(1);
+        let mut c = Cluster::new(&mut rng, &mix(100));
+        assert_eq!(
+            c.replay_lsn_sql(0, Instant(0)),
+            None,
+            "the first primary never recovered"
+        );
+        c.wal = Lsn(WAL_START.0 + 0x100);
+        c.committed(Instant(1_000));
+        assert_eq!(c.replayed(1, Instant(1_050)), WAL_START);
+        assert_eq!(c.replayed(1, Instant(1_100)), c.wal);
+        assert_eq!(c.replay_lsn_sql(1, Instant(1_100)), Some(c.wal));
+        let plan = c.plan_fault(&mut rng, &mix(100), Instant(2_000));
+        let changes: Vec<Change> = plan.iter().map(|(_, ch)| *ch).collect();
+        assert_eq!(
+            changes,
+            [
+                Change::Die(0),
+                Change::Promote(1),
+                Change::Promoted(1),
+                Change::Restart(0),
+                Change::Up(0)
+            ]
+        );
+        assert!(plan.windows(2).all(|w| w[0].0 <= w[1].0), "in time order");
+        for (at, ch) in plan {
+            c.apply(at, ch);
+        }
+        assert_eq!(c.state(1), NodeState::Primary);
+        assert!(!c.in_recovery(1));
+        // Out of recovery, the function stays where replay ended.
+        let before = c.replay_lsn_sql(1, Instant(1_000_000_000));
+        c.wal = Lsn(c.wal.0 + 0x100);
+        c.committed(Instant(1_000_000_000));
+        assert_eq!(c.replay_lsn_sql(1, Instant(2_000_000_000)), before);
+        assert!(c.in_recovery(0), "the old primary is back as a standby");
+        assert_eq!(c.members[0].life, 1);
     }
 }

@@ -331,18 +331,6 @@ impl Opening {
         }
     }
 
-    /// The machine's timeout, when due.
-    pub(super) fn timeout<E>(
-        &mut self,
-        now: Instant,
-        cluster: &mut Cluster,
-        rng: &mut Rng,
-        q: &mut Queue<E>,
-        wrap: &impl Fn(NetEv) -> E,
-    ) -> Result<Option<Outcome>, Violation> {
-        self.drain(now, cluster, rng, q, wrap)
-    }
-
     fn close_all(&mut self, cluster: &mut Cluster) {
         for (_, mut s) in std::mem::take(&mut self.socks) {
             s.session.end(&mut cluster.members[s.node].node);

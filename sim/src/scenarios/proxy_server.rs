@@ -321,3 +321,59 @@ fn bad(id: u64, e: pgyard_wire::DecodeError) -> Violation {
         format!("server {id} could not read a message: {e}"),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn query(text: &str) -> Vec<u8> {
+        let mut b = BytesMut::new();
+        pgyard_wire::frontend::encode_query(text.as_bytes(), &mut b).expect("Q");
+        b.to_vec()
+    }
+
+    #[test]
+    fn a_block_belongs_to_its_transaction_and_a_sleep_holds_what_follows() {
+        let (mut placed, mut wal) = (Placement::new(), Lsn(0x100));
+        let mut s = FakeServer::new(7, false);
+        let mut out = BytesMut::new();
+        let mut ctx = Ctx {
+            placed: &mut placed,
+            started: Vec::new(),
+            in_recovery: false,
+            wal: &mut wal,
+            sleep: None,
+        };
+        s.receive(&query("begin c1 t2"), &mut ctx, &mut out)
+            .expect("begin");
+        assert_eq!(ctx.started, [(1, 2)]);
+        assert_eq!(s.open_block(), Some((1, 2)));
+        let mixed = s.receive(&query("c3 t0 n0"), &mut ctx, &mut out);
+        assert_eq!(
+            mixed.map_err(|v| v.invariant),
+            Err("transaction-on-one-server")
+        );
+        s.receive(&query("commit c1 t2"), &mut ctx, &mut out)
+            .expect("commit");
+        s.receive(&query("write c1 t3 n0"), &mut ctx, &mut out)
+            .expect("write");
+        assert_eq!(*ctx.wal, Lsn(0x200), "a write commits");
+        let mut sleep = query("sleep c1 t4 n0 d500");
+        sleep.extend(query("c1 t5 n0"));
+        s.receive(&sleep, &mut ctx, &mut out).expect("sleep");
+        assert_eq!(ctx.sleep, Some(500));
+        assert_eq!(s.mid_protocol(), Some("holds part of a message"));
+        out.clear();
+        s.finish(true, true, &mut out);
+        s.receive(&[], &mut ctx, &mut out).expect("the rest");
+        assert!(s.mid_protocol().is_none());
+        let text = String::from_utf8_lossy(&out).into_owned();
+        // 57014, then a report of the new role, then the query that waited.
+        let (cancel, rest) = text.split_once("57014").expect("cancelled");
+        assert!(cancel.starts_with('E'));
+        assert!(
+            rest.contains("in_hot_standby") && rest.contains("c1 t5 n0"),
+            "{text}"
+        );
+    }
+}
