@@ -602,15 +602,15 @@ impl World {
                 );
                 self.pools.opened(now, server, Ok(()));
             }
-            Outcome::Failed(text) => {
-                trace!(
-                    t,
-                    "t={} s{} failed: {}",
-                    now.0,
-                    server.0,
-                    text.replace('\n', " ")
-                );
-                self.pools.opened(now, server, Err(text));
+            Outcome::Failed(text, login) => {
+                let words = text.replace('\n', " ");
+                trace!(t, "t={} s{} failed: {words}", now.0, server.0);
+                // As `shared.rs`: a refused login refuses the pool's waiting clients at once.
+                if login {
+                    self.pools.login_refused(now, server, text);
+                } else {
+                    self.pools.opened(now, server, Err(text));
+                }
             }
         }
         self.perform_pools(t, None);

@@ -130,8 +130,9 @@ pub(super) struct Sock {
 pub(super) enum Outcome {
     /// A logged-in connection, with its socket.
     Won(Box<(Established, Sock)>),
-    /// The connect failed: the error's text.
-    Failed(String),
+    /// The connect failed: the error's text, and whether the server refused the login
+    /// (`ErrorKind::Authentication`: retrying will not cure it).
+    Failed(String, bool),
 }
 
 /// A server connect in progress.
@@ -319,13 +320,14 @@ impl Opening {
                     self.close_all(cluster);
                     return Ok(Some(match sock {
                         Some(s) => Outcome::Won(Box::new((est, s))),
-                        None => Outcome::Failed("the winning socket is gone".into()),
+                        None => Outcome::Failed("the winning socket is gone".into(), false),
                     }));
                 }
                 Step::Failed(e) => {
                     self.close_all(cluster);
                     let text = e.to_string();
-                    return Ok(Some(Outcome::Failed(text.trim_end().to_owned())));
+                    let login = e.kind() == pgyard_driver::ErrorKind::Authentication;
+                    return Ok(Some(Outcome::Failed(text.trim_end().to_owned(), login)));
                 }
             }
         }
