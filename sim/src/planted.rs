@@ -149,6 +149,7 @@ mod registry {
             "proxy",
             "statements-exist-where-bound",
         ),
+        entry(Proxy(P::IgnoreMinLsn), "proxy", "min-lsn-honoured"),
         entry(
             Scenario(ScenarioBug::ReportWriteAsFlush),
             "delayq",

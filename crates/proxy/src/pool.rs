@@ -95,8 +95,13 @@ pub enum PoolOut {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
     Opening,
-    Idle { since: Instant },
+    Idle {
+        since: Instant,
+    },
     Busy(ClientId),
+    /// Given back while a CancelRequest to it is on its way: kept out of the idle list
+    /// until the cancel is done.
+    Canceling,
 }
 
 /// What a server connection is doing, for the admin console.
@@ -108,6 +113,8 @@ pub enum ServerUse {
     Idle,
     /// Lent to this client.
     Busy(ClientId),
+    /// Back from its client, held until a CancelRequest to it is done.
+    Canceling,
 }
 
 /// One server connection as the pools know it.
@@ -130,6 +137,8 @@ struct Server {
     state: State,
     /// Its database's backend changed since it was opened: closed instead of reused.
     retired: bool,
+    /// CancelRequests sent to it and not done yet (PgBouncer's `sv_being_canceled`).
+    cancels: u32,
 }
 
 #[derive(Debug, Default)]
@@ -309,11 +318,17 @@ impl Pools {
         }
     }
 
-    /// `server` comes back from its client; `reusable` when it stands idle and clean.
+    /// `server` comes back from its client; `reusable` when it stands idle and clean. A
+    /// reusable server with a CancelRequest on its way is held until [`Pools::cancel_done`]:
+    /// lent at once, it could have its next client's query cancelled.
     pub fn release(&mut self, now: Instant, server: ServerId, reusable: bool) {
         let Some(s) = self.servers.get_mut(&server) else {
             return;
         };
+        if reusable && s.cancels > 0 {
+            s.state = State::Canceling;
+            return;
+        }
         let key = s.key.clone();
         let too_old = self.settings.lifetime.is_some_and(|l| now >= s.born + l);
         let pool = self.pools.entry(key.clone()).or_default();
@@ -327,6 +342,27 @@ impl Pools {
             self.out.push_back(PoolOut::Close { server });
         }
         self.serve(now, &key);
+    }
+
+    /// A CancelRequest for the query of `server`'s client is on its way to it. Until
+    /// [`Pools::cancel_done`] the server is lent to no one else (PgBouncer's
+    /// `sv_being_canceled`).
+    pub fn cancel_sent(&mut self, server: ServerId) {
+        if let Some(s) = self.servers.get_mut(&server) {
+            s.cancels += 1;
+        }
+    }
+
+    /// The CancelRequest to `server` is done (the server answered it, or it could not be
+    /// sent); a server given back meanwhile goes to the idle list now.
+    pub fn cancel_done(&mut self, now: Instant, server: ServerId) {
+        let Some(s) = self.servers.get_mut(&server) else {
+            return;
+        };
+        s.cancels = s.cancels.saturating_sub(1);
+        if s.cancels == 0 && s.state == State::Canceling {
+            self.release(now, server, true);
+        }
     }
 
     /// Closes `server` whatever its state (it broke while idle).
@@ -374,6 +410,7 @@ impl Pools {
                     born: now,
                     state: State::Opening,
                     retired: false,
+                    cancels: 0,
                 };
                 self.servers.insert(server, rec);
                 self.out.push_back(PoolOut::Open {
@@ -518,6 +555,7 @@ impl Pools {
                     State::Opening => ServerUse::Opening,
                     State::Idle { .. } => ServerUse::Idle,
                     State::Busy(c) => ServerUse::Busy(c),
+                    State::Canceling => ServerUse::Canceling,
                 },
                 retired: s.retired,
             })
@@ -535,7 +573,8 @@ impl Pools {
         for s in self.servers.values() {
             let c = out.entry(s.key.clone()).or_default();
             match s.state {
-                State::Busy(_) => c.active += 1,
+                // A server held for a cancel is still in use.
+                State::Busy(_) | State::Canceling => c.active += 1,
                 State::Opening => c.opening += 1,
                 State::Idle { .. } => {}
             }

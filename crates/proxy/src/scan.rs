@@ -69,6 +69,12 @@ impl Scanner {
         self.left == 0 && self.held.is_empty() && self.body.is_none()
     }
 
+    /// Whether part of a frame has been handed out (its header, maybe some of its body) and
+    /// the rest is still to come; header bytes held back do not count.
+    pub fn inside_frame(&self) -> bool {
+        self.left > 0
+    }
+
     /// Scans the next chunk. An error (a length below 4 or over the type's limit) is sticky.
     pub fn scan(&mut self, data: Bytes) -> Result<Scanned, DecodeError> {
         if let Some(e) = &self.error {
@@ -221,6 +227,19 @@ mod tests {
         let mut s = Scanner::new(Limits::libpq_client(), |t| t == b'S');
         let long = Bytes::from_static(&[b'S', 0, 2, 0, 0]);
         assert!(s.scan(long).is_err(), "a captured body over CAPTURE_MAX");
+    }
+
+    #[test]
+    fn inside_a_frame_once_its_header_went_out() {
+        let data = frame(b'E', b"SFATAL\0");
+        let mut s = Scanner::new(Limits::libpq_client(), |_| false);
+        let held = s.scan(Bytes::copy_from_slice(&data[..3])).expect("valid");
+        assert!(held.bytes.is_empty() && !s.inside_frame() && !s.at_boundary());
+        let part = s.scan(Bytes::copy_from_slice(&data[3..7])).expect("valid");
+        assert_eq!(part.bytes.len(), 7);
+        assert!(s.inside_frame());
+        s.scan(Bytes::copy_from_slice(&data[7..])).expect("valid");
+        assert!(!s.inside_frame() && s.at_boundary());
     }
 
     proptest! {

@@ -695,3 +695,110 @@ fn a_shutdown_leaves_a_session_mode_client_to_leave_by_itself() {
     s.handle_client_bytes(T0, &query("select 1"));
     assert!(matches!(&outputs(&mut s)[..], [ClientOut::ToServer(_)]));
 }
+
+/// A FATAL 57P01 as a server says it when it shuts down.
+fn shutdown_fatal() -> Vec<u8> {
+    let mut b = BytesMut::new();
+    let fields: [(u8, &[u8]); 4] = [
+        (b'S', b"FATAL"),
+        (b'V', b"FATAL"),
+        (b'C', b"57P01"),
+        (b'M', b"terminating connection due to administrator command"),
+    ];
+    pgyard_wire::error_fields::encode_error_response(&fields, &mut b).expect("E");
+    b.to_vec()
+}
+
+/// Found by the simulator (`proxy`, a server dying under a transaction): the server's last
+/// message reached the client only in part, so a message of the proxy's own after it would
+/// be read as the rest of that message. The connection just ends, as it would from the
+/// server itself.
+#[test]
+fn a_server_lost_in_the_middle_of_a_message_ends_the_client_without_a_word() {
+    let (mut s, _) = logged_in(PoolMode::Transaction, &[]);
+    s.handle_client_bytes(T0, &query("begin"));
+    s.handle_server(T0, server(5, &[("TimeZone", "UTC")]));
+    outputs(&mut s);
+    s.handle_server_bytes(T0, reply(TransactionStatus::InTransaction));
+    outputs(&mut s);
+    let fatal = shutdown_fatal();
+    s.handle_server_bytes(T0, Bytes::copy_from_slice(&fatal[..9]));
+    let out = outputs(&mut s);
+    assert!(
+        matches!(&out[..], [ClientOut::ToClient(b)] if b[..] == fatal[..9]),
+        "{out:?}"
+    );
+    s.handle_server_gone();
+    let out = outputs(&mut s);
+    assert!(
+        matches!(
+            &out[..],
+            [
+                ClientOut::Release {
+                    reusable: false,
+                    ..
+                },
+                ClientOut::Close
+            ]
+        ),
+        "{out:?}"
+    );
+    assert!(s.is_closed());
+    // Three bytes of a header are held back, never forwarded: the client stands between
+    // messages and gets the proxy's 08006.
+    let (mut s, _) = logged_in(PoolMode::Transaction, &[]);
+    s.handle_client_bytes(T0, &query("select 1"));
+    s.handle_server(T0, server(5, &[("TimeZone", "UTC")]));
+    outputs(&mut s);
+    s.handle_server_bytes(T0, Bytes::copy_from_slice(&fatal[..3]));
+    s.handle_server_gone();
+    let (text, closed) = fatal_text(&outputs(&mut s));
+    assert!(text.contains("C08006") && closed, "{text}");
+}
+
+/// Found by the simulator (`proxy`, a server shut down right after a transaction): what a
+/// server says after the ReadyForQuery that ends the transaction (here its FATAL 57P01, whole
+/// or in part) is not the client's, who stands between transactions; the server goes back
+/// as unusable, and the client's next transaction runs undisturbed on another.
+#[test]
+fn what_a_server_says_after_the_transaction_ends_is_not_the_clients() {
+    for cut in [0, 9] {
+        let (mut s, _) = logged_in(PoolMode::Transaction, &[]);
+        s.handle_client_bytes(T0, &query("select 1"));
+        s.handle_server(T0, server(5, &[("TimeZone", "UTC")]));
+        outputs(&mut s);
+        let mut chunk = reply(TransactionStatus::Idle).to_vec();
+        let fatal = shutdown_fatal();
+        chunk.extend_from_slice(if cut == 0 { &fatal[..] } else { &fatal[..cut] });
+        s.handle_server_bytes(T0, Bytes::from(chunk));
+        let out = outputs(&mut s);
+        let ClientOut::ToClient(to_client) = &out[0] else {
+            panic!("{out:?}")
+        };
+        assert_eq!(tags(to_client), b"CZ", "cut {cut}: {out:?}");
+        assert!(
+            matches!(
+                &out[1..],
+                [ClientOut::Release {
+                    reusable: false,
+                    ..
+                }]
+            ),
+            "cut {cut}: {out:?}"
+        );
+        // The next transaction, on another server, reads that server's replies whole.
+        s.handle_client_bytes(T0, &query("select 2"));
+        s.handle_server(T0, server(6, &[("TimeZone", "UTC")]));
+        outputs(&mut s);
+        s.handle_server_bytes(T0, reply(TransactionStatus::Idle));
+        let out = outputs(&mut s);
+        let ClientOut::ToClient(next) = &out[0] else {
+            panic!("{out:?}")
+        };
+        assert_eq!(tags(next), b"CZ", "cut {cut}: {out:?}");
+        assert!(
+            matches!(&out[1..], [ClientOut::Release { reusable: true, .. }]),
+            "cut {cut}: {out:?}"
+        );
+    }
+}

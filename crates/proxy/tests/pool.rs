@@ -356,3 +356,49 @@ fn a_refused_login_refuses_every_waiter_now_and_retries_on_later_demand() {
         }]
     );
 }
+
+/// Found by the simulator (`proxy`, cancels): a CancelRequest travels to the server on a
+/// connection of its own; a server given back before it arrives and lent at once had its
+/// next client's query cancelled. Such a server is held, PgBouncer's `sv_being_canceled`,
+/// until the cancel is done.
+#[test]
+fn a_server_with_a_cancel_on_its_way_is_lent_to_no_one_else_until_it_is_done() {
+    let mut p = pools(1);
+    let server = opened_for(&mut p, 1, 0);
+    p.acquire(ms(2), ClientId(2), &key());
+    assert_eq!(drain(&mut p), []);
+    p.cancel_sent(server);
+    p.release(ms(3), server, true);
+    assert_eq!(drain(&mut p), [], "lent while the cancel is on its way");
+    assert!(p
+        .servers()
+        .iter()
+        .any(|v| v.id == server && v.state == ServerUse::Canceling));
+    assert_eq!(p.counts()[&key()].active, 1);
+    p.cancel_done(ms(4), server);
+    assert_eq!(
+        drain(&mut p),
+        [PoolOut::Grant {
+            client: ClientId(2),
+            server
+        }]
+    );
+    // A cancel done while the server is still lent changes nothing.
+    p.cancel_sent(server);
+    p.cancel_done(ms(5), server);
+    assert_eq!(drain(&mut p), []);
+    p.release(ms(6), server, true);
+    assert_eq!(p.counts()[&key()].idle, 1);
+    // An unusable server is closed at once, cancel or not.
+    p.acquire(ms(7), ClientId(3), &key());
+    assert_eq!(
+        drain(&mut p),
+        [PoolOut::Grant {
+            client: ClientId(3),
+            server
+        }]
+    );
+    p.cancel_sent(server);
+    p.release(ms(9), server, false);
+    assert_eq!(drain(&mut p), [PoolOut::Close { server }]);
+}

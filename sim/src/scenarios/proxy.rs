@@ -1,36 +1,33 @@
 //! `proxy`: clients run transactions through pgyard-proxy's machines — simple queries,
-//! transaction blocks, unnamed and named prepared statements, with ROUTE, TAG and unknown
-//! middleware messages between them — over a small pool of servers, their bytes cut into
-//! random chunks and delivered in a random interleaving. The scenario plays the adapter: it
-//! performs what the client sessions and the pools ask, opening servers of the route's role.
-//! Invariants: no `M` or Terminate reaches a server; a transaction runs wholly on one server;
-//! a transaction lands on a server of its route's role; a server serves one client at a time;
-//! replies come back in order and without errors (a statement is prepared wherever it is
-//! bound); every client finishes, and no server is left lent.
+//! transaction blocks, unnamed and named prepared statements, writes and reads after them
+//! with MIN_LSN, slow queries that get cancelled, with ROUTE, TAG and unknown middleware
+//! messages between them — over a pool of server connections to a small cluster whose
+//! servers die, get promoted and lag. Their bytes are cut into random chunks and delivered
+//! in a random interleaving on simulated time. The scenario plays the adapter as
+//! `crates/tokio/src/proxy/` does (`proxy_adapter.rs`): it opens servers through the real
+//! connect machine (`proxy_connect.rs`), checks an idle server before lending it, checks the
+//! replay position for MIN_LSN, hands a waiting client its server through a channel the
+//! client reads later, routes cancels to the server a client holds, and tells the sessions
+//! when a server connection ends. Invariants: see `docs/simulation.md`.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use pgyard_proxy::client::Settings;
-use pgyard_proxy::{
-    CancelKey, ClientAuth, ClientConfig, ClientId, ClientOut, ClientSession, Lent, PoolMode,
-    PoolOut, PoolSettings, Pools, Route, ServerId,
-};
-use pgyard_types::{uniform_inclusive, Instant, Rng};
-use pgyard_wire::auth::LoginRandom;
-use pgyard_wire::frame::{decode_frame, Decoded, ProtocolVersion};
-use pgyard_wire::frontend;
+use pgyard_proxy::{ClientId, Lent, PoolKey, PoolSettings, Pools, Route, ServerId};
+use pgyard_types::{rng_from_seed, uniform_inclusive, Instant, Lsn, Rng, RngCore};
 
-use super::proxy_server::{owner, FakeServer, Placement};
-use crate::world::pg::Role;
+pub use super::proxy_client::Bug;
+use super::proxy_client::{new_session, Client};
+use super::proxy_cluster::{Change, Cluster, ClusterMix};
+use super::proxy_connect::{NetEv, Opening, Routes};
+use super::proxy_plan::{plan, PlanMix};
+use super::proxy_server::{FakeServer, Placement};
+use crate::world::{pg, Queue};
 use crate::{trace, Scenario, Trace, Violation};
 
 /// The scenario.
 pub struct ProxyScenario;
-
-/// A bug planted in every client session (see [`crate::planted`]).
-pub type Bug = Option<crate::planted::ProxyBug>;
 
 impl Scenario for ProxyScenario {
     fn name(&self) -> &'static str {
@@ -38,7 +35,7 @@ impl Scenario for ProxyScenario {
     }
 
     fn description(&self) -> &'static str {
-        "transaction pooling with routes, blocks and prepared statements over a few servers"
+        "transaction pooling with routes, prepared statements, MIN_LSN and cancels over a cluster that fails over"
     }
 
     fn run(&self, rng: &mut Rng, t: &mut Trace) -> Result<u64, Violation> {
@@ -46,27 +43,138 @@ impl Scenario for ProxyScenario {
     }
 }
 
-fn violation(invariant: &'static str, detail: String) -> Violation {
+/// A broken invariant.
+pub(super) fn violation(invariant: &'static str, detail: String) -> Violation {
     Violation { invariant, detail }
 }
 
-/// One request of a client and the command tags its answer carries.
-pub(super) struct Request {
-    pub(super) bytes: Vec<u8>,
-    pub(super) tags: Vec<Vec<u8>>,
+/// Most simulated time between two steps of the clients and the network.
+const STEP_NS: u64 = 200_000;
+/// Steps after which a run counts as a busy loop.
+const STEPS_MAX: u64 = 100_000;
+
+/// Something due at an instant of simulated time.
+#[derive(Debug)]
+pub(super) enum Ev {
+    /// A server connect's task starts.
+    Start { server: ServerId },
+    /// Traffic of a server connect.
+    Net { server: ServerId, ev: NetEv },
+    /// The cluster changes.
+    Change(Change),
+    /// A dead server's end (its FATAL 57P01 when it said one, then EOF) reaches the proxy.
+    Death { server: ServerId, fatal: bool },
+    /// A slow query ends by itself.
+    SleepDone { server: ServerId, run: u64 },
+    /// A client sends a CancelRequest for its request under way.
+    Cancel { client: usize, gen: u32, txn: u64 },
+    /// A CancelRequest the proxy sent on reaches the server.
+    CancelArrives {
+        node: usize,
+        life: u32,
+        pid: i32,
+        key: Vec<u8>,
+        from: ClientId,
+    },
+    /// The server closed the connection of a CancelRequest: the cancel is done.
+    CancelDone { server: ServerId },
+    /// A client walks away from the transaction under way.
+    Leave { client: usize, gen: u32, txn: u64 },
 }
 
-/// A client: its session, what it still has to send, and what it expects back.
-struct Client {
-    session: ClientSession,
-    plan: VecDeque<Request>,
-    /// Tags still expected, in order, and the ReadyForQuery that ends the request.
-    expect: VecDeque<Vec<u8>>,
-    waiting: bool,
-    welcomed: bool,
-    inbox: Vec<u8>,
-    holding: Option<ServerId>,
-    closed: bool,
+/// A pooled server connection (the proxy's end and the server's).
+#[derive(Debug)]
+pub(super) struct Conn {
+    /// The server it reaches.
+    pub(super) node: usize,
+    /// That server's life when the connection was made.
+    pub(super) life: u32,
+    /// The server's query side.
+    pub(super) fake: FakeServer,
+    /// The server's login side (its session slot).
+    pub(super) login: pg::Session,
+    /// The backend's cancel key.
+    pub(super) key: (i32, Vec<u8>),
+    /// Bytes on their way to the proxy.
+    pub(super) replies: VecDeque<u8>,
+    /// The server's end is gone (its process died): what is sent is lost.
+    pub(super) dead: bool,
+    /// The EOF has reached the proxy.
+    pub(super) eof: bool,
+    /// Bumped at every slow query, so that a stale end is ignored.
+    pub(super) run: u64,
+}
+
+/// The answer a waiting client's task reads from its channel.
+#[derive(Debug)]
+pub(super) enum Granted {
+    /// A server.
+    Server(ServerId, Lent),
+    /// The wait timed out.
+    Refused(String),
+}
+
+/// The whole simulated world of one seed.
+pub(super) struct World {
+    /// The simulated clock.
+    pub(super) now: Instant,
+    /// Every draw after the mix and the plans.
+    pub(super) rng: Rng,
+    /// Timed events.
+    pub(super) q: Queue<Ev>,
+    /// The bug planted in every client session.
+    pub(super) bug: Bug,
+    /// Largest chunk a byte stream is cut into.
+    pub(super) chunk_max: u64,
+    /// The servers, the WAL and the replay positions.
+    pub(super) cluster: Cluster,
+    /// The cluster's part of the mix.
+    pub(super) cmix: ClusterMix,
+    /// Each route's connect settings.
+    pub(super) routes: Routes,
+    /// The pools under test.
+    pub(super) pools: Pools,
+    /// Server connects under way.
+    pub(super) openings: BTreeMap<ServerId, Opening>,
+    /// Every server connection the proxy has.
+    pub(super) conns: BTreeMap<ServerId, Conn>,
+    /// The adapter's books (`shared.rs`): idle servers, clients waiting and the pool they
+    /// asked, answers sent to waiting clients not read yet, the server each client holds for
+    /// cancels, the clients' cancel keys.
+    pub(super) idle: BTreeMap<ServerId, Lent>,
+    pub(super) waiting: BTreeMap<ClientId, PoolKey>,
+    pub(super) channel: BTreeMap<ClientId, Granted>,
+    pub(super) holding: BTreeMap<ClientId, ServerId>,
+    pub(super) keys: BTreeMap<i32, (ClientId, Vec<u8>)>,
+    /// The client tasks' books (`client_task.rs`): the pool each asked last, whether it
+    /// awaits an answer on its channel, the server it has.
+    pub(super) wanted: BTreeMap<ClientId, PoolKey>,
+    pub(super) later: BTreeSet<ClientId>,
+    pub(super) lent: BTreeMap<ClientId, ServerId>,
+    /// The judge's books: who has each server, the client behind each session, where each
+    /// transaction ran, under which route and MIN_LSN, the server each session was lent last
+    /// (and whether its death had reached the proxy by then), the servers that died.
+    pub(super) holder: BTreeMap<ServerId, ClientId>,
+    pub(super) sessions: BTreeMap<ClientId, usize>,
+    pub(super) placed: Placement,
+    pub(super) route_of: BTreeMap<(u64, u64), Route>,
+    pub(super) min_lsn_of: BTreeMap<(u64, u64), Lsn>,
+    pub(super) last_lend: BTreeMap<ClientId, (ServerId, bool)>,
+    pub(super) dead: BTreeSet<ServerId>,
+    /// The clients, by plan.
+    pub(super) clients: Vec<Client>,
+    /// Session ids handed out so far.
+    pub(super) next_session: u64,
+}
+
+/// What a step can do besides the timed events.
+enum Action {
+    /// A client sends its next request.
+    Send(usize),
+    /// Bytes (or the EOF) of a lent server reach its client's task.
+    Deliver(ServerId),
+    /// A waiting client's task reads its channel.
+    Receive(ClientId),
 }
 
 /// Runs one seed with `bug` planted in every client session.
@@ -74,415 +182,417 @@ pub fn run_proxy(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Violatio
     let clients = 1 + uniform_inclusive(rng, 3) as usize;
     let size = 1 + uniform_inclusive(rng, 2) as usize;
     let chunk_max = [1u64, 7, 64, 4096][uniform_inclusive(rng, 3) as usize];
+    let cmix = ClusterMix::draw(rng);
+    let pmix = PlanMix::draw(rng);
     trace!(
         t,
-        "mix clients={clients} pool_size={size} chunk_max={chunk_max}"
+        "mix clients={clients} pool_size={size} chunk_max={chunk_max} {cmix:?} {pmix:?}"
     );
     let mut w = World {
+        now: Instant::ZERO,
+        rng: rng_from_seed(rng.next_u64()),
+        q: Queue::new(),
+        bug,
+        chunk_max,
+        cluster: Cluster::new(rng, &cmix),
+        routes: Routes::new(cmix.nodes, cmix.failover_ns)?,
+        cmix,
         pools: Pools::new(PoolSettings {
             size,
-            wait_timeout: Duration::from_secs(3600),
+            wait_timeout: Duration::from_secs(60),
             idle_timeout: None,
             lifetime: None,
         }),
-        servers: BTreeMap::new(),
+        openings: BTreeMap::new(),
+        conns: BTreeMap::new(),
         idle: BTreeMap::new(),
+        waiting: BTreeMap::new(),
+        channel: BTreeMap::new(),
+        holding: BTreeMap::new(),
+        keys: BTreeMap::new(),
+        wanted: BTreeMap::new(),
+        later: BTreeSet::new(),
+        lent: BTreeMap::new(),
         holder: BTreeMap::new(),
-        replies: BTreeMap::new(),
+        sessions: BTreeMap::new(),
         placed: Placement::new(),
-        routes: BTreeMap::new(),
+        route_of: BTreeMap::new(),
+        min_lsn_of: BTreeMap::new(),
+        last_lend: BTreeMap::new(),
+        dead: BTreeSet::new(),
         clients: Vec::new(),
-        chunk_max,
+        next_session: 0,
     };
     for c in 0..clients {
-        let client = new_client(rng, c as u64, bug);
-        w.clients.push(client);
+        let txns = plan(rng, &pmix);
+        let sid = w.new_session_id(c);
+        let session = new_session(w.now, sid, &mut w.rng, bug);
+        w.clients.push(Client::new(c as u64, session, txns));
     }
-    let mut steps = 0u64;
-    loop {
-        steps += 1;
-        if steps > 100_000 {
-            return Err(violation("no-busy-loop", "over 100000 steps".into()));
-        }
-        w.settle(t)?;
-        let Some(action) = w.pick(rng) else { break };
-        w.act(rng, t, action)?;
-    }
+    w.run(t)?;
     w.finish()?;
-    Ok(steps * 1_000)
-}
-
-fn new_client(rng: &mut Rng, c: u64, bug: Bug) -> Client {
-    let config = ClientConfig {
-        auth: ClientAuth::Trust,
-        pool_mode: PoolMode::Transaction,
-        default_route: Route::Primary,
-        login_timeout: Duration::from_secs(60),
-        databases: pgyard_proxy::Databases::Any,
-        admin_users: Default::default(),
-    };
-    let key = CancelKey {
-        pid: c as i32,
-        secret: vec![1; 32],
-    };
-    let random = LoginRandom {
-        salt: [0; 4],
-        nonce: [0; 18],
-        mock_salt: [0; 16],
-    };
-    #[allow(unused_mut)]
-    let mut session = ClientSession::new(Instant(0), ClientId(c), config, key, random);
-    #[cfg(feature = "planted-bugs")]
-    if let Some(b) = bug {
-        session = session.with_planted_bug(b);
-    }
-    #[cfg(not(feature = "planted-bugs"))]
-    let _ = bug;
-    let mut startup = BytesMut::new();
-    let params: [(&[u8], &[u8]); 1] = [(b"user", b"app")];
-    let _ = frontend::encode_startup(ProtocolVersion::V3_0, &params, &mut startup);
-    let mut plan = VecDeque::from([Request {
-        bytes: startup.to_vec(),
-        tags: Vec::new(),
-    }]);
-    plan.extend(super::proxy_plan::plan(rng, c));
-    Client {
-        session,
-        plan,
-        expect: VecDeque::new(),
-        waiting: false,
-        welcomed: false,
-        inbox: Vec::new(),
-        holding: None,
-        closed: false,
-    }
-}
-
-enum Action {
-    Send(usize),
-    Deliver(ServerId),
-}
-
-struct World {
-    pools: Pools,
-    servers: BTreeMap<ServerId, FakeServer>,
-    idle: BTreeMap<ServerId, Lent>,
-    holder: BTreeMap<ServerId, usize>,
-    replies: BTreeMap<ServerId, VecDeque<u8>>,
-    placed: Placement,
-    /// The route each transaction was sent under.
-    routes: BTreeMap<(u64, u64), Route>,
-    clients: Vec<Client>,
-    chunk_max: u64,
+    Ok(w.now.0)
 }
 
 impl World {
-    fn pick(&self, rng: &mut Rng) -> Option<Action> {
-        let mut ready: Vec<Action> = Vec::new();
+    /// A fresh session id for client `c`.
+    pub(super) fn new_session_id(&mut self, c: usize) -> ClientId {
+        let id = ClientId(self.next_session);
+        self.next_session += 1;
+        self.sessions.insert(id, c);
+        id
+    }
+
+    fn run(&mut self, t: &mut Trace) -> Result<(), Violation> {
+        let mut steps = 0u64;
+        loop {
+            steps += 1;
+            if steps > STEPS_MAX {
+                let detail = format!("over {STEPS_MAX} steps");
+                return Err(violation("no-busy-loop", detail));
+            }
+            self.settle(t)?;
+            if steps == self.cmix.at_step {
+                let changes = self.cluster.plan_fault(&mut self.rng, &self.cmix, self.now);
+                for (at, change) in changes {
+                    self.q.push(at, Ev::Change(change));
+                }
+            }
+            let mut ready = self.ready();
+            let timed = self.next_timed();
+            if ready.is_empty() {
+                let Some(at) = timed else { return Ok(()) };
+                self.now = self.now.max(at);
+                self.fire_timed(t)?;
+                continue;
+            }
+            let at = Instant(self.now.0 + uniform_inclusive(&mut self.rng, STEP_NS));
+            if timed.is_some_and(|due| due <= at) {
+                self.now = self.now.max(timed.unwrap_or(at));
+                self.fire_timed(t)?;
+                continue;
+            }
+            self.now = at;
+            let i = uniform_inclusive(&mut self.rng, ready.len() as u64 - 1) as usize;
+            match ready.swap_remove(i) {
+                Action::Send(i) => self.send(t, i)?,
+                Action::Deliver(server) => self.deliver(t, server)?,
+                Action::Receive(sid) => self.receive(t, sid)?,
+            }
+        }
+    }
+
+    fn ready(&self) -> Vec<Action> {
+        let mut ready = Vec::new();
         for (i, c) in self.clients.iter().enumerate() {
-            if !c.closed && !c.waiting && !c.plan.is_empty() {
+            if c.ready_to_send() {
                 ready.push(Action::Send(i));
             }
         }
-        for (id, r) in &self.replies {
-            if !r.is_empty() && self.holder.contains_key(id) {
-                ready.push(Action::Deliver(*id));
+        for server in self.holder.keys() {
+            if let Some(conn) = self.conns.get(server) {
+                if !conn.replies.is_empty() || conn.eof {
+                    ready.push(Action::Deliver(*server));
+                }
             }
         }
-        if ready.is_empty() {
-            return None;
+        for sid in self.channel.keys() {
+            if self.later.contains(sid) {
+                ready.push(Action::Receive(*sid));
+            }
         }
-        let i = uniform_inclusive(rng, ready.len() as u64 - 1) as usize;
-        Some(ready.swap_remove(i))
+        ready
     }
 
-    fn act(&mut self, rng: &mut Rng, t: &mut Trace, action: Action) -> Result<(), Violation> {
-        match action {
-            Action::Send(i) => {
-                let Some(req) = self.clients[i].plan.pop_front() else {
-                    return Ok(());
-                };
-                trace!(t, "c{i} sends {} bytes", req.bytes.len());
-                let owner_key = req.tags.first().and_then(|tag| owner(tag));
-                let c = &mut self.clients[i];
-                c.expect.extend(req.tags);
-                c.waiting = true;
-                let mut rest = &req.bytes[..];
-                while !rest.is_empty() {
-                    let n =
-                        (1 + uniform_inclusive(rng, self.chunk_max - 1) as usize).min(rest.len());
-                    c.session.handle_client_bytes(Instant(0), &rest[..n]);
-                    rest = &rest[n..];
-                }
-                // The route in force once the request's own middleware messages are read.
-                if let Some(key) = owner_key {
-                    self.routes.entry(key).or_insert(c.session.route());
-                }
+    /// The earliest timed thing: an event, a connect's deadline, the pools' or a session's.
+    fn next_timed(&self) -> Option<Instant> {
+        let mut next = self.q.peek_time();
+        let mut at = |d: Option<Instant>| {
+            if let Some(d) = d {
+                next = Some(next.map_or(d, |n| n.min(d)));
             }
-            Action::Deliver(id) => {
-                let Some(&i) = self.holder.get(&id) else {
-                    return Ok(());
-                };
-                let r = self.replies.entry(id).or_default();
-                let n = (1 + uniform_inclusive(rng, self.chunk_max - 1) as usize).min(r.len());
-                let chunk: Vec<u8> = r.drain(..n).collect();
-                self.clients[i]
-                    .session
-                    .handle_server_bytes(Instant(0), Bytes::from(chunk));
+        };
+        for o in self.openings.values() {
+            at(o.deadline());
+        }
+        at(self.pools.poll_timeout());
+        for c in &self.clients {
+            at(c.session.poll_timeout());
+        }
+        next
+    }
+
+    /// Handles whatever is due now, earliest source first.
+    fn fire_timed(&mut self, t: &mut Trace) -> Result<(), Violation> {
+        let now = self.now;
+        if self.q.peek_time().is_some_and(|at| at <= now) {
+            if let Some((_, ev)) = self.q.pop() {
+                return self.event(t, ev);
+            }
+        }
+        let due: Vec<ServerId> = self
+            .openings
+            .iter()
+            .filter(|(_, o)| o.deadline().is_some_and(|d| d <= now))
+            .map(|(id, _)| *id)
+            .collect();
+        for server in due {
+            self.connect_step(t, server, None)?;
+        }
+        if self.pools.poll_timeout().is_some_and(|d| d <= now) {
+            self.pools.handle_timeout(now);
+            self.perform_pools(t, None);
+        }
+        for c in &mut self.clients {
+            if c.session.poll_timeout().is_some_and(|d| d <= now) {
+                c.session.handle_timeout(now);
             }
         }
         Ok(())
     }
 
-    /// Performs every output of the sessions and the pools until nothing is left.
-    fn settle(&mut self, t: &mut Trace) -> Result<(), Violation> {
-        loop {
-            let mut busy = false;
-            for i in 0..self.clients.len() {
-                while let Some(out) = self.clients[i].session.poll_output() {
-                    busy = true;
-                    self.client_out(t, i, out)?;
-                }
-            }
-            while let Some(out) = self.pools.poll_output() {
-                busy = true;
-                self.pool_out(t, out);
-            }
-            if !busy {
-                return Ok(());
-            }
-        }
-    }
-}
-
-impl World {
-    fn client_out(&mut self, t: &mut Trace, i: usize, out: ClientOut) -> Result<(), Violation> {
-        match out {
-            ClientOut::ToClient(b) => {
-                self.clients[i].inbox.extend_from_slice(&b);
-                self.read_replies(i)
-            }
-            ClientOut::ToServer(b) => {
-                let Some(id) = self.clients[i].holding else {
-                    let detail = format!("client {i} sent {} bytes holding no server", b.len());
-                    return Err(violation("bytes-only-to-a-lent-server", detail));
-                };
-                if self.holder.get(&id) != Some(&i) {
-                    let detail = format!("client {i} wrote to server {} held by another", id.0);
-                    return Err(violation("one-client-per-server", detail));
-                }
-                let mut reply = BytesMut::new();
-                let server = self.servers.get_mut(&id).ok_or_else(|| {
-                    violation("bytes-only-to-a-lent-server", format!("no server {}", id.0))
-                })?;
-                server.receive(&b, &mut self.placed, &mut reply)?;
-                let (sid, role) = (server.id, server.role);
-                self.check_route(sid, role)?;
-                self.replies.entry(id).or_default().extend(reply.iter());
+    fn event(&mut self, t: &mut Trace, ev: Ev) -> Result<(), Violation> {
+        match ev {
+            Ev::Start { server } => self.connect_step(t, server, None),
+            Ev::Net { server, ev } => self.connect_step(t, server, Some(ev)),
+            Ev::Change(change) => {
+                self.change(t, change);
                 Ok(())
             }
-            ClientOut::Acquire(key) => {
-                trace!(t, "c{i} acquires {:?}", key.route);
-                self.pools.acquire(Instant(0), ClientId(i as u64), &key);
+            Ev::Death { server, fatal } => {
+                self.death_arrives(t, server, fatal);
                 Ok(())
             }
-            ClientOut::Release { server, reusable } => {
-                trace!(t, "c{i} releases s{} reusable={reusable}", server.id.0);
-                let id = server.id;
-                if self.holder.remove(&id) != Some(i) {
-                    let detail = format!("client {i} released server {} it did not hold", id.0);
-                    return Err(violation("one-client-per-server", detail));
-                }
-                self.clients[i].holding = None;
-                let left = self.replies.get(&id).map_or(0, VecDeque::len);
-                if reusable && left > 0 {
-                    let detail = format!("server {} released with {left} reply bytes unread", id.0);
-                    return Err(violation("released-between-transactions", detail));
-                }
-                if reusable {
-                    self.idle.insert(id, server);
-                } else {
-                    self.servers.remove(&id);
-                    self.replies.remove(&id);
-                }
-                self.pools.release(Instant(0), id, reusable);
+            Ev::SleepDone { server, run } => self.sleep_done(server, run),
+            Ev::Cancel { client, gen, txn } => {
+                self.client_cancels(t, client, gen, txn);
                 Ok(())
             }
-            ClientOut::Cancel { .. } => Ok(()),
-            ClientOut::Admin(request) => {
-                // The simulated clients use application databases only.
-                let detail = format!("client {i} asked the admin console for {request:?}");
-                Err(violation("no-admin-requests", detail))
-            }
-            ClientOut::StartTls { .. } => {
-                // The scenario's sessions have no TLS configured: every SSLRequest gets `N`.
-                let detail = format!("client {i} asked for a TLS handshake without TLS");
-                Err(violation("no-tls-without-certificate", detail))
-            }
-            ClientOut::Close => {
-                self.clients[i].closed = true;
+            Ev::CancelArrives {
+                node,
+                life,
+                pid,
+                key,
+                from,
+            } => self.cancel_arrives(t, node, life, (pid, key), from),
+            Ev::CancelDone { server } => {
+                self.cancel_done(t, server);
                 Ok(())
             }
+            Ev::Leave { client, gen, txn } => self.leave(t, client, gen, txn),
         }
     }
 
-    fn pool_out(&mut self, t: &mut Trace, out: PoolOut) {
-        match out {
-            PoolOut::Open { server, key } => {
-                // The adapter's connect: the route decides the role found.
-                let role = if key.route == Route::Standby {
-                    Role::Standby
-                } else {
-                    Role::Primary
-                };
-                let primary = role == Role::Primary;
-                trace!(t, "open s{} primary={primary}", server.0);
-                self.servers.insert(server, FakeServer::new(server.0, role));
-                let mut settings = Settings::new();
-                settings.insert("TimeZone".into(), "UTC".into());
-                let standby = if primary { "off" } else { "on" };
-                settings.insert("in_hot_standby".into(), standby.into());
-                let lent = Lent {
-                    id: server,
-                    settings,
-                    prepared: Default::default(),
-                };
-                self.idle.insert(server, lent);
-                self.pools.opened(Instant(0), server, Ok(()));
-            }
-            PoolOut::Grant { client, server } => {
-                let i = client.0 as usize;
-                let Some(lent) = self.idle.remove(&server) else {
-                    return;
-                };
-                trace!(t, "grant s{} to c{i}", server.0);
-                self.holder.insert(server, i);
-                self.clients[i].holding = Some(server);
-                self.clients[i].session.handle_server(Instant(0), lent);
-            }
-            PoolOut::Refuse { client, message } => {
-                self.clients[client.0 as usize]
-                    .session
-                    .handle_refused(&message);
-            }
-            PoolOut::Close { server } => {
-                self.idle.remove(&server);
-                self.servers.remove(&server);
-            }
-        }
-    }
-
-    /// A transaction's first message must land on a server of its route's role.
-    fn check_route(&self, server: u64, role: Role) -> Result<(), Violation> {
-        for (key, &s) in &self.placed {
-            if s != server {
-                continue;
-            }
-            let ok = match self.routes.get(key) {
-                Some(Route::Primary) => role == Role::Primary,
-                Some(Route::Standby) => role == Role::Standby,
-                _ => true,
-            };
-            if !ok {
-                let primary = role == Role::Primary;
-                let detail = format!(
-                    "client {} transaction {} (route {:?}) ran on server {server} (primary={primary})",
-                    key.0, key.1, self.routes.get(key)
-                );
-                return Err(violation("routed-to-the-requested-role", detail));
-            }
-        }
-        Ok(())
-    }
-
-    /// The client's view: whole replies, each command tag in the order it asked.
-    fn read_replies(&mut self, i: usize) -> Result<(), Violation> {
+    /// A client sends its next request (its goodbye once its plan is done), cut into chunks.
+    fn send(&mut self, t: &mut Trace, i: usize) -> Result<(), Violation> {
+        let now = self.now;
         let c = &mut self.clients[i];
-        loop {
-            let (tag, body) = match decode_frame(&c.inbox, 1 << 20) {
-                Ok(Decoded::Frame(f)) => (f.tag, f.body.to_vec()),
-                Ok(Decoded::NeedMore { .. }) => return Ok(()),
-                Err(e) => return Err(violation("replies-well-formed", format!("c{i}: {e}"))),
-            };
-            c.inbox.drain(..5 + body.len());
-            c.reply(i, tag, &body)?;
+        let Some(req) = c.next_request() else {
+            trace!(t, "c{i} says goodbye");
+            c.done = true;
+            c.session.handle_client_bytes(now, &[b'X', 0, 0, 0, 4]);
+            return Ok(());
+        };
+        trace!(t, "t={} c{i} sends {} bytes", now.0, req.bytes.len());
+        let mut rest = &req.bytes[..];
+        while !rest.is_empty() {
+            let n =
+                (1 + uniform_inclusive(&mut self.rng, self.chunk_max - 1) as usize).min(rest.len());
+            c.session.handle_client_bytes(now, &rest[..n]);
+            rest = &rest[n..];
         }
+        let Some(txn) = req.first_of else {
+            return Ok(());
+        };
+        // The route in force once the request's own middleware messages are read.
+        let key = (c.c, txn);
+        self.route_of.insert(key, c.session.route());
+        if let Some(lsn) = req.min_lsn {
+            self.min_lsn_of.insert(key, lsn);
+        }
+        let gen = c.gen;
+        let (cancel, leave) = c
+            .txns
+            .front()
+            .map_or((None, None), |x| (x.cancel_after, x.leave_after));
+        if let Some(after) = cancel {
+            let ev = Ev::Cancel {
+                client: i,
+                gen,
+                txn,
+            };
+            self.q.push(Instant(now.0 + after), ev);
+        }
+        if let Some(after) = leave {
+            let ev = Ev::Leave {
+                client: i,
+                gen,
+                txn,
+            };
+            self.q.push(Instant(now.0 + after), ev);
+        }
+        Ok(())
     }
 
-    /// Every client said goodbye and every server is back.
+    /// The next chunk of a lent server's bytes reaches its client's task, or its EOF.
+    fn deliver(&mut self, t: &mut Trace, server: ServerId) -> Result<(), Violation> {
+        let Some(&sid) = self.holder.get(&server) else {
+            return Ok(());
+        };
+        let Some(&i) = self.sessions.get(&sid) else {
+            return Ok(());
+        };
+        let Some(conn) = self.conns.get_mut(&server) else {
+            return Ok(());
+        };
+        if conn.replies.is_empty() {
+            // The server's connection ended (`recv` fails in the client task).
+            trace!(t, "t={} s{} lost under c{i}", self.now.0, server.0);
+            self.clients[i].session.handle_server_gone();
+            return Ok(());
+        }
+        let n = (1 + uniform_inclusive(&mut self.rng, self.chunk_max - 1) as usize)
+            .min(conn.replies.len());
+        let chunk: Vec<u8> = conn.replies.drain(..n).collect();
+        self.clients[i]
+            .session
+            .handle_server_bytes(self.now, Bytes::from(chunk));
+        Ok(())
+    }
+
+    /// Every client said goodbye, and every server connection is accounted for.
     fn finish(&mut self) -> Result<(), Violation> {
-        for (i, c) in self.clients.iter_mut().enumerate() {
-            if !c.plan.is_empty() || c.waiting {
+        for (i, c) in self.clients.iter().enumerate() {
+            if !c.done || !c.session.is_closed() {
                 let detail = format!(
-                    "client {i} stuck with {} requests left, waiting={}",
-                    c.plan.len(),
-                    c.waiting
+                    "client {i} stuck with {} transactions left, waiting={} lost={} at t={}",
+                    c.txns.len(),
+                    c.waiting,
+                    c.lost,
+                    self.now.0
                 );
                 return Err(violation("every-client-finishes", detail));
             }
-            c.session
-                .handle_client_bytes(Instant(0), &[b'X', 0, 0, 0, 4]);
         }
-        let mut t = Trace::hashing();
-        self.settle(&mut t)?;
-        if let Some((id, i)) = self.holder.iter().next() {
-            let detail = format!("server {} still lent to client {i} at the end", id.0);
-            return Err(violation("no-pool-leaks", detail));
+        let leak = |what: &str| violation("no-pool-leaks", format!("{what} at the end"));
+        if let Some((server, sid)) = self.holder.iter().next() {
+            return Err(leak(&format!("server {} lent to {}", server.0, sid.0)));
+        }
+        if !self.channel.is_empty() || !self.waiting.is_empty() || !self.openings.is_empty() {
+            let detail = format!(
+                "{} unread grants, {} waiters, {} connects",
+                self.channel.len(),
+                self.waiting.len(),
+                self.openings.len()
+            );
+            return Err(leak(&detail));
         }
         for (key, counts) in self.pools.counts() {
-            if counts.active > 0 || counts.waiting > 0 {
-                let detail = format!("{key:?}: {counts:?} at the end");
-                return Err(violation("no-pool-leaks", detail));
+            if counts.active > 0 || counts.waiting > 0 || counts.opening > 0 {
+                return Err(leak(&format!("{key:?}: {counts:?}")));
+            }
+        }
+        let pooled: BTreeSet<ServerId> = self.pools.servers().iter().map(|s| s.id).collect();
+        let idle: BTreeSet<ServerId> = self.idle.keys().copied().collect();
+        let open: BTreeSet<ServerId> = self.conns.keys().copied().collect();
+        if pooled != idle || idle != open {
+            let ids = |s: &BTreeSet<ServerId>| s.iter().map(|x| x.0).collect::<Vec<_>>();
+            let detail = format!(
+                "the pools know servers {:?}, the adapter holds idle {:?}, connections open {:?}",
+                ids(&pooled),
+                ids(&idle),
+                ids(&open)
+            );
+            return Err(leak(&detail));
+        }
+        Ok(())
+    }
+
+    /// Feeds the bytes to the server of `server` and queues its answer; checks where each
+    /// transaction that starts there may run.
+    pub(super) fn feed_server(&mut self, server: ServerId, bytes: &[u8]) -> Result<(), Violation> {
+        let now = self.now;
+        let Some(conn) = self.conns.get_mut(&server) else {
+            let detail = format!("no server {}", server.0);
+            return Err(violation("bytes-only-to-a-lent-server", detail));
+        };
+        if conn.dead {
+            return Ok(());
+        }
+        let node = conn.node;
+        let before = self.cluster.wal;
+        let mut ctx = super::proxy_server::Ctx {
+            placed: &mut self.placed,
+            started: Vec::new(),
+            in_recovery: self.cluster.in_recovery(node),
+            wal: &mut self.cluster.wal,
+            sleep: None,
+        };
+        let mut out = BytesMut::new();
+        conn.fake.receive(bytes, &mut ctx, &mut out)?;
+        let (started, sleep) = (ctx.started, ctx.sleep);
+        conn.replies.extend(out.iter());
+        if let Some(ns) = sleep {
+            conn.run += 1;
+            let run = conn.run;
+            self.q
+                .push(Instant(now.0 + ns), Ev::SleepDone { server, run });
+        }
+        if self.cluster.wal != before {
+            self.cluster.committed(now);
+        }
+        for key in started {
+            self.check_placement(key, server, node)?;
+        }
+        Ok(())
+    }
+
+    /// A transaction's first message reached `server` on `node`: a `primary` transaction must
+    /// find the primary (never a demoted or returning old one), and one after MIN_LSN a
+    /// server that has replayed that far or is not in recovery.
+    fn check_placement(
+        &self,
+        key: (u64, u64),
+        server: ServerId,
+        node: usize,
+    ) -> Result<(), Violation> {
+        let route = self.route_of.get(&key).copied();
+        let state = self.cluster.state(node);
+        if route == Some(Route::Primary) && state != pg::NodeState::Primary {
+            let detail = format!(
+                "client {} transaction {} (route primary) ran on server {} at pg{node}, {state:?}",
+                key.0, key.1, server.0
+            );
+            return Err(violation("routed-to-the-requested-role", detail));
+        }
+        let need = self.min_lsn_of.get(&key).copied();
+        if let (Some(need), true) = (need, route != Some(Route::Primary)) {
+            let replayed = self.cluster.replayed(node, self.now);
+            if self.cluster.in_recovery(node) && replayed < need {
+                let detail = format!(
+                    "client {} transaction {} with MIN_LSN {need} ran on server {} at pg{node}, \
+                     which had replayed only {replayed}",
+                    key.0, key.1, server.0
+                );
+                return Err(violation("min-lsn-honoured", detail));
             }
         }
         Ok(())
     }
-}
 
-impl Client {
-    /// One reply frame: the welcome first, then each request's tags in order and its
-    /// ReadyForQuery; an error is a broken promise (every request here is valid).
-    fn reply(&mut self, i: usize, tag: u8, body: &[u8]) -> Result<(), Violation> {
-        match tag {
-            b'E' => {
-                let text = String::from_utf8_lossy(body).replace('\0', " ");
-                let invariant = if text.contains("26000") {
-                    "statements-exist-where-bound"
-                } else {
-                    "no-errors"
-                };
-                Err(violation(
-                    invariant,
-                    format!("client {i} got an error: {text}"),
-                ))
-            }
-            b'C' => {
-                let got = body.strip_suffix(&[0]).unwrap_or(body);
-                match self.expect.pop_front() {
-                    Some(want) if want == got => Ok(()),
-                    want => Err(violation(
-                        "replies-in-order",
-                        format!(
-                            "client {i} got {:?}, expected {:?}",
-                            String::from_utf8_lossy(got),
-                            want.map(|w| String::from_utf8_lossy(&w).into_owned())
-                        ),
-                    )),
-                }
-            }
-            b'Z' => {
-                if !self.expect.is_empty() {
-                    let detail = format!(
-                        "client {i}: ReadyForQuery with {} tags owed",
-                        self.expect.len()
-                    );
-                    return Err(violation("replies-in-order", detail));
-                }
-                self.welcomed = true;
-                self.waiting = false;
-                Ok(())
-            }
-            _ => Ok(()),
+    /// A slow query's time is up.
+    fn sleep_done(&mut self, server: ServerId, run: u64) -> Result<(), Violation> {
+        let Some(conn) = self.conns.get_mut(&server) else {
+            return Ok(());
+        };
+        if conn.dead || conn.run != run || !conn.fake.is_running() {
+            return Ok(());
         }
+        let mut out = BytesMut::new();
+        let recovery = self.cluster.in_recovery(conn.node);
+        conn.fake.finish(false, recovery, &mut out);
+        conn.replies.extend(out.iter());
+        // What waited behind the query is read now.
+        self.feed_server(server, &[])
     }
 }

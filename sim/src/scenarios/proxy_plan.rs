@@ -1,92 +1,155 @@
-//! What each client of the `proxy` scenario sends: a few transactions of four kinds, some
-//! preceded by middleware messages (ROUTE, TAG, a class nobody knows).
+//! What each client of the `proxy` scenario does: a few transactions of seven kinds, some
+//! preceded by middleware messages (ROUTE, TAG, a class nobody knows), some cancelled while
+//! they run, some abandoned by a client that disconnects. The plan is drawn up front; the
+//! bytes are written when a request is sent, because they depend on the session that sends
+//! them (a named statement is parsed once per session, MIN_LSN carries the client's last
+//! write).
 
-use std::collections::BTreeSet;
-
-use bytes::BytesMut;
-use pgyard_proxy::classes::{ROUTE, TAG};
+use pgyard_proxy::Route;
 use pgyard_types::{uniform_inclusive, Rng};
-use pgyard_wire::frontend;
-use pgyard_wire::middleware::encode_middleware;
 
-use super::proxy::Request;
+/// A middleware message sent before a transaction's first request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Pre {
+    /// ROUTE with this route.
+    Route(Route),
+    /// TAG `batch`.
+    Tag,
+    /// A class the proxy does not know.
+    Unknown,
+}
 
-/// The requests of client `c` after its startup.
-pub(super) fn plan(rng: &mut Rng, c: u64) -> Vec<Request> {
-    let mut out = Vec::new();
-    let mut parsed = BTreeSet::new();
-    let txns = 3 + uniform_inclusive(rng, 7);
-    for txn in 0..txns {
-        let mut first = middleware(rng);
-        let name = |n: u64| format!("c{c} t{txn} n{n}").into_bytes();
-        match uniform_inclusive(rng, 3) {
-            0 => {
-                first.extend(query(&name(0)));
-                out.push(request(first, vec![name(0)]));
-            }
-            1 => {
-                let begin = format!("begin c{c} t{txn}").into_bytes();
-                let commit = format!("commit c{c} t{txn}").into_bytes();
-                first.extend(query(&begin));
-                out.push(request(first, vec![begin]));
-                for n in 1..=2 {
-                    out.push(request(query(&name(n)), vec![name(n)]));
-                }
-                out.push(request(query(&commit), vec![commit]));
-            }
-            kind => {
-                let statement = if kind == 2 {
-                    Vec::new()
-                } else {
-                    format!("s{}", uniform_inclusive(rng, 2)).into_bytes()
-                };
-                let parse = statement.is_empty() || parsed.insert(statement.clone());
-                first.extend(extended(&statement, parse, &name(0)));
-                out.push(request(first, vec![name(0)]));
-            }
+/// What a transaction does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kind {
+    /// One simple query.
+    Simple,
+    /// `begin`, two queries, `commit`: four requests on one server.
+    Block,
+    /// Parse/Bind/Describe/Execute/Sync of the unnamed statement.
+    Unnamed,
+    /// Bind/Describe/Execute/Sync of named statement `s0`..`s2`, parsed first in each session.
+    Named(u8),
+    /// A write on the primary (ROUTE primary); the reply carries its commit LSN.
+    Write,
+    /// A read on `standby` or `any`, after MIN_LSN with the client's last write (if any).
+    Read,
+    /// A query that runs for `ns` of server time.
+    Sleep {
+        /// How long it runs.
+        ns: u64,
+    },
+}
+
+/// One transaction of a client's plan.
+#[derive(Clone, Debug)]
+pub(super) struct Txn {
+    /// Its number within the client (`t7` in query texts).
+    pub(super) n: u64,
+    /// Middleware messages before its first request.
+    pub(super) pre: Vec<Pre>,
+    /// What it does.
+    pub(super) kind: Kind,
+    /// Send a CancelRequest this long after the query went out (sleeps only).
+    pub(super) cancel_after: Option<u64>,
+    /// Disconnect this long after the first request went out, if still inside it.
+    pub(super) leave_after: Option<u64>,
+}
+
+impl Txn {
+    /// How many requests (messages answered by one ReadyForQuery) it sends.
+    pub(super) fn requests(&self) -> usize {
+        if self.kind == Kind::Block {
+            4
+        } else {
+            1
         }
+    }
+}
+
+/// How often the new kinds of trouble come up in one seed (swarm testing: some seeds have
+/// none of one kind, others much of it).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct PlanMix {
+    /// Percent of transactions that are writes or reads after a write.
+    pub(super) lsn_pct: u64,
+    /// Percent of transactions that are sleeps.
+    pub(super) sleep_pct: u64,
+    /// Percent of sleeps that get a CancelRequest.
+    pub(super) cancel_pct: u64,
+    /// Percent of transactions the client may walk away from.
+    pub(super) leave_pct: u64,
+}
+
+impl PlanMix {
+    /// Draws the mix.
+    pub(super) fn draw(rng: &mut Rng) -> PlanMix {
+        let pick = |rng: &mut Rng, options: &[u64]| {
+            options[uniform_inclusive(rng, options.len() as u64 - 1) as usize]
+        };
+        PlanMix {
+            lsn_pct: pick(rng, &[0, 20, 50]),
+            sleep_pct: pick(rng, &[0, 10, 30]),
+            cancel_pct: pick(rng, &[0, 50, 100]),
+            leave_pct: pick(rng, &[0, 0, 5, 15]),
+        }
+    }
+}
+
+/// The transactions of one client.
+pub(super) fn plan(rng: &mut Rng, mix: &PlanMix) -> Vec<Txn> {
+    let txns = 3 + uniform_inclusive(rng, 7);
+    let mut out = Vec::with_capacity(txns as usize);
+    for n in 0..txns {
+        let mut pre = middleware(rng);
+        let roll = uniform_inclusive(rng, 99);
+        let kind = if roll < mix.lsn_pct {
+            if uniform_inclusive(rng, 1) == 0 {
+                pre.push(Pre::Route(Route::Primary));
+                Kind::Write
+            } else {
+                let route = [Route::Standby, Route::Any][uniform_inclusive(rng, 1) as usize];
+                pre.push(Pre::Route(route));
+                Kind::Read
+            }
+        } else if roll < mix.lsn_pct + mix.sleep_pct {
+            Kind::Sleep {
+                ns: 200_000 + uniform_inclusive(rng, 8_000_000),
+            }
+        } else {
+            match uniform_inclusive(rng, 3) {
+                0 => Kind::Simple,
+                1 => Kind::Block,
+                2 => Kind::Unnamed,
+                _ => Kind::Named(uniform_inclusive(rng, 2) as u8),
+            }
+        };
+        let cancel_after = (matches!(kind, Kind::Sleep { .. })
+            && uniform_inclusive(rng, 99) < mix.cancel_pct)
+            .then(|| uniform_inclusive(rng, 6_000_000));
+        let leave_after =
+            (uniform_inclusive(rng, 99) < mix.leave_pct).then(|| uniform_inclusive(rng, 3_000_000));
+        out.push(Txn {
+            n,
+            pre,
+            kind,
+            cancel_after,
+            leave_after,
+        });
     }
     out
 }
 
-fn request(bytes: Vec<u8>, tags: Vec<Vec<u8>>) -> Request {
-    Request { bytes, tags }
-}
-
-fn query(text: &[u8]) -> Vec<u8> {
-    let mut b = BytesMut::new();
-    let _ = frontend::encode_query(text, &mut b);
-    b.to_vec()
-}
-
-fn extended(statement: &[u8], parse: bool, param: &[u8]) -> Vec<u8> {
-    let mut b = BytesMut::new();
-    if parse {
-        let _ = frontend::encode_parse(statement, b"select $1", &[25], &mut b);
-    }
-    let _ = frontend::encode_bind(b"", statement, &[], &[Some(param)], &[], &mut b);
-    let _ = frontend::encode_describe(frontend::Target::Portal, b"", &mut b);
-    let _ = frontend::encode_execute(b"", 0, &mut b);
-    frontend::encode_sync(&mut b);
-    b.to_vec()
-}
-
 /// Middleware messages before a transaction, maybe.
-fn middleware(rng: &mut Rng) -> Vec<u8> {
-    let mut b = BytesMut::new();
+fn middleware(rng: &mut Rng) -> Vec<Pre> {
     match uniform_inclusive(rng, 5) {
         0 => {
-            let route: &[u8] =
-                [b"primary".as_slice(), b"standby", b"any"][uniform_inclusive(rng, 2) as usize];
-            let _ = encode_middleware(ROUTE, route, &mut b);
+            let route =
+                [Route::Primary, Route::Standby, Route::Any][uniform_inclusive(rng, 2) as usize];
+            vec![Pre::Route(route)]
         }
-        1 => {
-            let _ = encode_middleware(TAG, b"batch", &mut b);
-        }
-        2 => {
-            let _ = encode_middleware(4_000_000_007, b"someone else's", &mut b);
-        }
-        _ => {}
+        1 => vec![Pre::Tag],
+        2 => vec![Pre::Unknown],
+        _ => Vec::new(),
     }
-    b.to_vec()
 }

@@ -1,36 +1,63 @@
-//! The servers of the `proxy` scenario: just enough of PostgreSQL's extended and simple query
-//! protocol to tell whether the proxy kept its promises. Every query names its client and
-//! transaction (`c3 t7 n12`), so a server can say which transaction ran where; its replies
-//! echo that text as the command tag, so a client can check that answers come in order.
+//! The server side of a pooled connection in the `proxy` scenario, once the connect machine
+//! has logged it in: just enough of PostgreSQL's extended and simple query protocol to tell
+//! whether the proxy kept its promises. Every query names its client and transaction
+//! (`c3 t7 n12`), so a server can say which transaction ran where; its replies echo that text
+//! as the command tag, so a client can check that answers come in order. `write …` commits
+//! on the primary and answers with the commit LSN; `sleep … dNS` runs until its time is up or
+//! a cancel stops it; a change of `in_hot_standby` (a promotion) is reported before the next
+//! ReadyForQuery, as PostgreSQL 14 and later report it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::BytesMut;
-use pgyard_wire::backend::{self, TransactionStatus};
+use pgyard_types::Lsn;
+use pgyard_wire::backend::{self, ParameterStatus, TransactionStatus};
 use pgyard_wire::error_fields::encode_error_response;
 use pgyard_wire::frame::{decode_frame, Decoded};
 use pgyard_wire::frontend::{Bind, Parse, TargetName};
 
-use crate::world::pg::Role;
 use crate::Violation;
 
 /// Where each transaction ran: `(client, txn)` → server.
 pub type Placement = BTreeMap<(u64, u64), u64>;
+
+/// What the server's surroundings give it and learn from it during one delivery.
+pub struct Ctx<'a> {
+    /// Where every transaction ran so far.
+    pub placed: &'a mut Placement,
+    /// Transactions whose first message reached this server in this delivery.
+    pub started: Vec<(u64, u64)>,
+    /// Whether the node is in recovery now (a standby, or a standby being promoted).
+    pub in_recovery: bool,
+    /// The cluster's WAL position, advanced by a write on the primary.
+    pub wal: &'a mut Lsn,
+    /// Set when a slow query began: how long it runs.
+    pub sleep: Option<u64>,
+}
+
+/// A slow query the server is running.
+#[derive(Debug)]
+struct Running {
+    /// Its text, the command tag it ends with.
+    text: Vec<u8>,
+}
 
 /// One simulated server connection.
 #[derive(Debug)]
 pub struct FakeServer {
     /// The pool's id of the connection.
     pub id: u64,
-    /// What the server it reaches is.
-    pub role: Role,
     buf: Vec<u8>,
     statements: BTreeSet<Vec<u8>>,
     /// After an error, until the next Sync.
     skipping: bool,
-    in_block: bool,
+    /// The transaction whose `begin` opened the block the server is in.
+    block: Option<(u64, u64)>,
     /// The text the unnamed portal answers with.
     portal: Vec<u8>,
+    running: Option<Running>,
+    /// The `in_hot_standby` the client side last heard.
+    reported_recovery: bool,
 }
 
 fn violation(invariant: &'static str, detail: String) -> Violation {
@@ -52,29 +79,64 @@ pub fn owner(text: &[u8]) -> Option<(u64, u64)> {
     Some((c?, t?))
 }
 
+/// The duration a `sleep` query names (`d123` nanoseconds).
+fn sleep_ns(text: &[u8]) -> u64 {
+    let text = std::str::from_utf8(text).unwrap_or_default();
+    text.split(' ')
+        .find_map(|w| w.strip_prefix('d').and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
+}
+
 impl FakeServer {
-    /// A fresh connection to a server in `role`.
-    pub fn new(id: u64, role: Role) -> Self {
+    /// A fresh connection whose login reported `in_recovery`.
+    pub fn new(id: u64, in_recovery: bool) -> Self {
         FakeServer {
             id,
-            role,
             buf: Vec::new(),
             statements: BTreeSet::new(),
             skipping: false,
-            in_block: false,
+            block: None,
             portal: Vec::new(),
+            running: None,
+            reported_recovery: in_recovery,
         }
+    }
+
+    /// Why the connection could not serve a new client now: the middle of a message, an
+    /// error awaiting its Sync, or a query still running (`None`: it stands clean).
+    pub fn mid_protocol(&self) -> Option<&'static str> {
+        if !self.buf.is_empty() {
+            Some("holds part of a message")
+        } else if self.skipping {
+            Some("awaits the Sync after an error")
+        } else if self.running.is_some() {
+            Some("runs a query")
+        } else {
+            None
+        }
+    }
+
+    /// The transaction whose block is open on the server, if any.
+    pub fn open_block(&self) -> Option<(u64, u64)> {
+        self.block
+    }
+
+    /// Whether a slow query is running.
+    pub fn is_running(&self) -> bool {
+        self.running.is_some()
     }
 
     /// Takes bytes from the proxy and answers; records where each transaction ran.
     pub fn receive(
         &mut self,
         bytes: &[u8],
-        placed: &mut Placement,
+        ctx: &mut Ctx<'_>,
         out: &mut BytesMut,
     ) -> Result<(), Violation> {
         self.buf.extend_from_slice(bytes);
-        loop {
+        // A running query holds what follows until it ends, as a backend reads its socket
+        // only between commands.
+        while self.running.is_none() {
             let (tag, body) = match decode_frame(&self.buf, 1 << 20) {
                 Ok(Decoded::Frame(f)) => (f.tag, f.body.to_vec()),
                 Ok(Decoded::NeedMore { .. }) => return Ok(()),
@@ -84,15 +146,44 @@ impl FakeServer {
                 }
             };
             self.buf.drain(..5 + body.len());
-            self.message(tag, &body, placed, out)?;
+            self.message(tag, &body, ctx, out)?;
         }
+        Ok(())
     }
 
-    fn place(&self, text: &[u8], placed: &mut Placement) -> Result<(), Violation> {
+    /// The slow query ends: done, or stopped by a cancel (57014). The caller then feeds an
+    /// empty delivery so that whatever waited behind it is read.
+    pub fn finish(&mut self, cancelled: bool, in_recovery: bool, out: &mut BytesMut) {
+        let Some(r) = self.running.take() else {
+            return;
+        };
+        if cancelled {
+            let fields: [(u8, &[u8]); 4] = [
+                (b'S', b"ERROR"),
+                (b'V', b"ERROR"),
+                (b'C', b"57014"),
+                (b'M', b"canceling statement due to user request"),
+            ];
+            let _ = encode_error_response(&fields, out);
+        } else {
+            let _ = backend::encode_command_complete(&r.text, out);
+        }
+        self.ready(in_recovery, out);
+    }
+
+    fn place(&self, text: &[u8], ctx: &mut Ctx<'_>) -> Result<(), Violation> {
         let Some(key) = owner(text) else {
             return Ok(());
         };
-        match placed.insert(key, self.id) {
+        if let Some(open) = self.block.filter(|b| *b != key) {
+            let detail = format!(
+                "client {} transaction {} reached server {} inside the block of client {} \
+                 transaction {}",
+                key.0, key.1, self.id, open.0, open.1
+            );
+            return Err(violation("transaction-on-one-server", detail));
+        }
+        match ctx.placed.insert(key, self.id) {
             Some(other) if other != self.id => Err(violation(
                 "transaction-on-one-server",
                 format!(
@@ -100,7 +191,11 @@ impl FakeServer {
                     key.0, key.1, self.id
                 ),
             )),
-            _ => Ok(()),
+            Some(_) => Ok(()),
+            None => {
+                ctx.started.push(key);
+                Ok(())
+            }
         }
     }
 
@@ -108,7 +203,7 @@ impl FakeServer {
         &mut self,
         tag: u8,
         body: &[u8],
-        placed: &mut Placement,
+        ctx: &mut Ctx<'_>,
         out: &mut BytesMut,
     ) -> Result<(), Violation> {
         match tag {
@@ -121,21 +216,13 @@ impl FakeServer {
             }
             b'S' => {
                 self.skipping = false;
-                self.ready(out);
+                self.ready(ctx.in_recovery, out);
             }
             _ if self.skipping => {}
             b'Q' => {
                 let text = body.strip_suffix(&[0]).unwrap_or(body);
-                self.place(text, placed)?;
-                if text.starts_with(b"begin") {
-                    self.in_block = true;
-                } else if text.starts_with(b"commit") {
-                    self.in_block = false;
-                }
-                if !text.starts_with(b"SET ") {
-                    let _ = backend::encode_command_complete(text, out);
-                }
-                self.ready(out);
+                self.place(text, ctx)?;
+                self.query(text, ctx, out);
             }
             b'P' => {
                 let p = Parse::decode(body).map_err(|e| bad(self.id, e))?;
@@ -158,7 +245,7 @@ impl FakeServer {
                     return Ok(());
                 }
                 let param = b.params.iter().next().flatten().unwrap_or_default();
-                self.place(param, placed)?;
+                self.place(param, ctx)?;
                 self.portal = param.to_vec();
                 backend::encode_empty(b'2', out);
             }
@@ -176,8 +263,50 @@ impl FakeServer {
         Ok(())
     }
 
-    fn ready(&self, out: &mut BytesMut) {
-        let status = if self.in_block {
+    /// A simple query: blocks, writes, sleeps, the proxy's alignment, plain queries.
+    fn query(&mut self, text: &[u8], ctx: &mut Ctx<'_>, out: &mut BytesMut) {
+        if text.starts_with(b"begin") {
+            self.block = owner(text).or(Some((u64::MAX, u64::MAX)));
+        } else if text.starts_with(b"commit") {
+            self.block = None;
+        } else if text.starts_with(b"sleep") {
+            ctx.sleep = Some(sleep_ns(text));
+            self.running = Some(Running {
+                text: text.to_vec(),
+            });
+            return;
+        } else if text.starts_with(b"write") {
+            if ctx.in_recovery {
+                let fields: [(u8, &[u8]); 3] = [
+                    (b'S', b"ERROR"),
+                    (b'C', b"25006"),
+                    (b'M', b"cannot execute INSERT in a read-only transaction"),
+                ];
+                let _ = encode_error_response(&fields, out);
+                return self.ready(ctx.in_recovery, out);
+            }
+            ctx.wal.0 += 0x100;
+            let lsn = ctx.wal.to_string();
+            let _ = backend::encode_data_row(&[Some(lsn.as_bytes())], out);
+        }
+        if !text.starts_with(b"SET ") {
+            let _ = backend::encode_command_complete(text, out);
+        }
+        self.ready(ctx.in_recovery, out);
+    }
+
+    /// ReadyForQuery, after the `in_hot_standby` report when the role changed.
+    fn ready(&mut self, in_recovery: bool, out: &mut BytesMut) {
+        if in_recovery != self.reported_recovery {
+            self.reported_recovery = in_recovery;
+            let value: &[u8] = if in_recovery { b"on" } else { b"off" };
+            let _ = ParameterStatus {
+                name: b"in_hot_standby",
+                value,
+            }
+            .encode(out);
+        }
+        let status = if self.block.is_some() {
             TransactionStatus::InTransaction
         } else {
             TransactionStatus::Idle
@@ -191,4 +320,60 @@ fn bad(id: u64, e: pgyard_wire::DecodeError) -> Violation {
         "frames-reach-servers-whole",
         format!("server {id} could not read a message: {e}"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn query(text: &str) -> Vec<u8> {
+        let mut b = BytesMut::new();
+        pgyard_wire::frontend::encode_query(text.as_bytes(), &mut b).expect("Q");
+        b.to_vec()
+    }
+
+    #[test]
+    fn a_block_belongs_to_its_transaction_and_a_sleep_holds_what_follows() {
+        let (mut placed, mut wal) = (Placement::new(), Lsn(0x100));
+        let mut s = FakeServer::new(7, false);
+        let mut out = BytesMut::new();
+        let mut ctx = Ctx {
+            placed: &mut placed,
+            started: Vec::new(),
+            in_recovery: false,
+            wal: &mut wal,
+            sleep: None,
+        };
+        s.receive(&query("begin c1 t2"), &mut ctx, &mut out)
+            .expect("begin");
+        assert_eq!(ctx.started, [(1, 2)]);
+        assert_eq!(s.open_block(), Some((1, 2)));
+        let mixed = s.receive(&query("c3 t0 n0"), &mut ctx, &mut out);
+        assert_eq!(
+            mixed.map_err(|v| v.invariant),
+            Err("transaction-on-one-server")
+        );
+        s.receive(&query("commit c1 t2"), &mut ctx, &mut out)
+            .expect("commit");
+        s.receive(&query("write c1 t3 n0"), &mut ctx, &mut out)
+            .expect("write");
+        assert_eq!(*ctx.wal, Lsn(0x200), "a write commits");
+        let mut sleep = query("sleep c1 t4 n0 d500");
+        sleep.extend(query("c1 t5 n0"));
+        s.receive(&sleep, &mut ctx, &mut out).expect("sleep");
+        assert_eq!(ctx.sleep, Some(500));
+        assert_eq!(s.mid_protocol(), Some("holds part of a message"));
+        out.clear();
+        s.finish(true, true, &mut out);
+        s.receive(&[], &mut ctx, &mut out).expect("the rest");
+        assert!(s.mid_protocol().is_none());
+        let text = String::from_utf8_lossy(&out).into_owned();
+        // 57014, then a report of the new role, then the query that waited.
+        let (cancel, rest) = text.split_once("57014").expect("cancelled");
+        assert!(cancel.starts_with('E'));
+        assert!(
+            rest.contains("in_hot_standby") && rest.contains("c1 t5 n0"),
+            "{text}"
+        );
+    }
 }

@@ -165,6 +165,9 @@ pub enum PlantedBug {
     ForwardMiddleware,
     /// Rename a named statement on a server that lacks it without parsing it there first.
     ForgetStatementOnNewServer,
+    /// Forget to ask the adapter for the replay position a MIN_LSN transaction needs, so it
+    /// runs on whichever standby is offered, however far behind.
+    IgnoreMinLsn,
 }
 
 /// The planted bug in force (never anything without the `planted-bugs` feature).
@@ -284,6 +287,12 @@ pub struct ClientSession {
     tls: tls::TlsSide,
 }
 
+/// The scanner of a server's bytes, at a frame boundary: it copies aside ReadyForQuery,
+/// ParameterStatus and CommandComplete bodies.
+fn server_scanner() -> Scanner {
+    Scanner::new(Limits::libpq_client(), |t| matches!(t, b'Z' | b'S' | b'C'))
+}
+
 impl ClientSession {
     /// A new client connection at `now`, with the cancel key it will be given and the
     /// randomness its login draws.
@@ -310,7 +319,7 @@ impl ClientSession {
                     .with_tag_max(b'M', pgyard_wire::middleware::DEFAULT_MIDDLEWARE_LEN_MAX),
             ),
             client_scan: Scanner::new(limits, |_| false),
-            server_scan: Scanner::new(Limits::libpq_client(), |t| matches!(t, b'Z' | b'S' | b'C')),
+            server_scan: server_scanner(),
             out: VecDeque::new(),
             login_buf: BytesMut::new(),
             min_lsn: None,
@@ -601,6 +610,10 @@ impl ClientSession {
     /// transaction goes to a route other than `primary`; the adapter checks the server's
     /// replay position and calls [`ClientSession::fall_back`] when it is behind.
     pub fn needs_lsn(&self) -> Option<Lsn> {
+        #[cfg(feature = "planted-bugs")]
+        if self.planted(PlantedBug::IgnoreMinLsn) {
+            return None;
+        }
         self.min_lsn.filter(|_| self.route != Route::Primary)
     }
 

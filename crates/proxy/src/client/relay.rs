@@ -277,6 +277,10 @@ impl ClientSession {
         };
         let aligning = matches!(self.phase, Phase::Aligning);
         let mut ready_at = None;
+        // Transaction mode: the ReadyForQuery that ends the transaction. What follows it in
+        // the chunk was said by a server between transactions (a shutdown's FATAL): it is
+        // not the client's, and the server goes back unusable.
+        let mut ended_at = None;
         let rewriting = !aligning && self.config.pool_mode == PoolMode::Transaction;
         // Transaction mode: the proxy's own replies go in, its added messages' replies out.
         let mut edits: Vec<(usize, usize, Vec<&'static [u8]>)> = Vec::new();
@@ -291,8 +295,10 @@ impl ClientSession {
                 b'Z' => {
                     self.outstanding = self.outstanding.saturating_sub(1);
                     self.status = body.first().copied().unwrap_or(b'E');
-                    ready_at = Some(f.end);
                     self.time_ready();
+                    if self.config.pool_mode == PoolMode::Transaction && self.transaction_done() {
+                        ended_at = Some(f.end);
+                    }
                 }
                 b'C' => {
                     if let Some(s) = self.server.as_mut() {
@@ -314,6 +320,9 @@ impl ClientSession {
                     edits.push((start, f.end, due));
                 }
             }
+            if ended_at.is_some() {
+                break;
+            }
         }
         if aligning {
             // The alignment's replies are the proxy's; what follows them is the client's.
@@ -326,11 +335,19 @@ impl ClientSession {
             }
             return;
         }
-        let bytes = apply(scanned.bytes, &edits);
+        let Some(end) = ended_at else {
+            let bytes = apply(scanned.bytes, &edits);
+            self.out.push_back(ClientOut::ToClient(bytes));
+            return;
+        };
+        let idle_talk = end < scanned.bytes.len() || !self.server_scan.at_boundary();
+        let bytes = apply(scanned.bytes.slice(..end), &edits);
         self.out.push_back(ClientOut::ToClient(bytes));
-        if ready_at.is_some() && self.config.pool_mode == PoolMode::Transaction {
-            self.maybe_release();
+        if idle_talk {
+            // The next server's bytes start at a frame boundary.
+            self.server_scan = super::server_scanner();
         }
+        self.release_at_transaction_end(!idle_talk);
     }
 
     /// A ParameterStatus: the server has it now, and (outside alignment) the client saw it.
@@ -374,21 +391,29 @@ impl ClientSession {
         }
     }
 
-    /// At ReadyForQuery: back to the pool when nothing is outstanding and no transaction open.
-    fn maybe_release(&mut self) {
+    /// At a ReadyForQuery: whether the transaction is over, nothing outstanding and no
+    /// transaction open.
+    fn transaction_done(&self) -> bool {
         #[allow(unused_mut)]
         let mut idle = self.status == TransactionStatus::Idle.byte();
         #[cfg(feature = "planted-bugs")]
         if self.planted(super::PlantedBug::ReleaseInTransaction) {
             idle |= self.status == TransactionStatus::InTransaction.byte();
         }
-        if idle && self.outstanding == 0 && !self.unsynced && self.server_scan.at_boundary() {
-            self.stats.transactions += 1;
-            self.release_between_transactions();
-            self.phase = Phase::Idle;
-            if self.draining {
-                self.shut();
-            }
+        idle && self.outstanding == 0 && !self.unsynced
+    }
+
+    /// The transaction is over: the server goes back to the pool (`reusable` unless it said
+    /// something after it).
+    fn release_at_transaction_end(&mut self, reusable: bool) {
+        self.stats.transactions += 1;
+        self.prepared.reset_queue();
+        if let Some(server) = self.server.take() {
+            self.out.push_back(ClientOut::Release { server, reusable });
+        }
+        self.phase = Phase::Idle;
+        if self.draining {
+            self.shut();
         }
     }
 
@@ -416,7 +441,17 @@ impl ClientSession {
         });
         let owed = self.outstanding > 0 || self.unsynced || self.status != b'I';
         let session = self.config.pool_mode == PoolMode::Session;
-        if owed || session || !self.pending.is_empty() {
+        // Header bytes held back never reached the client.
+        let whole = !self.server_scan.inside_frame();
+        self.server_scan = super::server_scanner();
+        if (owed || session || !self.pending.is_empty()) && !whole {
+            // The server's last message reached the client only in part: a message of the
+            // proxy's own would be read as its rest. The connection ends without a word, as
+            // it would have from the server.
+            self.pending.clear();
+            self.out.push_back(ClientOut::Close);
+            self.close();
+        } else if owed || session || !self.pending.is_empty() {
             let text = "server connection lost; the transaction's outcome is unknown";
             self.fatal(b"08006", text);
         } else {

@@ -173,8 +173,8 @@ impl ClientTask {
                 from_server.reserve(READ_CHUNK);
             }
         }
-        if self.waiting.take().is_some() {
-            self.pool.cancel_wait(self.id);
+        if let Some(rx) = self.waiting.take() {
+            self.pool.abandon_wait(self.id, rx);
         }
         // A server still held goes back as the machine judges it (mid-protocol: not reusable).
         self.session.handle_client_gone();
@@ -346,11 +346,14 @@ async fn stale(conn: &mut Session) -> bool {
     .await
 }
 
-/// Whether the server has replayed up to `need` (a primary, whose replay position is NULL,
-/// has every write); an error when it could not say.
+/// Whether the server has replayed up to `need`; an error when it could not say. A server
+/// out of recovery has every write: no row. (`pg_last_wal_replay_lsn()` alone is NULL only
+/// on a server that never recovered; on a promoted standby it stays where recovery ended.)
 async fn replayed(conn: &mut Session, need: Lsn) -> Result<bool, ()> {
     let rows = conn
-        .simple_query("select pg_last_wal_replay_lsn()")
+        .simple_query(
+            "select pg_catalog.pg_last_wal_replay_lsn() where pg_catalog.pg_is_in_recovery()",
+        )
         .await
         .map_err(|_| ())?;
     match rows.first().and_then(|r| r.first()).cloned().flatten() {
@@ -379,5 +382,45 @@ async fn sleep(deadline: Option<std::time::Instant>) {
     match deadline {
         Some(d) => tokio::time::sleep_until(d.into()).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::replayed;
+    use crate::proxy::stand_in::{Backend, Role, PRIMARY};
+    use pgyard_types::Lsn;
+
+    async fn check(role: Role, need: Lsn) -> Result<bool, ()> {
+        let backend = Backend::start(role).await;
+        let conninfo = format!(
+            "host=127.0.0.1 port={} user=app dbname=app sslmode=disable",
+            backend.port
+        );
+        let mut session = crate::connect(&conninfo).await.expect("connect");
+        replayed(&mut session, need).await
+    }
+
+    /// MIN_LSN's check on the server offered: a standby must have replayed that far; a
+    /// server out of recovery has every write — also a promoted standby, whose
+    /// `pg_last_wal_replay_lsn()` stays where its recovery ended (found by the simulator's
+    /// `proxy` scenario, which models that: every read after a write on a promoted primary
+    /// fell back needlessly).
+    #[tokio::test]
+    async fn only_a_standby_behind_the_position_is_behind() {
+        let at = Lsn(0x500_0000);
+        let standby = Role {
+            in_recovery: true,
+            replay: Some(at),
+        };
+        assert_eq!(check(standby, Lsn(0x400_0000)).await, Ok(true));
+        assert_eq!(check(standby, at).await, Ok(true));
+        assert_eq!(check(standby, Lsn(0x600_0000)).await, Ok(false));
+        assert_eq!(check(PRIMARY, Lsn(0x600_0000)).await, Ok(true));
+        let promoted = Role {
+            in_recovery: false,
+            replay: Some(at),
+        };
+        assert_eq!(check(promoted, Lsn(0x600_0000)).await, Ok(true));
     }
 }

@@ -10,6 +10,8 @@ mod client_io;
 mod client_task;
 mod config_file;
 mod shared;
+#[cfg(test)]
+mod stand_in;
 mod tls;
 
 use std::collections::{BTreeMap, BTreeSet};

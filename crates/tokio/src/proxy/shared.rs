@@ -8,6 +8,8 @@
 //! admin console shows and does is in [`admin`].
 
 mod admin;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
@@ -47,8 +49,8 @@ struct State {
     pools: Pools,
     idle: BTreeMap<ServerId, (Box<Session>, Lent)>,
     waiting: BTreeMap<ClientId, (PoolKey, oneshot::Sender<Granted>)>,
-    /// The cancel token of the server each client holds.
-    holding: BTreeMap<ClientId, CancelToken>,
+    /// The server each client holds, and its cancel token.
+    holding: BTreeMap<ClientId, (ServerId, CancelToken)>,
     keys: BTreeMap<i32, (ClientId, Vec<u8>)>,
     /// The deadline the timer task sleeps to.
     armed: Option<Instant>,
@@ -364,13 +366,39 @@ impl Shared {
     }
 
     /// A CancelRequest with the proxy's keys: cancels the query of the server that client
-    /// holds now; anything else is ignored, as PostgreSQL ignores unknown keys.
-    pub(super) fn cancel(&self, pid: i32, secret: &[u8]) {
-        let st = self.lock();
+    /// holds now; anything else is ignored, as PostgreSQL ignores unknown keys. Until the
+    /// server has handled it the pools lend that server to no one else, whose query the
+    /// cancel would otherwise stop.
+    pub(super) fn cancel(self: &Arc<Self>, pid: i32, secret: &[u8]) {
+        let mut st = self.lock();
         let found = st.keys.get(&pid).filter(|(_, s)| s == secret);
-        if let Some(token) = found.and_then(|(c, _)| st.holding.get(c)) {
-            let token = token.clone();
-            tokio::spawn(async move { token.cancel().await });
+        let Some((server, token)) = found.and_then(|(c, _)| st.holding.get(c)).cloned() else {
+            return;
+        };
+        st.pools.cancel_sent(server);
+        drop(st);
+        let shared = self.clone();
+        tokio::spawn(async move {
+            let _ = token.cancel().await;
+            let mut st = shared.lock();
+            st.pools.cancel_done(shared.clock.now(), server);
+            shared.perform(&mut st, None);
+        });
+    }
+
+    /// A client task ends while it awaits a server: a server sent to it meanwhile goes back
+    /// to the pools (dropped with the channel, the pools would count it lent for ever),
+    /// otherwise its wait is cancelled.
+    pub(super) fn abandon_wait(
+        self: &Arc<Self>,
+        client: ClientId,
+        mut rx: oneshot::Receiver<Granted>,
+    ) {
+        // Closed first, so that nothing can be sent once the channel has been read.
+        rx.close();
+        match rx.try_recv() {
+            Ok(Granted::Server(session, lent)) => self.release(client, lent, Some(session), true),
+            _ => self.cancel_wait(client),
         }
     }
 
@@ -496,7 +524,7 @@ impl Shared {
             return None;
         }
         if let Ok(token) = session.cancel_token() {
-            st.holding.insert(client, token);
+            st.holding.insert(client, (server, token));
         }
         if let Some(info) = st.info.get_mut(&server) {
             info.lent_now();

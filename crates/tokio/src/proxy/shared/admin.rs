@@ -321,6 +321,8 @@ impl Shared {
                     ServerUse::Idle => ServerState::Idle,
                     ServerUse::Busy(_) if st.resetting.contains(&v.id) => ServerState::Tested,
                     ServerUse::Busy(_) => ServerState::Active,
+                    // Back from its client, held until a cancel sent to it is done.
+                    ServerUse::Canceling => ServerState::Active,
                 };
                 let client = match v.state {
                     ServerUse::Busy(c) if state == ServerState::Active => Some(c),

@@ -1,0 +1,100 @@
+//! The shared pools against the stand-in backend (`stand_in.rs`), a primary that holds every
+//! CancelRequest until told: the two races the simulator's `proxy` scenario found in
+//! this adapter, each played step by step.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use pgyard_proxy::{ClientAuth, ClientConfig, ClientId, Databases, PoolKey, PoolMode, Route};
+use tokio::sync::oneshot;
+
+use super::{Acquired, Granted, Shared};
+use crate::proxy::stand_in::{Backend, PRIMARY};
+use crate::proxy::ProxyConfig;
+use crate::Session;
+
+fn shared(backend: &Backend) -> Arc<Shared> {
+    let client = ClientConfig {
+        auth: ClientAuth::Trust,
+        pool_mode: PoolMode::Transaction,
+        default_route: Route::Primary,
+        login_timeout: Duration::from_secs(5),
+        databases: Databases::Any,
+        admin_users: Default::default(),
+    };
+    let conninfo = format!("host=127.0.0.1 port={} sslmode=disable", backend.port);
+    let mut config = ProxyConfig::new(conninfo, client);
+    config.pool.size = 1;
+    config.seed = Some(7);
+    Shared::start(Arc::new(config.checked().expect("config")), Vec::new())
+}
+
+fn key() -> PoolKey {
+    PoolKey {
+        database: "app".into(),
+        user: "app".into(),
+        route: Route::Primary,
+    }
+}
+
+/// The server an acquire hands out, now or through its channel.
+async fn granted(acquired: Acquired) -> (Box<Session>, pgyard_proxy::Lent) {
+    match acquired {
+        Acquired::Now(session, lent) => (session, lent),
+        Acquired::Later(rx) => match tokio::time::timeout(Duration::from_secs(10), rx).await {
+            Ok(Ok(Granted::Server(session, lent))) => (session, lent),
+            _ => panic!("no server within 10 s"),
+        },
+    }
+}
+
+fn later(acquired: Acquired) -> oneshot::Receiver<Granted> {
+    match acquired {
+        Acquired::Later(rx) => rx,
+        Acquired::Now(..) => panic!("a pool of one lent a second server"),
+    }
+}
+
+/// A client task that ends while a server is already on its way to it through its channel
+/// (its socket's EOF chosen over the grant) used to drop the server with the channel: the
+/// pools counted it lent for ever, and a pool of one served nobody again.
+#[tokio::test]
+async fn a_server_sent_to_a_client_that_left_goes_back_to_the_pool() {
+    let backend = Backend::start(PRIMARY).await;
+    let shared = shared(&backend);
+    let (session, lent) = granted(shared.acquire(ClientId(1), key(), None)).await;
+    let rx = later(shared.acquire(ClientId(2), key(), None));
+    // Client 1's transaction ends: the server is sent to client 2's channel.
+    shared.release(ClientId(1), lent, Some(session), true);
+    // Client 2's task ends without reading it.
+    shared.abandon_wait(ClientId(2), rx);
+    let counts = shared.lock().pools.counts()[&key()].clone();
+    assert_eq!((counts.active, counts.idle), (0, 1), "{counts:?}");
+    assert!(matches!(
+        shared.acquire(ClientId(3), key(), None),
+        Acquired::Now(..)
+    ));
+}
+
+/// A CancelRequest travels to the server on a connection of its own; the server its client
+/// gives back meanwhile used to be lent at once, and the cancel then stopped the next
+/// client's query. It waits for the cancel now.
+#[tokio::test]
+async fn a_server_is_not_lent_again_before_a_cancel_sent_to_it_is_done() {
+    let backend = Backend::start(PRIMARY).await;
+    let shared = shared(&backend);
+    let (session, lent) = granted(shared.acquire(ClientId(1), key(), None)).await;
+    shared.register(ClientId(1), 77, vec![9; 4]);
+    let mut rx = later(shared.acquire(ClientId(2), key(), None));
+    shared.cancel(77, &[9; 4]);
+    shared.release(ClientId(1), lent, Some(session), true);
+    let early = tokio::time::timeout(Duration::from_millis(300), &mut rx).await;
+    assert!(early.is_err(), "lent while the cancel was on its way");
+    assert_eq!(backend.cancels.load(Ordering::SeqCst), 1);
+    backend.answer_cancels();
+    match tokio::time::timeout(Duration::from_secs(10), rx).await {
+        Ok(Ok(Granted::Server(..))) => {}
+        _ => panic!("not lent once the cancel was done"),
+    }
+}

@@ -1,0 +1,470 @@
+//! A client of the `proxy` scenario as its application sees it: a plan of transactions, the
+//! bytes of its next request (written for the session at hand), and what it reads back —
+//! whole replies, each command tag in the order it asked, the LSN of its writes, and the
+//! errors it may legitimately get (57014 after its own cancel, 57P01 or 08006 when its server
+//! died under its transaction; the scenario judges the last two).
+
+use std::collections::{BTreeSet, VecDeque};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use pgyard_proxy::classes::{MIN_LSN, ROUTE, TAG};
+use pgyard_proxy::{CancelKey, ClientAuth, ClientConfig, ClientId, ClientSession, PoolMode, Route};
+use pgyard_types::{Instant, Lsn, Rng, RngCore};
+use pgyard_wire::auth::LoginRandom;
+use pgyard_wire::frame::{decode_frame, Decoded, ProtocolVersion};
+use pgyard_wire::frontend;
+use pgyard_wire::middleware::encode_middleware;
+
+use super::proxy_plan::{Kind, Pre, Txn};
+use crate::Violation;
+
+/// A bug planted in every client session (see [`crate::planted`]).
+pub type Bug = Option<crate::planted::ProxyBug>;
+
+fn violation(invariant: &'static str, detail: String) -> Violation {
+    Violation { invariant, detail }
+}
+
+/// The proxy's configuration of every client session of the scenario.
+pub(super) fn client_config() -> ClientConfig {
+    ClientConfig {
+        auth: ClientAuth::Trust,
+        pool_mode: PoolMode::Transaction,
+        default_route: Route::Primary,
+        login_timeout: Duration::from_secs(60),
+        databases: pgyard_proxy::Databases::Any,
+        admin_users: Default::default(),
+    }
+}
+
+/// A session of the proxy as the adapter creates one for a new connection: its cancel key
+/// drawn from `rng`, the planted bug switched on.
+pub(super) fn new_session(now: Instant, id: ClientId, rng: &mut Rng, bug: Bug) -> ClientSession {
+    let mut secret = vec![0u8; 32];
+    rng.fill_bytes(&mut secret);
+    let key = CancelKey {
+        pid: (rng.next_u32() >> 1) as i32,
+        secret,
+    };
+    let random = LoginRandom {
+        salt: [0; 4],
+        nonce: [0; 18],
+        mock_salt: [0; 16],
+    };
+    #[allow(unused_mut)]
+    let mut session = ClientSession::new(now, id, client_config(), key, random);
+    #[cfg(feature = "planted-bugs")]
+    if let Some(b) = bug {
+        session = session.with_planted_bug(b);
+    }
+    #[cfg(not(feature = "planted-bugs"))]
+    let _ = bug;
+    session
+}
+
+/// What a client heard that the scenario must judge.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Heard {
+    /// Nothing to judge.
+    Nothing,
+    /// Its server was lost (57P01 from the server, or the proxy's 08006).
+    Loss,
+}
+
+/// One request of a client: its bytes, the tags its answer carries, and the MIN_LSN it sent.
+pub(super) struct Request {
+    /// What is sent, middleware messages included.
+    pub(super) bytes: Vec<u8>,
+    /// The transaction it belongs to, when it is a transaction's first request.
+    pub(super) first_of: Option<u64>,
+    /// The MIN_LSN sent before it.
+    pub(super) min_lsn: Option<Lsn>,
+}
+
+/// A client: its plan, its current session, and what it expects back.
+pub(super) struct Client {
+    /// Its number (`c3` in query texts).
+    pub(super) c: u64,
+    /// The proxy's session of its current connection.
+    pub(super) session: ClientSession,
+    /// Connections opened so far (stale timers name an earlier one).
+    pub(super) gen: u32,
+    /// What is left to do; the front transaction is under way once `at > 0` or `waiting`.
+    pub(super) txns: VecDeque<Txn>,
+    /// Requests of the front transaction answered so far.
+    pub(super) at: usize,
+    /// The StartupMessage is still to be sent on this connection.
+    pub(super) startup: bool,
+    /// Tags still expected, in order, before the ReadyForQuery that ends the request.
+    pub(super) expect: VecDeque<Vec<u8>>,
+    /// A request (or the welcome) awaits its ReadyForQuery.
+    pub(super) waiting: bool,
+    /// Inside a transaction block, as the last ReadyForQuery said.
+    pub(super) in_block: bool,
+    inbox: Vec<u8>,
+    welcomed: bool,
+    /// Named statements parsed on this connection.
+    parsed: BTreeSet<u8>,
+    /// The LSN of its last write.
+    pub(super) last_write: Option<Lsn>,
+    /// A CancelRequest went out for the request under way.
+    pub(super) cancelled: bool,
+    /// It heard its server was lost: the proxy must close it.
+    pub(super) lost: bool,
+    /// It said goodbye (Terminate) after its last transaction.
+    pub(super) done: bool,
+}
+
+impl Client {
+    /// A client with its plan, connecting with `session`.
+    pub(super) fn new(c: u64, session: ClientSession, txns: Vec<Txn>) -> Client {
+        Client {
+            c,
+            session,
+            gen: 0,
+            txns: txns.into(),
+            at: 0,
+            startup: true,
+            expect: VecDeque::new(),
+            waiting: false,
+            in_block: false,
+            inbox: Vec::new(),
+            welcomed: false,
+            parsed: BTreeSet::new(),
+            last_write: None,
+            cancelled: false,
+            lost: false,
+            done: false,
+        }
+    }
+
+    /// Whether it has something to send now.
+    pub(super) fn ready_to_send(&self) -> bool {
+        !self.done && !self.waiting && !self.lost && !self.session.is_closed()
+    }
+
+    /// The front transaction, if one is under way (a request sent, or answered).
+    pub(super) fn current(&self) -> Option<&Txn> {
+        let under_way = self.welcomed && (self.at > 0 || self.waiting);
+        self.txns.front().filter(|_| under_way)
+    }
+
+    /// Its connection is gone (it left, or the proxy closed it): the transaction under way
+    /// is abandoned and a new connection starts with `session`.
+    pub(super) fn reconnect(&mut self, session: ClientSession) {
+        if self.current().is_some() {
+            self.txns.pop_front();
+        }
+        self.session = session;
+        self.gen += 1;
+        self.at = 0;
+        self.startup = true;
+        self.expect.clear();
+        self.waiting = false;
+        self.in_block = false;
+        self.inbox.clear();
+        self.welcomed = false;
+        self.parsed.clear();
+        self.cancelled = false;
+        self.lost = false;
+    }
+
+    /// Whether its connection ended in the middle of a message (the proxy had nothing
+    /// whole to say: its server died mid-message); it then counts as having heard of the
+    /// loss.
+    pub(super) fn cut_off(&mut self) -> bool {
+        if self.inbox.is_empty() {
+            return false;
+        }
+        self.lost = true;
+        true
+    }
+
+    /// The next request; `None` when the plan is done (the client then says goodbye).
+    pub(super) fn next_request(&mut self) -> Option<Request> {
+        if self.startup {
+            self.startup = false;
+            let mut b = BytesMut::new();
+            let params: [(&[u8], &[u8]); 1] = [(b"user", b"app")];
+            let _ = frontend::encode_startup(ProtocolVersion::V3_0, &params, &mut b);
+            return Some(self.request(b, Vec::new(), None, None));
+        }
+        let txn = self.txns.front()?.clone();
+        let c = self.c;
+        let t = txn.n;
+        let name = |n: u64| format!("c{c} t{t} n{n}").into_bytes();
+        let mut b = BytesMut::new();
+        let mut min_lsn = None;
+        if self.at == 0 {
+            for p in &txn.pre {
+                let _ = match p {
+                    Pre::Route(r) => encode_middleware(ROUTE, route_text(*r), &mut b),
+                    Pre::Tag => encode_middleware(TAG, b"batch", &mut b),
+                    Pre::Unknown => encode_middleware(4_000_000_007, b"someone else's", &mut b),
+                };
+            }
+            if txn.kind == Kind::Read {
+                if let Some(lsn) = self.last_write {
+                    let _ = encode_middleware(MIN_LSN, lsn.to_string().as_bytes(), &mut b);
+                    min_lsn = Some(lsn);
+                }
+            }
+        }
+        let tag = match txn.kind {
+            Kind::Simple => query(&mut b, name(0)),
+            Kind::Block => match self.at {
+                0 => query(&mut b, format!("begin c{c} t{t}").into_bytes()),
+                3 => query(&mut b, format!("commit c{c} t{t}").into_bytes()),
+                n => query(&mut b, name(n as u64)),
+            },
+            Kind::Unnamed => extended(&mut b, b"", true, name(0)),
+            Kind::Named(k) => {
+                let statement = format!("s{k}").into_bytes();
+                let parse = self.parsed.insert(k);
+                extended(&mut b, &statement, parse, name(0))
+            }
+            Kind::Write => query(&mut b, format!("write c{c} t{t} n0").into_bytes()),
+            Kind::Read => query(&mut b, format!("read c{c} t{t} n0").into_bytes()),
+            Kind::Sleep { ns } => query(&mut b, format!("sleep c{c} t{t} n0 d{ns}").into_bytes()),
+        };
+        let first_of = (self.at == 0).then_some(t);
+        Some(self.request(b, vec![tag], first_of, min_lsn))
+    }
+
+    fn request(
+        &mut self,
+        bytes: BytesMut,
+        tags: Vec<Vec<u8>>,
+        first_of: Option<u64>,
+        min_lsn: Option<Lsn>,
+    ) -> Request {
+        self.expect.extend(tags);
+        self.waiting = true;
+        Request {
+            bytes: bytes.to_vec(),
+            first_of,
+            min_lsn,
+        }
+    }
+
+    /// Bytes from the proxy; reads whole replies, and returns what must be judged.
+    pub(super) fn read(&mut self, bytes: &[u8]) -> Result<Heard, Violation> {
+        self.inbox.extend_from_slice(bytes);
+        let mut heard = Heard::Nothing;
+        loop {
+            let (tag, body) = match decode_frame(&self.inbox, 1 << 20) {
+                Ok(Decoded::Frame(f)) => (f.tag, f.body.to_vec()),
+                Ok(Decoded::NeedMore { .. }) => return Ok(heard),
+                Err(e) => {
+                    let detail = format!("c{}: {e}", self.c);
+                    return Err(violation("replies-well-formed", detail));
+                }
+            };
+            self.inbox.drain(..5 + body.len());
+            if self.reply(tag, &body)? == Heard::Loss {
+                heard = Heard::Loss;
+            }
+        }
+    }
+
+    /// One reply frame: the welcome first, then each request's tags in order and its
+    /// ReadyForQuery.
+    fn reply(&mut self, tag: u8, body: &[u8]) -> Result<Heard, Violation> {
+        let c = self.c;
+        match tag {
+            b'E' => self.error(body),
+            b'D' => {
+                if self.current().is_some_and(|t| t.kind == Kind::Write) {
+                    self.last_write = data_row_lsn(body);
+                }
+                Ok(Heard::Nothing)
+            }
+            b'C' => {
+                let got = body.strip_suffix(&[0]).unwrap_or(body);
+                match self.expect.pop_front() {
+                    Some(want) if want == got => Ok(Heard::Nothing),
+                    want => Err(violation(
+                        "replies-in-order",
+                        format!(
+                            "client {c} got {:?}, expected {:?}",
+                            String::from_utf8_lossy(got),
+                            want.map(|w| String::from_utf8_lossy(&w).into_owned())
+                        ),
+                    )),
+                }
+            }
+            b'Z' => {
+                if !self.expect.is_empty() {
+                    let detail = format!(
+                        "client {c}: ReadyForQuery with {} tags owed",
+                        self.expect.len()
+                    );
+                    return Err(violation("replies-in-order", detail));
+                }
+                self.ready(body.first().copied());
+                Ok(Heard::Nothing)
+            }
+            _ => Ok(Heard::Nothing),
+        }
+    }
+
+    /// A ReadyForQuery: the welcome, or the end of the request under way.
+    fn ready(&mut self, status: Option<u8>) {
+        self.waiting = false;
+        self.in_block = status == Some(b'T');
+        if !self.welcomed {
+            self.welcomed = true;
+            return;
+        }
+        self.cancelled = false;
+        self.at += 1;
+        if self.txns.front().is_some_and(|t| self.at >= t.requests()) {
+            self.txns.pop_front();
+            self.at = 0;
+        }
+    }
+
+    /// An ErrorResponse: the ones a client may get here, or a broken promise.
+    fn error(&mut self, body: &[u8]) -> Result<Heard, Violation> {
+        let c = self.c;
+        let code = error_code(body);
+        let text = String::from_utf8_lossy(body).replace('\0', " ");
+        match code.as_slice() {
+            b"57P01" | b"08006" => {
+                self.lost = true;
+                self.expect.clear();
+                Ok(Heard::Loss)
+            }
+            b"57014" => {
+                let sleeping = self
+                    .current()
+                    .is_some_and(|t| matches!(t.kind, Kind::Sleep { .. }));
+                if !(self.cancelled && sleeping) {
+                    let detail = format!(
+                        "client {c} got a cancel it did not ask for (cancelled={}): {text}",
+                        self.cancelled
+                    );
+                    return Err(violation("cancel-reaches-only-its-clients-server", detail));
+                }
+                // The statement's CommandComplete will never come.
+                self.expect.pop_front();
+                Ok(Heard::Nothing)
+            }
+            b"26000" => Err(violation(
+                "statements-exist-where-bound",
+                format!("client {c} got an error: {text}"),
+            )),
+            _ => Err(violation(
+                "no-errors",
+                format!("client {c} got an error: {text}"),
+            )),
+        }
+    }
+}
+
+fn route_text(r: Route) -> &'static [u8] {
+    match r {
+        Route::Primary => b"primary",
+        Route::Standby => b"standby",
+        Route::Any => b"any",
+    }
+}
+
+/// A simple query; its command tag is its text.
+fn query(b: &mut BytesMut, text: Vec<u8>) -> Vec<u8> {
+    let _ = frontend::encode_query(&text, b);
+    text
+}
+
+/// An extended-protocol round of `statement` with the text as its parameter (the server
+/// answers with the parameter as its tag).
+fn extended(b: &mut BytesMut, statement: &[u8], parse: bool, param: Vec<u8>) -> Vec<u8> {
+    if parse {
+        let _ = frontend::encode_parse(statement, b"select $1", &[25], b);
+    }
+    let _ = frontend::encode_bind(b"", statement, &[], &[Some(&param)], &[], b);
+    let _ = frontend::encode_describe(frontend::Target::Portal, b"", b);
+    let _ = frontend::encode_execute(b"", 0, b);
+    frontend::encode_sync(b);
+    param
+}
+
+/// The SQLSTATE of an ErrorResponse body.
+fn error_code(body: &[u8]) -> Vec<u8> {
+    let mut rest = body;
+    while let Some((&kind, tail)) = rest.split_first() {
+        if kind == 0 {
+            break;
+        }
+        let end = tail.iter().position(|&b| b == 0).unwrap_or(tail.len());
+        if kind == b'C' {
+            return tail[..end].to_vec();
+        }
+        rest = tail.get(end + 1..).unwrap_or_default();
+    }
+    Vec::new()
+}
+
+/// The LSN in the one text column of a DataRow.
+fn data_row_lsn(body: &[u8]) -> Option<Lsn> {
+    let len = i32::from_be_bytes(body.get(2..6)?.try_into().ok()?);
+    let text = body.get(6..6 + usize::try_from(len).ok()?)?;
+    std::str::from_utf8(text).ok()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_code_and_a_data_row_lsn_are_read_back() {
+        let mut b = BytesMut::new();
+        let fields: [(u8, &[u8]); 3] = [(b'S', b"FATAL"), (b'C', b"57P01"), (b'M', b"bye")];
+        pgyard_wire::error_fields::encode_error_response(&fields, &mut b).expect("E");
+        assert_eq!(error_code(&b[5..]), b"57P01");
+        assert_eq!(error_code(b"SERROR\0\0"), b"");
+        let mut d = BytesMut::new();
+        pgyard_wire::backend::encode_data_row(&[Some(b"1/2A".as_slice())], &mut d).expect("D");
+        assert_eq!(data_row_lsn(&d[5..]), Some(Lsn(0x1_0000_002A)));
+        assert_eq!(data_row_lsn(&[0, 1]), None);
+    }
+
+    #[test]
+    fn a_read_after_a_write_carries_min_lsn_and_a_new_connection_parses_again() {
+        let mut rng = pgyard_types::rng_from_seed(3);
+        let session = new_session(Instant(0), ClientId(0), &mut rng, None);
+        let txn = |n, kind| Txn {
+            n,
+            pre: Vec::new(),
+            kind,
+            cancel_after: None,
+            leave_after: None,
+        };
+        let plan = vec![
+            txn(0, Kind::Named(1)),
+            txn(1, Kind::Read),
+            txn(2, Kind::Named(1)),
+        ];
+        let mut c = Client::new(4, session, plan);
+        let startup = c.next_request().expect("startup");
+        assert!(startup.first_of.is_none() && c.waiting);
+        c.read(&[b'Z', 0, 0, 0, 5, b'I']).expect("welcome");
+        let first = c.next_request().expect("named");
+        assert_eq!(first.bytes[0], b'P', "parsed on first use");
+        c.read(&[b'Z', 0, 0, 0, 5, b'I'])
+            .expect_err("its tag is owed");
+        c.expect.clear();
+        c.read(&[b'Z', 0, 0, 0, 5, b'I']).expect("done");
+        c.last_write = Some(Lsn(0x500));
+        let read = c.next_request().expect("read");
+        assert_eq!((read.first_of, read.min_lsn), (Some(1), Some(Lsn(0x500))));
+        assert_eq!(read.bytes[0], b'M');
+        c.reconnect(new_session(Instant(0), ClientId(1), &mut rng, None));
+        assert_eq!(c.txns.len(), 1, "the read under way is abandoned");
+        c.next_request().expect("startup again");
+        c.read(&[b'Z', 0, 0, 0, 5, b'I']).expect("welcome");
+        let again = c.next_request().expect("named again");
+        assert_eq!(again.bytes[0], b'P', "a new connection parses again");
+    }
+}
