@@ -17,10 +17,14 @@
 //! * Consecutive INSERTs into one relation with the same columns become multi-row INSERTs,
 //!   or a COPY from [`COPY_ROWS`] rows on, also across the transactions of a [`Batch`]
 //!   (several due transactions applied as one).
+//! * [`ApplyMachine`] drives it all: due transactions out of the queue, batches to the
+//!   subscriber, replies back, and `mark_applied` only once the subscriber's COMMIT
+//!   succeeded and its origin's durable progress passed the transaction.
 //! * The transaction records its origin progress (`pg_replication_origin_xact_setup` with the
 //!   commit's end LSN and time), so a crash between COMMIT and `mark_applied` is recognised
 //!   at the next start through `pg_replication_origin_progress`.
 
+mod machine;
 mod plan;
 mod text;
 
@@ -29,6 +33,12 @@ use std::collections::BTreeMap;
 use pgyard_types::Lsn;
 use pgyard_wire::pgoutput::{PgOutputMessage, Relation, ReplicaIdentity, TupleData, TupleValue};
 
+#[cfg(feature = "planted-bugs")]
+pub use machine::PlantedBug;
+pub use machine::{
+    Applied, ApplyConfig, ApplyControls, ApplyMachine, BatchId, Command, Failure, Notice, Until,
+    Wait,
+};
 pub use plan::{Batch, Copy, Param, Plan, Statement, Step, COPY_ROWS};
 use plan::{Piece, TxnPieces};
 pub use text::{quote_ident, quote_literal, timestamp_text};
@@ -373,5 +383,7 @@ fn identity_filter(rel: &Rel, old: Vec<Value>, st: &mut Statement) -> String {
     parts.join(" AND ")
 }
 
+#[cfg(test)]
+mod machine_tests;
 #[cfg(test)]
 mod tests;
