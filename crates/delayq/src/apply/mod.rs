@@ -231,8 +231,18 @@ impl Applier {
                 return Ok(());
             }
         }
-        let names: Vec<&str> = key.1.iter().map(|&i| rel.columns[i].0.as_str()).collect();
-        let target = format!("{} ({})", rel.qualified, names.join(", "));
+        // Built by hand: a new INSERT starts with nearly every transaction of small ones.
+        let names = key.1.iter().map(|&i| rel.columns[i].0.as_str());
+        let mut target = String::with_capacity(rel.qualified.len() + 16 * key.1.len() + 3);
+        target.push_str(&rel.qualified);
+        target.push_str(" (");
+        for (n, name) in names.enumerate() {
+            if n > 0 {
+                target.push_str(", ");
+            }
+            target.push_str(name);
+        }
+        target.push(')');
         out.bytes += target.len() + 20;
         out.pieces.push(Piece::Insert {
             target,
