@@ -98,6 +98,9 @@ struct Rel {
     identity: ReplicaIdentity,
     /// Quoted column names and whether each is a key column.
     columns: Vec<(String, bool)>,
+    /// The Relation message it was built from: the same description comes again with every
+    /// streamed transaction and every new consumer, and needs no quoting again.
+    raw: Vec<u8>,
 }
 
 /// One column's value in a change.
@@ -132,7 +135,7 @@ impl Applier {
                 detail: e.to_string(),
             })?;
             if let PgOutputMessage::Relation(r) = msg {
-                self.describe(&r);
+                self.describe(&r, raw);
             }
         }
         let streamed = !matches!(
@@ -159,6 +162,10 @@ impl Applier {
             }
             // Anything else (a Relation message included) ends the multi-row INSERT.
             open = None;
+            if let PgOutputMessage::Relation(r) = &msg {
+                self.describe(r, raw);
+                continue;
+            }
             if let Some((st, changes)) = self.statement(&msg, commit_lsn)? {
                 out.bytes += st.sql.len() + st.params.iter().flatten().map(Vec::len).sum::<usize>();
                 out.changes += changes;
@@ -170,7 +177,10 @@ impl Applier {
         Ok(changes)
     }
 
-    fn describe(&mut self, r: &Relation<'_>) {
+    fn describe(&mut self, r: &Relation<'_>, raw: &[u8]) {
+        if self.relations.get(&r.oid).is_some_and(|rel| rel.raw == raw) {
+            return;
+        }
         let ns = String::from_utf8_lossy(r.namespace);
         let ns = if ns.is_empty() {
             "pg_catalog".into()
@@ -193,6 +203,7 @@ impl Applier {
                 qualified,
                 identity: r.replica_identity,
                 columns,
+                raw: raw.to_vec(),
             },
         );
     }
@@ -252,15 +263,15 @@ impl Applier {
         Ok(())
     }
 
-    /// The statement for one non-INSERT message and the rows it changes; `None` for messages
-    /// that change nothing (framing, origins, types, logical messages, Relation).
+    /// The statement for one message other than INSERT and Relation, and the rows it
+    /// changes; `None` for messages that change nothing (framing, origins, types, logical
+    /// messages).
     fn statement(
-        &mut self,
+        &self,
         msg: &PgOutputMessage<'_>,
         commit_lsn: Lsn,
     ) -> Result<Option<(Statement, u64)>, ApplyError> {
         match msg {
-            PgOutputMessage::Relation(r) => self.describe(r),
             PgOutputMessage::Update(u) => {
                 let rel = self.rel(commit_lsn, u.relation)?;
                 let new = values(commit_lsn, rel, &u.new)?;

@@ -317,7 +317,7 @@ impl Run<'_> {
         let mut rows = 0usize;
         for ins in inserted {
             let mut shape = Shape::new(ins);
-            for row in &self.sub.table(&ins.table)[ins.rows.clone()] {
+            for row in &self.sub.table(&ins.target.table)[ins.rows.clone()] {
                 rows += 1;
                 let got = shape.payload.and_then(|i| row[i].as_deref());
                 let want = expected.next();
@@ -456,11 +456,12 @@ struct Shape<'a> {
 impl<'a> Shape<'a> {
     fn new(ins: &'a Inserted) -> Shape<'a> {
         let rel = ins
+            .target
             .table
             .strip_prefix("\"public\".\"t")
             .and_then(|t| t.strip_suffix('"'))
             .and_then(|n| n.parse().ok());
-        let col = |name: &str| ins.columns.iter().position(|c| c == name);
+        let col = |name: &str| ins.target.columns.iter().position(|c| c == name);
         Shape {
             ins,
             rel,
@@ -480,18 +481,21 @@ impl<'a> Shape<'a> {
         };
         let rel = rel_of(payload);
         if self.rel != Some(rel) {
-            return Err(bad(format!("inserted into {}, not t{rel}", self.ins.table)));
+            return Err(bad(format!(
+                "inserted into {}, not t{rel}",
+                self.ins.target.table
+            )));
         }
         let ver = self
             .ver
             .and_then(|i| row[i].as_deref())
             .and_then(|v| std::str::from_utf8(v).ok()?.parse::<u32>().ok())
-            .ok_or_else(|| bad(format!("no version among {:?}", self.ins.columns)))?;
+            .ok_or_else(|| bad(format!("no version among {:?}", self.ins.target.columns)))?;
         if self.matched == Some(ver) {
             return Ok(());
         }
         let mut name = Vec::new();
-        let columns = &self.ins.columns;
+        let columns = &self.ins.target.columns;
         let same = columns.len() == column_count(ver)
             && columns.iter().enumerate().all(|(i, c)| {
                 name.clear();

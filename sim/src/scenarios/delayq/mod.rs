@@ -103,7 +103,7 @@ fn draw_apply_mix(rng: &mut Rng) -> ApplyMix {
         batch_bytes: 64 + pick(rng, 4096) as usize,
         progress_every: 1 + pick(rng, 15) as usize,
         progress_interval_ms: pick(rng, 500),
-        purge_interval_ms: pick(rng, 2000),
+        purge_interval_ms: 100 + pick(rng, 1900),
         wal_flush_percent: pick(rng, 40),
         subscriber_crash_percent: pick(rng, 4),
         applier_crash_percent: pick(rng, 5),

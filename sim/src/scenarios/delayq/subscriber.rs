@@ -11,6 +11,7 @@
 //! block aborted, so everything behind it fails until the ROLLBACK, as on the server.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::rc::Rc;
 
 use pgyard_delayq::apply::{BatchId, Plan, Step};
 use pgyard_types::Lsn;
@@ -18,21 +19,27 @@ use pgyard_types::Lsn;
 /// One row: each column's text value, `None` for NULL.
 pub(super) type Row = Vec<Option<Vec<u8>>>;
 
+/// Where a statement inserts: parsed once per statement shape.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Target {
+    /// The qualified table name as the statement wrote it.
+    pub(super) table: String,
+    /// The column names, unquoted.
+    pub(super) columns: Vec<String>,
+}
+
 /// Rows a statement of a batch inserts.
 #[derive(Debug)]
 struct Staged {
-    table: String,
-    columns: Vec<String>,
+    target: Rc<Target>,
     rows: Vec<Row>,
 }
 
 /// Where a statement of a committed batch put its rows, for the scenario's checks.
 #[derive(Debug)]
 pub(super) struct Inserted {
-    /// The qualified table name as the statement wrote it.
-    pub(super) table: String,
-    /// The column names, unquoted.
-    pub(super) columns: Vec<String>,
+    /// The table and columns.
+    pub(super) target: Rc<Target>,
     /// The rows, by index in the table.
     pub(super) rows: std::ops::Range<usize>,
 }
@@ -106,6 +113,8 @@ pub(super) struct SubServer {
     pub(super) origin: Lsn,
     durable: Durable,
     session: Option<Session>,
+    /// Statement targets parsed so far, by their text.
+    targets: BTreeMap<String, Rc<Target>>,
 }
 
 impl SubServer {
@@ -227,11 +236,11 @@ impl SubServer {
                 self.flush_wal();
                 (Reply::Progress(self.origin), Ran::Nothing)
             }
-            Request::Batch(id, plan) => match self.stage(&plan) {
+            Request::Batch(id, plan) => match self.stage(plan.steps) {
                 Ok(staged) => {
                     let from = self.origin;
-                    let inserted = self.commit(staged, plan.end_lsn);
                     let to = plan.end_lsn;
+                    let inserted = self.commit(staged, to);
                     (Reply::Committed(id), Ran::Committed { from, to, inserted })
                 }
                 Err(text) => {
@@ -250,52 +259,76 @@ impl SubServer {
 
     /// Runs a plan's steps inside the transaction: the rows each would insert, or the error
     /// that aborts it.
-    fn stage(&self, plan: &Plan) -> Result<Vec<Staged>, String> {
-        let mut out = Vec::with_capacity(plan.steps.len());
-        for step in &plan.steps {
+    fn stage(&mut self, steps: Vec<Step>) -> Result<Vec<Staged>, String> {
+        let mut out = Vec::with_capacity(steps.len());
+        for step in steps {
             let ins = match step {
                 Step::Run(st) => {
-                    let (table, columns) = insert_target(&st.sql)
+                    let target = self
+                        .target(&st.sql)
                         .ok_or_else(|| format!("pgyard sim: unsupported statement {}", st.sql))?;
-                    if columns.is_empty() || st.params.len() % columns.len() != 0 {
+                    let width = target.columns.len();
+                    if width == 0 || st.params.len() % width != 0 {
                         return Err(format!(
-                            "pgyard sim: {} values for {columns:?}",
+                            "pgyard sim: {} values for {target:?}",
                             st.params.len()
                         ));
                     }
-                    let rows = st.params.chunks(columns.len()).map(<[_]>::to_vec).collect();
-                    Staged {
-                        table,
-                        columns,
-                        rows,
+                    // The values move into the rows: the plan is spent once it has run.
+                    let mut rows = Vec::with_capacity(st.params.len() / width);
+                    let mut values = st.params.into_iter();
+                    loop {
+                        let row: Row = values.by_ref().take(width).collect();
+                        if row.is_empty() {
+                            break;
+                        }
+                        rows.push(row);
                     }
+                    Staged { target, rows }
                 }
                 Step::Copy(c) => {
-                    let (table, columns) = copy_target(&c.sql)
+                    let target = self
+                        .target(&c.sql)
                         .ok_or_else(|| format!("pgyard sim: unsupported COPY {}", c.sql))?;
-                    let rows = copy_rows(&c.data, columns.len())
-                        .ok_or_else(|| format!("pgyard sim: bad COPY data for {table}"))?;
-                    Staged {
-                        table,
-                        columns,
-                        rows,
-                    }
+                    let rows = copy_rows(&c.data, target.columns.len())
+                        .ok_or_else(|| format!("pgyard sim: bad COPY data for {target:?}"))?;
+                    Staged { target, rows }
                 }
             };
-            if self.missing.contains(&ins.table) {
-                return Err(format!("relation {} does not exist", ins.table));
+            if self.missing.contains(&ins.target.table) {
+                return Err(format!("relation {} does not exist", ins.target.table));
             }
             out.push(ins);
         }
         Ok(out)
     }
 
+    /// The target of `INSERT INTO t (cols) VALUES …` or `COPY t (cols) FROM STDIN`.
+    fn target(&mut self, sql: &str) -> Option<Rc<Target>> {
+        let text = target_text(sql)?;
+        if let Some(t) = self.targets.get(text) {
+            return Some(t.clone());
+        }
+        let (table, cols) = text.split_once(" (")?;
+        let columns = cols
+            .strip_suffix(')')?
+            .split(", ")
+            .map(|c| c.trim_matches('"').to_owned())
+            .collect();
+        let t = Rc::new(Target {
+            table: table.to_owned(),
+            columns,
+        });
+        self.targets.insert(text.to_owned(), t.clone());
+        Some(t)
+    }
+
     /// Makes the staged rows part of the tables, with the origin's progress.
     fn commit(&mut self, staged: Vec<Staged>, end: Lsn) -> Vec<Inserted> {
         let mut out = Vec::with_capacity(staged.len());
         for st in staged {
-            let payload = st.columns.iter().position(|c| c == "payload");
-            let table = self.tables.entry(st.table.clone()).or_default();
+            let payload = st.target.columns.iter().position(|c| c == "payload");
+            let table = self.tables.entry(st.target.table.clone()).or_default();
             let first = table.len();
             for row in st.rows {
                 let p = payload.and_then(|i| row[i].clone()).unwrap_or_default();
@@ -304,8 +337,7 @@ impl SubServer {
             }
             out.push(Inserted {
                 rows: first..table.len(),
-                table: st.table,
-                columns: st.columns,
+                target: st.target,
             });
         }
         self.origin = end;
@@ -318,27 +350,16 @@ impl SubServer {
     }
 }
 
-/// `"schema"."table" ("a", "b")` → the table and the unquoted column names.
-fn target(t: &str) -> Option<(String, Vec<String>)> {
-    let (table, cols) = t.split_once(" (")?;
-    let cols = cols.strip_suffix(')')?;
-    let columns = cols
-        .split(", ")
-        .map(|c| c.trim_matches('"').to_owned())
-        .collect();
-    Some((table.to_owned(), columns))
-}
-
-/// The target of `INSERT INTO t (cols) VALUES ($1, …), …`.
-fn insert_target(sql: &str) -> Option<(String, Vec<String>)> {
-    let rest = sql.strip_prefix("INSERT INTO ")?;
-    let (t, _) = rest.split_once(" VALUES ")?;
-    target(t)
-}
-
-/// The target of `COPY t (cols) FROM STDIN`.
-fn copy_target(sql: &str) -> Option<(String, Vec<String>)> {
-    target(sql.strip_prefix("COPY ")?.strip_suffix(" FROM STDIN")?)
+/// The `t (cols)` part of an INSERT (before ` VALUES `) or a COPY (before ` FROM STDIN`).
+fn target_text(sql: &str) -> Option<&str> {
+    match sql.strip_prefix("INSERT INTO ") {
+        Some(rest) => {
+            // Column names hold no parenthesis: the list ends at the first one.
+            let end = rest.find(')')? + 1;
+            rest[end..].starts_with(" VALUES ").then(|| &rest[..end])
+        }
+        None => sql.strip_prefix("COPY ")?.strip_suffix(" FROM STDIN"),
+    }
 }
 
 /// COPY's text format back into rows of `width` values (`\N` is NULL; backslash escapes).
@@ -455,7 +476,7 @@ mod tests {
         };
         assert_eq!(inserted[0].rows, 0..2);
         assert_eq!(
-            s.table(&inserted[0].table),
+            s.table(&inserted[0].target.table),
             [
                 vec![Some(b"a\tb".to_vec()), None],
                 vec![Some(b"c\\".to_vec()), Some(b"d".to_vec())]
