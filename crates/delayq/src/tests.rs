@@ -108,6 +108,7 @@ both!(
     stream_commit_promotes_in_stream_relations,
     reported_position_past_a_later_commit_hands_out_nothing_unsynced,
     rehand_gives_the_map_as_of_the_rehanded_item,
+    a_stale_description_in_a_resent_transaction_does_not_regress_the_map,
 );
 
 fn nothing_undurable_is_handed_out_and_flush_lsn_never_falls<H: Harness>(h: &mut H) {
@@ -668,6 +669,53 @@ fn rehand_gives_the_map_as_of_the_rehanded_item<H: Harness>(h: &mut H) {
     }
     q.rehand();
     assert_eq!(schemas(&mut q), [(Xid(4), vec![v2])]);
+}
+
+/// A reconnect re-sends an old transaction with the old description of a relation that a
+/// prepared transaction queued since uses in its newer form; the session ends before the
+/// prepared one is re-sent, and it is decided later. It must still get the newer description.
+fn a_stale_description_in_a_resent_transaction_does_not_regress_the_map<H: Harness>(h: &mut H) {
+    let mut q = DelayQueue::open(h.fresh(), small()).unwrap();
+    let mut g = Gen::default();
+    let mut t1 = g.plain(1, 1, 1);
+    t1.splice(1..1, g.relation(16384, 1));
+    let mut t2 = g.prepare(2, 1, 1);
+    t2.splice(1..1, g.relation(16384, 2));
+    let decide = g.commit_prepared(2, 2);
+    // Every message with the WAL position of its transaction's changes, as the walsender's
+    // `'w'` header carries it.
+    let feed_at = |q: &mut DelayQueue<H::S>, msgs: &Msgs, wal: u64| {
+        for (event, payload) in msgs {
+            let received = Received {
+                wal_lsn: Lsn(wal),
+                payload,
+                event: *event,
+            };
+            q.handle(at(0), received).unwrap();
+        }
+    };
+    feed_at(&mut q, &t1, 0x10);
+    feed_at(&mut q, &t2, 0x20);
+    q.flush().unwrap();
+    q.restart_stream(at(0)).unwrap();
+    feed_at(&mut q, &t1, 0x10);
+    q.flush().unwrap();
+    q.restart_stream(at(0)).unwrap();
+    feed_at(&mut q, &decide, 0x30);
+    q.flush().unwrap();
+    let mut held = std::collections::BTreeMap::new();
+    while let Some(Ready::Transaction(t)) = q.poll_ready(at(100)).unwrap() {
+        for raw in &t.schema {
+            held.insert(raw[..6].to_vec(), raw.clone());
+        }
+        if t.xid == Xid(2) {
+            assert_eq!(held.values().collect::<Vec<_>>(), [&b"R16384v2".to_vec()]);
+        } else {
+            assert_eq!(t.schema, [b"R16384v1".to_vec()]);
+        }
+        q.mark_applied(t.id).unwrap();
+    }
+    assert_eq!(q.apply_lsn(), q.resume_lsn(), "both handed out");
 }
 
 fn duplicates_after_reconnect<H: Harness>(h: &mut H) {
