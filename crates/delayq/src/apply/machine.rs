@@ -297,7 +297,7 @@ pub struct ApplyMachine {
 /// so a wall clock set back an hour cannot hold progress questions and purges back an hour).
 pub(super) fn elapsed(since: UnixTime, now: UnixTime, interval: Duration) -> bool {
     let micros = i64::try_from(interval.as_micros()).unwrap_or(i64::MAX);
-    now < since || now.0 - since.0 >= micros
+    now < since || now.0.saturating_sub(since.0) >= micros
 }
 
 impl ApplyMachine {
