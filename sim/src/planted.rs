@@ -35,19 +35,28 @@ pub type ProxyBug = pgyard_proxy::PlantedBug;
 #[cfg(not(feature = "planted-bugs"))]
 pub type ProxyBug = std::convert::Infallible;
 
+/// A bug of the apply machine, as the `delayq` scenario takes it (none without the feature,
+/// for the same reason as [`ConnectBug`]).
+#[cfg(feature = "planted-bugs")]
+pub type ApplyBug = pgyard_delayq::apply::PlantedBug;
+/// A bug of the apply machine (none without `planted-bugs`).
+#[cfg(not(feature = "planted-bugs"))]
+pub type ApplyBug = std::convert::Infallible;
+
 #[cfg(feature = "planted-bugs")]
 pub use registry::{Entry, Planted, REGISTRY};
 
 #[cfg(feature = "planted-bugs")]
 mod registry {
-    use super::{ConnectBug, ProxyBug, ScenarioBug};
+    use super::{ApplyBug, ConnectBug, ProxyBug, ScenarioBug};
     use crate::runner::{derive_seed, SeedOutcome};
     use crate::scenarios::{connect, delayq, failover, proxy, slotsync};
     use crate::trace::Trace;
     use crate::Violation;
     use pgyard_connect::PlantedBug as C;
+    use pgyard_delayq::apply::PlantedBug as A;
     use pgyard_proxy::PlantedBug as P;
-    use Planted::{Connect, Proxy, Scenario};
+    use Planted::{Apply, Connect, Proxy, Scenario};
 
     /// A planted bug, by where it lives: that decides which runs can switch it on.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +65,8 @@ mod registry {
         Connect(ConnectBug),
         /// In every client session of the `proxy` scenario.
         Proxy(ProxyBug),
+        /// In every apply machine the `delayq` scenario starts.
+        Apply(ApplyBug),
         /// In the driving code of the `delayq` or `slotsync` scenario.
         Scenario(ScenarioBug),
     }
@@ -66,6 +77,7 @@ mod registry {
             match self {
                 Planted::Connect(b) => write!(f, "{b:?}"),
                 Planted::Proxy(b) => write!(f, "{b:?}"),
+                Planted::Apply(b) => write!(f, "{b:?}"),
                 Planted::Scenario(b) => write!(f, "{b:?}"),
             }
         }
@@ -156,6 +168,11 @@ mod registry {
             "flushed-survives-crash",
         ),
         entry(
+            Apply(A::AckBeforeCommit),
+            "delayq",
+            "applied-only-when-durable",
+        ),
+        entry(
             Scenario(ScenarioBug::IgnoreStandbySlots),
             "slotsync",
             "failover-loses-nothing",
@@ -178,7 +195,8 @@ mod registry {
                 (Connect(b), "connect") => connect::run_connect(&mut rng, trace, Some(b)),
                 (Connect(b), "failover") => failover::run_failover(&mut rng, trace, Some(b)),
                 (Proxy(b), "proxy") => proxy::run_proxy(&mut rng, trace, Some(b)),
-                (Scenario(b), "delayq") => delayq::run_delayq(&mut rng, trace, Some(b)),
+                (Scenario(b), "delayq") => delayq::run_delayq(&mut rng, trace, Some(b), None),
+                (Apply(b), "delayq") => delayq::run_delayq(&mut rng, trace, None, Some(b)),
                 (Scenario(b), "slotsync") => {
                     slotsync::run_slotsync(&mut rng, trace, Some(b)).map(|r| r.nanos)
                 }

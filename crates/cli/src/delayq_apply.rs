@@ -1,13 +1,14 @@
 //! `pgyard delayq apply`: apply a queue's due transactions to a subscriber, exactly once
-//! (adapter: the pure `pgyard_delayq::apply::Applier` builds the SQL, pgyard's blocking driver
-//! runs it, the wall clock decides what is due).
+//! (adapter: the pure `pgyard_delayq::apply::ApplyMachine` decides what to send and what to
+//! acknowledge, its `Applier` builds the SQL, pgyard's blocking driver runs it, the wall
+//! clock decides what is due).
 //!
 //! Exactly once: the subscriber session is bound to a replication origin; each transaction
 //! records the publisher's commit end LSN and time as that origin's progress inside the same
 //! subscriber transaction; the queue marks it applied only after COMMIT succeeded; at start,
 //! everything up to the origin's progress is marked applied. The session runs with
-//! `synchronous_commit = off`, as PostgreSQL's apply worker does: a transaction is
-//! acknowledged to the queue (and so may be purged) only once the origin's progress made
+//! `synchronous_commit = off`, as PostgreSQL's apply worker does: the machine acknowledges a
+//! transaction to the queue (and so lets it be purged) only once the origin's progress made
 //! durable on the subscriber has passed it.
 
 use std::path::PathBuf;
@@ -20,16 +21,16 @@ use std::collections::HashMap;
 
 use bytes::BytesMut;
 use pgyard_blocking::PendingQuery;
-use pgyard_delayq::apply::{
-    quote_literal, row_check_failure, timestamp_text, ApplyError, Plan, Statement, Step,
-};
+use pgyard_delayq::apply::{quote_literal, timestamp_text, ApplyError, Plan, Statement, Step};
 use pgyard_delayq::{Config, DelayQueue, FsStorage};
 use pgyard_tokio::follow::SharedQueue;
 use pgyard_wire::frontend as fe;
 
 use crate::delayq_control::{lock_dir, parse_until, Until};
 pub use crate::delayq_loop::{apply_loop, Controls};
-use pgyard_types::{Lsn, PgTimestamp, UnixTime};
+/// What an apply run did: the machine's count.
+pub use pgyard_delayq::apply::Applied;
+use pgyard_types::{Lsn, UnixTime};
 
 /// Arguments of `pgyard delayq apply`.
 #[derive(clap::Args, Debug)]
@@ -84,8 +85,6 @@ pub struct Subscriber {
     origin: String,
     /// The origin's flushed progress when the session started.
     pub progress: Lsn,
-    /// The progress of the last transaction this session committed.
-    committed: Lsn,
     /// Statements prepared on this session: SQL → statement name.
     prepared: HashMap<String, String>,
 }
@@ -185,7 +184,6 @@ impl Subscriber {
             session,
             origin: origin.to_owned(),
             progress,
-            committed: progress,
             prepared: HashMap::new(),
         })
     }
@@ -254,44 +252,24 @@ impl Subscriber {
         fe::encode_execute(b"", 0, buf).map_err(encode_failure)
     }
 
-    /// Reads the replies of the oldest batch sent; its end LSN becomes the session's
-    /// committed progress. The first error is the batch's (what follows it only says the
-    /// transaction is aborted).
-    pub fn finish(
-        &mut self,
-        pending: PendingBatch,
-        commit_lsn: Lsn,
-        end_lsn: Lsn,
-    ) -> Result<(), ApplyFailure> {
-        let mut first: Option<pgyard_blocking::Error> = None;
+    /// Reads the replies of the oldest batch sent: `Ok(Ok(()))` when it committed,
+    /// `Ok(Err(text))` when the subscriber refused it (its first error: what follows only
+    /// says the transaction is aborted), `Err` when the connection failed.
+    pub fn finish(&mut self, pending: PendingBatch) -> Result<Result<(), String>, ApplyFailure> {
+        let mut first: Option<String> = None;
         for reply in pending.0 {
             match self.session.finish_query(reply) {
                 Ok(_) => {}
                 // The server going away (shutdown, terminated backend) is the connection's
                 // failure, not the transaction's: nothing more will come.
                 Err(e) if e.kind().is_retryable() => return Err(refused(e)),
-                Err(e @ pgyard_blocking::Error::Server { .. }) => {
-                    first.get_or_insert(e);
+                Err(pgyard_blocking::Error::Server { text, .. }) => {
+                    first.get_or_insert(text);
                 }
                 Err(e) => return Err(refused(e)),
             }
         }
-        match first {
-            None => {
-                self.committed = end_lsn;
-                Ok(())
-            }
-            Some(pgyard_blocking::Error::Server { text, .. }) => {
-                Err(match row_check_failure(&text) {
-                    Some(words) => ApplyFailure::RowCheck(words),
-                    None => ApplyFailure::Refused {
-                        commit_lsn,
-                        text: text.trim_end().to_owned(),
-                    },
-                })
-            }
-            Some(e) => Err(refused(e)),
-        }
+        Ok(first.map_or(Ok(()), Err))
     }
 
     /// Asks for the origin's progress made durable (`flush = true` flushes the subscriber's
@@ -313,9 +291,14 @@ impl Subscriber {
     }
 
     /// After a failed transaction: reads the replies still in flight (they fail: the
-    /// transaction block is aborted), rolls back, and moves the origin back if the abort
-    /// moved it (a COMMIT that failed after the progress was set).
-    pub fn abandon(&mut self, in_flight: Vec<PendingQuery>) -> Result<(), ApplyFailure> {
+    /// transaction block is aborted), rolls back, and moves the origin back to `origin` (the
+    /// last batch that committed) if the abort moved it (a COMMIT that failed after the
+    /// progress was set).
+    pub fn abandon(
+        &mut self,
+        in_flight: Vec<PendingQuery>,
+        origin: Lsn,
+    ) -> Result<(), ApplyFailure> {
         for p in in_flight {
             match self.session.finish_query(p) {
                 Ok(_) | Err(pgyard_blocking::Error::Server { .. }) => {}
@@ -335,8 +318,8 @@ impl Subscriber {
             .first()
             .and_then(|r| r.first().cloned().flatten())
             .and_then(|t| t.parse().ok());
-        if now.is_some_and(|l| l > self.committed) {
-            self.rewind(self.committed)?;
+        if now.is_some_and(|l| l > origin) {
+            self.rewind(origin)?;
         }
         Ok(())
     }
@@ -365,25 +348,6 @@ pub fn unix_now() -> UnixTime {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
     UnixTime(i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
-}
-
-/// What an apply run did.
-#[derive(Debug, Default)]
-pub struct Applied {
-    /// Transactions applied.
-    pub transactions: u64,
-    /// Rows inserted, updated or deleted.
-    pub rows: u64,
-    /// Transactions the origin's progress showed as applied already.
-    pub skipped_at_start: usize,
-    /// The commit end LSN of the last transaction applied.
-    pub last_end_lsn: Option<Lsn>,
-    /// Its commit time on the publisher.
-    pub last_commit_ts: Option<PgTimestamp>,
-    /// Transactions dropped as the operator asked (`skip`), by commit LSN.
-    pub skipped: Vec<Lsn>,
-    /// Where `--until` made applying hold (the next transaction's commit LSN).
-    pub held_at: Option<Lsn>,
 }
 
 pub(crate) fn status_line(q: &DelayQueue<FsStorage>, done: &Applied) -> String {

@@ -69,24 +69,8 @@ pub fn write_durably(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), String
     File::open(dir).and_then(|d| d.sync_all()).map_err(err)
 }
 
-/// Where applying stops and holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Until {
-    /// Apply what committed before this LSN.
-    Lsn(Lsn),
-    /// Apply what committed before this time.
-    Time(UnixTime),
-}
-
-impl Until {
-    /// Whether a transaction that committed at `lsn`, `ts` is to be held.
-    pub fn holds(self, lsn: Lsn, ts: PgTimestamp) -> bool {
-        match self {
-            Until::Lsn(u) => lsn >= u,
-            Until::Time(u) => ts.to_unix() >= u,
-        }
-    }
-}
+/// Where applying stops and holds: the apply machine's own type.
+pub use pgyard_delayq::apply::Until;
 
 /// `--until`: an LSN (`0/16B3748`) or a UTC time (`2026-12-01 18:00:00`, `T` and a
 /// trailing `Z` or `+00` allowed, fractions of a second too).

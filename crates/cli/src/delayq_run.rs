@@ -134,15 +134,13 @@ pub fn run(args: RunArgs) -> ExitCode {
                     sub.close();
                     return Some(done);
                 }
-                // The subscriber went away (restart, network): connect again and hand the
-                // unacknowledged items out again; its origin says which were applied.
+                // The subscriber went away (restart, network): connect again; the next
+                // apply machine has the queue hand the unacknowledged items out again, and
+                // the origin says which of them were applied.
                 Err(ApplyFailure::Subscriber(e)) => {
                     eprintln!("pgyard delayq run: subscriber: {e}; reconnecting");
                     match reconnect(&subscriber, &origin, &stop) {
-                        Some(s) => {
-                            sub = s;
-                            follow::lock(&queue).rehand();
-                        }
+                        Some(s) => sub = s,
                         None => return None,
                     }
                 }

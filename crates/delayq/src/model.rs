@@ -152,12 +152,16 @@ pub(crate) struct SchemaMap {
     pub current: BTreeMap<SchemaKey, (u8, Vec<u8>)>,
     /// The WAL LSN each current description was sent at (catalog time, unlike log order).
     pub current_lsn: BTreeMap<SchemaKey, Lsn>,
-    /// The map as of the last hand-out.
+    /// The map before the first change in `history`.
     base: BTreeMap<SchemaKey, (u8, Vec<u8>)>,
-    /// Changes after `base`, in log order.
+    /// Changes in log order, kept while an item that may be handed out (again) precedes them
+    /// or the consumer has not been sent them: a consumer that starts over (`rehand`) from
+    /// the oldest unapplied item needs the map as of that item, not as of the last hand-out.
     history: VecDeque<(Pos, SchemaKey, u8, Vec<u8>)>,
-    handed_any: bool,
-    /// Keys the consumer may hold differently from `base`: a streamed transaction handed out
+    /// The consumer holds the map as of this position; `None`: a new consumer, which is sent
+    /// all of it.
+    sent_upto: Option<Pos>,
+    /// Keys the consumer may hold differently from the map: a streamed transaction handed out
     /// carried its own (possibly outdated) descriptions in its messages.
     dirty: BTreeSet<SchemaKey>,
 }
@@ -189,39 +193,63 @@ impl SchemaMap {
         self.history.push_back((pos, key, tag, raw.to_vec()));
     }
 
+    /// The description of `key` in force for something committed at `pos`.
+    fn value_at(&self, key: SchemaKey, pos: Pos) -> Option<&Vec<u8>> {
+        self.history
+            .iter()
+            .rev()
+            .find(|h| h.1 == key && h.0 < pos)
+            .map(|h| &h.3)
+            .or_else(|| self.base.get(&key).map(|(_, p)| p))
+    }
+
     /// The consumer applied `raw` (outside-stream form) from a streamed transaction's messages;
     /// if the map says otherwise, the next hand-out repeats the map's description.
     pub fn consumer_applied(&mut self, tag: u8, oid: u32, raw: &[u8]) {
         let key = Self::key(tag, oid);
-        if self.base.get(&key).is_none_or(|(_, p)| p.as_slice() != raw) {
+        let Some(at) = self.sent_upto else { return };
+        if self.value_at(key, at).is_none_or(|p| p.as_slice() != raw) {
             self.dirty.insert(key);
         }
     }
 
     /// A new consumer (it lost its session): the next hand-out carries the whole map again.
     pub fn restart_consumer(&mut self) {
-        self.handed_any = false;
+        self.sent_upto = None;
         self.dirty.clear();
     }
 
     /// Descriptions the consumer needs before applying something committed at `pos`: the whole
-    /// map on the first call, afterwards only what changed since the previous call.
-    pub fn delta_until(&mut self, pos: Pos) -> Vec<Vec<u8>> {
-        let mut changed = BTreeSet::new();
-        while self.history.front().is_some_and(|h| h.0 < pos) {
+    /// map as of `pos` on the first call, afterwards only what changed since the previous call.
+    /// `oldest` is the position of the oldest item that may still be handed out again.
+    pub fn delta_until(&mut self, pos: Pos, oldest: Pos) -> Vec<Vec<u8>> {
+        // Changes before anything that may be handed out again, and already sent, are settled.
+        let settled = self.sent_upto.map_or(oldest, |s| s.min(oldest));
+        while self.history.front().is_some_and(|h| h.0 < settled) {
             if let Some((_, key, tag, raw)) = self.history.pop_front() {
                 self.base.insert(key, (tag, raw));
-                changed.insert(key);
             }
         }
+        let Some(from) = self.sent_upto else {
+            self.sent_upto = Some(pos);
+            self.dirty.clear();
+            let mut map = self.base.clone();
+            for (_, key, tag, raw) in self.history.iter().take_while(|h| h.0 < pos) {
+                map.insert(*key, (*tag, raw.clone()));
+            }
+            return map.into_values().map(|(_, p)| p).collect();
+        };
+        let mut changed: BTreeSet<SchemaKey> = self
+            .history
+            .iter()
+            .filter(|h| h.0 >= from && h.0 < pos)
+            .map(|h| h.1)
+            .collect();
         changed.append(&mut self.dirty);
-        if !self.handed_any {
-            self.handed_any = true;
-            return self.base.values().map(|(_, p)| p.clone()).collect();
-        }
+        self.sent_upto = Some(from.max(pos));
         changed
             .iter()
-            .filter_map(|k| self.base.get(k).map(|(_, p)| p.clone()))
+            .filter_map(|k| self.value_at(*k, pos).cloned())
             .collect()
     }
 }

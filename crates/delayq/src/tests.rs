@@ -107,6 +107,8 @@ both!(
     undecided_bodies_over_budget_do_not_pause,
     stream_commit_promotes_in_stream_relations,
     reported_position_past_a_later_commit_hands_out_nothing_unsynced,
+    rehand_gives_the_map_as_of_the_rehanded_item,
+    a_stale_description_in_a_resent_transaction_does_not_regress_the_map,
 );
 
 mod crash_large;
@@ -612,6 +614,111 @@ fn relation_survives_purge_and_restart<H: Harness>(h: &mut H) {
     let last = last.unwrap();
     assert_eq!(last.xid, Xid(60));
     assert_eq!(last.schema, [b"R16384v2".to_vec()]);
+}
+
+/// A consumer that starts over gets the descriptions its first item was encoded with, not a
+/// redefinition that came later (and went out with a later item before the restart).
+fn rehand_gives_the_map_as_of_the_rehanded_item<H: Harness>(h: &mut H) {
+    let mut q = DelayQueue::open(h.fresh(), small()).unwrap();
+    let mut g = Gen::default();
+    let mut t1 = g.plain(1, 1, 1);
+    t1.splice(1..1, g.relation(16384, 1));
+    feed(&mut q, &t1);
+    feed(&mut q, &g.plain(2, 1, 1));
+    let mut t3 = g.plain(3, 1, 1);
+    t3.splice(1..1, g.relation(16384, 2));
+    feed(&mut q, &t3);
+    feed(&mut q, &g.plain(4, 1, 1));
+    q.flush().unwrap();
+    let schemas = |q: &mut DelayQueue<H::S>| -> Vec<(Xid, Vec<Vec<u8>>)> {
+        let mut out = Vec::new();
+        while let Some(Ready::Transaction(t)) = q.poll_ready(at(100)).unwrap() {
+            out.push((t.xid, t.schema));
+        }
+        out
+    };
+    let v1 = b"R16384v1".to_vec();
+    let v2 = b"R16384v2".to_vec();
+    let first = schemas(&mut q);
+    assert_eq!(
+        first,
+        [
+            (Xid(1), vec![v1.clone()]),
+            (Xid(2), vec![]),
+            (Xid(3), vec![v2.clone()]),
+            (Xid(4), vec![])
+        ]
+    );
+    // The first one was applied; the consumer lost the rest and starts over.
+    let Some(head) = q.transactions().find(|t| t.xid == Xid(1)) else {
+        panic!("transaction 1 is pending")
+    };
+    q.mark_applied(head.id).unwrap();
+    q.rehand();
+    let again = schemas(&mut q);
+    assert_eq!(
+        again,
+        [
+            (Xid(2), vec![v1.clone()]),
+            (Xid(3), vec![v2.clone()]),
+            (Xid(4), vec![])
+        ],
+        "the map as of transaction 2, then the redefinition with its own item"
+    );
+    // Once the redefinition's transaction is applied it is settled for the next restart.
+    for t in [Xid(2), Xid(3)] {
+        let id = q.transactions().find(|i| i.xid == t).unwrap().id;
+        q.mark_applied(id).unwrap();
+    }
+    q.rehand();
+    assert_eq!(schemas(&mut q), [(Xid(4), vec![v2])]);
+}
+
+/// A reconnect re-sends an old transaction with the old description of a relation that a
+/// prepared transaction queued since uses in its newer form; the session ends before the
+/// prepared one is re-sent, and it is decided later. It must still get the newer description.
+fn a_stale_description_in_a_resent_transaction_does_not_regress_the_map<H: Harness>(h: &mut H) {
+    let mut q = DelayQueue::open(h.fresh(), small()).unwrap();
+    let mut g = Gen::default();
+    let mut t1 = g.plain(1, 1, 1);
+    t1.splice(1..1, g.relation(16384, 1));
+    let mut t2 = g.prepare(2, 1, 1);
+    t2.splice(1..1, g.relation(16384, 2));
+    let decide = g.commit_prepared(2, 2);
+    // Every message with the WAL position of its transaction's changes, as the walsender's
+    // `'w'` header carries it.
+    let feed_at = |q: &mut DelayQueue<H::S>, msgs: &Msgs, wal: u64| {
+        for (event, payload) in msgs {
+            let received = Received {
+                wal_lsn: Lsn(wal),
+                payload,
+                event: *event,
+            };
+            q.handle(at(0), received).unwrap();
+        }
+    };
+    feed_at(&mut q, &t1, 0x10);
+    feed_at(&mut q, &t2, 0x20);
+    q.flush().unwrap();
+    q.restart_stream(at(0)).unwrap();
+    feed_at(&mut q, &t1, 0x10);
+    q.flush().unwrap();
+    q.restart_stream(at(0)).unwrap();
+    feed_at(&mut q, &decide, 0x30);
+    q.flush().unwrap();
+    let mut held = std::collections::BTreeMap::new();
+    while let Some(Ready::Transaction(t)) = q.poll_ready(at(100)).unwrap() {
+        for raw in &t.schema {
+            held.insert(raw[..6].to_vec(), raw.clone());
+        }
+        if t.xid == Xid(2) {
+            assert_eq!(held.values().collect::<Vec<_>>(), [&b"R16384v2".to_vec()]);
+        } else {
+            assert_eq!(t.schema, [b"R16384v1".to_vec()]);
+        }
+        q.mark_applied(t.id).unwrap();
+    }
+    assert_eq!(q.apply_lsn(), q.resume_lsn(), "both handed out");
 }
 
 fn duplicates_after_reconnect<H: Harness>(h: &mut H) {

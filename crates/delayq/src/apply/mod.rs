@@ -17,10 +17,14 @@
 //! * Consecutive INSERTs into one relation with the same columns become multi-row INSERTs,
 //!   or a COPY from [`COPY_ROWS`] rows on, also across the transactions of a [`Batch`]
 //!   (several due transactions applied as one).
+//! * [`ApplyMachine`] drives it all: due transactions out of the queue, batches to the
+//!   subscriber, replies back, and `mark_applied` only once the subscriber's COMMIT
+//!   succeeded and its origin's durable progress passed the transaction.
 //! * The transaction records its origin progress (`pg_replication_origin_xact_setup` with the
 //!   commit's end LSN and time), so a crash between COMMIT and `mark_applied` is recognised
 //!   at the next start through `pg_replication_origin_progress`.
 
+mod machine;
 mod plan;
 mod text;
 
@@ -29,6 +33,12 @@ use std::collections::BTreeMap;
 use pgyard_types::Lsn;
 use pgyard_wire::pgoutput::{PgOutputMessage, Relation, ReplicaIdentity, TupleData, TupleValue};
 
+#[cfg(feature = "planted-bugs")]
+pub use machine::PlantedBug;
+pub use machine::{
+    Applied, ApplyConfig, ApplyControls, ApplyMachine, BatchId, Command, Failure, Notice, Until,
+    Wait,
+};
 pub use plan::{Batch, Copy, Param, Plan, Statement, Step, COPY_ROWS};
 use plan::{Piece, TxnPieces};
 pub use text::{quote_ident, quote_literal, timestamp_text};
@@ -88,6 +98,9 @@ struct Rel {
     identity: ReplicaIdentity,
     /// Quoted column names and whether each is a key column.
     columns: Vec<(String, bool)>,
+    /// The Relation message it was built from: the same description comes again with every
+    /// streamed transaction and every new consumer, and needs no quoting again.
+    raw: Vec<u8>,
 }
 
 /// One column's value in a change.
@@ -122,7 +135,7 @@ impl Applier {
                 detail: e.to_string(),
             })?;
             if let PgOutputMessage::Relation(r) = msg {
-                self.describe(&r);
+                self.describe(&r, raw);
             }
         }
         let streamed = !matches!(
@@ -149,6 +162,10 @@ impl Applier {
             }
             // Anything else (a Relation message included) ends the multi-row INSERT.
             open = None;
+            if let PgOutputMessage::Relation(r) = &msg {
+                self.describe(r, raw);
+                continue;
+            }
             if let Some((st, changes)) = self.statement(&msg, commit_lsn)? {
                 out.bytes += st.sql.len() + st.params.iter().flatten().map(Vec::len).sum::<usize>();
                 out.changes += changes;
@@ -160,7 +177,10 @@ impl Applier {
         Ok(changes)
     }
 
-    fn describe(&mut self, r: &Relation<'_>) {
+    fn describe(&mut self, r: &Relation<'_>, raw: &[u8]) {
+        if self.relations.get(&r.oid).is_some_and(|rel| rel.raw == raw) {
+            return;
+        }
         let ns = String::from_utf8_lossy(r.namespace);
         let ns = if ns.is_empty() {
             "pg_catalog".into()
@@ -183,6 +203,7 @@ impl Applier {
                 qualified,
                 identity: r.replica_identity,
                 columns,
+                raw: raw.to_vec(),
             },
         );
     }
@@ -221,8 +242,18 @@ impl Applier {
                 return Ok(());
             }
         }
-        let names: Vec<&str> = key.1.iter().map(|&i| rel.columns[i].0.as_str()).collect();
-        let target = format!("{} ({})", rel.qualified, names.join(", "));
+        // Built by hand: a new INSERT starts with nearly every transaction of small ones.
+        let names = key.1.iter().map(|&i| rel.columns[i].0.as_str());
+        let mut target = String::with_capacity(rel.qualified.len() + 16 * key.1.len() + 3);
+        target.push_str(&rel.qualified);
+        target.push_str(" (");
+        for (n, name) in names.enumerate() {
+            if n > 0 {
+                target.push_str(", ");
+            }
+            target.push_str(name);
+        }
+        target.push(')');
         out.bytes += target.len() + 20;
         out.pieces.push(Piece::Insert {
             target,
@@ -232,15 +263,15 @@ impl Applier {
         Ok(())
     }
 
-    /// The statement for one non-INSERT message and the rows it changes; `None` for messages
-    /// that change nothing (framing, origins, types, logical messages, Relation).
+    /// The statement for one message other than INSERT and Relation, and the rows it
+    /// changes; `None` for messages that change nothing (framing, origins, types, logical
+    /// messages).
     fn statement(
-        &mut self,
+        &self,
         msg: &PgOutputMessage<'_>,
         commit_lsn: Lsn,
     ) -> Result<Option<(Statement, u64)>, ApplyError> {
         match msg {
-            PgOutputMessage::Relation(r) => self.describe(r),
             PgOutputMessage::Update(u) => {
                 let rel = self.rel(commit_lsn, u.relation)?;
                 let new = values(commit_lsn, rel, &u.new)?;
@@ -373,5 +404,7 @@ fn identity_filter(rel: &Rel, old: Vec<Value>, st: &mut Statement) -> String {
     parts.join(" AND ")
 }
 
+#[cfg(test)]
+mod machine_tests;
 #[cfg(test)]
 mod tests;

@@ -36,6 +36,28 @@ impl Statement {
         self.params.push(value);
         format!("${}", self.params.len())
     }
+
+    /// Appends a value and writes its placeholder (`$n`) onto the SQL. Multi-row INSERTs
+    /// write one per value, and formatting each into a string of its own was most of the
+    /// time spent building them.
+    fn push_param(&mut self, value: Param) {
+        self.params.push(value);
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        let mut n = self.params.len();
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        self.sql.push('$');
+        // ASCII digits are always UTF-8.
+        self.sql
+            .push_str(std::str::from_utf8(&digits[at..]).unwrap_or_default());
+    }
 }
 
 /// One step of a plan.
@@ -231,8 +253,12 @@ fn insert_statements(target: &str, rows: Vec<Vec<Param>>, out: &mut Vec<Step>) {
             .map(|&c| c.min(fit))
             .find(|&c| c <= left)
             .unwrap_or(1);
+        let mut sql = String::with_capacity(target.len() + 20 + n * width * 6);
+        sql.push_str("INSERT INTO ");
+        sql.push_str(target);
+        sql.push_str(" VALUES ");
         let mut st = Statement {
-            sql: format!("INSERT INTO {target} VALUES "),
+            sql,
             params: Vec::with_capacity(n * width),
         };
         for r in 0..n {
@@ -242,8 +268,7 @@ fn insert_statements(target: &str, rows: Vec<Vec<Param>>, out: &mut Vec<Step>) {
                 if i > 0 {
                     st.sql.push_str(", ");
                 }
-                let p = st.param(v);
-                st.sql.push_str(&p);
+                st.push_param(v);
             }
             st.sql.push(')');
         }

@@ -9,7 +9,7 @@ fn cstr(out: &mut Vec<u8>, s: &str) {
 }
 
 /// A Relation message: `public.<name>` with (column, is key) pairs, replica identity `ri`.
-fn relation(oid: u32, name: &str, ri: u8, cols: &[(&str, bool)]) -> Vec<u8> {
+pub(super) fn relation(oid: u32, name: &str, ri: u8, cols: &[(&str, bool)]) -> Vec<u8> {
     let mut m = vec![b'R'];
     m.extend_from_slice(&oid.to_be_bytes());
     cstr(&mut m, "public");
@@ -41,7 +41,7 @@ fn tuple(m: &mut Vec<u8>, vals: &[Option<&str>]) {
     }
 }
 
-fn insert(oid: u32, vals: &[Option<&str>]) -> Vec<u8> {
+pub(super) fn insert(oid: u32, vals: &[Option<&str>]) -> Vec<u8> {
     let mut m = vec![b'I'];
     m.extend_from_slice(&oid.to_be_bytes());
     m.push(b'N');

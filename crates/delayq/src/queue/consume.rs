@@ -21,9 +21,9 @@ impl<S: Storage> DelayQueue<S> {
     /// Hands items out again from the oldest one not yet applied, to a new consumer (the old
     /// one lost its session with items in flight: they may or may not have been applied, and
     /// [`DelayQueue::skip_applied_through`] with the subscriber's origin sorts that out). The
-    /// next item carries the whole Relation/Type map, as after opening; it is the map as of
-    /// the last hand-out, so a relation redescribed between the re-handed items and that
-    /// hand-out reaches the consumer in its later form.
+    /// next item carries the whole Relation/Type map as of its own position, as after
+    /// opening: a relation redescribed after it (and already handed out with a later item)
+    /// reaches the consumer in the form that item's changes were encoded with.
     pub fn rehand(&mut self) {
         self.handed = None;
         self.model.schema.restart_consumer();
@@ -104,7 +104,8 @@ impl<S: Storage> DelayQueue<S> {
                 messages.push(self.read_raw(loc)?);
             }
             let c = commit.ok_or_else(|| Error::Misuse("uncommitted item in order".into()))?;
-            let schema = self.model.schema.delta_until(pos);
+            let oldest = self.model.order.keys().next().copied().unwrap_or(pos);
+            let schema = self.model.schema.delta_until(pos, oldest);
             for (tag, oid, raw) in in_stream {
                 self.model.schema.consumer_applied(tag, oid, &raw);
             }

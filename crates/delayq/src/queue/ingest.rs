@@ -336,6 +336,23 @@ impl<S: Storage> DelayQueue<S> {
         if key_same {
             return Ok(Accepted::Queued);
         }
+        // Inside a re-sent transaction the queue drops, a description older in the WAL than
+        // the one the map holds is stale: the relation was redefined after that transaction,
+        // and everything still to be handed out that uses it was encoded with the newer one —
+        // new transactions commit after the redefinition, and queued ones committing later
+        // (a prepared transaction decided after this reconnect) changed it after it. Recorded,
+        // it would be handed to those in place of the newer one.
+        let stale = self.skipping.is_some()
+            && msg.wal_lsn != Lsn::INVALID
+            && self
+                .model
+                .schema
+                .current_lsn
+                .get(&SchemaMap::key(tag, oid))
+                .is_some_and(|l| *l > msg.wal_lsn);
+        if stale {
+            return Ok(Accepted::Duplicate);
+        }
         self.push(Rec {
             flags: 0,
             carry: Carry::No,

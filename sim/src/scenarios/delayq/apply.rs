@@ -1,141 +1,425 @@
-//! The subscriber's side: applying what the queue hands out, checked against what the
-//! publisher committed.
+//! The applier: `pgyard_delayq::apply::ApplyMachine`, the machine `pgyard delayq apply` and
+//! `run` drive over a real subscriber, driven here over the model subscriber — its commands
+//! become requests on the model connection, the model's replies are handed back in order —
+//! and the checks of what the subscriber ends up holding.
 
-use pgyard_delayq::{Ready, ReadyMessage, ReadyTxn};
-use pgyard_wire::pgoutput::{self as po, PgOutputMessage, TupleValue};
+use pgyard_delayq::apply::{ApplyControls, ApplyMachine, Command, Failure, Notice};
+use pgyard_delayq::ReadyMessage;
+use pgyard_types::{uniform_inclusive, Lsn};
+use pgyard_wire::pgoutput::{self as po, PgOutputMessage};
 
+use super::subscriber::{Inserted, Ran, Reply, Request};
 use super::text::{Dec, LsnText};
-use super::walsender::{column_count, column_name, column_type, REL_OID_BASE, TYPE_OID_BASE};
-use super::{fail, Run, Subscriber};
+use super::walsender::{column_count, column_name, rel_of};
+use super::{fail, Run};
 use crate::publisher::Fate;
 use crate::{trace, Violation};
 
+/// What the checks need of each publisher commit, in commit order: the changes committed up
+/// to and including it, and the latest commit time among them (the running maximum the due
+/// times follow).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Ledger {
+    changes: usize,
+    max_ts: i64,
+}
+
 impl Run<'_> {
-    /// Applies what is due. Everything is flushed first: `poll_ready` also hands out items
-    /// that are only buffered, and applying one moves the subscriber's origin past earlier
-    /// prepared transactions that a crash could still lose; the walsender, started at the
-    /// origin, would then never re-send their prepare (see docs/simulation.md).
-    pub(super) fn poll(&mut self) -> Result<(), Violation> {
-        if self.q().needs_flush() {
-            match self.q().flush() {
-                Ok(lsn) => self.report(lsn)?,
-                Err(e) if e.is_retryable() => return Ok(()),
-                Err(e) => return self.on_error("flush", e),
-            }
+    /// One turn of the applier process: start it if it is down, then a few rounds of its
+    /// commands, the subscriber running some of what was sent, and replies read back. `calm`
+    /// runs everything to completion (the liveness phase).
+    pub(super) fn apply_step(&mut self, calm: bool) -> Result<(), Violation> {
+        if self.app.is_none() && !self.start_applier()? {
+            return Ok(());
         }
-        for _ in 0..1000 {
-            if let Some(id) = self.sub.unacked {
-                match self.q().mark_applied(id) {
-                    Ok(()) => self.sub.unacked = None,
-                    Err(e) if e.is_retryable() => return Ok(()),
-                    Err(e) => return self.on_error("mark_applied", e),
-                }
+        let rounds = if calm {
+            10_000
+        } else {
+            1 + uniform_inclusive(self.rng, 2)
+        };
+        for _ in 0..rounds {
+            self.perform()?;
+            let (sent, answered) = self.sub.in_flight();
+            if self.app.is_none() || calm && sent == 0 && answered == 0 {
+                return Ok(());
             }
-            let now = self.now;
-            let ready = match self.q().poll_ready(now) {
-                Ok(Some(r)) => r,
-                Ok(None) => return Ok(()),
-                Err(e) => return self.on_error("poll_ready", e),
+            let run = if calm {
+                sent
+            } else {
+                uniform_inclusive(self.rng, sent as u64) as usize
             };
-            match &ready {
-                Ready::Transaction(t) => self.apply_txn(t)?,
-                Ready::Message(m) => self.deliver_note(m)?,
+            for _ in 0..run {
+                self.run_one()?;
             }
-            self.sub.unacked = Some(ready.id());
+            let (_, answered) = self.sub.in_flight();
+            let read = if calm {
+                answered
+            } else {
+                uniform_inclusive(self.rng, answered as u64) as usize
+            };
+            for _ in 0..read {
+                if self.app.is_none() {
+                    return Ok(());
+                }
+                self.read_one()?;
+            }
         }
         Ok(())
     }
 
-    fn apply_txn(&mut self, t: &ReadyTxn) -> Result<(), Violation> {
-        let Some(txn) = self.publ.txns.get(&t.xid.0) else {
-            return Err(fail(
-                "only-published",
-                format!("handed out unknown xid {}", t.xid),
-            ));
+    /// Connects to the subscriber (reading the origin's progress with a flush) and starts a
+    /// machine there. `false` when the queue was out of space for it (tried again later).
+    fn start_applier(&mut self) -> Result<bool, Violation> {
+        let origin = self.sub.connect();
+        let controls = ApplyControls {
+            paused: self.paused,
+            ..ApplyControls::default()
         };
-        let Fate::Committed {
-            commit_lsn,
-            end_lsn,
-            ts,
-        } = txn.fate
-        else {
-            return Err(fail(
-                "aborted-never-applied",
-                format!(
-                    "transaction {} handed out while {:?} on the publisher",
-                    t.xid, txn.fate
-                ),
-            ));
+        let (cfg, now) = (self.apply_cfg.clone(), self.now);
+        let q = self.q.as_mut().expect("queue is open between steps");
+        match ApplyMachine::new(q, origin, cfg, controls, now) {
+            Ok(m) => {
+                #[cfg(feature = "planted-bugs")]
+                let m = match self.apply_bug {
+                    Some(b) => m.with_planted_bug(b),
+                    None => m,
+                };
+                #[cfg(not(feature = "planted-bugs"))]
+                let _ = self.apply_bug;
+                trace!(
+                    self.t,
+                    "applier starts at origin {}, {} applied before",
+                    LsnText(origin),
+                    m.applied().skipped_at_start
+                );
+                self.app = Some(m);
+                self.check_acknowledged()?;
+                Ok(true)
+            }
+            Err(f) if f.is_retryable() => {
+                self.end_session(0)?;
+                Ok(false)
+            }
+            Err(f) => {
+                self.end_session(0)?;
+                self.applier_failed(f).map(|()| false)
+            }
+        }
+    }
+
+    /// The machine's commands until it has none, sent on the model connection.
+    fn perform(&mut self) -> Result<(), Violation> {
+        for _ in 0..10_000 {
+            let Some(m) = self.app.as_mut() else {
+                return Ok(());
+            };
+            let q = self.q.as_mut().expect("queue is open between steps");
+            let command = m.poll_command(q, self.now);
+            self.notices()?;
+            self.check_acknowledged()?;
+            match command {
+                Ok(None) => return Ok(()),
+                Ok(Some(Command::Send { id, plan })) => self.sub.send(Request::Batch(id, plan)),
+                Ok(Some(Command::AskProgress)) => self.sub.send(Request::Progress),
+                Ok(Some(Command::RollBack { origin })) => {
+                    // As the CLI does: every reply still in flight is read and dropped.
+                    self.sub.abandon_in_flight();
+                    self.sub.send(Request::Rollback(origin));
+                }
+                Err(f) => return self.applier_failed(f),
+            }
+        }
+        Err(fail(
+            "no-busy-loop",
+            "the apply machine issued 10,000 commands in a row".into(),
+        ))
+    }
+
+    /// The subscriber runs the oldest request sent.
+    fn run_one(&mut self) -> Result<(), Violation> {
+        match self.sub.run_next() {
+            Some(ran) => self.check_ran(ran),
+            None => Ok(()),
+        }
+    }
+
+    fn check_ran(&mut self, ran: Ran) -> Result<(), Violation> {
+        match ran {
+            Ran::Nothing => Ok(()),
+            Ran::Committed { from, to, inserted } => self.check_commit(from, to, &inserted),
+            Ran::RolledBack { asked, at } if asked != at => Err(fail(
+                "rollback-keeps-origin",
+                format!("the machine rolled back to origin {asked}, the subscriber's is {at}"),
+            )),
+            Ran::RolledBack { .. } => Ok(()),
+        }
+    }
+
+    /// Reads the oldest live reply and hands it to the machine, then performs what follows
+    /// (one reply per turn, as the CLI reads them).
+    fn read_one(&mut self) -> Result<(), Violation> {
+        let Some(reply) = self.sub.read_reply() else {
+            return Ok(());
         };
-        if (t.commit_lsn, t.end_lsn) != (commit_lsn, end_lsn) {
+        let (Some(m), Some(q)) = (self.app.as_mut(), self.q.as_mut()) else {
+            return Ok(());
+        };
+        let handled = match reply {
+            Reply::Committed(id) => m.handle_committed(q, id, self.now),
+            Reply::Refused(id, text) => m.handle_refused(id, text),
+            Reply::Progress(lsn) => m.handle_progress(q, lsn, self.now),
+            Reply::Other => {
+                return Err(fail(
+                    "applier-replies-in-order",
+                    "a request the machine still waits for failed in an aborted block".into(),
+                ))
+            }
+        };
+        self.notices()?;
+        if let Err(f) = handled {
+            return self.applier_failed(f);
+        }
+        self.check_acknowledged()?;
+        self.perform()
+    }
+
+    /// What the machine reported doing on its own.
+    fn notices(&mut self) -> Result<(), Violation> {
+        while let Some(n) = self.app.as_mut().and_then(ApplyMachine::poll_notice) {
+            match n {
+                Notice::Message(m) => self.deliver_note(&m)?,
+                // The machine purges last in a call, so the files are as the purge left them.
+                Notice::Purged(removed) => {
+                    if removed > 0 {
+                        trace!(self.t, "purge removed {removed}");
+                    }
+                    self.check_no_orphans()?;
+                }
+                Notice::Skipped(lsn) => {
+                    return Err(fail(
+                        "only-asked-skips",
+                        format!("skipped {lsn} though nobody asked"),
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The applier process ends (crash, failure, restart): of the requests it sent, the first
+    /// `arrived` reach the subscriber and run there; the rest are lost with the connection.
+    pub(super) fn end_session(&mut self, arrived: usize) -> Result<(), Violation> {
+        self.app = None;
+        for ran in self.sub.drop_session(arrived) {
+            self.check_ran(ran)?;
+        }
+        Ok(())
+    }
+
+    /// The applier process dies at a random moment: a random part of what it sent arrived.
+    pub(super) fn crash_applier(&mut self) -> Result<(), Violation> {
+        let (sent, _) = self.sub.in_flight();
+        let arrived = uniform_inclusive(self.rng, sent as u64) as usize;
+        trace!(
+            self.t,
+            "applier killed, {arrived} of {sent} requests arrived"
+        );
+        self.end_session(arrived)
+    }
+
+    /// The machine stopped: a refusal (a table the subscriber lacks) names the right
+    /// transaction and the operator creates the table; a queue failure restarts the process;
+    /// anything else is a violation.
+    fn applier_failed(&mut self, f: Failure) -> Result<(), Violation> {
+        let (sent, _) = self.sub.in_flight();
+        self.end_session(sent)?;
+        match f {
+            Failure::Refused { commit_lsn, text } => {
+                self.check_refusal(commit_lsn, &text)?;
+                trace!(
+                    self.t,
+                    "apply stopped at {commit_lsn}: {text}; the table is created"
+                );
+                self.sub.missing.clear();
+                Ok(())
+            }
+            Failure::Queue(e) => self.on_error("apply", e),
+            Failure::Plan(e) => Err(fail("relation-described", e.to_string())),
+            Failure::Misuse(m) => Err(fail("applier-replies-in-order", m)),
+        }
+    }
+
+    /// A refused transaction is the first one the subscriber does not have, and it writes to
+    /// a table the subscriber lacks.
+    fn check_refusal(&self, commit_lsn: Lsn, text: &str) -> Result<(), Violation> {
+        let origin = self.sub.origin;
+        let commits = &self.publ.commits;
+        let next = commits.get(commits.partition_point(|c| c.end_lsn <= origin));
+        let culprit = next.filter(|c| c.commit_lsn == commit_lsn).and_then(|c| {
+            self.publ.txns.get(&c.xid.0).filter(|t| {
+                t.changes.iter().any(|p| {
+                    let table = format!("\"public\".\"t{}\"", rel_of(p));
+                    self.sub.missing.contains(&table) && text.contains(&table)
+                })
+            })
+        });
+        if culprit.is_none() {
             return Err(fail(
-                "commit-positions",
+                "refusal-names-culprit",
                 format!(
-                    "transaction {} handed out with commit {}..{}, published {commit_lsn}..{end_lsn}",
-                    t.xid, t.commit_lsn, t.end_lsn
+                    "refused {commit_lsn} ({text}); the first transaction after origin {origin} \
+                     is {next:?}, missing tables {:?}",
+                    self.sub.missing
                 ),
             ));
         }
-        if self.sub.applied.contains(&t.xid.0) {
+        Ok(())
+    }
+
+    /// The running totals of the publisher's commits, extended to every commit so far.
+    fn ledger(&mut self) -> &[Ledger] {
+        for c in &self.publ.commits[self.ledger.len()..] {
+            let prev = self.ledger.last().copied().unwrap_or(Ledger {
+                changes: 0,
+                max_ts: i64::MIN,
+            });
+            let txn = self.publ.txns.get(&c.xid.0);
+            let ts = match txn.map(|t| t.fate) {
+                Some(Fate::Committed { ts, .. }) => ts.to_unix().0,
+                _ => i64::MIN,
+            };
+            self.ledger.push(Ledger {
+                changes: prev.changes + txn.map_or(0, |t| t.changes.len()),
+                max_ts: prev.max_ts.max(ts),
+            });
+        }
+        &self.ledger
+    }
+
+    /// A batch committed on the subscriber, moving its origin from `from` to `to`: it holds
+    /// exactly the changes of the publisher's commits in between, in commit order, each row
+    /// in its change's table with the columns of the definition it was encoded with, and
+    /// the last of them (so all of them) was due.
+    fn check_commit(&mut self, from: Lsn, to: Lsn, inserted: &[Inserted]) -> Result<(), Violation> {
+        let lo = self.publ.commits.partition_point(|c| c.end_lsn <= from);
+        let hi = self.publ.commits.partition_point(|c| c.end_lsn <= to);
+        if hi <= lo || self.publ.commits[hi - 1].end_lsn != to {
             return Err(fail(
-                "applied-exactly-once",
-                format!("transaction {} (end {end_lsn}) handed out again", t.xid),
+                "subscriber-prefix",
+                format!("the origin moved from {from} to {to}, which ends no later commit"),
             ));
         }
-        if end_lsn <= self.sub.origin {
-            return Err(fail(
-                "commit-order",
-                format!(
-                    "transaction {} ends at {end_lsn}, before the last applied end {}",
-                    t.xid, self.sub.origin
-                ),
-            ));
+        let max_ts = self.ledger()[hi - 1].max_ts;
+        let mut expected = self.publ.commits[lo..hi]
+            .iter()
+            .filter_map(|c| self.publ.txns.get(&c.xid.0))
+            .flat_map(|t| t.changes.iter());
+        let mut rows = 0usize;
+        for ins in inserted {
+            let mut shape = Shape::new(ins);
+            for row in &self.sub.table(&ins.target.table)[ins.rows.clone()] {
+                rows += 1;
+                let got = shape.payload.and_then(|i| row[i].as_deref());
+                let want = expected.next();
+                if got != want.map(Vec::as_slice) {
+                    return Err(self.prefix_broken(from, to, rows, got, want));
+                }
+                shape.check(row, got.unwrap_or_default())?;
+            }
         }
-        let earliest =
-            ts.to_unix().0 + (self.mix.delay_ms + self.mix.skew_tolerance_ms) as i64 * 1000;
-        if t.due.0 < earliest || t.due > self.now {
+        if let Some(want) = expected.next() {
+            return Err(self.prefix_broken(from, to, rows + 1, None, Some(want)));
+        }
+        let earliest = max_ts + (self.mix.delay_ms + self.mix.skew_tolerance_ms) as i64 * 1000;
+        if self.now.0 < earliest {
             return Err(fail(
                 "never-before-due",
                 format!(
-                    "transaction {} due {} (commit ts + delay = {earliest}), handed out at {}",
-                    t.xid, t.due.0, self.now.0
-                ),
-            ));
-        }
-        let data = self.sub.apply_schema_and_changes(t)?;
-        let expected = &txn.changes;
-        let same = data.len() == expected.len()
-            && data.iter().zip(expected).all(|(d, e)| *d == e.as_slice());
-        if !same {
-            return Err(fail(
-                "applied-content",
-                format!(
-                    "transaction {} applied {:?}, expected {:?}",
-                    t.xid,
-                    data.iter()
-                        .map(|c| String::from_utf8_lossy(c).into_owned())
-                        .collect::<Vec<_>>(),
-                    expected
-                        .iter()
-                        .map(|c| String::from_utf8_lossy(c).into_owned())
-                        .collect::<Vec<_>>()
+                    "commits through end {to} applied at {}, due at {earliest} (the latest \
+                     commit time up to it plus the delay)",
+                    self.now.0
                 ),
             ));
         }
         trace!(
             self.t,
-            "apply {} end {} due {} at {}",
-            Dec(t.xid.0.into()),
-            LsnText(end_lsn),
-            Dec(t.due.0),
+            "subscriber commits {} txns to {}: {} rows at {}",
+            Dec((hi - lo) as i64),
+            LsnText(to),
+            Dec(rows as i64),
             Dec(self.now.0)
         );
-        self.sub.applied.insert(t.xid.0);
-        self.sub.origin = end_lsn;
-        self.sub.last_pos = self.sub.last_pos.max(commit_lsn);
         Ok(())
     }
 
+    fn prefix_broken(
+        &self,
+        from: Lsn,
+        to: Lsn,
+        row: usize,
+        got: Option<&[u8]>,
+        want: Option<&Vec<u8>>,
+    ) -> Violation {
+        let text = |p: Option<&[u8]>| p.map(|p| String::from_utf8_lossy(p).into_owned());
+        fail(
+            "subscriber-prefix",
+            format!(
+                "the batch from origin {from} to {to} holds {:?} as its row {row}, the \
+                 publisher committed {:?} there",
+                text(got),
+                text(want.map(Vec::as_slice))
+            ),
+        )
+    }
+
+    /// At every step: the subscriber holds exactly the changes of the publisher's commits up
+    /// to its origin, and the queue has acknowledged nothing the subscriber does not hold
+    /// durably.
+    pub(super) fn check_subscriber(&mut self) -> Result<(), Violation> {
+        let origin = self.sub.origin;
+        let n = self.publ.commits.partition_point(|c| c.end_lsn <= origin);
+        let at_commit =
+            n == 0 && origin == Lsn(0) || n > 0 && self.publ.commits[n - 1].end_lsn == origin;
+        let want = if n == 0 {
+            0
+        } else {
+            self.ledger()[n - 1].changes
+        };
+        if !at_commit || self.sub.log.len() != want {
+            return Err(fail(
+                "subscriber-prefix",
+                format!(
+                    "the subscriber's origin is {origin} with {} rows; the publisher's first {n} \
+                     commits hold {want} changes",
+                    self.sub.log.len()
+                ),
+            ));
+        }
+        self.check_acknowledged()
+    }
+
+    /// What the machine protects: the queue marks applied (and may purge) only what the
+    /// subscriber committed and flushed.
+    fn check_acknowledged(&mut self) -> Result<(), Violation> {
+        let Some(q) = self.q.as_ref() else {
+            return Ok(());
+        };
+        let durable = self.sub.durable_origin();
+        if q.apply_lsn() > durable {
+            return Err(fail(
+                "applied-only-when-durable",
+                format!(
+                    "the queue has applied through {}, the subscriber's durable origin is \
+                     {durable} (in memory {})",
+                    q.apply_lsn(),
+                    self.sub.origin
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A non-transactional message handed out: one the publisher sent.
     fn deliver_note(&mut self, m: &ReadyMessage) -> Result<(), Violation> {
         let content = match po::decode(&m.payload, false) {
             Ok(PgOutputMessage::Message(lm)) => lm.content.to_vec(),
@@ -152,126 +436,78 @@ impl Run<'_> {
                 format!("handed out unknown message at {}", m.lsn),
             ));
         }
-        if self.sub.notes.get(&m.lsn.0) == Some(&self.session) {
-            return Err(fail(
-                "applied-exactly-once",
-                format!("message at {} delivered twice in one session", m.lsn),
-            ));
-        }
-        if m.lsn < self.sub.last_pos {
-            return Err(fail(
-                "commit-order",
-                format!(
-                    "message at {} after an item at {}",
-                    m.lsn, self.sub.last_pos
-                ),
-            ));
-        }
         trace!(self.t, "deliver message {}", LsnText(m.lsn));
-        self.sub.notes.insert(m.lsn.0, self.session);
-        self.sub.last_pos = m.lsn;
+        self.notes.insert(m.lsn.0);
         Ok(())
     }
 }
 
-impl Subscriber {
-    /// Plays the apply worker's relation map through one transaction: the queue's `schema`
-    /// first, then its messages in order. Every change must refer to a relation the map holds,
-    /// with the definition the change was encoded with (and every custom type described).
-    /// Returns the changes' payloads.
-    fn apply_schema_and_changes<'t>(
-        &mut self,
-        t: &'t ReadyTxn,
-    ) -> Result<Vec<&'t [u8]>, Violation> {
+/// What one statement's rows must agree with: its table and its columns.
+struct Shape<'a> {
+    ins: &'a Inserted,
+    /// The table number, from `"public"."t<n>"`.
+    rel: Option<u32>,
+    payload: Option<usize>,
+    ver: Option<usize>,
+    /// The last version whose column names were found to match.
+    matched: Option<u32>,
+}
+
+impl<'a> Shape<'a> {
+    fn new(ins: &'a Inserted) -> Shape<'a> {
+        let rel = ins
+            .target
+            .table
+            .strip_prefix("\"public\".\"t")
+            .and_then(|t| t.strip_suffix('"'))
+            .and_then(|n| n.parse().ok());
+        let col = |name: &str| ins.target.columns.iter().position(|c| c == name);
+        Shape {
+            ins,
+            rel,
+            payload: col("payload"),
+            ver: col("ver"),
+            matched: None,
+        }
+    }
+
+    /// One inserted row: in its change's table, with the columns of the version it names.
+    fn check(&mut self, row: &[Option<Vec<u8>>], payload: &[u8]) -> Result<(), Violation> {
         let bad = |what: String| {
             fail(
                 "relation-described",
-                format!("transaction {}: {what}", t.xid),
+                format!("row {}: {what}", String::from_utf8_lossy(payload)),
             )
         };
-        for raw in &t.schema {
-            match po::decode(raw, false) {
-                Ok(PgOutputMessage::Relation(r)) => self.hold_relation(&r),
-                Ok(PgOutputMessage::Type(y)) => {
-                    self.types.insert(y.oid);
-                }
-                other => return Err(bad(format!("schema entry {other:?}"))),
-            }
+        let rel = rel_of(payload);
+        if self.rel != Some(rel) {
+            return Err(bad(format!(
+                "inserted into {}, not t{rel}",
+                self.ins.target.table
+            )));
         }
-        let streamed = !matches!(
-            t.messages.first().and_then(|m| m.first()),
-            Some(b'B' | b'b')
-        );
-        let mut data = Vec::new();
+        let ver = self
+            .ver
+            .and_then(|i| row[i].as_deref())
+            .and_then(|v| std::str::from_utf8(v).ok()?.parse::<u32>().ok())
+            .ok_or_else(|| bad(format!("no version among {:?}", self.ins.target.columns)))?;
+        if self.matched == Some(ver) {
+            return Ok(());
+        }
         let mut name = Vec::new();
-        for raw in &t.messages {
-            let in_stream = streamed && matches!(raw.first(), Some(b'R' | b'Y' | b'I' | b'M'));
-            match po::decode(raw, in_stream) {
-                Ok(PgOutputMessage::Relation(r)) => self.hold_relation(&r),
-                Ok(PgOutputMessage::Type(y)) => {
-                    self.types.insert(y.oid);
-                }
-                Ok(PgOutputMessage::Insert(i)) => {
-                    let mut vals = i.new.iter();
-                    let (Some(TupleValue::Text(payload)), Some(TupleValue::Text(ver))) =
-                        (vals.next(), vals.next())
-                    else {
-                        return Err(bad(format!("malformed change {raw:?}")));
-                    };
-                    let count = 2 + vals.count();
-                    let ver: u32 = std::str::from_utf8(ver)
-                        .ok()
-                        .and_then(|v| v.parse().ok())
-                        .unwrap_or(0);
-                    let rel = i.relation.wrapping_sub(REL_OID_BASE);
-                    let Some(held) = self.relations.get(&i.relation) else {
-                        return Err(bad(format!(
-                            "change {} on relation {} that the consumer does not hold",
-                            String::from_utf8_lossy(payload),
-                            i.relation
-                        )));
-                    };
-                    // Compared column by column with the definition the change was encoded
-                    // with, which is built from the version without allocating it whole.
-                    let want = column_count(ver);
-                    let same = held.len() == want
-                        && held.iter().enumerate().all(|(c, (held_name, held_type))| {
-                            name.clear();
-                            column_name(ver, c, &mut name);
-                            *held_name == name && *held_type == column_type(rel, ver, c)
-                        });
-                    if !same || count != want {
-                        return Err(bad(format!(
-                            "change {} encoded with version {ver} of relation {}, the consumer \
-                             holds {:?}",
-                            String::from_utf8_lossy(payload),
-                            i.relation,
-                            held.iter()
-                                .map(|(n, _)| String::from_utf8_lossy(n).into_owned())
-                                .collect::<Vec<_>>()
-                        )));
-                    }
-                    if let Some(ty) = (0..want)
-                        .map(|c| column_type(rel, ver, c))
-                        .find(|ty| *ty >= TYPE_OID_BASE && !self.types.contains(ty))
-                    {
-                        return Err(bad(format!("type {ty} used before it was described")));
-                    }
-                    data.push(payload);
-                }
-                Ok(_) => {}
-                Err(e) => return Err(bad(format!("undecodable message {raw:?}: {e}"))),
-            }
+        let columns = &self.ins.target.columns;
+        let same = columns.len() == column_count(ver)
+            && columns.iter().enumerate().all(|(i, c)| {
+                name.clear();
+                column_name(ver, i, &mut name);
+                c.as_bytes() == name
+            });
+        if !same {
+            return Err(bad(format!(
+                "encoded with version {ver}, inserted as columns {columns:?}"
+            )));
         }
-        Ok(data)
-    }
-
-    fn hold_relation(&mut self, r: &po::Relation<'_>) {
-        let cols = r
-            .columns
-            .iter()
-            .map(|c| (c.name.to_vec(), c.type_oid))
-            .collect();
-        self.relations.insert(r.oid, cols);
+        self.matched = Some(ver);
+        Ok(())
     }
 }

@@ -90,30 +90,37 @@ impl Run<'_> {
 
     fn start_replication(&mut self) {
         let resume = self.q().resume_lsn();
-        let requested = resume.max(self.sub.origin);
+        // The subscriber's origin as an apply worker reads it at start: durable.
+        let origin = self.sub.durable_origin();
+        let requested = resume.max(origin);
         let (start, idx) = self.publ.resend_from(requested);
         trace!(
             self.t,
-            "START_REPLICATION {requested} (resume {resume}, origin {}) -> from {start}, {} messages",
-            self.sub.origin,
+            "START_REPLICATION {requested} (resume {resume}, origin {origin}) -> from {start}, {} messages",
             idx.len()
         );
         self.conn = idx.into();
         self.wal.new_session();
         self.session += 1;
-        self.sub.last_pos = Lsn(0);
     }
 
     /// Process restart over the same disk (`crash`: after a power loss), recovery checks, and
     /// a new replication session.
     pub(super) fn restart(&mut self, crash: bool) -> Result<(), Violation> {
+        // The applier runs in the same process: killed with it (part of what it sent may have
+        // reached the subscriber), or, at a clean restart, after everything it sent arrived.
+        if self.sub.connected() {
+            if crash {
+                self.crash_applier()?;
+            } else {
+                let (sent, _) = self.sub.in_flight();
+                self.end_session(sent)?;
+            }
+        }
         let Some(q) = self.q.take() else {
             return Err(fail("recovery-succeeds", "no queue to restart".into()));
         };
         let mut storage = q.into_storage();
-        // The apply worker restarts with the process: its relation map is gone.
-        self.sub.relations.clear();
-        self.sub.types.clear();
         for attempt in 0..20 {
             if crash || attempt > 0 {
                 storage.crash();
@@ -181,7 +188,7 @@ impl Run<'_> {
                 ),
             ));
         }
-        let (reported, origin) = (self.reported, self.sub.origin);
+        let (reported, origin) = (self.reported, self.sub.durable_origin());
         // Per xid, the state of its first transaction (in inspection order) that is not
         // aborted: looked up for many of the publisher's transactions, so gathered once.
         let mut states: BTreeMap<u32, TxnState> = BTreeMap::new();
@@ -247,9 +254,8 @@ impl Run<'_> {
     }
 
     fn after_open(&mut self) -> Result<(), AfterOpen> {
-        let origin = self.sub.origin;
+        let origin = self.sub.durable_origin();
         let now = self.now;
-        self.sub.unacked = None;
         self.retry(|q| q.skip_applied_through(origin).map(|_| ()))?;
         self.retry(|q| q.restart_stream(now))?;
         self.reported_here = Lsn(0);
