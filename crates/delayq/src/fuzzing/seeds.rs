@@ -1,7 +1,8 @@
 //! The corpus seeds that reach records larger than a segment, built here operation by
 //! operation so that they say what they do. The tests check that the committed files
 //! (`fuzz/corpus/delayq_*/large_*`) are these bytes and that each reaches what it is for;
-//! `cargo test -p pgyard-delayq --features fuzzing write_large_seeds -- --ignored` writes them.
+//! `PGYARD_WRITE_SEEDS=1 cargo test -p pgyard-delayq --features fuzzing the_committed_seeds_are_these`
+//! writes them.
 
 use super::recover::{cut_segments, damaged_segments};
 use super::stream::Stream;
@@ -179,30 +180,22 @@ fn corpus(target: &str, name: &str) -> std::path::PathBuf {
         .join(name)
 }
 
+/// The committed corpus files are exactly these seeds. With `PGYARD_WRITE_SEEDS=1` the test
+/// writes them first (after changing a seed), then checks as always.
 #[test]
 fn the_committed_seeds_are_these() {
+    let write = std::env::var_os("PGYARD_WRITE_SEEDS").is_some_and(|v| v == "1");
     for (target, seeds) in [
         ("delayq_stream", stream_seeds()),
         ("delayq_recover", recover_seeds()),
     ] {
         for (name, bytes) in seeds {
             let path = corpus(target, name);
+            if write {
+                std::fs::write(&path, &bytes).expect("write seed");
+            }
             let file = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             assert!(file == bytes, "{} is not its seed", path.display());
-        }
-    }
-}
-
-/// Writes the seeds into the corpus (run by hand after changing them).
-#[test]
-#[ignore = "writes into fuzz/corpus"]
-fn write_large_seeds() {
-    for (target, seeds) in [
-        ("delayq_stream", stream_seeds()),
-        ("delayq_recover", recover_seeds()),
-    ] {
-        for (name, bytes) in seeds {
-            std::fs::write(corpus(target, name), bytes).expect("write seed");
         }
     }
 }
