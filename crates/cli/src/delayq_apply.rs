@@ -129,25 +129,21 @@ fn bind_origin(
     let start = std::time::Instant::now();
     let mut pause = Duration::from_millis(20);
     loop {
-        match session.simple_query(setup) {
+        let e = match session.simple_query(setup) {
             Ok(rows) => return Ok(rows),
-            Err(e)
-                if e.sqlstate().is_some_and(|s| s.as_str() == "55006")
-                    && start.elapsed() + pause <= patience =>
-            {
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_secs(1));
-            }
-            Err(e) if e.sqlstate().is_some_and(|s| s.as_str() == "55006") => {
-                return Err(ApplyFailure::Subscriber(format!(
-                    "{} (waited {} s for the session that holds the origin to end; is another \
-                     pgyard applying with the same --origin?)",
-                    e.to_string().trim_end(),
-                    patience.as_secs()
-                )))
-            }
+            Err(e) if e.sqlstate().is_some_and(|s| s.as_str() == "55006") => e,
             Err(e) => return Err(refused(e)),
+        };
+        if start.elapsed() + pause > patience {
+            return Err(ApplyFailure::Subscriber(format!(
+                "{} (waited {} s for the session that holds the origin to end; is another \
+                 pgyard applying with the same --origin?)",
+                e.to_string().trim_end(),
+                patience.as_secs()
+            )));
         }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_secs(1));
     }
 }
 
