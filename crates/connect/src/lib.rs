@@ -72,6 +72,8 @@
 
 mod conn;
 mod connector;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 mod io;
 mod kinds;
 mod memory;

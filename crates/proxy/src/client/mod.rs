@@ -11,6 +11,8 @@ mod params;
 mod prepared;
 mod relay;
 mod startup;
+#[cfg(feature = "fuzzing")]
+pub(crate) use startup::MIDDLEWARE_OPTION;
 mod tls;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -229,6 +231,8 @@ pub struct ClientSession {
     splitter: Splitter,
     client_scan: Scanner,
     server_scan: Scanner,
+    /// The proxy's own notices, held while a server's reply to the client is mid-frame.
+    held_notices: BytesMut,
     out: VecDeque<ClientOut>,
     /// Login buffer (password messages are read whole).
     login_buf: BytesMut,
@@ -320,6 +324,7 @@ impl ClientSession {
             ),
             client_scan: Scanner::new(limits, |_| false),
             server_scan: server_scanner(),
+            held_notices: BytesMut::new(),
             out: VecDeque::new(),
             login_buf: BytesMut::new(),
             min_lsn: None,
@@ -572,10 +577,13 @@ impl ClientSession {
     fn release_for_good(&mut self) {
         self.prepared.reset_queue();
         if let Some(server) = self.server.take() {
+            // Session mode streams client frames as they come: a server that got part of
+            // one would read the next client's bytes as its rest.
             let clean = self.outstanding == 0
                 && !self.unsynced
                 && self.status == b'I'
                 && self.server_scan.at_boundary()
+                && !self.client_scan.inside_frame()
                 && !matches!(self.phase, Phase::Aligning);
             self.out.push_back(ClientOut::Release {
                 server,

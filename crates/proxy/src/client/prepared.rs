@@ -87,6 +87,9 @@ pub(super) struct Prepared {
     pub(super) queue: VecDeque<Expect>,
     /// Parses sent whose ParseComplete has not come yet (a failure voids them).
     in_flight: VecDeque<String>,
+    /// An error struck a pipeline whose Sync has not been sent: the server ignores every
+    /// message until that Sync, so they are passed on untouched and owe no reply.
+    skipping: bool,
     /// The planted bug: never parse ahead of a Bind or Describe.
     #[cfg(feature = "planted-bugs")]
     forgetful: bool,
@@ -126,6 +129,13 @@ impl Prepared {
     ) -> Result<Rewrite, String> {
         let body = body.unwrap_or_default();
         let bad = |e: pgyard_wire::DecodeError| format!("invalid frontend message: {e}");
+        if self.skipping {
+            if tag == b'S' {
+                self.skipping = false;
+                return self.reply(Ends::Sync);
+            }
+            return Ok(Rewrite::Keep);
+        }
         match tag {
             b'P' => {
                 let p = Parse::decode(body).map_err(bad)?;
@@ -317,6 +327,8 @@ impl Prepared {
                     }
                     self.queue.pop_front();
                 }
+                // No Sync sent yet: what the client sends until it is skipped too.
+                self.skipping = self.queue.is_empty();
             }
         } else if let Some(e) = head.filter(|e| e.ended_by(tag)) {
             if e == Ends::NamedParse {
@@ -349,5 +361,6 @@ impl Prepared {
     pub(super) fn reset_queue(&mut self) {
         self.queue.clear();
         self.in_flight.clear();
+        self.skipping = false;
     }
 }

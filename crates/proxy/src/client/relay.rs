@@ -48,8 +48,22 @@ impl ClientSession {
             (b'C', b"00000"),
             (b'M', text.as_bytes()),
         ];
-        if encode_notice_response(&fields, &mut buf).is_ok() {
+        if encode_notice_response(&fields, &mut buf).is_err() {
+            return;
+        }
+        // Inside a server frame the notice would be read as that frame's rest.
+        if self.server.is_some() && !self.server_scan.at_boundary() {
+            self.held_notices.extend_from_slice(&buf);
+        } else {
             self.out.push_back(ClientOut::ToClient(buf.freeze()));
+        }
+    }
+
+    /// The notices held back, once the server's stream to the client stands between frames.
+    fn release_notices(&mut self) {
+        if !self.held_notices.is_empty() && self.server_scan.at_boundary() {
+            let held = self.held_notices.split().freeze();
+            self.out.push_back(ClientOut::ToClient(held));
         }
     }
 
@@ -338,6 +352,7 @@ impl ClientSession {
         let Some(end) = ended_at else {
             let bytes = apply(scanned.bytes, &edits);
             self.out.push_back(ClientOut::ToClient(bytes));
+            self.release_notices();
             return;
         };
         let idle_talk = end < scanned.bytes.len() || !self.server_scan.at_boundary();

@@ -8,6 +8,10 @@
 //! op % 7 is 0 client bytes, 1 server bytes, 2 a server lent (its settings from the bytes) —
 //! or, while an admin command awaits the adapter, the adapter's reply (made from the bytes) —
 //! 3 the server lost, 4 the pool refusing, 5 the clock at the bytes' value, 6 the client gone.
+//!
+//! With the `fuzzing` feature, [`structured_session`] is the structure-aware counterpart
+//! (target `proxy_session`): well-formed requests and replies, judged against a reference
+//! backend.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +27,18 @@ use crate::client::{
 };
 use crate::pool::{ClientId, PoolKey, ServerId};
 use crate::{AuthFile, Route};
+
+#[cfg(feature = "fuzzing")]
+mod backend;
+#[cfg(feature = "fuzzing")]
+mod requests;
+#[cfg(feature = "fuzzing")]
+mod structured;
+
+#[cfg(all(feature = "fuzzing", feature = "planted-bugs"))]
+pub use structured::structured_session_with_bug;
+#[cfg(feature = "fuzzing")]
+pub use structured::{structured_session, SessionOutcome};
 
 /// Drives a client session with `data`; panics only when an invariant breaks.
 pub fn client_session(data: &[u8]) {

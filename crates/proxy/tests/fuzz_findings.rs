@@ -1,0 +1,191 @@
+//! Bugs the structured session fuzzer (`pgyard_proxy::fuzzing::structured_session`) found in
+//! the client-session machine, each kept as a plain test of the machine.
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use pgyard_proxy::classes::ROUTE;
+use pgyard_proxy::{
+    CancelKey, ClientAuth, ClientConfig, ClientId, ClientOut, ClientSession, Lent, PoolMode, Route,
+    ServerId,
+};
+use pgyard_types::Instant;
+use pgyard_wire::auth::LoginRandom;
+use pgyard_wire::backend::{self, TransactionStatus};
+use pgyard_wire::error_fields::encode_error_response;
+use pgyard_wire::frame::{frames, ProtocolVersion};
+use pgyard_wire::frontend::{self, Target};
+use pgyard_wire::middleware::encode_middleware;
+
+const T0: Instant = Instant(0);
+
+fn outputs(s: &mut ClientSession) -> Vec<ClientOut> {
+    std::iter::from_fn(|| s.poll_output()).collect()
+}
+
+/// A trusting session in `mode`, logged in, its welcome server `1` kept (session mode) or
+/// given back (transaction mode, returned).
+fn logged_in(mode: PoolMode) -> (ClientSession, Option<Lent>) {
+    let config = ClientConfig {
+        auth: ClientAuth::Trust,
+        pool_mode: mode,
+        default_route: Route::Primary,
+        login_timeout: Duration::from_secs(5),
+        databases: pgyard_proxy::Databases::Any,
+        admin_users: Default::default(),
+    };
+    let key = CancelKey {
+        pid: 77,
+        secret: vec![9; 32],
+    };
+    let random = LoginRandom {
+        salt: [1; 4],
+        nonce: [2; 18],
+        mock_salt: [3; 16],
+    };
+    let mut s = ClientSession::new(T0, ClientId(1), config, key, random);
+    let mut b = BytesMut::new();
+    let params: [(&[u8], &[u8]); 3] = [
+        (b"user", b"u"),
+        (b"database", b"d"),
+        (b"_pq_.middleware_messages", b"on"),
+    ];
+    frontend::encode_startup(ProtocolVersion::V3_0, &params, &mut b).expect("startup");
+    s.handle_client_bytes(T0, &b);
+    assert!(matches!(&outputs(&mut s)[..], [ClientOut::Acquire(_)]));
+    let lent = Lent {
+        id: ServerId(1),
+        settings: Default::default(),
+        prepared: Default::default(),
+    };
+    s.handle_server(T0, lent);
+    let back = outputs(&mut s).into_iter().find_map(|o| match o {
+        ClientOut::Release { server, .. } => Some(server),
+        _ => None,
+    });
+    (s, back)
+}
+
+fn to_client(out: &[ClientOut]) -> Vec<u8> {
+    let mut all = Vec::new();
+    for o in out {
+        if let ClientOut::ToClient(b) = o {
+            all.extend_from_slice(b);
+        }
+    }
+    all
+}
+
+fn tags(bytes: &[u8]) -> String {
+    frames(bytes, 1 << 30)
+        .map(|f| char::from(f.expect("a whole frame").tag))
+        .collect()
+}
+
+fn error(text: &[u8], out: &mut BytesMut) {
+    let fields: [(u8, &[u8]); 3] = [(b'S', b"ERROR"), (b'C', b"42000"), (b'M', text)];
+    encode_error_response(&fields, out).expect("E");
+}
+
+/// Session mode streams client frames as they come: a server that got part of one and went
+/// back reusable would read the next client's bytes (or `DISCARD ALL`) as its rest.
+#[test]
+fn a_client_gone_mid_message_leaves_its_server_unusable() {
+    let (mut s, _) = logged_in(PoolMode::Session);
+    let mut q = BytesMut::new();
+    frontend::encode_query(b"select 1", &mut q).expect("Q");
+    s.handle_client_bytes(T0, &q[..7]);
+    let sent: Vec<u8> = outputs(&mut s)
+        .iter()
+        .filter_map(|o| match o {
+            ClientOut::ToServer(b) => Some(b.to_vec()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(sent, &q[..7], "the frame streams as it comes");
+    s.handle_client_gone();
+    let reusable = outputs(&mut s).into_iter().find_map(|o| match o {
+        ClientOut::Release { reusable, .. } => Some(reusable),
+        _ => None,
+    });
+    assert_eq!(reusable, Some(false));
+}
+
+/// After an error in a pipeline whose Sync is not sent yet, the server ignores everything up
+/// to that Sync, including what the client sends later; the proxy's reply queue must too,
+/// or its own CloseComplete lands after the wrong ReadyForQuery.
+#[test]
+fn an_error_before_the_pipelines_sync_skips_what_follows_until_it() {
+    let (mut s, back) = logged_in(PoolMode::Transaction);
+    // Prepare `s1` on server 1 first, so that a later Close of it is the proxy's to answer.
+    let mut b = BytesMut::new();
+    frontend::encode_parse(b"s1", b"x", &[], &mut b).expect("P");
+    frontend::encode_sync(&mut b);
+    s.handle_client_bytes(T0, &b);
+    outputs(&mut s);
+    s.handle_server(T0, back.expect("the welcome server went back"));
+    outputs(&mut s);
+    let mut r = BytesMut::new();
+    backend::encode_empty(b'1', &mut r);
+    backend::encode_ready_for_query(TransactionStatus::Idle, &mut r);
+    s.handle_server_bytes(T0, r.freeze());
+    let server = outputs(&mut s).into_iter().find_map(|o| match o {
+        ClientOut::Release { server, .. } => Some(server),
+        _ => None,
+    });
+    // A pipeline without Sync whose Execute fails.
+    let mut b = BytesMut::new();
+    frontend::encode_parse(b"", b"fail", &[], &mut b).expect("P");
+    frontend::encode_bind(b"", b"", &[], &[], &[], &mut b).expect("B");
+    frontend::encode_execute(b"", 0, &mut b).expect("E");
+    frontend::encode_flush(&mut b);
+    s.handle_client_bytes(T0, &b);
+    outputs(&mut s);
+    s.handle_server(T0, server.expect("server 1 went back"));
+    outputs(&mut s);
+    let mut r = BytesMut::new();
+    backend::encode_empty(b'1', &mut r);
+    backend::encode_empty(b'2', &mut r);
+    error(b"fail", &mut r);
+    s.handle_server_bytes(T0, r.freeze());
+    assert_eq!(tags(&to_client(&outputs(&mut s))), "12E");
+    // Then more of the pipeline, its Sync, a Close of `s1` and the Close's Sync.
+    let mut b = BytesMut::new();
+    frontend::encode_parse(b"", b"x2", &[], &mut b).expect("P");
+    frontend::encode_sync(&mut b);
+    frontend::encode_close(Target::Statement, b"s1", &mut b).expect("C");
+    frontend::encode_sync(&mut b);
+    s.handle_client_bytes(T0, &b);
+    outputs(&mut s);
+    // The server ignored the Parse: one ReadyForQuery for each Sync.
+    let mut r = BytesMut::new();
+    backend::encode_ready_for_query(TransactionStatus::Idle, &mut r);
+    backend::encode_ready_for_query(TransactionStatus::Idle, &mut r);
+    s.handle_server_bytes(T0, r.freeze());
+    assert_eq!(tags(&to_client(&outputs(&mut s))), "Z3Z");
+}
+
+/// In session mode a ROUTE is answered with a NOTICE; written while a server's reply to the
+/// client was cut mid-frame, it would have been read as that frame's rest.
+#[test]
+fn a_notice_waits_for_the_servers_frame_to_end() {
+    let (mut s, _) = logged_in(PoolMode::Session);
+    outputs(&mut s);
+    let mut q = BytesMut::new();
+    frontend::encode_query(b"select 1", &mut q).expect("Q");
+    s.handle_client_bytes(T0, &q);
+    outputs(&mut s);
+    let mut r = BytesMut::new();
+    backend::encode_command_complete(b"SELECT 1", &mut r).expect("C");
+    backend::encode_ready_for_query(TransactionStatus::Idle, &mut r);
+    let r = r.freeze();
+    s.handle_server_bytes(T0, r.slice(..6));
+    let mut m = BytesMut::new();
+    encode_middleware(ROUTE, b"standby", &mut m).expect("M");
+    s.handle_client_bytes(T0, &m);
+    let mut seen = to_client(&outputs(&mut s));
+    s.handle_server_bytes(T0, Bytes::copy_from_slice(&r[6..]));
+    seen.extend(to_client(&outputs(&mut s)));
+    assert_eq!(tags(&seen), "CZN");
+}

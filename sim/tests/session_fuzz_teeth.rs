@@ -1,0 +1,125 @@
+//! The structured session fuzzers have teeth: with a planted bug in the connect machine or
+//! the proxy's client session, seeded inputs make one of their checks fail, and the same
+//! input passes without the bug.
+#![cfg(feature = "planted-bugs")]
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use pgyard_connect::fuzzing::{session, session_with_bug};
+use pgyard_connect::PlantedBug;
+
+/// splitmix64 bytes, as the connect crate's own seeded fuzzer test makes them.
+fn input(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed;
+    let mut out = Vec::with_capacity(len);
+    while out.len() < len {
+        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+fn connect_input(seed: u64) -> Vec<u8> {
+    input(seed, 16 + (seed as usize * 7) % 240)
+}
+
+fn proxy_input(seed: u64) -> Vec<u8> {
+    input(seed, 32 + (seed as usize * 13) % 480)
+}
+
+/// The first seed under 5,000 whose input makes `run` panic, and the message.
+fn first_catch(input: fn(u64) -> Vec<u8>, run: impl Fn(&[u8])) -> Option<(u64, String)> {
+    (0..5_000u64).find_map(|seed| {
+        let data = input(seed);
+        let caught = catch_unwind(AssertUnwindSafe(|| run(&data)));
+        let message = caught.err()?;
+        let text = message
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| message.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_default();
+        Some((seed, text))
+    })
+}
+
+#[test]
+fn planted_connect_bugs_trip_the_connect_session_fuzzers_checks() {
+    // Quiet the expected panics; the assertion messages below say what was caught.
+    std::panic::set_hook(Box::new(|_| {}));
+    let bugs = [
+        (PlantedBug::IgnoreTargetSessionAttrs, "accepted"),
+        (PlantedBug::SkipPreferSecondPass, "would have served"),
+        (PlantedBug::StartupErrorNextAddress, "after its 57P03"),
+        (PlantedBug::ReuseClosedAttempt, "opened twice"),
+        (PlantedBug::DropAttemptTimeout, "stalled"),
+        (PlantedBug::TrustStaleParameterStatus, "would have served"),
+    ];
+    let mut missed = Vec::new();
+    for (bug, check) in bugs {
+        match first_catch(connect_input, |d| {
+            session_with_bug(d, bug);
+        }) {
+            Some((seed, text)) => {
+                println!("planted bug {bug:?} caught by the session fuzzer at seed {seed}: {text}");
+                assert!(
+                    text.contains(check),
+                    "{bug:?} tripped another check: {text}"
+                );
+                let data = connect_input(seed);
+                assert!(
+                    catch_unwind(|| session(&data)).is_ok(),
+                    "{bug:?}: seed {seed} fails without the bug"
+                );
+            }
+            None => missed.push(bug),
+        }
+    }
+    let _ = std::panic::take_hook();
+    assert!(missed.is_empty(), "not caught in 5,000 inputs: {missed:?}");
+}
+
+#[test]
+fn planted_proxy_bugs_trip_the_structured_session_fuzzers_checks() {
+    use pgyard_proxy::fuzzing::{structured_session, structured_session_with_bug};
+    use pgyard_proxy::PlantedBug as Bug;
+    std::panic::set_hook(Box::new(|_| {}));
+    let bugs = [
+        (
+            Bug::ReleaseInTransaction,
+            "went back reusable while it is inside a transaction block",
+        ),
+        (Bug::ForwardMiddleware, "a M frame reached a server"),
+        (
+            Bug::ForgetStatementOnNewServer,
+            "differs from the reference",
+        ),
+    ];
+    let mut missed = Vec::new();
+    for (bug, check) in bugs {
+        match first_catch(proxy_input, |d| {
+            structured_session_with_bug(d, bug);
+        }) {
+            Some((seed, text)) => {
+                println!(
+                    "planted bug {bug:?} caught by the proxy session fuzzer at seed {seed}: {text}"
+                );
+                assert!(
+                    text.contains(check),
+                    "{bug:?} tripped another check: {text}"
+                );
+                let data = proxy_input(seed);
+                assert!(
+                    catch_unwind(|| structured_session(&data)).is_ok(),
+                    "{bug:?}: seed {seed} fails without the bug"
+                );
+            }
+            None => missed.push(bug),
+        }
+    }
+    let _ = std::panic::take_hook();
+    assert!(missed.is_empty(), "not caught in 5,000 inputs: {missed:?}");
+}
