@@ -57,6 +57,7 @@ fn planted_connect_bugs_trip_the_connect_session_fuzzers_checks() {
         (PlantedBug::ReuseClosedAttempt, "opened twice"),
         (PlantedBug::DropAttemptTimeout, "stalled"),
         (PlantedBug::TrustStaleParameterStatus, "would have served"),
+        (PlantedBug::AcceptAnyAlpn, "libpq refuses"),
     ];
     let mut missed = Vec::new();
     for (bug, check) in bugs {

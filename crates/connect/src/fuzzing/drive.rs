@@ -60,6 +60,9 @@ impl Setup {
         let hosts = 1 + pick(u, 3);
         let tsa = TARGETS[pick(u, TARGETS.len())];
         let sslmode = SSLMODES[pick(u, SSLMODES.len())];
+        // Direct TLS needs sslmode=require or stronger.
+        let direct = sslmode == "require" && pick(u, 2) == 1;
+        let negotiation = if direct { " sslnegotiation=direct" } else { "" };
         let balance = ["disable", "random"][pick(u, 2)];
         let timeout = ["", " connect_timeout=2", " connect_timeout=10"][pick(u, 3)];
         let protocol = ["", " max_protocol_version=3.2"][pick(u, 2)];
@@ -68,7 +71,7 @@ impl Setup {
         let conninfo = format!(
             "host={} port=5432 user={} password={} dbname=d gssencmode=disable \
              sslmode={sslmode} target_session_attrs={tsa} load_balance_hosts={balance}\
-             {timeout}{protocol}",
+             {timeout}{protocol}{negotiation}",
             names.join(","),
             super::server::USER,
             super::server::PASSWORD,
@@ -124,6 +127,11 @@ struct Link {
     closed: bool,
     tls: bool,
     tls_pending: bool,
+    /// The handshake was direct TLS (no SSLRequest first).
+    direct: bool,
+    /// The handshake ended in something libpq refuses: an ALPN it does not accept, or
+    /// direct TLS to a server that does not speak it.
+    tls_refused: bool,
     /// Server bytes not yet delivered.
     outbox: Vec<u8>,
     /// The server closes once the outbox is delivered.
@@ -228,6 +236,8 @@ impl Run<'_, '_> {
                     closed: false,
                     tls: false,
                     tls_pending: false,
+                    direct: false,
+                    tls_refused: false,
                     outbox: Vec::new(),
                     server_closes: false,
                 });
@@ -252,7 +262,9 @@ impl Run<'_, '_> {
                     link.server_closes = reply.close;
                 }
             }
-            Action::StartTls { attempt, .. } => {
+            Action::StartTls {
+                attempt, direct, ..
+            } => {
                 let i = self.live_link(attempt, "started TLS on");
                 let link = &mut self.links[i];
                 assert!(
@@ -260,6 +272,7 @@ impl Run<'_, '_> {
                     "a second handshake"
                 );
                 link.tls_pending = true;
+                link.direct = direct;
                 self.pending.push(Pending::Tls { attempt });
             }
             Action::Close { attempt } => {
@@ -385,13 +398,26 @@ impl Run<'_, '_> {
                 }
             }
             Pending::Tls { attempt } => {
-                let link = self.link_mut(attempt);
+                let i = self.links.iter().position(|l| l.attempt == attempt);
+                let link = &mut self.links[i.expect("a pending handshake belongs to a link")];
+                let persona = &self.setup.personas[link.host];
                 link.tls_pending = false;
-                link.tls = true;
-                Event::TlsEstablished {
-                    attempt,
-                    server_end_point: None,
-                    alpn: Some(b"postgresql".to_vec()),
+                if link.direct && !persona.tls {
+                    // A server without TLS reads the ClientHello as a bad startup packet.
+                    link.tls_refused = true;
+                    Event::TlsFailed {
+                        attempt,
+                        message: "SSL SYSCALL error: EOF detected".into(),
+                        kind: crate::FailureKind::Transient,
+                    }
+                } else {
+                    link.tls = true;
+                    link.tls_refused = crate::alpn_refusal(persona.alpn, link.direct).is_some();
+                    Event::TlsEstablished {
+                        attempt,
+                        server_end_point: None,
+                        alpn: persona.alpn.map(<[u8]>::to_vec),
+                    }
                 }
             }
         };
@@ -512,6 +538,14 @@ impl Run<'_, '_> {
             "the host of the returned attempt"
         );
         assert_eq!(e.tls, link.tls, "whether the returned connection uses TLS");
+        let alpn = self.setup.personas[link.host].alpn;
+        if let Some(why) = e
+            .tls
+            .then(|| crate::alpn_refusal(alpn, link.direct))
+            .flatten()
+        {
+            panic!("accepted a TLS connection libpq refuses: {why}");
+        }
         assert_eq!(
             Some(e.protocol_version),
             told.version,
@@ -544,9 +578,11 @@ impl Run<'_, '_> {
         // libpq gives up on every host after a refused login, and after a server that will
         // not encrypt when encryption is required.
         let required = self.setup.sslmode == "require";
+        // How libpq goes on after a refused TLS handshake is not modelled here: it only
+        // excuses the failure.
         let aborted = self.links.iter().any(|l| {
             let refused = l.session.started && self.setup.personas[l.host].aborts();
-            refused || (required && l.session.refused_tls)
+            refused || (required && l.session.refused_tls) || l.tls_refused
         });
         if self.faults > 0 || aborted {
             return;

@@ -84,6 +84,9 @@ pub(super) struct Persona {
     pub notice: bool,
     /// Accepts connections and never answers.
     pub hangs: bool,
+    /// What its TLS handshakes select by ALPN: `postgresql` (17 and later), nothing (older
+    /// servers, TLS fronts), or another protocol.
+    pub alpn: Option<&'static [u8]>,
 }
 
 impl Persona {
@@ -99,6 +102,7 @@ impl Persona {
             Some(Refusal::TooManyClients),
         ][pick(u, 3)];
         let flags = pick(u, 64);
+        let alpn = [Some(&b"postgresql"[..]), None, Some(&b"http/1.1"[..])][pick(u, 3)];
         Persona {
             role,
             flips: flags & 1 != 0,
@@ -109,6 +113,7 @@ impl Persona {
             v32: flags & 8 == 0,
             notice: flags & 16 != 0,
             hangs: may_hang && flags & 32 != 0,
+            alpn,
         }
     }
 
