@@ -189,3 +189,108 @@ fn a_notice_waits_for_the_servers_frame_to_end() {
     seen.extend(to_client(&outputs(&mut s)));
     assert_eq!(tags(&seen), "CZN");
 }
+
+/// A named Parse the server refused (here in a failed block) created nothing: a Bind of that
+/// name later must reach the server as the client wrote it and fail there, as it would on a
+/// direct connection, instead of the proxy parsing the statement again behind its back.
+#[test]
+fn a_refused_named_parse_leaves_no_statement_behind() {
+    let (mut s, back) = logged_in(PoolMode::Transaction);
+    let mut b = BytesMut::new();
+    frontend::encode_query(b"begin", &mut b).expect("Q");
+    s.handle_client_bytes(T0, &b);
+    outputs(&mut s);
+    s.handle_server(T0, back.expect("the welcome server went back"));
+    outputs(&mut s);
+    let mut r = BytesMut::new();
+    backend::encode_command_complete(b"BEGIN", &mut r).expect("C");
+    backend::encode_ready_for_query(TransactionStatus::InTransaction, &mut r);
+    error(b"boom", &mut r);
+    backend::encode_ready_for_query(TransactionStatus::Failed, &mut r);
+    let mut b = BytesMut::new();
+    frontend::encode_query(b"fail", &mut b).expect("Q");
+    s.handle_client_bytes(T0, &b);
+    s.handle_server_bytes(T0, r.freeze());
+    outputs(&mut s);
+    let mut b = BytesMut::new();
+    frontend::encode_parse(b"s1", b"select 1", &[], &mut b).expect("P");
+    frontend::encode_sync(&mut b);
+    s.handle_client_bytes(T0, &b);
+    outputs(&mut s);
+    let mut r = BytesMut::new();
+    error(b"current transaction is aborted", &mut r);
+    backend::encode_ready_for_query(TransactionStatus::Failed, &mut r);
+    backend::encode_command_complete(b"ROLLBACK", &mut r).expect("C");
+    backend::encode_ready_for_query(TransactionStatus::Idle, &mut r);
+    let mut b = BytesMut::new();
+    frontend::encode_query(b"commit", &mut b).expect("Q");
+    s.handle_client_bytes(T0, &b);
+    s.handle_server_bytes(T0, r.freeze());
+    let server = outputs(&mut s).into_iter().find_map(|o| match o {
+        ClientOut::Release { server, .. } => Some(server),
+        _ => None,
+    });
+    let mut b = BytesMut::new();
+    frontend::encode_bind(b"", b"s1", &[], &[], &[], &mut b).expect("B");
+    frontend::encode_execute(b"", 0, &mut b).expect("E");
+    frontend::encode_sync(&mut b);
+    s.handle_client_bytes(T0, &b);
+    outputs(&mut s);
+    s.handle_server(T0, server.expect("the server went back after the block"));
+    let sent: Vec<u8> = outputs(&mut s)
+        .iter()
+        .filter_map(|o| match o {
+            ClientOut::ToServer(b) => Some(b.to_vec()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(
+        sent,
+        b.to_vec(),
+        "the Bind goes as written, with no Parse before it"
+    );
+}
+
+/// In a failed block the server refuses every Parse: the proxy must not answer one itself
+/// because the server already holds the same statement for another name.
+#[test]
+fn a_parse_in_a_failed_block_reaches_the_server_even_when_it_holds_the_statement() {
+    let (mut s, back) = logged_in(PoolMode::Transaction);
+    let mut b = BytesMut::new();
+    frontend::encode_parse(b"s1", b"select 1", &[], &mut b).expect("P");
+    frontend::encode_sync(&mut b);
+    frontend::encode_query(b"begin", &mut b).expect("Q");
+    frontend::encode_query(b"fail", &mut b).expect("Q");
+    s.handle_client_bytes(T0, &b);
+    outputs(&mut s);
+    s.handle_server(T0, back.expect("the welcome server went back"));
+    outputs(&mut s);
+    let mut r = BytesMut::new();
+    backend::encode_empty(b'1', &mut r);
+    backend::encode_ready_for_query(TransactionStatus::Idle, &mut r);
+    backend::encode_command_complete(b"BEGIN", &mut r).expect("C");
+    backend::encode_ready_for_query(TransactionStatus::InTransaction, &mut r);
+    error(b"boom", &mut r);
+    backend::encode_ready_for_query(TransactionStatus::Failed, &mut r);
+    s.handle_server_bytes(T0, r.freeze());
+    outputs(&mut s);
+    let mut b = BytesMut::new();
+    frontend::encode_parse(b"s2", b"select 1", &[], &mut b).expect("P");
+    frontend::encode_sync(&mut b);
+    s.handle_client_bytes(T0, &b);
+    let out = outputs(&mut s);
+    let sent: Vec<u8> = out
+        .iter()
+        .filter_map(|o| match o {
+            ClientOut::ToServer(b) => Some(b.to_vec()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(tags(&sent), "PS", "the Parse goes to the server");
+    assert!(
+        to_client(&out).is_empty(),
+        "no ParseComplete of the proxy's own"
+    );
+}

@@ -90,9 +90,19 @@ pub(super) struct Prepared {
     /// An error struck a pipeline whose Sync has not been sent: the server ignores every
     /// message until that Sync, so they are passed on untouched and owe no reply.
     skipping: bool,
+    /// The client's statement names whose Parse has not been answered yet, in queue order:
+    /// a name whose Parse fails is forgotten, as the server never created it.
+    unconfirmed: VecDeque<Vec<u8>>,
+    /// The server's last ReadyForQuery said the transaction block failed.
+    failed_block: bool,
     /// The planted bug: never parse ahead of a Bind or Describe.
     #[cfg(feature = "planted-bugs")]
     forgetful: bool,
+}
+
+/// Whether a queue entry stands for the answer to one of the client's own named Parses.
+fn is_client_parse(e: &Expect) -> bool {
+    matches!(e, Expect::Reply(Ends::NamedParse)) || *e == Expect::Inject(PARSE_COMPLETE)
 }
 
 /// The proxy's name for a statement.
@@ -150,11 +160,28 @@ impl Prepared {
                     ..p
                 };
                 renamed.encode(&mut parse).map_err(|e| e.to_string())?;
-                self.remember(p.name, proxy.clone(), parse.clone().freeze());
-                if server.contains_key(&proxy) {
+                self.unconfirmed.push_back(p.name.to_vec());
+                if server.contains_key(&proxy) && !self.failed_block {
+                    self.remember(p.name, proxy, parse.freeze());
                     self.queue.push_back(Expect::Inject(PARSE_COMPLETE));
                     return Ok(Rewrite::Replace(BytesMut::new()));
                 }
+                // In a failed block the server must refuse the Parse itself, so one it already
+                // holds goes under a name of its own (the refusal then voids only that).
+                let (proxy, parse) = if server.contains_key(&proxy) {
+                    *seq += 1;
+                    let unique = format!("{proxy}_{seq}");
+                    let mut again = BytesMut::new();
+                    let renamed = Parse {
+                        name: unique.as_bytes(),
+                        ..p
+                    };
+                    renamed.encode(&mut again).map_err(|e| e.to_string())?;
+                    (unique, again)
+                } else {
+                    (proxy, parse)
+                };
+                self.remember(p.name, proxy.clone(), parse.clone().freeze());
                 let mut out = self.make_room(server);
                 out.extend_from_slice(&parse);
                 self.sent_parse(proxy, server, seq);
@@ -325,6 +352,10 @@ impl Prepared {
                     if matches!(e, Expect::Reply(Ends::Sync) | Expect::Swallow(Ends::Sync)) {
                         break;
                     }
+                    // The failed Parse, and those the server skips after it, created nothing.
+                    if is_client_parse(e) {
+                        self.forget_unconfirmed();
+                    }
                     self.queue.pop_front();
                 }
                 // No Sync sent yet: what the client sends until it is skipped too.
@@ -333,6 +364,9 @@ impl Prepared {
         } else if let Some(e) = head.filter(|e| e.ended_by(tag)) {
             if e == Ends::NamedParse {
                 self.in_flight.pop_front();
+            }
+            if self.queue.front().is_some_and(is_client_parse) {
+                self.unconfirmed.pop_front();
             }
             self.queue.pop_front();
         }
@@ -343,9 +377,25 @@ impl Prepared {
     /// The proxy's replies now at the head of the queue.
     pub(super) fn injections(&mut self, out: &mut Vec<&'static [u8]>) {
         while let Some(Expect::Inject(bytes)) = self.queue.front() {
+            if *bytes == PARSE_COMPLETE {
+                self.unconfirmed.pop_front();
+            }
             out.push(bytes);
             self.queue.pop_front();
         }
+    }
+
+    /// The oldest unanswered client Parse failed: its name goes.
+    fn forget_unconfirmed(&mut self) {
+        if let Some(name) = self.unconfirmed.pop_front() {
+            self.names.remove(&name);
+            self.order.retain(|n| *n != name);
+        }
+    }
+
+    /// Whether the last ReadyForQuery reported a failed transaction block.
+    pub(super) fn set_failed_block(&mut self, failed: bool) {
+        self.failed_block = failed;
     }
 
     /// A command tag that drops every statement of the session (SQL `DEALLOCATE ALL`,
@@ -362,5 +412,6 @@ impl Prepared {
         self.queue.clear();
         self.in_flight.clear();
         self.skipping = false;
+        self.unconfirmed.clear();
     }
 }

@@ -176,6 +176,7 @@ impl ClientSession {
         let Some(server) = self.server.as_mut() else {
             return;
         };
+        self.prepared.set_failed_block(self.status == b'E');
         let mut out = BytesMut::with_capacity(bytes.len());
         let mut at = 0;
         // `bytes` holds whole frames only (they were read whole).
