@@ -4,6 +4,11 @@
 use crate::serialize::{to_keyword_value, to_uri};
 use crate::{parse, parse_params, ConnInfo};
 
+#[cfg(feature = "arbitrary")]
+mod generated;
+#[cfg(feature = "arbitrary")]
+pub use generated::{libpq_diff, roundtrip_arrays, roundtrip_kv, roundtrip_uri, Oracle};
+
 /// Parses `data` as a connection string in whichever form it has; a success must re-parse
 /// identically after serialization to both forms.
 pub fn parse_any(data: &[u8]) {
@@ -28,7 +33,8 @@ pub fn parse_proposal(data: &[u8]) {
     }
 }
 
-fn assert_round_trips(info: &ConnInfo) {
+/// Both serializations of `info` parse back to `info`.
+pub(crate) fn assert_round_trips(info: &ConnInfo) {
     let kv = to_keyword_value(info);
     assert_eq!(
         parse(&kv).as_ref(),
