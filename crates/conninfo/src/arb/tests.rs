@@ -24,9 +24,11 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
 
-/// Counts, per named feature, how many of `texts` show it; fails naming the features never
-/// seen.
-fn assert_reaches(what: &str, texts: &[Vec<u8>], features: &[(&str, fn(&[u8]) -> bool)]) {
+/// A named property of a generated string.
+type Feature = (&'static str, fn(&[u8]) -> bool);
+
+/// Fails naming each feature that none of `texts` shows.
+fn assert_reaches(what: &str, texts: &[Vec<u8>], features: &[Feature]) {
     let missing: Vec<&str> = features
         .iter()
         .filter(|(_, seen)| !texts.iter().any(|t| seen(t)))
