@@ -117,7 +117,7 @@ pub fn libpq_diff(data: &[u8], oracle: Oracle) {
     let theirs = oracle(text);
     if ours != theirs {
         panic!(
-            "pgyard disagrees with libpq on {shown:?}\n  libpq:  {}\n  pgyard: {}",
+            "pgyard disagrees with libpq on \"{shown}\"\n  libpq:  {}\n  pgyard: {}",
             outcome(&theirs),
             outcome(&ours)
         );
@@ -142,10 +142,59 @@ fn outcome(o: &Result<Vec<(String, Vec<u8>)>, Vec<u8>>) -> String {
         Ok(kv) => {
             let pairs: Vec<String> = kv
                 .iter()
-                .map(|(k, v)| format!("{k}={:?}", v.escape_ascii().to_string()))
+                .map(|(k, v)| format!("{k}=\"{}\"", v.escape_ascii()))
                 .collect();
             format!("Ok [{}]", pairs.join(" "))
         }
-        Err(m) => format!("Err {:?}", m.escape_ascii().to_string()),
+        Err(m) => format!("Err \"{}\"", m.escape_ascii()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An oracle that accepts everything and sets nothing.
+    fn accepts_all(_: &[u8]) -> Result<Vec<(String, Vec<u8>)>, Vec<u8>> {
+        Ok(Vec::new())
+    }
+
+    /// pgyard's own answers, so only the generator's promise is checked.
+    fn pgyard(input: &[u8]) -> Result<Vec<(String, Vec<u8>)>, Vec<u8>> {
+        parse(input)
+            .map(|info| table(&info))
+            .map_err(|e| e.libpq_message())
+    }
+
+    /// A raw input (selector byte 0) that pgyard rejects.
+    const RAW_BAD: &[u8] = b"\x00host";
+
+    #[test]
+    fn a_disagreeing_oracle_is_a_crash() {
+        assert!(matches!(
+            ConnString::from_bytes(RAW_BAD),
+            ConnString::Raw(_)
+        ));
+        let caught = std::panic::catch_unwind(|| libpq_diff(RAW_BAD, accepts_all));
+        let msg = caught.expect_err("the disagreement is reported");
+        let msg = msg.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(
+            msg.contains("pgyard disagrees with libpq on \"host\""),
+            "{msg}"
+        );
+        assert!(msg.contains("libpq:  Ok []"), "{msg}");
+        assert!(msg.contains(r#"pgyard: Err "missing \"=\" after"#), "{msg}");
+    }
+
+    #[test]
+    fn an_agreeing_oracle_passes_and_nul_input_must_be_rejected() {
+        for seed in 0u8..=255 {
+            let data: Vec<u8> = (0..300u16)
+                .map(|i| (i as u8).wrapping_mul(seed) ^ seed)
+                .collect();
+            libpq_diff(&data, pgyard);
+        }
+        // Never reaches the oracle: libpq cannot be given a NUL.
+        libpq_diff(b"\x00host=a\x00b", accepts_all);
     }
 }
