@@ -116,6 +116,7 @@ fn well_formed_uris_parse_to_their_tables_and_reach_the_edges() {
                 netloc.is_some_and(|n| n.contains(&b','))
             }),
             ("credentials", |t| t.contains(&b'@')),
+            ("colon in a port", |t| contains(t, b":5433")),
             ("percent escape", |t| t.contains(&b'%')),
             ("lower-case escape", |t| {
                 t.windows(3)

@@ -136,12 +136,16 @@ fn hosts(src: &mut Src<'_, '_>, text: &mut Vec<u8>, expected: &mut ConnInfo) {
             text.push(b':');
             let start = text.len();
             let digits = 1 + src.below(5);
-            let p: Vec<u8> = if src.chance(90) {
+            let mut p: Vec<u8> = if src.chance(90) {
                 (0..digits).map(|_| b'0' + src.below(10) as u8).collect()
             } else {
                 Vec::new()
             };
-            percent_encode(src, text, &p, b"");
+            if src.chance(5) {
+                // The port runs to the next `/`, `?` or `,`: a raw `:` is part of it.
+                p.extend_from_slice(b":5433");
+            }
+            percent_encode(src, text, &p, b":");
             port_buf.extend_from_slice(&p);
             raw_port |= text.len() > start;
         }
