@@ -49,6 +49,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+#[cfg(feature = "arbitrary")]
+pub mod arb;
 mod error;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
