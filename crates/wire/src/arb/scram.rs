@@ -68,7 +68,9 @@ fn settings(u: &mut Unstructured<'_>) -> Result<Settings> {
         1 => "postgres".to_owned(),
         // The characters SCRAM escapes in a name.
         2 => "a=b,c==,".to_owned(),
-        _ => u.arbitrary()?,
+        // A user name comes from a C string (the startup packet), so it never holds a NUL;
+        // one would end client-first early and the server would rightly refuse it.
+        _ => u.arbitrary::<String>()?.replace('\0', ""),
     };
     let mut salt = bytes(u, 64)?;
     if salt.is_empty() {
