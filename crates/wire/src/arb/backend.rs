@@ -3,7 +3,9 @@
 use arbitrary::{Arbitrary, Result, Unstructured};
 
 use super::frontend::cancel_key;
-use super::{bytes, cstr, edge, edge_len, format_codes, nonempty_cstr, nullable, oids, RawValues};
+use super::{
+    at_limit, bytes, cstr, edge, edge_len, format_codes, nonempty_cstr, nullable, oids, RawValues,
+};
 use crate::backend::{
     Authentication, BackendKeyData, BackendMessage, CopyResponse, DataRow,
     NegotiateProtocolVersion, Notification, ParameterStatus, RowDescription, TransactionStatus,
@@ -15,6 +17,8 @@ use crate::frame::{CStrs, FormatCodes, Oids};
 const PAYLOAD_MAX: usize = 64 * 1024;
 /// Names, tags and messages stay below this.
 const TEXT_MAX: usize = 4 * 1024;
+/// libpq's limit on the length word of the messages it expects to be short.
+const LIBPQ_LIMIT: usize = crate::frame::LIBPQ_SMALL_MESSAGE_MAX as usize;
 
 /// A generated backend message; [`OwnedBackend::message`] lends it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -159,7 +163,11 @@ impl<'a> Arbitrary<'a> for OwnedBackend {
             1 => Be::KeyData(edge(u)?, cancel_key(u)?),
             2 => Be::BindComplete,
             3 => Be::CloseComplete,
-            4 => Be::CommandComplete(cstr(u, TEXT_MAX)?),
+            // libpq's limit on most messages, CommandComplete's length word being 4 + tag + 1.
+            4 => Be::CommandComplete(match at_limit(u, LIBPQ_LIMIT - 5)? {
+                Some(tag) => tag,
+                None => cstr(u, TEXT_MAX)?,
+            }),
             5 => Be::CopyData(bytes(u, PAYLOAD_MAX)?),
             6 => Be::CopyDone,
             7 => {

@@ -3,7 +3,9 @@
 
 use arbitrary::{Arbitrary, Result, Unstructured};
 
-use super::{bytes, cstr, edge, edge_len, format_codes, nonempty_cstr, nullable, oids, RawValues};
+use super::{
+    at_limit, bytes, cstr, edge, edge_len, format_codes, nonempty_cstr, nullable, oids, RawValues,
+};
 use crate::frame::{FormatCodes, Oids, ProtocolVersion, MAX_CANCEL_KEY_BYTES};
 use crate::frontend::{
     AuthResponseKind, Bind, CancelRequest, Execute, FrontendMessage, FunctionCall, Parse,
@@ -64,12 +66,29 @@ fn target(u: &mut Unstructured<'_>) -> Result<Target> {
     })
 }
 
-/// Statement and portal names: mostly the unnamed one (empty), else short text.
+/// A server's limit on the length word of the small messages (Close, Describe, Execute …).
+const SMALL_LIMIT: usize = crate::frame::SMALL_MESSAGE_MAX as usize;
+/// A server's limit on the length word of an authentication response (`p`).
+const AUTH_LIMIT: usize = crate::frame::AUTH_MESSAGE_MAX as usize;
+
+/// Statement and portal names: mostly the unnamed one (empty), else short text, rarely the
+/// length that puts a Close or Describe (4 + 1 + name + 1) at the server's limit or past it.
 fn name(u: &mut Unstructured<'_>) -> Result<Vec<u8>> {
+    if let Some(n) = at_limit(u, SMALL_LIMIT - 6)? {
+        return Ok(n);
+    }
     if u.ratio(1, 2)? {
         Ok(Vec::new())
     } else {
         cstr(u, TEXT_MAX)
+    }
+}
+
+/// An authentication payload, rarely sized to put its `p` message (4 + payload) at the limit.
+fn auth_payload(u: &mut Unstructured<'_>) -> Result<Vec<u8>> {
+    match at_limit(u, AUTH_LIMIT - 4)? {
+        Some(p) => Ok(p),
+        None => bytes(u, PAYLOAD_MAX),
     }
 }
 
@@ -105,10 +124,10 @@ impl<'a> Arbitrary<'a> for OwnedFrontend {
             11 => Fe::Sync,
             12 => Fe::Terminate,
             13 => Fe::Password(cstr(u, TEXT_MAX)?),
-            14 => Fe::Gss(bytes(u, PAYLOAD_MAX)?),
+            14 => Fe::Gss(auth_payload(u)?),
             15 => Fe::SaslInitial(sasl_mechanism(u)?, nullable(u, PAYLOAD_MAX)?),
-            16 => Fe::Sasl(bytes(u, PAYLOAD_MAX)?),
-            _ => Fe::AuthResponse(bytes(u, PAYLOAD_MAX)?),
+            16 => Fe::Sasl(auth_payload(u)?),
+            _ => Fe::AuthResponse(auth_payload(u)?),
         };
         Ok(OwnedFrontend(m))
     }
@@ -237,6 +256,14 @@ const KNOWN_PARAMS: [&str; 7] = [
 ];
 
 fn startup_params(u: &mut Unstructured<'_>) -> Result<Vec<u8>> {
+    // One `options` parameter sized so the body (version, pairs, final NUL) is at the
+    // server's cap or one past it.
+    if let Some(value) = at_limit(u, crate::frame::MAX_STARTUP_BODY_BYTES - 4 - 8 - 1 - 1)? {
+        let mut raw = b"options\0".to_vec();
+        raw.extend_from_slice(&value);
+        raw.push(0);
+        return Ok(raw);
+    }
     let n = edge_len(u, 6, 64)?;
     let mut raw = Vec::new();
     for _ in 0..n {

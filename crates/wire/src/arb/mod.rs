@@ -102,6 +102,17 @@ pub(super) fn nonempty_cstr(u: &mut Unstructured<'_>, max: usize) -> Result<Vec<
     Ok(s)
 }
 
+/// Now and then (one in 24) a field of exactly `len` or `len + 1` bytes: sized so that its
+/// message's length word lands on a receiver's limit or one past it.
+pub(super) fn at_limit(u: &mut Unstructured<'_>, len: usize) -> Result<Option<Vec<u8>>> {
+    Ok(if u.ratio(1, 24)? {
+        let n = len + usize::from(u.arbitrary::<bool>()?);
+        Some(vec![b'x'; n])
+    } else {
+        None
+    })
+}
+
 /// A NULL (`None`) or a byte string, NULL about one time in four.
 pub(super) fn nullable(u: &mut Unstructured<'_>, max: usize) -> Result<Option<Vec<u8>>> {
     Ok(if u.ratio(1, 4)? {

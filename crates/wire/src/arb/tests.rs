@@ -109,6 +109,12 @@ fn frontend_generator_reaches_the_edges() {
             FrontendMessage::SaslInitialResponse(s) if s.data.is_none() => {
                 out.push("sasl NULL data".into())
             }
+            FrontendMessage::Close(c) | FrontendMessage::Describe(c) if c.name.len() >= 9994 => {
+                out.push(format!("target name {}", c.name.len()))
+            }
+            FrontendMessage::SaslResponse(d) if d.len() >= 65531 => {
+                out.push(format!("sasl {}", d.len()))
+            }
             _ => {}
         }
     });
@@ -139,6 +145,10 @@ fn frontend_generator_reaches_the_edges() {
             "bind u16 max",
             "query not UTF-8",
             "sasl NULL data",
+            "target name 9994",
+            "target name 9995",
+            "sasl 65531",
+            "sasl 65532",
         ],
     );
 }
@@ -148,6 +158,7 @@ fn startup_generator_reaches_the_edges() {
     let seen = labels(2000, |m: &OwnedStartup, out| match m.message() {
         StartupPacket::Startup(s) => {
             out.push(format!("version {:x}", s.version.0));
+            out.push(format!("body {}", 4 + s.params.raw().len() + 1));
             let n = s.params.iter().count();
             out.push(
                 if n == 0 {
@@ -178,6 +189,8 @@ fn startup_generator_reaches_the_edges() {
             "cancel key 32",
             "cancel key 256",
             "cancel key 1",
+            "body 10000",
+            "body 10001",
         ],
     );
 }
@@ -202,6 +215,9 @@ fn backend_generator_reaches_the_edges() {
                 }
             }
             BackendMessage::FunctionCallResponse(None) => out.push("fcall NULL".into()),
+            BackendMessage::CommandComplete(t) if t.len() >= 29995 => {
+                out.push(format!("command tag {}", t.len()))
+            }
             BackendMessage::NegotiateProtocolVersion(n) if n.unrecognized.is_empty() => {
                 out.push("negotiate none".into())
             }
@@ -221,6 +237,8 @@ fn backend_generator_reaches_the_edges() {
             "row NULL",
             "row u16 max",
             "fcall NULL",
+            "command tag 29995",
+            "command tag 29996",
             "negotiate none",
         ]
         .map(String::from),

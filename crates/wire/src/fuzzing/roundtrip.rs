@@ -11,7 +11,7 @@ use crate::arb::{
     ScramExchange,
 };
 use crate::backend::BackendMessage;
-use crate::frame::{decode_frame, Decoded, FrameRef};
+use crate::frame::{decode_frame, Decoded, FrameDecoder, FrameRef, Limits, Phase, Unit};
 use crate::frontend::{AuthResponseKind, FrontendMessage, StartupPacket};
 
 /// Messages generated per input at most: enough to cover sequences, few enough to stay fast.
@@ -43,6 +43,44 @@ fn single_frame(wire: &[u8]) -> FrameRef<'_> {
     }
 }
 
+/// Feeds `wire` (one encoded message) to a phase-aware decoder in two pieces: it must yield
+/// exactly that message when its length is within `fits`, and fail otherwise.
+fn check_framing(phase: Phase, limits: Limits, wire: &[u8], fits: bool) {
+    let mut d = FrameDecoder::with_phase(phase, limits);
+    let (first, second) = wire.split_at(wire.len() / 2);
+    let mut unit = None;
+    for piece in [first, second] {
+        d.feed(piece);
+        match d.decode() {
+            Ok(Decoded::Frame(u)) => {
+                unit = Some(u);
+                break;
+            }
+            Ok(Decoded::NeedMore { .. }) => {}
+            Err(e) => {
+                assert!(
+                    !fits,
+                    "a decoder refused {} bytes within its limits: {e}",
+                    wire.len()
+                );
+                return;
+            }
+        }
+    }
+    assert!(
+        fits,
+        "a decoder took {} bytes beyond its limits",
+        wire.len()
+    );
+    let framed = match unit {
+        Some(Unit::Typed(f)) => f.into_wire(),
+        Some(Unit::Startup(p)) => p.into_wire(),
+        other => panic!("a decoder made {other:?} of {} bytes", wire.len()),
+    };
+    assert_eq!(&framed[..], wire);
+    assert_eq!(d.buffered(), 0);
+}
+
 /// Encode, decode (as a `p` message of `kind` when given), compare, re-encode.
 pub(crate) fn check_frontend(m: FrontendMessage<'_>, kind: Option<AuthResponseKind>) {
     let mut wire = BytesMut::new();
@@ -56,6 +94,9 @@ pub(crate) fn check_frontend(m: FrontendMessage<'_>, kind: Option<AuthResponseKi
     let mut again = BytesMut::new();
     back.encode(&mut again).expect("a decoded message encodes");
     assert_eq!(again, wire, "re-encoding changed the bytes");
+    let limits = Limits::postgres_server();
+    let fits = wire.len() - 1 <= limits.tag_max(f.tag);
+    check_framing(Phase::Typed, limits, &wire, fits);
     if let FrontendMessage::Bind(b) = back {
         assert_eq!(b.params.iter().count(), b.params.len());
     }
@@ -77,6 +118,9 @@ pub(crate) fn check_startup(m: StartupPacket<'_>) {
     let mut again = BytesMut::new();
     back.encode(&mut again).expect("a decoded packet encodes");
     assert_eq!(again, wire, "re-encoding changed the bytes");
+    let limits = Limits::postgres_server();
+    let fits = body.len() <= limits.startup_body_max();
+    check_framing(Phase::Startup, limits, &wire, fits);
 }
 
 /// Encode, decode, compare, re-encode; the lazy views must iterate their whole length.
@@ -93,6 +137,9 @@ pub(crate) fn check_backend(m: BackendMessage<'_>) {
     let mut again = BytesMut::new();
     back.encode(&mut again).expect("a decoded message encodes");
     assert_eq!(again, wire, "re-encoding changed the bytes");
+    let limits = Limits::libpq_client();
+    let fits = wire.len() - 1 <= limits.tag_max(f.tag);
+    check_framing(Phase::Typed, limits, &wire, fits);
     match back {
         BackendMessage::DataRow(r) => assert_eq!(r.fields().count(), r.len()),
         BackendMessage::RowDescription(r) => assert_eq!(r.fields().count(), r.len()),
