@@ -10,11 +10,24 @@
 //! Each family therefore has one owned type that implements [`arbitrary::Arbitrary`], `Clone`
 //! and `Debug`: it owns every field (the lazy views pre-encoded into its own buffers) and lends
 //! the message with a `message()` method. It outlives the fuzz input, so it also serves as a
-//! proptest strategy: `vec(any::<u8>(), 0..512).prop_map(|b| OwnedFrontend::arbitrary(&mut
-//! Unstructured::new(&b)))`.
+//! proptest strategy:
+//!
+//! ```
+//! use arbitrary::{Arbitrary, Unstructured};
+//! use pgyard_wire::arb::OwnedFrontend;
+//! use proptest::prelude::*;
+//!
+//! let messages = proptest::collection::vec(any::<u8>(), 0..512)
+//!     .prop_map(|b| OwnedFrontend::arbitrary(&mut Unstructured::new(&b)).expect("never fails"));
+//! proptest!(|(m in messages)| {
+//!     let mut wire = bytes::BytesMut::new();
+//!     m.message().encode(&mut wire).expect("generated messages encode");
+//!     prop_assert_eq!(wire[0], m.message().tag());
+//! });
+//! ```
 //!
 //! Every generated message is one the encoders accept and the decoders must read back
-//! unchanged; [`fuzzing`](crate::fuzzing)'s `roundtrip_*` functions check exactly that. The
+//! unchanged; `pgyard_wire::fuzzing::roundtrip_*` (feature `fuzzing`) check exactly that. The
 //! generators lean toward the edges: empty and maximal lengths and counts at the limits of
 //! their length/count fields, NULL (-1) values, odd counts, non-UTF-8 bytes, 3.2's long cancel
 //! keys. An exhausted input yields the smallest message of the first variant, never an error.
@@ -92,8 +105,8 @@ pub(super) fn cstr(u: &mut Unstructured<'_>, max: usize) -> Result<Vec<u8>> {
     Ok(s)
 }
 
-/// A non-empty C string (startup parameter names, SASL mechanism names, error field values
-/// don't need this, names in lists that an empty string ends do).
+/// A non-empty C string, for names in lists that an empty string would end (startup
+/// parameters, SASL mechanisms).
 pub(super) fn nonempty_cstr(u: &mut Unstructured<'_>, max: usize) -> Result<Vec<u8>> {
     let mut s = cstr(u, max.max(1))?;
     if s.is_empty() {
