@@ -215,6 +215,12 @@ fn backend_generator_reaches_the_edges() {
                 }
             }
             BackendMessage::FunctionCallResponse(None) => out.push("fcall NULL".into()),
+            BackendMessage::RowDescription(r) if r.len() == 65535 => {
+                out.push("columns u16 max".into())
+            }
+            BackendMessage::ParameterDescription(o) if o.len() == 65535 => {
+                out.push("oids u16 max".into())
+            }
             BackendMessage::CommandComplete(t) if t.len() >= 29995 => {
                 out.push(format!("command tag {}", t.len()))
             }
@@ -237,6 +243,8 @@ fn backend_generator_reaches_the_edges() {
             "row NULL",
             "row u16 max",
             "fcall NULL",
+            "columns u16 max",
+            "oids u16 max",
             "command tag 29995",
             "command tag 29996",
             "negotiate none",
@@ -303,6 +311,9 @@ fn pgoutput_generator_reaches_every_message_and_version() {
                 out.push("tuple i16 max".into())
             }
             PgOutputMessage::Update(u) if u.old.is_none() => out.push("update no old".into()),
+            PgOutputMessage::Relation(r) if r.columns.len() == i16::MAX as usize => {
+                out.push("columns i16 max".into())
+            }
             _ => {}
         }
     });
@@ -315,7 +326,15 @@ fn pgoutput_generator_reaches_every_message_and_version() {
         };
         wanted.extend(tags.chars().map(|t| format!("{v:?} tag {t}")));
     }
-    wanted.extend(["streamed change", "abort info", "update no old"].map(String::from));
+    wanted.extend(
+        [
+            "streamed change",
+            "abort info",
+            "update no old",
+            "columns i16 max",
+        ]
+        .map(String::from),
+    );
     let wanted: Vec<&str> = wanted.iter().map(String::as_str).collect();
     assert_seen(&seen, &wanted);
 }
