@@ -205,9 +205,11 @@ pub fn roundtrip_replication(data: &[u8]) {
 }
 
 /// pgoutput messages generated from `data`, each for its protocol version, decoded alone and
-/// by a stream decoder in the matching state.
+/// by a stream decoder in the matching state; then all of them in order through one version-4
+/// stream decoder, with STREAM START/STOP put around them as the stream rules require.
 pub fn roundtrip_pgoutput(data: &[u8]) {
     use crate::pgoutput::{PgOutputDecoder, PgOutputMessage};
+    let mut all = Vec::new();
     generate_each(data, |g: &OwnedPgOutput| {
         let m = g.message();
         assert!(
@@ -230,7 +232,56 @@ pub fn roundtrip_pgoutput(data: &[u8]) {
         };
         let mut decoder = PgOutputDecoder::resume(g.version(), stream);
         assert_eq!(decoder.decode(&wire), Ok(m));
+        all.push(g.clone());
     });
+    pgoutput_stream(&all);
+}
+
+/// Feeds `messages` to one decoder, opening and closing stream blocks between them so each is
+/// legal where it lands; every message must come back as generated and the decoder must
+/// track the block's transaction.
+fn pgoutput_stream(messages: &[OwnedPgOutput]) {
+    use crate::pgoutput::{PgOutputDecoder, PgOutputMessage, ProtoVersion, StreamStart};
+    let mut decoder = PgOutputDecoder::new(ProtoVersion::V4);
+    let mut feed = |m: PgOutputMessage<'_>| {
+        let wire = m.to_bytes().expect("generated messages encode");
+        assert_eq!(
+            decoder.decode(&wire),
+            Ok(m),
+            "in a stream: {}",
+            decoder.in_stream()
+        );
+        match m {
+            PgOutputMessage::StreamStart(s) => assert_eq!(decoder.stream_xid(), Some(s.xid)),
+            PgOutputMessage::StreamStop => assert!(!decoder.in_stream()),
+            _ => {}
+        }
+        decoder.in_stream()
+    };
+    let mut in_stream = false;
+    for g in messages {
+        let m = g.message();
+        // Origin and STREAM STOP read the same in and out of a block; the other changes carry
+        // the block's transaction ID exactly when inside one.
+        let want_stream = match m {
+            PgOutputMessage::StreamStop => true,
+            PgOutputMessage::StreamStart(_) => false,
+            PgOutputMessage::Origin(_) => in_stream,
+            other => other.stream_xid().is_some(),
+        };
+        if in_stream != want_stream {
+            let bracket = if in_stream {
+                PgOutputMessage::StreamStop
+            } else {
+                PgOutputMessage::StreamStart(StreamStart {
+                    xid: m.stream_xid().unwrap_or(pgyard_types::Xid(0)),
+                    first_segment: true,
+                })
+            };
+            assert_eq!(feed(bracket), want_stream);
+        }
+        in_stream = feed(m);
+    }
 }
 
 /// Middleware messages generated from `data`, decoded alone and by a default [`Splitter`],
