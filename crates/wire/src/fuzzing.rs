@@ -1,5 +1,13 @@
 //! Entry points for fuzz targets and corpus replays; each must never panic on any bytes.
 
+#[cfg(feature = "arbitrary")]
+pub(crate) mod roundtrip;
+#[cfg(feature = "arbitrary")]
+pub use roundtrip::{
+    roundtrip_backend, roundtrip_frontend, roundtrip_middleware, roundtrip_pgoutput,
+    roundtrip_replication, roundtrip_scram,
+};
+
 /// Streaming-replication CopyData payloads and replication-command rows: decoding never
 /// panics, and whatever decodes re-encodes to the same bytes.
 pub fn replication_messages(data: &[u8]) {

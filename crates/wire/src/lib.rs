@@ -58,6 +58,8 @@
 pub mod buf;
 
 pub use buf::{DecodeError, Reader};
+#[cfg(feature = "arbitrary")]
+pub mod arb;
 pub mod auth;
 pub mod backend;
 pub mod der;

@@ -44,3 +44,33 @@ fn wire_scram_client() {
 fn wire_scram_server() {
     replay("wire_scram_server", fuzzing::scram_server);
 }
+
+#[test]
+fn wire_roundtrip_frontend() {
+    replay("wire_roundtrip_frontend", fuzzing::roundtrip_frontend);
+}
+
+#[test]
+fn wire_roundtrip_backend() {
+    replay("wire_roundtrip_backend", fuzzing::roundtrip_backend);
+}
+
+#[test]
+fn wire_roundtrip_replication() {
+    replay("wire_roundtrip_replication", fuzzing::roundtrip_replication);
+}
+
+#[test]
+fn wire_roundtrip_pgoutput() {
+    replay("wire_roundtrip_pgoutput", fuzzing::roundtrip_pgoutput);
+}
+
+#[test]
+fn wire_roundtrip_middleware() {
+    replay("wire_roundtrip_middleware", fuzzing::roundtrip_middleware);
+}
+
+#[test]
+fn wire_roundtrip_scram() {
+    replay("wire_roundtrip_scram", fuzzing::roundtrip_scram);
+}

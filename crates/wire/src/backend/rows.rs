@@ -15,6 +15,12 @@ pub struct DataRow<'a> {
 }
 
 impl<'a> DataRow<'a> {
+    /// Wraps already-encoded values; the generators build them.
+    #[cfg(feature = "arbitrary")]
+    pub(crate) fn from_values(values: Values<'a>) -> Self {
+        DataRow { values }
+    }
+
     /// Decodes a `D` body: reads the count and checks every length once.
     #[inline]
     pub fn decode(body: &'a [u8]) -> Result<Self, DecodeError> {
@@ -180,6 +186,12 @@ pub struct RowDescription<'a> {
 }
 
 impl<'a> RowDescription<'a> {
+    /// Wraps `count` already-encoded field descriptions; the generators build them.
+    #[cfg(feature = "arbitrary")]
+    pub(crate) fn from_raw(count: u16, raw: &'a [u8]) -> Self {
+        RowDescription { count, raw }
+    }
+
     /// Decodes a `T` body.
     pub fn decode(body: &'a [u8]) -> Result<Self, DecodeError> {
         let mut r = Reader::new(body);

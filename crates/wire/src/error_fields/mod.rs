@@ -124,6 +124,12 @@ pub struct ErrorFields<'a> {
 }
 
 impl<'a> ErrorFields<'a> {
+    /// Wraps an encoded body, final terminator included; the generators build them.
+    #[cfg(feature = "arbitrary")]
+    pub(crate) fn from_raw(raw: &'a [u8]) -> Self {
+        ErrorFields { raw }
+    }
+
     /// Validates a body: (code, string) pairs ended by a zero byte that must be the last byte.
     pub fn decode(body: &'a [u8]) -> Result<Self, DecodeError> {
         let mut r = Reader::new(body);

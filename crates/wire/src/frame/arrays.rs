@@ -28,6 +28,12 @@ pub struct FormatCodes<'a> {
 }
 
 impl<'a> FormatCodes<'a> {
+    /// Wraps already-encoded codes (two bytes each); the generators build them.
+    #[cfg(feature = "arbitrary")]
+    pub(crate) fn from_raw(raw: &'a [u8]) -> Self {
+        FormatCodes { raw }
+    }
+
     /// Reads an Int16 count and that many Int16 values.
     pub(crate) fn read(r: &mut Reader<'a>) -> Result<Self, DecodeError> {
         let n = read_count_u16(r, 2)?;
@@ -95,6 +101,12 @@ pub struct Oids<'a> {
 }
 
 impl<'a> Oids<'a> {
+    /// Wraps already-encoded OIDs (four bytes each); the generators build them.
+    #[cfg(feature = "arbitrary")]
+    pub(crate) fn from_raw(raw: &'a [u8]) -> Self {
+        Oids { raw }
+    }
+
     pub(crate) fn read(r: &mut Reader<'a>) -> Result<Self, DecodeError> {
         let n = read_count_u16(r, 4)?;
         Ok(Oids {
@@ -151,6 +163,12 @@ pub struct Values<'a> {
 }
 
 impl<'a> Values<'a> {
+    /// Wraps `count` already-encoded length-prefixed values; the generators build them.
+    #[cfg(feature = "arbitrary")]
+    pub(crate) fn from_raw(count: u16, raw: &'a [u8]) -> Self {
+        Values { count, raw }
+    }
+
     /// Reads the count and walks every value once to check the lengths.
     #[inline]
     pub(crate) fn read(r: &mut Reader<'a>) -> Result<Self, DecodeError> {
@@ -279,6 +297,12 @@ pub struct CStrs<'a> {
 }
 
 impl<'a> CStrs<'a> {
+    /// Wraps `count` already-encoded C strings (each with its NUL); the generators build them.
+    #[cfg(feature = "arbitrary")]
+    pub(crate) fn from_raw(raw: &'a [u8], count: usize) -> Self {
+        CStrs { raw, count }
+    }
+
     /// Reads `n` strings.
     pub(crate) fn read_counted(r: &mut Reader<'a>, n: usize) -> Result<Self, DecodeError> {
         let start = r.rest();

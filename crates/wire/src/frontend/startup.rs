@@ -16,6 +16,13 @@ pub struct StartupParams<'a> {
 }
 
 impl<'a> StartupParams<'a> {
+    /// Wraps encoded `name\0value\0` pairs without the list's final NUL; the generators
+    /// build them.
+    #[cfg(feature = "arbitrary")]
+    pub(crate) fn from_raw(raw: &'a [u8]) -> Self {
+        StartupParams { raw }
+    }
+
     /// The (name, value) pairs in order.
     pub fn iter(&self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + 'a {
         let mut parts = self.raw.split(|&b| b == 0);

@@ -90,6 +90,18 @@ impl<'a, T: SeqItem<'a>> Seq<'a, T> {
 
     /// Reads `count` elements (already checked against the remaining bytes) and keeps their
     /// bytes.
+    /// Wraps `count` already-encoded items; the generators build them.
+    #[cfg(feature = "arbitrary")]
+    pub(crate) fn from_wire(count: usize, bytes: &'a [u8]) -> Self {
+        Seq {
+            repr: Repr::Wire {
+                count,
+                bytes,
+                base: 0,
+            },
+        }
+    }
+
     pub(super) fn read(r: &mut Reader<'a>, count: usize) -> Result<Self, DecodeError> {
         let base = r.offset();
         let start = r.rest();

@@ -1,0 +1,5 @@
+//! Fuzz target `wire_roundtrip_scram`: `pgyard_wire::fuzzing::roundtrip_scram`, generated messages
+//! encoded, decoded and re-encoded.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| pgyard_wire::fuzzing::roundtrip_scram(data));
