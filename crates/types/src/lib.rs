@@ -35,6 +35,11 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use nom::bytes::complete::{tag, take_while_m_n};
+use nom::combinator::{all_consuming, map_res};
+use nom::sequence::separated_pair;
+use nom::{IResult, Parser};
+
 pub use rand_chacha::ChaCha8Rng;
 pub use rand_core::{RngCore, SeedableRng};
 
@@ -92,16 +97,15 @@ impl std::error::Error for LsnParseError {}
 impl FromStr for Lsn {
     type Err = LsnParseError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let err = || LsnParseError(s.to_owned());
-        let (hi, lo) = s.split_once('/').ok_or_else(err)?;
-        let ok =
-            |p: &str| !p.is_empty() && p.len() <= 8 && p.bytes().all(|b| b.is_ascii_hexdigit());
-        if !ok(hi) || !ok(lo) {
-            return Err(err());
+        // `pg_lsn_in`: two runs of 1 to 8 hex digits around one `/`, nothing else.
+        fn half(input: &str) -> IResult<&str, u32, ()> {
+            let digits = take_while_m_n(1, 8, |c: char| c.is_ascii_hexdigit());
+            map_res(digits, |h| u32::from_str_radix(h, 16)).parse(input)
         }
-        let hi = u64::from_str_radix(hi, 16).map_err(|_| err())?;
-        let lo = u64::from_str_radix(lo, 16).map_err(|_| err())?;
-        Ok(Lsn((hi << 32) | lo))
+        let (_, (hi, lo)) = all_consuming(separated_pair(half, tag("/"), half))
+            .parse(s)
+            .map_err(|_| LsnParseError(s.to_owned()))?;
+        Ok(Lsn((u64::from(hi) << 32) | u64::from(lo)))
     }
 }
 
@@ -187,6 +191,33 @@ mod tests {
         for bad in ["", "0", "/1", "1/", "g/1", "123456789/0", "1/2/3"] {
             assert!(bad.parse::<Lsn>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn lsn_text_edges() {
+        assert_eq!("FFFFFFFF/ffffffff".parse::<Lsn>(), Ok(Lsn(u64::MAX)));
+        assert_eq!("00000001/00000000".parse::<Lsn>(), Ok(Lsn(1 << 32)));
+        for bad in [
+            " 1/1",
+            "1/1 ",
+            "+1/1",
+            "1/+1",
+            "1/123456789",
+            "1//1",
+            "0x1/1",
+            "1/1\n",
+            "\u{661}/1",
+        ] {
+            assert_eq!(
+                bad.parse::<Lsn>(),
+                Err(LsnParseError(bad.to_owned())),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(
+            "x/1".parse::<Lsn>().unwrap_err().to_string(),
+            "invalid input syntax for type pg_lsn: \"x/1\""
+        );
     }
 
     #[test]

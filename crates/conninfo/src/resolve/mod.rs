@@ -13,6 +13,11 @@
 
 use std::collections::BTreeMap;
 
+use nom::branch::alt;
+use nom::bytes::complete::{tag, take_while_m_n};
+use nom::combinator::recognize;
+use nom::{IResult, Parser};
+
 use crate::keywords::{self, Keyword};
 use crate::ConnInfo;
 
@@ -462,6 +467,21 @@ pub(crate) fn cstr(bytes: &[u8]) -> &[u8] {
         Some(n) => &bytes[..n],
         None => bytes,
     }
+}
+
+/// One `fgets` into `max + 1` bytes of room: the rest of `input` and the chunk read, which is
+/// at most `max` bytes and ends after the first newline if that fits; an error at the end of
+/// the input (or with no room).
+pub(crate) fn fgets(input: &[u8], max: usize) -> IResult<&[u8], &[u8], ()> {
+    let not_newline = |b: u8| b != b'\n';
+    if max == 0 {
+        return Err(nom::Err::Error(()));
+    }
+    alt((
+        recognize((take_while_m_n(0, max - 1, not_newline), tag(&b"\n"[..]))),
+        take_while_m_n(1, max, not_newline),
+    ))
+    .parse(input)
 }
 
 /// `snprintf(buf, MAXPGPATH, "%s/%s", dir, name)`: joined and cut to `MAXPGPATH - 1` bytes.

@@ -6,7 +6,14 @@
 //! phase 3 once per host slot when no (or an empty) password was given; the key for a slot
 //! comes from [`slot_key`].
 
-use super::{cstr, join_path, Environment, FileKind, FileSource, FileStatus};
+use nom::branch::alt;
+use nom::bytes::complete::{tag, take};
+use nom::combinator::{map, opt, verify};
+use nom::multi::fold_many0;
+use nom::sequence::preceded;
+use nom::{IResult, Parser};
+
+use super::{cstr, fgets, join_path, Environment, FileKind, FileSource, FileStatus};
 use crate::error::lossy;
 
 /// The password file's name under the home directory.
@@ -245,8 +252,8 @@ pub fn format_line(
 fn for_each_line(contents: &[u8], mut f: impl FnMut(&[u8]) -> bool) {
     let mut buf: Vec<u8> = Vec::new();
     let mut capacity = INITIAL_BUFFER;
-    let mut pos = 0;
-    while pos < contents.len() {
+    let mut input = contents;
+    while !input.is_empty() {
         // enlargePQExpBuffer(&buf, 128): room for 128 more bytes and the terminator.
         let needed = buf.len() + 128 + 1;
         if needed >= i32::MAX as usize {
@@ -257,14 +264,12 @@ fn for_each_line(contents: &[u8], mut f: impl FnMut(&[u8]) -> bool) {
         }
         // fgets(buf + len, capacity - len): at most capacity - len - 1 bytes, through '\n'.
         let max = capacity - buf.len() - 1;
-        let limit = contents.len().min(pos + max);
-        let (end, newline) = match contents[pos..limit].iter().position(|&b| b == b'\n') {
-            Some(i) => (pos + i + 1, true),
-            None => (limit, false),
+        let Ok((rest, chunk)) = fgets(input, max) else {
+            return;
         };
-        let hit_eof = !newline && end == contents.len() && end - pos < max;
-        buf.extend_from_slice(cstr(&contents[pos..end]));
-        pos = end;
+        input = rest;
+        let hit_eof = input.is_empty() && chunk.last() != Some(&b'\n') && chunk.len() < max;
+        buf.extend_from_slice(cstr(chunk));
         let complete = buf.last() == Some(&b'\n');
         if !complete && !hit_eof {
             continue;
@@ -289,41 +294,128 @@ fn strip_crlf(mut s: &[u8]) -> &[u8] {
 
 /// `pwdfMatchesString`: if the field at the start of `buf` matches `token`, the text after its
 /// terminating `:`.
+///
+/// The token is compared byte by byte with `\x` read as `x`, so an unescaped `:` still matches
+/// a `:` of the token; only the `:` after the whole token must be unescaped.
 fn match_field<'a>(buf: &'a [u8], token: &[u8]) -> Option<&'a [u8]> {
-    if let [b'*', b':', rest @ ..] = buf {
+    let wildcard: IResult<_, _, ()> = tag(&b"*:"[..]).parse(buf);
+    if let Ok((rest, _)) = wildcard {
         return Some(rest);
     }
-    let (mut i, mut t) = (0, 0);
-    while i < buf.len() {
-        let mut escaped = false;
-        if buf[i] == b'\\' {
-            i += 1;
-            escaped = true;
-        }
-        let c = buf.get(i).copied();
-        if c == Some(b':') && t == token.len() && !escaped {
-            return Some(&buf[i + 1..]);
-        }
-        if t == token.len() || c != Some(token[t]) {
+    let mut input = buf;
+    for &want in token {
+        let (rest, got) = field_byte(input).ok()?;
+        if got != want {
             return None;
         }
-        i += 1;
-        t += 1;
+        input = rest;
     }
-    None
+    let end: IResult<_, _, ()> = tag(&b":"[..]).parse(input);
+    end.ok().map(|(rest, _)| rest)
+}
+
+/// One byte of a field, after an optional escaping `\` (a lone trailing `\` is no byte).
+fn field_byte(input: &[u8]) -> IResult<&[u8], u8, ()> {
+    map(
+        preceded(opt(tag(&b"\\"[..])), take(1usize)),
+        |b: &[u8]| b[0],
+    )
+    .parse(input)
 }
 
 /// The password field: bytes up to the first unescaped `:`, with `\x` read as `x` (a lone
 /// trailing backslash is kept).
 fn unescape_password(rest: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(rest.len());
-    let mut i = 0;
-    while i < rest.len() && rest[i] != b':' {
-        if rest[i] == b'\\' && i + 1 < rest.len() {
-            i += 1;
-        }
-        out.push(rest[i]);
-        i += 1;
+    let escaped = preceded(tag(&b"\\"[..]), take(1usize));
+    let plain = verify(take(1usize), |b: &[u8]| b[0] != b':');
+    let mut password = fold_many0(
+        alt((escaped, plain)),
+        || Vec::with_capacity(rest.len()),
+        |mut out, b: &[u8]| {
+            out.push(b[0]);
+            out
+        },
+    );
+    let parsed: IResult<_, _, ()> = password.parse(rest);
+    parsed.map(|(_, out)| out).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod grammar_tests {
+    use super::*;
+
+    #[test]
+    fn a_token_colon_matches_an_unescaped_colon() {
+        // pwdfMatchesString compares bytes until the token ends: `a:b` matches `a:b` as well as
+        // `a\:b`, and the field ends only at a `:` after the whole token.
+        let file = b"a:b:1:d:u:plain\n";
+        assert_eq!(
+            lookup(file, b"a:b", b"1", b"d", b"u"),
+            Some(b"plain".to_vec())
+        );
+        assert_eq!(
+            lookup(b"a\\:b:1:d:u:esc\n", b"a:b", b"1", b"d", b"u"),
+            Some(b"esc".to_vec())
+        );
+        assert_eq!(
+            lookup(file, b"a", b"b", b"1", b"d"),
+            Some(b"u".to_vec()),
+            "the same line also splits at every colon"
+        );
     }
-    out
+
+    #[test]
+    fn a_field_never_ends_in_a_lone_backslash() {
+        assert_eq!(match_field(b"ab\\", b"ab\\"), None);
+        assert_eq!(match_field(b"ab\\\\:rest", b"ab\\"), Some(&b"rest"[..]));
+        assert_eq!(match_field(b"ab\\:", b"ab"), None, "escaped terminator");
+        assert_eq!(match_field(b"*:x", b"anything"), Some(&b"x"[..]));
+        assert_eq!(
+            match_field(b"\\*:x", b"*"),
+            Some(&b"x"[..]),
+            "escaped star is literal"
+        );
+        assert_eq!(
+            match_field(b"*x:y", b"*x"),
+            Some(&b"y"[..]),
+            "star only alone"
+        );
+    }
+
+    #[test]
+    fn comment_lines_are_recognised_before_crlf_stripping() {
+        assert_eq!(lookup(b"#h:1:d:u:x\r\n", b"#h", b"1", b"d", b"u"), None);
+        assert_eq!(
+            lookup(b"\r\nh:1:d:u:x\r\n", b"h", b"1", b"d", b"u"),
+            Some(b"x".to_vec())
+        );
+    }
+
+    #[test]
+    fn the_password_stops_at_the_first_unescaped_colon() {
+        assert_eq!(unescape_password(b"p\\:w:x"), b"p:w");
+        assert_eq!(unescape_password(b":x"), b"");
+        assert_eq!(unescape_password(b"\\\\\\"), b"\\\\");
+        assert_eq!(unescape_password(b""), b"");
+    }
+
+    #[test]
+    fn lines_are_assembled_across_fgets_chunks() {
+        let mut lines = Vec::new();
+        let long = [&[b'y'; 700][..], b"\nz"].concat();
+        for_each_line(&long, |l| {
+            lines.push(l.len());
+            false
+        });
+        assert_eq!(lines, [701, 1]);
+        // A NUL drops the rest of its chunk only; the line goes on with the next chunk.
+        let nul = [&b"ab\0"[..], &[b'q'; 300], b"cd\n"].concat();
+        let mut got = Vec::new();
+        for_each_line(&nul, |l| {
+            got.push(l.to_vec());
+            true
+        });
+        assert_eq!(got.len(), 1);
+        assert!(got[0].starts_with(b"ab") && got[0].ends_with(b"cd\n"));
+    }
 }

@@ -6,7 +6,15 @@
 //! `SYSCONFDIR`). Groups are never merged across files. Inside the group the first occurrence of
 //! a keyword wins, and explicit values are never overwritten.
 
-use super::{cstr, is_space, join_path, Environment, FileKind, FileSource, FileStatus, MAXPGPATH};
+use nom::branch::alt;
+use nom::bytes::complete::{tag, take_till};
+use nom::combinator::{eof, map, opt, rest, value};
+use nom::sequence::{preceded, separated_pair};
+use nom::{IResult, Parser};
+
+use super::{
+    cstr, fgets, is_space, join_path, Environment, FileKind, FileSource, FileStatus, MAXPGPATH,
+};
 use crate::error::lossy;
 use crate::{ConnInfo, Keyword};
 
@@ -116,68 +124,79 @@ pub struct ServiceScan {
 pub fn parse_service_file(contents: &[u8], path: &[u8], service: &[u8]) -> ServiceScan {
     let service = cstr(service);
     let mut scan = ServiceScan::default();
-    let mut pos = 0;
+    let mut input = contents;
     let mut line_no = 0usize;
-    while pos < contents.len() {
-        // One `fgets(buf, 1024, f)`: up to 1023 bytes, ending after a newline.
-        let limit = contents.len().min(pos + LINE_BUFFER - 1);
-        let end = contents[pos..limit]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(limit, |i| pos + i + 1);
-        let chunk = cstr(&contents[pos..end]);
-        pos = end;
+    let error = |make: fn(Vec<u8>, usize) -> ServiceError, line| Some(make(path.to_vec(), line));
+    while let Ok((rest, chunk)) = fgets(input, LINE_BUFFER - 1) {
+        input = rest;
         line_no += 1;
-
-        if chunk.len() >= LINE_BUFFER - 1 {
-            scan.error = Some(ServiceError::LineTooLong {
-                path: path.to_vec(),
-                line: line_no,
-            });
+        // libpq measures the buffer with strlen: a NUL hides the rest of the chunk.
+        if cstr(chunk).len() >= LINE_BUFFER - 1 {
+            scan.error = error(
+                |path, line| ServiceError::LineTooLong { path, line },
+                line_no,
+            );
             return scan;
         }
-        let line = trim(chunk);
-        if line.is_empty() || line[0] == b'#' {
-            continue;
-        }
-        if line[0] == b'[' {
-            if scan.found {
-                break;
+        match service_line(trim(cstr(chunk)), service) {
+            Line::Blank | Line::Comment => {}
+            Line::Group { matches } => {
+                if scan.found {
+                    break;
+                }
+                scan.found = matches;
             }
-            let rest = &line[1..];
-            scan.found = rest.starts_with(service) && rest.get(service.len()) == Some(&b']');
-            continue;
-        }
-        if !scan.found {
-            continue;
-        }
-        let Some(eq) = line.iter().position(|&b| b == b'=') else {
-            scan.error = Some(ServiceError::Syntax {
-                path: path.to_vec(),
-                line: line_no,
-            });
-            return scan;
-        };
-        let (key, value) = (&line[..eq], &line[eq + 1..]);
-        if key == b"service" {
-            scan.error = Some(ServiceError::Nested {
-                path: path.to_vec(),
-                line: line_no,
-            });
-            return scan;
-        }
-        match Keyword::from_name(key) {
-            Some(kw) => scan.settings.push((kw, value.to_vec())),
-            None => {
-                scan.error = Some(ServiceError::Syntax {
-                    path: path.to_vec(),
-                    line: line_no,
-                });
+            _ if !scan.found => {}
+            Line::Setting { key, value } => {
+                if key == b"service" {
+                    scan.error = error(|path, line| ServiceError::Nested { path, line }, line_no);
+                    return scan;
+                }
+                let Some(kw) = Keyword::from_name(key) else {
+                    scan.error = error(|path, line| ServiceError::Syntax { path, line }, line_no);
+                    return scan;
+                };
+                scan.settings.push((kw, value.to_vec()));
+            }
+            Line::NoEquals => {
+                scan.error = error(|path, line| ServiceError::Syntax { path, line }, line_no);
                 return scan;
             }
         }
     }
     scan
+}
+
+/// One trimmed line of a service file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Line<'a> {
+    Blank,
+    Comment,
+    /// A line starting with `[`; libpq only asks whether it starts with `[service]`, so
+    /// `[service]junk` opens the group too.
+    Group {
+        matches: bool,
+    },
+    /// Split at the first `=`: no trimming around it, so `host = x` has the key `host `.
+    Setting {
+        key: &'a [u8],
+        value: &'a [u8],
+    },
+    NoEquals,
+}
+
+/// Classifies one trimmed line; the group header is matched against `service`.
+fn service_line<'a>(line: &'a [u8], service: &[u8]) -> Line<'a> {
+    let blank = value(Line::Blank, eof);
+    let comment = value(Line::Comment, tag(&b"#"[..]));
+    let header = preceded(tag(&b"["[..]), opt((tag(service), tag(&b"]"[..]))));
+    let group = map(header, |name| Line::Group {
+        matches: name.is_some(),
+    });
+    let pair = separated_pair(take_till(|b| b == b'='), tag(&b"="[..]), rest);
+    let setting = map(pair, |(key, value)| Line::Setting { key, value });
+    let parsed: IResult<_, _, ()> = alt((blank, comment, group, setting)).parse(line);
+    parsed.map_or(Line::NoEquals, |(_, kind)| kind)
 }
 
 /// The service name libpq looks up: the `service` keyword, else `PGSERVICE`.
@@ -300,4 +319,65 @@ fn trim(mut s: &[u8]) -> &[u8] {
         s = rest;
     }
     s
+}
+
+#[cfg(test)]
+mod grammar_tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_classified_as_libpq_does() {
+        let s = |line: &'static [u8]| service_line(line, b"svc");
+        assert_eq!(s(b""), Line::Blank);
+        assert_eq!(s(b"#[svc]"), Line::Comment);
+        assert_eq!(s(b"[svc]"), Line::Group { matches: true });
+        assert_eq!(s(b"[svc] more"), Line::Group { matches: true });
+        assert_eq!(s(b"[svc"), Line::Group { matches: false });
+        assert_eq!(s(b"[svcx]"), Line::Group { matches: false });
+        assert_eq!(s(b"[ svc]"), Line::Group { matches: false });
+        assert_eq!(
+            s(b"host = a=b"),
+            Line::Setting {
+                key: b"host ",
+                value: b" a=b"
+            }
+        );
+        assert_eq!(
+            s(b"=x"),
+            Line::Setting {
+                key: b"",
+                value: b"x"
+            }
+        );
+        assert_eq!(s(b"host"), Line::NoEquals);
+        assert_eq!(service_line(b"[]", b""), Line::Group { matches: true });
+    }
+
+    #[test]
+    fn fgets_chunks_stop_at_the_newline_or_the_room() {
+        use crate::resolve::fgets;
+        assert_eq!(fgets(b"ab\ncd", 10), Ok((&b"cd"[..], &b"ab\n"[..])));
+        assert_eq!(fgets(b"\n", 1), Ok((&b""[..], &b"\n"[..])));
+        assert_eq!(fgets(b"abc\n", 3), Ok((&b"\n"[..], &b"abc"[..])));
+        assert_eq!(fgets(b"ab\n", 3), Ok((&b""[..], &b"ab\n"[..])));
+        assert_eq!(fgets(b"abc", 10), Ok((&b""[..], &b"abc"[..])));
+        assert!(fgets(b"", 10).is_err());
+        assert!(fgets(b"abc", 0).is_err());
+    }
+
+    #[test]
+    fn a_nul_shortens_an_otherwise_too_long_line() {
+        let mut file = b"[s]\nhost=a\0".to_vec();
+        file.extend_from_slice(&[b'x'; 1100]);
+        let scan = parse_service_file(&file, b"f", b"s");
+        // The NUL hides the rest of the 1023-byte chunk; the next chunk is a line of its own.
+        assert_eq!(scan.settings, [(Keyword::Host, b"a".to_vec())]);
+        assert_eq!(
+            scan.error,
+            Some(ServiceError::Syntax {
+                path: b"f".to_vec(),
+                line: 3
+            })
+        );
+    }
 }

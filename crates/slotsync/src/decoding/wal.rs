@@ -1,6 +1,12 @@
 //! The server's own formats that decoding facts are read from: WAL record bytes, snapshot
 //! files and their names, and `pg_walinspect`'s description of a running-xacts record.
 
+use nom::bytes::complete::{tag, take_till1, take_while};
+use nom::character::complete::hex_digit1;
+use nom::combinator::{all_consuming, map_res, opt, recognize};
+use nom::multi::{many0, separated_list1};
+use nom::sequence::{preceded, terminated};
+use nom::{IResult, Parser};
 use pgyard_types::{Lsn, Xid};
 
 use super::SnapshotFile;
@@ -102,49 +108,130 @@ impl SnapshotFile {
 
 /// Parses a `pg_logical/snapshots` file name (`0-1766A20.snap`) into its LSN.
 pub fn snapshot_file_lsn(name: &str) -> Option<Lsn> {
-    let stem = name.strip_suffix(".snap")?;
-    let (hi, lo) = stem.split_once('-')?;
-    let hi = u32::from_str_radix(hi, 16).ok()?;
-    let lo = u32::from_str_radix(lo, 16).ok()?;
+    let name_parts = (hex_u32, tag("-"), hex_u32, tag(".snap"));
+    let parsed: IResult<_, _, ()> = all_consuming(name_parts).parse(name);
+    let (_, (hi, _, lo, _)) = parsed.ok()?;
     Some(Lsn((u64::from(hi) << 32) | u64::from(lo)))
+}
+
+/// Hex digits that fit a `u32`, as `u32::from_str_radix(_, 16)` reads them (a `+` may lead).
+fn hex_u32(input: &str) -> IResult<&str, u32, ()> {
+    let digits = recognize(preceded(opt(tag("+")), hex_digit1));
+    map_res(digits, |h| u32::from_str_radix(h, 16)).parse(input)
 }
 
 /// Reads a `RUNNING_XACTS` description as `pg_walinspect` prints it (`nextXid 770
 /// latestCompletedXid 768 oldestRunningXid 769; 1 xacts: 769`).
+///
+/// The first `;`-separated section is read as `key value` word pairs (the last of a key
+/// wins, an odd word at the end is ignored); every later section whose second word is
+/// `xacts:` or `subxacts:` adds its further words, each of which must be an xid.
 pub fn parse_running_xacts_description(text: &str) -> Option<(Xid, Xid, Vec<Xid>, Vec<Xid>)> {
+    let parsed: IResult<_, _, ()> = separated_list1(tag(";"), section).parse(text);
+    let (_, sections) = parsed.ok()?;
+    let (header, lists) = sections.split_first()?;
     let mut next = None;
     let mut oldest = None;
+    for pair in header.chunks(2) {
+        if let [key, value] = pair {
+            match *key {
+                "nextXid" => next = xid(value),
+                "oldestRunningXid" => oldest = xid(value),
+                _ => {}
+            }
+        }
+    }
     let mut xids = Vec::new();
     let mut subxids = Vec::new();
-    for (i, part) in text.split(';').enumerate() {
-        let words: Vec<&str> = part.split_whitespace().collect();
-        if i == 0 {
-            for pair in words.chunks(2) {
-                if let [key, value] = pair {
-                    let v = value.parse().ok().map(Xid);
-                    match *key {
-                        "nextXid" => next = v,
-                        "oldestRunningXid" => oldest = v,
-                        _ => {}
-                    }
-                }
-            }
-            continue;
-        }
+    for words in lists {
         let list = match words.get(1) {
             Some(&"xacts:") => &mut xids,
             Some(&"subxacts:") => &mut subxids,
             _ => continue,
         };
         for w in words.iter().skip(2) {
-            list.push(Xid(w.parse().ok()?));
+            list.push(xid(w)?);
         }
     }
     Some((next?, oldest?, xids, subxids))
+}
+
+/// The whitespace-separated words of one `;`-separated section (Unicode whitespace, as
+/// `str::split_whitespace`).
+fn section(input: &str) -> IResult<&str, Vec<&str>, ()> {
+    let space = |i| take_while(char::is_whitespace).parse(i);
+    let word = take_till1(|c: char| c.is_whitespace() || c == ';');
+    terminated(many0(preceded(space, word)), space).parse(input)
+}
+
+/// A decimal xid, as `u32::from_str` reads it (a `+` may lead).
+fn xid(word: &str) -> Option<Xid> {
+    let digits = preceded(opt(tag("+")), nom::character::complete::u32);
+    let parsed: IResult<_, _, ()> = all_consuming(digits).parse(word);
+    parsed.ok().map(|(_, x)| Xid(x))
 }
 
 /// Whether `l` is where the first record of a page starts, right after its header.
 pub(super) fn first_on_page(l: Lsn) -> bool {
     let off = l.0 % WAL_PAGE_BYTES;
     off == SHORT_PAGE_HEADER_BYTES || off == LONG_PAGE_HEADER_BYTES
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshot_names_take_what_from_str_radix_takes() {
+        let at = |hi: u64, lo: u64| Some(Lsn((hi << 32) | lo));
+        assert_eq!(
+            snapshot_file_lsn("ffffffff-FFFFFFFF.snap"),
+            at(0xffff_ffff, 0xffff_ffff)
+        );
+        assert_eq!(snapshot_file_lsn("+1-+a.snap"), at(1, 10));
+        assert_eq!(snapshot_file_lsn("0000000001-0.snap"), at(1, 0));
+        for bad in [
+            "100000000-0.snap",
+            "-0.snap",
+            "0-.snap",
+            "0--1.snap",
+            "0-1.snap.snap",
+            "0-1.SNAP",
+            " 0-1.snap",
+            "0x1-0.snap",
+        ] {
+            assert_eq!(snapshot_file_lsn(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn running_xacts_descriptions_keep_their_loose_reading() {
+        let p = parse_running_xacts_description;
+        // Unicode whitespace separates words, and a `+` may lead an xid.
+        assert_eq!(
+            p("nextXid\u{a0}+5 oldestRunningXid 4;\t2 xacts:\u{3000}4 +6;;x y;1 subxacts: 7"),
+            Some((Xid(5), Xid(4), vec![Xid(4), Xid(6)], vec![Xid(7)]))
+        );
+        // The last value of a key wins, even an unreadable one; an odd word at the end of the
+        // header is ignored.
+        assert_eq!(p("nextXid 1 oldestRunningXid 2 nextXid x"), None);
+        assert_eq!(
+            p("nextXid x oldestRunningXid 2 nextXid 3 odd"),
+            Some((Xid(3), Xid(2), vec![], vec![]))
+        );
+        // Word pairs are positional: a key in a value's place is a value.
+        assert_eq!(p("junk nextXid 1 oldestRunningXid 2"), None);
+        // Lists append across sections; one bad xid in a list rejects the whole text.
+        assert_eq!(
+            p("nextXid 1 oldestRunningXid 2; 1 xacts: 3; 1 xacts: 4"),
+            Some((Xid(1), Xid(2), vec![Xid(3), Xid(4)], vec![]))
+        );
+        assert_eq!(p("nextXid 1 oldestRunningXid 2; 1 xacts: 3 -4"), None);
+        assert_eq!(p("nextXid 1 oldestRunningXid 2; 1 xacts: 4294967296"), None);
+        assert_eq!(
+            p("nextXid 1 oldestRunningXid 2; subxid overflowed").map(|r| r.0),
+            Some(Xid(1))
+        );
+        assert_eq!(p(""), None);
+    }
 }
