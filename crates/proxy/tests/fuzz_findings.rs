@@ -294,3 +294,45 @@ fn a_parse_in_a_failed_block_reaches_the_server_even_when_it_holds_the_statement
         "no ParseComplete of the proxy's own"
     );
 }
+
+/// An error voids only the Parses the server skips for it (up to the next Sync): a named
+/// Parse pipelined after a failing simple query still lands, and a later Bind of it must not
+/// parse it again (the server would answer 42P05, statement already exists).
+#[test]
+fn an_error_voids_only_the_parses_it_makes_the_server_skip() {
+    let (mut s, back) = logged_in(PoolMode::Transaction);
+    let mut b = BytesMut::new();
+    frontend::encode_query(b"fail", &mut b).expect("Q");
+    frontend::encode_parse(b"s1", b"select 1", &[], &mut b).expect("P");
+    frontend::encode_sync(&mut b);
+    s.handle_client_bytes(T0, &b);
+    outputs(&mut s);
+    s.handle_server(T0, back.expect("the welcome server went back"));
+    outputs(&mut s);
+    let mut r = BytesMut::new();
+    error(b"fail", &mut r);
+    backend::encode_ready_for_query(TransactionStatus::Idle, &mut r);
+    backend::encode_empty(b'1', &mut r);
+    backend::encode_ready_for_query(TransactionStatus::Idle, &mut r);
+    s.handle_server_bytes(T0, r.freeze());
+    let server = outputs(&mut s).into_iter().find_map(|o| match o {
+        ClientOut::Release { server, .. } => Some(server),
+        _ => None,
+    });
+    let mut b = BytesMut::new();
+    frontend::encode_bind(b"", b"s1", &[], &[], &[], &mut b).expect("B");
+    frontend::encode_execute(b"", 0, &mut b).expect("E");
+    frontend::encode_sync(&mut b);
+    s.handle_client_bytes(T0, &b);
+    outputs(&mut s);
+    s.handle_server(T0, server.expect("the server went back"));
+    let sent: Vec<u8> = outputs(&mut s)
+        .iter()
+        .filter_map(|o| match o {
+            ClientOut::ToServer(b) => Some(b.to_vec()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(tags(&sent), "BES", "no second Parse of a statement the server holds");
+}

@@ -343,16 +343,21 @@ impl Prepared {
             _ => None,
         };
         if tag == b'E' {
-            // The statements whose Parse had not completed are not on the server.
-            for name in self.in_flight.drain(..) {
-                server.remove(&name);
-            }
             if head.is_some_and(Ends::extended) {
                 while let Some(e) = self.queue.front() {
                     if matches!(e, Expect::Reply(Ends::Sync) | Expect::Swallow(Ends::Sync)) {
                         break;
                     }
-                    // The failed Parse, and those the server skips after it, created nothing.
+                    // The failed Parse, and those the server skips after it, created nothing
+                    // (Parses after the Sync still run, so they stay in flight).
+                    if matches!(
+                        e,
+                        Expect::Reply(Ends::NamedParse) | Expect::Swallow(Ends::NamedParse)
+                    ) {
+                        if let Some(name) = self.in_flight.pop_front() {
+                            server.remove(&name);
+                        }
+                    }
                     if is_client_parse(e) {
                         self.forget_unconfirmed();
                     }
