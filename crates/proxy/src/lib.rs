@@ -45,6 +45,8 @@
 //! ```
 
 pub mod admin;
+#[cfg(feature = "arbitrary")]
+pub mod arb;
 pub mod auth_file;
 pub mod classes;
 pub mod client;

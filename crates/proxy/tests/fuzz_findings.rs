@@ -334,5 +334,9 @@ fn an_error_voids_only_the_parses_it_makes_the_server_skip() {
         })
         .flatten()
         .collect();
-    assert_eq!(tags(&sent), "BES", "no second Parse of a statement the server holds");
+    assert_eq!(
+        tags(&sent),
+        "BES",
+        "no second Parse of a statement the server holds"
+    );
 }

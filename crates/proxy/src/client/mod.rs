@@ -11,7 +11,7 @@ mod params;
 mod prepared;
 mod relay;
 mod startup;
-#[cfg(feature = "fuzzing")]
+#[cfg(feature = "arbitrary")]
 pub(crate) use startup::MIDDLEWARE_OPTION;
 mod tls;
 

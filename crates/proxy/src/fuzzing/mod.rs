@@ -31,8 +31,6 @@ use crate::{AuthFile, Route};
 #[cfg(feature = "fuzzing")]
 mod backend;
 #[cfg(feature = "fuzzing")]
-mod requests;
-#[cfg(feature = "fuzzing")]
 mod structured;
 
 #[cfg(all(feature = "fuzzing", feature = "planted-bugs"))]

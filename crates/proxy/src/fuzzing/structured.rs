@@ -28,7 +28,7 @@ use pgyard_wire::auth::LoginRandom;
 use pgyard_wire::frame::{decode_frame, Decoded};
 
 use super::backend::Backend;
-use super::requests::Client;
+use crate::arb::{pick, WellFormedClient};
 use crate::client::{ClientAuth, ClientConfig, ClientOut, ClientSession, Lent, PoolMode};
 use crate::pool::{ClientId, ServerId};
 use crate::{Databases, Route};
@@ -72,14 +72,6 @@ pub fn structured_session_with_bug(data: &[u8], bug: crate::PlantedBug) -> Sessi
     run(data, |s| s.with_planted_bug(bug))
 }
 
-/// A choice among `n` options; an exhausted input picks the first.
-pub(super) fn pick(u: &mut Unstructured<'_>, n: usize) -> usize {
-    if n <= 1 {
-        return 0;
-    }
-    u.int_in_range(0..=n - 1).unwrap_or(0)
-}
-
 #[derive(Clone, Copy)]
 enum Move {
     SendClient,
@@ -95,7 +87,7 @@ enum Move {
 struct Run<'u, 'd> {
     u: &'u mut Unstructured<'d>,
     session: ClientSession,
-    client: Client,
+    client: WellFormedClient,
     /// Client bytes not yet fed to the session.
     client_out: Vec<u8>,
     /// The server lent now, and its backend.
@@ -142,7 +134,7 @@ fn run(data: &[u8], plant: impl FnOnce(ClientSession) -> ClientSession) -> Sessi
         mock_salt: [3; 16],
     };
     let session = ClientSession::new(Instant(0), ClientId(1), config, key, random);
-    let client = Client::arbitrary(&mut u);
+    let client = WellFormedClient::arbitrary(&mut u);
     let client_out = client.startup();
     let mut run = Run {
         u: &mut u,

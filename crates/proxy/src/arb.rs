@@ -1,7 +1,22 @@
-//! The client of the structured session fuzzer: well-formed requests only, chosen by the
-//! input within what a correct client may send in its state (no COMMIT outside a block, no
-//! Bind of a statement it never prepared, a Sync after every pipeline, middleware messages
-//! between transactions, and only when it asked for them at startup).
+//! [`arbitrary`] generators of client traffic for a pooler (feature `arbitrary`): well-formed
+//! requests only, chosen by the input within what a correct client may send in its state (no
+//! COMMIT outside a block, no Bind of a statement it never prepared, a Sync after every
+//! pipeline, middleware messages between transactions and only when it asked for them at
+//! startup). Simple queries, blocks, failing statements, the extended protocol with named
+//! statements prepared, executed and closed, pipelines ended by Flush and later Sync, ROUTE and
+//! TAG middleware messages, and Terminate. The structured session fuzzer
+//! (`fuzzing::structured_session`) plays this client; [`ClientRequests`] hands a whole session
+//! to your own pooler or server:
+//!
+//! ```
+//! use arbitrary::{Arbitrary, Unstructured};
+//! use pgyard_proxy::arb::ClientRequests;
+//!
+//! let session = ClientRequests::arbitrary(&mut Unstructured::new(&[7; 64])).expect("total");
+//! assert_eq!(session.startup[4..8], [0, 3, 0, 0], "protocol 3.0");
+//! let wire: Vec<u8> = session.requests.concat(); // feed it to the pooler under test
+//! assert!(!wire.is_empty());
+//! ```
 
 use arbitrary::Unstructured;
 use bytes::BytesMut;
@@ -9,7 +24,6 @@ use pgyard_wire::frame::ProtocolVersion;
 use pgyard_wire::frontend::{self, Target};
 use pgyard_wire::middleware::encode_middleware;
 
-use super::structured::pick;
 use crate::classes::{ROUTE, TAG};
 use crate::client::MIDDLEWARE_OPTION;
 
@@ -29,8 +43,44 @@ enum Kind {
     Terminate,
 }
 
-/// One client's state as the client itself knows it.
-pub(super) struct Client {
+/// A choice among `n` options; an exhausted input picks the first.
+pub(crate) fn pick(u: &mut Unstructured<'_>, n: usize) -> usize {
+    if n <= 1 {
+        return 0;
+    }
+    u.int_in_range(0..=n - 1).unwrap_or(0)
+}
+
+/// Requests at most in one [`ClientRequests`]: long enough for pipelines and blocks to
+/// interleave, short enough to stay cheap per input.
+const REQUESTS_MAX: usize = 200;
+
+/// A whole client session: its StartupMessage and its requests, each the bytes of one
+/// request (a query, a block's statement, an extended-protocol batch, a middleware message).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientRequests {
+    /// The StartupMessage (user `u`, database `d`, maybe `application_name` and the
+    /// middleware-messages option).
+    pub startup: Vec<u8>,
+    /// The requests in order; the last may be Terminate.
+    pub requests: Vec<Vec<u8>>,
+}
+
+impl<'a> arbitrary::Arbitrary<'a> for ClientRequests {
+    fn arbitrary(u: &mut Unstructured<'a>) -> arbitrary::Result<Self> {
+        let mut client = WellFormedClient::arbitrary(u);
+        let startup = client.startup();
+        let mut requests = Vec::new();
+        while !u.is_empty() && !client.finished() && requests.len() < REQUESTS_MAX {
+            requests.push(client.next_request(u));
+        }
+        Ok(ClientRequests { startup, requests })
+    }
+}
+
+/// One client's state as the client itself knows it; it writes each next request from the
+/// input.
+pub struct WellFormedClient {
     middleware: bool,
     application_name: Option<&'static str>,
     k: usize,
@@ -41,10 +91,10 @@ pub(super) struct Client {
     done: bool,
 }
 
-impl Client {
+impl WellFormedClient {
     /// A client whose startup options the input chooses.
-    pub fn arbitrary(u: &mut Unstructured<'_>) -> Client {
-        Client {
+    pub fn arbitrary(u: &mut Unstructured<'_>) -> WellFormedClient {
+        WellFormedClient {
             middleware: pick(u, 2) == 1,
             application_name: [None, Some("app"), Some("other")][pick(u, 3)],
             k: 0,
@@ -191,4 +241,40 @@ fn unnamed(
         frontend::encode_describe(Target::Portal, b"", b)?;
     }
     frontend::encode_execute(b"", 0, b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arbitrary::Arbitrary;
+    use pgyard_wire::frame::{decode_frame, Decoded};
+
+    /// Every request is whole frames, and together the sessions reach every kind of request.
+    #[test]
+    fn sessions_are_whole_frames_and_reach_every_request_kind() {
+        let mut tags = std::collections::BTreeSet::new();
+        let mut named_parse = false;
+        for seed in 0..300u64 {
+            let data: Vec<u8> = (0..400u64)
+                .map(|i| (seed.wrapping_mul(0x9e37_79b9).wrapping_add(i * 7919) >> 3) as u8)
+                .collect();
+            let s = ClientRequests::arbitrary(&mut Unstructured::new(&data)).expect("total");
+            for r in &s.requests {
+                let mut at = 0;
+                while at < r.len() {
+                    let Ok(Decoded::Frame(f)) = decode_frame(&r[at..], usize::MAX) else {
+                        panic!("a request that is not whole frames: {r:?}");
+                    };
+                    tags.insert(f.tag);
+                    named_parse |= f.tag == b'P' && f.body.first() == Some(&b's');
+                    at += 5 + f.body.len();
+                }
+            }
+        }
+        let seen: String = tags.iter().map(|&t| char::from(t)).collect();
+        for tag in "BCDEHMPQSX".chars() {
+            assert!(seen.contains(tag), "no {tag} frame in any session: {seen}");
+        }
+        assert!(named_parse, "a named statement is prepared");
+    }
 }
