@@ -8,19 +8,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use pgyard_connect::fuzzing::{session, session_with_bug};
 use pgyard_connect::PlantedBug;
 
-/// splitmix64 bytes, as the connect crate's own seeded fuzzer test makes them.
+/// A seeded stand-in for a fuzzer's input.
 fn input(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed;
-    let mut out = Vec::with_capacity(len);
-    while out.len() < len {
-        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = x;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
-    }
-    out.truncate(len);
-    out
+    pgyard_types::seeded_bytes(seed, len)
 }
 
 fn connect_input(seed: u64) -> Vec<u8> {
@@ -31,9 +21,9 @@ fn proxy_input(seed: u64) -> Vec<u8> {
     input(seed, 32 + (seed as usize * 13) % 480)
 }
 
-/// The first seed under 5,000 whose input makes `run` panic, and the message.
+/// The first seed under 20,000 whose input makes `run` panic, and the message.
 fn first_catch(input: fn(u64) -> Vec<u8>, run: impl Fn(&[u8])) -> Option<(u64, String)> {
-    (0..5_000u64).find_map(|seed| {
+    (0..20_000u64).find_map(|seed| {
         let data = input(seed);
         let caught = catch_unwind(AssertUnwindSafe(|| run(&data)));
         let message = caught.err()?;
@@ -80,7 +70,7 @@ fn planted_connect_bugs_trip_the_connect_session_fuzzers_checks() {
         }
     }
     let _ = std::panic::take_hook();
-    assert!(missed.is_empty(), "not caught in 5,000 inputs: {missed:?}");
+    assert!(missed.is_empty(), "not caught in 20,000 inputs: {missed:?}");
 }
 
 #[test]
@@ -122,5 +112,5 @@ fn planted_proxy_bugs_trip_the_structured_session_fuzzers_checks() {
         }
     }
     let _ = std::panic::take_hook();
-    assert!(missed.is_empty(), "not caught in 5,000 inputs: {missed:?}");
+    assert!(missed.is_empty(), "not caught in 20,000 inputs: {missed:?}");
 }

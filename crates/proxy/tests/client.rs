@@ -18,28 +18,9 @@ use pgyard_wire::frontend;
 use pgyard_wire::middleware::encode_middleware;
 use proptest::prelude::*;
 
-const T0: Instant = Instant(0);
+mod common;
 
-fn session(mode: PoolMode) -> ClientSession {
-    let config = ClientConfig {
-        auth: ClientAuth::Trust,
-        pool_mode: mode,
-        default_route: Route::Primary,
-        login_timeout: Duration::from_secs(5),
-        databases: pgyard_proxy::Databases::Any,
-        admin_users: Default::default(),
-    };
-    let key = CancelKey {
-        pid: 77,
-        secret: vec![9; 32],
-    };
-    let random = LoginRandom {
-        salt: [1; 4],
-        nonce: [2; 18],
-        mock_salt: [3; 16],
-    };
-    ClientSession::new(T0, ClientId(1), config, key, random)
-}
+use common::{outputs, session, T0};
 
 fn startup(extra: &[(&[u8], &[u8])]) -> Vec<u8> {
     let mut params: Vec<(&[u8], &[u8])> = vec![(b"user", b"alice"), (b"database", b"app")];
@@ -47,10 +28,6 @@ fn startup(extra: &[(&[u8], &[u8])]) -> Vec<u8> {
     let mut b = BytesMut::new();
     frontend::encode_startup(ProtocolVersion::V3_0, &params, &mut b).expect("startup");
     b.to_vec()
-}
-
-fn outputs(s: &mut ClientSession) -> Vec<ClientOut> {
-    std::iter::from_fn(|| s.poll_output()).collect()
 }
 
 fn server(id: u64, pairs: &[(&str, &str)]) -> Lent {

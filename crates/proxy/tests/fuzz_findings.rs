@@ -1,49 +1,23 @@
 //! Bugs the structured session fuzzer (`pgyard_proxy::fuzzing::structured_session`) found in
 //! the client-session machine, each kept as a plain test of the machine.
 
-use std::time::Duration;
-
 use bytes::{Bytes, BytesMut};
 use pgyard_proxy::classes::ROUTE;
-use pgyard_proxy::{
-    CancelKey, ClientAuth, ClientConfig, ClientId, ClientOut, ClientSession, Lent, PoolMode, Route,
-    ServerId,
-};
-use pgyard_types::Instant;
-use pgyard_wire::auth::LoginRandom;
+use pgyard_proxy::{ClientOut, ClientSession, Lent, PoolMode, ServerId};
 use pgyard_wire::backend::{self, TransactionStatus};
 use pgyard_wire::error_fields::encode_error_response;
 use pgyard_wire::frame::{frames, ProtocolVersion};
 use pgyard_wire::frontend::{self, Target};
 use pgyard_wire::middleware::encode_middleware;
 
-const T0: Instant = Instant(0);
+mod common;
 
-fn outputs(s: &mut ClientSession) -> Vec<ClientOut> {
-    std::iter::from_fn(|| s.poll_output()).collect()
-}
+use common::{outputs, released, sent_to_server, session, T0};
 
 /// A trusting session in `mode`, logged in, its welcome server `1` kept (session mode) or
 /// given back (transaction mode, returned).
 fn logged_in(mode: PoolMode) -> (ClientSession, Option<Lent>) {
-    let config = ClientConfig {
-        auth: ClientAuth::Trust,
-        pool_mode: mode,
-        default_route: Route::Primary,
-        login_timeout: Duration::from_secs(5),
-        databases: pgyard_proxy::Databases::Any,
-        admin_users: Default::default(),
-    };
-    let key = CancelKey {
-        pid: 77,
-        secret: vec![9; 32],
-    };
-    let random = LoginRandom {
-        salt: [1; 4],
-        nonce: [2; 18],
-        mock_salt: [3; 16],
-    };
-    let mut s = ClientSession::new(T0, ClientId(1), config, key, random);
+    let mut s = session(mode);
     let mut b = BytesMut::new();
     let params: [(&[u8], &[u8]); 3] = [
         (b"user", b"u"),
@@ -59,10 +33,7 @@ fn logged_in(mode: PoolMode) -> (ClientSession, Option<Lent>) {
         prepared: Default::default(),
     };
     s.handle_server(T0, lent);
-    let back = outputs(&mut s).into_iter().find_map(|o| match o {
-        ClientOut::Release { server, .. } => Some(server),
-        _ => None,
-    });
+    let back = released(outputs(&mut s));
     (s, back)
 }
 
@@ -95,14 +66,7 @@ fn a_client_gone_mid_message_leaves_its_server_unusable() {
     let mut q = BytesMut::new();
     frontend::encode_query(b"select 1", &mut q).expect("Q");
     s.handle_client_bytes(T0, &q[..7]);
-    let sent: Vec<u8> = outputs(&mut s)
-        .iter()
-        .filter_map(|o| match o {
-            ClientOut::ToServer(b) => Some(b.to_vec()),
-            _ => None,
-        })
-        .flatten()
-        .collect();
+    let sent: Vec<u8> = sent_to_server(&outputs(&mut s));
     assert_eq!(sent, &q[..7], "the frame streams as it comes");
     s.handle_client_gone();
     let reusable = outputs(&mut s).into_iter().find_map(|o| match o {
@@ -130,10 +94,7 @@ fn an_error_before_the_pipelines_sync_skips_what_follows_until_it() {
     backend::encode_empty(b'1', &mut r);
     backend::encode_ready_for_query(TransactionStatus::Idle, &mut r);
     s.handle_server_bytes(T0, r.freeze());
-    let server = outputs(&mut s).into_iter().find_map(|o| match o {
-        ClientOut::Release { server, .. } => Some(server),
-        _ => None,
-    });
+    let server = released(outputs(&mut s));
     // A pipeline without Sync whose Execute fails.
     let mut b = BytesMut::new();
     frontend::encode_parse(b"", b"fail", &[], &mut b).expect("P");
@@ -226,10 +187,7 @@ fn a_refused_named_parse_leaves_no_statement_behind() {
     frontend::encode_query(b"commit", &mut b).expect("Q");
     s.handle_client_bytes(T0, &b);
     s.handle_server_bytes(T0, r.freeze());
-    let server = outputs(&mut s).into_iter().find_map(|o| match o {
-        ClientOut::Release { server, .. } => Some(server),
-        _ => None,
-    });
+    let server = released(outputs(&mut s));
     let mut b = BytesMut::new();
     frontend::encode_bind(b"", b"s1", &[], &[], &[], &mut b).expect("B");
     frontend::encode_execute(b"", 0, &mut b).expect("E");
@@ -237,14 +195,7 @@ fn a_refused_named_parse_leaves_no_statement_behind() {
     s.handle_client_bytes(T0, &b);
     outputs(&mut s);
     s.handle_server(T0, server.expect("the server went back after the block"));
-    let sent: Vec<u8> = outputs(&mut s)
-        .iter()
-        .filter_map(|o| match o {
-            ClientOut::ToServer(b) => Some(b.to_vec()),
-            _ => None,
-        })
-        .flatten()
-        .collect();
+    let sent: Vec<u8> = sent_to_server(&outputs(&mut s));
     assert_eq!(
         sent,
         b.to_vec(),
@@ -280,14 +231,7 @@ fn a_parse_in_a_failed_block_reaches_the_server_even_when_it_holds_the_statement
     frontend::encode_sync(&mut b);
     s.handle_client_bytes(T0, &b);
     let out = outputs(&mut s);
-    let sent: Vec<u8> = out
-        .iter()
-        .filter_map(|o| match o {
-            ClientOut::ToServer(b) => Some(b.to_vec()),
-            _ => None,
-        })
-        .flatten()
-        .collect();
+    let sent: Vec<u8> = sent_to_server(&out);
     assert_eq!(tags(&sent), "PS", "the Parse goes to the server");
     assert!(
         to_client(&out).is_empty(),
@@ -315,10 +259,7 @@ fn an_error_voids_only_the_parses_it_makes_the_server_skip() {
     backend::encode_empty(b'1', &mut r);
     backend::encode_ready_for_query(TransactionStatus::Idle, &mut r);
     s.handle_server_bytes(T0, r.freeze());
-    let server = outputs(&mut s).into_iter().find_map(|o| match o {
-        ClientOut::Release { server, .. } => Some(server),
-        _ => None,
-    });
+    let server = released(outputs(&mut s));
     let mut b = BytesMut::new();
     frontend::encode_bind(b"", b"s1", &[], &[], &[], &mut b).expect("B");
     frontend::encode_execute(b"", 0, &mut b).expect("E");
@@ -326,14 +267,7 @@ fn an_error_voids_only_the_parses_it_makes_the_server_skip() {
     s.handle_client_bytes(T0, &b);
     outputs(&mut s);
     s.handle_server(T0, server.expect("the server went back"));
-    let sent: Vec<u8> = outputs(&mut s)
-        .iter()
-        .filter_map(|o| match o {
-            ClientOut::ToServer(b) => Some(b.to_vec()),
-            _ => None,
-        })
-        .flatten()
-        .collect();
+    let sent: Vec<u8> = sent_to_server(&outputs(&mut s));
     assert_eq!(
         tags(&sent),
         "BES",

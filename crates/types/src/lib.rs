@@ -51,6 +51,14 @@ pub fn rng_from_seed(seed: u64) -> Rng {
     ChaCha8Rng::seed_from_u64(seed)
 }
 
+/// `len` bytes drawn from the project RNG seeded with `seed`: the reproducible stand-in for a
+/// fuzzer's input in seeded tests and examples.
+pub fn seeded_bytes(seed: u64, len: usize) -> Vec<u8> {
+    let mut bytes = vec![0; len];
+    rng_from_seed(seed).fill_bytes(&mut bytes);
+    bytes
+}
+
 /// Draws a uniform integer in `0..=max` without modulo bias (rejection sampling).
 pub fn uniform_inclusive(rng: &mut impl RngCore, max: u64) -> u64 {
     if max == u64::MAX {

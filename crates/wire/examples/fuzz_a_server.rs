@@ -171,19 +171,9 @@ fn is_reset(e: &std::io::Error) -> bool {
     )
 }
 
-/// splitmix64 bytes: the example's stand-in for a fuzzer's inputs.
+/// Seeded bytes: the example's stand-in for a fuzzer's inputs.
 pub fn seeded_input(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed;
-    let mut out = Vec::with_capacity(len);
-    while out.len() < len {
-        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = x;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
-    }
-    out.truncate(len);
-    out
+    pgyard_types::seeded_bytes(seed, len)
 }
 
 fn main() -> Result<()> {

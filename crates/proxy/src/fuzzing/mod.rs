@@ -116,15 +116,7 @@ fn session(first: u8) -> ClientSession {
                 .collect(),
         ),
     };
-    let key = crate::CancelKey {
-        pid: 1,
-        secret: vec![7; 32],
-    };
-    let random = LoginRandom {
-        salt: [1; 4],
-        nonce: [2; 18],
-        mock_salt: [3; 16],
-    };
+    let (key, random) = fixed_key_and_random();
     let mode = match first & 12 {
         0 => TlsMode::Disable,
         4 => TlsMode::Prefer,
@@ -135,6 +127,21 @@ fn session(first: u8) -> ClientSession {
         end_point: Some(Arc::from(&[5u8; 32][..])),
     };
     ClientSession::new(Instant(0), ClientId(1), config, key, random).with_tls(tls)
+}
+
+/// The cancel key and login randomness of every fuzzed session: fixed, so that an input
+/// replays exactly.
+fn fixed_key_and_random() -> (crate::CancelKey, LoginRandom) {
+    let key = crate::CancelKey {
+        pid: 1,
+        secret: vec![7; 32],
+    };
+    let random = LoginRandom {
+        salt: [1; 4],
+        nonce: [2; 18],
+        mock_salt: [3; 16],
+    };
+    (key, random)
 }
 
 /// A lent server whose settings come from `bytes` (pairs of short texts).

@@ -24,7 +24,6 @@ use std::time::Duration;
 use arbitrary::Unstructured;
 use bytes::Bytes;
 use pgyard_types::Instant;
-use pgyard_wire::auth::LoginRandom;
 use pgyard_wire::frame::{decode_frame, Decoded};
 
 use super::backend::Backend;
@@ -124,15 +123,7 @@ fn run(data: &[u8], plant: impl FnOnce(ClientSession) -> ClientSession) -> Sessi
         databases: Databases::Any,
         admin_users: Arc::default(),
     };
-    let key = crate::CancelKey {
-        pid: 1,
-        secret: vec![7; 32],
-    };
-    let random = LoginRandom {
-        salt: [1; 4],
-        nonce: [2; 18],
-        mock_salt: [3; 16],
-    };
+    let (key, random) = super::fixed_key_and_random();
     let session = ClientSession::new(Instant(0), ClientId(1), config, key, random);
     let client = WellFormedClient::arbitrary(&mut u);
     let client_out = client.startup();

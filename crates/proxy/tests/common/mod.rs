@@ -1,0 +1,61 @@
+//! What the client-session tests share: a trusting session, its outputs, and the bytes and
+//! servers among them.
+
+use std::time::Duration;
+
+use pgyard_proxy::{
+    CancelKey, ClientAuth, ClientConfig, ClientId, ClientOut, ClientSession, Lent, PoolMode, Route,
+};
+use pgyard_types::Instant;
+use pgyard_wire::auth::LoginRandom;
+
+/// The clock of every test: nothing here waits.
+pub const T0: Instant = Instant(0);
+
+/// A trusting client session in `mode`, before its startup packet.
+pub fn session(mode: PoolMode) -> ClientSession {
+    let config = ClientConfig {
+        auth: ClientAuth::Trust,
+        pool_mode: mode,
+        default_route: Route::Primary,
+        login_timeout: Duration::from_secs(5),
+        databases: pgyard_proxy::Databases::Any,
+        admin_users: Default::default(),
+    };
+    let key = CancelKey {
+        pid: 77,
+        secret: vec![9; 32],
+    };
+    let random = LoginRandom {
+        salt: [1; 4],
+        nonce: [2; 18],
+        mock_salt: [3; 16],
+    };
+    ClientSession::new(T0, ClientId(1), config, key, random)
+}
+
+/// Everything the session asks for now.
+pub fn outputs(s: &mut ClientSession) -> Vec<ClientOut> {
+    std::iter::from_fn(|| s.poll_output()).collect()
+}
+
+/// The bytes `out` sends to the server, joined.
+#[allow(dead_code)] // not every test binary reads them
+pub fn sent_to_server(out: &[ClientOut]) -> Vec<u8> {
+    let mut all = Vec::new();
+    for o in out {
+        if let ClientOut::ToServer(b) = o {
+            all.extend_from_slice(b);
+        }
+    }
+    all
+}
+
+/// The server `out` gives back, if any.
+#[allow(dead_code)] // not every test binary reads it
+pub fn released(out: Vec<ClientOut>) -> Option<Lent> {
+    out.into_iter().find_map(|o| match o {
+        ClientOut::Release { server, .. } => Some(server),
+        _ => None,
+    })
+}
