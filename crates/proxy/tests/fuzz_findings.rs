@@ -274,3 +274,82 @@ fn an_error_voids_only_the_parses_it_makes_the_server_skip() {
         "no second Parse of a statement the server holds"
     );
 }
+
+/// A Parse the proxy puts before a Bind (the lent server lacks the statement) can be refused
+/// by a failed block; a later Bind of the same statement, sent before that answer came, must
+/// not count on it: it gets a Parse of its own, so that it succeeds once the block has ended,
+/// as on a direct connection.
+#[test]
+fn a_bind_does_not_count_on_a_reparse_still_unanswered() {
+    let (mut s, back) = logged_in(PoolMode::Transaction);
+    let mut b = BytesMut::new();
+    frontend::encode_parse(b"s1", b"select 1", &[], &mut b).expect("P");
+    frontend::encode_sync(&mut b);
+    s.handle_client_bytes(T0, &b);
+    outputs(&mut s);
+    s.handle_server(T0, back.expect("the welcome server went back"));
+    outputs(&mut s);
+    let mut r = BytesMut::new();
+    backend::encode_empty(b'1', &mut r);
+    backend::encode_ready_for_query(TransactionStatus::Idle, &mut r);
+    s.handle_server_bytes(T0, r.freeze());
+    assert!(released(outputs(&mut s)).is_some(), "server 1 went back");
+    // A block that fails, a Bind of s1 inside it, its end, and another Bind of s1: all in one
+    // flight, to a server that has never seen s1.
+    let mut b = BytesMut::new();
+    frontend::encode_query(b"begin", &mut b).expect("Q");
+    frontend::encode_query(b"fail", &mut b).expect("Q");
+    for end in [&b"commit"[..], b""] {
+        frontend::encode_bind(b"", b"s1", &[], &[], &[], &mut b).expect("B");
+        frontend::encode_execute(b"", 0, &mut b).expect("E");
+        frontend::encode_sync(&mut b);
+        if !end.is_empty() {
+            frontend::encode_query(end, &mut b).expect("Q");
+        }
+    }
+    s.handle_client_bytes(T0, &b);
+    outputs(&mut s);
+    let fresh = Lent {
+        id: ServerId(2),
+        settings: Default::default(),
+        prepared: Default::default(),
+    };
+    s.handle_server(T0, fresh);
+    let sent = sent_to_server(&outputs(&mut s));
+    assert_eq!(
+        tags(&sent),
+        "QQPBESQPBES",
+        "each Bind behind a Parse of its own"
+    );
+    let parses: Vec<Vec<u8>> = frames(&sent, 1 << 30)
+        .map(|f| f.expect("a frame"))
+        .filter(|f| f.tag == b'P')
+        .map(|f| {
+            f.body
+                .split(|&c| c == 0)
+                .next()
+                .unwrap_or_default()
+                .to_vec()
+        })
+        .collect();
+    assert_ne!(
+        parses[0], parses[1],
+        "the second Parse has a name of its own"
+    );
+    // The server: the block fails, refuses the first Parse, and takes the second.
+    let mut r = BytesMut::new();
+    backend::encode_command_complete(b"BEGIN", &mut r).expect("C");
+    backend::encode_ready_for_query(TransactionStatus::InTransaction, &mut r);
+    error(b"fail", &mut r);
+    backend::encode_ready_for_query(TransactionStatus::Failed, &mut r);
+    error(b"current transaction is aborted", &mut r);
+    backend::encode_ready_for_query(TransactionStatus::Failed, &mut r);
+    backend::encode_command_complete(b"ROLLBACK", &mut r).expect("C");
+    backend::encode_ready_for_query(TransactionStatus::Idle, &mut r);
+    backend::encode_empty(b'1', &mut r);
+    backend::encode_empty(b'2', &mut r);
+    backend::encode_command_complete(b"SELECT 1", &mut r).expect("C");
+    backend::encode_ready_for_query(TransactionStatus::Idle, &mut r);
+    s.handle_server_bytes(T0, r.freeze());
+    assert_eq!(tags(&to_client(&outputs(&mut s))), "CZEZEZCZ2CZ");
+}

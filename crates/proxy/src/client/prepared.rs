@@ -11,7 +11,7 @@
 //! reply that ends it, in order ([`Expect`]); an ErrorResponse voids the rest up to the Sync, as
 //! the server skips those messages.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::{Bytes, BytesMut};
 use pgyard_wire::frontend::{self, Bind, Parse, Target, TargetName};
@@ -95,6 +95,9 @@ pub(super) struct Prepared {
     unconfirmed: VecDeque<Vec<u8>>,
     /// The server's last ReadyForQuery said the transaction block failed.
     failed_block: bool,
+    /// Statements the proxy is parsing on the server ahead of a client's Bind or Describe,
+    /// counted as there only once the server says so: a failed block may refuse the Parse.
+    ensuring: BTreeSet<String>,
     /// The planted bug: never parse ahead of a Bind or Describe.
     #[cfg(feature = "planted-bugs")]
     forgetful: bool,
@@ -194,9 +197,9 @@ impl Prepared {
                     self.queue.push_back(Expect::Reply(Ends::Bind));
                     return Ok(Rewrite::Keep);
                 };
-                let mut out = self.ensure(&st, server, seq);
+                let (mut out, name) = self.ensure(&st, server, seq)?;
                 Bind {
-                    statement: st.proxy.as_bytes(),
+                    statement: name.as_bytes(),
                     ..b
                 }
                 .encode(&mut out)
@@ -231,8 +234,8 @@ impl Prepared {
         let known = named.then(|| self.names.get(t.name).cloned()).flatten();
         match (describe, known) {
             (true, Some(st)) => {
-                let mut out = self.ensure(&st, server, seq);
-                frontend::encode_describe(Target::Statement, st.proxy.as_bytes(), &mut out)
+                let (mut out, name) = self.ensure(&st, server, seq)?;
+                frontend::encode_describe(Target::Statement, name.as_bytes(), &mut out)
                     .map_err(|e| e.to_string())?;
                 self.queue.push_back(Expect::Reply(Ends::DescribeStatement));
                 Ok(Rewrite::Replace(out))
@@ -282,19 +285,38 @@ impl Prepared {
         st: &Statement,
         server: &mut BTreeMap<String, u64>,
         seq: &mut u64,
-    ) -> BytesMut {
+    ) -> Result<(BytesMut, String), String> {
         #[cfg(feature = "planted-bugs")]
         if self.forgetful {
-            return BytesMut::new();
+            return Ok((BytesMut::new(), st.proxy.clone()));
         }
         if server.contains_key(&st.proxy) {
-            return BytesMut::new();
+            return Ok((BytesMut::new(), st.proxy.clone()));
         }
         let mut out = self.make_room(server);
-        out.extend_from_slice(&st.parse);
-        self.sent_parse(st.proxy.clone(), server, seq);
+        // While the proxy's own Parse of it is unanswered, the statement may yet be refused:
+        // this Bind gets a Parse of its own, under a name of its own, so that it stands or
+        // falls with the server's state at its place in the stream, as on a direct connection.
+        let name = if self.ensuring.contains(&st.proxy) {
+            *seq += 1;
+            let alias = format!("{}_{seq}", st.proxy);
+            let p = Parse::decode(st.parse.get(5..).unwrap_or_default())
+                .map_err(|e| format!("a remembered Parse no longer reads: {e}"))?;
+            Parse {
+                name: alias.as_bytes(),
+                ..p
+            }
+            .encode(&mut out)
+            .map_err(|e| e.to_string())?;
+            alias
+        } else {
+            out.extend_from_slice(&st.parse);
+            st.proxy.clone()
+        };
+        self.in_flight.push_back(name.clone());
+        self.ensuring.insert(name.clone());
         self.queue.push_back(Expect::Swallow(Ends::NamedParse));
-        out
+        Ok((out, name))
     }
 
     fn sent_parse(&mut self, proxy: String, server: &mut BTreeMap<String, u64>, seq: &mut u64) {
@@ -356,6 +378,7 @@ impl Prepared {
                     ) {
                         if let Some(name) = self.in_flight.pop_front() {
                             server.remove(&name);
+                            self.ensuring.remove(&name);
                         }
                     }
                     if is_client_parse(e) {
@@ -368,7 +391,13 @@ impl Prepared {
             }
         } else if let Some(e) = head.filter(|e| e.ended_by(tag)) {
             if e == Ends::NamedParse {
-                self.in_flight.pop_front();
+                if let Some(name) = self.in_flight.pop_front() {
+                    // The proxy's own Parse went through: now the server holds it.
+                    if self.ensuring.remove(&name) {
+                        let stamp = server.values().max().map_or(1, |m| m + 1);
+                        server.insert(name, stamp);
+                    }
+                }
             }
             if self.queue.front().is_some_and(is_client_parse) {
                 self.unconfirmed.pop_front();
@@ -418,5 +447,6 @@ impl Prepared {
         self.in_flight.clear();
         self.skipping = false;
         self.unconfirmed.clear();
+        self.ensuring.clear();
     }
 }
