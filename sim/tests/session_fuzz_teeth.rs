@@ -3,7 +3,9 @@
 //! input passes without the bug.
 #![cfg(feature = "planted-bugs")]
 
+use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Once;
 
 use pgyard_connect::fuzzing::{session, session_with_bug};
 use pgyard_connect::PlantedBug;
@@ -11,6 +13,25 @@ use pgyard_connect::PlantedBug;
 /// A seeded stand-in for a fuzzer's input.
 fn input(seed: u64, len: usize) -> Vec<u8> {
     pgyard_types::seeded_bytes(seed, len)
+}
+
+thread_local! {
+    /// Set while this thread expects panics: the planted bug's catches.
+    static QUIET: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Silences the expected panics of the thread that catches them, and only those: a test that
+/// fails still prints its message, whichever thread it runs on.
+fn quiet_panics() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET.with(Cell::get) {
+                default(info);
+            }
+        }));
+    });
 }
 
 fn connect_input(seed: u64) -> Vec<u8> {
@@ -25,7 +46,10 @@ fn proxy_input(seed: u64) -> Vec<u8> {
 fn first_catch(input: fn(u64) -> Vec<u8>, run: impl Fn(&[u8])) -> Option<(u64, String)> {
     (0..20_000u64).find_map(|seed| {
         let data = input(seed);
+        quiet_panics();
+        QUIET.with(|q| q.set(true));
         let caught = catch_unwind(AssertUnwindSafe(|| run(&data)));
+        QUIET.with(|q| q.set(false));
         let message = caught.err()?;
         let text = message
             .downcast_ref::<String>()
@@ -39,7 +63,6 @@ fn first_catch(input: fn(u64) -> Vec<u8>, run: impl Fn(&[u8])) -> Option<(u64, S
 #[test]
 fn planted_connect_bugs_trip_the_connect_session_fuzzers_checks() {
     // Quiet the expected panics; the assertion messages below say what was caught.
-    std::panic::set_hook(Box::new(|_| {}));
     let bugs = [
         (PlantedBug::IgnoreTargetSessionAttrs, "accepted"),
         (PlantedBug::SkipPreferSecondPass, "would have served"),
@@ -69,7 +92,6 @@ fn planted_connect_bugs_trip_the_connect_session_fuzzers_checks() {
             None => missed.push(bug),
         }
     }
-    let _ = std::panic::take_hook();
     assert!(missed.is_empty(), "not caught in 20,000 inputs: {missed:?}");
 }
 
@@ -77,7 +99,6 @@ fn planted_connect_bugs_trip_the_connect_session_fuzzers_checks() {
 fn planted_proxy_bugs_trip_the_structured_session_fuzzers_checks() {
     use pgyard_proxy::fuzzing::{structured_session, structured_session_with_bug};
     use pgyard_proxy::PlantedBug as Bug;
-    std::panic::set_hook(Box::new(|_| {}));
     let bugs = [
         (
             Bug::ReleaseInTransaction,
@@ -111,6 +132,5 @@ fn planted_proxy_bugs_trip_the_structured_session_fuzzers_checks() {
             None => missed.push(bug),
         }
     }
-    let _ = std::panic::take_hook();
     assert!(missed.is_empty(), "not caught in 20,000 inputs: {missed:?}");
 }

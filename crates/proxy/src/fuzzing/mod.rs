@@ -9,7 +9,7 @@
 //! or, while an admin command awaits the adapter, the adapter's reply (made from the bytes) —
 //! 3 the server lost, 4 the pool refusing, 5 the clock at the bytes' value, 6 the client gone.
 //!
-//! With the `fuzzing` feature, [`structured_session`] is the structure-aware counterpart
+//! With the `fuzzing` feature, `structured_session` is the structure-aware counterpart
 //! (target `proxy_session`): well-formed requests and replies, judged against a reference
 //! backend.
 
