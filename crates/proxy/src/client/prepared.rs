@@ -108,6 +108,18 @@ fn is_client_parse(e: &Expect) -> bool {
     matches!(e, Expect::Reply(Ends::NamedParse)) || *e == Expect::Inject(PARSE_COMPLETE)
 }
 
+/// `p` encoded under the statement name `name`.
+fn renamed(p: &Parse<'_>, name: &str) -> Result<BytesMut, String> {
+    let mut out = BytesMut::new();
+    Parse {
+        name: name.as_bytes(),
+        ..*p
+    }
+    .encode(&mut out)
+    .map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
 /// The proxy's name for a statement.
 fn proxy_name(parse: &Parse<'_>) -> String {
     let mut h = Sha256::new();
@@ -157,12 +169,7 @@ impl Prepared {
                     return Ok(Rewrite::Keep);
                 }
                 let proxy = proxy_name(&p);
-                let mut parse = BytesMut::new();
-                let renamed = Parse {
-                    name: proxy.as_bytes(),
-                    ..p
-                };
-                renamed.encode(&mut parse).map_err(|e| e.to_string())?;
+                let parse = renamed(&p, &proxy)?;
                 self.unconfirmed.push_back(p.name.to_vec());
                 if server.contains_key(&proxy) && !self.failed_block {
                     self.remember(p.name, proxy, parse.freeze());
@@ -174,12 +181,7 @@ impl Prepared {
                 let (proxy, parse) = if server.contains_key(&proxy) {
                     *seq += 1;
                     let unique = format!("{proxy}_{seq}");
-                    let mut again = BytesMut::new();
-                    let renamed = Parse {
-                        name: unique.as_bytes(),
-                        ..p
-                    };
-                    renamed.encode(&mut again).map_err(|e| e.to_string())?;
+                    let again = renamed(&p, &unique)?;
                     (unique, again)
                 } else {
                     (proxy, parse)
@@ -302,12 +304,7 @@ impl Prepared {
             let alias = format!("{}_{seq}", st.proxy);
             let p = Parse::decode(st.parse.get(5..).unwrap_or_default())
                 .map_err(|e| format!("a remembered Parse no longer reads: {e}"))?;
-            Parse {
-                name: alias.as_bytes(),
-                ..p
-            }
-            .encode(&mut out)
-            .map_err(|e| e.to_string())?;
+            out.extend_from_slice(&renamed(&p, &alias)?);
             alias
         } else {
             out.extend_from_slice(&st.parse);
