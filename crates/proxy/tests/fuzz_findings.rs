@@ -37,6 +37,24 @@ fn logged_in(mode: PoolMode) -> (ClientSession, Option<Lent>) {
     (s, back)
 }
 
+/// A transaction-mode session that prepared `s1` (`text`) on server 1, which went back.
+fn prepared_on_server_1(text: &[u8]) -> (ClientSession, Lent) {
+    let (mut s, back) = logged_in(PoolMode::Transaction);
+    let mut b = BytesMut::new();
+    frontend::encode_parse(b"s1", text, &[], &mut b).expect("P");
+    frontend::encode_sync(&mut b);
+    s.handle_client_bytes(T0, &b);
+    outputs(&mut s);
+    s.handle_server(T0, back.expect("the welcome server went back"));
+    outputs(&mut s);
+    let mut r = BytesMut::new();
+    backend::encode_empty(b'1', &mut r);
+    backend::encode_ready_for_query(TransactionStatus::Idle, &mut r);
+    s.handle_server_bytes(T0, r.freeze());
+    let server = released(outputs(&mut s)).expect("server 1 went back");
+    (s, server)
+}
+
 fn to_client(out: &[ClientOut]) -> Vec<u8> {
     let mut all = Vec::new();
     for o in out {
@@ -81,20 +99,8 @@ fn a_client_gone_mid_message_leaves_its_server_unusable() {
 /// or its own CloseComplete lands after the wrong ReadyForQuery.
 #[test]
 fn an_error_before_the_pipelines_sync_skips_what_follows_until_it() {
-    let (mut s, back) = logged_in(PoolMode::Transaction);
-    // Prepare `s1` on server 1 first, so that a later Close of it is the proxy's to answer.
-    let mut b = BytesMut::new();
-    frontend::encode_parse(b"s1", b"x", &[], &mut b).expect("P");
-    frontend::encode_sync(&mut b);
-    s.handle_client_bytes(T0, &b);
-    outputs(&mut s);
-    s.handle_server(T0, back.expect("the welcome server went back"));
-    outputs(&mut s);
-    let mut r = BytesMut::new();
-    backend::encode_empty(b'1', &mut r);
-    backend::encode_ready_for_query(TransactionStatus::Idle, &mut r);
-    s.handle_server_bytes(T0, r.freeze());
-    let server = released(outputs(&mut s));
+    // `s1` on server 1 first, so that a later Close of it is the proxy's to answer.
+    let (mut s, server) = prepared_on_server_1(b"x");
     // A pipeline without Sync whose Execute fails.
     let mut b = BytesMut::new();
     frontend::encode_parse(b"", b"fail", &[], &mut b).expect("P");
@@ -103,7 +109,7 @@ fn an_error_before_the_pipelines_sync_skips_what_follows_until_it() {
     frontend::encode_flush(&mut b);
     s.handle_client_bytes(T0, &b);
     outputs(&mut s);
-    s.handle_server(T0, server.expect("server 1 went back"));
+    s.handle_server(T0, server);
     outputs(&mut s);
     let mut r = BytesMut::new();
     backend::encode_empty(b'1', &mut r);
@@ -281,19 +287,7 @@ fn an_error_voids_only_the_parses_it_makes_the_server_skip() {
 /// as on a direct connection.
 #[test]
 fn a_bind_does_not_count_on_a_reparse_still_unanswered() {
-    let (mut s, back) = logged_in(PoolMode::Transaction);
-    let mut b = BytesMut::new();
-    frontend::encode_parse(b"s1", b"select 1", &[], &mut b).expect("P");
-    frontend::encode_sync(&mut b);
-    s.handle_client_bytes(T0, &b);
-    outputs(&mut s);
-    s.handle_server(T0, back.expect("the welcome server went back"));
-    outputs(&mut s);
-    let mut r = BytesMut::new();
-    backend::encode_empty(b'1', &mut r);
-    backend::encode_ready_for_query(TransactionStatus::Idle, &mut r);
-    s.handle_server_bytes(T0, r.freeze());
-    assert!(released(outputs(&mut s)).is_some(), "server 1 went back");
+    let (mut s, _) = prepared_on_server_1(b"select 1");
     // A block that fails, a Bind of s1 inside it, its end, and another Bind of s1: all in one
     // flight, to a server that has never seen s1.
     let mut b = BytesMut::new();
