@@ -64,6 +64,18 @@ async fn one(s: &mut Session, sql: &str) -> String {
     rows[0][0].clone().unwrap_or_default()
 }
 
+/// Polls `sql` on `standby` until it prints `want`, for up to twenty seconds.
+async fn wait_for_standby(standby: &pgyard_testkit::cluster::Node, sql: &str, want: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while standby.psql(sql).expect(sql) != want {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the standby never caught up: {sql}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// psql in a thread of its own (it blocks).
 async fn psql_at(conninfo: String, sql: &'static str) -> std::io::Result<String> {
     tokio::task::spawn_blocking(move || psql(&conninfo, sql))
@@ -386,8 +398,11 @@ async fn min_lsn_reads_a_write_back_through_the_standby_route() {
     c.simple_query("create table written(x int)")
         .await
         .expect("ddl");
-    // A standby that has stopped replaying cannot serve a read of what comes next.
+    // The table must exist on the standby before replay stops, or the stale read below
+    // finds no table at all instead of an empty one.
     let standby = primary.standby("s1").expect("s1");
+    wait_for_standby(standby, "select to_regclass('written') is not null", "t").await;
+    // A standby that has stopped replaying cannot serve a read of what comes next.
     standby.psql("select pg_wal_replay_pause()").expect("pause");
     c.simple_query("insert into written values (1)")
         .await
@@ -410,14 +425,7 @@ async fn min_lsn_reads_a_write_back_through_the_standby_route() {
     standby
         .psql("select pg_wal_replay_resume()")
         .expect("resume");
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while standby.psql("select count(*) from written").expect("count") != "1" {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the standby never caught up"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_for_standby(standby, "select count(*) from written", "1").await;
     c.send_middleware(MIN_LSN, lsn.as_bytes())
         .await
         .expect("min lsn");
