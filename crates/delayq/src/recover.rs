@@ -76,6 +76,10 @@ pub(crate) fn scan<S: Storage>(storage: &S, delay_micros: i64) -> Result<Scanned
     let count = names.len();
     // One read window for all segments: it is zeroed only when it grows.
     let mut window = Vec::new();
+    // How many records of its segment precede the carry-forward set being read: a set cut
+    // short is cut off with everything after it, so the segment's count must drop them too
+    // (or a second recovery of the truncated file counts fewer).
+    let mut carry_from: Option<u64> = None;
     for (i, (seq, name)) in names.into_iter().enumerate() {
         let last = i + 1 == count;
         let corrupt = |offset: u64, reason: &str| Error::Corrupt {
@@ -138,9 +142,13 @@ pub(crate) fn scan<S: Storage>(storage: &S, delay_micros: i64) -> Result<Scanned
             if prefix.is_none() && !rec.is_snapshot() {
                 prefix = Some(off);
             }
+            let was_carrying = model.carrying.is_some();
             model
                 .apply(&rec, Loc { seg: seq, off, len })
                 .map_err(|r| corrupt(off, r))?;
+            if !was_carrying && model.carrying.is_some() {
+                carry_from = Some(records);
+            }
             off += len;
             records += 1;
         }
@@ -201,6 +209,10 @@ pub(crate) fn scan<S: Storage>(storage: &S, delay_micros: i64) -> Result<Scanned
             reason: "incomplete carry-forward set".into(),
         });
         last.len = start.off;
+        // The set's copies were counted as they were read; they go with the tail.
+        let kept = carry_from.unwrap_or(last.records).min(last.records);
+        recovery.records -= last.records - kept;
+        last.records = kept;
     }
     recovery.segments = segs.len();
     Ok(Scanned {
