@@ -52,3 +52,53 @@ fn a_cut_carry_forward_set_leaves_the_record_count_as_a_second_recovery_finds_it
         .collect();
     assert_eq!(p, [(TxnState::Prepared, 6)]);
 }
+
+/// Seed 21119: `restart_stream` wrote an ABORT per open transaction one by one; when a later
+/// one needed a roll-over that ran out of space, the error was retryable but the earlier
+/// transactions were already abandoned. The caller, still in its session, then sent the next
+/// chunk of an abandoned stream and the queue refused it as a protocol violation.
+#[test]
+fn restart_stream_refused_for_space_changes_nothing() {
+    let mut q = DelayQueue::open(SimStorage::new(5), small()).unwrap();
+    let mut g = Gen::default();
+    feed(&mut q, &g.stream_block(100, true, &[100]));
+    feed(&mut q, &g.stream_block(200, true, &[200]));
+    q.flush().unwrap();
+    // Nothing more fits on the disk: what follows stays buffered.
+    let mut s = q.into_storage();
+    let used: u64 = s.list().unwrap().iter().map(|f| s.size(f).unwrap()).sum();
+    s.set_faults(SimFaults {
+        capacity_bytes: Some(used),
+        ..SimFaults::default()
+    });
+    let mut q = DelayQueue::open(s, small()).unwrap();
+    // A message that leaves room in the active segment for one ABORT (36 bytes), not two.
+    let seg = q.segments().last().unwrap();
+    let room = seg.capacity - seg.valid_bytes;
+    let note = "n".repeat((room - 32 - 50) as usize);
+    feed(&mut q, &g.note(&note));
+    let before = q.inspect();
+
+    let e = q.restart_stream(at(1)).unwrap_err();
+    assert!(e.is_retryable(), "{e}");
+    assert_eq!(q.inspect(), before, "a retryable refusal changed the queue");
+    // The session goes on: both streams are still the queue's (blocks without changes: the
+    // disk is still full).
+    feed(&mut q, &g.stream_block(100, false, &[]));
+    feed(&mut q, &g.stream_block(200, false, &[]));
+
+    // With space again, the restart abandons both, and the publisher streams them anew.
+    let mut s = q.into_storage();
+    s.set_faults(SimFaults::default());
+    let mut q = DelayQueue::open(s, small()).unwrap();
+    q.restart_stream(at(2)).unwrap();
+    assert!(
+        q.transactions().all(|t| t.state == TxnState::Aborted),
+        "{:?}",
+        states(&q)
+    );
+    feed(&mut q, &g.stream_block(100, true, &[100]));
+    feed(&mut q, &g.stream_commit(100, 3));
+    q.flush().unwrap();
+    assert_eq!(drain(&mut q, at(1000)), ["c100"]);
+}

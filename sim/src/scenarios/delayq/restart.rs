@@ -81,7 +81,10 @@ impl Run<'_> {
         let now = self.now;
         match self.q().restart_stream(now) {
             Ok(()) => {}
-            Err(e) if e.is_retryable() => return Ok(()),
+            Err(e) if e.is_retryable() => {
+                trace!(self.t, "restart_stream: {e}");
+                return Ok(());
+            }
             Err(e) => return self.on_error("restart_stream", e),
         }
         self.start_replication();
