@@ -562,7 +562,7 @@ impl FollowMachine {
             reply_requested: false,
         })
         .to_bytes();
-        // CopyData: 'd', the length (itself included), the message; 34 bytes in all.
+        // A whole CopyData ('d', the length counting itself, the message), ready to write.
         let mut frame = Vec::with_capacity(5 + update.len());
         frame.push(b'd');
         let len = u32::try_from(4 + update.len()).unwrap_or(u32::MAX);
