@@ -270,9 +270,11 @@ pub async fn run_shared(
         publish(&mut m, progress);
         let delay = match broken {
             Ok(Some(delay)) => delay,
-            // Not curable, or the machine failed before (then `e` is that failure).
+            // Reconnecting cannot cure it.
             Ok(None) => return Err(e),
+            // The machine had failed already: `e` is that failure (or a worse one).
             Err(_) if !e.is_retryable() => return Err(e),
+            // Keeping what arrived failed for good.
             Err(f) => return Err(f.into()),
         };
         tokio::select! {
