@@ -8,9 +8,6 @@
 /// A bug a scenario can plant in its own driving code (never in the engines it drives).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ScenarioBug {
-    /// `delayq`: the subscriber reports the queue's write position as flushed, i.e. it
-    /// confirms received data before the queue made it durable (flush before fsync).
-    ReportWriteAsFlush,
     /// `slotsync`: the failover walsender ignores `synchronized_standby_slots` and sends
     /// everything the primary flushed, past what the standby has.
     IgnoreStandbySlots,
@@ -43,20 +40,29 @@ pub type ApplyBug = pgyard_delayq::apply::PlantedBug;
 #[cfg(not(feature = "planted-bugs"))]
 pub type ApplyBug = std::convert::Infallible;
 
+/// A bug of the follow machine, as the `delayq` scenario takes it (none without the feature,
+/// for the same reason as [`ConnectBug`]).
+#[cfg(feature = "planted-bugs")]
+pub type FollowBug = pgyard_delayq::follow::PlantedBug;
+/// A bug of the follow machine (none without `planted-bugs`).
+#[cfg(not(feature = "planted-bugs"))]
+pub type FollowBug = std::convert::Infallible;
+
 #[cfg(feature = "planted-bugs")]
 pub use registry::{Entry, Planted, REGISTRY};
 
 #[cfg(feature = "planted-bugs")]
 mod registry {
-    use super::{ApplyBug, ConnectBug, ProxyBug, ScenarioBug};
+    use super::{ApplyBug, ConnectBug, FollowBug, ProxyBug, ScenarioBug};
     use crate::runner::{derive_seed, SeedOutcome};
     use crate::scenarios::{connect, delayq, failover, proxy, slotsync};
     use crate::trace::Trace;
     use crate::Violation;
     use pgyard_connect::PlantedBug as C;
     use pgyard_delayq::apply::PlantedBug as A;
+    use pgyard_delayq::follow::PlantedBug as F;
     use pgyard_proxy::PlantedBug as P;
-    use Planted::{Apply, Connect, Proxy, Scenario};
+    use Planted::{Apply, Connect, Follow, Proxy, Scenario};
 
     /// A planted bug, by where it lives: that decides which runs can switch it on.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,6 +73,8 @@ mod registry {
         Proxy(ProxyBug),
         /// In every apply machine the `delayq` scenario starts.
         Apply(ApplyBug),
+        /// In every follow machine the `delayq` scenario starts.
+        Follow(FollowBug),
         /// In the driving code of the `delayq` or `slotsync` scenario.
         Scenario(ScenarioBug),
     }
@@ -78,6 +86,7 @@ mod registry {
                 Planted::Connect(b) => write!(f, "{b:?}"),
                 Planted::Proxy(b) => write!(f, "{b:?}"),
                 Planted::Apply(b) => write!(f, "{b:?}"),
+                Planted::Follow(b) => write!(f, "{b:?}"),
                 Planted::Scenario(b) => write!(f, "{b:?}"),
             }
         }
@@ -163,7 +172,7 @@ mod registry {
         ),
         entry(Proxy(P::IgnoreMinLsn), "proxy", "min-lsn-honoured"),
         entry(
-            Scenario(ScenarioBug::ReportWriteAsFlush),
+            Follow(F::ReportWriteAsFlush),
             "delayq",
             "flushed-survives-crash",
         ),
@@ -195,8 +204,8 @@ mod registry {
                 (Connect(b), "connect") => connect::run_connect(&mut rng, trace, Some(b)),
                 (Connect(b), "failover") => failover::run_failover(&mut rng, trace, Some(b)),
                 (Proxy(b), "proxy") => proxy::run_proxy(&mut rng, trace, Some(b)),
-                (Scenario(b), "delayq") => delayq::run_delayq(&mut rng, trace, Some(b), None),
-                (Apply(b), "delayq") => delayq::run_delayq(&mut rng, trace, None, Some(b)),
+                (Apply(b), "delayq") => delayq::run_delayq(&mut rng, trace, Some(b), None),
+                (Follow(b), "delayq") => delayq::run_delayq(&mut rng, trace, None, Some(b)),
                 (Scenario(b), "slotsync") => {
                     slotsync::run_slotsync(&mut rng, trace, Some(b)).map(|r| r.nanos)
                 }

@@ -14,9 +14,11 @@
 //! [`DelayQueue::restart_stream`] and start replication at [`DelayQueue::resume_lsn`].
 //!
 //! It sits between a logical replication stream (pgyard-wire decodes the pgoutput messages,
-//! [`pgoutput::event`] says what each means to the queue) and an apply worker: pgyard-tokio's
-//! `follow` is one producer, `pgyard delayq run` the whole program. One transaction, one
-//! minute late:
+//! [`pgoutput::event`] says what each means to the queue) and an apply worker: the two sans-IO
+//! machines [`follow::FollowMachine`] (stream in, status updates out) and
+//! [`apply::ApplyMachine`] (due transactions out to a subscriber) drive it, pgyard-tokio's
+//! `follow` and the CLI's apply loop drive them, `pgyard delayq run` is the whole program.
+//! One transaction, one minute late:
 //!
 //! ```
 //! use std::time::Duration;
@@ -66,6 +68,7 @@ mod storage;
 mod tests;
 
 pub mod apply;
+pub mod follow;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod pgoutput;

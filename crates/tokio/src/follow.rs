@@ -1,12 +1,11 @@
 //! Following a publisher's logical slot into a durable delay queue (`pgyard delayq follow`).
 //!
-//! [`run`] connects through the connect machine with `replication=database`, starts pgoutput
-//! (`proto_version 4`, `streaming on`, `messages true`) at the queue's
-//! [`resume_lsn`](pgyard_delayq::DelayQueue::resume_lsn), and feeds every XLogData message to
-//! [`DelayQueue::handle`] through [`pgyard_delayq::pgoutput::event`]. Records become durable
-//! at flush points (every [`FollowOptions::flush_every`] messages, or
-//! [`FollowOptions::flush_interval`] after the first unflushed one); the standby status
-//! updates report:
+//! The decisions are the sans-IO [`FollowMachine`] (`pgyard_delayq::follow`), which the
+//! simulator drives too: it feeds every XLogData message to [`DelayQueue::handle`] through
+//! [`pgyard_delayq::pgoutput::event`], makes records durable at flush points (every
+//! [`FollowOptions::flush_every`] messages, or [`FollowOptions::flush_interval`] after the
+//! first unflushed one), stops reading while the queue is full, and writes the standby status
+//! updates, which report:
 //!
 //! * `write` = the largest LSN received ([`DelayQueue::write_lsn`]);
 //! * `flush` = the queue's durable horizon ([`DelayQueue::flush_lsn`]);
@@ -15,13 +14,20 @@
 //!   so a publisher waiting for `synchronous_commit = remote_apply` is not held back by the
 //!   delay, and nothing the publisher keeps (WAL, catalog rows) depends on the apply.
 //!
+//! This module is its I/O: [`run`] connects through the connect machine with
+//! `replication=database` (set through the connect options, not by editing the string), starts
+//! pgoutput (`proto_version 4`, `streaming on`, `messages true`) where the machine says (the
+//! queue's [`resume_lsn`](pgyard_delayq::DelayQueue::resume_lsn)), reads frames while the
+//! machine wants them, sleeps on tokio timers until its next deadline (wall time now is read
+//! here and passed in), sends what it queues, and publishes its [`Progress`].
+//!
 //! So while every transaction is held back for the delay, the slot's `confirmed_flush_lsn`
 //! and `restart_lsn` keep advancing and the publisher recycles its WAL. A status update goes
 //! out after every flush that moved the horizon, on every keepalive (at once when the server
 //! asks for a reply), and at least every [`FollowOptions::status_interval`].
 //!
-//! A broken connection is not the end: [`run`] reconnects with bounded exponential backoff
-//! ([`FollowOptions::reconnect_delay_min`] doubling up to
+//! A broken connection is not the end: [`run`] reconnects after the machine's bounded
+//! exponential backoff ([`FollowOptions::reconnect_delay_min`] doubling up to
 //! [`FollowOptions::reconnect_delay_max`]; back to the minimum once `START_REPLICATION` is
 //! accepted again), abandons the transactions still in progress, and starts again at the
 //! queue's resume LSN; whatever the publisher re-sends is dropped by the queue as a duplicate.
@@ -39,14 +45,13 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use bytes::BytesMut;
-use pgyard_delayq::{Accepted, Config, DelayQueue, Event, Flow, FsStorage, Inspection, Received};
-use pgyard_types::{Lsn, PgTimestamp, UnixTime};
+use pgyard_delayq::follow::{Failure, FollowConfig, FollowMachine};
+use pgyard_delayq::{Config, DelayQueue, FsStorage};
+use pgyard_types::UnixTime;
 use pgyard_wire::backend::BackendMessage;
 use pgyard_wire::error_fields::{SqlState, Verbosity};
-use pgyard_wire::pgoutput::{PgOutputDecoder, ProtoVersion};
-use pgyard_wire::replication::{
-    start_replication_pgoutput, PgOutputOptions, ReplicationMessage, StandbyStatusUpdate, Streaming,
-};
+use pgyard_wire::pgoutput::ProtoVersion;
+use pgyard_wire::replication::{start_replication_pgoutput, PgOutputOptions, Streaming};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -117,31 +122,23 @@ impl FollowOptions {
     }
 }
 
-/// Where a running [`run`] stands, published on a watch channel (see [`run_observed`]).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Progress {
-    /// The LSN the latest `START_REPLICATION` was sent with.
-    pub start_lsn: Lsn,
-    /// pgoutput messages received since [`run`] started (over every connection).
-    pub messages: u64,
-    /// Messages the queue dropped as already queued (re-sent after a restart).
-    pub duplicates: u64,
-    /// The `write` of the last status update sent.
-    pub reported_write: Lsn,
-    /// The `flush` (and `apply`) of the last status update sent.
-    pub reported_flush: Lsn,
-    /// Status updates sent.
-    pub status_updates: u64,
-    /// The queue's summary after the last flush point (only with [`FollowOptions::inspect`]
-    /// and while someone watches).
-    pub inspection: Option<Inspection>,
-    /// Connections that broke (or could not be made) and were tried again.
-    pub reconnects: u64,
-    /// Why the latest reconnect was needed.
-    pub last_error: Option<String>,
-    /// `START_REPLICATION` commands the server accepted.
-    pub sessions: u64,
+impl FollowOptions {
+    /// The follow machine's pacing, from these options.
+    pub fn machine_config(&self) -> FollowConfig {
+        FollowConfig {
+            flush_every: self.flush_every,
+            flush_interval: self.flush_interval,
+            status_interval: self.status_interval,
+            reconnect_delay_min: self.reconnect_delay_min,
+            reconnect_delay_max: self.reconnect_delay_max,
+            inspect: self.inspect,
+        }
+    }
 }
+
+/// Where a running [`run`] stands, published on a watch channel (see [`run_observed`]): the
+/// follow machine's own account.
+pub use pgyard_delayq::follow::Progress;
 
 /// Why following stopped.
 #[derive(Debug, thiserror::Error)]
@@ -171,6 +168,19 @@ pub enum FollowError {
     /// The server sent something the replication protocol does not allow here.
     #[error("replication protocol: {0}")]
     Protocol(String),
+    /// This adapter called the follow machine out of turn (a bug here, never the server's).
+    #[error("{0}")]
+    Misuse(String),
+}
+
+impl From<Failure> for FollowError {
+    fn from(f: Failure) -> Self {
+        match f {
+            Failure::Queue(e) => FollowError::Queue(e),
+            Failure::Protocol(p) => FollowError::Protocol(p),
+            Failure::Misuse(_) => FollowError::Misuse(f.to_string()),
+        }
+    }
 }
 
 impl FollowError {
@@ -192,7 +202,7 @@ impl FollowError {
             }
             FollowError::StreamEnded => true,
             FollowError::Queue(e) => e.is_retryable(),
-            FollowError::Dir(_) | FollowError::Protocol(_) => false,
+            FollowError::Dir(_) | FollowError::Protocol(_) | FollowError::Misuse(_) => false,
         }
     }
 }
@@ -248,53 +258,43 @@ pub async fn run_shared(
     stop: impl Future<Output = ()>,
     progress: &watch::Sender<Progress>,
 ) -> Result<Progress, FollowError> {
-    let mut state = Progress::default();
-    let mut backoff = options.reconnect_delay_min;
+    let mut m = FollowMachine::new(options.machine_config(), unix_now());
     let mut stop = std::pin::pin!(stop);
     loop {
-        let r = follow_once(options, queue, &mut state, stop.as_mut(), progress).await;
-        match r {
-            Ok(Some(done)) => return Ok(done),
-            // A stream that had started broke: the backoff starts afresh.
-            Ok(None) => backoff = options.reconnect_delay_min,
-            Err(e) if e.is_retryable() => {
-                // What arrived before the break is kept; the publisher re-sends the rest.
-                let flushed = lock(queue).flush();
-                match flushed {
-                    Ok(_) => {}
-                    Err(q) if q.is_retryable() => {}
-                    Err(q) => return Err(q.into()),
-                }
-                state.reconnects += 1;
-                state.last_error = Some(e.to_string().trim_end().to_owned());
-                progress.send_replace(state.clone());
-            }
-            Err(e) => return Err(e),
-        }
+        let e = match follow_once(options, queue, &mut m, stop.as_mut(), progress).await {
+            Ok(()) => return Ok(m.progress().clone()),
+            Err(e) => e,
+        };
+        let why = e.to_string();
+        let broken = m.handle_broken(&mut lock(queue), e.is_retryable(), &why);
+        publish(&mut m, progress);
+        let delay = match broken {
+            Ok(Some(delay)) => delay,
+            // Reconnecting cannot cure it.
+            Ok(None) => return Err(e),
+            // The machine had failed already: `e` is that failure (or a worse one).
+            Err(_) if !e.is_retryable() => return Err(e),
+            // Keeping what arrived failed for good.
+            Err(f) => return Err(f.into()),
+        };
         tokio::select! {
             biased;
-            () = stop.as_mut() => return Ok(state),
-            () = tokio::time::sleep(backoff) => {}
+            () = stop.as_mut() => return Ok(m.progress().clone()),
+            () = tokio::time::sleep(delay) => {}
         }
-        backoff = (backoff * 2).min(options.reconnect_delay_max);
     }
 }
 
-/// One connection: `Ok(Some(progress))` after `stop`, `Ok(None)` when a stream that had
-/// started broke for a retryable reason (already counted and flushed), `Err` otherwise.
+/// One connection: `Ok` once stopped (after the machine's last flush and status update and a
+/// clean goodbye), `Err` when it could not be made or broke.
 async fn follow_once(
     options: &FollowOptions,
     queue: &SharedQueue,
-    state: &mut Progress,
+    m: &mut FollowMachine,
     mut stop: std::pin::Pin<&mut impl Future<Output = ()>>,
     progress: &watch::Sender<Progress>,
-) -> Result<Option<Progress>, FollowError> {
-    let start = {
-        let mut q = lock(queue);
-        q.restart_stream(unix_now())?;
-        q.resume_lsn()
-    };
-
+) -> Result<(), FollowError> {
+    let start = m.start_session(&mut lock(queue), unix_now())?;
     // Over whatever the user's string says, as a later keyword would in libpq.
     let connect = options
         .connect
@@ -302,7 +302,10 @@ async fn follow_once(
         .set(pgyard_driver::Keyword::Replication, "database");
     let mut session = tokio::select! {
         biased;
-        () = stop.as_mut() => return Ok(Some(state.clone())),
+        () = stop.as_mut() => {
+            m.finish(&mut lock(queue), unix_now())?;
+            return Ok(());
+        }
         s = crate::connect_with(&options.conninfo, &connect) => s?,
     };
     let mut pgoutput =
@@ -314,41 +317,28 @@ async fn follow_once(
         .send_query(&start_replication_pgoutput(&options.slot, start, &pgoutput))
         .await?;
     expect_copy_both(&mut session).await?;
-    state.start_lsn = start;
-    state.sessions += 1;
-
+    m.handle_started(unix_now(), start)?;
+    publish(m, progress);
     let mut f = Follower {
         session,
         queue,
-        decoder: PgOutputDecoder::new(ProtoVersion::V4),
+        m,
         options,
         progress,
-        state: state.clone(),
-        since_flush: 0,
-        first_unflushed: None,
-        last_status: Instant::now(),
-        retry: None,
     };
-    f.publish();
-    let r = f.stream(stop).await;
-    match r {
-        Ok(()) => f.finish().await.map(Some),
-        Err(e) if e.is_retryable() => {
-            f.state.reconnects += 1;
-            f.state.last_error = Some(e.to_string().trim_end().to_owned());
-            *state = f.state.clone();
-            f.publish();
+    match f.stream(stop).await {
+        Ok(()) => f.finish().await,
+        Err(e) => {
             f.session.close().await;
-            // Keep what arrived; the publisher re-sends the rest.
-            let flushed = lock(f.queue).flush();
-            match flushed {
-                Ok(_) => {}
-                Err(q) if q.is_retryable() => {}
-                Err(q) => return Err(q.into()),
-            }
-            Ok(None)
+            Err(e)
         }
-        Err(e) => Err(e),
+    }
+}
+
+/// Publishes the machine's progress when it changed.
+fn publish(m: &mut FollowMachine, progress: &watch::Sender<Progress>) {
+    if let Some(p) = m.poll_progress() {
+        progress.send_replace(p.clone());
     }
 }
 
@@ -359,46 +349,31 @@ enum Wake {
     Timer,
 }
 
-/// One message the queue refused for now (full, or no space): retried before reading on. It
-/// keeps the frame it came in (the pgoutput message is the body's tail from `at`), so a
-/// large message is not copied to wait.
-struct Pending {
-    wal_lsn: Lsn,
-    end: Lsn,
-    body: Vec<u8>,
-    at: usize,
-    event: Event,
-}
-
-/// The loop's state.
-struct Follower<'o, 'q> {
+/// One connection's I/O around the machine.
+struct Follower<'a> {
     session: Session,
-    queue: &'q SharedQueue,
-    decoder: PgOutputDecoder,
-    options: &'o FollowOptions,
-    progress: &'o watch::Sender<Progress>,
-    state: Progress,
-    since_flush: u64,
-    first_unflushed: Option<Instant>,
-    last_status: Instant,
-    retry: Option<Pending>,
+    queue: &'a SharedQueue,
+    m: &'a mut FollowMachine,
+    options: &'a FollowOptions,
+    progress: &'a watch::Sender<Progress>,
 }
 
-impl Follower<'_, '_> {
-    /// Reads the stream until `stop` (`Ok`) or an error.
+impl Follower<'_> {
+    /// Reads the stream until `stop` (`Ok`) or an error. The queue's lock is taken for one
+    /// machine call at a time, never across a read, a send or a sleep.
     async fn stream(
         &mut self,
         mut stop: std::pin::Pin<&mut impl Future<Output = ()>>,
     ) -> Result<(), FollowError> {
-        let options = self.options;
         loop {
-            let status_due = self.last_status + options.status_interval;
-            let wake = match (self.first_unflushed, &self.retry) {
-                (_, Some(_)) => Instant::now() + options.flush_interval,
-                (Some(t), None) => (t + options.flush_interval).min(status_due),
-                (None, None) => status_due,
-            };
-            let reading = self.retry.is_none() && lock(self.queue).flow() == Flow::Read;
+            let watched = self.options.inspect && self.progress.receiver_count() > 0;
+            self.m.set_inspect(watched);
+            let reading = self.m.wants_read(&lock(self.queue));
+            let wake = deadline(
+                self.m
+                    .poll_timeout()
+                    .unwrap_or_else(|| later(unix_now(), self.options.status_interval)),
+            );
             let woke = tokio::select! {
                 biased;
                 () = stop.as_mut() => Wake::Stop,
@@ -407,27 +382,24 @@ impl Follower<'_, '_> {
             };
             match woke {
                 Wake::Stop => return Ok(()),
-                Wake::Frame(r) => {
-                    let frame = r?;
-                    if !self.on_frame(frame).await? {
-                        return Err(FollowError::StreamEnded);
-                    }
-                }
-                Wake::Timer => {}
+                Wake::Frame(r) => self.on_frame(r?)?,
+                Wake::Timer => self.m.handle_timeout(&mut lock(self.queue), unix_now())?,
             }
-            self.retry_pending()?;
-            self.maybe_flush().await?;
-            if Instant::now() >= self.last_status + options.status_interval {
-                self.send_status().await?;
-            }
+            self.transmit().await?;
+            publish(self.m, self.progress);
         }
     }
 
-    /// Handles one backend frame; `false` when the server ended the stream.
-    async fn on_frame(&mut self, frame: crate::RawFrame) -> Result<bool, FollowError> {
+    /// Hands a CopyData to the machine; the server's other messages are this adapter's.
+    fn on_frame(&mut self, frame: crate::RawFrame) -> Result<(), FollowError> {
         match frame.tag {
-            b'd' => {}
-            b'c' => return Ok(false),
+            b'd' => {
+                let now = unix_now();
+                Ok(self
+                    .m
+                    .handle_frame(&mut lock(self.queue), now, frame.body)?)
+            }
+            b'c' => Err(FollowError::StreamEnded),
             _ => {
                 match decode(&frame)? {
                     BackendMessage::ErrorResponse(e) => return Err(server_error(&e)),
@@ -438,153 +410,24 @@ impl Follower<'_, '_> {
                     // Notices (e.g. about the slot) are not the stream's business.
                     _ => {}
                 }
-                return Ok(true);
+                Ok(())
             }
-        }
-        let msg = ReplicationMessage::decode_from_server(&frame.body)
-            .map_err(|e| FollowError::Protocol(format!("replication message: {e}")))?;
-        match msg {
-            ReplicationMessage::XLogData(x) => {
-                let m = self.decoder.decode(x.data).map_err(|e| {
-                    FollowError::Protocol(format!("pgoutput message at {}: {e}", x.start))
-                })?;
-                let event = pgyard_delayq::pgoutput::event(&m);
-                self.state.messages += 1;
-                let (wal_lsn, end, at) = (x.start, x.end, frame.body.len() - x.data.len());
-                if !self.offer(wal_lsn, end, x.data, event)? {
-                    self.retry = Some(Pending {
-                        wal_lsn,
-                        end,
-                        body: frame.body,
-                        at,
-                        event,
-                    });
-                }
-            }
-            ReplicationMessage::PrimaryKeepalive(k) => {
-                lock(self.queue).note_received(k.wal_end);
-                if k.reply_requested || lock(self.queue).flush_lsn() > self.state.reported_flush {
-                    // Make what is received durable first, so the answer confirms it all.
-                    self.flush()?;
-                    self.send_status().await?;
-                }
-            }
-            // Client-side message types are refused by decode_from_server.
-            _ => {}
-        }
-        Ok(true)
-    }
-
-    /// Hands one message to the queue; `false` after a retryable refusal (the caller keeps it
-    /// for [`Self::retry_pending`]).
-    fn offer(
-        &mut self,
-        wal_lsn: Lsn,
-        end: Lsn,
-        payload: &[u8],
-        event: Event,
-    ) -> Result<bool, FollowError> {
-        let received = Received {
-            wal_lsn,
-            payload,
-            event,
-        };
-        let handled = lock(self.queue).handle(unix_now(), received);
-        match handled {
-            Ok(a) => {
-                if a == Accepted::Duplicate {
-                    self.state.duplicates += 1;
-                }
-                lock(self.queue).note_received(end);
-                self.since_flush += 1;
-                self.first_unflushed.get_or_insert_with(Instant::now);
-                Ok(true)
-            }
-            Err(e) if e.is_retryable() => Ok(false),
-            Err(e) => Err(e.into()),
         }
     }
 
-    fn retry_pending(&mut self) -> Result<(), FollowError> {
-        if let Some(p) = self.retry.take() {
-            let payload = p.body.get(p.at..).unwrap_or_default();
-            if !self.offer(p.wal_lsn, p.end, payload, p.event)? {
-                self.retry = Some(p);
-            }
+    /// Sends the status updates the machine queued.
+    async fn transmit(&mut self) -> Result<(), FollowError> {
+        while let Some(frame) = self.m.poll_transmit() {
+            self.session.send_frame(&frame).await?;
         }
         Ok(())
     }
 
-    /// A flush point when enough messages or enough time has gathered; reports a horizon
-    /// that moved.
-    async fn maybe_flush(&mut self) -> Result<(), FollowError> {
-        let Some(first) = self.first_unflushed else {
-            return Ok(());
-        };
-        if self.since_flush >= self.options.flush_every
-            || first.elapsed() >= self.options.flush_interval
-        {
-            self.flush()?;
-            if lock(self.queue).flush_lsn() > self.state.reported_flush {
-                self.send_status().await?;
-            }
-        }
-        Ok(())
-    }
-
-    fn flush(&mut self) -> Result<(), FollowError> {
-        let flushed = lock(self.queue).flush();
-        match flushed {
-            Ok(_) => {}
-            // No space: the records stay buffered and nothing newer is confirmed; retried at
-            // the next flush point.
-            Err(e) if e.is_retryable() => return Ok(()),
-            Err(e) => return Err(e.into()),
-        }
-        self.since_flush = 0;
-        self.first_unflushed = None;
-        if self.options.inspect && self.progress.receiver_count() > 0 {
-            self.state.inspection = Some(lock(self.queue).inspect());
-        }
-        Ok(())
-    }
-
-    /// Sends a standby status update: write = received, flush = apply = durable horizon.
-    async fn send_status(&mut self) -> Result<(), FollowError> {
-        let (flush, write) = {
-            let q = lock(self.queue);
-            (q.flush_lsn(), q.write_lsn())
-        };
-        let write = write.max(flush);
-        let msg = ReplicationMessage::StandbyStatusUpdate(StandbyStatusUpdate {
-            write,
-            flush,
-            apply: flush,
-            send_time: PgTimestamp::from_unix(unix_now()),
-            reply_requested: false,
-        });
-        let mut buf = BytesMut::new();
-        pgyard_wire::frontend::encode_copy_data(&msg.to_bytes(), &mut buf)
-            .map_err(|e| FollowError::Protocol(e.to_string()))?;
-        self.session.send_frame(&buf).await?;
-        self.last_status = Instant::now();
-        self.state.reported_write = write;
-        self.state.reported_flush = flush;
-        self.state.status_updates += 1;
-        self.publish();
-        Ok(())
-    }
-
-    fn publish(&self) {
-        self.progress.send_replace(self.state.clone());
-    }
-
-    /// The stop: a last flush and status update, CopyDone, and a clean goodbye (the server
-    /// answers CopyDone and ReadyForQuery; waited for at most 2 s).
-    async fn finish(mut self) -> Result<Progress, FollowError> {
-        self.retry_pending()?;
-        self.flush()?;
-        self.send_status().await?;
+    /// The stop: the machine's last flush and status update, CopyDone, and a clean goodbye
+    /// (the server answers CopyDone and ReadyForQuery; waited for at most 2 s).
+    async fn finish(mut self) -> Result<(), FollowError> {
+        self.m.finish(&mut lock(self.queue), unix_now())?;
+        self.transmit().await?;
         let mut buf = BytesMut::new();
         pgyard_wire::frontend::encode_copy_done(&mut buf);
         self.session.send_frame(&buf).await?;
@@ -601,13 +444,23 @@ impl Follower<'_, '_> {
             }
         };
         let _ = tokio::time::timeout(Duration::from_secs(2), drain).await;
-        if self.options.inspect && self.progress.receiver_count() > 0 {
-            self.state.inspection = Some(lock(self.queue).inspect());
-        }
-        self.publish();
+        publish(self.m, self.progress);
         self.session.close().await;
-        Ok(self.state)
+        Ok(())
     }
+}
+
+/// `t + d` in wall time.
+fn later(t: UnixTime, d: Duration) -> UnixTime {
+    UnixTime(t.0.saturating_add(i64::try_from(d.as_micros()).unwrap_or(i64::MAX)))
+}
+
+/// The tokio instant of a wall-time deadline (one already past is now). At most a day
+/// ahead: an instant too far ahead overflows, and a wall clock set forward is no reason to
+/// sleep for long (the machine reports at least every status interval anyway).
+fn deadline(at: UnixTime) -> Instant {
+    let ahead = u64::try_from(at.0.saturating_sub(unix_now().0)).unwrap_or(0);
+    Instant::now() + Duration::from_micros(ahead.min(86_400_000_000))
 }
 
 fn server_error(e: &pgyard_wire::error_fields::ErrorFields<'_>) -> FollowError {

@@ -295,7 +295,7 @@ pub struct ApplyMachine {
 
 /// Whether `interval` has passed since `since` (a clock that stepped back counts as passed,
 /// so a wall clock set back an hour cannot hold progress questions and purges back an hour).
-pub(super) fn elapsed(since: UnixTime, now: UnixTime, interval: Duration) -> bool {
+pub(crate) fn elapsed(since: UnixTime, now: UnixTime, interval: Duration) -> bool {
     let micros = i64::try_from(interval.as_micros()).unwrap_or(i64::MAX);
     now < since || now.0.saturating_sub(since.0) >= micros
 }

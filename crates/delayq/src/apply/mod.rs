@@ -33,6 +33,7 @@ use std::collections::BTreeMap;
 use pgyard_types::Lsn;
 use pgyard_wire::pgoutput::{PgOutputMessage, Relation, ReplicaIdentity, TupleData, TupleValue};
 
+pub(crate) use machine::elapsed;
 #[cfg(feature = "planted-bugs")]
 pub use machine::PlantedBug;
 pub use machine::{

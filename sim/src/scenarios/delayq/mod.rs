@@ -1,7 +1,9 @@
 //! `delayq`: the publisher model's stream (plain, streamed with savepoint aborts, two-phase,
-//! non-transactional messages) through a `DelayQueue` over a faulty `SimStorage`, with random
-//! flush points, standby status reports, reconnects, crashes (torn writes), fsync failures
-//! (poisoned → crash → reopen) and ENOSPC; applied at an advancing wall clock by
+//! non-transactional messages) through a `DelayQueue` over a faulty `SimStorage`, fed by
+//! `pgyard_delayq::follow::FollowMachine` (the follower the CLI drives: XLogData frames and
+//! keepalives in, flush points and standby status updates out at its own cadence, reconnect
+//! backoff), with broken connections, crashes (torn writes), fsync failures (poisoned → crash
+//! → reopen) and ENOSPC; applied at an advancing wall clock by
 //! `pgyard_delayq::apply::ApplyMachine` (the machine the CLI drives) against a model
 //! subscriber with asynchronous commit, which crashes, loses unflushed commits, may lack a
 //! table, and whose applier process is killed. Many seeds hold some prepared transactions
@@ -20,18 +22,19 @@ use std::collections::{BTreeSet, VecDeque};
 use std::time::Duration;
 
 use pgyard_delayq::apply::{ApplyConfig, ApplyControls, ApplyMachine};
-use pgyard_delayq::{Config, DelayQueue, Error, Flow, Received, SimFaults, SimStorage};
+use pgyard_delayq::follow::{FollowConfig, FollowMachine};
+use pgyard_delayq::{Config, DelayQueue, Error, SimFaults, SimStorage};
 use pgyard_types::{rng_from_seed, uniform_inclusive, Lsn, Rng, RngCore, UnixTime};
 
-use crate::planted::{ApplyBug, ScenarioBug};
+use crate::planted::{ApplyBug, FollowBug};
 use crate::publisher::{Fate, Publisher, Workload};
 use crate::{trace, Scenario, Trace, Violation};
 use apply::Ledger;
 use subscriber::SubServer;
-use text::LsnText;
 use walsender::{rel_of, Catalog, Walsender, RELATIONS};
 
 mod apply;
+mod follow;
 mod restart;
 mod subscriber;
 mod text;
@@ -63,8 +66,7 @@ struct Mix {
     skew_tolerance_ms: u64,
     tick_max_ms: u64,
     deliver_max: u64,
-    flush_percent: u64,
-    report_percent: u64,
+    follow: FollowMix,
     poll_percent: u64,
     crash_percent: u64,
     reconnect_percent: u64,
@@ -75,6 +77,37 @@ struct Mix {
     write_buffer: usize,
     budget_segments: Option<u64>,
     apply: ApplyMix,
+}
+
+/// The follow machine's pacing and the walsender's keepalives and connection faults.
+#[derive(Debug)]
+struct FollowMix {
+    flush_every: u64,
+    flush_interval_ms: u64,
+    status_interval_ms: u64,
+    reconnect_min_ms: u64,
+    reconnect_max_ms: u64,
+    /// Chance per step of a keepalive ...
+    keepalive_percent: u64,
+    /// ... and that it asks for a reply.
+    reply_percent: u64,
+    /// Chance that a reconnect attempt fails again.
+    connect_fail_percent: u64,
+}
+
+fn draw_follow_mix(rng: &mut Rng) -> FollowMix {
+    let pick = |rng: &mut Rng, max: u64| uniform_inclusive(rng, max);
+    let reconnect_min_ms = 1 + pick(rng, 200);
+    FollowMix {
+        flush_every: 1 + pick(rng, 15),
+        flush_interval_ms: pick(rng, 500),
+        status_interval_ms: 1 + pick(rng, 2000),
+        reconnect_min_ms,
+        reconnect_max_ms: reconnect_min_ms * (1 + pick(rng, 15)),
+        keepalive_percent: pick(rng, 60),
+        reply_percent: pick(rng, 100),
+        connect_fail_percent: pick(rng, 50),
+    }
 }
 
 /// The applier's pacing and the subscriber's faults.
@@ -149,8 +182,7 @@ fn draw_mix(rng: &mut Rng) -> Mix {
         },
         tick_max_ms: 1 + pick(rng, 400),
         deliver_max: 1 + pick(rng, 12),
-        flush_percent: pick(rng, 60),
-        report_percent: pick(rng, 60),
+        follow: draw_follow_mix(rng),
         poll_percent: 5 + pick(rng, 60),
         crash_percent: pick(rng, 8),
         reconnect_percent: pick(rng, 5),
@@ -180,9 +212,10 @@ struct Run<'a> {
     rng: &'a mut Rng,
     t: &'a mut Trace,
     mix: Mix,
-    bug: Option<ScenarioBug>,
     apply_bug: Option<ApplyBug>,
+    follow_bug: Option<FollowBug>,
     cfg: Config,
+    follow_cfg: FollowConfig,
     apply_cfg: ApplyConfig,
     faults: SimFaults,
     publ: Publisher,
@@ -190,6 +223,12 @@ struct Run<'a> {
     now: UnixTime,
     start: UnixTime,
     conn: VecDeque<usize>,
+    /// The follower process's machine (a new one after every restart).
+    follower: FollowMachine,
+    /// While the connection is down: when the follower tries again.
+    reconnect_at: Option<UnixTime>,
+    /// The highest LSN the walsender sent in this session (its keepalives' `walEnd`).
+    sent: Lsn,
     /// Highest flush LSN reported to the publisher (its slot's `confirmed_flush_lsn`).
     reported: Lsn,
     /// Highest flush LSN reported by the current queue incarnation.
@@ -214,13 +253,13 @@ fn fail(invariant: &'static str, detail: String) -> Violation {
     Violation { invariant, detail }
 }
 
-/// Runs one seed; `bug` plants a scenario bug (see [`ScenarioBug`]), `apply_bug` one of the
-/// apply machine (in every machine the run starts).
+/// Runs one seed; `apply_bug` plants a bug in every apply machine the run starts,
+/// `follow_bug` one in every follow machine.
 pub fn run_delayq(
     rng: &mut Rng,
     t: &mut Trace,
-    bug: Option<ScenarioBug>,
     apply_bug: Option<ApplyBug>,
+    follow_bug: Option<FollowBug>,
 ) -> Result<u64, Violation> {
     let mut mix = draw_mix(rng);
     draw_held(rng, &mut mix);
@@ -254,6 +293,15 @@ pub fn run_delayq(
         purge_interval: Duration::from_millis(a.purge_interval_ms),
         ..ApplyConfig::default()
     };
+    let f = &mix.follow;
+    let follow_cfg = FollowConfig {
+        flush_every: f.flush_every,
+        flush_interval: Duration::from_millis(f.flush_interval_ms),
+        status_interval: Duration::from_millis(f.status_interval_ms),
+        reconnect_delay_min: Duration::from_millis(f.reconnect_min_ms),
+        reconnect_delay_max: Duration::from_millis(f.reconnect_max_ms),
+        inspect: false,
+    };
     let mut sub = SubServer::default();
     sub.missing
         .extend(a.missing_table.map(|r| format!("\"public\".\"t{r}\"")));
@@ -266,10 +314,14 @@ pub fn run_delayq(
         rng,
         t,
         mix,
-        bug,
         apply_bug,
+        follow_bug,
         cfg,
         apply_cfg,
+        follower: FollowMachine::new(follow_cfg.clone(), start),
+        follow_cfg,
+        reconnect_at: None,
+        sent: Lsn(0),
         faults,
         publ,
         q: Some(q),
@@ -288,6 +340,20 @@ pub fn run_delayq(
         ddl_percent,
         wal: Walsender::new(),
     };
+    run.follower = follow::new_follower(&run, start);
+    let first = run.q().resume_lsn();
+    let started = run
+        .follower
+        .start_session(run.q.as_mut().expect("open"), start);
+    match started {
+        Ok(s) if s == first => run.started(s)?,
+        other => {
+            return Err(fail(
+                "open-empty",
+                format!("an empty queue resumes at {first}, the machine said {other:?}"),
+            ))
+        }
+    }
     run.safety()?;
     run.liveness()?;
     Ok(u64::try_from(run.now.0 - run.start.0).unwrap_or(0) * 1000)
@@ -310,13 +376,7 @@ impl Run<'_> {
             if self.roll(self.ddl_percent) {
                 self.ddl();
             }
-            self.deliver()?;
-            if self.roll(self.mix.flush_percent) {
-                self.flush()?;
-            }
-            if self.roll(self.mix.report_percent) {
-                self.report_status()?;
-            }
+            self.follow_step(None)?;
             if self.roll(self.mix.poll_percent) {
                 self.apply_step(false)?;
             }
@@ -326,7 +386,7 @@ impl Run<'_> {
                 self.restart(true)?;
             } else if self.roll(self.mix.reconnect_percent) {
                 trace!(self.t, "step {step}: reconnect");
-                self.reconnect()?;
+                self.break_connection("connection lost")?;
             }
             self.check_subscriber()?;
         }
@@ -384,16 +444,17 @@ impl Run<'_> {
         let new = self.publ.finish_all(self.rng, self.now);
         self.conn.extend(new);
         for round in 0..10_000u32 {
-            self.deliver()?;
-            self.flush()?;
-            self.report_status()?;
+            // The walsender asks for a reply: everything received is made durable.
+            self.follow_step(Some(true))?;
             if let Some(due) = self.q().next_due() {
                 self.now = self.now.max(due);
             }
             self.apply_step(true)?;
             self.check_subscriber()?;
             let idle = match (&self.app, &self.q) {
-                (Some(m), Some(q)) => m.wait(q) == pgyard_delayq::apply::Wait::Drained,
+                (Some(m), Some(q)) => {
+                    m.wait(q) == pgyard_delayq::apply::Wait::Drained && self.follower.wants_read(q)
+                }
                 _ => false,
             };
             if self.conn.is_empty() && self.wal.out.is_empty() && idle {
@@ -454,47 +515,7 @@ impl Run<'_> {
         Ok(())
     }
 
-    // ---- the stream ------------------------------------------------------------------------
-
-    fn deliver(&mut self) -> Result<(), Violation> {
-        for _ in 0..self.mix.deliver_max {
-            // A producer that honours Pause, as `follow` does: the queue must never pause
-            // (or refuse) for bytes that only reading on could free.
-            if self.q().flow() == Flow::Pause {
-                return Ok(());
-            }
-            if self.wal.out.is_empty() {
-                let Some(i) = self.conn.pop_front() else {
-                    return Ok(());
-                };
-                self.wal.send(i, &self.publ.log()[i], &self.catalog)?;
-            }
-            let Some((wal_lsn, event, payload)) = self.wal.out.front() else {
-                continue;
-            };
-            let (wal_lsn, event) = (*wal_lsn, *event);
-            let q = self.q.as_mut().expect("queue is open between steps");
-            let r = q.handle(
-                self.now,
-                Received {
-                    wal_lsn,
-                    payload,
-                    event,
-                },
-            );
-            match r {
-                Ok(_) => {
-                    self.wal.out.pop_front();
-                }
-                Err(e) if e.is_retryable() => {
-                    trace!(self.t, "handle {event:?}: {e} (retry later)");
-                    return Ok(());
-                }
-                Err(e) => return self.on_error("handle", e),
-            }
-        }
-        Ok(())
-    }
+    // ---- the stream (the follower is in `follow.rs`) ----------------------------------
 
     /// DDL between workload steps: a new definition of a relation, from the current WAL
     /// position on. A relation changed by an open transaction (streaming, or prepared) is
@@ -525,49 +546,5 @@ impl Run<'_> {
                 self.restart(true)
             }
         }
-    }
-
-    fn flush(&mut self) -> Result<(), Violation> {
-        match self.q().flush() {
-            Ok(lsn) => {
-                trace!(self.t, "flush -> {}", LsnText(lsn));
-                self.report(lsn)
-            }
-            Err(e) if e.is_retryable() => {
-                trace!(self.t, "flush: {e}");
-                Ok(())
-            }
-            Err(e) => self.on_error("flush", e),
-        }
-    }
-
-    /// A standby status update between flushes.
-    fn report_status(&mut self) -> Result<(), Violation> {
-        let lsn = self.q().flush_lsn();
-        self.report(lsn)
-    }
-
-    fn report(&mut self, lsn: Lsn) -> Result<(), Violation> {
-        let lsn = if self.bug == Some(ScenarioBug::ReportWriteAsFlush) {
-            self.q().write_lsn()
-        } else {
-            lsn
-        };
-        if lsn < self.reported_here {
-            // `flush_lsn()` falls back to the last flush point while a completed transaction
-            // waits for its fsync, below a receive position reported before it arrived.
-            // Harmless (the slot only moves forward), but it is recorded.
-            trace!(
-                self.t,
-                "flush LSN went back from {} to {lsn}",
-                self.reported_here
-            );
-        }
-        self.reported_here = self.reported_here.max(lsn);
-        if lsn > self.reported {
-            self.reported = lsn;
-            self.publ.confirm(lsn);
-        }
-        Ok(())
     }
 }

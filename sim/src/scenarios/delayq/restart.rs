@@ -1,11 +1,13 @@
-//! Purges, reconnects, and process restarts over the crashed disk, with the checks that
+//! Purges and process restarts over the crashed disk, with the checks that
 //! recovery kept everything it must.
 
 use std::collections::BTreeMap;
 
+use pgyard_delayq::follow::Failure;
 use pgyard_delayq::{DelayQueue, Error, SegmentInfo, SimFaults, SimStorage, Storage, TxnState};
 use pgyard_types::Lsn;
 
+use super::follow::new_follower;
 use super::{fail, Run};
 use crate::publisher::Fate;
 use crate::{trace, Violation};
@@ -75,36 +77,6 @@ impl Run<'_> {
             ));
         }
         Ok(())
-    }
-
-    pub(super) fn reconnect(&mut self) -> Result<(), Violation> {
-        let now = self.now;
-        match self.q().restart_stream(now) {
-            Ok(()) => {}
-            Err(e) if e.is_retryable() => {
-                trace!(self.t, "restart_stream: {e}");
-                return Ok(());
-            }
-            Err(e) => return self.on_error("restart_stream", e),
-        }
-        self.start_replication();
-        Ok(())
-    }
-
-    fn start_replication(&mut self) {
-        let resume = self.q().resume_lsn();
-        // The subscriber's origin as an apply worker reads it at start: durable.
-        let origin = self.sub.durable_origin();
-        let requested = resume.max(origin);
-        let (start, idx) = self.publ.resend_from(requested);
-        trace!(
-            self.t,
-            "START_REPLICATION {requested} (resume {resume}, origin {origin}) -> from {start}, {} messages",
-            idx.len()
-        );
-        self.conn = idx.into();
-        self.wal.new_session();
-        self.session += 1;
     }
 
     /// Process restart over the same disk (`crash`: after a power loss), recovery checks, and
@@ -256,14 +228,31 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// A new follower process over the reopened queue: what the subscriber's origin holds is
+    /// marked applied, and its machine's first session starts (`restart_stream` retried
+    /// while the queue is out of space).
     fn after_open(&mut self) -> Result<(), AfterOpen> {
         let origin = self.sub.durable_origin();
-        let now = self.now;
         self.retry(|q| q.skip_applied_through(origin).map(|_| ()))?;
-        self.retry(|q| q.restart_stream(now))?;
+        let now = self.now;
+        self.follower = new_follower(self, now);
+        self.reconnect_at = None;
         self.reported_here = Lsn(0);
-        self.start_replication();
-        Ok(())
+        for _ in 0..50 {
+            let q = self.q.as_mut().expect("queue is open between steps");
+            match self.follower.start_session(q, now) {
+                Ok(start) => return self.started(start).map_err(AfterOpen::Violation),
+                Err(f) if f.is_retryable() => continue,
+                Err(Failure::Queue(e)) => return Err(classify(e)),
+                Err(f) => {
+                    return Err(AfterOpen::Violation(fail(
+                        "queue-accepts-valid-stream",
+                        format!("after reopen: {f}"),
+                    )))
+                }
+            }
+        }
+        Err(AfterOpen::Fatal(Error::Misuse("still out of space".into())))
     }
 
     fn retry(
@@ -274,16 +263,21 @@ impl Run<'_> {
             match f(self.q()) {
                 Ok(()) => return Ok(()),
                 Err(e) if e.is_retryable() => continue,
-                Err(e @ (Error::Protocol(_) | Error::Misuse(_) | Error::Corrupt { .. })) => {
-                    return Err(AfterOpen::Violation(fail(
-                        "queue-accepts-valid-stream",
-                        format!("after reopen: {e}"),
-                    )))
-                }
-                Err(e) => return Err(AfterOpen::Fatal(e)),
+                Err(e) => return Err(classify(e)),
             }
         }
         Err(AfterOpen::Fatal(Error::Misuse("still out of space".into())))
+    }
+}
+
+/// A queue error after a reopen: the stream's or the engine's logic is a violation, a storage
+/// failure another restart.
+fn classify(e: Error) -> AfterOpen {
+    match e {
+        Error::Protocol(_) | Error::Misuse(_) | Error::Corrupt { .. } => AfterOpen::Violation(
+            fail("queue-accepts-valid-stream", format!("after reopen: {e}")),
+        ),
+        e => AfterOpen::Fatal(e),
     }
 }
 

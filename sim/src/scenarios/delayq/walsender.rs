@@ -8,8 +8,7 @@ use bytes::BytesMut;
 use pgyard_delayq::Event;
 use pgyard_types::{Lsn, PgTimestamp, Xid};
 use pgyard_wire::pgoutput::{
-    self as po, PgOutputDecoder, PgOutputMessage, ProtoVersion, RelationColumn, ReplicaIdentity,
-    Seq, TupleValue,
+    self as po, PgOutputMessage, RelationColumn, ReplicaIdentity, Seq, TupleValue,
 };
 
 use super::fail;
@@ -122,7 +121,6 @@ pub(super) fn column_type(rel: u32, v: u32, i: usize) -> u32 {
 /// shared by every session that sends them again.
 #[derive(Debug)]
 pub(super) struct Walsender {
-    decoder: PgOutputDecoder,
     block: Option<u32>,
     global: BTreeMap<u32, u32>,
     /// Per streamed transaction: (table, version, sequence number of the description).
@@ -130,8 +128,8 @@ pub(super) struct Walsender {
     /// Sequence number of the first change of each (transaction, subtransaction).
     first_change: BTreeMap<(u32, u32), u64>,
     seq: u64,
-    /// Encoded messages not yet taken by the queue: (`'w'` LSN, event, bytes).
-    pub(super) out: VecDeque<(Lsn, Event, Rc<[u8]>)>,
+    /// Encoded messages not yet taken by the follower: (`'w'` LSN, bytes).
+    pub(super) out: VecDeque<(Lsn, Rc<[u8]>)>,
     /// Reused encoding buffer: encoding into a fresh one grew it several times per message.
     scratch: BytesMut,
     /// The encoding of each log message sent so far, by log index (empty: not yet).
@@ -146,7 +144,6 @@ type Description = (Option<Rc<[u8]>>, Rc<[u8]>);
 impl Walsender {
     pub(super) fn new() -> Self {
         Walsender {
-            decoder: PgOutputDecoder::new(ProtoVersion::V4),
             block: None,
             global: BTreeMap::new(),
             streams: BTreeMap::new(),
@@ -206,7 +203,8 @@ impl Walsender {
                 b
             }
         };
-        self.emit(item.lsn, bytes)
+        self.emit(item.lsn, bytes);
+        Ok(())
     }
 
     /// The bytes of one log message.
@@ -433,10 +431,10 @@ impl Walsender {
             }
         };
         if let Some(y) = ty {
-            self.emit(lsn, y)?;
+            self.emit(lsn, y);
         }
         let at = self.seq;
-        self.emit(lsn, relation)?;
+        self.emit(lsn, relation);
         match top {
             Some(top) => self.streams.entry(top).or_default().push((rel, v, at)),
             None => {
@@ -487,20 +485,10 @@ impl Walsender {
         Ok((ty, r))
     }
 
-    /// Queues one encoded message, with the event the production path derives from its bytes.
-    fn emit(&mut self, lsn: Lsn, bytes: Rc<[u8]>) -> Result<(), Violation> {
-        let event = match self.decoder.decode(&bytes) {
-            Ok(m) => pgyard_delayq::pgoutput::event(&m),
-            Err(e) => {
-                return Err(fail(
-                    "queue-accepts-valid-stream",
-                    format!("the walsender model sent undecodable bytes {bytes:?}: {e}"),
-                ))
-            }
-        };
+    /// Queues one encoded message (the follow machine decodes it, as from a socket).
+    fn emit(&mut self, lsn: Lsn, bytes: Rc<[u8]>) {
         self.seq += 1;
-        self.out.push_back((lsn, event, bytes));
-        Ok(())
+        self.out.push_back((lsn, bytes));
     }
 }
 
