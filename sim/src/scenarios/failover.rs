@@ -16,7 +16,7 @@ use pgyard_types::{uniform_inclusive, Instant, Rng};
 use super::connect::{build_world, draw_mix, shuffle};
 use crate::world::net::NetMix;
 use crate::world::pg::{Flip, NodeState, Role, PASSWORD, USER};
-use crate::world::{Bug, ClientSpec, ClusterEvent, SpecText};
+use crate::world::{Bug, ClientSpec, ClusterEvent, SpecText, World};
 use crate::{trace, Scenario, Trace, Violation};
 
 /// The scenario.
@@ -127,6 +127,29 @@ pub fn run_failover(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Viola
         trace!(t, "client {i} {}", SpecText(&spec));
         w.add_client(spec, Instant(uniform_inclusive(rng, 20 * MS)));
     }
+    schedule_failover(&mut w, &fm, new_primary, crash, promoted);
+    w.schedule_liveness(Instant(promoted.0 + 500 * MS));
+    w.run(t, Instant(promoted.0 + 3_600_000 * MS))?;
+    trace!(
+        t,
+        "end t={} connected={} failed={} live_ok={}",
+        w.now.0,
+        w.stats.connected,
+        w.stats.failed,
+        w.stats.live_ok
+    );
+    Ok(w.now.0)
+}
+
+/// The failover's cluster events: the primary crashes (or shuts down, crashes and comes back
+/// as a standby), `new_primary` promotes, perhaps right after a login, perhaps in maintenance.
+fn schedule_failover(
+    w: &mut World,
+    fm: &FailoverMix,
+    new_primary: usize,
+    crash: Instant,
+    promoted: Instant,
+) {
     if fm.switchover {
         w.schedule(
             crash,
@@ -191,17 +214,6 @@ pub fn run_failover(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Viola
             state: NodeState::Primary,
         },
     );
-    w.schedule_liveness(Instant(promoted.0 + 500 * MS));
-    w.run(t, Instant(promoted.0 + 3_600_000 * MS))?;
-    trace!(
-        t,
-        "end t={} connected={} failed={} live_ok={}",
-        w.now.0,
-        w.stats.connected,
-        w.stats.failed,
-        w.stats.live_ok
-    );
-    Ok(w.now.0)
 }
 
 impl Scenario for FailoverScenario {
