@@ -156,6 +156,11 @@ mod registry {
             "tls-alpn-accepted-as-libpq",
         ),
         entry(
+            Connect(C::IgnoreDefaultReadOnly),
+            "connect",
+            "target-session-attrs-met",
+        ),
+        entry(
             Proxy(P::ReleaseInTransaction),
             "proxy",
             "transaction-on-one-server",

@@ -71,6 +71,7 @@ fn planted_connect_bugs_trip_the_connect_session_fuzzers_checks() {
         (PlantedBug::DropAttemptTimeout, "stalled"),
         (PlantedBug::TrustStaleParameterStatus, "would have served"),
         (PlantedBug::AcceptAnyAlpn, "libpq refuses"),
+        (PlantedBug::IgnoreDefaultReadOnly, "accepted"),
     ];
     let mut missed = Vec::new();
     for (bug, check) in bugs {

@@ -16,9 +16,12 @@
 //!   a direct connection (see `bench_proxy.rs`).
 //! - `cargo xtask bench-delayq [SCALE]`: a subscriber's catch-up, native logical replication
 //!   against `pgyard delayq run` (see `bench_delayq.rs`).
+//! - `cargo xtask mutants [CRATE…] [--sample N] [--jobs N]`: the mutation score of the
+//!   simulator and of each machine crate's pure tests on a fixed sample (see `mutants.rs`).
 
 mod bench_delayq;
 mod bench_proxy;
+mod mutants;
 
 /// A child process killed on drop (the benchmarks' servers and proxies).
 pub(crate) struct Running(pub std::process::Child);
@@ -65,7 +68,12 @@ commands:
   bench-delayq [SCALE]
                     catch-up of native logical replication and pgyard delayq run on the
                     same WAL: 100k×SCALE single-row inserts, 20 transactions of 50k×SCALE
-                    rows, 20k×SCALE pgbench TPC-B transactions (default SCALE 1)";
+                    rows, 20k×SCALE pgbench TPC-B transactions (default SCALE 1)
+  mutants [CRATE…] [--sample N] [--jobs N]
+                    cargo-mutants on connect, slotsync, delayq and proxy (or the CRATEs
+                    named): a fixed seeded sample of N mutants per crate (default 100),
+                    scored with `pgyard sim` alone and with the crate's pure tests; prints
+                    caught/missed/unviable/timeout and the score per crate (about an hour)";
 
 const FUZZ_SECONDS_DEFAULT: u64 = 60;
 
@@ -96,6 +104,7 @@ fn main() -> ExitCode {
                 "bench-delayq: SCALE must be a positive integer\n\n{USAGE}"
             )),
         },
+        Some("mutants") => mutants::run(&args[1..]),
         Some("help" | "--help" | "-h") => {
             println!("{USAGE}");
             Ok(())

@@ -134,3 +134,21 @@ fn accept_any_alpn() {
     assert!(!run(&mut mk(), ci, None));
     assert!(run(&mut mk(), ci, Some(PlantedBug::AcceptAnyAlpn)));
 }
+
+#[test]
+fn ignore_default_read_only() {
+    // A primary in maintenance first, a writable primary second: read-write must skip the
+    // first, and with the bug takes it.
+    let mk = || {
+        World::new()
+            .pg("127.0.0.1:6001", Pg::dtro_on())
+            .pg("127.0.0.2:6002", Pg::primary())
+    };
+    let ci = format!("{TWO} target_session_attrs=read-write sslmode=disable");
+    let est = connect(&mut mk(), &ci).expect("the writable primary");
+    assert_eq!(est.slot, 1);
+    let mut c = Connector::new(config(&ci), Instant::ZERO, 3)
+        .with_planted_bug(PlantedBug::IgnoreDefaultReadOnly);
+    let est = mk().run(&mut c).expect("the first server");
+    assert_eq!(est.slot, 0);
+}

@@ -1,5 +1,7 @@
 //! `connect`: a random cluster (primaries, standbys, nodes starting up or shutting down,
-//! crashed, full, old versions that report no role), random clients (every
+//! crashed, full, old versions that report no role, primaries in maintenance with
+//! `default_transaction_read_only = on`, roles that change right after a login, between the
+//! ParameterStatus and the check query), random clients (every
 //! `target_session_attrs`, load balancing, racing, `connect_timeout`, the failover budget)
 //! and a random fault mix. Safety: a client only ever connects to a listed server that met
 //! its `target_session_attrs` when it answered. Liveness: once faults stop, a client with a
@@ -15,7 +17,7 @@ use pgyard_types::{uniform_inclusive, Instant, Rng, RngCore};
 
 use crate::trace::{write_pieces, Piece};
 use crate::world::net::{Dns, Link, Net, NetMix, Partition};
-use crate::world::pg::{Node, NodeState, Role, PASSWORD, USER};
+use crate::world::pg::{Flip, Node, NodeState, Role, PASSWORD, USER};
 use crate::world::{Bug, ClientSpec, ClusterEvent, SpecText, World};
 use crate::{trace, trace_line, Scenario, Trace, Violation};
 
@@ -42,13 +44,17 @@ pub(crate) struct Mix {
     pub alpn_off_pct: u64,
     pub starting_pct: u64,
     pub safety_ms: u64,
+    /// How often a node runs with `default_transaction_read_only = on`.
+    pub read_only_pct: u64,
+    /// Role changes armed to land right after a login (0 for none).
+    pub flips: u64,
 }
 
 impl Mix {
     /// The text `#[derive(Debug)]` would print (the trace format is part of the replay
     /// contract), `prefix` first, as pieces for [`Trace::line`]: every seed traces it, and
     /// even one `write!` over twenty arguments was a visible share of a seed's cost.
-    fn pieces<'a>(&self, prefix: &'a str) -> [Piece<'a>; 42] {
+    fn pieces<'a>(&self, prefix: &'a str) -> [Piece<'a>; 46] {
         let n = &self.net;
         [
             Piece::Text(prefix),
@@ -92,6 +98,10 @@ impl Mix {
             Piece::from(self.starting_pct),
             Piece::Text(", safety_ms: "),
             Piece::from(self.safety_ms),
+            Piece::Text(", read_only_pct: "),
+            Piece::from(self.read_only_pct),
+            Piece::Text(", flips: "),
+            Piece::from(self.flips),
             Piece::Text(" }"),
         ]
     }
@@ -140,6 +150,12 @@ pub(crate) fn draw_mix(rng: &mut Rng) -> Mix {
         alpn_off_pct: pct(rng, 30, 60),
         starting_pct: pct(rng, 25, 50),
         safety_ms: 200 + uniform_inclusive(rng, 3000),
+        read_only_pct: pct(rng, 30, 100),
+        flips: if coin(rng, 40) {
+            1 + uniform_inclusive(rng, 2)
+        } else {
+            0
+        },
     }
 }
 
@@ -165,6 +181,7 @@ pub(crate) fn build_world(rng: &mut Rng, mix: &Mix, bug: Bug) -> World {
         if coin(rng, mix.starting_pct) {
             n.state = NodeState::StartingUp { then: role };
         }
+        n.read_only = coin(rng, mix.read_only_pct);
         nodes.push(n);
     }
     let mut names = BTreeMap::new();
@@ -425,6 +442,15 @@ pub(crate) fn schedule_faults(rng: &mut Rng, w: &mut World, mix: &Mix, t: &mut T
             Instant(t0.0 + uniform_inclusive(rng, safety)),
             ClusterEvent::Hang { node, hung: false },
         );
+    }
+    for _ in 0..mix.flips {
+        let node = uniform_inclusive(rng, n - 1) as usize;
+        let flip = match uniform_inclusive(rng, 2) {
+            0 if node > 0 => Flip::Promote,
+            0 | 1 => Flip::ReadOnly(true),
+            _ => Flip::ReadOnly(false),
+        };
+        w.schedule(at(rng), ClusterEvent::Flip { node, flip });
     }
     if mix.partition {
         let node = uniform_inclusive(rng, n - 1) as usize;

@@ -2,8 +2,10 @@
 //! or a switchover that shuts it down and brings it back as a standby); a standby is
 //! promoted after a delay plus its replication lag; clients notice and call `reset()`.
 //! With a failover wait budget that outlasts the promotion, the reset must land on the new
-//! primary; without one it may fail, and the client retries. Safety and liveness as in
-//! `connect`.
+//! primary; without one it may fail, and the client retries. The promotion may land right
+//! after a login (between its ParameterStatus and the check query), and the new primary may
+//! come up in maintenance (`default_transaction_read_only = on`) until right after a login
+//! once promoted. Safety and liveness as in `connect`.
 
 use std::time::Duration;
 
@@ -13,8 +15,8 @@ use pgyard_types::{uniform_inclusive, Instant, Rng};
 
 use super::connect::{build_world, draw_mix, shuffle};
 use crate::world::net::NetMix;
-use crate::world::pg::{NodeState, Role, PASSWORD, USER};
-use crate::world::{Bug, ClientSpec, ClusterEvent, SpecText};
+use crate::world::pg::{Flip, NodeState, Role, PASSWORD, USER};
+use crate::world::{Bug, ClientSpec, ClusterEvent, SpecText, World};
 use crate::{trace, Scenario, Trace, Violation};
 
 /// The scenario.
@@ -29,6 +31,10 @@ struct FailoverMix {
     promote_after_ms: u64,
     switchover: bool,
     budget_pct: u64,
+    /// The promotion lands right after the first login that follows its start.
+    promote_on_login: bool,
+    /// The new primary is read-only by default until right after a login once promoted.
+    maintenance: bool,
 }
 
 /// Runs one seed with an optional planted bug.
@@ -50,6 +56,8 @@ pub fn run_failover(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Viola
         promote_after_ms: 50 + uniform_inclusive(rng, 3000),
         switchover: uniform_inclusive(rng, 99) < 30,
         budget_pct: uniform_inclusive(rng, 100),
+        promote_on_login: uniform_inclusive(rng, 99) < 30,
+        maintenance: uniform_inclusive(rng, 99) < 20,
     };
     trace!(t, "mix {mix:?} {fm:?}");
     let mut w = build_world(rng, &mix, bug);
@@ -119,6 +127,29 @@ pub fn run_failover(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Viola
         trace!(t, "client {i} {}", SpecText(&spec));
         w.add_client(spec, Instant(uniform_inclusive(rng, 20 * MS)));
     }
+    schedule_failover(&mut w, &fm, new_primary, crash, promoted);
+    w.schedule_liveness(Instant(promoted.0 + 500 * MS));
+    w.run(t, Instant(promoted.0 + 3_600_000 * MS))?;
+    trace!(
+        t,
+        "end t={} connected={} failed={} live_ok={}",
+        w.now.0,
+        w.stats.connected,
+        w.stats.failed,
+        w.stats.live_ok
+    );
+    Ok(w.now.0)
+}
+
+/// The failover's cluster events: the primary crashes (or shuts down, crashes and comes back
+/// as a standby), `new_primary` promotes, perhaps right after a login, perhaps in maintenance.
+fn schedule_failover(
+    w: &mut World,
+    fm: &FailoverMix,
+    new_primary: usize,
+    crash: Instant,
+    promoted: Instant,
+) {
     if fm.switchover {
         w.schedule(
             crash,
@@ -147,13 +178,35 @@ pub fn run_failover(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Viola
     } else {
         w.schedule(crash, ClusterEvent::Crash(0));
     }
+    let promoting = Instant(crash.0 + fm.promote_after_ms * MS);
     w.schedule(
-        Instant(crash.0 + fm.promote_after_ms * MS),
+        promoting,
         ClusterEvent::Set {
             node: new_primary,
             state: NodeState::Promoting,
         },
     );
+    if fm.promote_on_login {
+        let flip = Flip::Promote;
+        w.schedule(
+            promoting,
+            ClusterEvent::Flip {
+                node: new_primary,
+                flip,
+            },
+        );
+    }
+    if fm.maintenance {
+        w.nodes[new_primary].read_only = true;
+        let flip = Flip::ReadOnly(false);
+        w.schedule(
+            promoted,
+            ClusterEvent::Flip {
+                node: new_primary,
+                flip,
+            },
+        );
+    }
     w.schedule(
         promoted,
         ClusterEvent::Set {
@@ -161,17 +214,6 @@ pub fn run_failover(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Viola
             state: NodeState::Primary,
         },
     );
-    w.schedule_liveness(Instant(promoted.0 + 500 * MS));
-    w.run(t, Instant(promoted.0 + 3_600_000 * MS))?;
-    trace!(
-        t,
-        "end t={} connected={} failed={} live_ok={}",
-        w.now.0,
-        w.stats.connected,
-        w.stats.failed,
-        w.stats.live_ok
-    );
-    Ok(w.now.0)
 }
 
 impl Scenario for FailoverScenario {

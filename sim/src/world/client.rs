@@ -131,6 +131,8 @@ impl World {
             // handshake: the liveness phase repairs it with the other faults.
             n.alpn = Some(b"postgresql");
             n.max_sessions = n.max_sessions.max(1000);
+            // A role change still armed would move a fitting server after the promise.
+            n.pending_flip = None;
             n.state = match n.state {
                 NodeState::StartingUp { then } => NodeState::from(then),
                 NodeState::Promoting => NodeState::Primary,
@@ -336,7 +338,7 @@ impl World {
         self.check_alpn(i, &est, id)?;
         let sock = self.socks.get(&id);
         let node = sock.map(|s| s.node);
-        let role = sock.and_then(|s| s.session.in_recovery_at_check);
+        let role = sock.and_then(|s| s.session.seen_at_check);
         let name = node.map_or("?", |n| self.nodes[n].name.as_str());
         trace_line!(
             t,
@@ -349,7 +351,9 @@ impl World {
             " to ",
             name,
             " in_recovery=",
-            debug_text(role)
+            debug_text(role.map(|r| r.in_recovery)),
+            " read_only=",
+            debug_text(role.map(|r| r.read_only))
         );
         self.check_won(i, &est, node, role)?;
         let c = &mut self.clients[i];

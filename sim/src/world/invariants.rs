@@ -16,7 +16,7 @@ use pgyard_types::Instant;
 use super::client::Stage;
 use super::drive::{Seen, SimCore};
 use super::net::addr_node;
-use super::pg::NodeState;
+use super::pg::{NodeState, RoleSeen};
 use super::{ClientSpec, SpecText, World};
 use crate::Violation;
 
@@ -228,14 +228,15 @@ impl World {
         ))
     }
 
-    /// The session won is on a listed server (`node`), whose recovery state when it answered
-    /// (`role`) fits `target_session_attrs`, and its attempt kept within `connect_timeout`.
+    /// The session won is on a listed server (`node`), whose role when it answered (`role`)
+    /// fits `target_session_attrs` as libpq judges it, and its attempt kept within
+    /// `connect_timeout`.
     pub(super) fn check_won(
         &self,
         i: usize,
         est: &Established,
         node: Option<usize>,
-        role: Option<bool>,
+        role: Option<RoleSeen>,
     ) -> CheckResult {
         let c = &self.clients[i];
         if !node.is_some_and(|n| self.is_listed(&c.spec, n)) {
@@ -250,7 +251,7 @@ impl World {
             return Err(violation(
                 "target-session-attrs-met",
                 format!(
-                    "client {i} ({}) accepted {name} whose in_recovery was {role:?} when it answered{}",
+                    "client {i} ({}) accepted {name} whose role was {role:?} when it answered{}",
                     SpecText(&c.spec),
                     attempts_text(c.core.as_ref())
                 ),
@@ -435,8 +436,8 @@ impl World {
     fn fitting_exists(&self, spec: &ClientSpec) -> bool {
         let tsa = spec.config.target_session_attrs();
         let fits = |n: usize| {
-            let st = self.nodes[n].state;
-            st.serving() && role_fits(tsa, Some(st.in_recovery()))
+            let node = &self.nodes[n];
+            node.state.serving() && role_fits(tsa, Some(node.seen()))
         };
         spec.hosts
             .iter()
@@ -494,12 +495,26 @@ impl World {
     }
 }
 
-/// Whether a server whose recovery state was `in_recovery` at the check fits `tsa`
-/// (prefer-* and `any` accept every server).
-fn role_fits(tsa: TargetSessionAttrs, in_recovery: Option<bool>) -> bool {
+/// Whether a server whose role was `seen` at the check fits `tsa` as libpq decides it:
+/// `read-write` wants `transaction_read_only` off and `read-only` on (so a primary with
+/// `default_transaction_read_only = on` is read-only), `primary` wants a server not in
+/// recovery and `standby` one in recovery, whatever its default; prefer-* and `any`
+/// accept every server.
+fn role_fits(tsa: TargetSessionAttrs, seen: Option<RoleSeen>) -> bool {
+    let Some(s) = seen else {
+        return !matches!(
+            tsa,
+            TargetSessionAttrs::ReadWrite
+                | TargetSessionAttrs::ReadOnly
+                | TargetSessionAttrs::Primary
+                | TargetSessionAttrs::Standby
+        );
+    };
     match tsa {
-        TargetSessionAttrs::ReadWrite | TargetSessionAttrs::Primary => in_recovery == Some(false),
-        TargetSessionAttrs::ReadOnly | TargetSessionAttrs::Standby => in_recovery == Some(true),
+        TargetSessionAttrs::ReadWrite => !s.transaction_read_only(),
+        TargetSessionAttrs::ReadOnly => s.transaction_read_only(),
+        TargetSessionAttrs::Primary => !s.in_recovery,
+        TargetSessionAttrs::Standby => s.in_recovery,
         _ => true,
     }
 }

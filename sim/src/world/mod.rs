@@ -30,7 +30,7 @@ use client::{AttemptSocks, Client, Mode, Stage};
 use drive::{Mail, Outbox, Seen};
 use invariants::{violation, Watch};
 use net::{Dns, Net};
-use pg::{Node, NodeState};
+use pg::{Flip, Node, NodeState};
 pub use queue::Queue;
 use sockets::{Delivery, SockTable};
 
@@ -86,6 +86,13 @@ pub enum ClusterEvent {
         /// Sessions it admits.
         max: u32,
     },
+    /// A role change is armed on the node: it lands right after its next login.
+    Flip {
+        /// The node.
+        node: usize,
+        /// The change.
+        flip: Flip,
+    },
 }
 
 impl ClusterEvent {
@@ -117,6 +124,13 @@ impl ClusterEvent {
                 node.into(),
                 text(", "),
                 max.into(),
+                text(")"),
+            ],
+            ClusterEvent::Flip { node, flip } => [
+                text("Flip("),
+                node.into(),
+                text(", "),
+                text(flip.text()),
                 text(")"),
             ],
         }
@@ -370,6 +384,7 @@ impl World {
             }
             ClusterEvent::Hang { node, hung } => self.nodes[node].hang = hung,
             ClusterEvent::Limit { node, max } => self.nodes[node].max_sessions = max,
+            ClusterEvent::Flip { node, flip } => self.nodes[node].pending_flip = Some(flip),
         }
     }
 }

@@ -1,7 +1,10 @@
 //! Simulated PostgreSQL nodes speaking the real protocol through pgyard-wire's server side:
 //! encryption requests, startup, trust/MD5/SCRAM authentication with real verifiers, the
 //! parameters a server reports, the two session-check queries, and the refusals a server
-//! gives while starting up, shutting down, or full.
+//! gives while starting up, shutting down, or full. A node may run with
+//! `default_transaction_read_only = on` (a primary in maintenance), and a role change may be
+//! armed to land right after a login, between the ParameterStatus the server sent and the
+//! check query the client asks next.
 
 use bytes::BytesMut;
 use pgyard_types::{Rng, RngCore};
@@ -100,6 +103,45 @@ impl NodeState {
     }
 }
 
+/// A role change armed to land right after the node's next login has sent its
+/// ParameterStatus and ReadyForQuery: the client's check query, if it asks one, already sees
+/// the new role.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flip {
+    /// A standby's (or promoting node's) promotion completes.
+    Promote,
+    /// `default_transaction_read_only` is set (on) or reset (off) and reloaded.
+    ReadOnly(bool),
+}
+
+impl Flip {
+    /// How traces print it.
+    pub fn text(self) -> &'static str {
+        match self {
+            Flip::Promote => "promote",
+            Flip::ReadOnly(true) => "read-only on",
+            Flip::ReadOnly(false) => "read-only off",
+        }
+    }
+}
+
+/// What a session's check reads of its server: the recovery state and
+/// `default_transaction_read_only` as they were when the server last sent ReadyForQuery.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RoleSeen {
+    /// `pg_is_in_recovery()` (a 14+ server reports it as `in_hot_standby`).
+    pub in_recovery: bool,
+    /// `default_transaction_read_only`: with recovery it makes `transaction_read_only`.
+    pub read_only: bool,
+}
+
+impl RoleSeen {
+    /// What `SHOW transaction_read_only` says: on in recovery or when read-only by default.
+    pub fn transaction_read_only(self) -> bool {
+        self.in_recovery || self.read_only
+    }
+}
+
 /// How a node authenticates.
 #[derive(Clone, Debug)]
 pub enum Auth {
@@ -131,6 +173,11 @@ pub struct Node {
     pub state: NodeState,
     /// Reports neither `in_hot_standby` nor `default_transaction_read_only` (pre-14).
     pub old_version: bool,
+    /// `default_transaction_read_only = on`: a primary so configured is read-only but still
+    /// a primary (libpq's `read-only` and `primary` both accept it).
+    pub read_only: bool,
+    /// A role change that lands right after the next login (see [`Flip`]).
+    pub pending_flip: Option<Flip>,
     /// Answers SSLRequest with `S` (and takes direct TLS).
     pub tls: bool,
     /// What its TLS handshakes select by ALPN: `postgresql` from PostgreSQL 17 on, nothing from
@@ -176,6 +223,8 @@ impl Node {
             name,
             state,
             old_version: false,
+            read_only: false,
+            pending_flip: None,
             tls: false,
             alpn: Some(b"postgresql"),
             auth,
@@ -189,6 +238,23 @@ impl Node {
         }
     }
 
+    /// The role a session's check would read now.
+    pub fn seen(&self) -> RoleSeen {
+        RoleSeen {
+            in_recovery: self.state.in_recovery(),
+            read_only: self.read_only,
+        }
+    }
+
+    /// Applies a role change (a promotion of a node that is not in recovery does nothing).
+    pub fn flip(&mut self, flip: Flip) {
+        match flip {
+            Flip::Promote if self.state.in_recovery() => self.state = NodeState::Primary,
+            Flip::Promote => {}
+            Flip::ReadOnly(on) => self.read_only = on,
+        }
+    }
+
     /// Short description for traces.
     pub fn describe(&self) -> impl std::fmt::Display + '_ {
         NodeText(self)
@@ -196,7 +262,7 @@ impl Node {
 
     /// The trace line of the node, `prefix` first, as pieces (the text of
     /// [`Node::describe`]).
-    pub fn describe_pieces<'a>(&'a self, prefix: &'a str) -> [Piece<'a>; 15] {
+    pub fn describe_pieces<'a>(&'a self, prefix: &'a str) -> [Piece<'a>; 17] {
         let auth = match self.auth {
             Auth::Trust => "trust",
             Auth::Md5(_) => "md5",
@@ -213,6 +279,8 @@ impl Node {
             Piece::from(self.tls),
             Piece::from(" old="),
             Piece::from(self.old_version),
+            Piece::from(" ro="),
+            Piece::from(self.read_only),
             Piece::from(" max="),
             Piece::from(self.max_sessions),
             Piece::from(" lag="),
@@ -237,9 +305,10 @@ pub struct Session {
     dec: FrameDecoder,
     phase: Phase,
     counted: bool,
-    /// Whether the node was in recovery when it last answered ReadyForQuery (the moment a
-    /// client's session check reads): `None` before the first.
-    pub in_recovery_at_check: Option<bool>,
+    /// The node's role when it last answered ReadyForQuery (the moment a client's session
+    /// check reads, from the login's ParameterStatus or from a check query): `None` before
+    /// the first.
+    pub seen_at_check: Option<RoleSeen>,
     /// The server sent 57P03.
     pub sent_cannot_connect_now: bool,
     /// Queries answered after startup.
@@ -270,7 +339,7 @@ impl Session {
             dec: FrameDecoder::frontend(Limits::postgres_server()),
             phase: Phase::Startup,
             counted: false,
-            in_recovery_at_check: None,
+            seen_at_check: None,
             sent_cannot_connect_now: false,
             queries: 0,
             notices: 0,
@@ -407,10 +476,11 @@ impl Session {
         self.queries += 1;
         let sql = body.strip_suffix(&[0]).unwrap_or(body);
         let recovery = node.state.in_recovery();
+        let read_only = node.seen().transaction_read_only();
         let (column, value, command): (&[u8], &[u8], &[u8]) = match sql {
             b"SHOW transaction_read_only" => (
                 b"transaction_read_only",
-                if recovery { b"on" } else { b"off" },
+                if read_only { b"on" } else { b"off" },
                 b"SHOW",
             ),
             b"SELECT pg_catalog.pg_is_in_recovery()" => (
@@ -440,7 +510,7 @@ impl Session {
     }
 
     fn ready(&mut self, node: &Node, out: &mut BytesMut) {
-        self.in_recovery_at_check = Some(node.state.in_recovery());
+        self.seen_at_check = Some(node.seen());
         encode_ready_for_query(TransactionStatus::Idle, out);
     }
 
@@ -460,7 +530,9 @@ impl Session {
             (b"client_encoding", b"UTF8"),
             (b"integer_datetimes", b"on"),
             (b"in_hot_standby", onoff(recovery)),
-            (b"default_transaction_read_only", onoff(recovery)),
+            // The setting itself: a standby reports off unless so configured, and libpq
+            // counts it read-only by `in_hot_standby` alone.
+            (b"default_transaction_read_only", onoff(node.read_only)),
         ];
         // Servers before 14 report neither of the last two.
         let reported = if node.old_version { 3 } else { 5 };
@@ -478,6 +550,9 @@ impl Session {
         });
         self.phase = Phase::Ready;
         self.ready(node, out);
+        if let Some(flip) = node.pending_flip.take() {
+            node.flip(flip);
+        }
     }
 }
 

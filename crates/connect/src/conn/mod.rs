@@ -154,6 +154,9 @@ pub(crate) struct Conn {
     /// Planted-bug switch: accept every server.
     #[cfg(feature = "planted-bugs")]
     pub ignore_check: bool,
+    /// Planted-bug switch: judge read-only by `in_hot_standby` alone.
+    #[cfg(feature = "planted-bugs")]
+    pub ignore_dtro: bool,
 }
 
 impl Conn {
@@ -190,6 +193,8 @@ impl Conn {
             leftover: Vec::new(),
             #[cfg(feature = "planted-bugs")]
             ignore_check: false,
+            #[cfg(feature = "planted-bugs")]
+            ignore_dtro: false,
         }
     }
 

@@ -152,6 +152,10 @@ impl Conn {
     }
 
     fn read_only_server(&self) -> bool {
+        #[cfg(feature = "planted-bugs")]
+        if self.ignore_dtro {
+            return self.in_hot_standby == Tri::Yes;
+        }
         self.dtro == Tri::Yes || self.in_hot_standby == Tri::Yes
     }
 

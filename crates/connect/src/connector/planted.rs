@@ -26,6 +26,9 @@ pub enum PlantedBug {
     StartupErrorNextAddress,
     /// Accept whatever the server selected by ALPN, or nothing, even for direct TLS.
     AcceptAnyAlpn,
+    /// Judge a server read-only by `in_hot_standby` alone, ignoring
+    /// `default_transaction_read_only` (a primary in maintenance passes as read-write).
+    IgnoreDefaultReadOnly,
 }
 
 impl Connector {
@@ -39,11 +42,12 @@ impl Connector {
         false
     }
 
-    /// The bugs that live in the connection: accepting every server, and the previous
-    /// connection's role state.
+    /// The bugs that live in the connection: accepting every server, ignoring
+    /// `default_transaction_read_only`, and the previous connection's role state.
     #[cfg(feature = "planted-bugs")]
     pub(super) fn plant_in_conn(&self, mut conn: crate::conn::Conn) -> crate::conn::Conn {
         conn.ignore_check = self.bug(PlantedBug::IgnoreTargetSessionAttrs);
+        conn.ignore_dtro = self.bug(PlantedBug::IgnoreDefaultReadOnly);
         if self.bug(PlantedBug::TrustStaleParameterStatus) {
             if let Some((h, d, v)) = self.stale_role {
                 conn.inherit_role_state(h, d, v);
