@@ -72,7 +72,8 @@ pub mod pgoutput;
 pub use fs::FsStorage;
 pub use model::{CommitKind, TxnState};
 pub use queue::{
-    DelayQueue, Flow, Inspection, ItemId, Ready, ReadyMessage, ReadyTxn, SegmentInfo, TxnInfo,
+    DelayQueue, Flow, Inspection, ItemId, Ready, ReadyMessage, ReadyTxn, SegmentInfo, TxnCursor,
+    TxnInfo, TxnPiece,
 };
 pub use recover::{verify, Recovery, TornTail};
 #[cfg(any(test, feature = "sim"))]
