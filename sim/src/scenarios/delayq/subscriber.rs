@@ -491,6 +491,67 @@ mod tests {
     }
 
     #[test]
+    fn a_transaction_in_pieces_commits_at_its_last_piece_and_a_refusal_drops_it() {
+        let piece = |steps, end, opens, closes| Plan {
+            opens,
+            closes,
+            ..plan(steps, end)
+        };
+        let mut s = SubServer::default();
+        s.connect();
+        s.send(Request::Batch(
+            BatchId(0),
+            piece(vec![insert("a")], 0x10, true, false),
+        ));
+        s.send(Request::Batch(
+            BatchId(1),
+            piece(vec![insert("b")], 0x10, false, true),
+        ));
+        assert!(matches!(s.run_next(), Some(Ran::Nothing)));
+        assert!(s.log.is_empty(), "nothing is visible before the COMMIT");
+        let Some(Ran::Committed { inserted, to, .. }) = s.run_next() else {
+            panic!("committed")
+        };
+        assert_eq!((inserted.len(), to), (2, Lsn(0x10)));
+        assert_eq!(s.log, vec![b"a".to_vec(), b"b".to_vec()]);
+        assert_eq!(s.read_reply(), Some(Reply::Committed(BatchId(0))));
+        assert_eq!(s.read_reply(), Some(Reply::Committed(BatchId(1))));
+
+        // A piece refused: what the earlier pieces staged is gone with the ROLLBACK.
+        s.missing.insert("\"public\".\"t0\"".into());
+        s.send(Request::Batch(
+            BatchId(2),
+            piece(Vec::new(), 0x20, true, false),
+        ));
+        s.send(Request::Batch(
+            BatchId(3),
+            piece(vec![insert("c")], 0x20, false, true),
+        ));
+        s.send(Request::Rollback(Lsn(0x10)));
+        while s.run_next().is_some() {}
+        assert_eq!(s.read_reply(), Some(Reply::Committed(BatchId(2))));
+        assert!(matches!(
+            s.read_reply(),
+            Some(Reply::Refused(BatchId(3), _))
+        ));
+        assert_eq!((s.origin, s.log.len()), (Lsn(0x10), 2));
+
+        // A piece with no open transaction is refused, not run on its own.
+        s.missing.clear();
+        s.send(Request::Batch(
+            BatchId(4),
+            piece(vec![insert("d")], 0x30, false, true),
+        ));
+        s.run_next();
+        let refused = s.read_reply();
+        assert!(
+            matches!(&refused, Some(Reply::Refused(BatchId(4), t)) if t.contains("outside")),
+            "{refused:?}"
+        );
+        assert_eq!((s.origin, s.log.len()), (Lsn(0x10), 2));
+    }
+
+    #[test]
     fn copy_data_comes_back_as_rows() {
         let mut s = SubServer::default();
         s.connect();
