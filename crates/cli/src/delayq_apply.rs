@@ -50,6 +50,11 @@ pub struct ApplyArgs {
     /// (`2026-12-01 18:00:00`), then stop.
     #[arg(long, value_parser = parse_until)]
     pub until: Option<Until>,
+    /// Advanced: a transaction is read out of the queue and sent in pieces of at most this
+    /// many bytes of pgoutput messages, one subscriber transaction (memory stays bounded by
+    /// a few pieces however large a transaction is). Default 1 MiB.
+    #[arg(long, hide = true, default_value_t = pgyard_delayq::apply::ApplyConfig::default().piece_bytes)]
+    pub piece_bytes: usize,
 }
 
 /// Why applying stopped.
@@ -188,17 +193,22 @@ impl Subscriber {
     /// in flight; see [`Plan`] for why that is safe): `BEGIN` as a simple query; runs of
     /// statements as Bind/Execute of statements prepared on this session (Parse first where
     /// one is new) up to a Sync; each COPY as a simple query with its data and CopyDone
-    /// right behind it; then the progress with COMMIT as one simple query.
+    /// right behind it; then the progress with COMMIT as one simple query. A piece of a
+    /// larger transaction leaves out the `BEGIN` or the COMMIT as [`Plan`] says.
     pub fn send(&mut self, plan: &Plan) -> Result<PendingBatch, ApplyFailure> {
         let mut buf = BytesMut::with_capacity(plan.bytes() + 64 * plan.steps.len());
-        let begin = if self.prepared.len() > PREPARED_MAX {
-            self.prepared.clear();
-            format!("DEALLOCATE ALL; {}", Plan::BEGIN)
-        } else {
-            Plan::BEGIN.to_owned()
-        };
-        fe::encode_query(begin.as_bytes(), &mut buf).map_err(encode_failure)?;
-        let mut replies = 1;
+        let mut replies = 0;
+        // A later piece of a transaction sent in pieces continues the open one.
+        if plan.opens {
+            let begin = if self.prepared.len() > PREPARED_MAX {
+                self.prepared.clear();
+                format!("DEALLOCATE ALL; {}", Plan::BEGIN)
+            } else {
+                Plan::BEGIN.to_owned()
+            };
+            fe::encode_query(begin.as_bytes(), &mut buf).map_err(encode_failure)?;
+            replies += 1;
+        }
         let mut extended = false;
         for step in &plan.steps {
             match step {
@@ -225,8 +235,10 @@ impl Subscriber {
             fe::encode_sync(&mut buf);
             replies += 1;
         }
-        fe::encode_query(plan.commit_sql().as_bytes(), &mut buf).map_err(encode_failure)?;
-        replies += 1;
+        if plan.closes {
+            fe::encode_query(plan.commit_sql().as_bytes(), &mut buf).map_err(encode_failure)?;
+            replies += 1;
+        }
         let replies = self.session.send_pipeline(&buf, replies).map_err(refused)?;
         Ok(PendingBatch(replies))
     }
@@ -401,6 +413,7 @@ pub fn run(args: ApplyArgs) -> ExitCode {
     let controls = Controls {
         dir: args.dir.clone(),
         until: args.until,
+        piece_bytes: args.piece_bytes,
     };
     match apply_loop(&queue, &mut sub, None, &controls) {
         Ok(done) => {

@@ -29,6 +29,8 @@ pub struct Controls {
     pub dir: PathBuf,
     /// Apply only what committed before this, then hold.
     pub until: Option<Until>,
+    /// See [`ApplyConfig::piece_bytes`].
+    pub piece_bytes: usize,
 }
 
 /// A request sent to the subscriber whose reply is still to be read, in the order sent.
@@ -99,7 +101,10 @@ pub fn apply_loop(
     let machine = ApplyMachine::new(
         &mut lock(queue),
         sub.progress,
-        ApplyConfig::default(),
+        ApplyConfig {
+            piece_bytes: controls.piece_bytes,
+            ..ApplyConfig::default()
+        },
         steer,
         unix_now(),
     )

@@ -51,6 +51,11 @@ pub struct RunArgs {
     /// following).
     #[arg(long, value_parser = crate::delayq_control::parse_until)]
     pub until: Option<crate::delayq_control::Until>,
+    /// Advanced: a transaction is read out of the queue and sent in pieces of at most this
+    /// many bytes of pgoutput messages, one subscriber transaction (memory stays bounded by
+    /// a few pieces however large a transaction is). Default 1 MiB.
+    #[arg(long, hide = true, default_value_t = pgyard_delayq::apply::ApplyConfig::default().piece_bytes)]
+    pub piece_bytes: usize,
 }
 
 /// Connects to the subscriber again, waiting 100 ms doubling up to 10 s between attempts,
@@ -126,6 +131,7 @@ pub fn run(args: RunArgs) -> ExitCode {
         let controls = Controls {
             dir: args.dir.clone(),
             until: args.until,
+            piece_bytes: args.piece_bytes,
         };
         let (subscriber, origin) = (args.subscriber.clone(), args.origin.clone());
         std::thread::spawn(move || loop {

@@ -1,7 +1,9 @@
 //! A change larger than a queue segment, end to end on real PostgreSQL 18 servers: one row
 //! with a 100 MB text value goes publisher → `pgyard delayq follow` → queue → `pgyard delayq
 //! apply` → subscriber, and so does an update of another column of that row, which leaves the
-//! TOASTed value unchanged (pgoutput sends it as `u`).
+//! TOASTed value unchanged (pgoutput sends it as `u`). And one transaction of 200,000 rows
+//! applied with a small piece bound (`--piece-bytes`): read out of the queue and sent in
+//! pieces, one subscriber transaction.
 
 mod common;
 
@@ -18,14 +20,22 @@ const BIG_ROW: &str = "insert into big select 1, string_agg(md5(g::text), '' ord
                        from generate_series(1, 3200000) g";
 
 fn rig() -> Rig {
-    let publisher = Primary::start(Options::default()).expect("publisher");
-    let subscriber = Primary::start(Options::default()).expect("subscriber");
     let schema = "create table big(id int primary key, v text, n int); \
                   alter table big alter column v set storage external";
+    rig_with(schema, "big", "row")
+}
+
+/// Two servers with `schema` on both, the publication `pub` of `table` and the slot.
+fn rig_with(schema: &str, table: &str, name: &str) -> Rig {
+    let publisher = Primary::start(Options::default()).expect("publisher");
+    let subscriber = Primary::start(Options::default()).expect("subscriber");
     q(&publisher, schema);
     q(&subscriber, schema);
-    q(&publisher, "create publication pub for table big");
-    let rig = Rig::with(publisher, subscriber, "large", "row");
+    q(
+        &publisher,
+        &format!("create publication pub for table {table}"),
+    );
+    let rig = Rig::with(publisher, subscriber, "large", name);
     rig.create_slot();
     rig
 }
@@ -115,4 +125,61 @@ fn a_100_mb_value_arrives_equal_and_so_does_an_update_leaving_it_alone() {
          applied and checked at {:?}",
         started.elapsed()
     );
+}
+
+/// Count and digest of the many-rows table, in key order.
+fn many(node: &pgyard_testkit::cluster::Node) -> String {
+    q(
+        node,
+        "select count(*) || ':' || md5(string_agg(id || '=' || v, ',' order by id)) from many",
+    )
+}
+
+#[test]
+fn a_transaction_of_200000_rows_is_applied_in_small_pieces_as_one_transaction() {
+    let rig = rig_with(
+        "create table many(id int primary key, v text)",
+        "many",
+        "rows",
+    );
+    q(
+        &rig.publisher,
+        "insert into many select g, md5(g::text) || repeat('x', g % 50) \
+         from generate_series(1, 200000) g",
+    );
+    let want = many(&rig.publisher);
+    assert!(want.starts_with("200000:"), "{want}");
+    follow_to_end(&rig);
+    // Pieces of 64 KiB: the transaction (tens of MB of messages) goes in hundreds of them.
+    let out = Command::new(env!("CARGO_BIN_EXE_pgyard"))
+        .args(["delayq", "apply", "--piece-bytes", "65536"])
+        .arg(&rig.dir)
+        .args(["--subscriber", &rig.subscriber.conninfo()])
+        .output()
+        .expect("pgyard delayq apply");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("applied 1 transactions (200000 rows)"),
+        "{stdout}"
+    );
+    assert_eq!(many(&rig.subscriber), want);
+    // Applied and acknowledged: the subscriber's origin is past it and a second run has
+    // nothing to do.
+    let again = Command::new(env!("CARGO_BIN_EXE_pgyard"))
+        .args(["delayq", "apply", "--piece-bytes", "65536"])
+        .arg(&rig.dir)
+        .args(["--subscriber", &rig.subscriber.conninfo()])
+        .output()
+        .expect("pgyard delayq apply");
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    assert!(
+        again.status.success() && stdout.contains("applied 0 transactions"),
+        "{stdout}"
+    );
+    assert_eq!(many(&rig.subscriber), want);
 }

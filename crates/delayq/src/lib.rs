@@ -9,7 +9,9 @@
 //!
 //! Driving it: feed every pgoutput message with [`DelayQueue::handle`], call
 //! [`DelayQueue::flush`] at flush points and report [`DelayQueue::flush_lsn`] to the publisher;
-//! pull due work with [`DelayQueue::poll_ready`], apply it, then [`DelayQueue::mark_applied`];
+//! pull due work with [`DelayQueue::poll_ready`] (or, to read a large transaction in bounded
+//! pieces, [`DelayQueue::poll_ready_bounded`] and [`DelayQueue::read_more`]), apply it, then
+//! [`DelayQueue::mark_applied`];
 //! call [`DelayQueue::purge`] now and then; on every (re)connect call
 //! [`DelayQueue::restart_stream`] and start replication at [`DelayQueue::resume_lsn`].
 //!
@@ -75,7 +77,8 @@ pub mod pgoutput;
 pub use fs::FsStorage;
 pub use model::{CommitKind, TxnState};
 pub use queue::{
-    DelayQueue, Flow, Inspection, ItemId, Ready, ReadyMessage, ReadyTxn, SegmentInfo, TxnInfo,
+    DelayQueue, Flow, Inspection, ItemId, Ready, ReadyMessage, ReadyTxn, SegmentInfo, TxnCursor,
+    TxnInfo, TxnPiece,
 };
 pub use recover::{verify, Recovery, TornTail};
 #[cfg(any(test, feature = "sim"))]

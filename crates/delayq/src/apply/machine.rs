@@ -32,8 +32,10 @@ use std::time::Duration;
 
 use pgyard_types::{Lsn, PgTimestamp, UnixTime};
 
-use super::{Applier, ApplyError, Batch, Plan};
-use crate::{DelayQueue, Error, ItemId, Ready, ReadyMessage, Storage};
+use super::{Applier, ApplyError, Plan};
+use crate::{DelayQueue, Error, ItemId, ReadyMessage, Storage, TxnCursor};
+
+mod send;
 
 /// How an [`ApplyMachine`] paces its work. The defaults are what `pgyard delayq apply` uses.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,6 +49,10 @@ pub struct ApplyConfig {
     pub batch_txns: usize,
     /// ... and bytes of change SQL in one batch before it is closed.
     pub batch_bytes: usize,
+    /// A transaction is read out of the queue in pieces of this many bytes of messages at
+    /// most (a larger message alone), each sent as a part of one subscriber transaction: with
+    /// `bytes_in_flight`, what bounds the memory a large transaction takes.
+    pub piece_bytes: usize,
     /// The durable progress is asked for after this many transactions were sent ...
     pub progress_every: usize,
     /// ... or this long after the last question (and whenever nothing else is in flight).
@@ -62,6 +68,7 @@ impl Default for ApplyConfig {
             bytes_in_flight: 4 << 20,
             batch_txns: 32,
             batch_bytes: 1 << 20,
+            piece_bytes: 1 << 20,
             progress_every: 256,
             progress_interval: Duration::from_millis(100),
             purge_interval: Duration::from_secs(1),
@@ -106,9 +113,11 @@ pub struct BatchId(pub u64);
 /// I/O the adapter performs for the machine, in the order polled.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
-    /// Send `plan` as one subscriber transaction ([`Plan::BEGIN`], its steps,
-    /// [`Plan::commit_sql`]) without waiting for the reply; hand the outcome to
-    /// [`ApplyMachine::handle_committed`] or [`ApplyMachine::handle_refused`].
+    /// Send `plan` — [`Plan::BEGIN`] if it [opens](Plan::opens), its steps,
+    /// [`Plan::commit_sql`] if it [closes](Plan::closes) — without waiting for the reply;
+    /// hand the outcome to [`ApplyMachine::handle_committed`] or
+    /// [`ApplyMachine::handle_refused`]. A transaction larger than
+    /// [`ApplyConfig::piece_bytes`] comes as several plans, one subscriber transaction.
     Send {
         /// The batch's name.
         id: BatchId,
@@ -229,6 +238,8 @@ type Bug = Option<std::convert::Infallible>;
 enum Needs {
     /// Its batch's COMMIT (by batch number).
     Commit(u64),
+    /// The last piece of its subscriber transaction to be sent (then its COMMIT).
+    Sending,
     /// The durable progress to reach this end LSN.
     Durable(Lsn),
     /// Nothing: a message or a skipped transaction.
@@ -254,10 +265,26 @@ enum InFlight {
         first: Lsn,
         last: Lsn,
         end: Lsn,
+        /// Whether it ends its subscriber transaction (else a piece of a larger one).
+        closes: bool,
         txns: usize,
         bytes: usize,
     },
     Progress,
+}
+
+/// The subscriber transaction still open for the pieces of a transaction handed out in
+/// pieces.
+#[derive(Clone, Debug)]
+struct OpenTxn {
+    /// Where its next piece is read.
+    cursor: TxnCursor,
+    /// The commit LSN of the first transaction in the subscriber transaction ...
+    first: Lsn,
+    /// ... of the last one (the one in pieces) ...
+    last: Lsn,
+    /// ... and how many.
+    txns: usize,
 }
 
 /// The apply machine (see the module documentation).
@@ -271,6 +298,8 @@ pub struct ApplyMachine {
     bytes_in_flight: usize,
     next_batch: u64,
     waiting: VecDeque<Waiting>,
+    /// A transaction is being sent in pieces: nothing else is sent until its last one.
+    open: Option<OpenTxn>,
     /// The origin's durable progress, as last answered.
     flushed: Lsn,
     /// The origin's progress after the last batch that committed.
@@ -324,6 +353,7 @@ impl ApplyMachine {
             bytes_in_flight: 0,
             next_batch: 0,
             waiting: VecDeque::new(),
+            open: None,
             flushed: origin,
             committed: origin,
             asking: false,
@@ -398,7 +428,15 @@ impl ApplyMachine {
         }
         // Retries an acknowledgement that found the queue out of space.
         self.acknowledge(q)?;
-        if self.may_send() {
+        if self.open.is_some() {
+            // A subscriber transaction left half sent holds its locks and leaves the rest
+            // waiting: its pieces go on even when paused or stopping.
+            if self.may_continue() {
+                if let Some(command) = self.next_piece(q) {
+                    return Ok(Some(command));
+                }
+            }
+        } else if self.may_send() {
             let sent = self.next_batch(q, now);
             // Messages and skipped transactions handed out on the way may be due now.
             self.acknowledge(q)?;
@@ -408,7 +446,12 @@ impl ApplyMachine {
         }
         let due = self.sent_since_asked >= self.config.progress_every
             || elapsed(self.asked_at, now, self.config.progress_interval);
-        if self.committed > self.flushed && !self.asking && (due || self.pipe.is_empty()) {
+        // Not in the middle of an open subscriber transaction: the question would run in it.
+        if self.committed > self.flushed
+            && !self.asking
+            && self.open.is_none()
+            && (due || self.pipe.is_empty())
+        {
             return Ok(Some(self.ask(now)));
         }
         if self.pipe.is_empty() {
@@ -447,15 +490,19 @@ impl ApplyMachine {
         }
     }
 
-    /// The oldest batch in flight committed on the subscriber (with its origin progress).
+    /// The oldest batch in flight committed on the subscriber (with its origin progress);
+    /// for a piece that does not close its subscriber transaction ([`Plan::closes`]), ran
+    /// without error.
     pub fn handle_committed<S: Storage>(
         &mut self,
         q: &mut DelayQueue<S>,
         id: BatchId,
         now: UnixTime,
     ) -> Result<(), Failure> {
-        let (_, _, end, _) = self.pop_batch(id)?;
-        self.committed = self.committed.max(end);
+        let (_, _, end, _, closes) = self.pop_batch(id)?;
+        if closes {
+            self.committed = self.committed.max(end);
+        }
         for w in &mut self.waiting {
             if w.needs == Needs::Commit(id.0) {
                 w.needs = Needs::Durable(end);
@@ -470,17 +517,17 @@ impl ApplyMachine {
     /// batch of several transactions is applied again one at a time through its last one, so
     /// that what precedes the culprit is applied and the error names the culprit alone.
     pub fn handle_refused(&mut self, id: BatchId, text: String) -> Result<(), Failure> {
-        let (first, last, _, txns) = self.pop_batch(id)?;
+        let (first, last, _, txns, _) = self.pop_batch(id)?;
         self.pipe.clear();
+        // A transaction sent in pieces is rolled back whole, and handed out again whole.
+        self.open = None;
         self.batches_in_flight = 0;
         self.bytes_in_flight = 0;
         self.asking = false;
         // What was handed out from this batch on goes back to the queue (handed out again).
-        if let Some(at) = self
-            .waiting
-            .iter()
-            .position(|w| matches!(w.needs, Needs::Commit(b) if b >= id.0))
-        {
+        if let Some(at) = self.waiting.iter().position(|w| {
+            matches!(w.needs, Needs::Commit(b) if b >= id.0) || w.needs == Needs::Sending
+        }) {
             self.waiting.truncate(at);
         }
         self.rollback = Some(self.committed);
@@ -534,6 +581,13 @@ impl ApplyMachine {
             && self.bytes_in_flight < self.config.bytes_in_flight
     }
 
+    /// Whether the next piece of the open subscriber transaction may be sent.
+    fn may_continue(&self) -> bool {
+        self.failed.is_none()
+            && self.batches_in_flight < self.config.depth
+            && self.bytes_in_flight < self.config.bytes_in_flight
+    }
+
     fn ask(&mut self, now: UnixTime) -> Command {
         self.pipe.push_back(InFlight::Progress);
         self.asking = true;
@@ -549,21 +603,22 @@ impl ApplyMachine {
     }
 
     /// Takes the oldest request in flight, which must be batch `id`: its first and last
-    /// commit LSN, end LSN and transaction count.
-    fn pop_batch(&mut self, id: BatchId) -> Result<(Lsn, Lsn, Lsn, usize), Failure> {
+    /// commit LSN, end LSN, transaction count and whether it closes its transaction.
+    fn pop_batch(&mut self, id: BatchId) -> Result<(Lsn, Lsn, Lsn, usize, bool), Failure> {
         match self.pipe.front().copied() {
             Some(InFlight::Batch {
                 id: head,
                 first,
                 last,
                 end,
+                closes,
                 txns,
                 bytes,
             }) if head == id.0 => {
                 self.pipe.pop_front();
                 self.batches_in_flight -= 1;
                 self.bytes_in_flight -= bytes;
-                Ok((first, last, end, txns))
+                Ok((first, last, end, txns, closes))
             }
             _ => Err(self.misuse(&format!(
                 "a reply for batch {} while it is not the oldest in flight",
@@ -572,120 +627,12 @@ impl ApplyMachine {
         }
     }
 
-    /// Hands due items out and gathers the next batch: consecutive due transactions up to
-    /// the batch limits, ending before a message, a skipped transaction or `until`.
-    /// Messages and skipped transactions before it are queued for acknowledgement.
-    fn next_batch<S: Storage>(&mut self, q: &mut DelayQueue<S>, now: UnixTime) -> Option<Command> {
-        let mut batch = Batch::new();
-        let mut txns: Vec<Waiting> = Vec::new();
-        let mut last_commit = Lsn::INVALID;
-        self.applied.held_at = None;
-        while self.failed.is_none() && self.applied.held_at.is_none() {
-            let next = q.next_commit();
-            if let (Some(until), Some((lsn, ts))) = (self.controls.until, next) {
-                if until.holds(lsn, ts) {
-                    self.applied.held_at = Some(lsn);
-                    break;
-                }
-            }
-            if let (Some(through), Some((lsn, _))) = (self.singly_through, next) {
-                if lsn > through {
-                    self.singly_through = None;
-                }
-            }
-            let skip = next.is_some_and(|(lsn, _)| self.controls.skip.contains(&lsn));
-            if !batch.is_empty() {
-                // Messages and skipped transactions go on their own; so does everything
-                // while a refused batch is retried one by one.
-                let full = batch.len() >= self.config.batch_txns
-                    || batch.bytes() >= self.config.batch_bytes;
-                if full || skip || next.is_none() || self.singly_through.is_some() {
-                    break;
-                }
-            }
-            let ready = match q.poll_ready(now) {
-                Ok(Some(r)) => r,
-                Ok(None) => break,
-                Err(e) => {
-                    // What is gathered goes out; the machine stops once it is answered.
-                    self.failed = Some(Failure::Queue(e));
-                    break;
-                }
-            };
-            match ready {
-                Ready::Message(m) => {
-                    self.waiting.push_back(Waiting {
-                        id: m.id,
-                        needs: Needs::Nothing,
-                        txn: None,
-                        skipped: None,
-                    });
-                    self.notices.push_back(Notice::Message(m));
-                }
-                Ready::Transaction(t) if self.controls.skip.contains(&t.commit_lsn) => {
-                    self.waiting.push_back(Waiting {
-                        id: t.id,
-                        needs: Needs::Nothing,
-                        txn: None,
-                        skipped: Some(t.commit_lsn),
-                    });
-                }
-                Ready::Transaction(t) => match self.applier.add(&mut batch, &t) {
-                    Ok(changes) => {
-                        last_commit = t.commit_lsn;
-                        txns.push(Waiting {
-                            id: t.id,
-                            needs: Needs::Commit(self.next_batch),
-                            txn: Some((t.end_lsn, t.commit_ts, changes)),
-                            skipped: None,
-                        });
-                    }
-                    Err(e) => self.failed = Some(Failure::Plan(e)),
-                },
-            }
-        }
-        let plan = batch.finish()?;
-        let id = self.next_batch;
-        self.next_batch += 1;
-        let bytes = plan.bytes();
-        if self.acks_on_send() {
-            for w in &mut txns {
-                w.needs = Needs::Nothing;
-            }
-        }
-        self.pipe.push_back(InFlight::Batch {
-            id,
-            first: plan.commit_lsn,
-            last: last_commit,
-            end: plan.end_lsn,
-            txns: txns.len(),
-            bytes,
-        });
-        self.batches_in_flight += 1;
-        self.bytes_in_flight += bytes;
-        self.sent_since_asked += txns.len();
-        self.waiting.extend(txns);
-        Some(Command::Send {
-            id: BatchId(id),
-            plan,
-        })
-    }
-
-    /// Whether the planted bug `AckBeforeCommit` is on.
-    fn acks_on_send(&self) -> bool {
-        #[cfg(feature = "planted-bugs")]
-        return self.bug == Some(PlantedBug::AckBeforeCommit);
-        // Without the feature the bug type has no values: never.
-        #[cfg(not(feature = "planted-bugs"))]
-        return self.bug.is_some();
-    }
-
     /// Marks applied, in hand-out order, what needs nothing more or lies within the durable
     /// progress. A queue out of space leaves the rest for a later call.
     fn acknowledge<S: Storage>(&mut self, q: &mut DelayQueue<S>) -> Result<(), Failure> {
         while let Some(w) = self.waiting.front() {
             match w.needs {
-                Needs::Commit(_) => break,
+                Needs::Commit(_) | Needs::Sending => break,
                 Needs::Durable(end) if end > self.flushed => break,
                 _ => {}
             }

@@ -10,19 +10,19 @@ use super::*;
 use crate::{Config, DelayQueue, Event, Received, SimStorage};
 
 /// Far past every commit time the tests use: everything queued is due.
-const NOW: UnixTime = UnixTime(2_000_000_000_000_000);
+pub(super) const NOW: UnixTime = UnixTime(2_000_000_000_000_000);
 
-type Queue = DelayQueue<SimStorage>;
+pub(super) type Queue = DelayQueue<SimStorage>;
 
 /// A queue builder: LSNs advance by 0x100 per message.
-struct Feed {
+pub(super) struct Feed {
     q: Queue,
     lsn: u64,
     described: bool,
 }
 
 impl Feed {
-    fn new() -> Feed {
+    pub(super) fn new() -> Feed {
         let config = Config {
             delay: Duration::ZERO,
             ..Config::default()
@@ -44,7 +44,12 @@ impl Feed {
     }
 
     /// A transaction inserting row `id` into relation 1; returns its (commit, end) LSNs.
-    fn txn(&mut self, xid: u32, id: &str) -> (Lsn, Lsn) {
+    pub(super) fn txn(&mut self, xid: u32, id: &str) -> (Lsn, Lsn) {
+        self.rows(xid, &[id])
+    }
+
+    /// A transaction inserting rows `ids` into relation 1; returns its (commit, end) LSNs.
+    pub(super) fn rows(&mut self, xid: u32, ids: &[&str]) -> (Lsn, Lsn) {
         if !std::mem::replace(&mut self.described, true) {
             let r = relation(1, "t", b'd', &[("id", true)]);
             self.handle(Event::Relation { oid: 1, xid: None }, &r);
@@ -64,7 +69,9 @@ impl Feed {
             },
             &begin,
         );
-        self.handle(Event::Change { xid: None }, &insert(1, &[Some(id)]));
+        for id in ids {
+            self.handle(Event::Change { xid: None }, &insert(1, &[Some(id)]));
+        }
         let mut c = vec![b'C', 0];
         c.extend_from_slice(&commit.0.to_be_bytes());
         c.extend_from_slice(&end.0.to_be_bytes());
@@ -97,25 +104,25 @@ impl Feed {
     }
 
     /// Everything durable, so that it can be handed out.
-    fn done(mut self) -> Queue {
+    pub(super) fn done(mut self) -> Queue {
         self.q.flush().expect("flushed");
         self.q
     }
 }
 
-fn machine(q: &mut Queue, config: ApplyConfig) -> ApplyMachine {
+pub(super) fn machine(q: &mut Queue, config: ApplyConfig) -> ApplyMachine {
     ApplyMachine::new(q, Lsn::INVALID, config, ApplyControls::default(), NOW).expect("starts")
 }
 
 /// The next command, which must be a batch: its id and plan.
-fn sent(m: &mut ApplyMachine, q: &mut Queue) -> (BatchId, Plan) {
+pub(super) fn sent(m: &mut ApplyMachine, q: &mut Queue) -> (BatchId, Plan) {
     match m.poll_command(q, NOW) {
         Ok(Some(Command::Send { id, plan })) => (id, plan),
         other => panic!("expected a batch, got {other:?}"),
     }
 }
 
-fn rows(plan: &Plan) -> usize {
+pub(super) fn rows(plan: &Plan) -> usize {
     plan.steps
         .iter()
         .map(|s| match s {

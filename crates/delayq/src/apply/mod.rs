@@ -44,7 +44,7 @@ pub use plan::{Batch, Copy, Param, Plan, Statement, Step, COPY_ROWS};
 use plan::{Piece, TxnPieces};
 pub use text::{quote_ident, quote_literal, timestamp_text};
 
-use crate::ReadyTxn;
+use crate::{ReadyTxn, TxnPiece};
 
 /// What stops a transaction from being applied.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -77,6 +77,10 @@ pub enum ApplyError {
         /// What is wrong.
         detail: String,
     },
+    /// A piece of a transaction was added while no transaction was open for more (the
+    /// caller's mistake).
+    #[error("a piece of a transaction while none was handed out in pieces")]
+    NoOpenTransaction,
 }
 
 /// The marker of the row-count check's error (see [`Plan`]).
@@ -113,10 +117,21 @@ enum Value {
     Sent(Param),
 }
 
+/// A transaction added in pieces whose last piece is still to come.
+#[derive(Clone, Debug)]
+struct Open {
+    commit_lsn: Lsn,
+    end: (Lsn, pgyard_types::PgTimestamp),
+    streamed: bool,
+    /// Index of its next message (for error texts).
+    next: usize,
+}
+
 /// The relation map and the statement builder; keeps what Relation messages described.
 #[derive(Clone, Debug, Default)]
 pub struct Applier {
     relations: BTreeMap<u32, Rel>,
+    open: Option<Open>,
 }
 
 impl Applier {
@@ -126,7 +141,8 @@ impl Applier {
     }
 
     /// Adds one due transaction (its `schema` messages first) to `batch` and returns the rows
-    /// it changes. On an error the batch is left as it was.
+    /// it changes; when it came in pieces ([`ReadyTxn::more`]), only its first piece, and
+    /// the rest follows with [`Applier::add_piece`]. On an error the batch is left as it was.
     pub fn add(&mut self, batch: &mut Batch, txn: &ReadyTxn) -> Result<u64, ApplyError> {
         let commit_lsn = txn.commit_lsn;
         for (i, raw) in txn.schema.iter().enumerate() {
@@ -143,18 +159,51 @@ impl Applier {
             txn.messages.first().and_then(|m| m.first()),
             Some(b'B' | b'b')
         );
+        let open = Open {
+            commit_lsn,
+            end: (txn.end_lsn, txn.commit_ts),
+            streamed,
+            next: 0,
+        };
+        let out = self.messages(&open, &txn.messages)?;
+        let changes = out.changes;
+        batch.push(out, commit_lsn, open.end);
+        self.open = txn.more.as_ref().map(|c| Open {
+            next: c.next_index(),
+            ..open
+        });
+        Ok(changes)
+    }
+
+    /// Adds the next piece of the transaction [`Applier::add`] took the first piece of, to
+    /// `batch` (a batch of its own), and returns the rows it changes.
+    pub fn add_piece(&mut self, batch: &mut Batch, piece: &TxnPiece) -> Result<u64, ApplyError> {
+        let open = self.open.clone().ok_or(ApplyError::NoOpenTransaction)?;
+        let out = self.messages(&open, &piece.messages)?;
+        let changes = out.changes;
+        batch.push(out, open.commit_lsn, open.end);
+        self.open = piece.more.as_ref().map(|c| Open {
+            next: c.next_index(),
+            ..open
+        });
+        Ok(changes)
+    }
+
+    /// The statements of a transaction's messages (from message `at.next` on).
+    fn messages(&mut self, at: &Open, messages: &[Vec<u8>]) -> Result<TxnPieces, ApplyError> {
+        let commit_lsn = at.commit_lsn;
         let mut out = TxnPieces::default();
         // The relation and column set of the INSERT that `out` ends with, if it does.
         let mut open: Option<(u32, Vec<usize>)> = None;
-        for (i, raw) in txn.messages.iter().enumerate() {
-            let in_stream = streamed
+        for (i, raw) in messages.iter().enumerate() {
+            let in_stream = at.streamed
                 && matches!(
                     raw.first(),
                     Some(b'I' | b'U' | b'D' | b'T' | b'R' | b'Y' | b'M')
                 );
             let msg = PgOutputMessage::decode(raw, in_stream).map_err(|e| ApplyError::Decode {
                 commit_lsn,
-                index: i,
+                index: at.next + i,
                 detail: e.to_string(),
             })?;
             if let PgOutputMessage::Insert(ins) = &msg {
@@ -173,9 +222,7 @@ impl Applier {
                 out.pieces.push(Piece::Statement(st));
             }
         }
-        let changes = out.changes;
-        batch.push(out, commit_lsn, (txn.end_lsn, txn.commit_ts));
-        Ok(changes)
+        Ok(out)
     }
 
     fn describe(&mut self, r: &Relation<'_>, raw: &[u8]) {
@@ -407,5 +454,7 @@ fn identity_filter(rel: &Rel, old: Vec<Value>, st: &mut Statement) -> String {
 
 #[cfg(test)]
 mod machine_tests;
+#[cfg(test)]
+mod piece_tests;
 #[cfg(test)]
 mod tests;

@@ -82,7 +82,8 @@ pub struct Copy {
 }
 
 /// The work of one subscriber transaction: [`Plan::BEGIN`], the steps in order, then
-/// [`Plan::commit_sql`] — one due transaction, or several gathered by a [`Batch`].
+/// [`Plan::commit_sql`] — one due transaction, or several gathered by a [`Batch`] — or of a
+/// part of one (see [`Plan::opens`] and [`Plan::closes`]).
 ///
 /// Each UPDATE or DELETE counts its rows and, when the count is not 1, raises an error whose
 /// text carries [`super::CHECK_MARKER`] (a text cast to integer that fails), so the
@@ -104,6 +105,12 @@ pub struct Plan {
     pub commit_ts: PgTimestamp,
     /// Rows changed: inserts, updates, deletes (truncates not counted).
     pub changes: u64,
+    /// Whether it starts the subscriber transaction ([`Plan::BEGIN`] first): not so for the
+    /// later pieces of a transaction sent in pieces.
+    pub opens: bool,
+    /// Whether it ends it ([`Plan::commit_sql`] last): not so for the pieces of a transaction
+    /// sent in pieces but its last.
+    pub closes: bool,
 }
 
 impl Plan {
@@ -236,6 +243,8 @@ impl Batch {
             end_lsn,
             commit_ts,
             changes: self.changes,
+            opens: true,
+            closes: true,
         })
     }
 }

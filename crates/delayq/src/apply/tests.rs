@@ -84,6 +84,7 @@ fn txn(lsn: u64, schema: Vec<Vec<u8>>, changes: Vec<Vec<u8>>) -> ReadyTxn {
         due: UnixTime(0),
         schema,
         messages,
+        more: None,
     }
 }
 

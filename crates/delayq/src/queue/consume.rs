@@ -3,7 +3,8 @@
 
 use pgyard_types::{Lsn, PgTimestamp, UnixTime};
 
-use super::{DelayQueue, ItemId, Ready, ReadyMessage, ReadyTxn};
+use super::{DelayQueue, ItemId, Ready, ReadyMessage, ReadyTxn, TxnCursor, TxnPiece};
+use crate::model::Item;
 use crate::model::Loc;
 use crate::storage::Storage;
 use crate::Error;
@@ -26,6 +27,9 @@ impl<S: Storage> DelayQueue<S> {
     /// reaches the consumer in the form that item's changes were encoded with.
     pub fn rehand(&mut self) {
         self.handed = None;
+        // A transaction half read goes out again from its start; old cursors go stale.
+        self.reading = None;
+        self.session += 1;
         self.model.schema.restart_consumer();
     }
 
@@ -40,10 +44,27 @@ impl<S: Storage> DelayQueue<S> {
         it.commit.map(|c| (c.lsn, c.ts))
     }
 
-    /// The next item in commit order if it is due at `now`. Each item is handed out once per
-    /// session; acknowledge it with [`DelayQueue::mark_applied`].
+    /// The next item in commit order if it is due at `now`, a transaction whole (however
+    /// large). Each item is handed out once per session; acknowledge it with
+    /// [`DelayQueue::mark_applied`].
     pub fn poll_ready(&mut self, now: UnixTime) -> Result<Option<Ready>, Error> {
+        self.poll_ready_bounded(now, u64::MAX)
+    }
+
+    /// As [`DelayQueue::poll_ready`], but a transaction comes with its messages up to
+    /// `max_bytes` (at least one) and a [`ReadyTxn::more`] cursor for the rest, which must be
+    /// read to the end with [`DelayQueue::read_more`] before anything else is handed out.
+    pub fn poll_ready_bounded(
+        &mut self,
+        now: UnixTime,
+        max_bytes: u64,
+    ) -> Result<Option<Ready>, Error> {
         self.check()?;
+        if let Some((id, _)) = self.reading {
+            return Err(Error::Misuse(format!(
+                "item {id} was handed out in pieces and is not read to its end"
+            )));
+        }
         let Some((pos, id)) = self.next_unhanded() else {
             return Ok(None);
         };
@@ -79,13 +100,7 @@ impl<S: Storage> DelayQueue<S> {
                 payload,
             })
         } else {
-            let locs: Vec<Loc> = it
-                .begin()
-                .into_iter()
-                .chain(it.body.iter().map(|(l, _)| *l))
-                .chain(it.seal)
-                .chain(it.decide)
-                .collect();
+            let (locs, next) = piece_locs(it, 0, max_bytes);
             let xid = it.xid;
             let in_stream: Vec<(u8, u32, Vec<u8>)> = it
                 .schema
@@ -99,10 +114,7 @@ impl<S: Storage> DelayQueue<S> {
                     ))
                 })
                 .collect();
-            let mut messages = Vec::with_capacity(locs.len());
-            for loc in locs {
-                messages.push(self.read_raw(loc)?);
-            }
+            let messages = self.read_all(&locs)?;
             let c = commit.ok_or_else(|| Error::Misuse("uncommitted item in order".into()))?;
             let oldest = self.model.order.keys().next().copied().unwrap_or(pos);
             let schema = self.model.schema.delta_until(pos, oldest);
@@ -119,6 +131,14 @@ impl<S: Storage> DelayQueue<S> {
                 due,
                 schema,
                 messages,
+                more: next.map(|next| {
+                    self.reading = Some((id, next));
+                    TxnCursor {
+                        id: ItemId(id),
+                        next,
+                        session: self.session,
+                    }
+                }),
             })
         };
         self.handed = Some(pos);
@@ -141,6 +161,12 @@ impl<S: Storage> DelayQueue<S> {
         }
         if !matches!(self.handed, Some(h) if pos <= h) {
             return Err(Error::Misuse(format!("item {} was not handed out", id.0)));
+        }
+        if self.reading.is_some_and(|(r, _)| r == head) {
+            return Err(Error::Misuse(format!(
+                "item {} is not read to its end",
+                id.0
+            )));
         }
         self.push_applied(head)?;
         self.refresh_flow();
@@ -165,8 +191,66 @@ impl<S: Storage> DelayQueue<S> {
         for id in &ids {
             self.push_applied(*id)?;
         }
+        if self.reading.is_some_and(|(r, _)| ids.contains(&r)) {
+            self.reading = None;
+        }
         self.handed = self.handed.max(Some(upto));
         self.refresh_flow();
         Ok(ids.len())
     }
+
+    /// The next piece of a transaction handed out in pieces: its messages up to `max_bytes`
+    /// (at least one), read from storage. Fails on a cursor that is not the current one.
+    pub fn read_more(&mut self, cursor: TxnCursor, max_bytes: u64) -> Result<TxnPiece, Error> {
+        self.check()?;
+        let TxnCursor { id, next, session } = cursor;
+        if session != self.session || self.reading != Some((id.0, next)) {
+            return Err(Error::Misuse(format!(
+                "a stale cursor for item {} at message {next}",
+                id.0
+            )));
+        }
+        let it = self
+            .model
+            .items
+            .get(&id.0)
+            .ok_or_else(|| Error::Misuse(format!("item {} is not queued", id.0)))?;
+        let (locs, rest) = piece_locs(it, next, max_bytes);
+        let messages = self.read_all(&locs)?;
+        self.reading = rest.map(|n| (id.0, n));
+        Ok(TxnPiece {
+            messages,
+            more: rest.map(|next| TxnCursor { id, next, session }),
+        })
+    }
+
+    fn read_all(&mut self, locs: &[Loc]) -> Result<Vec<Vec<u8>>, Error> {
+        let mut messages = Vec::with_capacity(locs.len());
+        for &loc in locs {
+            messages.push(self.read_raw(loc)?);
+        }
+        Ok(messages)
+    }
+}
+
+/// The records of transaction `it` from message `from` on, as many as fit in `max_bytes`
+/// (at least one), and the index of the first one left out, if any. Resolved from the index
+/// each time, so a cursor holds no record location that could move.
+fn piece_locs(it: &Item, from: usize, max_bytes: u64) -> (Vec<Loc>, Option<usize>) {
+    let all = it
+        .begin()
+        .into_iter()
+        .chain(it.body.iter().map(|(l, _)| *l))
+        .chain(it.seal)
+        .chain(it.decide);
+    let mut locs = Vec::new();
+    let mut bytes = 0u64;
+    for (i, loc) in all.enumerate().skip(from) {
+        if !locs.is_empty() && bytes.saturating_add(loc.len) > max_bytes {
+            return (locs, Some(i));
+        }
+        bytes = bytes.saturating_add(loc.len);
+        locs.push(loc);
+    }
+    (locs, None)
 }

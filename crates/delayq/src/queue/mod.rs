@@ -53,8 +53,44 @@ pub struct ReadyTxn {
     pub schema: Vec<Vec<u8>>,
     /// The transaction's raw pgoutput messages in order: `Begin`/`Begin Prepare` (absent for
     /// streamed transactions), the data messages (without discarded subtransactions), then
-    /// `Commit`, `Prepare`/`Stream Prepare` + `Commit Prepared`, or `Stream Commit`.
+    /// `Commit`, `Prepare`/`Stream Prepare` + `Commit Prepared`, or `Stream Commit`. Only the
+    /// first piece when `more` is set.
     pub messages: Vec<Vec<u8>>,
+    /// Where the rest of the messages is read with [`DelayQueue::read_more`]; `None` when
+    /// `messages` is the whole transaction.
+    pub more: Option<TxnCursor>,
+}
+
+/// The place in a transaction handed out in pieces, for [`DelayQueue::read_more`]: valid
+/// until the queue hands out again ([`DelayQueue::rehand`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TxnCursor {
+    id: ItemId,
+    /// Index of the next message (in the order of [`ReadyTxn::messages`]).
+    next: usize,
+    /// The hand-out session it belongs to.
+    session: u64,
+}
+
+impl TxnCursor {
+    /// The transaction it reads.
+    pub fn id(&self) -> ItemId {
+        self.id
+    }
+
+    /// The index of the next message in the whole transaction.
+    pub fn next_index(&self) -> usize {
+        self.next
+    }
+}
+
+/// The next piece of a transaction handed out in pieces.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TxnPiece {
+    /// The messages, in order, following the previous piece.
+    pub messages: Vec<Vec<u8>>,
+    /// Where the next piece is read; `None` after the last one.
+    pub more: Option<TxnCursor>,
 }
 
 /// A non-transactional logical message that is due.
@@ -177,6 +213,11 @@ pub struct DelayQueue<S: Storage> {
     skipping: Option<Flavor>,
     /// Commit position of the last item handed out this session.
     handed: Option<Pos>,
+    /// The transaction handed out in pieces and not read to its end yet: id and the index
+    /// of its next message. Nothing else is handed out, nor marked applied, meanwhile.
+    reading: Option<(u64, usize)>,
+    /// Counts [`DelayQueue::rehand`] calls: a cursor of an earlier session is stale.
+    session: u64,
     /// A retryable refusal is pending: do not confirm anything newer.
     stalled: bool,
     /// A carry-forward set is not durable yet: segments from this one on must stay.
@@ -241,6 +282,8 @@ impl<S: Storage> DelayQueue<S> {
             in_block: None,
             skipping: None,
             handed: None,
+            reading: None,
+            session: 0,
             stalled: false,
             carry_unsynced_from: None,
             paused: false,

@@ -119,7 +119,13 @@ impl Run<'_> {
             self.check_acknowledged()?;
             match command {
                 Ok(None) => return Ok(()),
-                Ok(Some(Command::Send { id, plan })) => self.sub.send(Request::Batch(id, plan)),
+                Ok(Some(Command::Send { id, plan })) => {
+                    if !(plan.opens && plan.closes) {
+                        let (o, c) = (plan.opens, plan.closes);
+                        trace!(self.t, "send batch {} piece opens={o} closes={c}", id.0);
+                    }
+                    self.sub.send(Request::Batch(id, plan));
+                }
                 Ok(Some(Command::AskProgress)) => self.sub.send(Request::Progress),
                 Ok(Some(Command::RollBack { origin })) => {
                     // As the CLI does: every reply still in flight is read and dropped.

@@ -116,6 +116,8 @@ struct ApplyMix {
     depth: usize,
     batch_txns: usize,
     batch_bytes: usize,
+    /// Small in a third of the runs: transactions are sent in pieces (see apply.rs).
+    piece_bytes: usize,
     progress_every: usize,
     progress_interval_ms: u64,
     purge_interval_ms: u64,
@@ -134,6 +136,11 @@ fn draw_apply_mix(rng: &mut Rng) -> ApplyMix {
         depth: 1 + pick(rng, 7) as usize,
         batch_txns: 1 + pick(rng, 7) as usize,
         batch_bytes: 64 + pick(rng, 4096) as usize,
+        piece_bytes: if pick(rng, 2) == 0 {
+            64 + pick(rng, 448) as usize
+        } else {
+            1 << 20
+        },
         progress_every: 1 + pick(rng, 15) as usize,
         progress_interval_ms: pick(rng, 500),
         purge_interval_ms: 100 + pick(rng, 1900),
@@ -288,6 +295,7 @@ pub fn run_delayq(
         depth: a.depth,
         batch_txns: a.batch_txns,
         batch_bytes: a.batch_bytes,
+        piece_bytes: a.piece_bytes,
         progress_every: a.progress_every,
         progress_interval: Duration::from_millis(a.progress_interval_ms),
         purge_interval: Duration::from_millis(a.purge_interval_ms),

@@ -98,6 +98,8 @@ struct Session {
     inbox: VecDeque<(Request, bool)>,
     outbox: VecDeque<(Reply, bool)>,
     aborted: bool,
+    /// The rows of a transaction sent in pieces whose COMMIT has not come yet.
+    open: Option<Vec<Staged>>,
 }
 
 /// The subscriber server.
@@ -227,6 +229,7 @@ impl SubServer {
             Request::Rollback(asked) => {
                 if let Some(s) = &mut self.session {
                     s.aborted = false;
+                    s.open = None;
                 }
                 let at = self.origin;
                 (Reply::Other, Ran::RolledBack { asked, at })
@@ -236,16 +239,18 @@ impl SubServer {
                 self.flush_wal();
                 (Reply::Progress(self.origin), Ran::Nothing)
             }
-            Request::Batch(id, plan) => match self.stage(plan.steps) {
-                Ok(staged) => {
+            Request::Batch(id, plan) => match self.run_plan(plan) {
+                Ok(Some((staged, to))) => {
                     let from = self.origin;
-                    let to = plan.end_lsn;
                     let inserted = self.commit(staged, to);
                     (Reply::Committed(id), Ran::Committed { from, to, inserted })
                 }
+                // A piece of a transaction sent in pieces ran; the COMMIT comes later.
+                Ok(None) => (Reply::Committed(id), Ran::Nothing),
                 Err(text) => {
                     if let Some(s) = &mut self.session {
                         s.aborted = true;
+                        s.open = None;
                     }
                     (Reply::Refused(id, text), Ran::Nothing)
                 }
@@ -255,6 +260,28 @@ impl SubServer {
             s.outbox.push_back((reply, live));
         }
         Some(ran)
+    }
+
+    /// Runs a plan (or a piece of a transaction sent in pieces): the rows to commit and the
+    /// origin's progress once it closes its transaction, `None` while it stays open, or the
+    /// error that aborts it. A piece out of place is refused: on the server its statements
+    /// would run outside the transaction, or BEGIN would be ignored inside one.
+    fn run_plan(&mut self, plan: Plan) -> Result<Option<(Vec<Staged>, Lsn)>, String> {
+        let open = self.session.as_mut().and_then(|s| s.open.take());
+        let mut rows = match (plan.opens, open) {
+            (true, None) => Vec::new(),
+            (false, Some(rows)) => rows,
+            (true, Some(_)) => return Err("pgyard sim: BEGIN inside a transaction".into()),
+            (false, None) => return Err("pgyard sim: a piece outside a transaction".into()),
+        };
+        rows.extend(self.stage(plan.steps)?);
+        if plan.closes {
+            return Ok(Some((rows, plan.end_lsn)));
+        }
+        if let Some(s) = &mut self.session {
+            s.open = Some(rows);
+        }
+        Ok(None)
     }
 
     /// Runs a plan's steps inside the transaction: the rows each would insert, or the error
@@ -414,6 +441,8 @@ mod tests {
             end_lsn: Lsn(end),
             commit_ts: PgTimestamp(0),
             changes: 1,
+            opens: true,
+            closes: true,
         }
     }
 
@@ -459,6 +488,67 @@ mod tests {
             "failed in the aborted block"
         );
         assert_eq!(s.origin, Lsn(0x10));
+    }
+
+    #[test]
+    fn a_transaction_in_pieces_commits_at_its_last_piece_and_a_refusal_drops_it() {
+        let piece = |steps, end, opens, closes| Plan {
+            opens,
+            closes,
+            ..plan(steps, end)
+        };
+        let mut s = SubServer::default();
+        s.connect();
+        s.send(Request::Batch(
+            BatchId(0),
+            piece(vec![insert("a")], 0x10, true, false),
+        ));
+        s.send(Request::Batch(
+            BatchId(1),
+            piece(vec![insert("b")], 0x10, false, true),
+        ));
+        assert!(matches!(s.run_next(), Some(Ran::Nothing)));
+        assert!(s.log.is_empty(), "nothing is visible before the COMMIT");
+        let Some(Ran::Committed { inserted, to, .. }) = s.run_next() else {
+            panic!("committed")
+        };
+        assert_eq!((inserted.len(), to), (2, Lsn(0x10)));
+        assert_eq!(s.log, vec![b"a".to_vec(), b"b".to_vec()]);
+        assert_eq!(s.read_reply(), Some(Reply::Committed(BatchId(0))));
+        assert_eq!(s.read_reply(), Some(Reply::Committed(BatchId(1))));
+
+        // A piece refused: what the earlier pieces staged is gone with the ROLLBACK.
+        s.missing.insert("\"public\".\"t0\"".into());
+        s.send(Request::Batch(
+            BatchId(2),
+            piece(Vec::new(), 0x20, true, false),
+        ));
+        s.send(Request::Batch(
+            BatchId(3),
+            piece(vec![insert("c")], 0x20, false, true),
+        ));
+        s.send(Request::Rollback(Lsn(0x10)));
+        while s.run_next().is_some() {}
+        assert_eq!(s.read_reply(), Some(Reply::Committed(BatchId(2))));
+        assert!(matches!(
+            s.read_reply(),
+            Some(Reply::Refused(BatchId(3), _))
+        ));
+        assert_eq!((s.origin, s.log.len()), (Lsn(0x10), 2));
+
+        // A piece with no open transaction is refused, not run on its own.
+        s.missing.clear();
+        s.send(Request::Batch(
+            BatchId(4),
+            piece(vec![insert("d")], 0x30, false, true),
+        ));
+        s.run_next();
+        let refused = s.read_reply();
+        assert!(
+            matches!(&refused, Some(Reply::Refused(BatchId(4), t)) if t.contains("outside")),
+            "{refused:?}"
+        );
+        assert_eq!((s.origin, s.log.len()), (Lsn(0x10), 2));
     }
 
     #[test]
