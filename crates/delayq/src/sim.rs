@@ -390,3 +390,51 @@ fn e(op: &'static str, name: &str, kind: StorageErrorKind) -> StorageError {
         kind,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::SimStorage;
+    use crate::storage::Storage;
+
+    /// The simulator skips a second recovery when `changes` did not move: reads must not
+    /// count, and every call that can change a file or its durability must.
+    #[test]
+    fn changes_count_writes_not_reads() {
+        let mut s = SimStorage::new(1);
+        let mut at = s.changes();
+        let mut wrote = |s: &SimStorage, what: &str| {
+            assert!(s.changes() > at, "{what} did not count");
+            at = s.changes();
+        };
+        s.create("a").unwrap();
+        wrote(&s, "create");
+        s.append("a", b"hello").unwrap();
+        wrote(&s, "append");
+        s.sync("a").unwrap();
+        wrote(&s, "sync");
+        s.sync_dir().unwrap();
+        wrote(&s, "sync_dir");
+        s.truncate("a", 2).unwrap();
+        wrote(&s, "truncate");
+        s.rename("a", "b").unwrap();
+        wrote(&s, "rename");
+        s.remove("b").unwrap();
+        wrote(&s, "remove");
+        // The rename and the removal were never made durable: `a` comes back.
+        s.crash();
+        wrote(&s, "crash");
+        s.corrupt("a", 0, 1);
+        wrote(&s, "corrupt");
+
+        s.create("c").unwrap();
+        s.append("c", b"data").unwrap();
+        let before = s.changes();
+        let mut buf = [0u8; 4];
+        s.read("c", 0, &mut buf).unwrap();
+        s.size("c").unwrap();
+        s.list().unwrap();
+        let _ = s.file("c");
+        let _ = s.clone();
+        assert_eq!(s.changes(), before);
+    }
+}
