@@ -123,6 +123,8 @@ pub struct SimStorage {
     rng: Rng,
     faults: SimFaults,
     stats: SimStats,
+    /// Calls that changed the files or their durability (see [`SimStorage::changes`]).
+    changes: u64,
 }
 
 impl SimStorage {
@@ -140,6 +142,7 @@ impl SimStorage {
             rng,
             faults,
             stats: SimStats::default(),
+            changes: 0,
         }
     }
 
@@ -153,6 +156,13 @@ impl SimStorage {
         self.stats
     }
 
+    /// How many calls so far may have changed the files, their contents or what of them is
+    /// durable (failed ones included): equal counts before and after some code mean it
+    /// only read the disk (the simulator then knows a second recovery would read the same).
+    pub fn changes(&self) -> u64 {
+        self.changes
+    }
+
     /// Current contents of a file (including unsynced bytes).
     pub fn file(&self, name: &str) -> Option<&[u8]> {
         self.files.get(name).map(|f| f.data.as_slice())
@@ -160,6 +170,7 @@ impl SimStorage {
 
     /// Flips bits of one byte of a file, in both its current and durable contents.
     pub fn corrupt(&mut self, name: &str, offset: usize, xor: u8) {
+        self.changes += 1;
         if let Some(f) = self.files.get_mut(name) {
             // A durable prefix is the same bytes: flipping them once flips both.
             if let Some(b) = Arc::make_mut(&mut f.data).get_mut(offset) {
@@ -176,6 +187,7 @@ impl SimStorage {
     /// Power loss: unsynced data is lost (or torn), undurable creations and removals are
     /// undone, poisoned files become readable again with what reached the disk.
     pub fn crash(&mut self) {
+        self.changes += 1;
         self.stats.crashes += 1;
         let names: Vec<String> = self.files.keys().cloned().collect();
         for name in names {
@@ -224,6 +236,7 @@ impl Storage for SimStorage {
     }
 
     fn create(&mut self, name: &str) -> Result<(), StorageError> {
+        self.changes += 1;
         if self.files.contains_key(name) {
             return Err(e("create", name, StorageErrorKind::AlreadyExists));
         }
@@ -232,6 +245,7 @@ impl Storage for SimStorage {
     }
 
     fn append(&mut self, name: &str, data: &[u8]) -> Result<(), StorageError> {
+        self.changes += 1;
         // Only a capacity needs the disk's total.
         let used: u64 = match self.faults.capacity_bytes {
             Some(_) => self.files.values().map(|f| f.data.len() as u64).sum(),
@@ -282,6 +296,7 @@ impl Storage for SimStorage {
     }
 
     fn sync(&mut self, name: &str) -> Result<(), StorageError> {
+        self.changes += 1;
         let fail = self.roll(self.faults.fsync_fail_per_million);
         let f = self.file_mut("sync", name)?;
         if fail {
@@ -301,6 +316,7 @@ impl Storage for SimStorage {
     }
 
     fn sync_dir(&mut self) -> Result<(), StorageError> {
+        self.changes += 1;
         if self.roll(self.faults.fsync_fail_per_million) {
             self.stats.fsync_failures += 1;
             return Err(e(
@@ -315,6 +331,7 @@ impl Storage for SimStorage {
     }
 
     fn remove(&mut self, name: &str) -> Result<(), StorageError> {
+        self.changes += 1;
         let f = self
             .files
             .remove(name)
@@ -328,6 +345,7 @@ impl Storage for SimStorage {
     }
 
     fn rename(&mut self, from: &str, to: &str) -> Result<(), StorageError> {
+        self.changes += 1;
         let f = self
             .files
             .remove(from)
@@ -349,6 +367,7 @@ impl Storage for SimStorage {
     }
 
     fn truncate(&mut self, name: &str, len: u64) -> Result<(), StorageError> {
+        self.changes += 1;
         let f = self.file_mut("truncate", name)?;
         let len = usize::try_from(len).unwrap_or(usize::MAX);
         if len < f.data.len() {
@@ -369,5 +388,53 @@ fn e(op: &'static str, name: &str, kind: StorageErrorKind) -> StorageError {
         op,
         file: name.to_owned(),
         kind,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SimStorage;
+    use crate::storage::Storage;
+
+    /// The simulator skips a second recovery when `changes` did not move: reads must not
+    /// count, and every call that can change a file or its durability must.
+    #[test]
+    fn changes_count_writes_not_reads() {
+        let mut s = SimStorage::new(1);
+        let mut at = s.changes();
+        let mut wrote = |s: &SimStorage, what: &str| {
+            assert!(s.changes() > at, "{what} did not count");
+            at = s.changes();
+        };
+        s.create("a").unwrap();
+        wrote(&s, "create");
+        s.append("a", b"hello").unwrap();
+        wrote(&s, "append");
+        s.sync("a").unwrap();
+        wrote(&s, "sync");
+        s.sync_dir().unwrap();
+        wrote(&s, "sync_dir");
+        s.truncate("a", 2).unwrap();
+        wrote(&s, "truncate");
+        s.rename("a", "b").unwrap();
+        wrote(&s, "rename");
+        s.remove("b").unwrap();
+        wrote(&s, "remove");
+        // The rename and the removal were never made durable: `a` comes back.
+        s.crash();
+        wrote(&s, "crash");
+        s.corrupt("a", 0, 1);
+        wrote(&s, "corrupt");
+
+        s.create("c").unwrap();
+        s.append("c", b"data").unwrap();
+        let before = s.changes();
+        let mut buf = [0u8; 4];
+        s.read("c", 0, &mut buf).unwrap();
+        s.size("c").unwrap();
+        s.list().unwrap();
+        let _ = s.file("c");
+        let _ = s.clone();
+        assert_eq!(s.changes(), before);
     }
 }

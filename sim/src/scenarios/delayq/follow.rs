@@ -9,9 +9,9 @@ use pgyard_delayq::follow::{Failure, FollowMachine};
 use pgyard_types::{Lsn, UnixTime};
 use pgyard_wire::replication::ReplicationMessage;
 
-use super::text::LsnText;
+use super::text::lsn_str;
 use super::{fail, Run};
-use crate::{trace, Violation};
+use crate::{trace, trace_line, Violation};
 
 /// The `'w'` frame a walsender sends for one pgoutput message at `lsn` (`walEnd` as the
 /// message's own LSN: the model reports nothing beyond what it sent).
@@ -145,7 +145,8 @@ impl Run<'_> {
                 self.reported_here
             );
         } else {
-            trace!(self.t, "status: flush {}", LsnText(lsn));
+            // A hundred of these per seed: put together without `fmt` (the same text).
+            trace_line!(self.t, "status: flush ", lsn_str(lsn, &mut [0u8; 17]));
         }
         self.reported_here = self.reported_here.max(lsn);
         if lsn > self.reported {

@@ -34,15 +34,19 @@ impl fmt::Display for Dec {
 
 impl fmt::Display for LsnText {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut buf = [0u8; 17];
-        let mut len = hex(self.0 .0 >> 32, &mut buf);
-        buf[len] = b'/';
-        len += 1;
-        let mut low = [0u8; 8];
-        let n = hex(self.0 .0 & 0xFFFF_FFFF, &mut low);
-        buf[len..len + n].copy_from_slice(&low[..n]);
-        f.write_str(ascii(&buf[..len + n]))
+        f.write_str(lsn_str(self.0, &mut [0u8; 17]))
     }
+}
+
+/// The text of [`LsnText`], written into `buf`: for a `trace_line!` piece.
+pub(super) fn lsn_str(lsn: Lsn, buf: &mut [u8; 17]) -> &str {
+    let mut len = hex(lsn.0 >> 32, buf);
+    buf[len] = b'/';
+    len += 1;
+    let mut low = [0u8; 8];
+    let n = hex(lsn.0 & 0xFFFF_FFFF, &mut low);
+    buf[len..len + n].copy_from_slice(&low[..n]);
+    ascii(&buf[..len + n])
 }
 
 /// Writes `v` (below 2^32) in upper-case hex at the start of `out`; returns how many digits.
