@@ -3,6 +3,24 @@
 
 use crate::{ConnInfo, Keyword, ParseError};
 
+/// Makes `$fail` the nom error of a grammar whose own errors are variants of `$fail`: a plain
+/// nom mismatch becomes `$fail::Mismatch`, and context is not accumulated (each failure
+/// already names what broke).
+macro_rules! mismatch_only_nom_error {
+    ($fail:ident) => {
+        impl<'a> nom::error::ParseError<&'a [u8]> for $fail<'a> {
+            fn from_error_kind(_: &'a [u8], _: nom::error::ErrorKind) -> Self {
+                $fail::Mismatch
+            }
+
+            fn append(_: &'a [u8], _: nom::error::ErrorKind, other: Self) -> Self {
+                other
+            }
+        }
+    };
+}
+use mismatch_only_nom_error;
+
 mod keyword_value;
 mod uri;
 use keyword_value::parse_keyword_value;

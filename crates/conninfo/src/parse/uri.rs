@@ -28,15 +28,7 @@ enum Fail<'a> {
     Mismatch,
 }
 
-impl<'a> NomParseError<&'a [u8]> for Fail<'a> {
-    fn from_error_kind(_: &'a [u8], _: ErrorKind) -> Self {
-        Fail::Mismatch
-    }
-
-    fn append(_: &'a [u8], _: ErrorKind, other: Self) -> Self {
-        other
-    }
-}
+super::mismatch_only_nom_error!(Fail);
 
 type Res<'a, T> = IResult<&'a [u8], T, Fail<'a>>;
 
