@@ -21,50 +21,10 @@ use pgyard_types::{uniform_inclusive, Lsn, PgTimestamp, Rng, RngCore, UnixTime, 
 
 pub(crate) use payload::decimal;
 use payload::{pair, tagged};
+pub use workload::Workload;
 
 mod payload;
-
-/// How the workload is mixed (swarm-drawn per seed by the scenario).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Workload {
-    /// Weight of plain transactions.
-    pub plain: u64,
-    /// Weight of streamed-transaction steps (start, more chunks, savepoint abort, finish).
-    pub streamed: u64,
-    /// Weight of two-phase steps (prepare a transaction, or decide one).
-    pub two_phase: u64,
-    /// Weight of non-transactional logical messages.
-    pub messages: u64,
-    /// Most changes per transaction or chunk.
-    pub changes_max: u64,
-    /// Percent of streamed and two-phase transactions that end aborted or rolled back.
-    pub abort_percent: u64,
-    /// Percent of stream steps that roll back the innermost savepoint.
-    pub sub_abort_percent: u64,
-    /// The publisher's clock is off the caller's wall clock by up to this much either way,
-    /// drawn afresh per commit (so commit timestamps go backwards now and then).
-    pub skew_micros: i64,
-    /// Percent of two-phase transactions left prepared until [`Publisher::finish_all`]
-    /// (long-lived prepared transactions). Not drawn: 0 unless a scenario sets it.
-    pub held_percent: u64,
-}
-
-impl Workload {
-    /// Draws a mix from `rng`.
-    pub fn draw(rng: &mut Rng) -> Workload {
-        Workload {
-            plain: 1 + uniform_inclusive(rng, 9),
-            streamed: uniform_inclusive(rng, 6),
-            two_phase: uniform_inclusive(rng, 4),
-            messages: uniform_inclusive(rng, 3),
-            changes_max: 1 + uniform_inclusive(rng, 5),
-            abort_percent: uniform_inclusive(rng, 40),
-            sub_abort_percent: uniform_inclusive(rng, 40),
-            skew_micros: uniform_inclusive(rng, 2_000_000) as i64,
-            held_percent: 0,
-        }
-    }
-}
+mod workload;
 
 /// What unit of the stream a message belongs to, for re-sending decisions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -203,6 +163,8 @@ pub struct Publisher {
     next_xid: u32,
     change_seq: u64,
     workload: Workload,
+    /// How far the publisher's clock has been stepped off the wall (see clock steps).
+    clock_offset: i64,
     log: Vec<LogItem>,
     /// Deciding LSN of every finished unit; units absent are still in progress.
     decided: BTreeMap<Unit, Lsn>,
@@ -232,6 +194,7 @@ impl Publisher {
             next_xid: 1000,
             change_seq: 0,
             workload,
+            clock_offset: 0,
             log: Vec::new(),
             decided: BTreeMap::new(),
             txns: BTreeMap::new(),
@@ -389,10 +352,17 @@ impl Publisher {
         x
     }
 
-    fn ts(&self, rng: &mut Rng, wall: UnixTime) -> PgTimestamp {
+    fn ts(&mut self, rng: &mut Rng, wall: UnixTime) -> PgTimestamp {
+        let w = &self.workload;
+        // No draw without steps, so scenarios that never set them keep their streams.
+        if w.clock_step_percent > 0 && uniform_inclusive(rng, 99) < w.clock_step_percent {
+            let m = w.clock_step_micros;
+            let step = uniform_inclusive(rng, (2 * m) as u64) as i64 - m;
+            self.clock_offset = (self.clock_offset + step).clamp(-4 * m, 4 * m);
+        }
         let s = self.workload.skew_micros;
         let off = uniform_inclusive(rng, (2 * s) as u64) as i64 - s;
-        PgTimestamp::from_unix(UnixTime(wall.0 + off))
+        PgTimestamp::from_unix(UnixTime(wall.0 + self.clock_offset + off))
     }
 
     fn push(&mut self, lsn: Lsn, event: Event, payload: Vec<u8>, unit: Unit) {

@@ -21,6 +21,8 @@ use crate::{trace, Violation};
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Ledger {
     changes: usize,
+    /// This commit's own time.
+    ts: i64,
     max_ts: i64,
 }
 
@@ -287,6 +289,7 @@ impl Run<'_> {
         for c in &self.publ.commits[self.ledger.len()..] {
             let prev = self.ledger.last().copied().unwrap_or(Ledger {
                 changes: 0,
+                ts: i64::MIN,
                 max_ts: i64::MIN,
             });
             let txn = self.publ.txns.get(&c.xid.0);
@@ -296,6 +299,7 @@ impl Run<'_> {
             };
             self.ledger.push(Ledger {
                 changes: prev.changes + txn.map_or(0, |t| t.changes.len()),
+                ts,
                 max_ts: prev.max_ts.max(ts),
             });
         }
@@ -402,6 +406,41 @@ impl Run<'_> {
             ));
         }
         self.check_acknowledged()
+    }
+
+    /// At every step: the queue's next transaction carries its publisher's commit time, and
+    /// is due no earlier than that time plus the delay (and tolerance) and no later than the
+    /// latest commit time up to it plus the same (due times never go backwards, so a commit
+    /// after a clock step back waits for the ones before it; a recovered queue may know fewer
+    /// of the earlier ones, which only moves the bound down). A due time too early applies
+    /// early; one too late holds the replica back for nothing.
+    pub(super) fn check_due(&mut self) -> Result<(), Violation> {
+        let Some((lsn, ts)) = self.q.as_ref().and_then(|q| q.next_commit()) else {
+            return Ok(());
+        };
+        let due = self.q.as_ref().and_then(|q| q.next_due());
+        let i = self.publ.commits.partition_point(|c| c.commit_lsn < lsn);
+        if self.publ.commits.get(i).is_none_or(|c| c.commit_lsn != lsn) {
+            return Err(fail(
+                "due-on-time",
+                format!("the queue's next commit at {lsn} is no commit of the publisher"),
+            ));
+        }
+        let led = self.ledger()[i];
+        let margin = (self.mix.delay_ms + self.mix.skew_tolerance_ms) as i64 * 1000;
+        let (lo, hi) = (led.ts + margin, led.max_ts + margin);
+        match due {
+            Some(d) if ts.to_unix().0 == led.ts && (lo..=hi).contains(&d.0) => Ok(()),
+            _ => Err(fail(
+                "due-on-time",
+                format!(
+                    "the commit at {lsn} (time {}, publisher's {}) is due at {due:?}; it must \
+                     be due from {lo} to {hi}",
+                    ts.to_unix().0,
+                    led.ts
+                ),
+            )),
+        }
     }
 
     /// What the machine protects: the queue marks applied (and may purge) only what the

@@ -176,6 +176,17 @@ fn draw_held(rng: &mut Rng, mix: &mut Mix) {
     }
 }
 
+/// Publisher clock steps in a quarter of the runs, of about a second, ten seconds or two
+/// minutes: commits after a step back wait behind the ones before it, and a step forward
+/// holds everything after it past the end of the run's busy part.
+fn draw_clock(rng: &mut Rng, w: &mut Workload) {
+    if uniform_inclusive(rng, 3) == 0 {
+        w.clock_step_percent = 1 + uniform_inclusive(rng, 9);
+        w.clock_step_micros =
+            [1_000_000, 10_000_000, 120_000_000][uniform_inclusive(rng, 2) as usize];
+    }
+}
+
 fn draw_mix(rng: &mut Rng) -> Mix {
     let pick = |rng: &mut Rng, max: u64| uniform_inclusive(rng, max);
     Mix {
@@ -270,6 +281,7 @@ pub fn run_delayq(
 ) -> Result<u64, Violation> {
     let mut mix = draw_mix(rng);
     draw_held(rng, &mut mix);
+    draw_clock(rng, &mut mix.workload);
     let ddl_percent = draw_ddl(rng);
     trace!(t, "mix {mix:?}, ddl {ddl_percent}%");
     let budget = mix
@@ -397,6 +409,7 @@ impl Run<'_> {
                 self.break_connection("connection lost")?;
             }
             self.check_subscriber()?;
+            self.check_due()?;
         }
         Ok(())
     }
@@ -459,6 +472,7 @@ impl Run<'_> {
             }
             self.apply_step(true)?;
             self.check_subscriber()?;
+            self.check_due()?;
             let idle = match (&self.app, &self.q) {
                 (Some(m), Some(q)) => {
                     m.wait(q) == pgyard_delayq::apply::Wait::Drained && self.follower.wants_read(q)
