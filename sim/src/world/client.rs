@@ -355,7 +355,9 @@ impl World {
             " read_only=",
             debug_text(role.map(|r| r.read_only))
         );
+        let needless = sock.map_or(0, |s| s.session.needless_checks);
         self.check_won(i, &est, node, role)?;
+        self.check_no_needless_check(i, node, needless)?;
         let c = &mut self.clients[i];
         c.watch.established(est.attempt);
         c.session = Some((est.attempt, id));

@@ -273,6 +273,30 @@ impl World {
         Ok(())
     }
 
+    /// The won session asked no check query its login already answered: libpq judges a
+    /// server that reports `in_hot_standby` and `default_transaction_read_only` (14+) by them
+    /// alone, so a query there costs a round trip and can read a role that changed since.
+    pub(super) fn check_no_needless_check(
+        &self,
+        i: usize,
+        node: Option<usize>,
+        needless: u64,
+    ) -> CheckResult {
+        if needless == 0 {
+            return Ok(());
+        }
+        let c = &self.clients[i];
+        let name = node.map_or("?", |n| self.nodes[n].name.as_str());
+        Err(violation(
+            "no-needless-check",
+            format!(
+                "client {i} ({}) sent {needless} check queries to {name}, which reported its \
+                 role at login",
+                SpecText(&c.spec)
+            ),
+        ))
+    }
+
     /// A failure report words resolver errors as libpq does and names every attempt the
     /// connect opened.
     pub(super) fn check_report(&self, i: usize, e: &ConnectError) -> CheckResult {

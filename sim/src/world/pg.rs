@@ -313,6 +313,11 @@ pub struct Session {
     pub sent_cannot_connect_now: bool,
     /// Queries answered after startup.
     pub queries: u64,
+    /// Whether the login reported `in_hot_standby` and `default_transaction_read_only`.
+    reported_role: bool,
+    /// Session-check queries received although the login reported what they ask (libpq
+    /// sends none to a server that reports both settings).
+    pub needless_checks: u64,
     /// Notices sent for middleware messages.
     pub notices: u64,
 }
@@ -342,6 +347,8 @@ impl Session {
             seen_at_check: None,
             sent_cannot_connect_now: false,
             queries: 0,
+            reported_role: false,
+            needless_checks: 0,
             notices: 0,
         }
     }
@@ -477,6 +484,13 @@ impl Session {
         let sql = body.strip_suffix(&[0]).unwrap_or(body);
         let recovery = node.state.in_recovery();
         let read_only = node.seen().transaction_read_only();
+        let check = matches!(
+            sql,
+            b"SHOW transaction_read_only" | b"SELECT pg_catalog.pg_is_in_recovery()"
+        );
+        if check && self.reported_role {
+            self.needless_checks += 1;
+        }
         let (column, value, command): (&[u8], &[u8], &[u8]) = match sql {
             b"SHOW transaction_read_only" => (
                 b"transaction_read_only",
@@ -536,6 +550,7 @@ impl Session {
         ];
         // Servers before 14 report neither of the last two.
         let reported = if node.old_version { 3 } else { 5 };
+        self.reported_role = !node.old_version;
         for &(name, value) in &params[..reported] {
             put(out, |b| ParameterStatus { name, value }.encode(b));
         }
