@@ -392,6 +392,7 @@ impl World {
             " report entries"
         );
         self.check_report(i, &e)?;
+        self.check_wording(i, &e)?;
         self.stats.failed += 1;
         let excused = self.ended_by_fault_phase_attempt(i, &e);
         if excused {

@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use pgyard_connect::{AttemptId, ConnectError, Established, OpenTarget};
+use pgyard_connect::{AttemptId, ConnectError, Established, IoErrorKind, OpenTarget};
 use pgyard_conninfo::typed::TargetSessionAttrs;
 use pgyard_conninfo::Strategy;
 use pgyard_types::Instant;
@@ -45,8 +45,19 @@ pub(super) struct Watch {
     established: Option<AttemptId>,
     /// The host being tried answered 57P03, after which a sequential walk must move on.
     after_cannot_connect: bool,
+    /// What the world told the connect under way about its attempts, for the wording check.
+    pub(super) heard: Vec<(AttemptId, Heard)>,
     /// What the connect under way must achieve (from the liveness phase on).
     promise: Option<Promise>,
+}
+
+/// What the world told a client about one attempt, which its failure report must say.
+#[derive(Clone, Debug)]
+pub(super) enum Heard {
+    /// The connection could not be opened.
+    OpenFailed(IoErrorKind),
+    /// The server sent a FATAL error with this SQLSTATE.
+    Fatal([u8; 5]),
 }
 
 impl Watch {
@@ -57,12 +68,19 @@ impl Watch {
         self.open_now.clear();
         self.established = None;
         self.after_cannot_connect = false;
+        self.heard.clear();
     }
 
     /// `reset()` begins a connect on the same machine, whose attempt ids go on counting.
     pub(super) fn reset(&mut self) {
         self.opened_this.clear();
         self.after_cannot_connect = false;
+        self.heard.clear();
+    }
+
+    /// The world told attempt `attempt` something its report must say.
+    pub(super) fn heard(&mut self, attempt: AttemptId, what: Heard) {
+        self.heard.push((attempt, what));
     }
 
     /// The application dropped the machine: its attempts closed with it.
@@ -145,7 +163,7 @@ impl Watch {
 }
 
 /// What a check's verdict is: nothing, or the invariant that broke.
-type CheckResult = Result<(), Violation>;
+pub(super) type CheckResult = Result<(), Violation>;
 
 /// The parts of a client the checks on its machine's actions read.
 #[derive(Clone, Copy)]

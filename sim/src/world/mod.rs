@@ -19,6 +19,7 @@ pub mod net;
 pub mod pg;
 pub mod queue;
 mod sockets;
+mod wording;
 
 use pgyard_connect::{Connector, ResolveToken};
 use pgyard_conninfo::typed::ConnectConfig;

@@ -135,18 +135,22 @@ impl Net {
     }
 }
 
-/// The address of node `i`.
+/// The address of node `i`: `10.N.64.(199+N)` for N = i + 1, so that the addresses a report
+/// names have octets of one, two and three digits.
 pub fn node_addr(i: usize) -> SocketAddr {
-    let i = u8::try_from(i + 1).unwrap_or(u8::MAX);
-    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, i)), PORT)
+    let n = u8::try_from(i + 1).unwrap_or(u8::MAX).min(56);
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, n, 64, 199 + n)), PORT)
 }
 
 /// The node behind an address.
 pub fn addr_node(addr: &SocketAddr) -> Option<usize> {
     match addr.ip() {
-        IpAddr::V4(v4) if v4.octets()[..3] == [10, 0, 0] && addr.port() == PORT => {
-            usize::from(v4.octets()[3]).checked_sub(1)
-        }
+        IpAddr::V4(v4) if addr.port() == PORT => match v4.octets() {
+            [10, n, 64, last] if n >= 1 && u16::from(last) == 199 + u16::from(n) => {
+                Some(usize::from(n) - 1)
+            }
+            _ => None,
+        },
         _ => None,
     }
 }

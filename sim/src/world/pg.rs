@@ -311,6 +311,8 @@ pub struct Session {
     pub seen_at_check: Option<RoleSeen>,
     /// The server sent 57P03.
     pub sent_cannot_connect_now: bool,
+    /// The SQLSTATE of the FATAL error this session sent, if it sent one.
+    pub fatal: Option<[u8; 5]>,
     /// Queries answered after startup.
     pub queries: u64,
     /// Whether the login reported `in_hot_standby` and `default_transaction_read_only`.
@@ -346,6 +348,7 @@ impl Session {
             counted: false,
             seen_at_check: None,
             sent_cannot_connect_now: false,
+            fatal: None,
             queries: 0,
             reported_role: false,
             needless_checks: 0,
@@ -360,6 +363,12 @@ impl Session {
             self.counted = false;
         }
         self.phase = Phase::Gone;
+    }
+
+    /// Ends the session with a FATAL error, remembering its code.
+    fn refuse(&mut self, out: &mut BytesMut, code: &[u8; 5], message: &[u8]) {
+        self.fatal = Some(*code);
+        fatal(out, code, message);
     }
 
     /// Feeds bytes from the client; `rng` supplies salts and nonces.
@@ -378,7 +387,7 @@ impl Session {
                 Ok(Decoded::Frame(u)) => u,
                 Ok(Decoded::NeedMore { .. }) => break,
                 Err(_) => {
-                    fatal(&mut out, b"08P01", b"invalid frontend message");
+                    self.refuse(&mut out, b"08P01", b"invalid frontend message");
                     close = true;
                     break;
                 }
@@ -433,7 +442,11 @@ impl Session {
                     false
                 }
                 LoginStep::Failed => {
-                    auth_failed(out);
+                    self.refuse(
+                        out,
+                        b"28P01",
+                        b"password authentication failed for user \"sim\"",
+                    );
                     true
                 }
             },
@@ -447,7 +460,7 @@ impl Session {
                 node.middleware_seen += 1;
                 match node.middleware {
                     MiddlewareStance::Reject => {
-                        fatal(out, b"08P01", b"invalid frontend message type 77");
+                        self.refuse(out, b"08P01", b"invalid frontend message type 77");
                         true
                     }
                     MiddlewareStance::Ignore => false,
@@ -468,11 +481,11 @@ impl Session {
                 }
             }
             (Phase::Ready, _) => {
-                fatal(out, b"08P01", b"invalid frontend message type");
+                self.refuse(out, b"08P01", b"invalid frontend message type");
                 true
             }
             _ => {
-                fatal(out, b"08P01", b"unexpected message during authentication");
+                self.refuse(out, b"08P01", b"unexpected message during authentication");
                 let _ = rng;
                 true
             }
@@ -581,19 +594,19 @@ fn start_session(
     match node.state {
         NodeState::StartingUp { .. } => {
             s.sent_cannot_connect_now = true;
-            fatal(out, b"57P03", b"the database system is starting up");
+            s.refuse(out, b"57P03", b"the database system is starting up");
             return (Phase::Gone, true);
         }
         NodeState::ShuttingDown => {
             s.sent_cannot_connect_now = true;
-            fatal(out, b"57P03", b"the database system is shutting down");
+            s.refuse(out, b"57P03", b"the database system is shutting down");
             return (Phase::Gone, true);
         }
         NodeState::Crashed => return (Phase::Gone, true),
         _ => {}
     }
     if node.sessions >= node.max_sessions {
-        fatal(out, b"53300", b"sorry, too many clients already");
+        s.refuse(out, b"53300", b"sorry, too many clients already");
         return (Phase::Gone, true);
     }
     node.sessions += 1;
@@ -622,14 +635,6 @@ fn start_session(
         }
         (login, _) => (Phase::Login(Box::new(login)), false),
     }
-}
-
-fn auth_failed(out: &mut BytesMut) {
-    fatal(
-        out,
-        b"28P01",
-        b"password authentication failed for user \"sim\"",
-    );
 }
 
 fn fatal(out: &mut BytesMut, code: &[u8], message: &[u8]) {

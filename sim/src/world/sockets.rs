@@ -8,6 +8,7 @@ use pgyard_connect::{AttemptId, Event, IoErrorKind};
 use pgyard_types::{uniform_inclusive, Instant};
 
 use super::client::Mode;
+use super::invariants::Heard;
 use super::net::SYN_TIMEOUT_NS;
 use super::pg::{NodeState, Session};
 use super::{Ev, World};
@@ -26,6 +27,8 @@ pub(super) enum Delivery {
         bytes: Vec<u8>,
         /// The server has said it cannot take connections now (57P03) on this socket.
         cannot_connect_now: bool,
+        /// The SQLSTATE of a FATAL error among the bytes.
+        fatal: Option<[u8; 5]>,
     },
     /// End of stream: the server closed, or the connection reset.
     Closed,
@@ -237,6 +240,7 @@ impl World {
             .session
             .receive(&mut self.nodes[node], bytes, &mut self.rng);
         let cannot_connect_now = s.session.sent_cannot_connect_now;
+        let fatal = s.session.fatal.take();
         let client = s.client;
         if !reply.bytes.is_empty() {
             let reset = self.net.faults
@@ -255,6 +259,7 @@ impl World {
             let delivery = Delivery::Bytes {
                 bytes: reply.bytes,
                 cannot_connect_now,
+                fatal,
             };
             self.queue.push(at, Ev::ToClient { sock: id, delivery });
         }
@@ -303,15 +308,20 @@ impl World {
             Delivery::Opened => Event::Opened { attempt },
             Delivery::OpenFailed(error) => {
                 trace!(t, "t={} c{i} a{} open failed {error:?}", now.0, attempt.0);
+                c.watch.heard(attempt, Heard::OpenFailed(error.clone()));
                 self.socks.remove(&id);
                 Event::OpenFailed { attempt, error }
             }
             Delivery::Bytes {
                 bytes,
                 cannot_connect_now,
+                fatal,
             } => {
                 if cannot_connect_now {
                     c.watch.heard_cannot_connect_now();
+                }
+                if let Some(code) = fatal {
+                    c.watch.heard(attempt, Heard::Fatal(code));
                 }
                 Event::Received { attempt, bytes }
             }

@@ -1,0 +1,126 @@
+//! `report-worded-as-libpq`: a failed connect's report says what the world did, in libpq's
+//! words, rendered here on their own rather than by the machine's code. Each attempt's
+//! entry starts with libpq's host-identity prefix for the slot and the address it went to;
+//! an attempt the world refused or timed out says the system's text for it; one a server
+//! ended with a FATAL error carries that error's kind; and the whole message, its `Display`
+//! and its kind are those of the entries libpq renders.
+
+use std::net::SocketAddr;
+
+use pgyard_connect::{AttemptReport, ConnectError, FailureKind, IoErrorKind, OpenTarget};
+use pgyard_conninfo::typed::{HostSlot, SlotKind};
+use pgyard_wire::error_fields::SqlState;
+
+use super::invariants::{violation, CheckResult, Heard};
+use super::World;
+
+impl World {
+    /// The failure report of client `i`'s connect, against the world's record of it.
+    pub(super) fn check_wording(&self, i: usize, e: &ConnectError) -> CheckResult {
+        let c = &self.clients[i];
+        let bad = |what: String| {
+            Err(violation(
+                "report-worded-as-libpq",
+                format!("client {i}: {what}"),
+            ))
+        };
+        let shown: Vec<&AttemptReport> = e.reports.iter().filter(|r| !r.cancelled).collect();
+        let whole: String = shown
+            .iter()
+            .flat_map(|r| [&r.prefix, &r.text])
+            .map(String::as_str)
+            .collect();
+        if e.to_string() != whole {
+            return bad(format!(
+                "the message is {:?}, its entries say {whole:?}",
+                e.to_string()
+            ));
+        }
+        // libpq's connect fails with the kind of the last entry it rendered with text.
+        let last = shown.iter().rev().find(|r| !r.text.is_empty());
+        let want_kind = last.map_or(FailureKind::Transient, |r| r.kind);
+        if e.kind() != want_kind {
+            return bad(format!(
+                "the connect's kind is {:?}, its last entry's {want_kind:?}",
+                e.kind()
+            ));
+        }
+        // The entry's slot index is the machine's (load balancing reorders its slots), so
+        // the prefix must be libpq's for one of the client's slots and the entry's address.
+        let slots = c.spec.config.slots();
+        for r in &shown {
+            let Some(OpenTarget::Tcp(addr)) = &r.target else {
+                continue;
+            };
+            if !slots.iter().any(|s| prefix(s, addr) == r.prefix) {
+                return bad(format!(
+                    "entry of a{:?} starts {:?}, which libpq says for no slot at {addr}",
+                    r.attempt, r.prefix
+                ));
+            }
+        }
+        for (attempt, what) in &c.watch.heard {
+            let Some(r) = shown.iter().find(|r| r.attempt == Some(*attempt)) else {
+                continue;
+            };
+            let fits = match what {
+                Heard::OpenFailed(k) => {
+                    r.kind == FailureKind::Transient
+                        && r.text.contains(&format!("{}\n", system_text(k)))
+                }
+                Heard::Fatal(code) => r.kind == fatal_kind(code),
+            };
+            if !fits {
+                return bad(format!(
+                    "a{} was told {what:?}, its entry is {:?} of kind {:?}",
+                    attempt.0, r.text, r.kind
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// libpq's host-identity prefix for `slot` connecting to `addr`: the address slot's
+/// hostaddr, else the host name followed by the address when it reads differently, then the
+/// port (5432 when none or an empty one is given).
+fn prefix(slot: &HostSlot, addr: &SocketAddr) -> String {
+    let text = |b: Option<&[u8]>| String::from_utf8_lossy(b.unwrap_or_default()).into_owned();
+    let address = slot.kind() == SlotKind::Address;
+    let host = if address {
+        text(slot.hostaddr())
+    } else {
+        text(slot.host())
+    };
+    let port = match slot.port_raw() {
+        Some(p) if !p.is_empty() => text(Some(p)),
+        _ => "5432".to_owned(),
+    };
+    let ip = addr.ip().to_string();
+    let named = if address || ip == host {
+        String::new()
+    } else {
+        format!(" ({ip})")
+    };
+    format!("connection to server at \"{host}\"{named}, port {port} failed: ")
+}
+
+/// The C library's `strerror` text for the errors the world gives.
+fn system_text(k: &IoErrorKind) -> &str {
+    match k {
+        IoErrorKind::ConnectionRefused => "Connection refused",
+        IoErrorKind::TimedOut => "Connection timed out",
+        IoErrorKind::ConnectionReset => "Connection reset by peer",
+        IoErrorKind::Other(s) => s,
+        _ => "",
+    }
+}
+
+/// A FATAL error's kind: class 28 refuses the credentials, anything else the connection.
+fn fatal_kind(code: &[u8; 5]) -> FailureKind {
+    if code.starts_with(b"28") {
+        FailureKind::Authentication
+    } else {
+        FailureKind::Refused(SqlState::from_array(*code))
+    }
+}
