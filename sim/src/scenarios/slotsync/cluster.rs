@@ -62,6 +62,20 @@ impl Cluster {
         }
     }
 
+    /// Standby `k` rebuilt from a fresh base backup of the primary (`pg_basebackup`, which
+    /// copies no slots): its WAL starts now, its data files already carry every catalog
+    /// removal so far, it has no synced slot, and its physical slot on the primary is
+    /// (re)created at the backup's start. `stall_percent` is its link's usual stall rate.
+    pub fn rebuild(&mut self, publ: &mut Publisher, k: usize, stall_percent: u64) {
+        let at = publ.flush_lsn();
+        let s = &mut publ.standbys[k];
+        (s.receive_lsn, s.replay_lsn, s.feedback_lsn) = (at, at, at);
+        s.stall_percent = stall_percent;
+        self.standby_wal[k] = StandbyWal::new(at);
+        self.replayed[k] = self.catalog.replayed(at);
+        self.physical[k] = Physical::default();
+    }
+
     /// After the standbys advanced: each replays the prune records it reached (recovery
     /// conflicts invalidate the synced slots whose `catalog_xmin` they pass), and now and then
     /// takes a restartpoint.

@@ -109,6 +109,8 @@ struct Mix {
     restartpoint_percent: u64,
     /// `max_slot_wal_keep_size` in bytes on every node, when set.
     keep_bytes: Option<u64>,
+    /// A standby rebuilt from a fresh base backup: (tick, which standby).
+    rebuild: Option<(u64, usize)>,
 }
 
 const SLOT: &str = "sub_slot";
@@ -168,6 +170,18 @@ pub fn run_slotsync(
         let wall = UnixTime(wall0 + (now.0 / 1000) as i64);
         if r(rng, 99) < mix.txn_percent {
             publ.step(rng, wall);
+        }
+        if let Some((_, k)) = mix.rebuild.filter(|&(at, _)| at == tick) {
+            let k = k % publ.standbys.len();
+            cluster.rebuild(&mut publ, k, mix.stall_percent[k]);
+            standbys.locals[k].clear();
+            standbys.schedules[k] = WorkerSchedule::new(now);
+            trace!(
+                t,
+                "tick {tick}: standby{} rebuilt from a base backup at {}",
+                k + 1,
+                publ.flush_lsn()
+            );
         }
         publ.advance_standbys(rng);
         cluster.standbys_step(rng, t, tick, &mix, &publ, &mut standbys.locals);
@@ -255,6 +269,7 @@ fn draw_mix(rng: &mut Rng) -> Mix {
         checkpoint_percent: 5 + r(rng, 35),
         restartpoint_percent: 5 + r(rng, 35),
         keep_bytes: (r(rng, 3) == 0).then(|| (8 + r(rng, 24)) * wal::SEGMENT_BYTES),
+        rebuild: (r(rng, 1) == 0).then(|| (r(rng, ticks), r(rng, 1) as usize)),
     }
 }
 
