@@ -28,12 +28,12 @@ use pgyard_slotsync::cadence::WorkerSchedule;
 use pgyard_slotsync::check::check;
 use pgyard_slotsync::snapshot::{PrimaryFacts, Snapshot};
 use pgyard_slotsync::{
-    promote, sync_cycle, sync_function, Caller, PlanInput, SlotRow, Standby, StandbySlotList,
-    Version,
+    promote, sync_cycle, sync_function, Caller, Outcome, PlanInput, SlotRow, Standby,
+    StandbySlotList, Version,
 };
 use pgyard_types::{uniform_inclusive, Instant, Lsn, Rng, RngCore, UnixTime};
 
-use crate::planted::ScenarioBug;
+use crate::planted::{ScenarioBug, SyncBug};
 use crate::publisher::{Publisher, Workload};
 use crate::{trace, Scenario, Trace, Violation};
 use cluster::Cluster;
@@ -59,7 +59,7 @@ impl Scenario for SlotsyncScenario {
     }
 
     fn run(&self, rng: &mut Rng, trace: &mut Trace) -> Result<u64, Violation> {
-        run_slotsync(rng, trace, None).map(|r| r.nanos)
+        run_slotsync(rng, trace, None, None).map(|r| r.nanos)
     }
 }
 
@@ -82,7 +82,7 @@ pub fn loss_window(seed: u64) -> Result<Option<LossWindow>, Violation> {
     let mut rng = pgyard_types::rng_from_seed(h ^ seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let mut t = Trace::hashing();
     crate::trace!(t, "SEED={seed} scenario=slotsync");
-    run_slotsync(&mut rng, &mut t, None).map(|r| r.loss)
+    run_slotsync(&mut rng, &mut t, None, None).map(|r| r.loss)
 }
 
 #[derive(Debug)]
@@ -121,11 +121,13 @@ fn fail(invariant: &'static str, detail: String) -> Violation {
     Violation { invariant, detail }
 }
 
-/// Runs one seed; `bug` plants a scenario bug (see [`ScenarioBug`]).
+/// Runs one seed; `bug` plants a scenario bug (see [`ScenarioBug`]), `sync_bug` one of the
+/// sync engine's (in every sync of every standby).
 pub fn run_slotsync(
     rng: &mut Rng,
     t: &mut Trace,
     bug: Option<ScenarioBug>,
+    sync_bug: Option<SyncBug>,
 ) -> Result<SlotsyncRun, Violation> {
     let r = |rng: &mut Rng, max: u64| uniform_inclusive(rng, max);
     let mix = draw_mix(rng);
@@ -153,6 +155,7 @@ pub fn run_slotsync(
     trace!(t, "synchronized_standby_slots = {:?}", list.names());
     let mut cluster = Cluster::new(&publ, mix.keep_bytes);
     let mut standbys = Standbys {
+        bug: sync_bug,
         locals: vec![Vec::new(); mix.standbys as usize],
         schedules: (0..mix.standbys)
             .map(|_| WorkerSchedule::new(Instant::ZERO))
@@ -321,6 +324,8 @@ impl Subscriber {
 
 /// The standbys' synced slots and, for the worker, its schedule per standby.
 struct Standbys {
+    /// The sync engine's planted bug, if one is switched on.
+    bug: Option<SyncBug>,
     locals: Vec<Vec<SlotRow>>,
     schedules: Vec<WorkerSchedule>,
 }
@@ -348,11 +353,7 @@ impl Standbys {
             if !run {
                 continue;
             }
-            let out = if mix.worker {
-                sync_cycle(primary_rows, &self.locals[i], &input, Caller::Worker)
-            } else {
-                sync_function(primary_rows, &self.locals[i], &input)
-            };
+            let out = run_sync(primary_rows, &self.locals[i], &input, mix.worker, self.bug);
             if mix.worker {
                 self.schedules[i].handle_cycle_done(now, out.updated);
             }
@@ -369,6 +370,34 @@ impl Standbys {
             }
             self.locals[i] = out.slots_after;
         }
+    }
+}
+
+/// One sync of a standby: a worker cycle or a `pg_sync_replication_slots()` call, with the
+/// planted bug if one is on.
+fn run_sync(
+    remote: &[SlotRow],
+    local: &[SlotRow],
+    input: &Standby,
+    worker: bool,
+    bug: Option<SyncBug>,
+) -> Outcome {
+    #[cfg(feature = "planted-bugs")]
+    if let Some(b) = bug {
+        return if worker {
+            pgyard_slotsync::sync_cycle_planted(remote, local, input, Caller::Worker, b)
+        } else {
+            pgyard_slotsync::sync_function_planted(remote, local, input, b)
+        };
+    }
+    #[cfg(not(feature = "planted-bugs"))]
+    if let Some(b) = bug {
+        match b {}
+    }
+    if worker {
+        sync_cycle(remote, local, input, Caller::Worker)
+    } else {
+        sync_function(remote, local, input)
     }
 }
 
