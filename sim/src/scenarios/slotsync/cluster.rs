@@ -212,3 +212,74 @@ impl Cluster {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::publisher::Workload;
+    use crate::scenarios::slotsync::wal::{segment_start, SEGMENT_BYTES};
+    use crate::scenarios::slotsync::{draw_mix, START};
+    use pgyard_types::{rng_from_seed, UnixTime};
+
+    fn world(seed: u64) -> (Rng, Mix, Publisher, Cluster) {
+        let mut rng = rng_from_seed(seed);
+        let mut mix = draw_mix(&mut rng);
+        (mix.vacuum_percent, mix.checkpoint_percent) = (100, 100);
+        let mut w = Workload::draw(&mut rng);
+        (w.plain, w.streamed, w.two_phase, w.messages) = (1, 0, 0, 0);
+        let mut publ = Publisher::new(w, START);
+        publ.add_standby("standby1", 0);
+        let cluster = Cluster::new(&publ, None);
+        (rng, mix, publ, cluster)
+    }
+
+    #[test]
+    fn a_standbys_feedback_holds_the_primarys_vacuum() {
+        let (mut rng, mix, mut publ, mut cluster) = world(3);
+        for _ in 0..5 {
+            publ.step(&mut rng, UnixTime(0));
+        }
+        publ.confirm(publ.flush_lsn());
+        let mut synced = SlotRow::logical("sub_slot");
+        synced.catalog_xmin = Some(Xid(1001));
+        let mut t = Trace::hashing();
+        cluster.primary_step(
+            &mut rng,
+            &mut t,
+            0,
+            &mix,
+            &mut publ,
+            &[vec![synced.clone()]],
+        );
+        assert_eq!(cluster.physical[0].catalog_xmin, Some(Xid(1001)));
+        assert_eq!(cluster.catalog.vacuumed(), Xid(1001));
+        // Once the standby's slot is gone, the logical slot alone holds it.
+        synced.invalidation_reason = Some(InvalidationCause::RowsRemoved);
+        cluster.primary_step(&mut rng, &mut t, 1, &mix, &mut publ, &[vec![synced]]);
+        assert_eq!(cluster.catalog.vacuumed(), publ.slot.catalog_xmin);
+    }
+
+    #[test]
+    fn keep_size_invalidates_the_laggards_and_a_standby_without_wal_stops() {
+        let (mut rng, mix, mut publ, mut cluster) = world(4);
+        cluster.keep_bytes = Some(2 * SEGMENT_BYTES);
+        publ.append_wal(8 * SEGMENT_BYTES);
+        let mut t = Trace::hashing();
+        cluster.primary_step(&mut rng, &mut t, 0, &mix, &mut publ, &[Vec::new()]);
+        assert_eq!(cluster.logical_invalid, Some(InvalidationCause::WalRemoved));
+        assert_eq!(
+            cluster.physical[0].invalid,
+            Some(InvalidationCause::WalRemoved)
+        );
+        assert!(cluster.primary_oldest > publ.standbys[0].receive_lsn);
+        assert_eq!(publ.standbys[0].stall_percent, 100);
+        // A rebuild brings it back, with a fresh physical slot.
+        cluster.rebuild(&mut publ, 0, 0);
+        assert_eq!(publ.standbys[0].receive_lsn, publ.flush_lsn());
+        assert_eq!(cluster.physical[0], Physical::default());
+        assert_eq!(
+            cluster.standby_wal[0].oldest,
+            segment_start(publ.flush_lsn())
+        );
+    }
+}

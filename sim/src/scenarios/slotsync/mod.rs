@@ -201,7 +201,7 @@ pub fn run_slotsync(
         if cluster.logical_invalid.is_none() {
             sub.step(rng, t, tick, &mix, &mut publ, bound);
         }
-        standbys.sync(t, tick, now, &mix, &publ, &cluster, &primary_rows);
+        standbys.sync(t, tick, now, &mix, (&publ, &cluster), &primary_rows);
         cluster.primary_step(rng, t, tick, &mix, &mut publ, &standbys.locals);
         let locals = &standbys.locals;
         let received = sub.received;
@@ -339,8 +339,7 @@ impl Standbys {
         tick: u64,
         now: Instant,
         mix: &Mix,
-        publ: &Publisher,
-        cluster: &Cluster,
+        (publ, cluster): (&Publisher, &Cluster),
         primary_rows: &[SlotRow],
     ) {
         for i in 0..mix.standbys as usize {
