@@ -48,12 +48,20 @@ pub type FollowBug = pgyard_delayq::follow::PlantedBug;
 #[cfg(not(feature = "planted-bugs"))]
 pub type FollowBug = std::convert::Infallible;
 
+/// A bug of the slot-sync engine, as the `slotsync` scenario takes it (none without the
+/// feature, for the same reason as [`ConnectBug`]).
+#[cfg(feature = "planted-bugs")]
+pub type SyncBug = pgyard_slotsync::PlantedBug;
+/// A bug of the slot-sync engine (none without `planted-bugs`).
+#[cfg(not(feature = "planted-bugs"))]
+pub type SyncBug = std::convert::Infallible;
+
 #[cfg(feature = "planted-bugs")]
 pub use registry::{Entry, Planted, REGISTRY};
 
 #[cfg(feature = "planted-bugs")]
 mod registry {
-    use super::{ApplyBug, ConnectBug, FollowBug, ProxyBug, ScenarioBug};
+    use super::{ApplyBug, ConnectBug, FollowBug, ProxyBug, ScenarioBug, SyncBug};
     use crate::runner::{derive_seed, SeedOutcome};
     use crate::scenarios::{connect, delayq, failover, proxy, slotsync};
     use crate::trace::Trace;
@@ -62,7 +70,8 @@ mod registry {
     use pgyard_delayq::apply::PlantedBug as A;
     use pgyard_delayq::follow::PlantedBug as F;
     use pgyard_proxy::PlantedBug as P;
-    use Planted::{Apply, Connect, Follow, Proxy, Scenario};
+    use pgyard_slotsync::PlantedBug as S;
+    use Planted::{Apply, Connect, Follow, Proxy, Scenario, Sync};
 
     /// A planted bug, by where it lives: that decides which runs can switch it on.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,6 +84,8 @@ mod registry {
         Apply(ApplyBug),
         /// In every follow machine the `delayq` scenario starts.
         Follow(FollowBug),
+        /// In every sync (worker cycle or function call) of the `slotsync` scenario.
+        Sync(SyncBug),
         /// In the driving code of the `delayq` or `slotsync` scenario.
         Scenario(ScenarioBug),
     }
@@ -87,6 +98,7 @@ mod registry {
                 Planted::Proxy(b) => write!(f, "{b:?}"),
                 Planted::Apply(b) => write!(f, "{b:?}"),
                 Planted::Follow(b) => write!(f, "{b:?}"),
+                Planted::Sync(b) => write!(f, "{b:?}"),
                 Planted::Scenario(b) => write!(f, "{b:?}"),
             }
         }
@@ -196,6 +208,11 @@ mod registry {
             "slotsync",
             "ready-means-lossless",
         ),
+        entry(
+            Sync(S::TakePrecedingRemote),
+            "slotsync",
+            "ready-means-lossless",
+        ),
     ];
 
     impl Entry {
@@ -212,7 +229,10 @@ mod registry {
                 (Apply(b), "delayq") => delayq::run_delayq(&mut rng, trace, Some(b), None),
                 (Follow(b), "delayq") => delayq::run_delayq(&mut rng, trace, None, Some(b)),
                 (Scenario(b), "slotsync") => {
-                    slotsync::run_slotsync(&mut rng, trace, Some(b)).map(|r| r.nanos)
+                    slotsync::run_slotsync(&mut rng, trace, Some(b), None).map(|r| r.nanos)
+                }
+                (Sync(b), "slotsync") => {
+                    slotsync::run_slotsync(&mut rng, trace, None, Some(b)).map(|r| r.nanos)
                 }
                 _ => return None,
             };

@@ -223,6 +223,14 @@ impl Publisher {
         Lsn(self.lsn)
     }
 
+    /// Appends a record of `bytes` that no consumer decodes (a catalog prune, say); returns
+    /// its start and end.
+    pub fn append_wal(&mut self, bytes: u64) -> (Lsn, Lsn) {
+        let start = self.lsn;
+        self.lsn += bytes;
+        (Lsn(start), Lsn(self.lsn))
+    }
+
     /// The next xid to be assigned.
     pub fn next_xid(&self) -> Xid {
         Xid(self.next_xid)

@@ -70,6 +70,8 @@ pub use engine::{
     check_function_prerequisites, check_user_op, promote, sync_cycle, sync_function, Action,
     Caller, Change, DropReason, Outcome, Positions, SkipReason, UserOp,
 };
+#[cfg(feature = "planted-bugs")]
+pub use engine::{sync_cycle_planted, sync_function_planted, PlantedBug};
 pub use error::{InputError, SlotOpError, SyncError};
 pub use input::{Standby, Version, WalLevel};
 pub use plan::{outcome_to_json, run_plan_text, PlanInput, PlanRun};

@@ -11,9 +11,15 @@ use crate::input::{Standby, Version, WalLevel};
 use crate::row::{xid_follows, xid_precedes, InvalidationCause, SlotRow, SlotType};
 
 mod actions;
+mod planted;
+mod settings;
 mod user_ops;
 
 pub use actions::{Action, Caller, Change, DropReason, Outcome, Positions, SkipReason};
+#[cfg(feature = "planted-bugs")]
+pub use planted::PlantedBug;
+use planted::{takes_preceding_remote, Bug};
+use settings::{config_differs, copy_config, copy_settings};
 pub use user_ops::{check_user_op, promote, UserOp};
 
 /// The checks `pg_sync_replication_slots()` makes before touching any slot, in the server's
@@ -95,6 +101,38 @@ pub fn sync_function(
     local_slots: &[SlotRow],
     standby: &Standby,
 ) -> Outcome {
+    function(remote_slots, local_slots, standby, None)
+}
+
+/// [`sync_function`] with a planted bug switched on (simulator tests only).
+#[cfg(feature = "planted-bugs")]
+pub fn sync_function_planted(
+    remote_slots: &[SlotRow],
+    local_slots: &[SlotRow],
+    standby: &Standby,
+    bug: PlantedBug,
+) -> Outcome {
+    function(remote_slots, local_slots, standby, Some(bug))
+}
+
+/// [`sync_cycle`] with a planted bug switched on (simulator tests only).
+#[cfg(feature = "planted-bugs")]
+pub fn sync_cycle_planted(
+    remote_slots: &[SlotRow],
+    local_slots: &[SlotRow],
+    standby: &Standby,
+    caller: Caller,
+    bug: PlantedBug,
+) -> Outcome {
+    cycle(remote_slots, local_slots, standby, caller, Some(bug))
+}
+
+fn function(
+    remote_slots: &[SlotRow],
+    local_slots: &[SlotRow],
+    standby: &Standby,
+    bug: Bug,
+) -> Outcome {
     let checked =
         check_function_prerequisites(standby).and_then(|_| validate_remote(standby, remote_slots));
     if let Err(e) = checked {
@@ -113,7 +151,7 @@ pub fn sync_function(
                 .collect(),
         };
     }
-    sync_cycle(remote_slots, local_slots, standby, Caller::Function)
+    cycle(remote_slots, local_slots, standby, Caller::Function, bug)
 }
 
 /// One synchronization cycle without the prerequisite checks (`synchronize_slots`).
@@ -123,7 +161,18 @@ pub fn sync_cycle(
     standby: &Standby,
     caller: Caller,
 ) -> Outcome {
+    cycle(remote_slots, local_slots, standby, caller, None)
+}
+
+fn cycle(
+    remote_slots: &[SlotRow],
+    local_slots: &[SlotRow],
+    standby: &Standby,
+    caller: Caller,
+    bug: Bug,
+) -> Outcome {
     let mut cycle = Cycle {
+        bug,
         table: local_slots.iter().cloned().map(Some).collect(),
         actions: Vec::new(),
         updated: false,
@@ -187,6 +236,8 @@ struct Remote<'a> {
     catalog_xmin: Xid,
     /// The standby's version, which decides what an update copies.
     version: Version,
+    /// The planted bug in force, if any.
+    bug: Bug,
 }
 
 struct Cycle<'a> {
@@ -205,6 +256,8 @@ struct Cycle<'a> {
     /// The ProcArray's `replication_slot_xmin` and `replication_slot_catalog_xmin` as last
     /// computed (`ReplicationSlotsComputeRequiredXmin`); invalid as `None`.
     required: (Option<Xid>, Option<Xid>),
+    /// The planted bug in force, if any.
+    bug: Bug,
 }
 
 impl Cycle<'_> {
@@ -220,6 +273,7 @@ impl Cycle<'_> {
                 confirmed: row.confirmed_flush_lsn.unwrap_or(Lsn::INVALID),
                 catalog_xmin: row.catalog_xmin.unwrap_or(Xid(0)),
                 version: self.standby.version,
+                bug: self.bug,
             };
             let incomplete =
                 r.restart == Lsn::INVALID || r.confirmed == Lsn::INVALID || r.catalog_xmin.0 == 0;
@@ -570,7 +624,8 @@ fn update_local(
     let l_restart = local.restart_lsn.unwrap_or(Lsn::INVALID);
     let l_xmin = local.catalog_xmin.unwrap_or(Xid(0));
     let l_confirmed = local.confirmed_flush_lsn.unwrap_or(Lsn::INVALID);
-    if r.restart < l_restart || xid_precedes(r.catalog_xmin, l_xmin) {
+    let precedes = r.restart < l_restart || xid_precedes(r.catalog_xmin, l_xmin);
+    if precedes && !takes_preceding_remote(r.bug) {
         actions.push(Action::Skip {
             slot: name.clone(),
             reason: SkipReason::RemotePrecedes {
@@ -667,71 +722,6 @@ fn update_local(
         consistent,
         positions_synced: positions.is_some(),
     })
-}
-
-/// The remote's two_phase_at, where the version syncs it (17 neither reads nor shows it).
-fn remote_two_phase_at(local: &SlotRow, r: &Remote, version: Version) -> Option<Lsn> {
-    match version {
-        Version::V17 => local.two_phase_at,
-        Version::V18 => r.row.two_phase_at.filter(|l| *l != Lsn::INVALID),
-    }
-}
-
-/// Whether plugin, database, two_phase, two_phase_at or failover differ from the remote's.
-fn config_differs(local: &SlotRow, r: &Remote) -> bool {
-    let remote_tpa = remote_two_phase_at(local, r, r.version);
-    let local_tpa = local.two_phase_at.filter(|l| *l != Lsn::INVALID);
-    r.row.datoid != local.datoid
-        || r.row.two_phase != local.two_phase
-        || r.row.failover != local.failover
-        || r.row.plugin != local.plugin
-        || remote_tpa != local_tpa
-}
-
-/// Copies the remote's settings into `local`, recording each changed column in `set`.
-fn copy_settings(local: &mut SlotRow, r: &Remote, set: &mut Vec<Change>) {
-    let remote_tpa = remote_two_phase_at(local, r, r.version);
-    let local_tpa = local.two_phase_at.filter(|l| *l != Lsn::INVALID);
-    if r.row.plugin != local.plugin {
-        set.push(Change::Plugin(r.row.plugin.clone()));
-    }
-    if r.row.datoid != local.datoid {
-        set.push(Change::Database {
-            datoid: r.row.datoid,
-            database: r.row.database.clone(),
-        });
-    }
-    if r.row.two_phase != local.two_phase {
-        set.push(Change::TwoPhase(r.row.two_phase));
-    }
-    if remote_tpa != local_tpa {
-        set.push(Change::TwoPhaseAt(remote_tpa));
-    }
-    if r.row.failover != local.failover {
-        set.push(Change::Failover(r.row.failover));
-    }
-    local.plugin = r.row.plugin.clone();
-    local.datoid = r.row.datoid;
-    local.database = r.row.database.clone();
-    local.two_phase = r.row.two_phase;
-    local.two_phase_at = remote_tpa;
-    local.failover = r.row.failover;
-}
-
-/// 17's settings copy for a preceded remote: an `Update` of settings only, when any differ.
-fn copy_config(local: &mut SlotRow, r: &Remote, actions: &mut Vec<Action>) -> bool {
-    if !config_differs(local, r) {
-        return false;
-    }
-    let mut set = Vec::new();
-    copy_settings(local, r, &mut set);
-    local.inactive_since = None;
-    actions.push(Action::Update {
-        slot: r.row.slot_name.clone(),
-        set,
-        positions: None,
-    });
-    true
 }
 
 /// `update_and_persist_local_synced_slot`: whether the slot became persistent.

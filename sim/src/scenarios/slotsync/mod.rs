@@ -10,29 +10,41 @@
 //! and the WAL it needs is reserved by the slot. Without the setting the same quantities are
 //! measured and traced as the loss window ([`loss_window`]).
 //!
+//! The world also holds what the slot positions are about (`cluster`): the primary's catalog
+//! horizon and vacuum, whose prune records replay on the standbys and invalidate synced slots
+//! they pass (`rows_removed`); the standbys' `hot_standby_feedback` carrying their synced slots'
+//! `catalog_xmin` to their physical slots; WAL removal at the primary's checkpoints and the
+//! standbys' restartpoints, with `max_slot_wal_keep_size` invalidations (`wal_removed`) on
+//! both sides. After promotion the synced slot must be able to decode: its WAL still on the
+//! standby and the catalog rows its transactions need kept ([`Unusable`], and the loss
+//! window's `catalog_missing`).
+//!
 //! The failover-readiness check (`pgyard slotsync check`) is asked at random moments (about one
-//! tick in five, of a random standby) and right before the failover, from a snapshot of the same state: whenever it says the slot is ready,
-//! a failover to that standby at that moment must lose nothing (`ready-means-lossless`).
+//! tick in five, of a random standby) and right before the failover, from a snapshot of the
+//! same state: whenever it says the slot is ready, a failover to that standby at that moment
+//! must lose nothing (`ready-means-lossless`).
 
 use pgyard_slotsync::cadence::WorkerSchedule;
 use pgyard_slotsync::check::check;
 use pgyard_slotsync::snapshot::{PrimaryFacts, Snapshot};
 use pgyard_slotsync::{
-    promote, sync_cycle, sync_function, Caller, PlanInput, SlotRow, Standby, StandbySlotList,
-    Version,
+    promote, sync_cycle, sync_function, Caller, Outcome, PlanInput, SlotRow, Standby,
+    StandbySlotList, Version,
 };
-use pgyard_types::{uniform_inclusive, Instant, Lsn, Rng, UnixTime, Xid};
+use pgyard_types::{uniform_inclusive, Instant, Lsn, Rng, RngCore, UnixTime};
 
-use pgyard_conninfo::parse;
-use pgyard_conninfo::typed::{ConnectConfig, Context};
-use pgyard_types::RngCore;
-
-use crate::planted::ScenarioBug;
+use crate::planted::{ScenarioBug, SyncBug};
 use crate::publisher::{Publisher, Workload};
-use crate::world::net::{Dns, Link, Net, NetMix};
-use crate::world::pg::{Node, NodeState, PASSWORD, USER};
-use crate::world::{ClientSpec, World};
 use crate::{trace, Scenario, Trace, Violation};
+use cluster::Cluster;
+use loss::loss_at;
+pub use loss::{LossWindow, Unusable};
+
+mod cluster;
+mod horizon;
+mod loss;
+mod reconnect;
+mod wal;
 
 /// The scenario.
 pub struct SlotsyncScenario;
@@ -47,30 +59,7 @@ impl Scenario for SlotsyncScenario {
     }
 
     fn run(&self, rng: &mut Rng, trace: &mut Trace) -> Result<u64, Violation> {
-        run_slotsync(rng, trace, None).map(|r| r.nanos)
-    }
-}
-
-/// What a failover cost the subscriber.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct LossWindow {
-    /// Whether `synchronized_standby_slots` named the promoted standby.
-    pub gate_on: bool,
-    /// Whether the promoted standby had a sync-ready copy of the slot (else the subscriber
-    /// cannot resume at all and must be re-synchronized from scratch).
-    pub slot_ready: bool,
-    /// Transactions the subscriber applied that the new primary does not have.
-    pub divergent: u64,
-    /// Transactions of the new primary the subscriber will never receive.
-    pub skipped: u64,
-    /// Transactions the subscriber should receive whose WAL the slot no longer reserves.
-    pub wal_missing: u64,
-}
-
-impl LossWindow {
-    /// Transactions lost or diverged in all.
-    pub fn total(&self) -> u64 {
-        self.divergent + self.skipped + self.wal_missing
+        run_slotsync(rng, trace, None, None).map(|r| r.nanos)
     }
 }
 
@@ -93,7 +82,7 @@ pub fn loss_window(seed: u64) -> Result<Option<LossWindow>, Violation> {
     let mut rng = pgyard_types::rng_from_seed(h ^ seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let mut t = Trace::hashing();
     crate::trace!(t, "SEED={seed} scenario=slotsync");
-    run_slotsync(&mut rng, &mut t, None).map(|r| r.loss)
+    run_slotsync(&mut rng, &mut t, None, None).map(|r| r.loss)
 }
 
 #[derive(Debug)]
@@ -112,6 +101,16 @@ struct Mix {
     failover_tick: u64,
     new_after_failover: u64,
     workload: Workload,
+    /// Percent of ticks the primary vacuums its catalog.
+    vacuum_percent: u64,
+    /// Percent of ticks the primary takes a checkpoint (and removes WAL).
+    checkpoint_percent: u64,
+    /// Percent of ticks each standby takes a restartpoint (and removes WAL).
+    restartpoint_percent: u64,
+    /// `max_slot_wal_keep_size` in bytes on every node, when set.
+    keep_bytes: Option<u64>,
+    /// A standby rebuilt from a fresh base backup: (tick, which standby).
+    rebuild: Option<(u64, usize)>,
 }
 
 const SLOT: &str = "sub_slot";
@@ -122,11 +121,13 @@ fn fail(invariant: &'static str, detail: String) -> Violation {
     Violation { invariant, detail }
 }
 
-/// Runs one seed; `bug` plants a scenario bug (see [`ScenarioBug`]).
+/// Runs one seed; `bug` plants a scenario bug (see [`ScenarioBug`]), `sync_bug` one of the
+/// sync engine's (in every sync of every standby).
 pub fn run_slotsync(
     rng: &mut Rng,
     t: &mut Trace,
     bug: Option<ScenarioBug>,
+    sync_bug: Option<SyncBug>,
 ) -> Result<SlotsyncRun, Violation> {
     let r = |rng: &mut Rng, max: u64| uniform_inclusive(rng, max);
     let mix = draw_mix(rng);
@@ -152,7 +153,9 @@ pub fn run_slotsync(
     let list = StandbySlotList::parse(if mix.gate_on { &setting } else { "" })
         .map_err(|e| fail("setting-parses", format!("{setting:?}: {e:?}")))?;
     trace!(t, "synchronized_standby_slots = {:?}", list.names());
+    let mut cluster = Cluster::new(&publ, mix.keep_bytes);
     let mut standbys = Standbys {
+        bug: sync_bug,
         locals: vec![Vec::new(); mix.standbys as usize],
         schedules: (0..mix.standbys)
             .map(|_| WorkerSchedule::new(Instant::ZERO))
@@ -171,8 +174,21 @@ pub fn run_slotsync(
         if r(rng, 99) < mix.txn_percent {
             publ.step(rng, wall);
         }
+        if let Some((_, k)) = mix.rebuild.filter(|&(at, _)| at == tick) {
+            let k = k % publ.standbys.len();
+            cluster.rebuild(&mut publ, k, mix.stall_percent[k]);
+            standbys.locals[k].clear();
+            standbys.schedules[k] = WorkerSchedule::new(now);
+            trace!(
+                t,
+                "tick {tick}: standby{} rebuilt from a base backup at {}",
+                k + 1,
+                publ.flush_lsn()
+            );
+        }
         publ.advance_standbys(rng);
-        let primary_rows = primary_rows(&publ);
+        cluster.standbys_step(rng, t, tick, &mix, &publ, &mut standbys.locals);
+        let primary_rows = primary_rows(&publ, &cluster);
         // The walsender's bound.
         let flush = publ.flush_lsn();
         let bound = if bug == Some(ScenarioBug::IgnoreStandbySlots) {
@@ -181,8 +197,12 @@ pub fn run_slotsync(
             list.send_bound(&primary_rows, flush, true, false, false)
                 .upto
         };
-        sub.step(rng, t, tick, &mix, &mut publ, bound);
-        standbys.sync(t, tick, now, &mix, &publ, &primary_rows);
+        // An invalidated slot cannot be streamed from (or confirmed through) at all.
+        if cluster.logical_invalid.is_none() {
+            sub.step(rng, t, tick, &mix, &mut publ, bound);
+        }
+        standbys.sync(t, tick, now, &mix, (&publ, &cluster), &primary_rows);
+        cluster.primary_step(rng, t, tick, &mix, &mut publ, &standbys.locals);
         let locals = &standbys.locals;
         let received = sub.received;
         let applied_end = received
@@ -194,7 +214,8 @@ pub fn run_slotsync(
             worker: mix.worker,
             bug,
         };
-        check_at_random(&mut asks, t, tick, &mix, &publ, locals, received, &facts)?;
+        let world = (&publ, &cluster);
+        check_at_random(&mut asks, t, tick, &mix, world, locals, received, &facts)?;
         if tick == mix.failover_tick {
             let candidates: Vec<usize> = if mix.gate_on {
                 listed.clone()
@@ -202,9 +223,9 @@ pub fn run_slotsync(
                 (0..mix.standbys as usize).collect()
             };
             let p = candidates[r(rng, candidates.len() as u64 - 1) as usize];
-            let ready = verdict_ready(&publ, &locals[p], p, &facts);
+            let ready = verdict_ready(world, &locals[p], p, &facts);
             trace!(t, "check right before the failover: ready {ready}");
-            let loss = failover(rng, t, &mix, &publ, &locals[p], p, received, sub.confirmed)?;
+            let loss = failover(rng, t, &mix, world, &locals[p], p, received, sub.confirmed)?;
             if ready && loss.total() > 0 {
                 return Err(fail(
                     "ready-means-lossless",
@@ -247,6 +268,11 @@ fn draw_mix(rng: &mut Rng) -> Mix {
         failover_tick: r(rng, ticks),
         new_after_failover: r(rng, 8),
         workload,
+        vacuum_percent: r(rng, 60),
+        checkpoint_percent: 5 + r(rng, 35),
+        restartpoint_percent: 5 + r(rng, 35),
+        keep_bytes: (r(rng, 3) == 0).then(|| (8 + r(rng, 24)) * wal::SEGMENT_BYTES),
+        rebuild: (r(rng, 1) == 0).then(|| (r(rng, ticks), r(rng, 1) as usize)),
     }
 }
 
@@ -298,6 +324,8 @@ impl Subscriber {
 
 /// The standbys' synced slots and, for the worker, its schedule per standby.
 struct Standbys {
+    /// The sync engine's planted bug, if one is switched on.
+    bug: Option<SyncBug>,
     locals: Vec<Vec<SlotRow>>,
     schedules: Vec<WorkerSchedule>,
 }
@@ -311,11 +339,11 @@ impl Standbys {
         tick: u64,
         now: Instant,
         mix: &Mix,
-        publ: &Publisher,
+        (publ, cluster): (&Publisher, &Cluster),
         primary_rows: &[SlotRow],
     ) {
         for i in 0..mix.standbys as usize {
-            let input = standby_input(publ, i, mix.worker);
+            let input = standby_input(publ, cluster, i, mix.worker);
             let run = if mix.worker {
                 self.schedules[i].handle_timeout(now)
             } else {
@@ -324,11 +352,7 @@ impl Standbys {
             if !run {
                 continue;
             }
-            let out = if mix.worker {
-                sync_cycle(primary_rows, &self.locals[i], &input, Caller::Worker)
-            } else {
-                sync_function(primary_rows, &self.locals[i], &input)
-            };
+            let out = run_sync(primary_rows, &self.locals[i], &input, mix.worker, self.bug);
             if mix.worker {
                 self.schedules[i].handle_cycle_done(now, out.updated);
             }
@@ -348,6 +372,34 @@ impl Standbys {
     }
 }
 
+/// One sync of a standby: a worker cycle or a `pg_sync_replication_slots()` call, with the
+/// planted bug if one is on.
+fn run_sync(
+    remote: &[SlotRow],
+    local: &[SlotRow],
+    input: &Standby,
+    worker: bool,
+    bug: Option<SyncBug>,
+) -> Outcome {
+    #[cfg(feature = "planted-bugs")]
+    if let Some(b) = bug {
+        return if worker {
+            pgyard_slotsync::sync_cycle_planted(remote, local, input, Caller::Worker, b)
+        } else {
+            pgyard_slotsync::sync_function_planted(remote, local, input, b)
+        };
+    }
+    #[cfg(not(feature = "planted-bugs"))]
+    if let Some(b) = bug {
+        match b {}
+    }
+    if worker {
+        sync_cycle(remote, local, input, Caller::Worker)
+    } else {
+        sync_function(remote, local, input)
+    }
+}
+
 /// The RNG stream the check's moments are drawn from.
 const ASK_STREAM: u64 = 0x6173_6b73;
 
@@ -359,7 +411,7 @@ fn check_at_random(
     t: &mut Trace,
     tick: u64,
     mix: &Mix,
-    publ: &Publisher,
+    world: (&Publisher, &Cluster),
     locals: &[Vec<SlotRow>],
     received: usize,
     facts: &Facts,
@@ -368,8 +420,8 @@ fn check_at_random(
         return Ok(());
     }
     let i = uniform_inclusive(asks, mix.standbys - 1) as usize;
-    if verdict_ready(publ, &locals[i], i, facts) {
-        let loss = loss_at(publ, &locals[i], i, received, &[]);
+    if verdict_ready(world, &locals[i], i, facts) {
+        let loss = loss_at(world.0, world.1, &locals[i], i, received, &[]);
         trace!(t, "tick {tick}: check says ready for standby{}", i + 1);
         if loss.total() > 0 {
             return Err(fail(
@@ -391,7 +443,7 @@ fn failover(
     rng: &mut Rng,
     t: &mut Trace,
     mix: &Mix,
-    publ: &Publisher,
+    (publ, cluster): (&Publisher, &Cluster),
     local: &[SlotRow],
     p: usize,
     received: usize,
@@ -434,12 +486,12 @@ fn failover(
             })
             .collect(),
     };
-    let mut loss = loss_at(publ, local, p, received, &new_commits);
+    let mut loss = loss_at(publ, cluster, local, p, received, &new_commits);
     loss.gate_on = mix.gate_on;
     trace!(t, "loss window {loss:?}");
     // Last, so the draws above (and the loss window sweeps total) do not depend on it.
     let world_seed = rng.next_u64();
-    subscriber_reconnects(t, mix, p, world_seed)?;
+    reconnect::subscriber_reconnects(t, mix, p, world_seed)?;
     if mix.gate_on && loss.total() > 0 {
         return Err(fail(
             "failover-loses-nothing",
@@ -452,141 +504,6 @@ fn failover(
     Ok(loss)
 }
 
-/// The subscriber finds the new primary as a real client would: its connection string lists
-/// the old primary and every standby with `target_session_attrs=read-write`, and the same
-/// `pgyard-connect` machine the adapters drive walks them over the simulated network (latency,
-/// authentication, the crashed old primary refusing). It must land on the promoted standby and
-/// nowhere else.
-fn subscriber_reconnects(
-    t: &mut Trace,
-    mix: &Mix,
-    promoted: usize,
-    seed: u64,
-) -> Result<(), Violation> {
-    let mut rng = pgyard_types::rng_from_seed(seed);
-    let rng = &mut rng;
-    let count = 1 + mix.standbys as usize;
-    let mut nodes = Vec::with_capacity(count);
-    for i in 0..count {
-        let state = if i == 0 {
-            NodeState::Crashed
-        } else if i == promoted + 1 {
-            NodeState::Primary
-        } else {
-            NodeState::Standby
-        };
-        // trust, MD5 or SCRAM, as the cluster's pg_hba.conf may say.
-        let auth = uniform_inclusive(rng, 2);
-        let iterations = 1 + uniform_inclusive(rng, 3) as u32;
-        let mut n = Node::new(format!("pg{i}"), state, auth, iterations, rng);
-        n.old_version = uniform_inclusive(rng, 3) == 0;
-        nodes.push(n);
-    }
-    let names = (0..count).map(|i| (format!("pg{i}"), vec![i])).collect();
-    let dns = Dns {
-        names,
-        latency_ns: 100_000 + uniform_inclusive(rng, 1_000_000),
-    };
-    let links = vec![(0..count)
-        .map(|_| Link {
-            min_ns: 50_000 + uniform_inclusive(rng, 2_000_000),
-            mean_ns: uniform_inclusive(rng, 3_000_000),
-        })
-        .collect()];
-    let net = Net {
-        links,
-        mix: NetMix::default(),
-        partitions: Vec::new(),
-        faults: true,
-    };
-    let hosts: Vec<String> = (0..count).map(|i| format!("pg{i}")).collect();
-    let text = format!(
-        "host={} user={USER} password={PASSWORD} dbname=postgres replication=database \
-         target_session_attrs=read-write connect_timeout=5",
-        hosts.join(",")
-    );
-    let info = parse(&text).map_err(|e| fail("subscriber-config-parses", format!("{e}")))?;
-    let config = ConnectConfig::from_resolved(&info, &Context::new().with_os_user(USER))
-        .map_err(|e| fail("subscriber-config-resolves", format!("{e}")))?;
-    let mut w = World::new(nodes, dns, net, rng.next_u64(), None);
-    w.add_client(
-        ClientSpec {
-            config,
-            hosts,
-            connects: 1,
-            use_reset: false,
-            hold_ns: Some(1_000_000),
-            detect_ns: 1_000_000,
-            budget_rides_out: false,
-        },
-        Instant::ZERO,
-    );
-    w.run(t, Instant(60_000_000_000))?;
-    let want = promoted + 1;
-    trace!(
-        t,
-        "subscriber reconnect: sessions {:?} (new primary pg{want})",
-        w.stats.sessions
-    );
-    if w.stats.sessions != [(0, want)] {
-        return Err(fail(
-            "subscriber-finds-new-primary",
-            format!(
-                "the subscriber's read-write connect over pg0..pg{} ended in sessions {:?}, \
-                 not one on the promoted pg{want}",
-                count - 1,
-                w.stats.sessions
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// What a failover to standby `p` now costs the subscriber, which has received the first
-/// `received` commits; `new_commits` are the new primary's first transactions (first record,
-/// commit).
-fn loss_at(
-    publ: &Publisher,
-    local: &[SlotRow],
-    p: usize,
-    received: usize,
-    new_commits: &[(Lsn, Lsn)],
-) -> LossWindow {
-    // The new primary's WAL ends where the standby's received WAL ends.
-    let f = publ.standbys[p].receive_lsn;
-    let (_, after) = promote(local);
-    let slot = after.iter().find(|s| s.slot_name == SLOT);
-    let applied_end = received
-        .checked_sub(1)
-        .map_or(START, |i| publ.commits[i].end_lsn);
-    let mut loss = LossWindow {
-        slot_ready: slot.is_some(),
-        ..LossWindow::default()
-    };
-    loss.divergent = publ.commits[..received]
-        .iter()
-        .filter(|c| c.end_lsn > f)
-        .count() as u64;
-    if let Some(slot) = slot {
-        let s_conf = slot.confirmed_flush_lsn.unwrap_or(Lsn(0));
-        let s_restart = slot.restart_lsn.unwrap_or(Lsn(0));
-        // The walsender starts at the later of the subscriber's origin and the slot.
-        let start = applied_end.max(s_conf);
-        let old = publ.commits[received..]
-            .iter()
-            .filter(|c| c.end_lsn <= f)
-            .map(|c| (c.first_lsn, c.commit_lsn));
-        for (first, commit) in old.chain(new_commits.iter().copied()) {
-            if commit < start {
-                loss.skipped += 1;
-            } else if first < s_restart {
-                loss.wal_missing += 1;
-            }
-        }
-    }
-    loss
-}
-
 /// What the readiness check is told besides the slot tables.
 struct Facts<'a> {
     setting: &'a str,
@@ -597,7 +514,12 @@ struct Facts<'a> {
 }
 
 /// `pgyard slotsync check` on standby `i` as things stand: is `sub_slot` ready?
-fn verdict_ready(publ: &Publisher, local: &[SlotRow], i: usize, facts: &Facts) -> bool {
+fn verdict_ready(
+    (publ, cluster): (&Publisher, &Cluster),
+    local: &[SlotRow],
+    i: usize,
+    facts: &Facts,
+) -> bool {
     let mut sent_lsn = std::collections::BTreeMap::new();
     // The planted bug drops what was sent, as if no walsender were active: the check then
     // trusts the slot's confirmed_flush_lsn, which lags what the subscriber received.
@@ -606,9 +528,9 @@ fn verdict_ready(publ: &Publisher, local: &[SlotRow], i: usize, facts: &Facts) -
     }
     let snap = Snapshot {
         input: PlanInput {
-            remote_slots: primary_rows(publ),
+            remote_slots: primary_rows(publ, cluster),
             local_slots: local.to_vec(),
-            standby: standby_input(publ, i, facts.worker),
+            standby: standby_input(publ, cluster, i, facts.worker),
         },
         primary: Some(PrimaryFacts {
             version: Version::V18,
@@ -622,18 +544,24 @@ fn verdict_ready(publ: &Publisher, local: &[SlotRow], i: usize, facts: &Facts) -
 }
 
 /// The primary's `pg_replication_slots`: each standby's physical slot (its feedback as
-/// `restart_lsn`) and the subscriber's failover slot.
-fn primary_rows(publ: &Publisher) -> Vec<SlotRow> {
+/// `restart_lsn` and `catalog_xmin`) and the subscriber's failover slot, with their
+/// invalidations.
+fn primary_rows(publ: &Publisher, cluster: &Cluster) -> Vec<SlotRow> {
     let mut rows: Vec<SlotRow> = publ
         .standbys
         .iter()
+        .zip(&cluster.physical)
         .enumerate()
-        .map(|(i, s)| {
+        .map(|(i, (s, p))| {
             let mut row = SlotRow::physical(s.slot.clone());
             row.active = true;
             row.active_pid = Some(100 + i as i64);
             row.restart_lsn = Some(s.feedback_lsn);
+            row.catalog_xmin = p.catalog_xmin;
             row.wal_status = Some("reserved".into());
+            if let Some(cause) = p.invalid {
+                horizon::invalidate(&mut row, cause);
+            }
             row
         })
         .collect();
@@ -648,25 +576,28 @@ fn primary_rows(publ: &Publisher) -> Vec<SlotRow> {
     row.catalog_xmin = Some(publ.slot.catalog_xmin);
     row.wal_status = Some("reserved".into());
     row.failover = true;
+    if let Some(cause) = cluster.logical_invalid {
+        // Nobody can acquire it any more.
+        row.active = false;
+        row.active_pid = None;
+        horizon::invalidate(&mut row, cause);
+    }
     rows.push(row);
     rows
 }
 
 /// Standby `i` as the sync engine reads it.
-fn standby_input(publ: &Publisher, i: usize, worker: bool) -> Standby {
+fn standby_input(publ: &Publisher, cluster: &Cluster, i: usize, worker: bool) -> Standby {
     let s = &publ.standbys[i];
-    // Its oldest running xid as of replay: the first transaction that began after it.
-    let xmin = publ
-        .txns
-        .values()
-        .rev()
-        .take_while(|t| t.first_lsn >= s.replay_lsn)
-        .last()
-        .map_or(publ.next_xid(), |t| t.xid);
+    let w = &cluster.standby_wal[i];
     Standby {
         receive_lsn: Some(s.receive_lsn),
         replay_lsn: Some(s.replay_lsn),
-        snapshot_xmin: Xid(xmin.0),
+        // Its next xid as of replay: that of the first transaction that began after it.
+        snapshot_xmin: horizon::next_xid_at(publ, s.replay_lsn),
+        oldest_wal_lsn: Some(w.oldest),
+        redo_lsn: Some(w.redo),
+        wal_segment_size_bytes: wal::SEGMENT_BYTES,
         primary_slot_name: s.slot.clone(),
         primary_conninfo: "host=primary dbname=postgres".into(),
         sync_replication_slots: worker,
