@@ -432,20 +432,24 @@ impl Pools {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let mut next: Option<Instant> = None;
         let mut at = |t: Instant| next = Some(next.map_or(t, |n| n.min(t)));
-        let mut opening: BTreeMap<&PoolKey, usize> = BTreeMap::new();
-        for s in self.servers.values().filter(|s| s.state == State::Opening) {
-            *opening.entry(&s.key).or_default() += 1;
-        }
         for (key, pool) in &self.pools {
             if let Some((_, d)) = pool.waiting.front() {
                 at(*d);
             }
             // A retry is due only where it could open a server: otherwise its deadline, once
-            // past, would wake the timer again and again until an open under way ends.
-            let room = pool.count < self.settings.size
-                && opening.get(key).copied().unwrap_or(0) < pool.waiting.len();
-            if let (Some(r), true, false) = (pool.retry_at, room, self.paused) {
-                at(r);
+            // past, would wake the timer again and again until an open under way ends. (The
+            // opens under way are counted only for a pool with a retry set: this runs on
+            // every acquire and release.)
+            if let (Some(r), false) = (pool.retry_at, self.paused) {
+                let opening = || {
+                    self.servers
+                        .values()
+                        .filter(|s| s.state == State::Opening && s.key == *key)
+                        .count()
+                };
+                if pool.count < self.settings.size && opening() < pool.waiting.len() {
+                    at(r);
+                }
             }
         }
         if let Some(idle) = self.settings.idle_timeout {

@@ -89,7 +89,8 @@ impl Scanner {
             self.held.clear();
             joined.freeze()
         };
-        let mut frames = Vec::new();
+        // A reply to one extended-protocol query has about six frames: room for them at once.
+        let mut frames = Vec::with_capacity(8);
         let mut pos = 0;
         let mut start = None;
         loop {

@@ -279,20 +279,29 @@ impl Shared {
         key: PoolKey,
         proven: Option<&LoginSecret>,
     ) -> Acquired {
-        let (reply, rx) = oneshot::channel();
         let mut st = self.lock();
         if let Some(secret) = proven {
             if st.secrets.get(&key.user) != Some(secret) {
                 st.secrets.insert(key.user.clone(), secret.clone());
             }
         }
-        st.waiting.insert(client, (key.clone(), reply));
         st.pools.acquire(self.clock.now(), client, &key);
+        // Most acquires find an idle server at once: only a client that must wait gets a
+        // channel and an entry among the waiting (the lock is held until it has them).
         let mine = self.perform(&mut st, Some(client));
-        match mine {
-            Some((session, lent)) => Acquired::Now(session, lent),
-            None => Acquired::Later(rx),
+        if let Some(Granted::Server(session, lent)) = mine {
+            return Acquired::Now(session, lent);
         }
+        let (reply, rx) = oneshot::channel();
+        match mine {
+            Some(refused) => {
+                let _ = reply.send(refused);
+            }
+            None => {
+                st.waiting.insert(client, (key, reply));
+            }
+        }
+        Acquired::Later(rx)
     }
 
     /// The client left while waiting.
@@ -446,12 +455,9 @@ impl Shared {
         self.perform(&mut st, None);
     }
 
-    /// Does what the pools ask; a server granted to `me` is returned instead of sent.
-    fn perform(
-        self: &Arc<Self>,
-        st: &mut State,
-        me: Option<ClientId>,
-    ) -> Option<(Box<Session>, Lent)> {
+    /// Does what the pools ask; what is granted to (or refused) `me`, the client acquiring
+    /// under this lock and not among the waiting, is returned instead of sent.
+    fn perform(self: &Arc<Self>, st: &mut State, me: Option<ClientId>) -> Option<Granted> {
         let mut mine = None;
         while let Some(out) = st.pools.poll_output() {
             match out {
@@ -460,9 +466,10 @@ impl Shared {
                     self.open(server, key, proven);
                 }
                 PoolOut::Grant { client, server } => {
-                    if let Some(got) = self.grant(st, client, server) {
+                    let present = Some(client) == me || st.waiting.contains_key(&client);
+                    if let Some(got) = self.grant(st, client, server, present) {
                         if Some(client) == me {
-                            mine = Some(got);
+                            mine = Some(Granted::Server(got.0, got.1));
                         } else if let Some((_, reply)) = st.waiting.remove(&client) {
                             let (session, lent) = got;
                             if let Err(Granted::Server(session, lent)) =
@@ -477,7 +484,9 @@ impl Shared {
                     }
                 }
                 PoolOut::Refuse { client, message } => {
-                    if let Some((_, reply)) = st.waiting.remove(&client) {
+                    if Some(client) == me {
+                        mine = Some(Granted::Refused(message));
+                    } else if let Some((_, reply)) = st.waiting.remove(&client) {
                         let _ = reply.send(Granted::Refused(message));
                     }
                 }
@@ -487,11 +496,6 @@ impl Shared {
                     // Dropping a session sends Terminate and closes it.
                     drop(st.idle.remove(&server));
                 }
-            }
-        }
-        if mine.is_some() {
-            if let Some(me) = me {
-                st.waiting.remove(&me);
             }
         }
         if st.pools.pause_complete() && !st.pause_waiters.is_empty() {
@@ -508,16 +512,18 @@ impl Shared {
         mine
     }
 
-    /// Takes a granted server out of the idle set (`None`: it cannot be lent).
+    /// Takes a granted server out of the idle set (`None`: it cannot be lent); a client no
+    /// longer `present` (it left while waiting) leaves the server idle.
     fn grant(
         self: &Arc<Self>,
         st: &mut State,
         client: ClientId,
         server: ServerId,
+        present: bool,
     ) -> Option<(Box<Session>, Lent)> {
         let now = self.clock.now();
         let (session, lent) = st.idle.remove(&server)?;
-        if !st.waiting.contains_key(&client) {
+        if !present {
             // The client left meanwhile: the server stays idle.
             st.idle.insert(server, (session, lent));
             st.pools.release(now, server, true);
