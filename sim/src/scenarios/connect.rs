@@ -18,7 +18,7 @@ use pgyard_types::{uniform_inclusive, Instant, Rng, RngCore};
 use crate::trace::{write_pieces, Piece};
 use crate::world::net::{Dns, Link, Net, NetMix, Partition};
 use crate::world::pg::{Flip, Node, NodeState, Role, PASSWORD, USER};
-use crate::world::{Bug, ClientSpec, ClusterEvent, SpecText, World};
+use crate::world::{Bug, ClientSpec, ClusterEvent, SpecText, StartupKeywords, StartupSpec, World};
 use crate::{trace, trace_line, Scenario, Trace, Violation};
 
 /// The scenario.
@@ -239,7 +239,7 @@ pub(crate) fn random_config(
     rng: &mut Rng,
     nodes: usize,
     all_tls: bool,
-) -> Result<(ConnectConfig, Vec<String>), Violation> {
+) -> Result<(ConnectConfig, Vec<String>, StartupSpec), Violation> {
     let mut hosts = Vec::new();
     let count = 1 + uniform_inclusive(rng, 2);
     for _ in 0..count {
@@ -277,11 +277,11 @@ pub(crate) fn random_config(
         }
         text.push_str(h);
     }
-    text.push_str(" port=5432 user=");
-    text.push_str(USER);
-    text.push_str(" password=");
+    text.push_str(" port=5432 password=");
     text.push_str(PASSWORD);
-    text.push_str(" dbname=app sslmode=");
+    let (keywords, extras) = draw_startup(rng);
+    keywords.write_conninfo(&mut text);
+    text.push_str(" sslmode=");
     text.push_str(ssl);
     // Direct TLS (libpq 17+) needs sslmode require or stronger.
     if ssl == "require" && coin(rng, 40) {
@@ -321,7 +321,76 @@ pub(crate) fn random_config(
             500 + uniform_inclusive(rng, 5000),
         )));
     }
-    Ok((cfg, hosts))
+    Ok((cfg, hosts, keywords.spec(extras)))
+}
+
+/// The keywords that decide a client's startup packets, and the extra parameters its
+/// adapter hands the machine (PGDATESTYLE, PGTZ, PGGEQO when not `default`, then the
+/// middleware option, a `_pq_.` protocol option no server knows).
+fn draw_startup(rng: &mut Rng) -> (StartupKeywords, Vec<(Vec<u8>, Vec<u8>)>) {
+    let some = |s: &str| Some(s.to_owned());
+    let dbname = match uniform_inclusive(rng, 9) {
+        0 => None,
+        1 => some(""),
+        2 => some("sim_db"),
+        _ => some("app"),
+    };
+    let options = match uniform_inclusive(rng, 19) {
+        0..=2 => some("-c geqo=off"),
+        3 => some("-c statement_timeout=5s"),
+        4 => some(""),
+        _ => None,
+    };
+    let application_name = match uniform_inclusive(rng, 19) {
+        0..=6 => some("app-one"),
+        7 => some(""),
+        _ => None,
+    };
+    // libpq sends `application_name` when the keyword is given, even empty, and the fallback
+    // only when it is not; an empty name beside a fallback is left out (see
+    // docs/simulation.md, "What the server receives").
+    let fallback_application_name = if application_name.as_deref() != Some("") && coin(rng, 40) {
+        some("pgyard-sim")
+    } else {
+        None
+    };
+    let client_encoding = match uniform_inclusive(rng, 11) {
+        0 => some("UTF8"),
+        1 => some("LATIN1"),
+        2 => some("SQL_ASCII"),
+        _ => None,
+    };
+    let (min_protocol_version, max_protocol_version) = match uniform_inclusive(rng, 99) {
+        0..=59 => (None, None),
+        60..=69 => (None, Some("latest")),
+        70..=77 => (None, Some("3.2")),
+        78..=85 => (Some("3.2"), None),
+        86..=92 => (Some("3.0"), Some("latest")),
+        _ => (Some("3.2"), Some("latest")),
+    };
+    let keywords = StartupKeywords {
+        user: USER.to_owned(),
+        dbname,
+        replication: None,
+        options,
+        application_name,
+        fallback_application_name,
+        client_encoding,
+        min_protocol_version,
+        max_protocol_version,
+    };
+    let mut extras = Vec::new();
+    for (name, value, p) in [
+        ("datestyle", "ISO, MDY", 20),
+        ("timezone", "UTC", 20),
+        ("geqo", "off", 10),
+        (pgyard_driver::MIDDLEWARE_OPTION, "on", 15),
+    ] {
+        if coin(rng, p) {
+            extras.push((name.as_bytes().to_vec(), value.as_bytes().to_vec()));
+        }
+    }
+    (keywords, extras)
 }
 
 /// Cluster events of the safety phase, as the mix allows.
@@ -475,9 +544,10 @@ pub fn run_connect(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Violat
     }
     let all_tls = w.nodes.iter().all(|n| n.tls);
     for i in 0..mix.clients {
-        let (config, hosts) = random_config(rng, mix.nodes, all_tls)?;
+        let (config, hosts, startup) = random_config(rng, mix.nodes, all_tls)?;
         let spec = ClientSpec {
             config,
+            startup,
             hosts,
             connects: 1 + u32::from(coin(rng, 30)),
             use_reset: coin(rng, 30),

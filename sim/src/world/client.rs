@@ -205,6 +205,15 @@ impl World {
     pub(super) fn wake(&mut self, t: &mut Trace, i: usize) -> Result<(), Violation> {
         let c = &self.clients[i];
         match c.mode {
+            // PQreset on a held session: the machine sends it Terminate and closes it.
+            Mode::Session
+                if c.spec.hold_ns.is_some()
+                    && c.spec.use_reset
+                    && c.connects_left > 0
+                    && c.stage == Stage::Safety =>
+            {
+                self.next_connect(t, i)
+            }
             Mode::Session if c.spec.hold_ns.is_some() => {
                 self.end_session(t, i);
                 self.next_or_idle(i);
@@ -267,6 +276,8 @@ impl World {
             self.drain(t, i)
         } else {
             if let Some((_, id)) = self.clients[i].session.take() {
+                // PQfinish: Terminate, then close.
+                self.send(id, terminate());
                 self.client_close(id);
             }
             self.start_connect(t, i)
@@ -282,7 +293,8 @@ impl World {
         c.gen += 1;
         c.seed = c.seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
         #[allow(unused_mut)]
-        let mut m = Connector::new(c.spec.config.clone(), now, c.seed);
+        let mut m = Connector::new(c.spec.config.clone(), now, c.seed)
+            .with_extra_startup_params(c.spec.startup.extras.clone());
         #[cfg(feature = "planted-bugs")]
         if let Some(b) = self.bug {
             m = m.with_planted_bug(b);
@@ -357,6 +369,7 @@ impl World {
         );
         let needless = sock.map_or(0, |s| s.session.needless_checks);
         self.check_won(i, &est, node, role)?;
+        self.check_protocol_floor(i, id)?;
         self.check_no_needless_check(i, node, needless)?;
         let c = &mut self.clients[i];
         c.watch.established(est.attempt);

@@ -12,6 +12,7 @@ use pgyard_connect::{AttemptId, ConnectError, Established, IoErrorKind, OpenTarg
 use pgyard_conninfo::typed::TargetSessionAttrs;
 use pgyard_conninfo::Strategy;
 use pgyard_types::Instant;
+use pgyard_wire::frame::ProtocolVersion;
 
 use super::client::Stage;
 use super::drive::{Seen, SimCore};
@@ -58,6 +59,8 @@ pub(super) enum Heard {
     OpenFailed(IoErrorKind),
     /// The server sent a FATAL error with this SQLSTATE.
     Fatal([u8; 5]),
+    /// The server sent a well-formed NegotiateProtocolVersion offering this version.
+    Negotiated(ProtocolVersion),
 }
 
 impl Watch {
@@ -476,6 +479,15 @@ impl World {
     /// skips the rest of a name's addresses (libpq), so a name counts only when one of its
     /// addresses fits and every other one either fits or refuses (a crashed node).
     fn fitting_exists(&self, spec: &ClientSpec) -> bool {
+        // A server that offers less than `min_protocol_version` ends the whole connect
+        // (libpq), so such a client is promised nothing while one may answer.
+        let too_old = |n: usize| {
+            let node = &self.nodes[n];
+            node.old_version && node.state != NodeState::Crashed
+        };
+        if spec.startup.min_version > ProtocolVersion::V3_0 && self.listed(spec).any(too_old) {
+            return false;
+        }
         let tsa = spec.config.target_session_attrs();
         let fits = |n: usize| {
             let node = &self.nodes[n];

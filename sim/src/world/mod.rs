@@ -19,6 +19,7 @@ pub mod net;
 pub mod pg;
 pub mod queue;
 mod sockets;
+mod startup;
 mod wording;
 
 use pgyard_connect::{Connector, ResolveToken};
@@ -34,6 +35,7 @@ use net::{Dns, Net};
 use pg::{Flip, Node, NodeState};
 pub use queue::Queue;
 use sockets::{Delivery, SockTable};
+pub use startup::{StartupKeywords, StartupSpec};
 
 /// Steps after which a run counts as a busy loop (a deadline that never moves).
 const STEPS_MAX: u64 = 200_000;
@@ -43,6 +45,8 @@ const STEPS_MAX: u64 = 200_000;
 pub struct ClientSpec {
     /// The configuration every connect starts from.
     pub config: ConnectConfig,
+    /// What its startup packets must carry, and the extra parameters the machine is given.
+    pub startup: StartupSpec,
     /// Host names in its list (each resolves through [`Dns`]).
     pub hosts: Vec<String>,
     /// Connects to make during the safety phase.
@@ -151,6 +155,8 @@ enum Ev {
     ToClient { sock: u64, delivery: Delivery },
     /// Bytes that reach the server end of a socket.
     ToServer { sock: u64, bytes: Vec<u8> },
+    /// The client's FIN reaches the server end of a socket, behind the bytes sent before it.
+    Fin { sock: u64 },
     /// A name lookup of a client's connect completes.
     Resolved {
         client: usize,
@@ -342,10 +348,8 @@ impl World {
                 self.with_core(i, |core, tap| core.resolved(tap, now, token, &host, result));
                 self.drain(t, i)
             }
-            Ev::ToServer { sock, bytes } => {
-                self.deliver_to_server(sock, &bytes);
-                Ok(())
-            }
+            Ev::ToServer { sock, bytes } => self.deliver_to_server(sock, &bytes),
+            Ev::Fin { sock } => self.deliver_fin(sock),
             Ev::ToClient { sock, delivery } => self.deliver_to_client(t, sock, delivery),
             Ev::Cluster(e) => {
                 if self.net.faults {
