@@ -18,7 +18,9 @@ use pgyard_types::{uniform_inclusive, Instant, Rng, RngCore};
 use crate::trace::{write_pieces, Piece};
 use crate::world::net::{Dns, Link, Net, NetMix, Partition};
 use crate::world::pg::{Flip, Node, NodeState, Role, PASSWORD, USER};
-use crate::world::{Bug, ClientSpec, ClusterEvent, SpecText, StartupKeywords, StartupSpec, World};
+use crate::world::{
+    Bug, ClientSpec, ClusterEvent, MemoryUse, SpecText, StartupKeywords, StartupSpec, World,
+};
 use crate::{trace, trace_line, Scenario, Trace, Violation};
 
 /// The scenario.
@@ -239,14 +241,21 @@ pub(crate) fn random_config(
     rng: &mut Rng,
     nodes: usize,
     all_tls: bool,
-) -> Result<(ConnectConfig, Vec<String>, StartupSpec), Violation> {
+) -> Result<Generated, Violation> {
+    // A client with host-status memory names each node by its own name only, so that the
+    // world knows which host every connection went to.
+    let memory = match uniform_inclusive(rng, 9) {
+        0 => Some(MemoryUse::RoundRobin),
+        1 => Some(MemoryUse::Recheck),
+        _ => None,
+    };
     let mut hosts = Vec::new();
     let count = 1 + uniform_inclusive(rng, 2);
     for _ in 0..count {
         let r = uniform_inclusive(rng, 99);
         let name = if r < 8 {
             "nowhere".to_owned()
-        } else if r < 30 {
+        } else if r < 30 && memory.is_none() {
             "pg-any".to_owned()
         } else {
             node_name(uniform_inclusive(rng, nodes as u64 - 1) as usize)
@@ -263,6 +272,12 @@ pub(crate) fn random_config(
         "prefer-primary",
     ];
     let tsa = tsa_all[uniform_inclusive(rng, tsa_all.len() as u64 - 1) as usize];
+    // A recheck client accepts any server, so a host it held a session on is a good one.
+    let tsa = if memory == Some(MemoryUse::Recheck) {
+        "any"
+    } else {
+        tsa
+    };
     let ssl = if all_tls {
         ["disable", "allow", "prefer", "require"][uniform_inclusive(rng, 3) as usize]
     } else {
@@ -291,7 +306,8 @@ pub(crate) fn random_config(
         text.push_str(" target_session_attrs=");
         text.push_str(tsa);
     }
-    if coin(rng, 30) {
+    // A round-robin client keeps its slot order, so its k-th connect's start is known.
+    if coin(rng, 30) && memory != Some(MemoryUse::RoundRobin) {
         text.push_str(" load_balance_hosts=random");
     }
     if coin(rng, 50) {
@@ -316,12 +332,26 @@ pub(crate) fn random_config(
         cfg.set_strategy(Strategy::Race);
         cfg.set_race_stagger(Duration::from_millis(10 + uniform_inclusive(rng, 400)));
     }
-    if coin(rng, 25) {
+    // A memory client walks once per connect: a failover budget would walk again.
+    if coin(rng, 25) && memory.is_none() {
         cfg.set_failover_timeout(Some(Duration::from_millis(
             500 + uniform_inclusive(rng, 5000),
         )));
     }
-    Ok((cfg, hosts, keywords.spec(extras)))
+    Ok(Generated {
+        config: cfg,
+        hosts,
+        startup: keywords.spec(extras),
+        memory,
+    })
+}
+
+/// A random client's configuration and what the world needs to know of it.
+pub(crate) struct Generated {
+    config: ConnectConfig,
+    hosts: Vec<String>,
+    startup: StartupSpec,
+    memory: Option<MemoryUse>,
 }
 
 /// The keywords that decide a client's startup packets, and the extra parameters its
@@ -544,10 +574,16 @@ pub fn run_connect(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Violat
     }
     let all_tls = w.nodes.iter().all(|n| n.tls);
     for i in 0..mix.clients {
-        let (config, hosts, startup) = random_config(rng, mix.nodes, all_tls)?;
+        let Generated {
+            config,
+            hosts,
+            startup,
+            memory,
+        } = random_config(rng, mix.nodes, all_tls)?;
         let spec = ClientSpec {
             config,
             startup,
+            memory,
             hosts,
             connects: 1 + u32::from(coin(rng, 30)),
             use_reset: coin(rng, 30),

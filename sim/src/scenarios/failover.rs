@@ -121,6 +121,7 @@ pub fn run_failover(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Viola
             hosts,
             connects: 4,
             use_reset: true,
+            memory: None,
             hold_ns: None,
             detect_ns: MS + uniform_inclusive(rng, 50 * MS),
             budget_rides_out: true,

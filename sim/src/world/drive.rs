@@ -13,6 +13,7 @@ use pgyard_driver::core::{Core, Drive, Io, Mailbox, Step, TlsRequest, TlsSetup, 
 use pgyard_types::Instant;
 
 use super::invariants::violation;
+use super::memory::LastSeen;
 use super::net::addr_node;
 use super::sockets::{Delivery, Handshake};
 use super::{Ev, World};
@@ -205,6 +206,7 @@ impl World {
         match io {
             Io::Resolve { token, host, .. } => {
                 trace_line!(t, "t=", now.0, " c", i, " resolve ", &host);
+                self.check_memory_walk(i, &host)?;
                 let c = &mut self.clients[i];
                 c.watch.resolving();
                 let gen = c.gen;
@@ -246,6 +248,7 @@ impl World {
                 }
                 let name = &self.nodes[node].name;
                 trace_line!(t, "t=", now.0, " c", i, " open a", attempt.0, " ", name);
+                c.hosts_seen.saw(name, now, LastSeen::Other);
                 self.open(id, i, attempt, node);
             }
             Io::SendHeld { bytes } => {

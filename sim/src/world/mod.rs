@@ -15,6 +15,7 @@
 mod client;
 mod drive;
 mod invariants;
+mod memory;
 pub mod net;
 pub mod pg;
 pub mod queue;
@@ -31,6 +32,7 @@ use crate::{Trace, Violation};
 use client::{AttemptSocks, Client, Mode, Stage};
 use drive::{Mail, Outbox, Seen};
 use invariants::{violation, Watch};
+pub use memory::MemoryUse;
 use net::{Dns, Net};
 use pg::{Flip, Node, NodeState};
 pub use queue::Queue;
@@ -53,6 +55,8 @@ pub struct ClientSpec {
     pub connects: u32,
     /// Reconnect with `reset()` on the same machine instead of a new one.
     pub use_reset: bool,
+    /// Keep a host-status memory across connects (pgyard's, not libpq's), and how.
+    pub memory: Option<MemoryUse>,
     /// How long a session is held before the client ends it (`None`: until it breaks).
     pub hold_ns: Option<u64>,
     /// Delay before a reconnect after a broken session (failure detection).
@@ -249,6 +253,8 @@ impl World {
             .map(|d| d.as_nanos() as u64);
         self.clients.push(Client {
             ct_ns,
+            memory: spec.memory.map(MemoryUse::memory),
+            hosts_seen: memory::HostLog::default(),
             connects_left: spec.connects,
             spec,
             machine: None,
@@ -345,6 +351,9 @@ impl World {
                     return Ok(());
                 }
                 let now = self.now;
+                self.clients[i]
+                    .hosts_seen
+                    .saw(&host, now, memory::LastSeen::Other);
                 self.with_core(i, |core, tap| core.resolved(tap, now, token, &host, result));
                 self.drain(t, i)
             }

@@ -10,6 +10,7 @@ use pgyard_wire::frame::ProtocolVersion;
 
 use super::client::Mode;
 use super::invariants::Heard;
+use super::memory::LastSeen;
 use super::net::SYN_TIMEOUT_NS;
 use super::pg::{NodeState, Session};
 use super::{Ev, World};
@@ -360,6 +361,13 @@ impl World {
         if c.mode != Mode::Connecting {
             return Ok(());
         }
+        let refused = matches!(d, Delivery::OpenFailed(_));
+        let seen = if refused {
+            LastSeen::Refused
+        } else {
+            LastSeen::Other
+        };
+        c.hosts_seen.saw(&self.nodes[s.node].name, now, seen);
         let event = match d {
             Delivery::Opened => Event::Opened { attempt },
             Delivery::OpenFailed(error) => {

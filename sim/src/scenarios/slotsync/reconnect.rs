@@ -80,6 +80,7 @@ pub(super) fn subscriber_reconnects(
             hosts,
             connects: 1,
             use_reset: false,
+            memory: None,
             hold_ns: Some(1_000_000),
             detect_ns: 1_000_000,
             budget_rides_out: false,
