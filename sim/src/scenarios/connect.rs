@@ -246,7 +246,7 @@ pub(crate) fn random_config(
     // world knows which host every connection went to.
     let memory = match uniform_inclusive(rng, 9) {
         0 => Some(MemoryUse::RoundRobin),
-        1 => Some(MemoryUse::Recheck),
+        1 | 2 => Some(MemoryUse::Recheck),
         _ => None,
     };
     let mut hosts = Vec::new();
@@ -585,7 +585,8 @@ pub fn run_connect(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Violat
             startup,
             memory,
             hosts,
-            connects: 1 + u32::from(coin(rng, 30)),
+            // The memory shows only across connects: its clients make one more.
+            connects: 1 + u32::from(coin(rng, 30)) + u32::from(memory.is_some()),
             use_reset: coin(rng, 30),
             hold_ns: Some(uniform_inclusive(rng, 500 * MS)),
             detect_ns: MS + uniform_inclusive(rng, 100 * MS),
