@@ -354,10 +354,13 @@ pub(crate) struct Generated {
     memory: Option<MemoryUse>,
 }
 
+/// Startup parameters an adapter hands the machine besides the configuration.
+type Extras = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// The keywords that decide a client's startup packets, and the extra parameters its
 /// adapter hands the machine (PGDATESTYLE, PGTZ, PGGEQO when not `default`, then the
 /// middleware option, a `_pq_.` protocol option no server knows).
-fn draw_startup(rng: &mut Rng) -> (StartupKeywords, Vec<(Vec<u8>, Vec<u8>)>) {
+fn draw_startup(rng: &mut Rng) -> (StartupKeywords, Extras) {
     let some = |s: &str| Some(s.to_owned());
     let dbname = match uniform_inclusive(rng, 9) {
         0 => None,
