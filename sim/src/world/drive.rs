@@ -238,6 +238,7 @@ impl World {
                 let Some(node) = addr_node(&addr) else {
                     return Err(violation("known-address", format!("{addr}")));
                 };
+                self.check_one_walk(i, node)?;
                 let id = self.next_sock;
                 self.next_sock += 1;
                 let c = &mut self.clients[i];
