@@ -170,7 +170,9 @@ mod registry {
         entry(
             Connect(C::IgnoreDefaultReadOnly),
             "connect",
-            "target-session-attrs-met",
+            // Its other face first since the world's second growth moved the seeds: a
+            // `read-only` client refuses a read-only primary (see docs/simulation.md).
+            "liveness-connects",
         ),
         entry(
             Proxy(P::ReleaseInTransaction),

@@ -18,7 +18,9 @@ use pgyard_types::{uniform_inclusive, Instant, Rng, RngCore};
 use crate::trace::{write_pieces, Piece};
 use crate::world::net::{Dns, Link, Net, NetMix, Partition};
 use crate::world::pg::{Flip, Node, NodeState, Role, PASSWORD, USER};
-use crate::world::{Bug, ClientSpec, ClusterEvent, SpecText, World};
+use crate::world::{
+    Bug, ClientSpec, ClusterEvent, MemoryUse, SpecText, StartupKeywords, StartupSpec, World,
+};
 use crate::{trace, trace_line, Scenario, Trace, Violation};
 
 /// The scenario.
@@ -239,14 +241,21 @@ pub(crate) fn random_config(
     rng: &mut Rng,
     nodes: usize,
     all_tls: bool,
-) -> Result<(ConnectConfig, Vec<String>), Violation> {
+) -> Result<Generated, Violation> {
+    // A client with host-status memory names each node by its own name only, so that the
+    // world knows which host every connection went to.
+    let memory = match uniform_inclusive(rng, 9) {
+        0 => Some(MemoryUse::RoundRobin),
+        1 | 2 => Some(MemoryUse::Recheck),
+        _ => None,
+    };
     let mut hosts = Vec::new();
     let count = 1 + uniform_inclusive(rng, 2);
     for _ in 0..count {
         let r = uniform_inclusive(rng, 99);
         let name = if r < 8 {
             "nowhere".to_owned()
-        } else if r < 30 {
+        } else if r < 30 && memory.is_none() {
             "pg-any".to_owned()
         } else {
             node_name(uniform_inclusive(rng, nodes as u64 - 1) as usize)
@@ -263,6 +272,12 @@ pub(crate) fn random_config(
         "prefer-primary",
     ];
     let tsa = tsa_all[uniform_inclusive(rng, tsa_all.len() as u64 - 1) as usize];
+    // A recheck client accepts any server, so a host it held a session on is a good one.
+    let tsa = if memory == Some(MemoryUse::Recheck) {
+        "any"
+    } else {
+        tsa
+    };
     let ssl = if all_tls {
         ["disable", "allow", "prefer", "require"][uniform_inclusive(rng, 3) as usize]
     } else {
@@ -277,11 +292,11 @@ pub(crate) fn random_config(
         }
         text.push_str(h);
     }
-    text.push_str(" port=5432 user=");
-    text.push_str(USER);
-    text.push_str(" password=");
+    text.push_str(" port=5432 password=");
     text.push_str(PASSWORD);
-    text.push_str(" dbname=app sslmode=");
+    let (keywords, extras) = draw_startup(rng);
+    keywords.write_conninfo(&mut text);
+    text.push_str(" sslmode=");
     text.push_str(ssl);
     // Direct TLS (libpq 17+) needs sslmode require or stronger.
     if ssl == "require" && coin(rng, 40) {
@@ -291,7 +306,8 @@ pub(crate) fn random_config(
         text.push_str(" target_session_attrs=");
         text.push_str(tsa);
     }
-    if coin(rng, 30) {
+    // A round-robin client keeps its slot order, so its k-th connect's start is known.
+    if coin(rng, 30) && memory != Some(MemoryUse::RoundRobin) {
         text.push_str(" load_balance_hosts=random");
     }
     if coin(rng, 50) {
@@ -316,12 +332,98 @@ pub(crate) fn random_config(
         cfg.set_strategy(Strategy::Race);
         cfg.set_race_stagger(Duration::from_millis(10 + uniform_inclusive(rng, 400)));
     }
-    if coin(rng, 25) {
+    // A memory client walks once per connect: a failover budget would walk again.
+    if coin(rng, 25) && memory.is_none() {
         cfg.set_failover_timeout(Some(Duration::from_millis(
             500 + uniform_inclusive(rng, 5000),
         )));
     }
-    Ok((cfg, hosts))
+    Ok(Generated {
+        config: cfg,
+        hosts,
+        startup: keywords.spec(extras),
+        memory,
+    })
+}
+
+/// A random client's configuration and what the world needs to know of it.
+pub(crate) struct Generated {
+    config: ConnectConfig,
+    hosts: Vec<String>,
+    startup: StartupSpec,
+    memory: Option<MemoryUse>,
+}
+
+/// Startup parameters an adapter hands the machine besides the configuration.
+type Extras = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// The keywords that decide a client's startup packets, and the extra parameters its
+/// adapter hands the machine (PGDATESTYLE, PGTZ, PGGEQO when not `default`, then the
+/// middleware option, a `_pq_.` protocol option no server knows).
+fn draw_startup(rng: &mut Rng) -> (StartupKeywords, Extras) {
+    let some = |s: &str| Some(s.to_owned());
+    let dbname = match uniform_inclusive(rng, 9) {
+        0 => None,
+        1 => some(""),
+        2 => some("sim_db"),
+        _ => some("app"),
+    };
+    let options = match uniform_inclusive(rng, 19) {
+        0..=2 => some("-c geqo=off"),
+        3 => some("-c statement_timeout=5s"),
+        4 => some(""),
+        _ => None,
+    };
+    let application_name = match uniform_inclusive(rng, 19) {
+        0..=6 => some("app-one"),
+        7 => some(""),
+        _ => None,
+    };
+    // libpq sends `application_name` when the keyword is given, even empty, and the fallback
+    // only when it is not; an empty name beside a fallback is left out (see
+    // docs/simulation.md, "What the server receives").
+    let fallback_application_name = if application_name.as_deref() != Some("") && coin(rng, 40) {
+        some("pgyard-sim")
+    } else {
+        None
+    };
+    let client_encoding = match uniform_inclusive(rng, 11) {
+        0 => some("UTF8"),
+        1 => some("LATIN1"),
+        2 => some("SQL_ASCII"),
+        _ => None,
+    };
+    let (min_protocol_version, max_protocol_version) = match uniform_inclusive(rng, 99) {
+        0..=59 => (None, None),
+        60..=69 => (None, Some("latest")),
+        70..=77 => (None, Some("3.2")),
+        78..=85 => (Some("3.2"), None),
+        86..=92 => (Some("3.0"), Some("latest")),
+        _ => (Some("3.2"), Some("latest")),
+    };
+    let keywords = StartupKeywords {
+        user: USER.to_owned(),
+        dbname,
+        replication: None,
+        options,
+        application_name,
+        fallback_application_name,
+        client_encoding,
+        min_protocol_version,
+        max_protocol_version,
+    };
+    let mut extras = Vec::new();
+    for (name, value, p) in [
+        ("datestyle", "ISO, MDY", 20),
+        ("timezone", "UTC", 20),
+        ("geqo", "off", 10),
+        (pgyard_driver::MIDDLEWARE_OPTION, "on", 15),
+    ] {
+        if coin(rng, p) {
+            extras.push((name.as_bytes().to_vec(), value.as_bytes().to_vec()));
+        }
+    }
+    (keywords, extras)
 }
 
 /// Cluster events of the safety phase, as the mix allows.
@@ -475,11 +577,19 @@ pub fn run_connect(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Violat
     }
     let all_tls = w.nodes.iter().all(|n| n.tls);
     for i in 0..mix.clients {
-        let (config, hosts) = random_config(rng, mix.nodes, all_tls)?;
-        let spec = ClientSpec {
+        let Generated {
             config,
             hosts,
-            connects: 1 + u32::from(coin(rng, 30)),
+            startup,
+            memory,
+        } = random_config(rng, mix.nodes, all_tls)?;
+        let spec = ClientSpec {
+            config,
+            startup,
+            memory,
+            hosts,
+            // The memory shows only across connects: its clients make one more.
+            connects: 1 + u32::from(coin(rng, 30)) + u32::from(memory.is_some()),
             use_reset: coin(rng, 30),
             hold_ns: Some(uniform_inclusive(rng, 500 * MS)),
             detect_ns: MS + uniform_inclusive(rng, 100 * MS),

@@ -16,7 +16,7 @@ use pgyard_types::{uniform_inclusive, Instant, Rng};
 use super::connect::{build_world, draw_mix, shuffle};
 use crate::world::net::NetMix;
 use crate::world::pg::{Flip, NodeState, Role, PASSWORD, USER};
-use crate::world::{Bug, ClientSpec, ClusterEvent, SpecText, World};
+use crate::world::{Bug, ClientSpec, ClusterEvent, SpecText, StartupSpec, World};
 use crate::{trace, Scenario, Trace, Violation};
 
 /// The scenario.
@@ -117,9 +117,11 @@ pub fn run_failover(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Viola
         }
         let spec = ClientSpec {
             config,
+            startup: StartupSpec::plain(USER, "app"),
             hosts,
             connects: 4,
             use_reset: true,
+            memory: None,
             hold_ns: None,
             detect_ns: MS + uniform_inclusive(rng, 50 * MS),
             budget_rides_out: true,

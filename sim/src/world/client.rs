@@ -3,12 +3,13 @@
 //! application would, and switch to the liveness phase. Each step tells the client's
 //! [`Watch`] what it did and asks the checks of `invariants.rs` at the moments they apply.
 
-use pgyard_connect::{AttemptId, ConnectError, Connector, Established};
+use pgyard_connect::{AttemptId, ConnectError, Connector, Established, HostStatusMemory};
 use pgyard_driver::core::Core;
 use pgyard_types::{uniform_inclusive, Instant};
 
 use super::drive::{Outbox, Seen, SimCore, SimTls};
 use super::invariants::Watch;
+use super::memory::{HostLog, LastSeen};
 use super::pg::{Node, NodeState};
 use super::{ClientSpec, Ev, World};
 use crate::{trace, trace_line, Trace, Violation};
@@ -70,6 +71,10 @@ pub(super) struct Client {
     pub(super) started: Instant,
     /// What the invariant checks know of this client.
     pub(super) watch: Watch,
+    /// The host-status memory between machines (the machine holds it while it runs).
+    pub(super) memory: Option<HostStatusMemory>,
+    /// What the world saw of the client's hosts, for the memory's checks.
+    pub(super) hosts_seen: HostLog,
 }
 
 /// Which socket each attempt of a client uses, ordered by attempt. A client has a handful
@@ -183,6 +188,9 @@ impl World {
         let c = &mut self.clients[i];
         c.socks.clear();
         c.watch.abandoned();
+        if let Some(mem) = c.machine.as_mut().and_then(Connector::take_host_memory) {
+            c.memory = Some(mem);
+        }
         c.machine = None;
         c.core = None;
         // Commands of the dropped core go nowhere, like a dropped worker channel's.
@@ -205,6 +213,15 @@ impl World {
     pub(super) fn wake(&mut self, t: &mut Trace, i: usize) -> Result<(), Violation> {
         let c = &self.clients[i];
         match c.mode {
+            // PQreset on a held session: the machine sends it Terminate and closes it.
+            Mode::Session
+                if c.spec.hold_ns.is_some()
+                    && c.spec.use_reset
+                    && c.connects_left > 0
+                    && c.stage == Stage::Safety =>
+            {
+                self.next_connect(t, i)
+            }
             Mode::Session if c.spec.hold_ns.is_some() => {
                 self.end_session(t, i);
                 self.next_or_idle(i);
@@ -253,6 +270,7 @@ impl World {
             c.gen += 1;
             c.started = self.now;
             c.watch.reset();
+            c.hosts_seen.begin(self.now);
             // reset() sends Terminate and closes the established attempt itself, through the
             // core's held connection.
             let held = c.session.take().map(|(a, id)| {
@@ -267,6 +285,8 @@ impl World {
             self.drain(t, i)
         } else {
             if let Some((_, id)) = self.clients[i].session.take() {
+                // PQfinish: Terminate, then close.
+                self.send(id, terminate());
                 self.client_close(id);
             }
             self.start_connect(t, i)
@@ -282,13 +302,22 @@ impl World {
         c.gen += 1;
         c.seed = c.seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
         #[allow(unused_mut)]
-        let mut m = Connector::new(c.spec.config.clone(), now, c.seed);
+        let mut m = Connector::new(c.spec.config.clone(), now, c.seed)
+            .with_extra_startup_params(c.spec.startup.extras.clone());
         #[cfg(feature = "planted-bugs")]
         if let Some(b) = self.bug {
             m = m.with_planted_bug(b);
         }
         #[cfg(not(feature = "planted-bugs"))]
         let _ = self.bug;
+        // The memory goes from the machine that had it to the next one.
+        if let Some(mem) = c.machine.as_mut().and_then(Connector::take_host_memory) {
+            c.memory = Some(mem);
+        }
+        if let Some(mem) = c.memory.take() {
+            m = m.with_host_memory(mem);
+        }
+        c.hosts_seen.begin(now);
         c.machine = Some(m);
         c.core = Some(Core::new(SimTls, None));
         c.mode = Mode::Connecting;
@@ -356,7 +385,12 @@ impl World {
             debug_text(role.map(|r| r.read_only))
         );
         let needless = sock.map_or(0, |s| s.session.needless_checks);
+        if let Some(n) = node {
+            let name = &self.nodes[n].name;
+            self.clients[i].hosts_seen.saw(name, now, LastSeen::Held);
+        }
         self.check_won(i, &est, node, role)?;
+        self.check_protocol_floor(i, id)?;
         self.check_no_needless_check(i, node, needless)?;
         let c = &mut self.clients[i];
         c.watch.established(est.attempt);

@@ -13,6 +13,7 @@ use pgyard_driver::core::{Core, Drive, Io, Mailbox, Step, TlsRequest, TlsSetup, 
 use pgyard_types::Instant;
 
 use super::invariants::violation;
+use super::memory::LastSeen;
 use super::net::addr_node;
 use super::sockets::{Delivery, Handshake};
 use super::{Ev, World};
@@ -205,6 +206,7 @@ impl World {
         match io {
             Io::Resolve { token, host, .. } => {
                 trace_line!(t, "t=", now.0, " c", i, " resolve ", &host);
+                self.check_memory_walk(i, &host)?;
                 let c = &mut self.clients[i];
                 c.watch.resolving();
                 let gen = c.gen;
@@ -236,6 +238,7 @@ impl World {
                 let Some(node) = addr_node(&addr) else {
                     return Err(violation("known-address", format!("{addr}")));
                 };
+                self.check_one_walk(i, node)?;
                 let id = self.next_sock;
                 self.next_sock += 1;
                 let c = &mut self.clients[i];
@@ -246,6 +249,7 @@ impl World {
                 }
                 let name = &self.nodes[node].name;
                 trace_line!(t, "t=", now.0, " c", i, " open a", attempt.0, " ", name);
+                c.hosts_seen.saw(name, now, LastSeen::Other);
                 self.open(id, i, attempt, node);
             }
             Io::SendHeld { bytes } => {

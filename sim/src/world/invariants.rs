@@ -9,9 +9,10 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use pgyard_connect::{AttemptId, ConnectError, Established, IoErrorKind, OpenTarget};
-use pgyard_conninfo::typed::TargetSessionAttrs;
+use pgyard_conninfo::typed::{SslMode, TargetSessionAttrs};
 use pgyard_conninfo::Strategy;
 use pgyard_types::Instant;
+use pgyard_wire::frame::ProtocolVersion;
 
 use super::client::Stage;
 use super::drive::{Seen, SimCore};
@@ -49,6 +50,8 @@ pub(super) struct Watch {
     pub(super) heard: Vec<(AttemptId, Heard)>,
     /// What the connect under way must achieve (from the liveness phase on).
     promise: Option<Promise>,
+    /// Connections the connect under way opened to each node.
+    opens_per_node: Vec<(usize, u32)>,
 }
 
 /// What the world told a client about one attempt, which its failure report must say.
@@ -58,6 +61,8 @@ pub(super) enum Heard {
     OpenFailed(IoErrorKind),
     /// The server sent a FATAL error with this SQLSTATE.
     Fatal([u8; 5]),
+    /// The server sent a well-formed NegotiateProtocolVersion offering this version.
+    Negotiated(ProtocolVersion),
 }
 
 impl Watch {
@@ -69,6 +74,7 @@ impl Watch {
         self.established = None;
         self.after_cannot_connect = false;
         self.heard.clear();
+        self.opens_per_node.clear();
     }
 
     /// `reset()` begins a connect on the same machine, whose attempt ids go on counting.
@@ -76,6 +82,7 @@ impl Watch {
         self.opened_this.clear();
         self.after_cannot_connect = false;
         self.heard.clear();
+        self.opens_per_node.clear();
     }
 
     /// The world told attempt `attempt` something its report must say.
@@ -186,6 +193,54 @@ impl World {
             core: c.core.as_ref(),
         };
         c.watch.action(i, now, view, seen)
+    }
+
+    /// Client `i`'s connect opens a connection to `node`. libpq tries each address of a slot
+    /// at most once per encryption method in a pass, so a connect without a failover budget
+    /// (which walks again) opens to a node at most (slots whose name leads to it) × (methods of
+    /// its sslmode) × (passes of its `target_session_attrs`) times.
+    pub(super) fn check_one_walk(&mut self, i: usize, node: usize) -> CheckResult {
+        let spec = &self.clients[i].spec;
+        if spec.config.failover_timeout().is_some() {
+            return Ok(());
+        }
+        let slots = spec
+            .hosts
+            .iter()
+            .filter(|h| self.dns.names.get(*h).is_some_and(|ns| ns.contains(&node)))
+            .count() as u32;
+        let methods = match spec.config.sslmode() {
+            SslMode::Allow | SslMode::Prefer => 2,
+            _ => 1,
+        };
+        let passes = match spec.config.target_session_attrs() {
+            TargetSessionAttrs::PreferStandby | TargetSessionAttrs::PreferPrimary => 2,
+            _ => 1,
+        };
+        let limit = slots * methods * passes;
+        let c = &mut self.clients[i];
+        let opens = match c.watch.opens_per_node.iter_mut().find(|(n, _)| *n == node) {
+            Some((_, k)) => {
+                *k += 1;
+                *k
+            }
+            None => {
+                c.watch.opens_per_node.push((node, 1));
+                1
+            }
+        };
+        if opens <= limit {
+            return Ok(());
+        }
+        Err(violation(
+            "one-walk-per-connect",
+            format!(
+                "client {i} ({}) opened {opens} connections to node {node} in one connect, \
+                 at most {limit} in libpq's walk{}",
+                SpecText(&c.spec),
+                attempts_text(c.core.as_ref())
+            ),
+        ))
     }
 
     /// A connect that ended left no attempt open but the one it won.
@@ -476,6 +531,15 @@ impl World {
     /// skips the rest of a name's addresses (libpq), so a name counts only when one of its
     /// addresses fits and every other one either fits or refuses (a crashed node).
     fn fitting_exists(&self, spec: &ClientSpec) -> bool {
+        // A server that offers less than `min_protocol_version` ends the whole connect
+        // (libpq), so such a client is promised nothing while one may answer.
+        let too_old = |n: usize| {
+            let node = &self.nodes[n];
+            node.old_version && node.state != NodeState::Crashed
+        };
+        if spec.startup.min_version > ProtocolVersion::V3_0 && self.listed(spec).any(too_old) {
+            return false;
+        }
         let tsa = spec.config.target_session_attrs();
         let fits = |n: usize| {
             let node = &self.nodes[n];

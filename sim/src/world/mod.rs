@@ -15,10 +15,12 @@
 mod client;
 mod drive;
 mod invariants;
+mod memory;
 pub mod net;
 pub mod pg;
 pub mod queue;
 mod sockets;
+mod startup;
 mod wording;
 
 use pgyard_connect::{Connector, ResolveToken};
@@ -30,10 +32,12 @@ use crate::{Trace, Violation};
 use client::{AttemptSocks, Client, Mode, Stage};
 use drive::{Mail, Outbox, Seen};
 use invariants::{violation, Watch};
+pub use memory::MemoryUse;
 use net::{Dns, Net};
 use pg::{Flip, Node, NodeState};
 pub use queue::Queue;
 use sockets::{Delivery, SockTable};
+pub use startup::{StartupKeywords, StartupSpec};
 
 /// Steps after which a run counts as a busy loop (a deadline that never moves).
 const STEPS_MAX: u64 = 200_000;
@@ -43,12 +47,16 @@ const STEPS_MAX: u64 = 200_000;
 pub struct ClientSpec {
     /// The configuration every connect starts from.
     pub config: ConnectConfig,
+    /// What its startup packets must carry, and the extra parameters the machine is given.
+    pub startup: StartupSpec,
     /// Host names in its list (each resolves through [`Dns`]).
     pub hosts: Vec<String>,
     /// Connects to make during the safety phase.
     pub connects: u32,
     /// Reconnect with `reset()` on the same machine instead of a new one.
     pub use_reset: bool,
+    /// Keep a host-status memory across connects (pgyard's, not libpq's), and how.
+    pub memory: Option<MemoryUse>,
     /// How long a session is held before the client ends it (`None`: until it breaks).
     pub hold_ns: Option<u64>,
     /// Delay before a reconnect after a broken session (failure detection).
@@ -151,6 +159,8 @@ enum Ev {
     ToClient { sock: u64, delivery: Delivery },
     /// Bytes that reach the server end of a socket.
     ToServer { sock: u64, bytes: Vec<u8> },
+    /// The client's FIN reaches the server end of a socket, behind the bytes sent before it.
+    Fin { sock: u64 },
     /// A name lookup of a client's connect completes.
     Resolved {
         client: usize,
@@ -243,6 +253,8 @@ impl World {
             .map(|d| d.as_nanos() as u64);
         self.clients.push(Client {
             ct_ns,
+            memory: spec.memory.map(MemoryUse::memory),
+            hosts_seen: memory::HostLog::default(),
             connects_left: spec.connects,
             spec,
             machine: None,
@@ -339,13 +351,14 @@ impl World {
                     return Ok(());
                 }
                 let now = self.now;
+                self.clients[i]
+                    .hosts_seen
+                    .saw(&host, now, memory::LastSeen::Other);
                 self.with_core(i, |core, tap| core.resolved(tap, now, token, &host, result));
                 self.drain(t, i)
             }
-            Ev::ToServer { sock, bytes } => {
-                self.deliver_to_server(sock, &bytes);
-                Ok(())
-            }
+            Ev::ToServer { sock, bytes } => self.deliver_to_server(sock, &bytes),
+            Ev::Fin { sock } => self.deliver_fin(sock),
             Ev::ToClient { sock, delivery } => self.deliver_to_client(t, sock, delivery),
             Ev::Cluster(e) => {
                 if self.net.faults {

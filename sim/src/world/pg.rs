@@ -12,12 +12,13 @@ use pgyard_wire::auth::{
     md5_secret, scram_secret, LoginRandom, LoginStep, ScramSecret, ServerLogin, StoredSecret,
 };
 use pgyard_wire::backend::{
-    encode_command_complete, encode_data_row, encode_ready_for_query, encode_row_description,
-    Authentication, BackendKeyData, FieldDescription, ParameterStatus, TransactionStatus,
+    encode_command_complete, encode_data_row, encode_negotiate_protocol_version,
+    encode_ready_for_query, encode_row_description, Authentication, BackendKeyData,
+    FieldDescription, ParameterStatus, TransactionStatus,
 };
 use pgyard_wire::error_fields::{encode_error_response, encode_notice_response};
-use pgyard_wire::frame::{Decoded, FrameDecoder, Limits, UnitRef};
-use pgyard_wire::frontend::StartupPacket;
+use pgyard_wire::frame::{Decoded, FrameDecoder, Limits, ProtocolVersion, UnitRef};
+use pgyard_wire::frontend::{StartupMessage, StartupPacket};
 
 use crate::trace::{write_pieces, Piece};
 
@@ -322,6 +323,26 @@ pub struct Session {
     pub needless_checks: u64,
     /// Notices sent for middleware messages.
     pub notices: u64,
+    /// The StartupMessage as received (version and parameters), until the world judges it.
+    pub startup_seen: Option<StartupSeen>,
+    /// The protocol version the session runs (the client's, or the server's newest when it
+    /// negotiated down); set at the StartupMessage.
+    pub protocol: Option<ProtocolVersion>,
+    /// The version a NegotiateProtocolVersion offered, until the world passes it on.
+    pub negotiated: Option<ProtocolVersion>,
+    /// ReadyForQuery messages sent (the end of startup, then one per query).
+    pub readies: u32,
+    /// A well-formed Terminate (`X`, length 4) arrived.
+    pub terminated: bool,
+}
+
+/// A StartupMessage as a server received it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StartupSeen {
+    /// The version word.
+    pub version: ProtocolVersion,
+    /// The parameters, in the order sent.
+    pub params: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 /// What a session answers to bytes.
@@ -353,6 +374,11 @@ impl Session {
             reported_role: false,
             needless_checks: 0,
             notices: 0,
+            startup_seen: None,
+            protocol: None,
+            negotiated: None,
+            readies: 0,
+            terminated: false,
         }
     }
 
@@ -398,8 +424,8 @@ impl Session {
                         out.extend_from_slice(if node.tls { b"S" } else { b"N" });
                     }
                     Ok(StartupPacket::GssEncRequest) => out.extend_from_slice(b"N"),
-                    Ok(StartupPacket::Startup(_)) => {
-                        let (p, c) = start_session(self, node, &mut out, rng);
+                    Ok(StartupPacket::Startup(msg)) => {
+                        let (p, c) = start_session(self, node, &msg, &mut out, rng);
                         self.phase = p;
                         close = c;
                     }
@@ -428,6 +454,9 @@ impl Session {
         rng: &mut Rng,
     ) -> bool {
         if tag == b'X' {
+            // PostgreSQL ends the backend on any `X`; the world notes whether it was the
+            // 4-byte message libpq sends.
+            self.terminated = body.is_empty();
             return true;
         }
         let phase = std::mem::replace(&mut self.phase, Phase::Gone);
@@ -538,6 +567,7 @@ impl Session {
 
     fn ready(&mut self, node: &Node, out: &mut BytesMut) {
         self.seen_at_check = Some(node.seen());
+        self.readies += 1;
         encode_ready_for_query(TransactionStatus::Idle, out);
     }
 
@@ -569,10 +599,17 @@ impl Session {
         }
         node.next_pid += 1;
         let pid = node.next_pid;
+        // Protocol 3.2 has PostgreSQL 18's 32-byte cancel key; 3.0 the 4-byte one.
+        let mut key = [0u8; 32];
+        let wide = self.protocol.is_some_and(|v| v >= ProtocolVersion::V3_2);
+        let key_len = if wide { 32 } else { 4 };
+        for (k, b) in key.iter_mut().zip(pid.to_be_bytes().iter().cycle()) {
+            *k = *b;
+        }
         put(out, |b| {
             BackendKeyData {
                 pid,
-                key: &pid.to_be_bytes(),
+                key: &key[..key_len],
             }
             .encode(b)
         });
@@ -588,9 +625,19 @@ impl Session {
 fn start_session(
     s: &mut Session,
     node: &mut Node,
+    msg: &StartupMessage<'_>,
     out: &mut BytesMut,
     rng: &mut Rng,
 ) -> (Phase, bool) {
+    s.startup_seen = Some(StartupSeen {
+        version: msg.version,
+        params: msg
+            .params
+            .iter()
+            .map(|(k, v)| (k.to_vec(), v.to_vec()))
+            .collect(),
+    });
+    negotiate(s, node, msg, out);
     match node.state {
         NodeState::StartingUp { .. } => {
             s.sent_cannot_connect_now = true;
@@ -635,6 +682,27 @@ fn start_session(
         }
         (login, _) => (Phase::Login(Box::new(login)), false),
     }
+}
+
+/// What `ProcessStartupPacket` does with the version and the `_pq_.` options: a minor newer
+/// than the server's newest, or any protocol option (PostgreSQL 18 knows none, nor did 13),
+/// gets NegotiateProtocolVersion with the server's newest version not above the request and
+/// every unrecognised option, before any other answer; the session runs that version.
+fn negotiate(s: &mut Session, node: &Node, msg: &StartupMessage<'_>, out: &mut BytesMut) {
+    let newest = if node.old_version {
+        ProtocolVersion::V3_0
+    } else {
+        ProtocolVersion::V3_2
+    };
+    let unrecognized: Vec<&[u8]> = msg.params.protocol_options().map(|(n, _)| n).collect();
+    let version = msg.version.min(newest);
+    if msg.version.minor() > newest.minor() || !unrecognized.is_empty() {
+        put(out, |b| {
+            encode_negotiate_protocol_version(version, &unrecognized, b)
+        });
+        s.negotiated = Some(version);
+    }
+    s.protocol = Some(version);
 }
 
 fn fatal(out: &mut BytesMut, code: &[u8], message: &[u8]) {

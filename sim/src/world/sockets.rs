@@ -6,9 +6,11 @@ use std::collections::VecDeque;
 
 use pgyard_connect::{AttemptId, Event, IoErrorKind};
 use pgyard_types::{uniform_inclusive, Instant};
+use pgyard_wire::frame::ProtocolVersion;
 
 use super::client::Mode;
 use super::invariants::Heard;
+use super::memory::LastSeen;
 use super::net::SYN_TIMEOUT_NS;
 use super::pg::{NodeState, Session};
 use super::{Ev, World};
@@ -29,6 +31,10 @@ pub(super) enum Delivery {
         cannot_connect_now: bool,
         /// The SQLSTATE of a FATAL error among the bytes.
         fatal: Option<[u8; 5]>,
+        /// ReadyForQuery messages among the bytes.
+        readies: u32,
+        /// The version a NegotiateProtocolVersion among the bytes offered.
+        negotiated: Option<ProtocolVersion>,
     },
     /// End of stream: the server closed, or the connection reset.
     Closed,
@@ -71,6 +77,14 @@ pub(super) struct Sock {
     pub(super) down_last: Instant,
     /// The last TLS handshake, once one completed.
     pub(super) tls: Option<Handshake>,
+    /// The client end has closed: deliveries to it are dropped, and its FIN is on the way
+    /// to the server behind the bytes sent before it.
+    pub(super) client_closed: bool,
+    /// ReadyForQuery messages the client's connect was handed.
+    pub(super) ready_heard: u32,
+    /// The server offered a protocol version below the client's minimum: libpq stops
+    /// reading there, so what followed it in the same stream went unread.
+    pub(super) below_min: bool,
 }
 
 impl Sock {
@@ -198,6 +212,9 @@ impl World {
             up_last: now,
             down_last: Instant(at),
             tls: None,
+            client_closed: false,
+            ready_heard: 0,
+            below_min: false,
         };
         self.socks.insert(id, sock);
         let delivery = outcome;
@@ -216,43 +233,77 @@ impl World {
         self.queue.push(at, Ev::ToServer { sock: id, bytes });
     }
 
-    /// The client end closes `id`: the server side ends at once.
+    /// The client end closes `id`. TCP sends the FIN behind the bytes already sent, so a
+    /// server that answers reads them (a Terminate) before the end of the stream; a server end
+    /// that is gone or hung ends with the socket at once.
     pub(super) fn client_close(&mut self, id: u64) {
-        if let Some(mut s) = self.socks.remove(&id) {
-            s.session.end(&mut self.nodes[s.node]);
-        }
-    }
-
-    /// Bytes reach the server end of `id`: its session answers, resets or closes.
-    pub(super) fn deliver_to_server(&mut self, id: u64, bytes: &[u8]) {
         let Some(s) = self.socks.get_mut(&id) else {
             return;
         };
-        if s.server_end != ServerEnd::Answering {
+        if s.client_closed {
             return;
+        }
+        s.client_closed = true;
+        if s.server_end != ServerEnd::Answering {
+            if let Some(mut s) = self.socks.remove(&id) {
+                s.session.end(&mut self.nodes[s.node]);
+            }
+            return;
+        }
+        let d = self.net.delay(&mut self.rng, s.client, s.node, self.now);
+        let at = Instant((self.now.0 + d).max(s.up_last.0 + 1));
+        s.up_last = at;
+        self.queue.push(at, Ev::Fin { sock: id });
+    }
+
+    /// The client's FIN reaches the server end of `id`: the session ends, after the check on
+    /// how the client left it.
+    pub(super) fn deliver_fin(&mut self, id: u64) -> Result<(), Violation> {
+        let Some(mut s) = self.socks.remove(&id) else {
+            return Ok(());
+        };
+        let checked = self.check_terminated(&s);
+        s.session.end(&mut self.nodes[s.node]);
+        checked
+    }
+
+    /// Bytes reach the server end of `id`: its session answers, resets or closes. The first
+    /// StartupMessage is judged against what the client's configuration asks libpq to send.
+    pub(super) fn deliver_to_server(&mut self, id: u64, bytes: &[u8]) -> Result<(), Violation> {
+        let Some(s) = self.socks.get_mut(&id) else {
+            return Ok(());
+        };
+        if s.server_end != ServerEnd::Answering {
+            return Ok(());
         }
         let node = s.node;
         if self.nodes[node].state == NodeState::Crashed {
             self.server_close(id);
-            return;
+            return Ok(());
         }
+        let readies_before = s.session.readies;
         let reply = s
             .session
             .receive(&mut self.nodes[node], bytes, &mut self.rng);
+        let readies = s.session.readies - readies_before;
         let cannot_connect_now = s.session.sent_cannot_connect_now;
         let fatal = s.session.fatal.take();
+        let negotiated = s.session.negotiated.take();
         let client = s.client;
+        if let Some(seen) = s.session.startup_seen.take() {
+            self.check_startup(client, id, &seen)?;
+        }
         if !reply.bytes.is_empty() {
             let reset = self.net.faults
                 && self.net.mix.reset_permille > 0
                 && uniform_inclusive(&mut self.rng, 999) < self.net.mix.reset_permille;
             if reset {
                 self.server_close(id);
-                return;
+                return Ok(());
             }
             let d = self.net.delay(&mut self.rng, client, node, self.now);
             let Some(s) = self.socks.get_mut(&id) else {
-                return;
+                return Ok(());
             };
             let at = Instant((self.now.0 + d).max(s.down_last.0 + 1));
             s.down_last = at;
@@ -260,12 +311,15 @@ impl World {
                 bytes: reply.bytes,
                 cannot_connect_now,
                 fatal,
+                readies,
+                negotiated,
             };
             self.queue.push(at, Ev::ToClient { sock: id, delivery });
         }
         if reply.close {
             self.server_close(id);
         }
+        Ok(())
     }
 
     /// A delivery reaches the client end of `id`: the end of a held session, or an event
@@ -279,6 +333,9 @@ impl World {
         let Some(s) = self.socks.get(&id) else {
             return Ok(());
         };
+        if s.client_closed {
+            return Ok(());
+        }
         let (i, attempt) = (s.client, s.attempt);
         let now = self.now;
         let c = &mut self.clients[i];
@@ -304,6 +361,13 @@ impl World {
         if c.mode != Mode::Connecting {
             return Ok(());
         }
+        let refused = matches!(d, Delivery::OpenFailed(_));
+        let seen = if refused {
+            LastSeen::Refused
+        } else {
+            LastSeen::Other
+        };
+        c.hosts_seen.saw(&self.nodes[s.node].name, now, seen);
         let event = match d {
             Delivery::Opened => Event::Opened { attempt },
             Delivery::OpenFailed(error) => {
@@ -316,12 +380,23 @@ impl World {
                 bytes,
                 cannot_connect_now,
                 fatal,
+                readies,
+                negotiated,
             } => {
+                let c = &mut self.clients[i];
+                let min = c.spec.startup.min_version;
+                if let Some(s) = self.socks.get_mut(&id) {
+                    s.ready_heard += readies;
+                    s.below_min |= negotiated.is_some_and(|v| v < min);
+                }
                 if cannot_connect_now {
                     c.watch.heard_cannot_connect_now();
                 }
                 if let Some(code) = fatal {
                     c.watch.heard(attempt, Heard::Fatal(code));
+                }
+                if let Some(v) = negotiated {
+                    c.watch.heard(attempt, Heard::Negotiated(v));
                 }
                 Event::Received { attempt, bytes }
             }

@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use pgyard_connect::{AttemptReport, ConnectError, FailureKind, IoErrorKind, OpenTarget};
 use pgyard_conninfo::typed::{HostSlot, SlotKind};
 use pgyard_wire::error_fields::SqlState;
+use pgyard_wire::frame::ProtocolVersion;
 
 use super::invariants::{violation, CheckResult, Heard};
 use super::World;
@@ -68,7 +69,15 @@ impl World {
                     r.kind == FailureKind::Transient
                         && r.text.contains(&format!("{}\n", system_text(k)))
                 }
-                Heard::Fatal(code) => r.kind == fatal_kind(code),
+                // NegotiateProtocolVersion comes before any FATAL; one below the client's
+                // minimum ends the connect before libpq reads the error.
+                Heard::Fatal(code) => {
+                    r.kind == fatal_kind(code) || c.watch.heard.iter().any(|(a, h)| {
+                        a == attempt
+                            && matches!(h, Heard::Negotiated(v) if *v < c.spec.startup.min_version)
+                    })
+                }
+                Heard::Negotiated(v) => negotiation_fits(r, *v, c.spec.startup.min_version),
             };
             if !fits {
                 return bad(format!(
@@ -123,4 +132,22 @@ fn fatal_kind(code: &[u8; 5]) -> FailureKind {
     } else {
         FailureKind::Refused(SqlState::from_array(*code))
     }
+}
+
+/// Whether an entry fits a well-formed NegotiateProtocolVersion offering `offered` to a
+/// client whose `min_protocol_version` is `min`: below it, libpq's configuration error;
+/// otherwise nothing about the negotiation, which libpq accepts.
+fn negotiation_fits(r: &AttemptReport, offered: ProtocolVersion, min: ProtocolVersion) -> bool {
+    if offered < min {
+        let text = format!(
+            "server only supports protocol version {}.{}, but \"min_protocol_version\" was set \
+             to {}.{}\n",
+            offered.major(),
+            offered.minor(),
+            min.major(),
+            min.minor()
+        );
+        return r.kind == FailureKind::Configuration && r.text.contains(&text);
+    }
+    !r.text.contains("protocol negotiation message")
 }

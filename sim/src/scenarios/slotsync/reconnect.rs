@@ -7,7 +7,7 @@ use pgyard_types::{uniform_inclusive, Instant, RngCore};
 use super::{fail, Mix};
 use crate::world::net::{Dns, Link, Net, NetMix};
 use crate::world::pg::{Node, NodeState, PASSWORD, USER};
-use crate::world::{ClientSpec, World};
+use crate::world::{ClientSpec, StartupKeywords, World};
 use crate::{trace, Trace, Violation};
 
 /// The subscriber finds the new primary as a real client would: its connection string lists
@@ -70,9 +70,17 @@ pub(super) fn subscriber_reconnects(
     w.add_client(
         ClientSpec {
             config,
+            startup: StartupKeywords {
+                user: USER.to_owned(),
+                dbname: Some("postgres".to_owned()),
+                replication: Some("database".to_owned()),
+                ..StartupKeywords::default()
+            }
+            .spec(Vec::new()),
             hosts,
             connects: 1,
             use_reset: false,
+            memory: None,
             hold_ns: Some(1_000_000),
             detect_ns: 1_000_000,
             budget_rides_out: false,
