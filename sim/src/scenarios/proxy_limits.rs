@@ -81,11 +81,44 @@ impl World {
             (true, _, _) => "while in use".to_owned(),
             (_, Some((c, x)), _) => format!("inside the block of client {c} transaction {x}"),
             (_, _, Some(why)) => format!("while it {why}"),
-            _ => return,
+            _ => return self.judge_idle_close(server),
         };
         let detail = format!("the pools closed server {} {why}", server.0);
         self.fault
             .get_or_insert(violation("never-closed-in-use", detail));
+    }
+
+    /// Nothing in this world but the idle limit closes an idle server (no reload, PAUSE or
+    /// retired database): one closed before its limit was closed for a wrong reason.
+    fn judge_idle_close(&mut self, server: ServerId) {
+        let Some(&(since, returned)) = self.idle_since.get(&server) else {
+            return;
+        };
+        let now = self.now.0;
+        if returned && since.0 == now {
+            // A server coming back, closed at once: only its lifetime may close it here.
+            let born = self.born.get(&server).map_or(0, |b| b.0);
+            if self.limits.lifetime_ns.is_some_and(|l| now >= born + l) {
+                return;
+            }
+            let detail = format!(
+                "the pools closed server {} (opened at t={born}) as it came back at t={now}, \
+                 before its lifetime ({:?} ns)",
+                server.0, self.limits.lifetime_ns
+            );
+            self.fault.get_or_insert(violation("lifetime-kept", detail));
+            return;
+        }
+        if self.limits.idle_ns.is_some_and(|i| now >= since.0 + i) {
+            return;
+        }
+        let detail = format!(
+            "the pools closed server {}, idle since t={}, at t={now}, before its idle limit \
+             ({:?} ns)",
+            server.0, since.0, self.limits.idle_ns
+        );
+        self.fault
+            .get_or_insert(violation("idle-limit-kept", detail));
     }
 
     /// After every step: the limits the pools promise, and a broken promise seen where it
