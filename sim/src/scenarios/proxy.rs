@@ -85,6 +85,10 @@ pub(super) enum Ev {
     Leave { client: usize, gen: u32, txn: u64 },
     /// Session mode: the answer to the `DISCARD ALL` sent to a server has come back.
     ResetDone { server: ServerId },
+    /// The admin console's PAUSE, lifted by a RESUME this long after.
+    Pause { resume_after: u64 },
+    /// The admin console's RESUME.
+    Resume,
 }
 
 /// A pooled server connection (the proxy's end and the server's).
@@ -180,6 +184,10 @@ pub(super) struct World {
     pub(super) born: BTreeMap<ServerId, Instant>,
     pub(super) idle_since: BTreeMap<ServerId, (Instant, bool)>,
     pub(super) fault: Option<Violation>,
+    /// PAUSE is in force; the connects it made the pools forget (closed when they arrive,
+    /// counted in no pool's size, as `docs/proxy.md` says).
+    pub(super) paused: bool,
+    pub(super) forgotten: BTreeSet<ServerId>,
     /// The clients, by plan.
     pub(super) clients: Vec<Client>,
     /// Session ids handed out so far.
@@ -247,6 +255,8 @@ pub fn run_proxy(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Violatio
         born: BTreeMap::new(),
         idle_since: BTreeMap::new(),
         fault: None,
+        paused: false,
+        forgotten: BTreeSet::new(),
         clients: Vec::new(),
         next_session: 0,
     };
@@ -257,6 +267,9 @@ pub fn run_proxy(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Violatio
         let session = new_session(w.now, sid, &mut w.rng, bug, mode);
         w.clients
             .push(Client::new(c as u64, session, txns, limits.session));
+    }
+    if let Some((at, resume_after)) = limits.pause_ns {
+        w.q.push(Instant(at), Ev::Pause { resume_after });
     }
     w.run(t)?;
     w.finish()?;
@@ -420,6 +433,14 @@ impl World {
             }
             Ev::Leave { client, gen, txn } => self.leave(t, client, gen, txn),
             Ev::ResetDone { server } => self.reset_done(t, server),
+            Ev::Pause { resume_after } => {
+                self.pause(t, resume_after);
+                Ok(())
+            }
+            Ev::Resume => {
+                self.resume(t);
+                Ok(())
+            }
         }
     }
 

@@ -207,8 +207,12 @@ impl World {
         let mut mine = None;
         while let Some(out) = self.pools.poll_output() {
             match out {
-                PoolOut::Open { server, key } => self.open(t, server, key),
+                PoolOut::Open { server, key } => {
+                    self.judge_paused("opened", server);
+                    self.open(t, server, key);
+                }
                 PoolOut::Grant { client, server } => {
+                    self.judge_paused("lent", server);
                     let Some(lent) = self.unidle(server) else {
                         continue;
                     };
@@ -450,6 +454,7 @@ impl World {
             return;
         };
         c.cancelled = true;
+        c.cancel_sent = true;
         trace!(t, "t={} c{i} sends a CancelRequest", self.now.0);
         let mut packet = BytesMut::new();
         let _ = pgyard_wire::frontend::encode_cancel_request(pid, &secret, &mut packet);

@@ -129,6 +129,8 @@ pub(super) struct Client {
     set_var: bool,
     /// Session mode: NOTICEs owed for ROUTE messages sent after the server was assigned.
     notices_owed: u32,
+    /// It sent a CancelRequest on this connection.
+    pub(super) cancel_sent: bool,
 }
 
 impl Client {
@@ -159,6 +161,7 @@ impl Client {
             session_mode,
             set_var: false,
             notices_owed: 0,
+            cancel_sent: false,
         }
     }
 
@@ -202,6 +205,7 @@ impl Client {
         self.lost = false;
         self.set_var = false;
         self.notices_owed = 0;
+        self.cancel_sent = false;
     }
 
     /// Whether its connection ended in the middle of a message (the proxy had nothing
@@ -407,7 +411,11 @@ impl Client {
                 let sleeping = self
                     .current()
                     .is_some_and(|t| matches!(t.kind, Kind::Sleep { .. }));
-                if !(self.cancelled && sleeping) {
+                // In session mode the server stays the client's, so a cancel that arrives
+                // after its query ended stops the connection's next one, as on a direct
+                // connection (transaction mode holds the server back until it is done).
+                let late = self.session_mode && self.cancel_sent;
+                if !((self.cancelled || late) && sleeping) {
                     let detail = format!(
                         "client {c} got a cancel it did not ask for (cancelled={}): {text}",
                         self.cancelled

@@ -5,7 +5,10 @@
 //! no server stays idle past `server_idle_timeout` (the pools' timer fires at the deadline, so
 //! the simulator's granularity is zero), none goes back to the idle list past its
 //! `server_lifetime`, none is closed while lent, being reset or inside a transaction, and no
-//! pool has more connections than its size.
+//! pool has more connections than its size. PAUSE and RESUME come as the admin console sends
+//! them (`Pools::pause`, `Pools::resume`): while paused nothing is opened, lent or kept idle,
+//! and the PAUSE completes once no server connection is left; after RESUME every client must
+//! still finish.
 
 use pgyard_proxy::{Lent, Route, ServerId, ServerUse};
 use pgyard_types::Instant;
@@ -74,6 +77,10 @@ impl World {
 
     /// The pools close `server`: it must not be lent, being reset, or inside a transaction.
     pub(super) fn judge_close(&mut self, server: ServerId) {
+        if self.forgotten.remove(&server) {
+            // A connect a PAUSE forgot, closed as it arrives.
+            return;
+        }
         let lent = self.holder.contains_key(&server) || self.resetting.contains_key(&server);
         let block = self.conns.get(&server).and_then(|c| c.fake.open_block());
         let busy = self.conns.get(&server).and_then(|c| c.fake.mid_protocol());
@@ -88,9 +95,62 @@ impl World {
             .get_or_insert(violation("never-closed-in-use", detail));
     }
 
-    /// Nothing in this world but the idle limit closes an idle server (no reload, PAUSE or
-    /// retired database): one closed before its limit was closed for a wrong reason.
+    /// The admin console's PAUSE: idle servers close now, lent ones when they come back.
+    pub(super) fn pause(&mut self, t: &mut Trace, resume_after: u64) {
+        trace!(t, "t={} PAUSE", self.now.0);
+        self.paused = self.pools.pause(self.now);
+        self.forgotten.extend(self.openings.keys().copied());
+        self.perform_pools(t, None);
+        let at = Instant(self.now.0 + resume_after);
+        self.q.push(at, Ev::Resume);
+    }
+
+    /// The admin console's RESUME: the waiting clients are served.
+    pub(super) fn resume(&mut self, t: &mut Trace) {
+        trace!(t, "t={} RESUME", self.now.0);
+        self.paused = false;
+        self.pools.resume(self.now);
+        self.perform_pools(t, None);
+    }
+
+    /// The pools opened or lent `server` (`what`): never while PAUSE is in force.
+    pub(super) fn judge_paused(&mut self, what: &str, server: ServerId) {
+        if self.paused {
+            let detail = format!("the pools {what} server {} while paused", server.0);
+            self.fault
+                .get_or_insert(violation("nothing-lent-while-paused", detail));
+        }
+    }
+
+    /// While paused no server stays idle, and the PAUSE is complete exactly when no server
+    /// connection is left.
+    fn judge_pause(&self) -> Result<(), Violation> {
+        if !self.paused {
+            return Ok(());
+        }
+        let views = self.pools.servers();
+        if let Some(s) = views.iter().find(|s| s.state == ServerUse::Idle) {
+            let detail = format!("server {} is idle in the pools while paused", s.id.0);
+            return Err(violation("nothing-lent-while-paused", detail));
+        }
+        let done = self.pools.pause_complete();
+        if done != self.conns.is_empty() {
+            let detail = format!(
+                "the PAUSE reports complete={done} with {} server connections open",
+                self.conns.len()
+            );
+            return Err(violation("pause-completes", detail));
+        }
+        Ok(())
+    }
+
+    /// Nothing in this world but the idle limit closes an idle server (no reload or retired
+    /// database; a PAUSE closes them all): one closed before its limit was closed for a wrong
+    /// reason.
     fn judge_idle_close(&mut self, server: ServerId) {
+        if self.paused {
+            return;
+        }
         let Some(&(since, returned)) = self.idle_since.get(&server) else {
             return;
         };
@@ -128,6 +188,7 @@ impl World {
             return Err(v);
         }
         self.judge_sizes()?;
+        self.judge_pause()?;
         let now = self.now.0;
         let (idle, life) = (self.limits.idle_ns, self.limits.lifetime_ns);
         let suspect = |(server, &(since, returned)): (&ServerId, &(Instant, bool))| {
@@ -178,7 +239,11 @@ impl World {
         let size = self.pools.settings().size;
         for route in [Route::Primary, Route::Standby, Route::Any] {
             let open = self.conns.values().filter(|c| c.route == route).count();
-            let opening = self.openings.values().filter(|o| o.route == route).count();
+            let opening = self
+                .openings
+                .iter()
+                .filter(|(id, o)| o.route == route && !self.forgotten.contains(id))
+                .count();
             if open + opening > size {
                 let detail = format!(
                     "the {route:?} pool of size {size} has {open} connections and {opening} \

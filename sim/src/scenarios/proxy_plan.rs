@@ -109,6 +109,8 @@ pub(super) struct PoolMix {
     pub(super) idle_ns: Option<u64>,
     /// `server_lifetime`, when there is one.
     pub(super) lifetime_ns: Option<u64>,
+    /// When the admin console's PAUSE comes, and how long until its RESUME.
+    pub(super) pause_ns: Option<(u64, u64)>,
 }
 
 impl PoolMix {
@@ -126,10 +128,15 @@ impl PoolMix {
             0 | 1 => None,
             _ => Some(500_000 + uniform_inclusive(rng, 50_000_000)),
         };
+        let pause_ns = (uniform_inclusive(rng, 3) == 0).then(|| {
+            let at = 300_000 + uniform_inclusive(rng, 20_000_000);
+            (at, 100_000 + uniform_inclusive(rng, 30_000_000))
+        });
         PoolMix {
             session,
             idle_ns,
             lifetime_ns,
+            pause_ns,
         }
     }
 }

@@ -311,7 +311,7 @@ impl ClientSession {
                     self.outstanding = self.outstanding.saturating_sub(1);
                     self.status = body.first().copied().unwrap_or(b'E');
                     self.time_ready();
-                    if self.config.pool_mode == PoolMode::Transaction && self.transaction_done() {
+                    if self.releases_at_ready() && self.transaction_done() {
                         ended_at = Some(f.end);
                     }
                 }
@@ -405,6 +405,16 @@ impl ClientSession {
                 self.xact_start = Some(now);
             }
         }
+    }
+
+    /// Whether the server goes back when a transaction ends: in transaction mode only (in
+    /// session mode the client's session state lives on it until it leaves).
+    fn releases_at_ready(&self) -> bool {
+        #[cfg(feature = "planted-bugs")]
+        if self.planted(super::PlantedBug::ReleaseSessionAtReady) {
+            return true;
+        }
+        self.config.pool_mode == PoolMode::Transaction
     }
 
     /// At a ReadyForQuery: whether the transaction is over, nothing outstanding and no
