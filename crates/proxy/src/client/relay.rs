@@ -22,7 +22,10 @@ impl ClientSession {
         self.stats.middleware += 1;
         match directive(class, payload) {
             Ok(Directive::Route(r)) => {
-                let assigned = matches!(self.phase, Phase::Active | Phase::Aligning);
+                // In session mode the server is asked for at login: a ROUTE read while the
+                // welcome waits for it comes too late to choose the pool.
+                let assigned =
+                    matches!(self.phase, Phase::Welcome | Phase::Active | Phase::Aligning);
                 if self.config.pool_mode == PoolMode::Session && assigned {
                     let text = "ROUTE ignored: in session mode the route is fixed once a server is assigned";
                     self.notice(text);
@@ -51,8 +54,10 @@ impl ClientSession {
         if encode_notice_response(&fields, &mut buf).is_err() {
             return;
         }
-        // Inside a server frame the notice would be read as that frame's rest.
-        if self.server.is_some() && !self.server_scan.at_boundary() {
+        // Inside a server frame the notice would be read as that frame's rest; before the
+        // welcome, libpq would take it for a broken authentication exchange.
+        let mid_frame = self.server.is_some() && !self.server_scan.at_boundary();
+        if mid_frame || matches!(self.phase, Phase::Welcome) {
             self.held_notices.extend_from_slice(&buf);
         } else {
             self.out.push_back(ClientOut::ToClient(buf.freeze()));
