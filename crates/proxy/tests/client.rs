@@ -779,35 +779,3 @@ fn what_a_server_says_after_the_transaction_ends_is_not_the_clients() {
         );
     }
 }
-
-/// Found while growing the simulator's session-mode world (issue #16): in session mode the
-/// server is asked for at login, so a ROUTE that arrives while the welcome waits for it can no
-/// longer choose its pool. It used to be taken silently (the client's route changed, its
-/// session ran on the default route's server); now it gets the NOTICE a ROUTE after the
-/// assignment gets, held until the welcome has been written (libpq reads nothing but
-/// authentication messages before AuthenticationOk).
-#[test]
-fn a_route_behind_the_startup_message_in_session_mode_is_ignored_with_a_notice() {
-    let mut s = session(PoolMode::Session);
-    let mut bytes = startup(&[]);
-    bytes.extend(middleware(ROUTE, b"standby"));
-    s.handle_client_bytes(T0, &bytes);
-    let out = outputs(&mut s);
-    assert!(
-        matches!(&out[..], [ClientOut::Acquire(k)] if k.route == Route::Primary),
-        "{out:?}"
-    );
-    s.handle_server(T0, server(1, &[("TimeZone", "UTC")]));
-    let out = outputs(&mut s);
-    let [ClientOut::ToClient(welcome), ClientOut::ToClient(notice)] = &out[..] else {
-        panic!("{out:?}")
-    };
-    assert_eq!(tags(welcome).last(), Some(&b'Z'));
-    assert_eq!(tags(notice), b"N");
-    assert!(String::from_utf8_lossy(notice).contains("ROUTE ignored"));
-    assert_eq!(
-        s.route(),
-        Route::Primary,
-        "the route in force is the session's"
-    );
-}
