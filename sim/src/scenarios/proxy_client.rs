@@ -539,7 +539,13 @@ mod tests {
     #[test]
     fn a_read_after_a_write_carries_min_lsn_and_a_new_connection_parses_again() {
         let mut rng = pgyard_types::rng_from_seed(3);
-        let session = new_session(Instant(0), ClientId(0), &mut rng, None);
+        let session = new_session(
+            Instant(0),
+            ClientId(0),
+            &mut rng,
+            None,
+            PoolMode::Transaction,
+        );
         let txn = |n, kind| Txn {
             n,
             pre: Vec::new(),
@@ -552,7 +558,7 @@ mod tests {
             txn(1, Kind::Read),
             txn(2, Kind::Named(1)),
         ];
-        let mut c = Client::new(4, session, plan);
+        let mut c = Client::new(4, session, plan, false);
         let startup = c.next_request().expect("startup");
         assert!(startup.first_of.is_none() && c.waiting);
         c.read(&[b'Z', 0, 0, 0, 5, b'I']).expect("welcome");
@@ -566,7 +572,13 @@ mod tests {
         let read = c.next_request().expect("read");
         assert_eq!((read.first_of, read.min_lsn), (Some(1), Some(Lsn(0x500))));
         assert_eq!(read.bytes[0], b'M');
-        c.reconnect(new_session(Instant(0), ClientId(1), &mut rng, None));
+        c.reconnect(new_session(
+            Instant(0),
+            ClientId(1),
+            &mut rng,
+            None,
+            PoolMode::Transaction,
+        ));
         assert_eq!(c.txns.len(), 1, "the read under way is abandoned");
         c.next_request().expect("startup again");
         c.read(&[b'Z', 0, 0, 0, 5, b'I']).expect("welcome");
