@@ -191,6 +191,11 @@ mod registry {
         ),
         entry(Proxy(P::IgnoreMinLsn), "proxy", "min-lsn-honoured"),
         entry(
+            Proxy(P::ReleaseSessionAtReady),
+            "proxy",
+            "session-on-one-server",
+        ),
+        entry(
             Follow(F::ReportWriteAsFlush),
             "delayq",
             "flushed-survives-crash",

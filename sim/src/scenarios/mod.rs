@@ -10,6 +10,7 @@ mod proxy_adapter;
 mod proxy_client;
 mod proxy_cluster;
 mod proxy_connect;
+mod proxy_limits;
 mod proxy_plan;
 mod proxy_server;
 pub mod slotsync;

@@ -8,20 +8,23 @@
 //! connect machine (`proxy_connect.rs`), checks an idle server before lending it, checks the
 //! replay position for MIN_LSN, hands a waiting client its server through a channel the
 //! client reads later, routes cancels to the server a client holds, and tells the sessions
-//! when a server connection ends. Invariants: see `docs/simulation.md`.
+//! when a server connection ends. A third of the seeds run the pools in session mode (a
+//! client keeps its server; `DISCARD ALL` runs before the server serves another), and some
+//! draw idle and lifetime limits short enough to strike (`proxy_limits.rs`). Invariants: see
+//! `docs/simulation.md`.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use pgyard_proxy::{ClientId, Lent, PoolKey, PoolSettings, Pools, Route, ServerId};
+use pgyard_proxy::{ClientId, Lent, PoolKey, PoolMode, PoolSettings, Pools, Route, ServerId};
 use pgyard_types::{rng_from_seed, uniform_inclusive, Instant, Lsn, Rng, RngCore};
 
 pub use super::proxy_client::Bug;
 use super::proxy_client::{new_session, Client};
 use super::proxy_cluster::{Change, Cluster, ClusterMix};
 use super::proxy_connect::{NetEv, Opening, Routes};
-use super::proxy_plan::{plan, PlanMix};
+use super::proxy_plan::{plan, PlanMix, PoolMix};
 use super::proxy_server::{FakeServer, Placement};
 use crate::world::{pg, Queue};
 use crate::{trace, Scenario, Trace, Violation};
@@ -80,6 +83,12 @@ pub(super) enum Ev {
     CancelDone { server: ServerId },
     /// A client walks away from the transaction under way.
     Leave { client: usize, gen: u32, txn: u64 },
+    /// Session mode: the answer to the `DISCARD ALL` sent to a server has come back.
+    ResetDone { server: ServerId },
+    /// The admin console's PAUSE, lifted by a RESUME this long after.
+    Pause { resume_after: u64 },
+    /// The admin console's RESUME.
+    Resume,
 }
 
 /// A pooled server connection (the proxy's end and the server's).
@@ -103,6 +112,8 @@ pub(super) struct Conn {
     pub(super) eof: bool,
     /// Bumped at every slow query, so that a stale end is ignored.
     pub(super) run: u64,
+    /// Its pool's route.
+    pub(super) route: Route,
 }
 
 /// The answer a waiting client's task reads from its channel.
@@ -124,6 +135,8 @@ pub(super) struct World {
     pub(super) q: Queue<Ev>,
     /// The bug planted in every client session.
     pub(super) bug: Bug,
+    /// The pools' mode and limits.
+    pub(super) limits: PoolMix,
     /// Largest chunk a byte stream is cut into.
     pub(super) chunk_max: u64,
     /// The servers, the WAL and the replay positions.
@@ -161,6 +174,20 @@ pub(super) struct World {
     pub(super) min_lsn_of: BTreeMap<(u64, u64), Lsn>,
     pub(super) last_lend: BTreeMap<ClientId, (ServerId, bool)>,
     pub(super) dead: BTreeSet<ServerId>,
+    /// Session mode: the server each client connection ran on; servers running their
+    /// `DISCARD ALL` (the adapter's `resetting`), with what goes back to the idle list.
+    pub(super) ran_on: BTreeMap<(u64, u64), u64>,
+    pub(super) resetting: BTreeMap<ServerId, Lent>,
+    /// The judge's books of the limits: when each server was asked for, since when each
+    /// idle one is idle (and whether it came back from a client), and the first broken
+    /// promise seen where no error can be returned.
+    pub(super) born: BTreeMap<ServerId, Instant>,
+    pub(super) idle_since: BTreeMap<ServerId, (Instant, bool)>,
+    pub(super) fault: Option<Violation>,
+    /// PAUSE is in force; the connects it made the pools forget (closed when they arrive,
+    /// counted in no pool's size, as `docs/proxy.md` says).
+    pub(super) paused: bool,
+    pub(super) forgotten: BTreeSet<ServerId>,
     /// The clients, by plan.
     pub(super) clients: Vec<Client>,
     /// Session ids handed out so far.
@@ -184,15 +211,18 @@ pub fn run_proxy(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Violatio
     let chunk_max = [1u64, 7, 64, 4096][uniform_inclusive(rng, 3) as usize];
     let cmix = ClusterMix::draw(rng);
     let pmix = PlanMix::draw(rng);
+    let limits = PoolMix::draw(rng);
     trace!(
         t,
-        "mix clients={clients} pool_size={size} chunk_max={chunk_max} {cmix:?} {pmix:?}"
+        "mix clients={clients} pool_size={size} chunk_max={chunk_max} {cmix:?} {pmix:?} {limits:?}"
     );
+    let nanos = |ns: Option<u64>| ns.map(Duration::from_nanos);
     let mut w = World {
         now: Instant::ZERO,
         rng: rng_from_seed(rng.next_u64()),
         q: Queue::new(),
         bug,
+        limits,
         chunk_max,
         cluster: Cluster::new(rng, &cmix),
         routes: Routes::new(cmix.nodes, cmix.failover_ns)?,
@@ -200,8 +230,8 @@ pub fn run_proxy(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Violatio
         pools: Pools::new(PoolSettings {
             size,
             wait_timeout: Duration::from_secs(60),
-            idle_timeout: None,
-            lifetime: None,
+            idle_timeout: nanos(limits.idle_ns),
+            lifetime: nanos(limits.lifetime_ns),
         }),
         openings: BTreeMap::new(),
         conns: BTreeMap::new(),
@@ -220,14 +250,26 @@ pub fn run_proxy(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Violatio
         min_lsn_of: BTreeMap::new(),
         last_lend: BTreeMap::new(),
         dead: BTreeSet::new(),
+        ran_on: BTreeMap::new(),
+        resetting: BTreeMap::new(),
+        born: BTreeMap::new(),
+        idle_since: BTreeMap::new(),
+        fault: None,
+        paused: false,
+        forgotten: BTreeSet::new(),
         clients: Vec::new(),
         next_session: 0,
     };
     for c in 0..clients {
-        let txns = plan(rng, &pmix);
+        let txns = plan(rng, &pmix, limits.session);
         let sid = w.new_session_id(c);
-        let session = new_session(w.now, sid, &mut w.rng, bug);
-        w.clients.push(Client::new(c as u64, session, txns));
+        let mode = w.mode();
+        let session = new_session(w.now, sid, &mut w.rng, bug, mode);
+        w.clients
+            .push(Client::new(c as u64, session, txns, limits.session));
+    }
+    if let Some((at, resume_after)) = limits.pause_ns {
+        w.q.push(Instant(at), Ev::Pause { resume_after });
     }
     w.run(t)?;
     w.finish()?;
@@ -235,6 +277,15 @@ pub fn run_proxy(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Violatio
 }
 
 impl World {
+    /// The pools' mode.
+    pub(super) fn mode(&self) -> PoolMode {
+        if self.limits.session {
+            PoolMode::Session
+        } else {
+            PoolMode::Transaction
+        }
+    }
+
     /// A fresh session id for client `c`.
     pub(super) fn new_session_id(&mut self, c: usize) -> ClientId {
         let id = ClientId(self.next_session);
@@ -252,6 +303,7 @@ impl World {
                 return Err(violation("no-busy-loop", detail));
             }
             self.settle(t)?;
+            self.judge_limits()?;
             if steps == self.cmix.at_step {
                 let changes = self.cluster.plan_fault(&mut self.rng, &self.cmix, self.now);
                 for (at, change) in changes {
@@ -380,6 +432,15 @@ impl World {
                 Ok(())
             }
             Ev::Leave { client, gen, txn } => self.leave(t, client, gen, txn),
+            Ev::ResetDone { server } => self.reset_done(t, server),
+            Ev::Pause { resume_after } => {
+                self.pause(t, resume_after);
+                Ok(())
+            }
+            Ev::Resume => {
+                self.resume(t);
+                Ok(())
+            }
         }
     }
 
@@ -527,6 +588,7 @@ impl World {
             in_recovery: self.cluster.in_recovery(node),
             wal: &mut self.cluster.wal,
             sleep: None,
+            sessions: &mut self.ran_on,
         };
         let mut out = BytesMut::new();
         conn.fake.receive(bytes, &mut ctx, &mut out)?;

@@ -132,7 +132,8 @@ impl World {
             self.now.0,
             sid.0
         );
-        let session = new_session(self.now, sid, &mut self.rng, self.bug);
+        let mode = self.mode();
+        let session = new_session(self.now, sid, &mut self.rng, self.bug, mode);
         self.clients[i].reconnect(session);
     }
 
@@ -157,10 +158,11 @@ impl World {
     }
 
     /// A client heard that its server was lost: it must have been inside a transaction (or
-    /// owed a reply) on a server that died, lent before its death reached the proxy.
+    /// owed a reply, or in session mode, where its session state died with the server) on a
+    /// server that died, lent before its death reached the proxy.
     fn judge_loss(&mut self, i: usize) -> Result<(), Violation> {
         let c = &self.clients[i];
-        if !(c.waiting || c.in_block) {
+        if !(c.waiting || c.in_block || self.limits.session) {
             let detail = format!("client {i} heard of a lost server between transactions");
             return Err(violation("failure-invisible-between-transactions", detail));
         }
@@ -205,14 +207,18 @@ impl World {
         let mut mine = None;
         while let Some(out) = self.pools.poll_output() {
             match out {
-                PoolOut::Open { server, key } => self.open(t, server, key),
+                PoolOut::Open { server, key } => {
+                    self.judge_paused("opened", server);
+                    self.open(t, server, key);
+                }
                 PoolOut::Grant { client, server } => {
-                    let Some(lent) = self.idle.remove(&server) else {
+                    self.judge_paused("lent", server);
+                    let Some(lent) = self.unidle(server) else {
                         continue;
                     };
                     if !self.waiting.contains_key(&client) {
                         // The client left meanwhile: the server stays idle.
-                        self.idle.insert(server, lent);
+                        self.pool_idle(server, lent, true);
                         self.pools.release(self.now, server, true);
                         continue;
                     }
@@ -231,7 +237,8 @@ impl World {
                 }
                 PoolOut::Close { server } => {
                     trace!(t, "t={} close s{}", self.now.0, server.0);
-                    self.idle.remove(&server);
+                    self.judge_close(server);
+                    self.unidle(server);
                     self.close_conn(server);
                 }
             }
@@ -325,12 +332,16 @@ impl World {
         Ok(())
     }
 
-    /// `shared.rs`'s `release` of a server `take` did not lend.
-    fn give_back(&mut self, t: &mut Trace, sid: ClientId, lent: Lent, reusable: bool) {
+    /// `shared.rs`'s `release`: a reusable server goes to the idle list (in session mode
+    /// after its `DISCARD ALL`), any other is closed.
+    pub(super) fn give_back(&mut self, t: &mut Trace, sid: ClientId, lent: Lent, reusable: bool) {
         self.holding.remove(&sid);
         let server = lent.id;
+        if reusable && self.limits.session {
+            return self.reset(t, lent);
+        }
         if reusable {
-            self.idle.insert(server, lent);
+            self.pool_idle(server, lent, true);
         } else {
             self.close_conn(server);
         }
@@ -424,6 +435,10 @@ impl World {
 
     /// The cancel's task ends: the pools may lend the server again.
     pub(super) fn cancel_done(&mut self, t: &mut Trace, server: ServerId) {
+        if let Some(since) = self.idle_since.get_mut(&server) {
+            // Held back from the idle list until now.
+            since.0 = self.now;
+        }
         self.pools.cancel_done(self.now, server);
         self.perform_pools(t, None);
     }
@@ -439,12 +454,14 @@ impl World {
             return;
         };
         c.cancelled = true;
+        c.cancel_sent = true;
         trace!(t, "t={} c{i} sends a CancelRequest", self.now.0);
         let mut packet = BytesMut::new();
         let _ = pgyard_wire::frontend::encode_cancel_request(pid, &secret, &mut packet);
         let id = ClientId(u64::MAX - self.next_session);
         self.next_session += 1;
-        let mut s = new_session(self.now, id, &mut self.rng, None);
+        let mode = self.mode();
+        let mut s = new_session(self.now, id, &mut self.rng, None, mode);
         s.handle_client_bytes(self.now, &packet);
         while let Some(out) = s.poll_output() {
             if let ClientOut::Cancel { pid, key } = out {
@@ -532,6 +549,7 @@ impl World {
         let seed = uniform_inclusive(&mut self.rng, u64::MAX);
         let opening = Opening::new(&self.routes, key.route, self.now, seed, self.cluster.epoch);
         self.openings.insert(server, opening);
+        self.born.insert(server, self.now);
         // The connect runs on a task of its own, which starts right away.
         self.q.push(self.now, Ev::Start { server });
     }
@@ -579,6 +597,7 @@ impl World {
                     dead: sock.gone,
                     eof: false,
                     run: 0,
+                    route: o.route,
                 };
                 if conn.dead {
                     // Died between its ReadyForQuery and now: the EOF is on its way.
@@ -592,14 +611,12 @@ impl World {
                     );
                 }
                 self.conns.insert(server, conn);
-                self.idle.insert(
-                    server,
-                    Lent {
-                        id: server,
-                        settings,
-                        prepared: Default::default(),
-                    },
-                );
+                let lent = Lent {
+                    id: server,
+                    settings,
+                    prepared: Default::default(),
+                };
+                self.pool_idle(server, lent, false);
                 self.pools.opened(now, server, Ok(()));
             }
             Outcome::Failed(text, login) => {

@@ -2,7 +2,10 @@
 //! bytes of its next request (written for the session at hand), and what it reads back —
 //! whole replies, each command tag in the order it asked, the LSN of its writes, and the
 //! errors it may legitimately get (57014 after its own cancel, 57P01 or 08006 when its server
-//! died under its transaction; the scenario judges the last two).
+//! died under its transaction; the scenario judges the last two). In session mode its query
+//! texts also name its connection (`c3 g1`), it sets and reads back a session variable (it
+//! must see its own value or none, never another connection's), and every ROUTE it sends
+//! after its server is assigned must be answered with the proxy's NOTICE.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::time::Duration;
@@ -27,10 +30,10 @@ fn violation(invariant: &'static str, detail: String) -> Violation {
 }
 
 /// The proxy's configuration of every client session of the scenario.
-pub(super) fn client_config() -> ClientConfig {
+pub(super) fn client_config(pool_mode: PoolMode) -> ClientConfig {
     ClientConfig {
         auth: ClientAuth::Trust,
-        pool_mode: PoolMode::Transaction,
+        pool_mode,
         default_route: Route::Primary,
         login_timeout: Duration::from_secs(60),
         databases: pgyard_proxy::Databases::Any,
@@ -40,7 +43,13 @@ pub(super) fn client_config() -> ClientConfig {
 
 /// A session of the proxy as the adapter creates one for a new connection: its cancel key
 /// drawn from `rng`, the planted bug switched on.
-pub(super) fn new_session(now: Instant, id: ClientId, rng: &mut Rng, bug: Bug) -> ClientSession {
+pub(super) fn new_session(
+    now: Instant,
+    id: ClientId,
+    rng: &mut Rng,
+    bug: Bug,
+    mode: PoolMode,
+) -> ClientSession {
     let mut secret = vec![0u8; 32];
     rng.fill_bytes(&mut secret);
     let key = CancelKey {
@@ -53,7 +62,7 @@ pub(super) fn new_session(now: Instant, id: ClientId, rng: &mut Rng, bug: Bug) -
         mock_salt: [0; 16],
     };
     #[allow(unused_mut)]
-    let mut session = ClientSession::new(now, id, client_config(), key, random);
+    let mut session = ClientSession::new(now, id, client_config(mode), key, random);
     #[cfg(feature = "planted-bugs")]
     if let Some(b) = bug {
         session = session.with_planted_bug(b);
@@ -114,11 +123,24 @@ pub(super) struct Client {
     pub(super) lost: bool,
     /// It said goodbye (Terminate) after its last transaction.
     pub(super) done: bool,
+    /// The proxy runs in session mode.
+    session_mode: bool,
+    /// Session mode: it set the session variable on this connection.
+    set_var: bool,
+    /// Session mode: NOTICEs owed for ROUTE messages sent after the server was assigned.
+    notices_owed: u32,
+    /// It sent a CancelRequest on this connection.
+    pub(super) cancel_sent: bool,
 }
 
 impl Client {
     /// A client with its plan, connecting with `session`.
-    pub(super) fn new(c: u64, session: ClientSession, txns: Vec<Txn>) -> Client {
+    pub(super) fn new(
+        c: u64,
+        session: ClientSession,
+        txns: Vec<Txn>,
+        session_mode: bool,
+    ) -> Client {
         Client {
             c,
             session,
@@ -136,6 +158,19 @@ impl Client {
             cancelled: false,
             lost: false,
             done: false,
+            session_mode,
+            set_var: false,
+            notices_owed: 0,
+            cancel_sent: false,
+        }
+    }
+
+    /// How its query texts name it: the client, and in session mode its connection too.
+    fn who(&self) -> String {
+        if self.session_mode {
+            format!("c{} g{}", self.c, self.gen)
+        } else {
+            format!("c{}", self.c)
         }
     }
 
@@ -168,6 +203,9 @@ impl Client {
         self.parsed.clear();
         self.cancelled = false;
         self.lost = false;
+        self.set_var = false;
+        self.notices_owed = 0;
+        self.cancel_sent = false;
     }
 
     /// Whether its connection ended in the middle of a message (the proxy had nothing
@@ -188,16 +226,26 @@ impl Client {
             let mut b = BytesMut::new();
             let params: [(&[u8], &[u8]); 1] = [(b"user", b"app")];
             let _ = frontend::encode_startup(ProtocolVersion::V3_0, &params, &mut b);
+            if self.session_mode && (self.c + u64::from(self.gen)) % 2 == 1 {
+                // Pipelined behind the StartupMessage: the server is being asked for already,
+                // so the proxy ignores it with a NOTICE after the welcome.
+                let _ = encode_middleware(ROUTE, b"standby", &mut b);
+                self.notices_owed += 1;
+            }
             return Some(self.request(b, Vec::new(), None, None));
         }
         let txn = self.txns.front()?.clone();
-        let c = self.c;
+        let c = self.who();
         let t = txn.n;
-        let name = |n: u64| format!("c{c} t{t} n{n}").into_bytes();
+        let name = |n: u64| format!("{c} t{t} n{n}").into_bytes();
         let mut b = BytesMut::new();
         let mut min_lsn = None;
         if self.at == 0 {
             for p in &txn.pre {
+                if matches!(p, Pre::Route(_)) && self.session_mode {
+                    // Ignored once a server is assigned, which is at login in session mode.
+                    self.notices_owed += 1;
+                }
                 let _ = match p {
                     Pre::Route(r) => encode_middleware(ROUTE, route_text(*r), &mut b),
                     Pre::Tag => encode_middleware(TAG, b"batch", &mut b),
@@ -214,8 +262,8 @@ impl Client {
         let tag = match txn.kind {
             Kind::Simple => query(&mut b, name(0)),
             Kind::Block => match self.at {
-                0 => query(&mut b, format!("begin c{c} t{t}").into_bytes()),
-                3 => query(&mut b, format!("commit c{c} t{t}").into_bytes()),
+                0 => query(&mut b, format!("begin {c} t{t}").into_bytes()),
+                3 => query(&mut b, format!("commit {c} t{t}").into_bytes()),
                 n => query(&mut b, name(n as u64)),
             },
             Kind::Unnamed => extended(&mut b, b"", true, name(0)),
@@ -224,9 +272,11 @@ impl Client {
                 let parse = self.parsed.insert(k);
                 extended(&mut b, &statement, parse, name(0))
             }
-            Kind::Write => query(&mut b, format!("write c{c} t{t} n0").into_bytes()),
-            Kind::Read => query(&mut b, format!("read c{c} t{t} n0").into_bytes()),
-            Kind::Sleep { ns } => query(&mut b, format!("sleep c{c} t{t} n0 d{ns}").into_bytes()),
+            Kind::Write => query(&mut b, format!("write {c} t{t} n0").into_bytes()),
+            Kind::Read => query(&mut b, format!("read {c} t{t} n0").into_bytes()),
+            Kind::Sleep { ns } => query(&mut b, format!("sleep {c} t{t} n0 d{ns}").into_bytes()),
+            Kind::SetVar => query(&mut b, format!("set {c} t{t} n0").into_bytes()),
+            Kind::ShowVar => query(&mut b, format!("show {c} t{t} n0").into_bytes()),
         };
         let first_of = (self.at == 0).then_some(t);
         Some(self.request(b, vec![tag], first_of, min_lsn))
@@ -275,9 +325,21 @@ impl Client {
         match tag {
             b'E' => self.error(body),
             b'D' => {
-                if self.current().is_some_and(|t| t.kind == Kind::Write) {
+                let kind = self.current().map(|t| t.kind);
+                if kind == Some(Kind::Write) {
                     self.last_write = data_row_lsn(body);
+                } else if kind == Some(Kind::ShowVar) {
+                    self.shown(body)?;
                 }
+                Ok(Heard::Nothing)
+            }
+            b'N' => {
+                if self.notices_owed == 0 {
+                    let text = String::from_utf8_lossy(body).replace('\0', " ");
+                    let detail = format!("client {c} got a NOTICE it did not expect: {text}");
+                    return Err(violation("route-ignored-with-notice", detail));
+                }
+                self.notices_owed -= 1;
                 Ok(Heard::Nothing)
             }
             b'C' => {
@@ -302,6 +364,13 @@ impl Client {
                     );
                     return Err(violation("replies-in-order", detail));
                 }
+                if self.notices_owed > 0 && self.welcomed {
+                    let detail = format!(
+                        "client {c}: a ROUTE sent once its server was asked for (session mode) got no \
+                         NOTICE before the ReadyForQuery"
+                    );
+                    return Err(violation("route-ignored-with-notice", detail));
+                }
                 self.ready(body.first().copied());
                 Ok(Heard::Nothing)
             }
@@ -318,6 +387,9 @@ impl Client {
             return;
         }
         self.cancelled = false;
+        if self.txns.front().is_some_and(|t| t.kind == Kind::SetVar) {
+            self.set_var = true;
+        }
         self.at += 1;
         if self.txns.front().is_some_and(|t| self.at >= t.requests()) {
             self.txns.pop_front();
@@ -334,13 +406,22 @@ impl Client {
             b"57P01" | b"08006" => {
                 self.lost = true;
                 self.expect.clear();
+                self.notices_owed = 0;
                 Ok(Heard::Loss)
             }
+            b"42P05" => Err(violation(
+                "session-state-private",
+                format!("client {c} found another connection's statement: {text}"),
+            )),
             b"57014" => {
                 let sleeping = self
                     .current()
                     .is_some_and(|t| matches!(t.kind, Kind::Sleep { .. }));
-                if !(self.cancelled && sleeping) {
+                // In session mode the server stays the client's, so a cancel that arrives
+                // after its query ended stops the connection's next one, as on a direct
+                // connection (transaction mode holds the server back until it is done).
+                let late = self.session_mode && self.cancel_sent;
+                if !((self.cancelled || late) && sleeping) {
                     let detail = format!(
                         "client {c} got a cancel it did not ask for (cancelled={}): {text}",
                         self.cancelled
@@ -360,6 +441,31 @@ impl Client {
                 format!("client {c} got an error: {text}"),
             )),
         }
+    }
+}
+
+impl Client {
+    /// Session mode: the session variable it read back must be its own, or none if it
+    /// never set one on this connection.
+    fn shown(&mut self, body: &[u8]) -> Result<(), Violation> {
+        let len = body
+            .get(2..6)
+            .map_or(0, |b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+        let end = 6 + usize::try_from(len).unwrap_or(0);
+        let got = String::from_utf8_lossy(body.get(6..end).unwrap_or_default()).into_owned();
+        let want = if self.set_var {
+            format!("c{} g{}", self.c, self.gen)
+        } else {
+            "none".to_owned()
+        };
+        if got != want {
+            let detail = format!(
+                "client {} connection {} read the session variable as {got:?}, expected {want:?}",
+                self.c, self.gen
+            );
+            return Err(violation("session-state-private", detail));
+        }
+        Ok(())
     }
 }
 
@@ -433,7 +539,13 @@ mod tests {
     #[test]
     fn a_read_after_a_write_carries_min_lsn_and_a_new_connection_parses_again() {
         let mut rng = pgyard_types::rng_from_seed(3);
-        let session = new_session(Instant(0), ClientId(0), &mut rng, None);
+        let session = new_session(
+            Instant(0),
+            ClientId(0),
+            &mut rng,
+            None,
+            PoolMode::Transaction,
+        );
         let txn = |n, kind| Txn {
             n,
             pre: Vec::new(),
@@ -446,7 +558,7 @@ mod tests {
             txn(1, Kind::Read),
             txn(2, Kind::Named(1)),
         ];
-        let mut c = Client::new(4, session, plan);
+        let mut c = Client::new(4, session, plan, false);
         let startup = c.next_request().expect("startup");
         assert!(startup.first_of.is_none() && c.waiting);
         c.read(&[b'Z', 0, 0, 0, 5, b'I']).expect("welcome");
@@ -460,7 +572,13 @@ mod tests {
         let read = c.next_request().expect("read");
         assert_eq!((read.first_of, read.min_lsn), (Some(1), Some(Lsn(0x500))));
         assert_eq!(read.bytes[0], b'M');
-        c.reconnect(new_session(Instant(0), ClientId(1), &mut rng, None));
+        c.reconnect(new_session(
+            Instant(0),
+            ClientId(1),
+            &mut rng,
+            None,
+            PoolMode::Transaction,
+        ));
         assert_eq!(c.txns.len(), 1, "the read under way is abandoned");
         c.next_request().expect("startup again");
         c.read(&[b'Z', 0, 0, 0, 5, b'I']).expect("welcome");

@@ -39,6 +39,10 @@ pub(super) enum Kind {
         /// How long it runs.
         ns: u64,
     },
+    /// Session mode: sets the session variable to the client's connection.
+    SetVar,
+    /// Session mode: reads the session variable back.
+    ShowVar,
 }
 
 /// One transaction of a client's plan.
@@ -96,8 +100,49 @@ impl PlanMix {
     }
 }
 
+/// The pools' part of the mix: the pool mode and the idle and lifetime limits.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct PoolMix {
+    /// Session mode (else transaction mode).
+    pub(super) session: bool,
+    /// `server_idle_timeout`, when there is one.
+    pub(super) idle_ns: Option<u64>,
+    /// `server_lifetime`, when there is one.
+    pub(super) lifetime_ns: Option<u64>,
+    /// When the admin console's PAUSE comes, and how long until its RESUME.
+    pub(super) pause_ns: Option<(u64, u64)>,
+}
+
+impl PoolMix {
+    /// Draws the mix: a third of the seeds in session mode; limits short enough to strike
+    /// between a client's transactions (which take microseconds to milliseconds) in some
+    /// seeds, none in others.
+    pub(super) fn draw(rng: &mut Rng) -> PoolMix {
+        let session = uniform_inclusive(rng, 2) == 0;
+        let idle_ns = match uniform_inclusive(rng, 3) {
+            0 | 1 => None,
+            2 => Some(100_000 + uniform_inclusive(rng, 1_900_000)),
+            _ => Some(2_000_000 + uniform_inclusive(rng, 30_000_000)),
+        };
+        let lifetime_ns = match uniform_inclusive(rng, 2) {
+            0 | 1 => None,
+            _ => Some(500_000 + uniform_inclusive(rng, 50_000_000)),
+        };
+        let pause_ns = (uniform_inclusive(rng, 3) == 0).then(|| {
+            let at = 300_000 + uniform_inclusive(rng, 20_000_000);
+            (at, 100_000 + uniform_inclusive(rng, 30_000_000))
+        });
+        PoolMix {
+            session,
+            idle_ns,
+            lifetime_ns,
+            pause_ns,
+        }
+    }
+}
+
 /// The transactions of one client.
-pub(super) fn plan(rng: &mut Rng, mix: &PlanMix) -> Vec<Txn> {
+pub(super) fn plan(rng: &mut Rng, mix: &PlanMix, session: bool) -> Vec<Txn> {
     let txns = 3 + uniform_inclusive(rng, 7);
     let mut out = Vec::with_capacity(txns as usize);
     for n in 0..txns {
@@ -117,11 +162,15 @@ pub(super) fn plan(rng: &mut Rng, mix: &PlanMix) -> Vec<Txn> {
                 ns: 200_000 + uniform_inclusive(rng, 8_000_000),
             }
         } else {
-            match uniform_inclusive(rng, 3) {
+            // The session variable means something only while a client keeps its server.
+            let kinds = if session { 5 } else { 3 };
+            match uniform_inclusive(rng, kinds) {
                 0 => Kind::Simple,
                 1 => Kind::Block,
                 2 => Kind::Unnamed,
-                _ => Kind::Named(uniform_inclusive(rng, 2) as u8),
+                3 => Kind::Named(uniform_inclusive(rng, 2) as u8),
+                4 => Kind::SetVar,
+                _ => Kind::ShowVar,
             }
         };
         let cancel_after = (matches!(kind, Kind::Sleep { .. })

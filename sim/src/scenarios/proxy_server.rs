@@ -5,7 +5,11 @@
 //! as the command tag, so a client can check that answers come in order. `write …` commits
 //! on the primary and answers with the commit LSN; `sleep … dNS` runs until its time is up or
 //! a cancel stops it; a change of `in_hot_standby` (a promotion) is reported before the next
-//! ReadyForQuery, as PostgreSQL 14 and later report it.
+//! ReadyForQuery, as PostgreSQL 14 and later report it. In session mode a query text also
+//! names its client's connection (`c3 g1 t7 n12`), so a server can tell two sessions apart:
+//! the session state it keeps (named statements, a `set` variable) belongs to the session that
+//! used it since its last `DISCARD ALL`, and a named statement parsed twice fails with 42P05,
+//! as PostgreSQL's does.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -33,6 +37,8 @@ pub struct Ctx<'a> {
     pub wal: &'a mut Lsn,
     /// Set when a slow query began: how long it runs.
     pub sleep: Option<u64>,
+    /// Session mode: the server each client connection (`(client, generation)`) ran on.
+    pub sessions: &'a mut BTreeMap<(u64, u64), u64>,
 }
 
 /// A slow query the server is running.
@@ -58,6 +64,10 @@ pub struct FakeServer {
     running: Option<Running>,
     /// The `in_hot_standby` the client side last heard.
     reported_recovery: bool,
+    /// Session mode: the client connection that has used it since its last `DISCARD ALL`.
+    session: Option<(u64, u64)>,
+    /// The session variable (`set …`): the client connection that set it.
+    var: Option<(u64, u64)>,
 }
 
 fn violation(invariant: &'static str, detail: String) -> Violation {
@@ -77,6 +87,21 @@ pub fn owner(text: &[u8]) -> Option<(u64, u64)> {
         }
     }
     Some((c?, t?))
+}
+
+/// The client connection a session-mode query text names (`c3 g1`), if any.
+pub fn session_of(text: &[u8]) -> Option<(u64, u64)> {
+    let text = std::str::from_utf8(text).ok()?;
+    let mut c = None;
+    let mut g = None;
+    for word in text.split(' ') {
+        if let Some(v) = word.strip_prefix('c') {
+            c = c.or(v.parse().ok());
+        } else if let Some(v) = word.strip_prefix('g') {
+            g = v.parse().ok();
+        }
+    }
+    Some((c?, g?))
 }
 
 /// The duration a `sleep` query names (`d123` nanoseconds).
@@ -99,6 +124,8 @@ impl FakeServer {
             portal: Vec::new(),
             running: None,
             reported_recovery: in_recovery,
+            session: None,
+            var: None,
         }
     }
 
@@ -171,7 +198,7 @@ impl FakeServer {
         self.ready(in_recovery, out);
     }
 
-    fn place(&self, text: &[u8], ctx: &mut Ctx<'_>) -> Result<(), Violation> {
+    fn place(&mut self, text: &[u8], ctx: &mut Ctx<'_>) -> Result<(), Violation> {
         let Some(key) = owner(text) else {
             return Ok(());
         };
@@ -182,6 +209,9 @@ impl FakeServer {
                 key.0, key.1, self.id, open.0, open.1
             );
             return Err(violation("transaction-on-one-server", detail));
+        }
+        if let Some(s) = session_of(text) {
+            self.claim(s, ctx)?;
         }
         match ctx.placed.insert(key, self.id) {
             Some(other) if other != self.id => Err(violation(
@@ -196,6 +226,30 @@ impl FakeServer {
                 ctx.started.push(key);
                 Ok(())
             }
+        }
+    }
+
+    /// A session-mode query of client connection `s`: the server must have been reset since
+    /// another connection used it, and the connection must have had no other server.
+    fn claim(&mut self, s: (u64, u64), ctx: &mut Ctx<'_>) -> Result<(), Violation> {
+        if let Some(o) = self.session.filter(|o| *o != s) {
+            let detail = format!(
+                "server {} served client {} connection {} after client {} connection {} \
+                 without a DISCARD ALL between them",
+                self.id, s.0, s.1, o.0, o.1
+            );
+            return Err(violation("reset-between-sessions", detail));
+        }
+        self.session = Some(s);
+        match ctx.sessions.insert(s, self.id) {
+            Some(other) if other != self.id => Err(violation(
+                "session-on-one-server",
+                format!(
+                    "client {} connection {} ran on server {other} and then on server {}",
+                    s.0, s.1, self.id
+                ),
+            )),
+            _ => Ok(()),
         }
     }
 
@@ -226,8 +280,17 @@ impl FakeServer {
             }
             b'P' => {
                 let p = Parse::decode(body).map_err(|e| bad(self.id, e))?;
-                if !p.name.is_empty() {
-                    self.statements.insert(p.name.to_vec());
+                if !p.name.is_empty() && !self.statements.insert(p.name.to_vec()) {
+                    // PostgreSQL's answer to a name the session already holds.
+                    let text = format!(
+                        "prepared statement \"{}\" already exists",
+                        String::from_utf8_lossy(p.name)
+                    );
+                    let fields: [(u8, &[u8]); 3] =
+                        [(b'S', b"ERROR"), (b'C', b"42P05"), (b'M', text.as_bytes())];
+                    let _ = encode_error_response(&fields, out);
+                    self.skipping = true;
+                    return Ok(());
                 }
                 backend::encode_empty(b'1', out);
             }
@@ -265,7 +328,20 @@ impl FakeServer {
 
     /// A simple query: blocks, writes, sleeps, the proxy's alignment, plain queries.
     fn query(&mut self, text: &[u8], ctx: &mut Ctx<'_>, out: &mut BytesMut) {
-        if text.starts_with(b"begin") {
+        if text == b"DISCARD ALL" {
+            // The reset the adapter runs before a session-mode server serves anyone else.
+            self.statements.clear();
+            self.session = None;
+            self.var = None;
+        } else if text.starts_with(b"set ") {
+            self.var = session_of(text);
+        } else if text.starts_with(b"show ") {
+            let value = match self.var {
+                Some((c, g)) => format!("c{c} g{g}"),
+                None => "none".to_owned(),
+            };
+            let _ = backend::encode_data_row(&[Some(value.as_bytes())], out);
+        } else if text.starts_with(b"begin") {
             self.block = owner(text).or(Some((u64::MAX, u64::MAX)));
         } else if text.starts_with(b"commit") {
             self.block = None;
@@ -335,6 +411,7 @@ mod tests {
     #[test]
     fn a_block_belongs_to_its_transaction_and_a_sleep_holds_what_follows() {
         let (mut placed, mut wal) = (Placement::new(), Lsn(0x100));
+        let mut sessions = BTreeMap::new();
         let mut s = FakeServer::new(7, false);
         let mut out = BytesMut::new();
         let mut ctx = Ctx {
@@ -343,6 +420,7 @@ mod tests {
             in_recovery: false,
             wal: &mut wal,
             sleep: None,
+            sessions: &mut sessions,
         };
         s.receive(&query("begin c1 t2"), &mut ctx, &mut out)
             .expect("begin");
@@ -375,5 +453,41 @@ mod tests {
             rest.contains("in_hot_standby") && rest.contains("c1 t5 n0"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_session_keeps_its_server_until_a_discard_all() {
+        let (mut placed, mut wal) = (Placement::new(), Lsn(0x100));
+        let mut sessions = BTreeMap::new();
+        let mut s = FakeServer::new(3, false);
+        let mut out = BytesMut::new();
+        let mut ctx = Ctx {
+            placed: &mut placed,
+            started: Vec::new(),
+            in_recovery: false,
+            wal: &mut wal,
+            sleep: None,
+            sessions: &mut sessions,
+        };
+        s.receive(&query("set c1 g0 t0 n0"), &mut ctx, &mut out)
+            .expect("set");
+        out.clear();
+        s.receive(&query("show c1 g0 t1 n0"), &mut ctx, &mut out)
+            .expect("show");
+        assert!(String::from_utf8_lossy(&out).contains("c1 g0"));
+        let other = s.receive(&query("c2 g0 t0 n0"), &mut ctx, &mut out);
+        assert_eq!(
+            other.map_err(|v| v.invariant),
+            Err("reset-between-sessions")
+        );
+        s.receive(&query("DISCARD ALL"), &mut ctx, &mut out)
+            .expect("reset");
+        out.clear();
+        s.receive(&query("show c2 g0 t1 n0"), &mut ctx, &mut out)
+            .expect("show after the reset");
+        assert!(String::from_utf8_lossy(&out).contains("none"));
+        let mut t = FakeServer::new(4, false);
+        let moved = t.receive(&query("c2 g0 t2 n0"), &mut ctx, &mut out);
+        assert_eq!(moved.map_err(|v| v.invariant), Err("session-on-one-server"));
     }
 }

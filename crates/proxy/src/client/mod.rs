@@ -170,6 +170,9 @@ pub enum PlantedBug {
     /// Forget to ask the adapter for the replay position a MIN_LSN transaction needs, so it
     /// runs on whichever standby is offered, however far behind.
     IgnoreMinLsn,
+    /// In session mode, give the server back at the ReadyForQuery that ends each transaction,
+    /// as in transaction mode, so the session's state stays behind on a server others get.
+    ReleaseSessionAtReady,
 }
 
 /// The planted bug in force (never anything without the `planted-bugs` feature).

@@ -22,7 +22,10 @@ impl ClientSession {
         self.stats.middleware += 1;
         match directive(class, payload) {
             Ok(Directive::Route(r)) => {
-                let assigned = matches!(self.phase, Phase::Active | Phase::Aligning);
+                // In session mode the server is asked for at login: a ROUTE read while the
+                // welcome waits for it comes too late to choose the pool.
+                let assigned =
+                    matches!(self.phase, Phase::Welcome | Phase::Active | Phase::Aligning);
                 if self.config.pool_mode == PoolMode::Session && assigned {
                     let text = "ROUTE ignored: in session mode the route is fixed once a server is assigned";
                     self.notice(text);
@@ -51,8 +54,10 @@ impl ClientSession {
         if encode_notice_response(&fields, &mut buf).is_err() {
             return;
         }
-        // Inside a server frame the notice would be read as that frame's rest.
-        if self.server.is_some() && !self.server_scan.at_boundary() {
+        // Inside a server frame the notice would be read as that frame's rest; before the
+        // welcome, libpq would take it for a broken authentication exchange.
+        let mid_frame = self.server.is_some() && !self.server_scan.at_boundary();
+        if mid_frame || matches!(self.phase, Phase::Welcome) {
             self.held_notices.extend_from_slice(&buf);
         } else {
             self.out.push_back(ClientOut::ToClient(buf.freeze()));
@@ -311,7 +316,7 @@ impl ClientSession {
                     self.outstanding = self.outstanding.saturating_sub(1);
                     self.status = body.first().copied().unwrap_or(b'E');
                     self.time_ready();
-                    if self.config.pool_mode == PoolMode::Transaction && self.transaction_done() {
+                    if self.releases_at_ready() && self.transaction_done() {
                         ended_at = Some(f.end);
                     }
                 }
@@ -405,6 +410,16 @@ impl ClientSession {
                 self.xact_start = Some(now);
             }
         }
+    }
+
+    /// Whether the server goes back when a transaction ends: in transaction mode only (in
+    /// session mode the client's session state lives on it until it leaves).
+    fn releases_at_ready(&self) -> bool {
+        #[cfg(feature = "planted-bugs")]
+        if self.planted(super::PlantedBug::ReleaseSessionAtReady) {
+            return true;
+        }
+        self.config.pool_mode == PoolMode::Transaction
     }
 
     /// At a ReadyForQuery: whether the transaction is over, nothing outstanding and no

@@ -259,6 +259,11 @@ impl ClientSession {
             shown.insert("middleware_messages".into(), "on".into());
         }
         self.send_welcome(buf, shown.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+        if !self.held_notices.is_empty() {
+            // Notices the client earned while the welcome waited for its server.
+            let held = self.held_notices.split().freeze();
+            self.out.push_back(ClientOut::ToClient(held));
+        }
         // What the client saw is what it wants from now on.
         for name in super::TRACKED {
             if let Some(v) = shown.get(name) {
