@@ -22,8 +22,9 @@ pub struct Workload {
     /// The publisher's clock is off the caller's wall clock by up to this much either way,
     /// drawn afresh per commit (so commit timestamps go backwards now and then).
     pub skew_micros: i64,
-    /// Percent of two-phase transactions left prepared until [`Publisher::finish_all`]
-    /// (long-lived prepared transactions). Not drawn: 0 unless a scenario sets it.
+    /// Percent of two-phase transactions left prepared until
+    /// [`Publisher::finish_all`](super::Publisher::finish_all) (long-lived prepared
+    /// transactions). Not drawn: 0 unless a scenario sets it.
     pub held_percent: u64,
     /// Clock steps (an NTP correction, an operator setting the date): the percent chance per
     /// commit that the publisher's clock jumps by up to [`Workload::clock_step_micros`] either
