@@ -402,6 +402,35 @@ fn bad(id: u64, e: pgyard_wire::DecodeError) -> Violation {
 mod tests {
     use super::*;
 
+    /// What a delivery's context borrows: the placements, the WAL position and the sessions.
+    struct Fixture {
+        placed: Placement,
+        wal: Lsn,
+        sessions: BTreeMap<(u64, u64), u64>,
+    }
+
+    impl Fixture {
+        fn new() -> Self {
+            Fixture {
+                placed: Placement::new(),
+                wal: Lsn(0x100),
+                sessions: BTreeMap::new(),
+            }
+        }
+
+        /// A delivery to a primary.
+        fn ctx(&mut self) -> Ctx<'_> {
+            Ctx {
+                placed: &mut self.placed,
+                started: Vec::new(),
+                in_recovery: false,
+                wal: &mut self.wal,
+                sleep: None,
+                sessions: &mut self.sessions,
+            }
+        }
+    }
+
     fn query(text: &str) -> Vec<u8> {
         let mut b = BytesMut::new();
         pgyard_wire::frontend::encode_query(text.as_bytes(), &mut b).expect("Q");
@@ -410,18 +439,10 @@ mod tests {
 
     #[test]
     fn a_block_belongs_to_its_transaction_and_a_sleep_holds_what_follows() {
-        let (mut placed, mut wal) = (Placement::new(), Lsn(0x100));
-        let mut sessions = BTreeMap::new();
+        let mut world = Fixture::new();
         let mut s = FakeServer::new(7, false);
         let mut out = BytesMut::new();
-        let mut ctx = Ctx {
-            placed: &mut placed,
-            started: Vec::new(),
-            in_recovery: false,
-            wal: &mut wal,
-            sleep: None,
-            sessions: &mut sessions,
-        };
+        let mut ctx = world.ctx();
         s.receive(&query("begin c1 t2"), &mut ctx, &mut out)
             .expect("begin");
         assert_eq!(ctx.started, [(1, 2)]);
@@ -457,18 +478,10 @@ mod tests {
 
     #[test]
     fn a_session_keeps_its_server_until_a_discard_all() {
-        let (mut placed, mut wal) = (Placement::new(), Lsn(0x100));
-        let mut sessions = BTreeMap::new();
+        let mut world = Fixture::new();
         let mut s = FakeServer::new(3, false);
         let mut out = BytesMut::new();
-        let mut ctx = Ctx {
-            placed: &mut placed,
-            started: Vec::new(),
-            in_recovery: false,
-            wal: &mut wal,
-            sleep: None,
-            sessions: &mut sessions,
-        };
+        let mut ctx = world.ctx();
         s.receive(&query("set c1 g0 t0 n0"), &mut ctx, &mut out)
             .expect("set");
         out.clear();
