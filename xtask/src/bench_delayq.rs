@@ -9,7 +9,10 @@
 //! For each workload both consumers' slots exist before it runs and both are stopped while
 //! it runs; then each in turn catches up from the same WAL, timed from its start until the
 //! marker row committed after the workload is on its subscriber. Rows per second and the
-//! ratio pgyard/native are printed. A whole-process benchmark: criterion does not fit it.
+//! ratio pgyard/native are printed, and where each consumer's CPU went (seconds of user and
+//! system time of the publisher's walsender, the subscriber's applying backend and, for
+//! pgyard, its own process: on 2 cores they compete). A whole-process benchmark: criterion
+//! does not fit it.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -38,11 +41,48 @@ struct Workload {
     rows: u64,
 }
 
-pub fn run(scale: u64) -> Result<(), String> {
+/// The CPU seconds (user + system) a process has used so far, from `/proc/PID/stat`.
+fn cpu_seconds(pid: &str) -> Result<f64, String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_err(|e| format!("/proc/{pid}/stat: {e}"))?;
+    // The command name may hold spaces; the fields after it do not.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
+    match (ticks(11), ticks(12)) {
+        // utime and stime, in clock ticks of 1/100 s on Linux.
+        (Some(user), Some(system)) => Ok((user + system) / 100.0),
+        _ => Err(format!("/proc/{pid}/stat: no utime and stime in {stat:?}")),
+    }
+}
+
+/// Where one consumer's CPU went during its catch-up.
+struct Cpu {
+    walsender: f64,
+    backend: f64,
+    process: Option<f64>,
+}
+
+impl std::fmt::Display for Cpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "walsender {:.2}s, subscriber backend {:.2}s",
+            self.walsender, self.backend
+        )?;
+        if let Some(p) = self.process {
+            write!(f, ", pgyard {p:.2}s")?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs the workloads named in `which` (any of `a`, `b`, `c`).
+pub fn run(scale: u64, which: &str) -> Result<(), String> {
     let pgyard = crate::build_pgyard_release()?;
     let mut results = Vec::new();
-    for w in ["a", "b", "c"] {
-        let (workload, native, ours) = one(w, scale, &pgyard)?;
+    for w in ["a", "b", "c"].into_iter().filter(|w| which.contains(w)) {
+        let (workload, native, ours, cpu) = one(w, scale, &pgyard)?;
         println!(
             "delayq_catch_up_{}/native: {:.0} rows/s ({:.2}s); delayq_catch_up_{}/pgyard: {:.0} rows/s ({:.2}s); ratio {:.2}",
             workload.name,
@@ -53,6 +93,7 @@ pub fn run(scale: u64) -> Result<(), String> {
             ours,
             native / ours
         );
+        println!("  cpu native: {}; cpu pgyard: {}", cpu.0, cpu.1);
         results.push((workload.name, native / ours));
     }
     println!("ratios pgyard/native: {results:?} (goal: >= 0.5 on a and c, >= 1.0 on b)");
@@ -60,7 +101,7 @@ pub fn run(scale: u64) -> Result<(), String> {
 }
 
 /// One workload: fresh servers, both slots, the workload, then each consumer's catch-up.
-fn one(w: &str, scale: u64, pgyard: &Path) -> Result<(Workload, f64, f64), String> {
+fn one(w: &str, scale: u64, pgyard: &Path) -> Result<(Workload, f64, f64, (Cpu, Cpu)), String> {
     let options = Options::default()
         .conf("max_wal_senders = 20")
         .conf("max_replication_slots = 20")
@@ -107,6 +148,17 @@ fn one(w: &str, scale: u64, pgyard: &Path) -> Result<(Workload, f64, f64), Strin
     q(&native_sub, "alter subscription native enable")?;
     wait_marker(&native_sub)?;
     let native = started.elapsed().as_secs_f64();
+    let native_cpu = Cpu {
+        walsender: cpu_of(
+            &publisher,
+            "select pid from pg_stat_replication where application_name = 'native'",
+        )?,
+        backend: cpu_of(
+            &native_sub,
+            "select pid from pg_stat_subscription where subname = 'native' and relid is null",
+        )?,
+        process: None,
+    };
     q(&native_sub, "alter subscription native disable")?;
 
     let dir = publisher.root().join("dq");
@@ -124,13 +176,18 @@ fn one(w: &str, scale: u64, pgyard: &Path) -> Result<(Workload, f64, f64), Strin
     );
     wait_marker(&our_sub)?;
     let ours = started.elapsed().as_secs_f64();
+    let our_cpu = Cpu {
+        walsender: cpu_of(&publisher, "select pid from pg_stat_replication where application_name <> 'native'")?,
+        backend: cpu_of(&our_sub, "select pid from pg_stat_activity where backend_type = 'client backend' and pid <> pg_backend_pid() and application_name <> 'psql'")?,
+        process: Some(cpu_seconds(&_run.0.id().to_string())?),
+    };
     let check = "select count(*) || ':' || coalesce(sum(id), 0) from tb";
     if q(&publisher, check)? != q(&our_sub, check)? {
         return Err(format!(
             "workload {w}: the subscriber differs from the publisher"
         ));
     }
-    Ok((workload, native, ours))
+    Ok((workload, native, ours, (native_cpu, our_cpu)))
 }
 
 fn generate(w: &str, scale: u64, publisher: &Node) -> Result<Workload, String> {
@@ -188,6 +245,18 @@ fn generate(w: &str, scale: u64, publisher: &Node) -> Result<Workload, String> {
             })
         }
     }
+}
+
+/// The CPU seconds of the one process `sql` names on `node`.
+fn cpu_of(node: &Node, sql: &str) -> Result<f64, String> {
+    let pid = q(node, sql)?;
+    if pid.is_empty() || pid.contains('\n') {
+        return Err(format!(
+            "{}: {sql}: expected one pid, got {pid:?}",
+            node.name()
+        ));
+    }
+    cpu_seconds(&pid)
 }
 
 fn wait_marker(sub: &Node) -> Result<(), String> {

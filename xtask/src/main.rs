@@ -14,7 +14,7 @@
 //!   (default 60), installing cargo-fuzz first if it is missing.
 //! - `cargo xtask bench-proxy [SECONDS]`: pgbench through PgBouncer and `pgyard proxy` beside
 //!   a direct connection (see `bench_proxy.rs`).
-//! - `cargo xtask bench-delayq [SCALE]`: a subscriber's catch-up, native logical replication
+//! - `cargo xtask bench-delayq [SCALE] [WORKLOADS]`: a subscriber's catch-up, native logical replication
 //!   against `pgyard delayq run` (see `bench_delayq.rs`).
 //! - `cargo xtask mutants [CRATE…] [--sample N] [--jobs N]`: the mutation score of the
 //!   simulator and of each machine crate's pure tests on a fixed sample (see `mutants.rs`).
@@ -65,10 +65,11 @@ commands:
   bench-proxy [SECONDS]
                     pgbench -S (simple, extended, prepared) directly, through PgBouncer and
                     through pgyard proxy, SECONDS per run (default 15), medians of 3
-  bench-delayq [SCALE]
+  bench-delayq [SCALE] [WORKLOADS]
                     catch-up of native logical replication and pgyard delayq run on the
-                    same WAL: 100k×SCALE single-row inserts, 20 transactions of 50k×SCALE
-                    rows, 20k×SCALE pgbench TPC-B transactions (default SCALE 1)
+                    same WAL: (a) 100k×SCALE single-row inserts, (b) 20 transactions of
+                    50k×SCALE rows, (c) 20k×SCALE pgbench TPC-B transactions (default
+                    SCALE 1, WORKLOADS abc), with each consumer's CPU seconds
   mutants [CRATE…] [--sample N] [--jobs N]
                     cargo-mutants on connect, slotsync, delayq and proxy (or the CRATEs
                     named): a fixed seeded sample of N mutants per crate (default 100),
@@ -97,13 +98,19 @@ fn main() -> ExitCode {
                 "bench-proxy: SECONDS must be a positive integer\n\n{USAGE}"
             )),
         },
-        Some("bench-delayq") if args.len() <= 2 => match args.get(1).map(|s| s.parse::<u64>()) {
-            None => bench_delayq::run(1),
-            Some(Ok(scale)) if scale > 0 => bench_delayq::run(scale),
-            Some(_) => Err(format!(
-                "bench-delayq: SCALE must be a positive integer\n\n{USAGE}"
-            )),
-        },
+        Some("bench-delayq") if args.len() <= 3 => {
+            let which = args.get(2).map_or("abc", String::as_str);
+            match args.get(1).map(|s| s.parse::<u64>()) {
+                _ if which.is_empty() || !which.chars().all(|c| "abc".contains(c)) => Err(format!(
+                    "bench-delayq: WORKLOADS is some of a, b, c\n\n{USAGE}"
+                )),
+                None => bench_delayq::run(1, which),
+                Some(Ok(scale)) if scale > 0 => bench_delayq::run(scale, which),
+                Some(_) => Err(format!(
+                    "bench-delayq: SCALE must be a positive integer\n\n{USAGE}"
+                )),
+            }
+        }
         Some("mutants") => mutants::run(&args[1..]),
         Some("help" | "--help" | "-h") => {
             println!("{USAGE}");

@@ -85,6 +85,23 @@ impl Session {
         }
     }
 
+    /// [`Session::finish_query`], with each statement's CommandComplete tag (`UPDATE 1`) in
+    /// order: what a pipeline of extended-protocol statements up to one Sync changed.
+    pub fn finish_query_tagged(
+        &mut self,
+        pending: PendingQuery,
+    ) -> Result<(Rows, Vec<String>), Error> {
+        let mut query = pending.0;
+        loop {
+            let frame = self.recv_frame()?;
+            match query.frame(&frame, self.core.parameters_mut())? {
+                Reply::Continue => {}
+                Reply::Send(bytes) => self.send_frame(&bytes)?,
+                Reply::Done(outcome) => return outcome.map(|rows| (rows, query.take_tags())),
+            }
+        }
+    }
+
     /// Runs `COPY … TO STDOUT` (`sql`, simple query protocol) and hands each CopyData's bytes
     /// to `sink` as it arrives, so a table of any size streams through without being held.
     /// The server's error, or else the sink's first error (after which the query is cancelled

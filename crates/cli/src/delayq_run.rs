@@ -12,6 +12,7 @@ use std::time::Duration;
 use pgyard_tokio::follow::{self, FollowOptions, Progress};
 
 use crate::delayq_apply::{apply_loop, ApplyFailure, Controls, Subscriber};
+use crate::delayq_loop::Doorbell;
 
 /// Arguments of `pgyard delayq run`.
 #[derive(clap::Args, Debug)]
@@ -125,6 +126,7 @@ pub fn run(args: RunArgs) -> ExitCode {
     let stop = Arc::new(AtomicBool::new(false));
     let failed: Arc<Mutex<Option<ApplyFailure>>> = Arc::new(Mutex::new(None));
     let wake = Arc::new(tokio::sync::Notify::new());
+    let bell = Arc::new(Doorbell::default());
     let applier = {
         let (queue, stop, failed, wake) =
             (queue.clone(), stop.clone(), failed.clone(), wake.clone());
@@ -132,6 +134,7 @@ pub fn run(args: RunArgs) -> ExitCode {
             dir: args.dir.clone(),
             until: args.until,
             piece_bytes: args.piece_bytes,
+            bell: Some(bell.clone()),
         };
         let (subscriber, origin) = (args.subscriber.clone(), args.origin.clone());
         std::thread::spawn(move || loop {
@@ -140,11 +143,14 @@ pub fn run(args: RunArgs) -> ExitCode {
                     sub.close();
                     return Some(done);
                 }
-                // The subscriber went away (restart, network): connect again; the next
+                // The subscriber went away (restart, network) or the session must start
+                // afresh (a unique index it relied on is gone): connect again; the next
                 // apply machine has the queue hand the unacknowledged items out again, and
                 // the origin says which of them were applied.
                 Err(ApplyFailure::Subscriber(e)) => {
                     eprintln!("pgyard delayq run: subscriber: {e}; reconnecting");
+                    // The old session ends first: alive, it holds the origin.
+                    sub.close();
                     match reconnect(&subscriber, &origin, &stop) {
                         Some(s) => sub = s,
                         None => return None,
@@ -164,6 +170,14 @@ pub fn run(args: RunArgs) -> ExitCode {
         let (tx, mut rx) = tokio::sync::watch::channel(Progress::default());
         let printer =
             tokio::spawn(async move { crate::delayq_follow::print_progress(&mut rx, "run").await });
+        // The follower publishes its progress with the status update after each flush that
+        // made more of the queue durable: the moment the applier may find more to do.
+        let mut flushes = tx.subscribe();
+        let ringer = tokio::spawn(async move {
+            while flushes.changed().await.is_ok() {
+                bell.ring();
+            }
+        });
         let stop_on = async {
             tokio::select! {
                 r = tokio::signal::ctrl_c() => if r.is_err() { std::future::pending::<()>().await },
@@ -173,6 +187,7 @@ pub fn run(args: RunArgs) -> ExitCode {
         let r = follow::run_shared(&options, &queue, stop_on, &tx).await;
         drop(tx);
         let _ = printer.await;
+        let _ = ringer.await;
         r
     });
     stop.store(true, Ordering::Relaxed);

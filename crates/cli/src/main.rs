@@ -10,6 +10,7 @@ mod delayq_copy;
 mod delayq_follow;
 mod delayq_loop;
 mod delayq_run;
+mod delayq_sub;
 mod logging;
 mod proxy_cmd;
 mod sim_cmd;

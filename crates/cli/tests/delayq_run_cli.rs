@@ -378,3 +378,50 @@ fn run_reconnects_to_a_restarted_subscriber() {
     assert!(child.log().contains("reconnecting"), "{}", child.log());
     child.stop();
 }
+
+/// Rows of a table with a unique index on its key are found by the key alone, each change
+/// checked to have changed one row. When the index goes while `run` runs (and the subscriber
+/// now holds two rows with the key), the UPDATE that changed both is never committed: the
+/// session ends, a new one learns the indexes again, and the retry finds one row by ctid.
+#[test]
+fn a_unique_index_dropped_under_run_never_lets_an_update_change_two_rows() {
+    let rig = Rig::new("unique");
+    let child = rig.run("0s");
+    child.wait_following();
+    rig.event(1);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !rig.same() {
+        assert!(Instant::now() < deadline, "not equal: {}", child.log());
+        sleep(Duration::from_millis(50));
+    }
+    q(
+        &rig.subscriber,
+        "alter table ev drop constraint ev_pkey; insert into ev values (1, now(), 'e1')",
+    );
+    q(&rig.publisher, "update ev set v = 'changed' where id = 1");
+    let rows = "select string_agg(v, ',' order by v) from ev where id = 1";
+    while q(&rig.subscriber, rows) != "changed,e1" {
+        assert!(
+            Instant::now() < deadline,
+            "subscriber has {}: {}",
+            q(&rig.subscriber, rows),
+            child.log()
+        );
+        sleep(Duration::from_millis(50));
+    }
+    let log = child.log();
+    assert!(
+        log.contains("2 rows changed: the unique index on the key"),
+        "{log}"
+    );
+    assert!(log.contains("reconnecting"), "{log}");
+    // Later changes to the table go on, one row each (either of the two with the key).
+    q(&rig.publisher, "update ev set v = 'again' where id = 1");
+    let again =
+        "select count(*) filter (where v = 'again') || '/' || count(*) from ev where id = 1";
+    while q(&rig.subscriber, again) != "1/2" {
+        assert!(Instant::now() < deadline, "{}", child.log());
+        sleep(Duration::from_millis(50));
+    }
+    child.stop();
+}

@@ -91,6 +91,8 @@ pub enum Reply {
 #[derive(Debug, Default)]
 pub struct SimpleQuery {
     rows: Rows,
+    /// Each CommandComplete's tag (`UPDATE 1`), in order, until the first error.
+    tags: Vec<String>,
     error: Option<Error>,
     /// The client sent the COPY data already (a pipeline): CopyInResponse needs no answer.
     copy_sent: bool,
@@ -114,6 +116,11 @@ impl SimpleQuery {
         }
     }
 
+    /// The CommandComplete tags seen so far (taken: a second call returns none).
+    pub fn take_tags(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.tags)
+    }
+
     /// Feeds the next frame; `parameters` takes the ParameterStatus values it carries.
     pub fn frame(
         &mut self,
@@ -126,6 +133,9 @@ impl SimpleQuery {
                     .map(|v| v.map(|b| String::from_utf8_lossy(b).into_owned()))
                     .collect(),
             ),
+            BackendMessage::CommandComplete(tag) if self.error.is_none() => {
+                self.tags.push(String::from_utf8_lossy(tag).into_owned());
+            }
             BackendMessage::ErrorResponse(f) => {
                 let first = self.error.take().unwrap_or_else(|| Error::Server {
                     sqlstate: f.sqlstate().unwrap_or(SqlState::from_array(*b"XX000")),

@@ -10,8 +10,10 @@
 //! * An UPDATE or DELETE finds its row by the replica identity — the key columns (`=`, they
 //!   are never null), or every column for `REPLICA IDENTITY FULL` (`IS NOT DISTINCT FROM`) —
 //!   and changes exactly one row even where several are identical (by `ctid` of the first
-//!   match), as the apply worker does. Each counts the rows it changed; anything but one
-//!   stops the apply with the relation and the commit LSN.
+//!   match, or by the key alone where the subscriber has a unique index on it: the
+//!   [`RowCheck::by_key`] form), as the apply worker does. Each carries a [`RowCheck`]: the
+//!   runner reads the rows it changed before COMMIT, and anything but one stops the apply
+//!   with the relation and the commit LSN.
 //! * Unchanged TOASTed values (`'u'`) are left out of the SET list.
 //! * TRUNCATE keeps the publisher's CASCADE and RESTART IDENTITY.
 //! * Consecutive INSERTs into one relation with the same columns become multi-row INSERTs,
@@ -40,7 +42,7 @@ pub use machine::{
     Applied, ApplyConfig, ApplyControls, ApplyMachine, BatchId, Command, Failure, Notice, Until,
     Wait,
 };
-pub use plan::{Batch, Copy, Param, Plan, Statement, Step, COPY_ROWS};
+pub use plan::{tag_rows, Batch, Copy, Param, Plan, RowCheck, Statement, Step, COPY_ROWS};
 use plan::{Piece, TxnPieces};
 pub use text::{quote_ident, quote_literal, timestamp_text};
 
@@ -100,6 +102,10 @@ pub fn row_check_failure(text: &str) -> Option<String> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Rel {
     qualified: String,
+    /// Schema and name, unquoted.
+    names: (String, String),
+    /// The key columns' names, unquoted.
+    key: Vec<String>,
     identity: ReplicaIdentity,
     /// Quoted column names and whether each is a key column.
     columns: Vec<(String, bool)>,
@@ -245,10 +251,22 @@ impl Applier {
             .iter()
             .map(|c| (quote_ident(&String::from_utf8_lossy(c.name)), c.key))
             .collect();
+        let key = r
+            .columns
+            .iter()
+            .filter(|c| c.key)
+            .map(|c| String::from_utf8_lossy(c.name).into_owned())
+            .collect();
+        let names = (
+            ns.into_owned(),
+            String::from_utf8_lossy(r.name).into_owned(),
+        );
         self.relations.insert(
             r.oid,
             Rel {
                 qualified,
+                names,
+                key,
                 identity: r.replica_identity,
                 columns,
                 raw: raw.to_vec(),
@@ -338,13 +356,9 @@ impl Applier {
                     return Ok(None);
                 }
                 let filter = identity_filter(rel, old, &mut st);
-                st.sql = format!(
-                    "WITH c AS (UPDATE ONLY {q} SET {set} WHERE ctid = (SELECT ctid FROM ONLY {q} \
-                     WHERE {filter} LIMIT 1) RETURNING 1) {check}",
-                    q = rel.qualified,
-                    set = set.join(", "),
-                    check = count_check("UPDATE", &rel.qualified, commit_lsn, &mut st),
-                );
+                let head = format!("UPDATE ONLY {} SET {}", rel.qualified, set.join(", "));
+                st.sql = by_ctid(&head, rel, &filter);
+                st.check = Some(row_check("UPDATE", rel, commit_lsn, &head, &filter));
                 return Ok(Some((st, 1)));
             }
             PgOutputMessage::Delete(d) => {
@@ -352,12 +366,9 @@ impl Applier {
                 let old = values(commit_lsn, rel, d.old.tuple())?;
                 let mut st = Statement::default();
                 let filter = identity_filter(rel, old, &mut st);
-                st.sql = format!(
-                    "WITH c AS (DELETE FROM ONLY {q} WHERE ctid = (SELECT ctid FROM ONLY {q} \
-                     WHERE {filter} LIMIT 1) RETURNING 1) {check}",
-                    q = rel.qualified,
-                    check = count_check("DELETE", &rel.qualified, commit_lsn, &mut st),
-                );
+                let head = format!("DELETE FROM ONLY {}", rel.qualified);
+                st.sql = by_ctid(&head, rel, &filter);
+                st.check = Some(row_check("DELETE", rel, commit_lsn, &head, &filter));
                 return Ok(Some((st, 1)));
             }
             PgOutputMessage::Truncate(t) => {
@@ -376,6 +387,7 @@ impl Applier {
                 let st = Statement {
                     sql,
                     params: Vec::new(),
+                    check: None,
                 };
                 return Ok(Some((st, 0)));
             }
@@ -386,16 +398,26 @@ impl Applier {
     }
 }
 
-/// A SELECT over the CTE `c` that returns nothing when it changed exactly one row and
-/// otherwise fails with a text naming the operation, the relation and the commit (a
-/// parameter, so that the statement's SQL stays the same from one commit to the next).
-fn count_check(op: &str, relation: &str, commit_lsn: Lsn, st: &mut Statement) -> String {
-    let head = format!("{CHECK_MARKER}commit {commit_lsn}: {op} on relation {relation} changed ");
-    let p = st.param(Some(head.into_bytes()));
-    let tail = quote_literal(
-        " rows instead of 1 (the subscriber has no row matching the publisher's replica identity)",
-    );
-    format!("SELECT ({p}::text || count(*) || {tail})::int FROM c HAVING count(*) <> 1")
+/// `head` (an UPDATE's SET list or a DELETE) limited to the first row matching `filter`, by
+/// its `ctid`: exactly one row even where several are identical.
+fn by_ctid(head: &str, rel: &Rel, filter: &str) -> String {
+    format!(
+        "{head} WHERE ctid = (SELECT ctid FROM ONLY {q} WHERE {filter} LIMIT 1)",
+        q = rel.qualified
+    )
+}
+
+/// The check of an UPDATE or DELETE, with its by-key form where the identity has key columns
+/// (a unique index on the subscriber is what makes that form change one row at most; the
+/// runner knows whether there is one).
+fn row_check(op: &str, rel: &Rel, commit_lsn: Lsn, head: &str, filter: &str) -> RowCheck {
+    let keyed = rel.identity != ReplicaIdentity::Full && !rel.key.is_empty() && filter != "false";
+    RowCheck {
+        what: format!("commit {commit_lsn}: {op} on relation {}", rel.qualified),
+        relation: rel.names.clone(),
+        key: if keyed { rel.key.clone() } else { Vec::new() },
+        by_key: keyed.then(|| format!("{head} WHERE {filter}")),
+    }
 }
 
 /// Each column's value, checked against the relation's columns.
@@ -446,7 +468,7 @@ fn identity_filter(rel: &Rel, old: Vec<Value>, st: &mut Statement) -> String {
     }
     if parts.is_empty() {
         // No identity (REPLICA IDENTITY NOTHING cannot publish updates or deletes): match
-        // nothing, so the count check reports the missing row.
+        // nothing, so the row check reports the missing row.
         return "false".to_owned();
     }
     parts.join(" AND ")

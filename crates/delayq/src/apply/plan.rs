@@ -28,6 +28,59 @@ pub struct Statement {
     pub sql: String,
     /// The placeholders' values, in order.
     pub params: Vec<Param>,
+    /// For an UPDATE or DELETE: it must change exactly one row, which whoever runs it checks
+    /// (from its CommandComplete) before the transaction may commit.
+    pub check: Option<RowCheck>,
+}
+
+/// What an UPDATE or DELETE must do: change exactly one row. Checked by the runner rather
+/// than in SQL: a check inside the statement (a CTE counting the changed rows) cost the
+/// subscriber a fifth of each UPDATE's time.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RowCheck {
+    /// What the statement applies, for the failure's words: `commit X: UPDATE on relation R`.
+    pub what: String,
+    /// The relation's schema and name, unquoted.
+    pub relation: (String, String),
+    /// The replica identity's key columns, unquoted (empty under `REPLICA IDENTITY FULL`).
+    pub key: Vec<String>,
+    /// The same statement finding its row by the key columns alone, with the same
+    /// parameters, for a subscriber with a unique index on some of the key columns, where at
+    /// most one row can match: cheaper than finding the first match's `ctid` first. `None`
+    /// under `REPLICA IDENTITY FULL`.
+    pub by_key: Option<String>,
+}
+
+impl RowCheck {
+    /// The words of the failure when the statement changed `rows` rows (marked with
+    /// [`super::CHECK_MARKER`]).
+    pub fn failure(&self, rows: u64) -> String {
+        let why = if rows == 0 {
+            "the subscriber has no row matching the publisher's replica identity"
+        } else {
+            "several rows match the publisher's replica identity"
+        };
+        format!(
+            "{}{} changed {rows} rows instead of 1 ({why})",
+            super::CHECK_MARKER,
+            self.what
+        )
+    }
+
+    /// A statement that fails with [`RowCheck::failure`]'s words (a text cast to integer),
+    /// which the runner sends instead of COMMIT: the transaction aborts and stays aborted
+    /// for the caller's ROLLBACK, as if the server itself had refused the change.
+    pub fn failing_sql(&self, rows: u64) -> String {
+        format!(
+            "SELECT {}::pg_catalog.int4",
+            super::quote_literal(&self.failure(rows))
+        )
+    }
+}
+
+/// The rows a CommandComplete's tag says a statement changed (`UPDATE 1`, `DELETE 0`).
+pub fn tag_rows(tag: &str) -> Option<u64> {
+    tag.rsplit(' ').next()?.parse().ok()
 }
 
 impl Statement {
@@ -85,10 +138,11 @@ pub struct Copy {
 /// [`Plan::commit_sql`] — one due transaction, or several gathered by a [`Batch`] — or of a
 /// part of one (see [`Plan::opens`] and [`Plan::closes`]).
 ///
-/// Each UPDATE or DELETE counts its rows and, when the count is not 1, raises an error whose
-/// text carries [`super::CHECK_MARKER`] (a text cast to integer that fails), so the
-/// transaction aborts before its COMMIT and stays aborted for the caller's ROLLBACK (which
-/// also makes anything pipelined after it fail harmlessly). The origin's progress is set in
+/// Each UPDATE or DELETE carries a [`RowCheck`]: whoever runs the plan reads the rows it
+/// changed before sending the COMMIT, and when that is not 1 sends
+/// [`RowCheck::failing_sql`] instead, so the transaction aborts and stays aborted for the
+/// caller's ROLLBACK (which also makes anything pipelined after it fail harmlessly). The
+/// origin's progress is set in
 /// the same simple-protocol message as COMMIT, last, because PostgreSQL advances a session's
 /// origin also when a transaction with the progress set aborts: set earlier, a transaction
 /// lost to a broken connection would count as applied; in one message with COMMIT the server
@@ -269,6 +323,7 @@ fn insert_statements(target: &str, rows: Vec<Vec<Param>>, out: &mut Vec<Step>) {
         let mut st = Statement {
             sql,
             params: Vec::with_capacity(n * width),
+            check: None,
         };
         for r in 0..n {
             let Some(row) = rows.next() else { break };

@@ -186,16 +186,40 @@ fn statement_text_does_not_depend_on_values_or_commit() {
     );
     let (one, two) = (statements(&one)[0].clone(), statements(&two)[0].clone());
     assert_eq!(one.sql, two.sql);
-    // SET id, v; the key filter; the check's text naming the commit.
-    assert_eq!(one.params[..3], [p("1"), p("x"), p("1")]);
-    assert_eq!(two.params[..3], [p("2"), None, p("2")]);
     assert_eq!(
-        String::from_utf8(two.params[3].clone().unwrap_or_default()).unwrap_or_default(),
+        one.sql,
+        "UPDATE ONLY \"public\".\"t\" SET \"id\" = $1, \"v\" = $2 WHERE ctid = \
+         (SELECT ctid FROM ONLY \"public\".\"t\" WHERE \"id\" = $3 LIMIT 1)"
+    );
+    // SET id, v; the key filter.
+    assert_eq!(one.params, [p("1"), p("x"), p("1")]);
+    assert_eq!(two.params, [p("2"), None, p("2")]);
+    // The check names the commit; its by-key form takes the same parameters.
+    let check = two.check.expect("an UPDATE is checked");
+    assert_eq!(
+        check.what,
+        format!("commit {}: UPDATE on relation \"public\".\"t\"", Lsn(200))
+    );
+    assert_eq!(check.relation, ("public".to_owned(), "t".to_owned()));
+    assert_eq!(check.key, ["id"]);
+    assert_eq!(
+        check.by_key.as_deref(),
+        Some("UPDATE ONLY \"public\".\"t\" SET \"id\" = $1, \"v\" = $2 WHERE \"id\" = $3")
+    );
+    assert_eq!(
+        check.failure(0),
         format!(
-            "{CHECK_MARKER}commit {}: UPDATE on relation \"public\".\"t\" changed ",
+            "{CHECK_MARKER}commit {}: UPDATE on relation \"public\".\"t\" changed 0 rows \
+             instead of 1 (the subscriber has no row matching the publisher's replica identity)",
             Lsn(200)
         )
     );
+    assert!(check
+        .failure(2)
+        .contains("changed 2 rows instead of 1 (several rows match"));
+    assert_eq!(tag_rows("UPDATE 1"), Some(1));
+    assert_eq!(tag_rows("DELETE 0"), Some(0));
+    assert_eq!(tag_rows("SELECT"), None);
 }
 
 #[test]
@@ -232,7 +256,10 @@ fn unchanged_toast_is_left_out_and_full_identity_matches_every_column() {
         "{}",
         st.sql
     );
-    assert_eq!(st.params[..4], [p("2"), p("z"), p("1"), None]);
+    assert_eq!(st.params, [p("2"), p("z"), p("1"), None]);
+    // Under FULL no key says which row: only the first match's ctid does.
+    let check = st.check.as_ref().expect("an UPDATE is checked");
+    assert_eq!((check.key.len(), check.by_key.as_ref()), (0, None));
 }
 
 #[test]

@@ -450,6 +450,7 @@ mod tests {
         Step::Run(Statement {
             sql: "INSERT INTO \"public\".\"t0\" (\"payload\", \"ver\") VALUES ($1, $2)".into(),
             params: vec![Some(p.as_bytes().to_vec()), Some(b"1".to_vec())],
+            check: None,
         })
     }
 
