@@ -145,11 +145,12 @@ impl Session {
 
     /// Reads the next backend frame, blocking until it is complete.
     pub fn recv_frame(&mut self) -> Result<RawFrame, Error> {
-        let mut chunk = [0u8; 16 * 1024];
         loop {
             match self.core.next_frame()? {
                 Some(frame) => return Ok(frame),
                 None => {
+                    // Zeroed only when a read is due, not for every frame taken.
+                    let mut chunk = [0u8; 16 * 1024];
                     let n = self.core.transport_mut()?.read(&mut chunk);
                     self.core.received(&chunk[..n.map_err(receive_error)?])?;
                 }

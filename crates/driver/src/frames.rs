@@ -35,10 +35,22 @@ pub struct RawFrame {
 /// While a large frame arrives, the buffer is grown to hold all of it at once (its length
 /// word says how much), not by doubling past it; once complete, it is moved into the frame.
 pub fn take_frame(inbuf: &mut Vec<u8>) -> Result<Option<RawFrame>, Error> {
-    let (tag, used) = match decode_frame(inbuf, FRAME_BYTES_MAX) {
+    let mut taken = 0;
+    let frame = take_frame_at(inbuf, &mut taken);
+    inbuf.drain(..taken);
+    frame
+}
+
+/// [`take_frame`] for a buffer whose first `taken` bytes were taken already: a small frame
+/// only moves `taken` on (the caller drops the taken bytes before it appends more); a large
+/// one takes the buffer's allocation as its body.
+pub fn take_frame_at(inbuf: &mut Vec<u8>, taken: &mut usize) -> Result<Option<RawFrame>, Error> {
+    let rest = inbuf.get(*taken..).unwrap_or_default();
+    let (tag, used) = match decode_frame(rest, FRAME_BYTES_MAX) {
         Ok(Decoded::Frame(f)) => (f.tag, f.wire_len()),
         Ok(Decoded::NeedMore { at_least }) => {
             if at_least >= MOVE_FRAME_BYTES {
+                inbuf.drain(..std::mem::take(taken));
                 // With room for the read that completes it to bring the next frame's first
                 // bytes too (the adapters read 16 KiB at a time).
                 inbuf.reserve_exact(at_least + READ_SLACK_BYTES);
@@ -52,6 +64,7 @@ pub fn take_frame(inbuf: &mut Vec<u8>) -> Result<Option<RawFrame>, Error> {
         }
     };
     let body = if used >= MOVE_FRAME_BYTES {
+        inbuf.drain(..std::mem::take(taken));
         // What follows the frame (little: reads are small) stays the buffer; the frame's
         // allocation becomes its body, the 5 header bytes shifted out in place.
         let rest = inbuf.split_off(used);
@@ -59,8 +72,12 @@ pub fn take_frame(inbuf: &mut Vec<u8>) -> Result<Option<RawFrame>, Error> {
         body.drain(..FRAME_HEADER_BYTES);
         body
     } else {
-        let body = inbuf[FRAME_HEADER_BYTES..used].to_vec();
-        inbuf.drain(..used);
+        let body = rest[FRAME_HEADER_BYTES..used].to_vec();
+        *taken += used;
+        if *taken == inbuf.len() {
+            inbuf.clear();
+            *taken = 0;
+        }
         body
     };
     Ok(Some(RawFrame { tag, body }))
@@ -328,5 +345,37 @@ mod tests {
         assert_eq!(inbuf, [b'k', 0, 0]);
         assert!(inbuf.capacity() < 1 << 20);
         assert!(grew <= 12, "grown {grew} times");
+    }
+
+    /// Frames taken by moving an offset, with the taken bytes dropped only before each
+    /// append (as `SessionCore` does), come out as `take_frame` gives them: small ones, one
+    /// over the move threshold, reads cut anywhere.
+    #[test]
+    fn frames_taken_at_an_offset_match_frames_taken_off_the_front() {
+        let mut wire = Vec::new();
+        let mut bodies = Vec::new();
+        for (i, len) in [0usize, 3, 200, 16 << 10, 1, (1 << 20) + 5, 7, 40]
+            .into_iter()
+            .enumerate()
+        {
+            let body: Vec<u8> = (0..len).map(|j| (i * 31 + j) as u8).collect();
+            wire.push(b'd');
+            wire.extend_from_slice(&(len as u32 + 4).to_be_bytes());
+            wire.extend_from_slice(&body);
+            bodies.push(body);
+        }
+        for cut in [1usize, 5, 977, 16 << 10] {
+            let (mut inbuf, mut taken, mut got) = (Vec::new(), 0, Vec::new());
+            for chunk in wire.chunks(cut) {
+                inbuf.drain(..std::mem::take(&mut taken));
+                inbuf.extend_from_slice(chunk);
+                while let Some(f) = take_frame_at(&mut inbuf, &mut taken).expect("decodes") {
+                    assert_eq!(f.tag, b'd');
+                    got.push(f.body);
+                }
+            }
+            assert!(got == bodies, "cut {cut}: the frames differ");
+            assert_eq!(inbuf.len(), taken, "cut {cut}: bytes left over");
+        }
     }
 }

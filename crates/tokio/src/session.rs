@@ -70,11 +70,13 @@ impl Session {
     /// Reads the next backend frame. Cancel-safe: dropping the future (e.g. in a
     /// `tokio::select!`) loses no bytes, they stay buffered for the next call.
     pub async fn recv_frame(&mut self) -> Result<RawFrame, Error> {
-        let mut chunk = [0u8; 16 * 1024];
         loop {
             if let Some(frame) = self.core.next_frame()? {
                 return Ok(frame);
             }
+            // Zeroed only when a read is due: at every call, a stream of small frames paid
+            // 16 KiB of memset per frame.
+            let mut chunk = [0u8; 16 * 1024];
             // `read` is cancel-safe, and the bytes join the buffer before the next await.
             let n = self.core.transport_mut()?.read(&mut chunk).await;
             self.core.received(&chunk[..n.map_err(receive_error)?])?;
