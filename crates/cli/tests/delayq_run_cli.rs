@@ -84,6 +84,17 @@ struct Replica {
     log: Arc<Mutex<String>>,
 }
 
+/// A test that fails before it stops its replica must not leave the process running (it
+/// would retry its servers for ever).
+impl Drop for Replica {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 impl Replica {
     fn log(&self) -> String {
         self.log
