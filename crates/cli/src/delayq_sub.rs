@@ -282,6 +282,7 @@ impl Subscriber {
         buf: &mut BytesMut,
     ) -> Result<bool, ApplyFailure> {
         let by_key = st.check.as_ref().and_then(|c| {
+            let c = &c.shape;
             let sets = self.unique.get(&c.relation)?;
             let unique = sets
                 .iter()
@@ -400,7 +401,7 @@ impl Subscriber {
                         return Err(ApplyFailure::Subscriber(format!(
                             "{}: found by its key, {rows} rows changed: the unique index on \
                              the key that the session found at its start is gone",
-                            check.what
+                            check.what()
                         )));
                     }
                     outcome

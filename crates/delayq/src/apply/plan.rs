@@ -1,6 +1,8 @@
 //! What applies a batch of due transactions: parameterised statements between `BEGIN` and
 //! the origin's progress with `COMMIT`, and the batch that gathers them.
 
+use std::sync::Arc;
+
 use pgyard_types::{Lsn, PgTimestamp};
 
 use super::text::timestamp_text;
@@ -38,8 +40,20 @@ pub struct Statement {
 /// subscriber a fifth of each UPDATE's time.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RowCheck {
-    /// What the statement applies, for the failure's words: `commit X: UPDATE on relation R`.
-    pub what: String,
+    /// `UPDATE` or `DELETE`.
+    pub op: &'static str,
+    /// The commit it applies.
+    pub commit_lsn: Lsn,
+    /// What every statement of its shape shares.
+    pub shape: Arc<CheckShape>,
+}
+
+/// The part of a [`RowCheck`] that depends only on the statement's shape (relation,
+/// operation, columns taking part), built once per shape.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CheckShape {
+    /// The relation, quoted and qualified.
+    pub qualified: String,
     /// The relation's schema and name, unquoted.
     pub relation: (String, String),
     /// The replica identity's key columns, unquoted (empty under `REPLICA IDENTITY FULL`).
@@ -52,6 +66,14 @@ pub struct RowCheck {
 }
 
 impl RowCheck {
+    /// What the statement applies: `commit L: UPDATE on relation "s"."t"`.
+    pub fn what(&self) -> String {
+        format!(
+            "commit {}: {} on relation {}",
+            self.commit_lsn, self.op, self.shape.qualified
+        )
+    }
+
     /// The words of the failure when the statement changed `rows` rows (marked with
     /// [`super::CHECK_MARKER`]).
     pub fn failure(&self, rows: u64) -> String {
@@ -63,7 +85,7 @@ impl RowCheck {
         format!(
             "{}{} changed {rows} rows instead of 1 ({why})",
             super::CHECK_MARKER,
-            self.what
+            self.what()
         )
     }
 
@@ -84,12 +106,6 @@ pub fn tag_rows(tag: &str) -> Option<u64> {
 }
 
 impl Statement {
-    /// Appends a value and returns its placeholder (`$n`).
-    pub(crate) fn param(&mut self, value: Param) -> String {
-        self.params.push(value);
-        format!("${}", self.params.len())
-    }
-
     /// Appends a value and writes its placeholder (`$n`) onto the SQL. Multi-row INSERTs
     /// write one per value, and formatting each into a string of its own was most of the
     /// time spent building them.

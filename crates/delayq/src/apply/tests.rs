@@ -61,6 +61,15 @@ fn update(oid: u32, key: Option<&[Option<&str>]>, new: &[Option<&str>]) -> Vec<u
     m
 }
 
+/// A DELETE with its key tuple (every column, the others NULL).
+fn delete(oid: u32, key: &[Option<&str>]) -> Vec<u8> {
+    let mut m = vec![b'D'];
+    m.extend_from_slice(&oid.to_be_bytes());
+    m.push(b'K');
+    tuple(&mut m, key);
+    m
+}
+
 /// A committed transaction at `lsn` holding `changes`, with `schema` handed out before it.
 fn txn(lsn: u64, schema: Vec<Vec<u8>>, changes: Vec<Vec<u8>>) -> ReadyTxn {
     let mut begin = vec![b'B'];
@@ -197,13 +206,13 @@ fn statement_text_does_not_depend_on_values_or_commit() {
     // The check names the commit; its by-key form takes the same parameters.
     let check = two.check.expect("an UPDATE is checked");
     assert_eq!(
-        check.what,
+        check.what(),
         format!("commit {}: UPDATE on relation \"public\".\"t\"", Lsn(200))
     );
-    assert_eq!(check.relation, ("public".to_owned(), "t".to_owned()));
-    assert_eq!(check.key, ["id"]);
+    assert_eq!(check.shape.relation, ("public".to_owned(), "t".to_owned()));
+    assert_eq!(check.shape.key, ["id"]);
     assert_eq!(
-        check.by_key.as_deref(),
+        check.shape.by_key.as_deref(),
         Some("UPDATE ONLY \"public\".\"t\" SET \"id\" = $1, \"v\" = $2 WHERE \"id\" = $3")
     );
     assert_eq!(
@@ -259,7 +268,10 @@ fn unchanged_toast_is_left_out_and_full_identity_matches_every_column() {
     assert_eq!(st.params, [p("2"), p("z"), p("1"), None]);
     // Under FULL no key says which row: only the first match's ctid does.
     let check = st.check.as_ref().expect("an UPDATE is checked");
-    assert_eq!((check.key.len(), check.by_key.as_ref()), (0, None));
+    assert_eq!(
+        (check.shape.key.len(), check.shape.by_key.as_ref()),
+        (0, None)
+    );
 }
 
 #[test]
@@ -302,4 +314,61 @@ fn row_check_words_come_back_out_of_the_server_error() {
         Some("commit 0/10: DELETE on relation \"public\".\"t\" changed 0 rows instead of 1")
     );
     assert_eq!(row_check_failure("ERROR:  something else"), None);
+}
+
+#[test]
+fn a_shape_is_built_once_and_a_redescribed_relation_gets_new_ones() {
+    let mut a = Applier::new();
+    let two = vec![relation(1, "t", b'd', &[("id", true), ("v", false)])];
+    let one = plan(
+        &mut a,
+        &txn(100, two, vec![update(1, None, &[Some("1"), Some("x")])]),
+    );
+    let again = plan(
+        &mut a,
+        &txn(200, Vec::new(), vec![update(1, None, &[Some("2"), Some("y")])]),
+    );
+    let (one, again) = (statements(&one)[0].clone(), statements(&again)[0].clone());
+    let (c1, c2) = (one.check.expect("checked"), again.check.expect("checked"));
+    assert!(Arc::ptr_eq(&c1.shape, &c2.shape), "one shape, shared");
+    assert_eq!((c1.commit_lsn, c2.commit_lsn), (Lsn(100), Lsn(200)));
+    // The relation gains a column: the next UPDATE sets it too.
+    let three = vec![relation(
+        1,
+        "t",
+        b'd',
+        &[("id", true), ("v", false), ("w", false)],
+    )];
+    let later = plan(
+        &mut a,
+        &txn(
+            300,
+            three,
+            vec![update(1, None, &[Some("3"), Some("z"), Some("w3")])],
+        ),
+    );
+    let later = statements(&later)[0].clone();
+    assert!(
+        later.sql.contains("SET \"id\" = $1, \"v\" = $2, \"w\" = $3 WHERE"),
+        "{}",
+        later.sql
+    );
+    assert_eq!(later.params, [p("3"), p("z"), p("w3"), p("3")]);
+    // A DELETE by the key.
+    let gone = plan(
+        &mut a,
+        &txn(400, Vec::new(), vec![delete(1, &[Some("3"), None, None])]),
+    );
+    let gone = statements(&gone)[0].clone();
+    assert_eq!(
+        gone.sql,
+        "DELETE FROM ONLY \"public\".\"t\" WHERE ctid = (SELECT ctid FROM ONLY \"public\".\"t\" \
+         WHERE \"id\" = $1 LIMIT 1)"
+    );
+    assert_eq!(gone.params, [p("3")]);
+    let check = gone.check.expect("checked");
+    assert_eq!(
+        check.shape.by_key.as_deref(),
+        Some("DELETE FROM ONLY \"public\".\"t\" WHERE \"id\" = $1")
+    );
 }
