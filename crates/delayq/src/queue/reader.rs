@@ -8,6 +8,9 @@ use crate::Error;
 
 use super::writer::DIRECT_RECORD_BYTES;
 
+/// How far past a record asked for a read from a segment goes.
+const READ_AHEAD: u64 = 64 << 10;
+
 impl<S: Storage> DelayQueue<S> {
     /// The stored pgoutput bytes of one record, checked again.
     pub(super) fn read_raw(&mut self, loc: Loc) -> Result<Vec<u8>, Error> {
@@ -84,20 +87,42 @@ impl<S: Storage> DelayQueue<S> {
         let Some(seg) = self.segs.iter().find(|s| s.seq == loc.seg) else {
             return Err(self.corrupt(loc, "segment of a pending record is gone"));
         };
+        let end = loc.off + u64::from(loc.len);
         let bytes: &[u8] = if buffered {
             let from = (loc.off - self.written) as usize;
             self.buf
                 .get(from..from + loc.len as usize)
                 .unwrap_or_default()
         } else {
-            self.rbuf.clear();
-            self.rbuf.resize(loc.len as usize, 0);
-            let n = self
-                .storage
-                .read(&seg.name, loc.off, &mut self.rbuf)
-                .map_err(Error::Storage)?;
-            self.rbuf.truncate(n);
-            &self.rbuf
+            let held = self.rwin.filter(|&(seq, start)| {
+                seq == loc.seg && start <= loc.off && end <= start + self.rbuf.len() as u64
+            });
+            let start = match held {
+                Some((_, start)) => start,
+                None => {
+                    // Only durable bytes are kept for later records: every older segment's,
+                    // the active one's up to `synced`. Those never change; the active
+                    // segment's tail may still be cut back after a failed write.
+                    let active = self.segs.last().is_some_and(|s| s.seq == loc.seg);
+                    let durable = if active { self.synced } else { u64::MAX };
+                    let ahead = READ_AHEAD.min(durable.saturating_sub(loc.off));
+                    let want = ahead.max(u64::from(loc.len));
+                    self.rbuf.clear();
+                    self.rbuf.resize(want as usize, 0);
+                    let n = self
+                        .storage
+                        .read(&seg.name, loc.off, &mut self.rbuf)
+                        .map_err(Error::Storage)?;
+                    self.rbuf.truncate(n);
+                    let kept = loc.off.saturating_add(n as u64) <= durable;
+                    self.rwin = kept.then_some((loc.seg, loc.off));
+                    loc.off
+                }
+            };
+            let from = (loc.off - start) as usize;
+            self.rbuf
+                .get(from..from + loc.len as usize)
+                .unwrap_or_else(|| self.rbuf.get(from..).unwrap_or_default())
         };
         match crate::format::decode_record(bytes) {
             Ok(rec) => Ok(f(bytes, rec)),
