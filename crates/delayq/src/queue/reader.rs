@@ -87,7 +87,7 @@ impl<S: Storage> DelayQueue<S> {
         let Some(seg) = self.segs.iter().find(|s| s.seq == loc.seg) else {
             return Err(self.corrupt(loc, "segment of a pending record is gone"));
         };
-        let end = loc.off + u64::from(loc.len);
+        let end = loc.off + loc.len;
         let bytes: &[u8] = if buffered {
             let from = (loc.off - self.written) as usize;
             self.buf
@@ -106,7 +106,7 @@ impl<S: Storage> DelayQueue<S> {
                     let active = self.segs.last().is_some_and(|s| s.seq == loc.seg);
                     let durable = if active { self.synced } else { u64::MAX };
                     let ahead = READ_AHEAD.min(durable.saturating_sub(loc.off));
-                    let want = ahead.max(u64::from(loc.len));
+                    let want = ahead.max(loc.len);
                     self.rbuf.clear();
                     self.rbuf.resize(want as usize, 0);
                     let n = self
