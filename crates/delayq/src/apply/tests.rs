@@ -326,7 +326,11 @@ fn a_shape_is_built_once_and_a_redescribed_relation_gets_new_ones() {
     );
     let again = plan(
         &mut a,
-        &txn(200, Vec::new(), vec![update(1, None, &[Some("2"), Some("y")])]),
+        &txn(
+            200,
+            Vec::new(),
+            vec![update(1, None, &[Some("2"), Some("y")])],
+        ),
     );
     let (one, again) = (statements(&one)[0].clone(), statements(&again)[0].clone());
     let (c1, c2) = (one.check.expect("checked"), again.check.expect("checked"));
@@ -349,7 +353,9 @@ fn a_shape_is_built_once_and_a_redescribed_relation_gets_new_ones() {
     );
     let later = statements(&later)[0].clone();
     assert!(
-        later.sql.contains("SET \"id\" = $1, \"v\" = $2, \"w\" = $3 WHERE"),
+        later
+            .sql
+            .contains("SET \"id\" = $1, \"v\" = $2, \"w\" = $3 WHERE"),
         "{}",
         later.sql
     );
