@@ -210,6 +210,10 @@ impl Looper<'_> {
             Wait::Held(_) => idle,
             Wait::Drained if self.stop.is_none() => return Ok(Turn::Finished),
             Wait::Drained => idle,
+            // Due already yet not handed out: not durable yet. With a follower, its next
+            // flush rings the bell; polling every millisecond meanwhile cost a core's worth
+            // of wake-ups under a burst.
+            Wait::Due(due) if due.0 <= unix_now().0 && self.controls.bell.is_some() => idle,
             Wait::Due(due) => {
                 let micros = (due.0 - unix_now().0).clamp(1_000, 200_000);
                 Duration::from_micros(micros as u64)
