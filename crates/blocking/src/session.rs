@@ -74,15 +74,7 @@ impl Session {
     /// Reads the reply of the oldest query sent with [`Session::send_query`] (as
     /// [`Session::simple_query`] returns it).
     pub fn finish_query(&mut self, pending: PendingQuery) -> Result<Rows, Error> {
-        let mut query = pending.0;
-        loop {
-            let frame = self.recv_frame()?;
-            match query.frame(&frame, self.core.parameters_mut())? {
-                Reply::Continue => {}
-                Reply::Send(bytes) => self.send_frame(&bytes)?,
-                Reply::Done(outcome) => return outcome,
-            }
-        }
+        self.finish_query_tagged(pending).map(|(rows, _)| rows)
     }
 
     /// [`Session::finish_query`], with each statement's CommandComplete tag (`UPDATE 1`) in

@@ -301,9 +301,7 @@ impl Applier {
     }
 
     fn rel(&self, commit_lsn: Lsn, oid: u32) -> Result<&Rel, ApplyError> {
-        self.relations
-            .get(&oid)
-            .ok_or(ApplyError::UnknownRelation { commit_lsn, oid })
+        rel_of(&self.relations, commit_lsn, oid)
     }
 
     /// One INSERT's row: onto the open multi-row INSERT when it has the same relation and
@@ -365,13 +363,7 @@ impl Applier {
     ) -> Result<Option<(Statement, u64)>, ApplyError> {
         match msg {
             PgOutputMessage::Update(u) => {
-                let rel = self
-                    .relations
-                    .get(&u.relation)
-                    .ok_or(ApplyError::UnknownRelation {
-                        commit_lsn,
-                        oid: u.relation,
-                    })?;
+                let rel = rel_of(&self.relations, commit_lsn, u.relation)?;
                 let new = values(commit_lsn, rel, &u.new)?;
                 let old = match &u.old {
                     Some(o) => Some(values(commit_lsn, rel, o.tuple())?),
@@ -404,13 +396,7 @@ impl Applier {
                 return Ok(Some((checked(&shape, "UPDATE", commit_lsn, params), 1)));
             }
             PgOutputMessage::Delete(d) => {
-                let rel = self
-                    .relations
-                    .get(&d.relation)
-                    .ok_or(ApplyError::UnknownRelation {
-                        commit_lsn,
-                        oid: d.relation,
-                    })?;
+                let rel = rel_of(&self.relations, commit_lsn, d.relation)?;
                 let old = values(commit_lsn, rel, d.old.tuple())?;
                 let ident = identity_pattern(rel, &old);
                 let params = identity_params(&old, &ident);
@@ -442,6 +428,14 @@ impl Applier {
         }
         Ok(None)
     }
+}
+
+/// The relation `oid` as described, borrowed from the map alone (so that the shape cache
+/// beside it can be borrowed mutably at the same time).
+fn rel_of(relations: &BTreeMap<u32, Rel>, commit_lsn: Lsn, oid: u32) -> Result<&Rel, ApplyError> {
+    relations
+        .get(&oid)
+        .ok_or(ApplyError::UnknownRelation { commit_lsn, oid })
 }
 
 /// A statement of `shape` with its values and its check.
