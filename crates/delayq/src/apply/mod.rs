@@ -11,7 +11,7 @@
 //!   are never null), or every column for `REPLICA IDENTITY FULL` (`IS NOT DISTINCT FROM`) —
 //!   and changes exactly one row even where several are identical (by `ctid` of the first
 //!   match, or by the key alone where the subscriber has a unique index on it: the
-//!   [`RowCheck::by_key`] form), as the apply worker does. Each carries a [`RowCheck`]: the
+//!   [`CheckShape::by_key`] form), as the apply worker does. Each carries a [`RowCheck`]: the
 //!   runner reads the rows it changed before COMMIT, and anything but one stops the apply
 //!   with the relation and the commit LSN.
 //! * Unchanged TOASTed values (`'u'`) are left out of the SET list.
