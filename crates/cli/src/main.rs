@@ -12,6 +12,7 @@ mod delayq_loop;
 mod delayq_run;
 mod delayq_sub;
 mod logging;
+mod memory;
 mod proxy_cmd;
 mod sim_cmd;
 mod sim_merge;
@@ -65,6 +66,7 @@ enum Command {
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    memory::no_transparent_huge_pages();
     let cli = Cli::parse();
     match cli.command {
         Command::Sim(args) => sim_cmd::run(args),
