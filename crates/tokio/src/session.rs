@@ -83,6 +83,12 @@ impl Session {
         }
     }
 
+    /// The next backend frame if a read already brought it, without reading: a consumer of
+    /// a stream of small frames handles one read's worth in one go.
+    pub fn buffered_frame(&mut self) -> Result<Option<RawFrame>, Error> {
+        self.core.next_frame()
+    }
+
     /// Reads whatever the server sent next, as raw bytes (frames not split out): bytes
     /// already buffered first, else one read into `buf`'s spare room. For a relay that scans
     /// frames itself (the proxy). Cancel-safe like [`Session::recv_frame`].
