@@ -1,7 +1,9 @@
 //! `backend_decode/{pgyard,postgres_protocol,walk,memcpy}` (plus `pgyard_decoder`): one pass
-//! over the seeded ~1 MiB backend stream of `pgyard_benches::wire`, each decoder visiting every
-//! DataRow field; `walk` only follows the length words (the floor of any decoder of this
-//! format); `memcpy` copies the same bytes once, the physical floor.
+//! over the seeded ~1 MiB backend stream of `pgyard_benches::wire`, each decoder handing out
+//! every DataRow field, which is counted with its length (what a decoder delivers); `walk`
+//! only follows the length words (the floor of any decoder of this format); `memcpy` copies
+//! the same bytes once. `backend_decode_touch/…`: the same with each field's first and last
+//! byte read as well, as a consumer would (the group's form before session 13).
 //!
 //! `frontend_encode/{pgyard,postgres_protocol}`: 100 × Parse/Bind/Describe/Execute/Sync into a
 //! reused, cleared `BytesMut`.
@@ -13,23 +15,30 @@ use criterion::{BatchSize, Criterion, Throughput};
 use pgyard_benches::wire::{self, FrontendBatch};
 
 fn backend_decode(c: &mut Criterion) {
+    decode_group::<false>(c, "backend_decode");
+    decode_group::<true>(c, "backend_decode_touch");
+}
+
+/// One group: every implementation over the same stream, each field counted (and with
+/// `TOUCH` its first and last byte read).
+fn decode_group<const TOUCH: bool>(c: &mut Criterion, name: &str) {
     let stream = wire::backend_stream();
     // The routines agree before anything is timed (the test checks the details).
-    let expected = wire::pgyard_visit(&stream);
+    let expected = wire::pgyard_visit::<TOUCH>(&stream);
     assert_eq!(
-        wire::postgres_protocol_visit(&mut BytesMut::from(&stream[..])),
+        wire::postgres_protocol_visit::<TOUCH>(&mut BytesMut::from(&stream[..])),
         expected
     );
     assert_eq!(
-        wire::pgyard_decoder_visit(&mut wire::pgyard_decoder(&stream)),
+        wire::pgyard_decoder_visit::<TOUCH>(&mut wire::pgyard_decoder(&stream)),
         expected,
         "FrameDecoder path"
     );
 
-    let mut group = c.benchmark_group("backend_decode");
+    let mut group = c.benchmark_group(name);
     group.throughput(Throughput::Bytes(stream.len() as u64));
     group.bench_function("pgyard", |b| {
-        b.iter(|| black_box(wire::pgyard_visit(black_box(&stream))))
+        b.iter(|| black_box(wire::pgyard_visit::<TOUCH>(black_box(&stream))))
     });
     // postgres-protocol consumes its buffer: each iteration gets a fresh copy, made (and
     // dropped, as the routine hands the emptied buffer back) outside the timing.
@@ -37,14 +46,14 @@ fn backend_decode(c: &mut Criterion) {
         b.iter_batched(
             || BytesMut::from(&stream[..]),
             |mut buf| {
-                black_box(wire::postgres_protocol_visit(&mut buf));
+                black_box(wire::postgres_protocol_visit::<TOUCH>(&mut buf));
                 buf
             },
             BatchSize::LargeInput,
         )
     });
     group.bench_function("walk", |b| {
-        b.iter(|| black_box(wire::walk_visit(black_box(&stream))))
+        b.iter(|| black_box(wire::walk_visit::<TOUCH>(black_box(&stream))))
     });
     group.bench_function("memcpy", |b| {
         let mut dst = vec![0u8; stream.len()];
@@ -58,7 +67,7 @@ fn backend_decode(c: &mut Criterion) {
         b.iter_batched(
             || wire::pgyard_decoder(&stream),
             |mut decoder| {
-                black_box(wire::pgyard_decoder_visit(&mut decoder));
+                black_box(wire::pgyard_decoder_visit::<TOUCH>(&mut decoder));
                 decoder
             },
             BatchSize::LargeInput,

@@ -1,7 +1,8 @@
 //! What the `wire` benchmark and its correctness test share: a seeded backend stream (a
 //! `SELECT` result: RowDescription, DataRows of mixed widths, CommandComplete, ReadyForQuery),
 //! a frontend batch (libpq's `PQexecParams` pipeline, repeated), and the per-implementation
-//! routines the benchmark times, each visiting every DataRow field.
+//! routines the benchmark times, each counting every DataRow field (and, in the touching form,
+//! reading its first and last byte).
 //!
 //! The routines are `#[inline(never)]` so that a profiler (callgrind) can attribute one call
 //! to one benchmark iteration.
@@ -176,16 +177,19 @@ pub struct Tally {
 }
 
 impl Tally {
-    /// Records one DataRow field (`None` for NULL).
+    /// Records one DataRow field (`None` for NULL): its presence and length, and with
+    /// `TOUCH` its first and last byte too (`field_mix`), as a consumer reading it would.
     #[inline(always)]
-    pub fn field(&mut self, value: Option<&[u8]>) {
+    pub fn field<const TOUCH: bool>(&mut self, value: Option<&[u8]>) {
         match value {
             None => self.nulls += 1,
             Some(v) => {
                 self.fields += 1;
                 self.field_bytes += v.len() as u64;
-                if let (Some(&a), Some(&z)) = (v.first(), v.last()) {
-                    self.field_mix ^= u64::from(a) ^ (u64::from(z) << 8);
+                if TOUCH {
+                    if let (Some(&a), Some(&z)) = (v.first(), v.last()) {
+                        self.field_mix ^= u64::from(a) ^ (u64::from(z) << 8);
+                    }
                 }
             }
         }
@@ -215,7 +219,7 @@ impl Tally {
 /// (every length checked as it is reached, as postgres-protocol's `ranges()` does),
 /// `BackendMessage::decode` for the rest. Nothing is copied or allocated.
 #[inline(never)]
-pub fn pgyard_visit(stream: &[u8]) -> Tally {
+pub fn pgyard_visit<const TOUCH: bool>(stream: &[u8]) -> Tally {
     let mut t = Tally::default();
     let mut it = frame::frames(stream, LEN_MAX);
     for f in &mut it {
@@ -223,7 +227,7 @@ pub fn pgyard_visit(stream: &[u8]) -> Tally {
         t.messages += 1;
         if f.tag == backend::tag::DATA_ROW {
             for v in DataRowFields::new(f.body).expect("a valid column count") {
-                t.field(v.expect("a valid DataRow"));
+                t.field::<TOUCH>(v.expect("a valid DataRow"));
             }
         } else {
             t.absorb(pgyard_other(f.tag, f.body));
@@ -236,7 +240,7 @@ pub fn pgyard_visit(stream: &[u8]) -> Tally {
 /// pgyard through its owning, phase-aware decoder: `FrameDecoder::decode_ref` over a
 /// `BytesMut` filled beforehand (as a driver reading from a socket would), same visiting.
 #[inline(never)]
-pub fn pgyard_decoder_visit(decoder: &mut FrameDecoder) -> Tally {
+pub fn pgyard_decoder_visit<const TOUCH: bool>(decoder: &mut FrameDecoder) -> Tally {
     let mut t = Tally::default();
     while let Decoded::Frame(unit) = decoder.decode_ref().expect("the stream frames") {
         let UnitRef::Typed(f) = unit else {
@@ -246,7 +250,7 @@ pub fn pgyard_decoder_visit(decoder: &mut FrameDecoder) -> Tally {
         if f.tag == backend::tag::DATA_ROW {
             let row = DataRow::decode(f.body).expect("a valid DataRow");
             for v in row.fields() {
-                t.field(v);
+                t.field::<TOUCH>(v);
             }
         } else {
             t.absorb(pgyard_other(f.tag, f.body));
@@ -284,7 +288,7 @@ fn pgyard_other(tag: u8, body: &[u8]) -> Tally {
 /// postgres-protocol: `Message::parse` until the buffer is empty (it splits each message off
 /// `buf`), `DataRowBody::ranges()` sliced into `buffer()` for rows.
 #[inline(never)]
-pub fn postgres_protocol_visit(buf: &mut BytesMut) -> Tally {
+pub fn postgres_protocol_visit<const TOUCH: bool>(buf: &mut BytesMut) -> Tally {
     let mut t = Tally::default();
     while !buf.is_empty() {
         let m = Message::parse(buf)
@@ -296,7 +300,7 @@ pub fn postgres_protocol_visit(buf: &mut BytesMut) -> Tally {
                 let data = row.buffer();
                 let mut ranges = row.ranges();
                 while let Some(r) = ranges.next().expect("a valid DataRow") {
-                    t.field(r.map(|r| &data[r]));
+                    t.field::<TOUCH>(r.map(|r| &data[r]));
                 }
             }
             Message::RowDescription(d) => {
@@ -319,7 +323,7 @@ pub fn postgres_protocol_visit(buf: &mut BytesMut) -> Tally {
 /// DataRow field's length word and nothing else (no tag, count or length is checked, so only
 /// a well-formed stream may be given). Its tally fills `messages` and the row fields only.
 #[inline(never)]
-pub fn walk_visit(stream: &[u8]) -> Tally {
+pub fn walk_visit<const TOUCH: bool>(stream: &[u8]) -> Tally {
     let mut t = Tally::default();
     let mut at = 0;
     while at < stream.len() {
@@ -333,9 +337,9 @@ pub fn walk_visit(stream: &[u8]) -> Tally {
                 let l = i32::from_be_bytes(word(body, p));
                 p += 4;
                 if l < 0 {
-                    t.field(None);
+                    t.field::<TOUCH>(None);
                 } else {
-                    t.field(Some(&body[p..p + l as usize]));
+                    t.field::<TOUCH>(Some(&body[p..p + l as usize]));
                     p += l as usize;
                 }
             }

@@ -70,8 +70,9 @@ impl<'a> DataRow<'a> {
 pub struct DataRowFields<'a> {
     rest: &'a [u8],
     left: u16,
-    /// Offset of `rest` within the body, for error positions.
-    at: usize,
+    /// The body's length: `rest` starts at `body_len - rest.len()`, worked out only for an
+    /// error's position (an offset kept up to date cost an add and a store per field).
+    body_len: usize,
 }
 
 impl<'a> DataRowFields<'a> {
@@ -83,7 +84,7 @@ impl<'a> DataRowFields<'a> {
         Ok(DataRowFields {
             rest: r.rest(),
             left: n as u16,
-            at: 2,
+            body_len: body.len(),
         })
     }
 
@@ -113,7 +114,7 @@ impl<'a> Iterator for DataRowFields<'a> {
             // Report the leftover bytes once, then stop.
             self.rest = &[];
             return Some(Err(DecodeError::TrailingBytes {
-                offset: self.at,
+                offset: self.body_len - rest.len(),
                 count: rest.len(),
             }));
         }
@@ -122,7 +123,7 @@ impl<'a> Iterator for DataRowFields<'a> {
             self.left = 0;
             self.rest = &[];
             return Some(Err(DecodeError::UnexpectedEnd {
-                offset: self.at,
+                offset: self.body_len - rest.len(),
                 needed: 4 - rest.len(),
             }));
         };
@@ -130,15 +131,13 @@ impl<'a> Iterator for DataRowFields<'a> {
         if len >= 0 && (len as usize) <= rest.len() - 4 {
             let end = 4 + len as usize;
             self.rest = &rest[end..];
-            self.at += end;
             return Some(Ok(Some(&rest[4..end])));
         }
         if len == -1 {
             self.rest = &rest[4..];
-            self.at += 4;
             return Some(Ok(None));
         }
-        let offset = self.at;
+        let offset = self.body_len - rest.len();
         self.left = 0;
         self.rest = &[];
         Some(Err(DecodeError::InvalidLength {
