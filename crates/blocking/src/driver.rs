@@ -21,7 +21,7 @@ use crate::transport::{open, Transport};
 
 /// How long a worker's read waits before it looks at its commands again: only a bound, since
 /// a posted command wakes the worker at once.
-const POLL: Duration = Duration::from_millis(4);
+pub(crate) const POLL: Duration = Duration::from_millis(4);
 
 /// How long a worker waits for its socket or a wake-up before it looks again anyway.
 const IDLE: Timespec = Timespec {
@@ -272,7 +272,7 @@ fn worker(
 }
 
 /// What one read (or handshake step) of a worker came to.
-enum Next {
+pub(crate) enum Next {
     /// Nothing yet: look at the commands and wait again.
     Again,
     /// An event for the machine.
@@ -280,13 +280,13 @@ enum Next {
 }
 
 /// Whether `ev` ends the worker's reading (the connection is gone or unusable).
-fn ends(ev: &Event) -> bool {
+pub(crate) fn ends(ev: &Event) -> bool {
     matches!(ev, Event::Closed { .. } | Event::TlsFailed { .. })
 }
 
 /// Whether the worker may wait on the socket: not while TLS has bytes to write or plaintext
 /// already decrypted, which no poll of the socket would announce.
-fn may_wait(stream: &Transport) -> bool {
+pub(crate) fn may_wait(stream: &Transport) -> bool {
     match stream {
         Transport::Plain(_) => true,
         Transport::Tls(t) => t.conn.wants_read() && !t.conn.wants_write(),
@@ -294,7 +294,7 @@ fn may_wait(stream: &Transport) -> bool {
 }
 
 /// Reads what the socket has, or moves a TLS handshake along.
-fn read_step(
+pub(crate) fn read_step(
     attempt: AttemptId,
     stream: &mut Transport,
     handshake: &mut Option<String>,

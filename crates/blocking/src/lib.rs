@@ -41,6 +41,7 @@
 //! ```
 
 mod driver;
+mod inline;
 mod session;
 mod transport;
 

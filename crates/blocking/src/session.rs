@@ -5,14 +5,14 @@ use std::io::{Read, Write};
 use std::time::Duration;
 
 use bytes::BytesMut;
-use pgyard_connect::Established;
+use pgyard_connect::{AttemptId, Established};
 use pgyard_driver::{
     io_kind, receive_error, send_error, Attempt, ConnectOptions, Error, Machine, RawFrame, Reply,
     Rows, SessionCore, SimpleQuery,
 };
 
-use crate::driver;
 use crate::transport::{self, Transport};
+use crate::{driver, inline, Strategy};
 
 /// A query sent with [`Session::send_query`] whose reply is still to be read.
 #[derive(Debug)]
@@ -32,7 +32,7 @@ impl Session {
     ) -> Result<Session, Error> {
         let mut m = Machine::prepare(conninfo, options)?;
         let from = log.len();
-        let won = driver::run(&mut m, None, log);
+        let won = drive(&mut m, None, log);
         let attempts = log[from..].to_vec();
         let core = SessionCore::new(m, won?, attempts);
         Ok(Session { core })
@@ -188,7 +188,7 @@ impl Session {
     pub fn reset(&mut self) -> Result<(), Error> {
         let held = self.core.begin_reset();
         let mut attempts = Vec::new();
-        let won = driver::run(&mut self.core.machine, held, &mut attempts)?;
+        let won = drive(&mut self.core.machine, held, &mut attempts)?;
         self.core.finish_reset(won, attempts);
         Ok(())
     }
@@ -221,5 +221,18 @@ impl pgyard_driver::SessionInfo for Session {
 
     fn attempts(&self) -> &[Attempt] {
         self.core.attempts()
+    }
+}
+
+/// Runs a connect: on this thread when attempts never overlap (libpq's sequential walk), with
+/// a worker thread per attempt when they race (see `inline.rs`).
+fn drive(
+    m: &mut Machine,
+    held: Option<(AttemptId, Transport)>,
+    log: &mut Vec<Attempt>,
+) -> Result<(Established, Transport), Error> {
+    match m.connector.config().strategy() {
+        Strategy::Race => driver::run(m, held, log),
+        Strategy::Sequential => inline::run(m, held, log),
     }
 }

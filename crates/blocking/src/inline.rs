@@ -1,0 +1,268 @@
+//! The connect loop on the caller's thread, for libpq's sequential strategy: at most one
+//! attempt is open at a time, so nothing needs a thread of its own. The machine's commands
+//! are carried out as soon as it posts them and the loop waits on the attempt's socket
+//! itself. With a worker thread per attempt every step crossed threads twice (a command
+//! posted and woken, an event sent back), and on a busy 2-core machine each crossing waited
+//! for a core: a trust connect took 1.3× libpq's time there (docs/connect.md).
+//!
+//! `Strategy::Race` keeps the workers of `driver.rs`: its attempts overlap, and each waits
+//! in a blocking connect of its own.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::net::ToSocketAddrs;
+use std::rc::Rc;
+use std::time::Duration;
+
+use pgyard_connect::{AttemptId, Established, Event};
+use pgyard_driver::core::{Io, Mailbox, Step, TlsStart, WorkerCmd};
+use pgyard_driver::{open_event, Attempt, Driving, Error, Machine};
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use rustls::ClientConnection;
+
+use crate::driver::{ends, may_wait, read_step, Next, POLL};
+use crate::transport::{open, Transport};
+
+type Cmd = WorkerCmd<TlsStart>;
+
+/// Commands the core posted, with the attempt each is for, in posting order.
+type Posted = Rc<RefCell<VecDeque<(AttemptId, Cmd)>>>;
+
+/// An attempt's mailbox: the loop's own queue. Dropped by the core (the attempt lost, or
+/// the connect ended), it closes the attempt, as a worker ends when its channel does.
+struct Inline {
+    attempt: AttemptId,
+    posted: Posted,
+}
+
+impl Mailbox for Inline {
+    fn post(&self, cmd: Cmd) {
+        self.posted.borrow_mut().push_back((self.attempt, cmd));
+    }
+}
+
+impl Drop for Inline {
+    fn drop(&mut self) {
+        if let Ok(mut q) = self.posted.try_borrow_mut() {
+            q.push_back((self.attempt, WorkerCmd::Close));
+        }
+    }
+}
+
+/// One open attempt's connection.
+struct Conn {
+    attempt: AttemptId,
+    stream: Transport,
+    /// The host named in certificate errors while a handshake is under way.
+    handshake: Option<String>,
+    /// Reading ended (EOF, reset, a failed handshake): only commands are left for it.
+    ended: bool,
+}
+
+/// The longest single wait when the machine has no deadline: only a bound, since the loop
+/// is the only one that can make progress.
+const IDLE: Duration = Duration::from_millis(100);
+
+/// Runs `machine` on this thread until it is done, appending its attempts to `log`. `held`
+/// is the established connection a reset replaces.
+pub(crate) fn run(
+    machine: &mut Machine,
+    mut held: Option<(AttemptId, Transport)>,
+    log: &mut Vec<Attempt>,
+) -> Result<(Established, Transport), Error> {
+    let posted: Posted = Rc::default();
+    let mut conns: Vec<Conn> = Vec::new();
+    let mut events: VecDeque<Event> = VecDeque::new();
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut handed = None;
+    let d: Driving<'_, Inline> = machine.driving(held.as_ref().map(|h| h.0));
+    let (m, clock, bound, mut core) = (d.machine, d.clock, d.bound, d.core);
+    let outcome = loop {
+        carry_out(&posted, &mut conns, &mut events, &mut handed);
+        if let Some(ev) = events.pop_front() {
+            core.report(m, clock.now(), ev);
+            continue;
+        }
+        match core.step(m, clock.now()) {
+            Step::Io(Io::Resolve { token, host, port }) => {
+                let found = (host.as_str(), port).to_socket_addrs();
+                let result = found.map(Iterator::collect).map_err(|e| e.to_string());
+                core.resolved(m, clock.now(), token, &host, result);
+            }
+            Step::Io(Io::Open {
+                attempt,
+                target,
+                tcp,
+            }) => {
+                // A walk moving on posts the previous attempt's Terminate and Close first.
+                carry_out(&posted, &mut conns, &mut events, &mut handed);
+                let opened = open(&target, tcp.as_ref(), bound).and_then(|s| {
+                    s.set_read_timeout(Some(POLL))?;
+                    Ok(s)
+                });
+                core.spawned(
+                    attempt,
+                    Inline {
+                        attempt,
+                        posted: Rc::clone(&posted),
+                    },
+                );
+                events.push_back(open_event(attempt, &opened));
+                if let Ok(sock) = opened {
+                    conns.push(Conn {
+                        attempt,
+                        stream: Transport::Plain(sock),
+                        handshake: None,
+                        ended: false,
+                    });
+                }
+            }
+            // The old connection may be dead already; Terminate is a courtesy.
+            Step::Io(Io::SendHeld { bytes }) => {
+                if let Some((_, t)) = held.as_mut() {
+                    let _ = t.send(&bytes);
+                }
+            }
+            Step::Io(Io::CloseHeld) => {
+                if let Some((_, t)) = held.take() {
+                    t.close();
+                }
+            }
+            Step::Wait { within } => {
+                if posted.borrow().is_empty() {
+                    wait(&mut conns, within, &mut buf, &mut events);
+                }
+            }
+            Step::Won(est) => {
+                // The winner's Handover and the losers' Close are queued by now.
+                carry_out(&posted, &mut conns, &mut events, &mut handed);
+                break match handed.take() {
+                    Some((id, t)) if id == est.attempt => Ok((est, t)),
+                    _ => Err(Error::Internal("the winning connection was lost".into())),
+                };
+            }
+            Step::Failed(e) => break Err(e),
+        }
+    };
+    log.append(&mut core.take_attempts());
+    // Whatever is still open (a failed connect's attempts) closes with the core's mailboxes.
+    drop(core);
+    posted.borrow_mut().clear();
+    for c in conns {
+        c.stream.close();
+    }
+    outcome
+}
+
+/// Carries out the posted commands in order; the socket a Handover gives up goes to `handed`.
+fn carry_out(
+    posted: &Posted,
+    conns: &mut Vec<Conn>,
+    events: &mut VecDeque<Event>,
+    handed: &mut Option<(AttemptId, Transport)>,
+) {
+    loop {
+        let Some((attempt, cmd)) = posted.borrow_mut().pop_front() else {
+            return;
+        };
+        let Some(at) = conns.iter().position(|c| c.attempt == attempt) else {
+            // Its socket never opened, or it was closed or handed over already.
+            continue;
+        };
+        match cmd {
+            WorkerCmd::Send(bytes) => {
+                let c = &mut conns[at];
+                if !c.ended && c.stream.send(&bytes).is_err() {
+                    c.ended = true;
+                    events.push_back(Event::Closed { attempt });
+                }
+            }
+            WorkerCmd::StartTls(start) => {
+                let c = conns.swap_remove(at);
+                conns.push(start_tls(c, start, events));
+            }
+            WorkerCmd::Close => conns.swap_remove(at).stream.close(),
+            WorkerCmd::Handover => {
+                let c = conns.swap_remove(at);
+                let _ = c.stream.sock().set_read_timeout(None);
+                *handed = Some((attempt, c.stream));
+            }
+        }
+    }
+}
+
+/// Puts TLS over a plain connection; the handshake moves on as the loop reads.
+fn start_tls(mut c: Conn, start: TlsStart, events: &mut VecDeque<Event>) -> Conn {
+    let TlsStart { config, name, host } = start;
+    match (c.stream, ClientConnection::new(config, name)) {
+        (Transport::Plain(sock), Ok(conn)) => {
+            c.stream = Transport::Tls(Box::new(rustls::StreamOwned::new(conn, sock)));
+            c.handshake = Some(host);
+        }
+        (same, result) => {
+            c.stream = same;
+            let why = result
+                .err()
+                .map_or("TLS is up already".into(), |e| e.to_string());
+            // rustls refused its own configuration: a setting that cannot work.
+            c.ended = true;
+            events.push_back(Event::TlsFailed {
+                attempt: c.attempt,
+                message: format!("SSL error: {why}"),
+                kind: pgyard_connect::FailureKind::Configuration,
+            });
+        }
+    }
+    c
+}
+
+/// Waits until an attempt's socket has something or the machine's deadline (`within`)
+/// comes, then reads what there is; an event goes to `events`.
+fn wait(
+    conns: &mut [Conn],
+    within: Option<Duration>,
+    buf: &mut [u8],
+    events: &mut VecDeque<Event>,
+) {
+    let live: Vec<usize> = (0..conns.len()).filter(|&i| !conns[i].ended).collect();
+    // TLS may hold decrypted bytes or bytes to write, which no poll announces.
+    let ready_now: Vec<usize> = live
+        .iter()
+        .copied()
+        .filter(|&i| !may_wait(&conns[i].stream))
+        .collect();
+    let ready = if ready_now.is_empty() {
+        let limit = within.map_or(IDLE, |w| w.min(IDLE));
+        let timeout = Timespec {
+            tv_sec: i64::try_from(limit.as_secs()).unwrap_or(0),
+            tv_nsec: i64::from(limit.subsec_nanos()),
+        };
+        let mut fds: Vec<PollFd<'_>> = live
+            .iter()
+            .map(|&i| PollFd::new(conns[i].stream.sock(), PollFlags::IN))
+            .collect();
+        match poll(&mut fds, Some(&timeout)) {
+            Ok(0) => return,
+            Err(e) if e == rustix::io::Errno::INTR => return,
+            // A failed poll falls back to the timed reads.
+            Err(_) => live.clone(),
+            Ok(_) => live
+                .iter()
+                .zip(&fds)
+                .filter(|(_, fd)| !fd.revents().is_empty())
+                .map(|(&i, _)| i)
+                .collect(),
+        }
+    } else {
+        ready_now
+    };
+    for i in ready {
+        let c = &mut conns[i];
+        if let Next::Report(ev) = read_step(c.attempt, &mut c.stream, &mut c.handshake, buf) {
+            if ends(&ev) {
+                c.ended = true;
+            }
+            events.push_back(ev);
+        }
+    }
+}
