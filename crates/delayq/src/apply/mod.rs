@@ -311,8 +311,8 @@ impl Applier {
         out: &mut TxnPieces,
     ) -> Result<(), ApplyError> {
         let rel = self.rel(commit_lsn, oid)?;
-        let mut cols = Vec::new();
-        let mut row = Vec::new();
+        let mut cols = Vec::with_capacity(rel.columns.len());
+        let mut row = Vec::with_capacity(rel.columns.len());
         for (i, v) in values(commit_lsn, rel, tuple)?.into_iter().enumerate() {
             if let Value::Sent(v) = v {
                 out.bytes += v.as_ref().map_or(4, Vec::len) + 4;
