@@ -280,6 +280,13 @@ impl Storage for SimStorage {
             data.len()
         };
         let f = self.file_mut("append", name)?;
+        if Arc::get_mut(&mut f.data).is_none() {
+            // Shared with a copy of the disk: this file's own copy gets room to grow, where
+            // `make_mut`'s exact-size clone would be copied once more right away.
+            let mut own = Vec::with_capacity((f.data.len() + prefix).next_power_of_two());
+            own.extend_from_slice(&f.data);
+            f.data = Arc::new(own);
+        }
         Arc::make_mut(&mut f.data).extend_from_slice(&data[..prefix]);
         if fail {
             self.stats.enospc += 1;
