@@ -111,6 +111,10 @@ pub(crate) struct SegCounts {
 impl SegCounts {
     /// One more item in `seg`.
     pub fn add(&mut self, seg: u64) {
+        if let Some(last) = self.counts.last_mut().filter(|(s, _)| *s == seg) {
+            last.1 += 1;
+            return;
+        }
         match self.counts.iter().rposition(|(s, _)| *s <= seg) {
             Some(i) if self.counts[i].0 == seg => self.counts[i].1 += 1,
             Some(i) => self.counts.insert(i + 1, (seg, 1)),
@@ -145,6 +149,11 @@ pub(crate) struct SegBytes {
 impl SegBytes {
     /// `n` more bytes in `seg` (records arrive mostly in the newest segment).
     pub fn add(&mut self, seg: u64, n: u64) {
+        // The newest segment first, without the search: every record of the index passes here.
+        if let Some(last) = self.bytes.last_mut().filter(|(s, _)| *s == seg) {
+            last.1 += n;
+            return;
+        }
         match self.bytes.iter().rposition(|(s, _)| *s <= seg) {
             Some(i) if self.bytes[i].0 == seg => self.bytes[i].1 += n,
             Some(i) => self.bytes.insert(i + 1, (seg, n)),

@@ -272,18 +272,9 @@ impl<'a, S: Storage> Chunked<'a, S> {
     #[inline(never)]
     fn load(&mut self, off: u64, len: u64) -> Result<(), Error> {
         let want = len.max(CHUNK).min(self.size.saturating_sub(off)) as usize;
-        // The read overwrites what it returns and the rest is cut off: only growth needs
-        // zeroing.
-        if self.buf.len() < want {
-            self.buf.resize(want, 0);
-        } else {
-            self.buf.truncate(want);
-        }
-        let n = self
-            .storage
-            .read(self.name, off, &mut self.buf)
+        self.storage
+            .read_into(self.name, off, want, &mut self.buf)
             .map_err(Error::Storage)?;
-        self.buf.truncate(n);
         self.start = off;
         Ok(())
     }

@@ -221,6 +221,19 @@ impl SimStorage {
         per_million > 0 && (self.rng.next_u32() % 1_000_000) < per_million
     }
 
+    /// Up to `len` bytes of file `name` at `offset` (fewer only at its end).
+    fn bytes_at(&self, name: &str, offset: u64, len: usize) -> Result<&[u8], StorageError> {
+        let f = self
+            .files
+            .get(name)
+            .ok_or_else(|| e("read", name, StorageErrorKind::NotFound))?;
+        let start = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(f.data.len());
+        let n = len.min(f.data.len() - start);
+        Ok(&f.data[start..start + n])
+    }
+
     fn file_mut(&mut self, op: &'static str, name: &str) -> Result<&mut SimFile, StorageError> {
         match self.files.get_mut(name) {
             None => Err(e(op, name, StorageErrorKind::NotFound)),
@@ -267,6 +280,13 @@ impl Storage for SimStorage {
             data.len()
         };
         let f = self.file_mut("append", name)?;
+        if Arc::get_mut(&mut f.data).is_none() {
+            // Shared with a copy of the disk: this file's own copy gets room to grow, where
+            // `make_mut`'s exact-size clone would be copied once more right away.
+            let mut own = Vec::with_capacity((f.data.len() + prefix).next_power_of_two());
+            own.extend_from_slice(&f.data);
+            f.data = Arc::new(own);
+        }
         Arc::make_mut(&mut f.data).extend_from_slice(&data[..prefix]);
         if fail {
             self.stats.enospc += 1;
@@ -276,16 +296,22 @@ impl Storage for SimStorage {
     }
 
     fn read(&self, name: &str, offset: u64, buf: &mut [u8]) -> Result<usize, StorageError> {
-        let f = self
-            .files
-            .get(name)
-            .ok_or_else(|| e("read", name, StorageErrorKind::NotFound))?;
-        let start = usize::try_from(offset)
-            .unwrap_or(usize::MAX)
-            .min(f.data.len());
-        let n = buf.len().min(f.data.len() - start);
-        buf[..n].copy_from_slice(&f.data[start..start + n]);
-        Ok(n)
+        let bytes = self.bytes_at(name, offset, buf.len())?;
+        buf[..bytes.len()].copy_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn read_into(
+        &self,
+        name: &str,
+        offset: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<usize, StorageError> {
+        let bytes = self.bytes_at(name, offset, len)?;
+        out.clear();
+        out.extend_from_slice(bytes);
+        Ok(bytes.len())
     }
 
     fn size(&self, name: &str) -> Result<u64, StorageError> {

@@ -61,6 +61,25 @@ pub trait Storage {
     fn append(&mut self, name: &str, data: &[u8]) -> Result<(), StorageError>;
     /// Reads up to `buf.len()` bytes at `offset`; returns how many were read (short only at EOF).
     fn read(&self, name: &str, offset: u64, buf: &mut [u8]) -> Result<usize, StorageError>;
+    /// Replaces `out`'s contents with up to `len` bytes at `offset` (fewer only at EOF) and
+    /// returns how many. The default reads through [`Storage::read`], zeroing only what `out`
+    /// grows by; an in-memory disk copies its bytes in without zeroing them first.
+    fn read_into(
+        &self,
+        name: &str,
+        offset: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<usize, StorageError> {
+        if out.len() < len {
+            out.resize(len, 0);
+        } else {
+            out.truncate(len);
+        }
+        let n = self.read(name, offset, out)?;
+        out.truncate(n);
+        Ok(n)
+    }
     /// Current length of the file.
     fn size(&self, name: &str) -> Result<u64, StorageError>;
     /// Makes the file's data durable (fdatasync). A failure poisons the file.
@@ -87,6 +106,15 @@ impl<S: Storage + ?Sized> Storage for &mut S {
     }
     fn read(&self, name: &str, offset: u64, buf: &mut [u8]) -> Result<usize, StorageError> {
         (**self).read(name, offset, buf)
+    }
+    fn read_into(
+        &self,
+        name: &str,
+        offset: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<usize, StorageError> {
+        (**self).read_into(name, offset, len, out)
     }
     fn size(&self, name: &str) -> Result<u64, StorageError> {
         (**self).size(name)

@@ -267,11 +267,10 @@ impl Applier {
         } else {
             ns
         };
-        let qualified = format!(
-            "{}.{}",
-            quote_ident(&ns),
-            quote_ident(&String::from_utf8_lossy(r.name))
-        );
+        let name = String::from_utf8_lossy(r.name);
+        let mut qualified = quote_ident(&ns);
+        qualified.push('.');
+        qualified.push_str(&quote_ident(&name));
         let columns = r
             .columns
             .iter()
@@ -283,10 +282,7 @@ impl Applier {
             .filter(|c| c.key)
             .map(|c| String::from_utf8_lossy(c.name).into_owned())
             .collect();
-        let names = (
-            ns.into_owned(),
-            String::from_utf8_lossy(r.name).into_owned(),
-        );
+        let names = (ns.into_owned(), name.into_owned());
         self.relations.insert(
             r.oid,
             Rel {
@@ -315,8 +311,8 @@ impl Applier {
         out: &mut TxnPieces,
     ) -> Result<(), ApplyError> {
         let rel = self.rel(commit_lsn, oid)?;
-        let mut cols = Vec::new();
-        let mut row = Vec::new();
+        let mut cols = Vec::with_capacity(rel.columns.len());
+        let mut row = Vec::with_capacity(rel.columns.len());
         for (i, v) in values(commit_lsn, rel, tuple)?.into_iter().enumerate() {
             if let Value::Sent(v) = v {
                 out.bytes += v.as_ref().map_or(4, Vec::len) + 4;

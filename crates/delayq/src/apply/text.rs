@@ -4,12 +4,28 @@ use pgyard_types::{PgTimestamp, PG_EPOCH_OFFSET_MICROS};
 
 /// `"name"` with inner quotes doubled.
 pub fn quote_ident(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
+    quoted(name, '"')
 }
 
 /// `'text'` with inner quotes doubled (standard-conforming strings, so backslashes stay).
 pub fn quote_literal(text: &str) -> String {
-    format!("'{}'", text.replace('\'', "''"))
+    quoted(text, '\'')
+}
+
+/// `text` between two `quote`s, inner ones doubled: one allocation (the applier quotes every
+/// column name of every relation it is sent).
+fn quoted(text: &str, quote: char) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push(quote);
+    for (i, part) in text.split(quote).enumerate() {
+        if i > 0 {
+            out.push(quote);
+            out.push(quote);
+        }
+        out.push_str(part);
+    }
+    out.push(quote);
+    out
 }
 
 /// A PostgreSQL timestamp as `YYYY-MM-DD HH:MM:SS.ffffff+00` (UTC).
@@ -68,5 +84,8 @@ mod tests {
     fn quoting() {
         assert_eq!(quote_ident("a\"b"), "\"a\"\"b\"");
         assert_eq!(quote_literal("it's \\x"), "'it''s \\x'");
+        assert_eq!(quote_ident(""), "\"\"");
+        assert_eq!(quote_ident("\"\"a\""), "\"\"\"\"\"a\"\"\"");
+        assert_eq!(quote_literal("''"), "''''''");
     }
 }

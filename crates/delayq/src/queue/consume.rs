@@ -243,7 +243,8 @@ fn piece_locs(it: &Item, from: usize, max_bytes: u64) -> (Vec<Loc>, Option<usize
         .chain(it.body.iter().map(|(l, _)| *l))
         .chain(it.seal)
         .chain(it.decide);
-    let mut locs = Vec::new();
+    // Room for a small transaction's records without growing, not for a huge one's.
+    let mut locs = Vec::with_capacity((it.body.len() + 3).saturating_sub(from).min(64));
     let mut bytes = 0u64;
     for (i, loc) in all.enumerate().skip(from) {
         if !locs.is_empty() && bytes.saturating_add(loc.len) > max_bytes {

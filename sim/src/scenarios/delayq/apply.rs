@@ -9,11 +9,11 @@ use pgyard_types::{uniform_inclusive, Lsn};
 use pgyard_wire::pgoutput::{self as po, PgOutputMessage};
 
 use super::subscriber::{Inserted, Ran, Reply, Request};
-use super::text::{Dec, LsnText};
+use super::text::{lsn_str, Dec, LsnText};
 use super::walsender::{column_count, column_name, rel_of};
 use super::{fail, Run};
 use crate::publisher::Fate;
-use crate::{trace, Violation};
+use crate::{trace, trace_line, Violation};
 
 /// What the checks need of each publisher commit, in commit order: the changes committed up
 /// to and including it, and the latest commit time among them (the running maximum the due
@@ -124,7 +124,16 @@ impl Run<'_> {
                 Ok(Some(Command::Send { id, plan })) => {
                     if !(plan.opens && plan.closes) {
                         let (o, c) = (plan.opens, plan.closes);
-                        trace!(self.t, "send batch {} piece opens={o} closes={c}", id.0);
+                        let flag = |b: bool| if b { "true" } else { "false" };
+                        trace_line!(
+                            self.t,
+                            "send batch ",
+                            id.0,
+                            " piece opens=",
+                            flag(o),
+                            " closes=",
+                            flag(c)
+                        );
                     }
                     self.sub.send(Request::Batch(id, plan));
                 }
@@ -351,14 +360,29 @@ impl Run<'_> {
                 ),
             ));
         }
-        trace!(
-            self.t,
-            "subscriber commits {} txns to {}: {} rows at {}",
-            Dec((hi - lo) as i64),
-            LsnText(to),
-            Dec(rows as i64),
-            Dec(self.now.0)
-        );
+        // Traced for nearly every batch: in pieces, without `fmt`, while the clock is not
+        // below 0 (as it never is).
+        match u64::try_from(self.now.0) {
+            Ok(now) => trace_line!(
+                self.t,
+                "subscriber commits ",
+                hi - lo,
+                " txns to ",
+                lsn_str(to, &mut [0u8; 17]),
+                ": ",
+                rows,
+                " rows at ",
+                now
+            ),
+            Err(_) => trace!(
+                self.t,
+                "subscriber commits {} txns to {}: {} rows at {}",
+                Dec((hi - lo) as i64),
+                LsnText(to),
+                Dec(rows as i64),
+                Dec(self.now.0)
+            ),
+        }
         Ok(())
     }
 
@@ -481,7 +505,7 @@ impl Run<'_> {
                 format!("handed out unknown message at {}", m.lsn),
             ));
         }
-        trace!(self.t, "deliver message {}", LsnText(m.lsn));
+        trace_line!(self.t, "deliver message ", lsn_str(m.lsn, &mut [0u8; 17]));
         self.notes.insert(m.lsn.0);
         Ok(())
     }

@@ -218,10 +218,21 @@ impl Run<'_> {
         let origin = self.sub.durable_origin();
         let requested = start.max(origin);
         let (from, idx) = self.publ.resend_from(requested);
-        trace!(
+        let mut bufs = [[0u8; 17]; 4];
+        let [b0, b1, b2, b3] = &mut bufs;
+        trace_line!(
             self.t,
-            "START_REPLICATION {requested} (resume {start}, origin {origin}) -> from {from}, {} messages",
-            idx.len()
+            "START_REPLICATION ",
+            lsn_str(requested, b0),
+            " (resume ",
+            lsn_str(start, b1),
+            ", origin ",
+            lsn_str(origin, b2),
+            ") -> from ",
+            lsn_str(from, b3),
+            ", ",
+            idx.len(),
+            " messages"
         );
         self.conn = idx.into();
         self.wal.new_session();

@@ -355,7 +355,14 @@ impl SubServer {
         let mut out = Vec::with_capacity(staged.len());
         for st in staged {
             let payload = st.target.columns.iter().position(|c| c == "payload");
-            let table = self.tables.entry(st.target.table.clone()).or_default();
+            // The name is copied only for a table's first rows (nearly every commit has them).
+            if !self.tables.contains_key(&st.target.table) {
+                self.tables.insert(st.target.table.clone(), Vec::new());
+            }
+            let table = self
+                .tables
+                .get_mut(&st.target.table)
+                .expect("inserted above");
             let first = table.len();
             for row in st.rows {
                 let p = payload.and_then(|i| row[i].clone()).unwrap_or_default();
