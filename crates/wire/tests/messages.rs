@@ -933,6 +933,25 @@ mod one_pass_data_rows {
     }
 
     #[test]
+    fn negative_lengths_other_than_null_are_refused() {
+        for len in [-2i32, -1000, i32::MIN] {
+            let mut b = vec![0, 1];
+            b.extend_from_slice(&len.to_be_bytes());
+            b.extend_from_slice(&[b'x'; 8]);
+            let mut f = DataRowFields::new(&b).expect("count fits");
+            assert_eq!(
+                f.next(),
+                Some(Err(pgyard_wire::DecodeError::InvalidLength {
+                    length: len.into(),
+                    offset: 2
+                })),
+                "length {len}"
+            );
+            assert_eq!(f.next(), None);
+        }
+    }
+
+    #[test]
     fn errors_name_the_offset() {
         // Two columns claimed; the second length runs past the end.
         let b = [0, 2, 0, 0, 0, 1, b'x', 0, 0, 0, 9, b'y'];

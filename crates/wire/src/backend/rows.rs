@@ -128,13 +128,14 @@ impl<'a> Iterator for DataRowFields<'a> {
             }));
         };
         let len = i32::from_be_bytes(*head);
-        if len >= 0 && (len as usize) <= rest.len() - 4 {
-            let end = 4 + len as usize;
-            self.rest = &rest[end..];
-            return Some(Ok(Some(&rest[4..end])));
+        let after_len = &rest[4..];
+        // A negative length turns into a huge one here, so one comparison covers both bounds.
+        if let Some((value, next)) = after_len.split_at_checked(len as u32 as usize) {
+            self.rest = next;
+            return Some(Ok(Some(value)));
         }
         if len == -1 {
-            self.rest = &rest[4..];
+            self.rest = after_len;
             return Some(Ok(None));
         }
         let offset = self.body_len - rest.len();
