@@ -1,12 +1,14 @@
-//! The connect loop on the caller's thread, for libpq's sequential strategy: at most one
-//! attempt is open at a time, so nothing needs a thread of its own. The machine's commands
+//! The connect loop on the caller's thread, for libpq's sequential strategy without a
+//! `connect_timeout`: at most one attempt is open at a time, so nothing needs a thread of
+//! its own, and no deadline needs to fire while a socket connect blocks. The machine's commands
 //! are carried out as soon as it posts them and the loop waits on the attempt's socket
 //! itself. With a worker thread per attempt every step crossed threads twice (a command
 //! posted and woken, an event sent back), and on a busy 2-core machine each crossing waited
 //! for a core: a trust connect took 1.3× libpq's time there (docs/connect.md).
 //!
-//! `Strategy::Race` keeps the workers of `driver.rs`: its attempts overlap, and each waits
-//! in a blocking connect of its own.
+//! `Strategy::Race` and a set `connect_timeout` keep the workers of `driver.rs`: racing
+//! attempts overlap, each in a blocking connect of its own, and the machine's
+//! `connect_timeout` must be able to fire while a connect still blocks.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;

@@ -224,15 +224,20 @@ impl pgyard_driver::SessionInfo for Session {
     }
 }
 
-/// Runs a connect: on this thread when attempts never overlap (libpq's sequential walk), with
-/// a worker thread per attempt when they race (see `inline.rs`).
+/// Runs a connect: on this thread when attempts never overlap (libpq's sequential walk) and
+/// no `connect_timeout` is set, with a worker thread per attempt otherwise (see `inline.rs`).
+/// A blocking `connect()` on this thread could not let the machine's `connect_timeout` fire
+/// while it waits (the workers' connects are bounded 1 s past it, so the machine's own
+/// deadline reports first, as libpq's "timeout expired").
 fn drive(
     m: &mut Machine,
     held: Option<(AttemptId, Transport)>,
     log: &mut Vec<Attempt>,
 ) -> Result<(Established, Transport), Error> {
-    match m.connector.config().strategy() {
-        Strategy::Race => driver::run(m, held, log),
-        Strategy::Sequential => inline::run(m, held, log),
+    let sequential = m.connector.config().strategy() == Strategy::Sequential;
+    if sequential && m.driver.connect_bound.is_none() {
+        inline::run(m, held, log)
+    } else {
+        driver::run(m, held, log)
     }
 }
