@@ -147,7 +147,7 @@ pub(crate) fn run(
         }
     };
     log.append(&mut core.take_attempts());
-    // Whatever is still open (a failed connect's attempts) closes with the core's mailboxes.
+    // The core's mailboxes go, and whatever is still open (a failed connect's attempts) closes.
     drop(core);
     posted.borrow_mut().clear();
     for c in conns {
