@@ -196,10 +196,7 @@ fn worker(
     out: Sender<Msg>,
 ) {
     let report = |ev: Event| out.send(Msg::Event(ev)).is_ok();
-    let opened = open(&target, tcp.as_ref(), bound).and_then(|s| {
-        s.set_read_timeout(Some(POLL))?;
-        Ok(s)
-    });
+    let opened = open_attempt(&target, tcp.as_ref(), bound);
     if !report(open_event(attempt, &opened)) {
         return;
     }
@@ -221,27 +218,17 @@ fn worker(
                 Ok(()) => continue,
                 Err(_) => Event::Closed { attempt },
             },
-            Ok(Cmd::StartTls(TlsStart { config, name, host })) => {
-                match (stream, ClientConnection::new(config, name)) {
-                    (Transport::Plain(sock), Ok(c)) => {
-                        stream = Transport::Tls(Box::new(rustls::StreamOwned::new(c, sock)));
-                        handshake = Some(host);
-                        continue;
-                    }
-                    (same, result) => {
-                        stream = same;
-                        let why = result
-                            .err()
-                            .map_or("TLS is up already".into(), |e| e.to_string());
-                        // rustls refused its own configuration: a setting that cannot work.
-                        Event::TlsFailed {
-                            attempt,
-                            message: format!("SSL error: {why}"),
-                            kind: pgyard_connect::FailureKind::Configuration,
-                        }
-                    }
+            Ok(Cmd::StartTls(start)) => match start_tls(attempt, stream, start) {
+                Ok((tls, host)) => {
+                    stream = tls;
+                    handshake = Some(host);
+                    continue;
                 }
-            }
+                Err((same, ev)) => {
+                    stream = same;
+                    ev
+                }
+            },
             Ok(Cmd::Handover) => {
                 let _ = stream.sock().set_read_timeout(None);
                 let _ = out.send(Msg::Handover(attempt, stream));
@@ -268,6 +255,45 @@ fn worker(
             return;
         }
         eof = true;
+    }
+}
+
+/// Opens an attempt's socket, its reads bounded by [`POLL`] so that a loop reading it looks
+/// at its commands again in time.
+pub(crate) fn open_attempt(
+    target: &OpenTarget,
+    tcp: Option<&TcpOptions>,
+    bound: Option<Duration>,
+) -> io::Result<socket2::Socket> {
+    let s = open(target, tcp, bound)?;
+    s.set_read_timeout(Some(POLL))?;
+    Ok(s)
+}
+
+/// Puts TLS over a plain stream: the TLS stream and the host to name in certificate errors
+/// while the handshake runs, or the stream unchanged and the event that says why not.
+pub(crate) fn start_tls(
+    attempt: AttemptId,
+    stream: Transport,
+    TlsStart { config, name, host }: TlsStart,
+) -> Result<(Transport, String), (Transport, Event)> {
+    match (stream, ClientConnection::new(config, name)) {
+        (Transport::Plain(sock), Ok(c)) => Ok((
+            Transport::Tls(Box::new(rustls::StreamOwned::new(c, sock))),
+            host,
+        )),
+        (same, result) => {
+            let why = result
+                .err()
+                .map_or("TLS is up already".into(), |e| e.to_string());
+            // rustls refused its own configuration: a setting that cannot work.
+            let ev = Event::TlsFailed {
+                attempt,
+                message: format!("SSL error: {why}"),
+                kind: pgyard_connect::FailureKind::Configuration,
+            };
+            Err((same, ev))
+        }
     }
 }
 

@@ -20,18 +20,17 @@ use pgyard_connect::{AttemptId, Established, Event};
 use pgyard_driver::core::{Io, Mailbox, Step, TlsStart, WorkerCmd};
 use pgyard_driver::{open_event, Attempt, Driving, Error, Machine};
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
-use rustls::ClientConnection;
 
-use crate::driver::{ends, may_wait, read_step, Next, POLL};
-use crate::transport::{open, Transport};
+use crate::driver::{ends, may_wait, open_attempt, read_step, start_tls, Next};
+use crate::transport::Transport;
 
 type Cmd = WorkerCmd<TlsStart>;
 
 /// Commands the core posted, with the attempt each is for, in posting order.
 type Posted = Rc<RefCell<VecDeque<(AttemptId, Cmd)>>>;
 
-/// An attempt's mailbox: the loop's own queue. Dropped by the core (the attempt lost, or
-/// the connect ended), it closes the attempt, as a worker ends when its channel does.
+/// An attempt's mailbox: the loop's own queue. The core posts Close for every attempt the
+/// machine ends; what is still open when the connect ends is closed by the loop.
 struct Inline {
     attempt: AttemptId,
     posted: Posted,
@@ -40,14 +39,6 @@ struct Inline {
 impl Mailbox for Inline {
     fn post(&self, cmd: Cmd) {
         self.posted.borrow_mut().push_back((self.attempt, cmd));
-    }
-}
-
-impl Drop for Inline {
-    fn drop(&mut self) {
-        if let Ok(mut q) = self.posted.try_borrow_mut() {
-            q.push_back((self.attempt, WorkerCmd::Close));
-        }
     }
 }
 
@@ -98,10 +89,7 @@ pub(crate) fn run(
             }) => {
                 // A walk moving on posts the previous attempt's Terminate and Close first.
                 carry_out(&posted, &mut conns, &mut events, &mut handed);
-                let opened = open(&target, tcp.as_ref(), bound).and_then(|s| {
-                    s.set_read_timeout(Some(POLL))?;
-                    Ok(s)
-                });
+                let opened = open_attempt(&target, tcp.as_ref(), bound);
                 core.spawned(
                     attempt,
                     Inline {
@@ -147,9 +135,9 @@ pub(crate) fn run(
         }
     };
     log.append(&mut core.take_attempts());
-    // The core's mailboxes go, and whatever is still open (a failed connect's attempts) closes.
-    drop(core);
-    posted.borrow_mut().clear();
+    // Commands still queued (a failed walk's last Terminate) go out, as a worker carries out
+    // its channel's commands before it sees the channel end; then whatever is open closes.
+    carry_out(&posted, &mut conns, &mut events, &mut handed);
     for c in conns {
         c.stream.close();
     }
@@ -180,8 +168,19 @@ fn carry_out(
                 }
             }
             WorkerCmd::StartTls(start) => {
-                let c = conns.swap_remove(at);
-                conns.push(start_tls(c, start, events));
+                let mut c = conns.swap_remove(at);
+                match start_tls(attempt, c.stream, start) {
+                    Ok((tls, host)) => {
+                        c.stream = tls;
+                        c.handshake = Some(host);
+                    }
+                    Err((same, ev)) => {
+                        c.stream = same;
+                        c.ended = true;
+                        events.push_back(ev);
+                    }
+                }
+                conns.push(c);
             }
             WorkerCmd::Close => conns.swap_remove(at).stream.close(),
             WorkerCmd::Handover => {
@@ -191,31 +190,6 @@ fn carry_out(
             }
         }
     }
-}
-
-/// Puts TLS over a plain connection; the handshake moves on as the loop reads.
-fn start_tls(mut c: Conn, start: TlsStart, events: &mut VecDeque<Event>) -> Conn {
-    let TlsStart { config, name, host } = start;
-    match (c.stream, ClientConnection::new(config, name)) {
-        (Transport::Plain(sock), Ok(conn)) => {
-            c.stream = Transport::Tls(Box::new(rustls::StreamOwned::new(conn, sock)));
-            c.handshake = Some(host);
-        }
-        (same, result) => {
-            c.stream = same;
-            let why = result
-                .err()
-                .map_or("TLS is up already".into(), |e| e.to_string());
-            // rustls refused its own configuration: a setting that cannot work.
-            c.ended = true;
-            events.push_back(Event::TlsFailed {
-                attempt: c.attempt,
-                message: format!("SSL error: {why}"),
-                kind: pgyard_connect::FailureKind::Configuration,
-            });
-        }
-    }
-    c
 }
 
 /// Waits until an attempt's socket has something or the machine's deadline (`within`)
