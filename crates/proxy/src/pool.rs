@@ -250,8 +250,15 @@ impl Pools {
     /// `client` needs a server of `key`.
     pub fn acquire(&mut self, now: Instant, client: ClientId, key: &PoolKey) {
         let deadline = now + self.settings.wait_timeout;
-        let pool = self.pools.entry(key.clone()).or_default();
-        pool.waiting.push_back((client, deadline));
+        // The key is cloned only for a pool's first acquire (this runs every transaction).
+        match self.pools.get_mut(key) {
+            Some(pool) => pool.waiting.push_back((client, deadline)),
+            None => {
+                let mut pool = Pool::default();
+                pool.waiting.push_back((client, deadline));
+                self.pools.insert(key.clone(), pool);
+            }
+        }
         self.serve(now, key);
     }
 
@@ -329,19 +336,31 @@ impl Pools {
             s.state = State::Canceling;
             return;
         }
-        let key = s.key.clone();
         let too_old = self.settings.lifetime.is_some_and(|l| now >= s.born + l);
-        let pool = self.pools.entry(key.clone()).or_default();
+        if !self.pools.contains_key(&s.key) {
+            self.pools.insert(s.key.clone(), Pool::default());
+        }
+        let Some(pool) = self.pools.get_mut(&s.key) else {
+            return;
+        };
         let keep = reusable && !too_old && !s.retired && !self.paused;
-        if keep && pool.count <= self.settings.size {
+        let stays = keep && pool.count <= self.settings.size;
+        if stays {
             s.state = State::Idle { since: now };
             pool.idle.push_back(server);
         } else {
-            self.servers.remove(&server);
             pool.count -= 1;
+        }
+        // Serving has nothing to do for a pool nobody waits on: the key (two strings) is
+        // cloned only when someone does.
+        let waited_on = (!pool.waiting.is_empty()).then(|| s.key.clone());
+        if !stays {
+            self.servers.remove(&server);
             self.out.push_back(PoolOut::Close { server });
         }
-        self.serve(now, &key);
+        if let Some(key) = waited_on {
+            self.serve(now, &key);
+        }
     }
 
     /// A CancelRequest for the query of `server`'s client is on its way to it. Until

@@ -279,7 +279,8 @@ fn lent(id: u64) -> Lent {
         ("TimeZone".to_owned(), "UTC".to_owned()),
         ("application_name".to_owned(), "psql".to_owned()),
     ]
-    .into();
+    .into_iter()
+    .collect();
     Lent {
         id: ServerId(id),
         settings,

@@ -111,7 +111,7 @@ pub struct Lent {
 impl Lent {
     /// Whether it last reported being a standby (`in_hot_standby`), when it says.
     pub fn in_recovery(&self) -> Option<bool> {
-        self.settings.get("in_hot_standby").map(|v| v == "on")
+        self.settings.in_hot_standby()
     }
 }
 
@@ -256,8 +256,8 @@ pub struct ClientSession {
     prepared: prepared::Prepared,
     /// Ages of the statements prepared on servers.
     seq: u64,
-    /// The pool of the server asked for.
-    asked: Option<PoolKey>,
+    /// The route of the server asked for (its pool is this client's of that route).
+    asked: Option<Route>,
     /// Queries and Syncs sent whose ReadyForQuery has not come back.
     outstanding: u32,
     /// Extended-protocol messages sent since the last Sync.
@@ -600,7 +600,7 @@ impl ClientSession {
     fn acquire(&mut self, key: PoolKey) {
         self.wait_since.get_or_insert(self.now);
         self.at_route = key.route;
-        self.asked = Some(key.clone());
+        self.asked = Some(key.route);
         self.out.push_back(ClientOut::Acquire(key));
     }
 

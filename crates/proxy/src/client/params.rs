@@ -22,19 +22,98 @@ pub fn tracked(name: &str) -> Option<&'static str> {
         .find(|t| t.eq_ignore_ascii_case(name))
 }
 
-/// Settings by name.
-pub type Settings = BTreeMap<String, String>;
+/// `TRACKED`'s indices in the order of the names' bytes, so the `SET`s come out in the order
+/// a map of the names would list them.
+const BY_NAME: [usize; 6] = [1, 3, 2, 5, 0, 4];
+
+/// The slot of a tracked name in PostgreSQL's spelling (servers report them so).
+fn slot(name: &str) -> Option<usize> {
+    TRACKED.iter().position(|t| *t == name)
+}
+
+/// Settings by name, with the tracked ones also kept in fixed slots: a transaction's
+/// alignment compares six values instead of looking names up in two maps. (The slots are
+/// boxed: a lent server's record moves between the pools and its client every transaction.)
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Settings {
+    all: BTreeMap<String, String>,
+    tracked: Box<[Option<String>; 6]>,
+    hot_standby: Option<bool>,
+}
+
+impl Settings {
+    /// No settings.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets `name` to `value`, returning the value it replaces.
+    pub fn insert(&mut self, name: String, value: String) -> Option<String> {
+        if let Some(i) = slot(&name) {
+            self.tracked[i] = Some(value.clone());
+        } else if name == "in_hot_standby" {
+            self.hot_standby = Some(value == "on");
+        }
+        self.all.insert(name, value)
+    }
+
+    /// The value of `name`.
+    pub fn get(&self, name: &str) -> Option<&String> {
+        self.all.get(name)
+    }
+
+    /// Whether `in_hot_standby` says `on`, when it was reported.
+    pub fn in_hot_standby(&self) -> Option<bool> {
+        self.hot_standby
+    }
+
+    /// Every setting, in the order of the names' bytes.
+    pub fn iter(&self) -> std::collections::btree_map::Iter<'_, String, String> {
+        self.all.iter()
+    }
+
+    /// How many settings there are.
+    pub fn len(&self) -> usize {
+        self.all.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.all.is_empty()
+    }
+}
+
+impl FromIterator<(String, String)> for Settings {
+    fn from_iter<I: IntoIterator<Item = (String, String)>>(iter: I) -> Self {
+        let mut settings = Settings::new();
+        for (name, value) in iter {
+            settings.insert(name, value);
+        }
+        settings
+    }
+}
+
+impl<'a> IntoIterator for &'a Settings {
+    type Item = (&'a String, &'a String);
+    type IntoIter = std::collections::btree_map::Iter<'a, String, String>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.all.iter()
+    }
+}
 
 /// One `SET` per tracked setting the client wants and the server has otherwise, as one
-/// simple-query string (`None` when they agree).
+/// simple-query string (`None` when they agree). Only the tracked settings are compared.
 pub fn alignment(wanted: &Settings, server: &Settings) -> Option<String> {
     let mut sql = String::new();
-    for (name, value) in wanted {
-        if server.get(name) == Some(value) {
+    for i in BY_NAME {
+        let Some(value) = &wanted.tracked[i] else {
+            continue;
+        };
+        if server.tracked[i].as_ref() == Some(value) {
             continue;
         }
         sql.push_str("SET ");
-        sql.push_str(name);
+        sql.push_str(TRACKED[i]);
         sql.push_str(" TO ");
         push_literal(&mut sql, value);
         sql.push(';');
@@ -88,6 +167,44 @@ mod tests {
             Some("SET application_name TO 'o''k';")
         );
         assert_eq!(alignment(&wanted, &wanted), None);
+    }
+
+    #[test]
+    fn sets_come_in_name_order_and_untracked_names_are_not_set() {
+        let mut names: Vec<&str> = TRACKED.to_vec();
+        names.sort_unstable();
+        let by_name: Vec<&str> = BY_NAME.iter().map(|&i| TRACKED[i]).collect();
+        assert_eq!(by_name, names);
+        let all: Vec<(&str, &str)> = TRACKED.iter().map(|&n| (n, "x")).collect();
+        let mut wanted = settings(&all);
+        wanted.insert("search_path".into(), "s".into());
+        let sql = alignment(&wanted, &Settings::new()).expect("every setting differs");
+        let order: Vec<&str> = sql
+            .split(';')
+            .filter_map(|s| s.strip_prefix("SET "))
+            .map(|s| s.split(' ').next().unwrap_or_default())
+            .collect();
+        assert_eq!(order, names);
+    }
+
+    #[test]
+    fn a_replaced_value_replaces_its_slot_too() {
+        let mut server = settings(&[("TimeZone", "UTC")]);
+        let wanted = settings(&[("TimeZone", "Europe/Paris")]);
+        assert!(alignment(&wanted, &server).is_some());
+        assert_eq!(
+            server
+                .insert("TimeZone".into(), "Europe/Paris".into())
+                .as_deref(),
+            Some("UTC")
+        );
+        assert_eq!(alignment(&wanted, &server), None);
+        assert_eq!(server.len(), 1);
+        assert_eq!(server.in_hot_standby(), None);
+        server.insert("in_hot_standby".into(), "on".into());
+        assert_eq!(server.in_hot_standby(), Some(true));
+        server.insert("in_hot_standby".into(), "off".into());
+        assert_eq!(server.in_hot_standby(), Some(false));
     }
 
     #[test]

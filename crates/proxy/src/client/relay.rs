@@ -228,13 +228,13 @@ impl ClientSession {
         // A server that has become a standby since it was opened (a demoted primary) never
         // serves `primary`: it goes back as unusable, and another is asked for.
         let asked = self.asked.take();
-        if let Some(key) = asked.filter(|k| k.route == Route::Primary) {
+        if let Some(route) = asked.filter(|r| *r == Route::Primary) {
             if server.in_recovery() == Some(true) {
                 self.out.push_back(ClientOut::Release {
                     server,
                     reusable: false,
                 });
-                return self.acquire(key);
+                return self.acquire(self.key_for(route));
             }
         }
         if let Some(since) = self.wait_since.take() {

@@ -190,7 +190,7 @@ impl ClientTask {
 
     /// Asks the pools for a server of `key`: lent now, or awaited.
     async fn acquire(&mut self, key: PoolKey) {
-        self.wanted = Some(key.clone());
+        let key = self.wanted.insert(key);
         match self
             .pool
             .acquire(self.id, key, self.session.proven_secret())
@@ -205,7 +205,7 @@ impl ClientTask {
     async fn take(&mut self, mut conn: Box<Session>, mut lent: Lent) {
         while stale(&mut conn).await {
             self.pool.release(self.id, lent, None, false);
-            let Some(key) = self.wanted.clone() else {
+            let Some(key) = &self.wanted else {
                 return;
             };
             match self

@@ -49,8 +49,10 @@ struct State {
     pools: Pools,
     idle: BTreeMap<ServerId, (Box<Session>, Lent)>,
     waiting: BTreeMap<ClientId, (PoolKey, oneshot::Sender<Granted>)>,
-    /// The server each client holds, and its cancel token.
-    holding: BTreeMap<ClientId, (ServerId, CancelToken)>,
+    /// The server each client holds.
+    holding: BTreeMap<ClientId, ServerId>,
+    /// Each open server's cancel token, made once at its login rather than at every lending.
+    tokens: BTreeMap<ServerId, Arc<CancelToken>>,
     keys: BTreeMap<i32, (ClientId, Vec<u8>)>,
     /// The deadline the timer task sleeps to.
     armed: Option<Instant>,
@@ -107,6 +109,7 @@ impl Shared {
                 idle: BTreeMap::new(),
                 waiting: BTreeMap::new(),
                 holding: BTreeMap::new(),
+                tokens: BTreeMap::new(),
                 keys: BTreeMap::new(),
                 armed: None,
                 stopped: false,
@@ -255,6 +258,7 @@ impl Shared {
         for server in idle.keys() {
             st.pools.broken(now, *server);
             st.info.remove(server);
+            st.tokens.remove(server);
         }
         while st.pools.poll_output().is_some() {}
         drop(st);
@@ -276,7 +280,7 @@ impl Shared {
     pub(super) fn acquire(
         self: &Arc<Self>,
         client: ClientId,
-        key: PoolKey,
+        key: &PoolKey,
         proven: Option<&LoginSecret>,
     ) -> Acquired {
         let mut st = self.lock();
@@ -285,7 +289,7 @@ impl Shared {
                 st.secrets.insert(key.user.clone(), secret.clone());
             }
         }
-        st.pools.acquire(self.clock.now(), client, &key);
+        st.pools.acquire(self.clock.now(), client, key);
         // Most acquires find an idle server at once: only a client that must wait gets a
         // channel and an entry among the waiting (the lock is held until it has them).
         let mine = self.perform(&mut st, Some(client));
@@ -298,7 +302,7 @@ impl Shared {
                 let _ = reply.send(refused);
             }
             None => {
-                st.waiting.insert(client, (key, reply));
+                st.waiting.insert(client, (key.clone(), reply));
             }
         }
         Acquired::Later(rx)
@@ -381,7 +385,10 @@ impl Shared {
     pub(super) fn cancel(self: &Arc<Self>, pid: i32, secret: &[u8]) {
         let mut st = self.lock();
         let found = st.keys.get(&pid).filter(|(_, s)| s == secret);
-        let Some((server, token)) = found.and_then(|(c, _)| st.holding.get(c)).cloned() else {
+        let Some(&server) = found.and_then(|(c, _)| st.holding.get(c)) else {
+            return;
+        };
+        let Some(token) = st.tokens.get(&server).cloned() else {
             return;
         };
         st.pools.cancel_sent(server);
@@ -433,6 +440,9 @@ impl Shared {
                 );
                 let lent = lent_of(server, &session);
                 st.info.insert(server, admin::ServerInfo::of(&session));
+                if let Ok(token) = session.cancel_token() {
+                    st.tokens.insert(server, Arc::new(token));
+                }
                 st.idle.insert(server, (session, lent));
                 st.pools.opened(now, server, Ok(()));
             }
@@ -493,6 +503,7 @@ impl Shared {
                 PoolOut::Close { server } => {
                     tracing::info!(server = server.0, "server connection closed");
                     st.info.remove(&server);
+                    st.tokens.remove(&server);
                     // Dropping a session sends Terminate and closes it.
                     drop(st.idle.remove(&server));
                 }
@@ -529,9 +540,7 @@ impl Shared {
             st.pools.release(now, server, true);
             return None;
         }
-        if let Ok(token) = session.cancel_token() {
-            st.holding.insert(client, (server, token));
-        }
+        st.holding.insert(client, server);
         if let Some(info) = st.info.get_mut(&server) {
             info.lent_now();
         }
