@@ -77,7 +77,7 @@ impl ClientSession {
         self.now = self.now.max(now);
         self.last_request = Some(self.now);
         if self.config.pool_mode == PoolMode::Transaction {
-            return self.whole_frames(&bytes);
+            return self.whole_frames(bytes);
         }
         let scanned = match self.client_scan.scan(bytes) {
             Ok(s) => s,
@@ -130,12 +130,19 @@ impl ClientSession {
     }
 
     /// Transaction mode: whole frames, since a named statement's messages are rewritten for
-    /// the server they land on.
-    fn whole_frames(&mut self, bytes: &[u8]) {
-        self.client_buf.extend_from_slice(bytes);
-        let mut batch = BytesMut::new();
+    /// the server they land on. The frames are slices of what was read; only a frame cut
+    /// across reads is copied (into `client_buf`, until its end comes).
+    fn whole_frames(&mut self, bytes: Bytes) {
+        let data = if self.client_buf.is_empty() {
+            bytes
+        } else {
+            self.client_buf.extend_from_slice(&bytes);
+            self.client_buf.split().freeze()
+        };
+        let mut at = 0;
         loop {
-            let (tag, len) = match decode_frame(&self.client_buf, CLIENT_FRAME_MAX) {
+            let rest = data.get(at..).unwrap_or_default();
+            let (tag, len) = match decode_frame(rest, CLIENT_FRAME_MAX) {
                 Ok(Decoded::Frame(f)) => (f.tag, 5 + f.body.len()),
                 Ok(Decoded::NeedMore { .. }) => break,
                 Err(e) => {
@@ -143,13 +150,15 @@ impl ClientSession {
                 }
             };
             if tag == b'X' {
-                self.forward(&batch.split().freeze());
+                self.forward(&data.slice(..at));
                 return self.terminate();
             }
             self.count(tag);
-            batch.extend_from_slice(&self.client_buf.split_to(len));
+            at += len;
         }
-        self.forward(&batch.freeze());
+        self.client_buf
+            .extend_from_slice(data.get(at..).unwrap_or_default());
+        self.forward(&data.slice(..at));
     }
 
     /// Client bytes for the server: sent now, or held until a server is lent and aligned.
@@ -182,7 +191,8 @@ impl ClientSession {
             return;
         };
         self.prepared.set_failed_block(self.status == b'E');
-        let mut out = BytesMut::with_capacity(bytes.len());
+        // Copied only from the first frame that is rewritten: most are sent as they came.
+        let mut out: Option<BytesMut> = None;
         let mut at = 0;
         // `bytes` holds whole frames only (they were read whole).
         while let Ok(Decoded::Frame(f)) = decode_frame(&bytes[at..], usize::MAX) {
@@ -194,14 +204,28 @@ impl ClientSession {
                 &mut self.seq,
             );
             match rewrite {
-                Ok(Rewrite::Keep) => out.extend_from_slice(&bytes[at..at + len]),
-                Ok(Rewrite::Replace(b)) => out.extend_from_slice(&b),
+                Ok(Rewrite::Keep) => {
+                    if let Some(out) = out.as_mut() {
+                        out.extend_from_slice(&bytes[at..at + len]);
+                    }
+                }
+                Ok(Rewrite::Replace(b)) => {
+                    let out = out.get_or_insert_with(|| {
+                        let mut o = BytesMut::with_capacity(bytes.len() + b.len());
+                        o.extend_from_slice(&bytes[..at]);
+                        o
+                    });
+                    out.extend_from_slice(&b);
+                }
                 Err(text) => return self.fatal(b"08P01", &text),
             }
             at += len;
         }
-        if !out.is_empty() {
-            self.out.push_back(ClientOut::ToServer(out.freeze()));
+        match out {
+            Some(out) if !out.is_empty() => self.out.push_back(ClientOut::ToServer(out.freeze())),
+            Some(_) => {}
+            None if at > 0 => self.out.push_back(ClientOut::ToServer(bytes.slice(..at))),
+            None => {}
         }
         self.inject(Vec::new());
     }
