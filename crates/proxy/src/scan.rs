@@ -21,8 +21,8 @@ pub struct Frame {
     pub start: Option<usize>,
     /// Where it ends in the chunk (exclusive).
     pub end: usize,
-    /// The body, for the captured types.
-    pub body: Option<Vec<u8>>,
+    /// The body, for the captured types: a slice of the chunk when the frame came whole.
+    pub body: Option<Bytes>,
 }
 
 /// What one call hands out: bytes safe to forward, and the frames that ended in them.
@@ -108,7 +108,7 @@ impl Scanner {
                     tag: self.tag,
                     start: start.take(),
                     end: pos,
-                    body: self.body.take(),
+                    body: self.body.take().map(Bytes::from),
                 });
             }
             let rest = &bytes[pos..];
@@ -125,19 +125,24 @@ impl Scanner {
                 return Err(e);
             }
             self.tag = tag;
-            self.left = len as usize - 4;
+            let left = len as usize - 4;
             let captured = (self.capture)(tag);
-            self.body = captured.then(|| Vec::with_capacity(self.left));
-            start = Some(pos);
-            pos += 5;
-            if self.left == 0 {
+            let (from, end) = (pos, pos + 5 + left);
+            if end <= bytes.len() {
+                // The whole frame is in this chunk: its body is a slice of it, not a copy.
                 frames.push(Frame {
                     tag,
-                    start: start.take(),
-                    end: pos,
-                    body: self.body.take(),
+                    start: Some(from),
+                    end,
+                    body: captured.then(|| bytes.slice(from + 5..end)),
                 });
+                pos = end;
+                continue;
             }
+            self.left = left;
+            self.body = captured.then(|| Vec::with_capacity(left));
+            start = Some(pos);
+            pos += 5;
         }
         let safe = bytes.len() - self.held.len();
         Ok(Scanned {
@@ -198,7 +203,7 @@ mod tests {
                 .scan(Bytes::copy_from_slice(&data[prev..c]))
                 .expect("valid");
             for f in got.frames {
-                seen.push((f.tag, out.len() + f.end, f.body));
+                seen.push((f.tag, out.len() + f.end, f.body.map(|b| b.to_vec())));
             }
             out.extend_from_slice(&got.bytes);
             prev = c;
