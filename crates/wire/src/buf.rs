@@ -206,7 +206,7 @@ impl<'a> Reader<'a> {
     #[inline]
     pub fn cstr(&mut self) -> Result<&'a [u8], DecodeError> {
         let rest = self.rest();
-        match rest.iter().position(|&b| b == 0) {
+        match memchr::memchr(0, rest) {
             Some(n) => {
                 self.pos += n + 1;
                 Ok(&rest[..n])

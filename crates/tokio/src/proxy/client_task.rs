@@ -110,7 +110,12 @@ impl ClientTask {
         let mut from_client = BytesMut::with_capacity(READ_CHUNK);
         let mut from_server = BytesMut::with_capacity(READ_CHUNK);
         // Accepted just as the proxy began to drain: it is told at once.
-        self.phase.mark_changed();
+        let mut phase_rx = self.phase.clone();
+        phase_rx.mark_changed();
+        // One wait for the next phase, kept across turns of the loop and renewed only when
+        // it ends: made anew every turn, it would join and leave the watch's waiters each
+        // time (about 2,000 instructions a transaction).
+        let mut changed = std::pin::pin!(next_phase(phase_rx));
         let mut watching = true;
         while self.perform(&mut sock).await {
             self.register();
@@ -156,9 +161,10 @@ impl ClientTask {
                     };
                     self.session.handle_admin(reply);
                 }
-                r = self.phase.changed(), if watching => {
-                    let phase = *self.phase.borrow_and_update();
+                (r, mut rx) = &mut changed, if watching => {
+                    let phase = *rx.borrow_and_update();
                     watching = r.is_ok();
+                    changed.set(next_phase(rx));
                     match phase {
                         Phase::Running => {}
                         Phase::Draining if !self.session.is_draining() => {
@@ -360,6 +366,14 @@ async fn replayed(conn: &mut Session, need: Lsn) -> Result<bool, ()> {
         None => Ok(true),
         Some(text) => Ok(text.parse::<Lsn>().is_ok_and(|at| at >= need)),
     }
+}
+
+/// The next change of the proxy's phase, with the receiver to wait for the one after.
+async fn next_phase(
+    mut rx: watch::Receiver<Phase>,
+) -> (Result<(), watch::error::RecvError>, watch::Receiver<Phase>) {
+    let r = rx.changed().await;
+    (r, rx)
 }
 
 /// Reads from the lent server, or never when there is none.
