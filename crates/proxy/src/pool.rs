@@ -145,7 +145,9 @@ struct Server {
 struct Pool {
     /// Servers that exist or are being opened.
     count: usize,
-    idle: VecDeque<ServerId>,
+    /// Idle servers in the order they came back, each with the time it did (kept here
+    /// too, so that the next idle timeout is found without walking every server).
+    idle: VecDeque<(ServerId, Instant)>,
     waiting: VecDeque<(ClientId, Instant)>,
     /// Consecutive failed opens, and when the next may start.
     failures: u32,
@@ -211,7 +213,7 @@ impl Pools {
                 continue;
             };
             while pool.count > settings.size {
-                let Some(server) = pool.idle.pop_front() else {
+                let Some((server, _)) = pool.idle.pop_front() else {
                     break;
                 };
                 self.servers.remove(&server);
@@ -289,7 +291,7 @@ impl Pools {
             }
             Ok(()) => {
                 s.state = State::Idle { since: now };
-                pool.idle.push_back(server);
+                pool.idle.push_back((server, now));
                 pool.failures = 0;
                 pool.retry_at = None;
             }
@@ -337,17 +339,17 @@ impl Pools {
             return;
         }
         let too_old = self.settings.lifetime.is_some_and(|l| now >= s.born + l);
-        if !self.pools.contains_key(&s.key) {
-            self.pools.insert(s.key.clone(), Pool::default());
-        }
         let Some(pool) = self.pools.get_mut(&s.key) else {
-            return;
+            // Every server's pool exists (made by the acquire that opened it); should one
+            // be missing, it is made and the release starts over.
+            self.pools.insert(s.key.clone(), Pool::default());
+            return self.release(now, server, reusable);
         };
         let keep = reusable && !too_old && !s.retired && !self.paused;
         let stays = keep && pool.count <= self.settings.size;
         if stays {
             s.state = State::Idle { since: now };
-            pool.idle.push_back(server);
+            pool.idle.push_back((server, now));
         } else {
             pool.count -= 1;
         }
@@ -389,7 +391,7 @@ impl Pools {
         if let Some(s) = self.servers.remove(&server) {
             let pool = self.pools.entry(s.key.clone()).or_default();
             pool.count -= 1;
-            pool.idle.retain(|i| *i != server);
+            pool.idle.retain(|(i, _)| *i != server);
             self.serve(now, &s.key);
         }
     }
@@ -404,7 +406,7 @@ impl Pools {
             return;
         };
         while !pool.waiting.is_empty() {
-            if let Some(server) = pool.idle.pop_front() {
+            if let Some((server, _)) = pool.idle.pop_front() {
                 let Some((client, _)) = pool.waiting.pop_front() else {
                     break;
                 };
@@ -472,10 +474,8 @@ impl Pools {
             }
         }
         if let Some(idle) = self.settings.idle_timeout {
-            for s in self.servers.values() {
-                if let State::Idle { since } = s.state {
-                    at(since + idle);
-                }
+            for (_, since) in self.pools.values().flat_map(|p| p.idle.iter()) {
+                at(*since + idle);
             }
         }
         next

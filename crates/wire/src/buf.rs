@@ -206,7 +206,13 @@ impl<'a> Reader<'a> {
     #[inline]
     pub fn cstr(&mut self) -> Result<&'a [u8], DecodeError> {
         let rest = self.rest();
-        match memchr::memchr(0, rest) {
+        // Empty names (the unnamed statement and portal) are the common case: no search.
+        let end = if rest.first() == Some(&0) {
+            Some(0)
+        } else {
+            memchr::memchr(0, rest)
+        };
+        match end {
             Some(n) => {
                 self.pos += n + 1;
                 Ok(&rest[..n])

@@ -62,6 +62,11 @@ impl Settings {
         self.all.get(name)
     }
 
+    /// The value of a tracked setting (one of [`TRACKED`]), read from its slot.
+    pub fn tracked(&self, name: &str) -> Option<&String> {
+        slot(name).and_then(|i| self.tracked[i].as_ref())
+    }
+
     /// Whether `in_hot_standby` says `on`, when it was reported.
     pub fn in_hot_standby(&self) -> Option<bool> {
         self.hot_standby
@@ -200,6 +205,11 @@ mod tests {
         );
         assert_eq!(alignment(&wanted, &server), None);
         assert_eq!(server.len(), 1);
+        assert_eq!(
+            server.tracked("TimeZone").map(String::as_str),
+            Some("Europe/Paris")
+        );
+        assert_eq!(server.tracked("search_path"), None);
         assert_eq!(server.in_hot_standby(), None);
         server.insert("in_hot_standby".into(), "on".into());
         assert_eq!(server.in_hot_standby(), Some(true));

@@ -190,7 +190,7 @@ impl ServerInfo {
     /// It came back with `lent`'s settings and statements.
     pub(super) fn returned(&mut self, lent: &Lent) {
         self.prepared = lent.prepared.len();
-        if let Some(name) = lent.settings.get("application_name") {
+        if let Some(name) = lent.settings.tracked("application_name") {
             if *name != self.application_name {
                 self.application_name.clone_from(name);
             }
