@@ -238,7 +238,7 @@ impl Shared {
         for database in &changed {
             st.pools.retire_database(now, database);
         }
-        self.perform(&mut st, None);
+        self.perform(&mut st, None, now);
         drop(st);
         tracing::info!(
             pool_size = settings.size,
@@ -289,10 +289,11 @@ impl Shared {
                 st.secrets.insert(key.user.clone(), secret.clone());
             }
         }
-        st.pools.acquire(self.clock.now(), client, key);
+        let now = self.clock.now();
+        st.pools.acquire(now, client, key);
         // Most acquires find an idle server at once: only a client that must wait gets a
         // channel and an entry among the waiting (the lock is held until it has them).
-        let mine = self.perform(&mut st, Some(client));
+        let mine = self.perform(&mut st, Some(client), now);
         if let Some(Granted::Server(session, lent)) = mine {
             return Acquired::Now(session, lent);
         }
@@ -347,7 +348,7 @@ impl Shared {
                 st.pools.release(now, server, false);
             }
         }
-        self.perform(&mut st, None);
+        self.perform(&mut st, None, now);
     }
 
     /// Session mode: `DISCARD ALL` before the server serves anyone else.
@@ -365,7 +366,7 @@ impl Shared {
         }
         let reusable = ok && !st.stopped;
         st.pools.release(now, server, reusable);
-        self.perform(&mut st, None);
+        self.perform(&mut st, None, now);
     }
 
     /// A client's cancel keys, so that a CancelRequest can find it.
@@ -397,8 +398,9 @@ impl Shared {
         tokio::spawn(async move {
             let _ = token.cancel().await;
             let mut st = shared.lock();
-            st.pools.cancel_done(shared.clock.now(), server);
-            shared.perform(&mut st, None);
+            let now = shared.clock.now();
+            st.pools.cancel_done(now, server);
+            shared.perform(&mut st, None, now);
         });
     }
 
@@ -462,12 +464,18 @@ impl Shared {
                 }
             }
         }
-        self.perform(&mut st, None);
+        self.perform(&mut st, None, now);
     }
 
     /// Does what the pools ask; what is granted to (or refused) `me`, the client acquiring
     /// under this lock and not among the waiting, is returned instead of sent.
-    fn perform(self: &Arc<Self>, st: &mut State, me: Option<ClientId>) -> Option<Granted> {
+    /// `now` is the time the caller read under the lock (one clock reading per call).
+    fn perform(
+        self: &Arc<Self>,
+        st: &mut State,
+        me: Option<ClientId>,
+        now: Instant,
+    ) -> Option<Granted> {
         let mut mine = None;
         while let Some(out) = st.pools.poll_output() {
             match out {
@@ -477,7 +485,7 @@ impl Shared {
                 }
                 PoolOut::Grant { client, server } => {
                     let present = Some(client) == me || st.waiting.contains_key(&client);
-                    if let Some(got) = self.grant(st, client, server, present) {
+                    if let Some(got) = self.grant(st, client, server, present, now) {
                         if Some(client) == me {
                             mine = Some(Granted::Server(got.0, got.1));
                         } else if let Some((_, reply)) = st.waiting.remove(&client) {
@@ -488,7 +496,7 @@ impl Shared {
                                 // The client left meanwhile: the server stays idle.
                                 st.holding.remove(&client);
                                 st.idle.insert(server, (session, lent));
-                                st.pools.release(self.clock.now(), server, true);
+                                st.pools.release(now, server, true);
                             }
                         }
                     }
@@ -531,8 +539,8 @@ impl Shared {
         client: ClientId,
         server: ServerId,
         present: bool,
+        now: Instant,
     ) -> Option<(Box<Session>, Lent)> {
-        let now = self.clock.now();
         let (session, lent) = st.idle.remove(&server)?;
         if !present {
             // The client left meanwhile: the server stays idle.
@@ -542,7 +550,7 @@ impl Shared {
         }
         st.holding.insert(client, server);
         if let Some(info) = st.info.get_mut(&server) {
-            info.lent_now();
+            info.lent_now(now);
         }
         Some((session, lent))
     }
@@ -607,8 +615,9 @@ async fn timer(s: Arc<Shared>) {
         }
         let mut st = s.lock();
         st.armed = None;
-        st.pools.handle_timeout(s.clock.now());
-        s.perform(&mut st, None);
+        let now = s.clock.now();
+        st.pools.handle_timeout(now);
+        s.perform(&mut st, None, now);
     }
 }
 

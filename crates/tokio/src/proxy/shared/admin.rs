@@ -149,7 +149,8 @@ pub(super) struct ServerInfo {
     pid: Option<i32>,
     tls: bool,
     opened: SystemTime,
-    lent: Option<SystemTime>,
+    /// When it was last lent (monotonic: turned into wall time only when shown).
+    lent: Option<Instant>,
     application_name: String,
     prepared: usize,
 }
@@ -183,8 +184,8 @@ impl ServerInfo {
     }
 
     /// It is lent now.
-    pub(super) fn lent_now(&mut self) {
-        self.lent = Some(SystemTime::now());
+    pub(super) fn lent_now(&mut self, now: Instant) {
+        self.lent = Some(now);
     }
 
     /// It came back with `lent`'s settings and statements.
@@ -271,27 +272,29 @@ impl Shared {
     /// PAUSE: lend no more servers; the receiver answers once none is lent.
     fn pause(self: &Arc<Self>) -> Result<oneshot::Receiver<Result<(), String>>, String> {
         let mut st = self.lock();
-        if !st.pools.pause(self.clock.now()) {
+        let now = self.clock.now();
+        if !st.pools.pause(now) {
             return Err(ALREADY_PAUSED.into());
         }
         tracing::info!("PAUSE: lending no servers until RESUME");
         let (tx, rx) = oneshot::channel();
         st.pause_waiters.push(tx);
-        self.perform(&mut st, None);
+        self.perform(&mut st, None, now);
         Ok(rx)
     }
 
     /// RESUME: lend again; a PAUSE still waiting is told it ended.
     fn resume(self: &Arc<Self>) -> Result<(), String> {
         let mut st = self.lock();
-        if !st.pools.resume(self.clock.now()) {
+        let now = self.clock.now();
+        if !st.pools.resume(now) {
             return Err(NOT_PAUSED.into());
         }
         tracing::info!("RESUME: lending servers again");
         for waiter in st.pause_waiters.drain(..) {
             let _ = waiter.send(Err(PAUSE_ENDED.into()));
         }
-        self.perform(&mut st, None);
+        self.perform(&mut st, None, now);
         Ok(())
     }
 
@@ -336,7 +339,9 @@ impl Shared {
                     addr: info.and_then(|i| i.addr.clone()),
                     port: info.and_then(|i| i.port),
                     connect_time: info.and_then(|i| unix(i.opened)),
-                    request_time: info.and_then(|i| i.lent).and_then(unix),
+                    request_time: info
+                        .and_then(|i| i.lent)
+                        .and_then(|at| unix(wall_time(self.clock, at, wall, mono))),
                     close_needed: v.retired,
                     pid: info.and_then(|i| i.pid),
                     tls: info.is_some_and(|i| i.tls),
