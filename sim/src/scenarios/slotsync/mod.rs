@@ -42,6 +42,7 @@ pub use loss::{LossWindow, Unusable};
 
 mod cluster;
 mod horizon;
+mod judge;
 mod loss;
 mod reconnect;
 mod wal;
@@ -201,7 +202,7 @@ pub fn run_slotsync(
         if cluster.logical_invalid.is_none() {
             sub.step(rng, t, tick, &mix, &mut publ, bound);
         }
-        standbys.sync(t, tick, now, &mix, (&publ, &cluster), &primary_rows);
+        standbys.sync(t, tick, now, &mix, (&publ, &cluster), &primary_rows)?;
         cluster.primary_step(rng, t, tick, &mix, &mut publ, &standbys.locals);
         let locals = &standbys.locals;
         let received = sub.received;
@@ -332,7 +333,7 @@ struct Standbys {
 
 impl Standbys {
     /// Runs a sync on every standby whose worker is due (or, without the worker, every
-    /// `function_every` ticks).
+    /// `function_every` ticks), each judged by what it must leave behind.
     fn sync(
         &mut self,
         t: &mut Trace,
@@ -341,7 +342,7 @@ impl Standbys {
         mix: &Mix,
         (publ, cluster): (&Publisher, &Cluster),
         primary_rows: &[SlotRow],
-    ) {
+    ) -> Result<(), Violation> {
         for i in 0..mix.standbys as usize {
             let input = standby_input(publ, cluster, i, mix.worker);
             let run = if mix.worker {
@@ -353,6 +354,7 @@ impl Standbys {
                 continue;
             }
             let out = run_sync(primary_rows, &self.locals[i], &input, mix.worker, self.bug);
+            judge::sync_call(tick, i, mix.worker, primary_rows, &input, &out)?;
             if mix.worker {
                 self.schedules[i].handle_cycle_done(now, out.updated);
             }
@@ -369,6 +371,7 @@ impl Standbys {
             }
             self.locals[i] = out.slots_after;
         }
+        Ok(())
     }
 }
 
