@@ -145,14 +145,23 @@ struct Server {
 struct Pool {
     /// Servers that exist or are being opened.
     count: usize,
-    /// Idle servers in the order they came back, each with the time it did (kept here
-    /// too, so that the next idle timeout is found without walking every server).
+    /// Idle servers in the order they came back, each with the time it did, never earlier
+    /// than the one before it: the front holds the pool's next idle timeout.
     idle: VecDeque<(ServerId, Instant)>,
     waiting: VecDeque<(ClientId, Instant)>,
     /// Consecutive failed opens, and when the next may start.
     failures: u32,
     retry_at: Option<Instant>,
     last_error: Option<String>,
+}
+
+impl Pool {
+    /// Appends an idle server. Its time is kept in order (a `now` that went back counts as
+    /// the latest time seen), so the oldest is always at the front.
+    fn idle_push(&mut self, server: ServerId, now: Instant) {
+        let at = self.idle.back().map_or(now, |&(_, last)| now.max(last));
+        self.idle.push_back((server, at));
+    }
 }
 
 /// Counts for the admin console's `SHOW POOLS`.
@@ -291,7 +300,7 @@ impl Pools {
             }
             Ok(()) => {
                 s.state = State::Idle { since: now };
-                pool.idle.push_back((server, now));
+                pool.idle_push(server, now);
                 pool.failures = 0;
                 pool.retry_at = None;
             }
@@ -349,7 +358,7 @@ impl Pools {
         let stays = keep && pool.count <= self.settings.size;
         if stays {
             s.state = State::Idle { since: now };
-            pool.idle.push_back((server, now));
+            pool.idle_push(server, now);
         } else {
             pool.count -= 1;
         }
@@ -474,7 +483,7 @@ impl Pools {
             }
         }
         if let Some(idle) = self.settings.idle_timeout {
-            for (_, since) in self.pools.values().flat_map(|p| p.idle.iter()) {
+            for (_, since) in self.pools.values().filter_map(|p| p.idle.front()) {
                 at(*since + idle);
             }
         }
