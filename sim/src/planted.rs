@@ -218,7 +218,9 @@ mod registry {
         entry(
             Sync(S::TakePrecedingRemote),
             "slotsync",
-            "ready-means-lossless",
+            // Since the sync judges (session 14) the slot is caught in the act, at the tick
+            // its `restart_lsn` goes back before the standby's oldest WAL.
+            "synced-slot-wal-kept",
         ),
     ];
 

@@ -3,24 +3,28 @@
 //! own reasoning. The loss invariants see only what a failover would lose; a sync that does
 //! nothing at all loses nothing, since the check then never says ready. These rules see it.
 
-use pgyard_slotsync::{Outcome, SlotRow, Standby};
+use pgyard_slotsync::{Action, Outcome, SlotRow, Standby, SyncError};
 use pgyard_types::Lsn;
 
 use super::fail;
 use crate::Violation;
 
 /// Judges `out`, the result of a sync on standby `i` (`worker`: a worker cycle, else a
-/// `pg_sync_replication_slots()` call) given the primary's `remote` rows and the standby's
-/// `input`.
+/// `pg_sync_replication_slots()` call) given the primary's `remote` rows, the standby's
+/// `input` and its slots `before` the call.
 pub(super) fn sync_call(
     tick: u64,
     i: usize,
     worker: bool,
     remote: &[SlotRow],
     input: &Standby,
+    before: &[SlotRow],
     out: &Outcome,
 ) -> Result<(), Violation> {
     let flush = input.flush_lsn();
+    wal_kept(tick, i, input, out)?;
+    forward_only(tick, i, before, out)?;
+    error_is_true(tick, i, remote, input, before, out)?;
     for local in out.slots_after.iter().filter(|s| s.synced) {
         let confirmed = local.confirmed_flush_lsn.unwrap_or(Lsn::INVALID);
         // Positions are copied from the primary's slot, and only once the standby has the
@@ -101,4 +105,137 @@ fn present_after_cycle(
         }
     }
     Ok(())
+}
+
+/// A valid synced slot's `restart_lsn` lies in WAL the standby still has: a new slot reserves
+/// only WAL that is there, and restartpoints keep what valid slots need (or invalidate them).
+fn wal_kept(tick: u64, i: usize, input: &Standby, out: &Outcome) -> Result<(), Violation> {
+    let Some(oldest) = input.oldest_wal_lsn else {
+        return Ok(());
+    };
+    let seg = input.wal_segment_size_bytes.max(1);
+    for local in &out.slots_after {
+        let restart = local.restart_lsn.filter(|l| *l != Lsn::INVALID);
+        let Some(restart) = restart.filter(|_| local.synced && local.invalidation_reason.is_none())
+        else {
+            continue;
+        };
+        if restart.0 / seg < oldest.0 / seg {
+            return Err(fail(
+                "synced-slot-wal-kept",
+                format!(
+                    "tick {tick}: standby{}'s valid synced slot {} has restart_lsn {restart}, in \
+                     a segment before its oldest WAL ({oldest})",
+                    i + 1,
+                    local.slot_name
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A persistent, valid synced slot that the call neither dropped nor created keeps or
+/// advances its `restart_lsn` and `confirmed_flush_lsn`: an update never takes the primary's
+/// positions when they precede the slot's own.
+fn forward_only(tick: u64, i: usize, before: &[SlotRow], out: &Outcome) -> Result<(), Violation> {
+    let steady = |s: &&SlotRow| s.synced && !s.temporary && s.invalidation_reason.is_none();
+    for old in before.iter().filter(steady) {
+        let name = &old.slot_name;
+        let remade = out.actions.iter().any(|a| match a {
+            Action::Drop { slot, .. } | Action::Create { slot, .. } => slot == name,
+            _ => false,
+        });
+        let now = out
+            .slots_after
+            .iter()
+            .filter(steady)
+            .find(|s| &s.slot_name == name);
+        let Some(now) = now.filter(|_| !remade) else {
+            continue;
+        };
+        let back = |a: Option<Lsn>, b: Option<Lsn>| matches!((a, b), (Some(a), Some(b)) if b < a && b != Lsn::INVALID);
+        if back(old.restart_lsn, now.restart_lsn)
+            || back(old.confirmed_flush_lsn, now.confirmed_flush_lsn)
+        {
+            return Err(fail(
+                "synced-slot-positions-forward",
+                format!(
+                    "tick {tick}: standby{}'s synced slot {name} went back from restart_lsn \
+                     {:?} / confirmed_flush {:?} to {:?} / {:?}",
+                    i + 1,
+                    old.restart_lsn,
+                    old.confirmed_flush_lsn,
+                    now.restart_lsn,
+                    now.confirmed_flush_lsn
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// An error that ends a sync says something about the slots and the WAL; what it says must
+/// be so in the world (a sync that fails for no reason syncs nothing, and no loss invariant
+/// sees that).
+fn error_is_true(
+    tick: u64,
+    i: usize,
+    remote: &[SlotRow],
+    input: &Standby,
+    before: &[SlotRow],
+    out: &Outcome,
+) -> Result<(), Violation> {
+    let Some(e) = &out.error else {
+        return Ok(());
+    };
+    let theirs = |name: &str| {
+        remote
+            .iter()
+            .find(|r| r.slot_name == name)
+            .and_then(|r| r.confirmed_flush_lsn)
+    };
+    let true_ = match e {
+        // The primary's slot is confirmed behind the synced slot.
+        SyncError::LocalAhead {
+            slot,
+            local,
+            remote,
+        } => {
+            let ours = before.iter().find(|s| &s.slot_name == slot);
+            remote < local
+                && theirs(slot) == Some(*remote)
+                && ours.and_then(|s| s.confirmed_flush_lsn) == Some(*local)
+        }
+        // The primary's slot is confirmed past what the standby has flushed.
+        SyncError::AheadOfStandby {
+            slot,
+            remote,
+            standby,
+        } => remote > standby && theirs(slot) == Some(*remote) && *standby == input.flush_lsn(),
+        // The WAL a new slot needs is gone: it needs at least the primary's `restart_lsn`
+        // onwards, so that segment must precede the standby's oldest.
+        SyncError::WalRemovedConcurrently(slot) => {
+            let seg = input.wal_segment_size_bytes.max(1);
+            let restart = remote
+                .iter()
+                .find(|r| &r.slot_name == slot)
+                .and_then(|r| r.restart_lsn);
+            match (restart, input.oldest_wal_lsn) {
+                (Some(r), Some(o)) => r.0 / seg < o.0 / seg,
+                _ => true,
+            }
+        }
+        _ => true,
+    };
+    if true_ {
+        return Ok(());
+    }
+    Err(fail(
+        "sync-errors-are-true",
+        format!(
+            "tick {tick}: a sync on standby{} failed with {e:?}, which the world contradicts",
+            i + 1
+        ),
+    ))
 }

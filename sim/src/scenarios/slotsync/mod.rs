@@ -354,7 +354,15 @@ impl Standbys {
                 continue;
             }
             let out = run_sync(primary_rows, &self.locals[i], &input, mix.worker, self.bug);
-            judge::sync_call(tick, i, mix.worker, primary_rows, &input, &out)?;
+            judge::sync_call(
+                tick,
+                i,
+                mix.worker,
+                primary_rows,
+                &input,
+                &self.locals[i],
+                &out,
+            )?;
             if mix.worker {
                 self.schedules[i].handle_cycle_done(now, out.updated);
             }
