@@ -4,7 +4,7 @@
 //!
 //! `connect_single/{pgyard_blocking,pgyard_tokio,libpq,tokio_postgres}` and
 //! `connect_single_scram/…`: one connect and close per iteration to one host, with trust and
-//! with SCRAM-SHA-256. Goal: pgyard ≤ 1.0× libpq and ≤ 1.0× tokio-postgres in both. Run one
+//! with SCRAM-SHA-256, the four ids taking turns within every iteration (see `interleaved`). Goal: pgyard ≤ 1.0× libpq and ≤ 1.0× tokio-postgres in both. Run one
 //! group with `cargo bench -p pgyard-benches --bench connect -- connect_single`.
 //!
 //! The failover ids use the host list [hung, hung, refused, primary] with `connect_timeout=2`:
@@ -193,26 +193,140 @@ fn connect_single_group(c: &mut Criterion, name: &str, conninfo: &str, libpq: &L
     assert_eq!(conn.port(), port.to_string(), "libpq landed elsewhere");
     drop(conn);
 
+    let mut ids: Vec<Id<'_>> = vec![
+        (
+            "pgyard_blocking",
+            Box::new(|| pgyard_connect(conninfo, &options, port).close()),
+        ),
+        (
+            "pgyard_tokio",
+            Box::new(|| rt.block_on(pgyard_tokio_once())),
+        ),
+        (
+            "libpq",
+            Box::new(|| {
+                let conn = libpq.connect(&libpq_c).expect("libpq 18 connects");
+                black_box(&conn);
+            }),
+        ),
+        (
+            "tokio_postgres",
+            Box::new(|| rt.block_on(tokio_postgres_once())),
+        ),
+    ];
+    let names: Vec<&str> = ids.iter().map(|(n, _)| *n).collect();
+    let mut paired = Paired::new(ids.len());
     let mut group = c.benchmark_group(name);
+    // Each iteration runs all four ids (one connect each) and the id being measured reports
+    // only its own connect's time, so it is sampled beside the others rather than minutes
+    // apart: the server's connect cost drifts by more than the differences between ids. The
+    // wall time is four times what criterion plans for; its warning says so.
     group
         .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(5));
-    group.bench_function("pgyard_blocking", |b| {
-        b.iter(|| pgyard_connect(conninfo, &options, port).close())
-    });
-    group.bench_function("pgyard_tokio", |b| {
-        b.iter(|| rt.block_on(pgyard_tokio_once()))
-    });
-    group.bench_function("libpq", |b| {
-        b.iter(|| {
-            let conn = libpq.connect(&libpq_c).expect("libpq 18 connects");
-            black_box(&conn);
-        })
-    });
-    group.bench_function("tokio_postgres", |b| {
-        b.iter(|| rt.block_on(tokio_postgres_once()))
-    });
+        .measurement_time(Duration::from_secs(4));
+    for (me, own) in names.iter().enumerate() {
+        group.bench_function(*own, |b| {
+            b.iter_custom(|iters| interleaved(&mut ids, &mut paired, me, iters))
+        });
+    }
     group.finish();
+    paired.report(name, &names);
+}
+
+/// One id of a group: its name and one connect and close.
+type Id<'a> = (&'static str, Box<dyn FnMut() + 'a>);
+
+/// Every round's time of every id, whichever id criterion was measuring: the paired figures
+/// printed after each group compare ids over the same rounds.
+struct Paired {
+    rounds: Vec<Vec<Duration>>,
+    /// State of the xorshift that orders each round.
+    random: u64,
+}
+
+impl Paired {
+    fn new(ids: usize) -> Self {
+        Paired {
+            rounds: vec![Vec::new(); ids],
+            random: SEED,
+        }
+    }
+
+    fn next_random(&mut self) -> u64 {
+        let mut x = self.random;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.random = x;
+        x
+    }
+
+    /// Prints each id's median connect time over all rounds, and the median over rounds of
+    /// its time divided by each peer's time in the same round.
+    fn report(&self, group: &str, names: &[&str]) {
+        let n = self.rounds.first().map_or(0, Vec::len);
+        if n == 0 {
+            return;
+        }
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        eprintln!("{group}: paired over {n} rounds (each id once per round)");
+        for (i, own) in names.iter().enumerate() {
+            let ms = median(
+                self.rounds[i]
+                    .iter()
+                    .map(|d| d.as_secs_f64() * 1e3)
+                    .collect(),
+            );
+            let ratios: Vec<String> = names
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .map(|(j, peer)| {
+                    let r = self.rounds[i]
+                        .iter()
+                        .zip(&self.rounds[j])
+                        .map(|(a, b)| a.as_secs_f64() / b.as_secs_f64())
+                        .collect();
+                    format!("{:.3}x {peer}", median(r))
+                })
+                .collect();
+            eprintln!("  {group}/{own}: median {ms:.3} ms; {}", ratios.join(", "));
+        }
+    }
+}
+
+/// Runs `iters` rounds of every id in `ids` and returns the time `ids[me]` took in total.
+/// Each round takes the ids in a fresh order (a fixed-seed shuffle), so that every id comes
+/// right after every other about equally often: a connect right after a close meets the
+/// previous backend still exiting, and a fixed rotation would always put an id behind the
+/// same predecessor.
+fn interleaved(
+    ids: &mut [Id<'_>],
+    paired: &mut Paired,
+    me: usize,
+    iters: u64,
+) -> Duration {
+    let mut order: Vec<usize> = (0..ids.len()).collect();
+    let mut mine = Duration::ZERO;
+    for _ in 0..iters {
+        for k in (1..order.len()).rev() {
+            let j = (paired.next_random() % (k as u64 + 1)) as usize;
+            order.swap(k, j);
+        }
+        for &i in &order {
+            let start = Instant::now();
+            (ids[i].1)();
+            let took = start.elapsed();
+            paired.rounds[i].push(took);
+            if i == me {
+                mine += took;
+            }
+        }
+    }
+    mine
 }
 
 /// `connect_single` (trust) and `connect_single_scram` (SCRAM-SHA-256, PBKDF2 with the

@@ -2,6 +2,7 @@
 //! canonical copy: the CLI calls this one).
 
 use pgyard_conninfo::resolve::{Environment, FileKind, MemFile, MemFiles};
+use pgyard_conninfo::{ConnInfo, Keyword};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
@@ -20,43 +21,109 @@ impl RealInputs {
     /// Reads the process environment, the passwd entry of the effective user, and every file
     /// the resolver may consult for `passfile_keyword` (the connection string's own value).
     pub fn read(passfile_keyword: Option<&[u8]>) -> Self {
-        let mut env = Environment::new();
-        for (k, v) in std::env::vars_os() {
-            if let Ok(k) = k.into_string() {
-                env.vars.insert(k, v.into_vec());
+        Self::read_with(environment(|_| true), passfile_keyword, Needs::ALL)
+    }
+
+    /// Reads what resolving `info` can consult, and nothing else, as libpq reads lazily: the
+    /// variables whose names begin with `PG`, and `HOME`; the service files only when a
+    /// service is named, the password files only when no password is given, the passwd
+    /// entry only when no user is given or `HOME` is unset or empty. The resolution is the
+    /// same as with [`RealInputs::read`]'s inputs.
+    pub fn read_for(info: &ConnInfo) -> Self {
+        let env = environment(|name| name.starts_with("PG") || name == "HOME");
+        let needs = Needs::of(info, &env);
+        Self::read_with(env, info.get(Keyword::Passfile), needs)
+    }
+
+    fn read_with(mut env: Environment, passfile_keyword: Option<&[u8]>, needs: Needs) -> Self {
+        if needs.passwd {
+            if let Some((name, home)) = passwd_entry() {
+                env.os_user = Some(name);
+                env.passwd_home = Some(home);
             }
         }
-        if let Some((name, home)) = passwd_entry() {
-            env.os_user = Some(name);
-            env.passwd_home = Some(home);
-        }
         let mut files = MemFiles::new();
-        let home = env.home_directory().map(<[u8]>::to_vec);
-        let sysconf = env
-            .var("PGSYSCONFDIR")
-            .map(<[u8]>::to_vec)
-            .unwrap_or_else(|| env.sysconfdir.clone());
-        let mut candidates: Vec<Vec<u8>> = vec![join(&sysconf, b"pg_service.conf")];
-        if let Some(p) = env.var("PGSERVICEFILE") {
-            candidates.push(p.to_vec());
-        }
-        if let Some(p) = env.var("PGPASSFILE") {
-            candidates.push(p.to_vec());
-        }
-        if let Some(p) = passfile_keyword {
-            candidates.push(p.to_vec());
-        }
-        if let Some(h) = &home {
-            candidates.push(join(h, b".pg_service.conf"));
-            candidates.push(join(h, b".pgpass"));
-        }
-        for path in candidates {
+        for path in candidates(&env, passfile_keyword, needs) {
             if let Some(file) = load(&path) {
                 files.insert(path, file);
             }
         }
         RealInputs { env, files }
     }
+}
+
+/// The files a resolution may open, given what it needs.
+fn candidates(env: &Environment, passfile_keyword: Option<&[u8]>, needs: Needs) -> Vec<Vec<u8>> {
+    let home = env.home_directory();
+    let mut paths: Vec<Vec<u8>> = Vec::new();
+    if needs.service {
+        let sysconf = env.var("PGSYSCONFDIR").unwrap_or(&env.sysconfdir);
+        paths.push(join(sysconf, b"pg_service.conf"));
+        paths.extend(env.var("PGSERVICEFILE").map(<[u8]>::to_vec));
+        paths.extend(home.map(|h| join(h, b".pg_service.conf")));
+    }
+    if needs.passfile {
+        paths.extend(env.var("PGPASSFILE").map(<[u8]>::to_vec));
+        paths.extend(passfile_keyword.map(<[u8]>::to_vec));
+        paths.extend(home.map(|h| join(h, b".pgpass")));
+    }
+    paths
+}
+
+/// Which of the inputs beyond the environment a resolution may consult.
+#[derive(Clone, Copy, Debug)]
+struct Needs {
+    passwd: bool,
+    service: bool,
+    passfile: bool,
+}
+
+impl Needs {
+    const ALL: Needs = Needs {
+        passwd: true,
+        service: true,
+        passfile: true,
+    };
+
+    /// What resolving `info` in `env` may consult.
+    fn of(info: &ConnInfo, env: &Environment) -> Needs {
+        // The variable is the keyword's default: it counts only where the keyword is absent
+        // (`password=` stays empty whatever PGPASSWORD says).
+        let given = |kw: Keyword, var: &str| {
+            info.get(kw)
+                .or_else(|| env.var(var))
+                .is_some_and(|v| !v.is_empty())
+        };
+        // A service file may set the user or the password, so a named service needs all.
+        let service = info
+            .get(Keyword::Service)
+            .or_else(|| env.var("PGSERVICE"))
+            .is_some();
+        Needs {
+            passwd: service || !given(Keyword::User, "PGUSER") || !given_home(env),
+            service,
+            passfile: service || !given(Keyword::Password, "PGPASSWORD"),
+        }
+    }
+}
+
+/// The process environment's variables whose names `keep` accepts, as the pure resolver
+/// takes them.
+fn environment(keep: impl Fn(&str) -> bool) -> Environment {
+    let mut env = Environment::new();
+    for (k, v) in std::env::vars_os() {
+        if let Ok(k) = k.into_string() {
+            if keep(&k) {
+                env.vars.insert(k, v.into_vec());
+            }
+        }
+    }
+    env
+}
+
+/// Whether `HOME` names the home directory (libpq asks the passwd database only otherwise).
+fn given_home(env: &Environment) -> bool {
+    env.var("HOME").is_some_and(|h| !h.is_empty())
 }
 
 fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {
@@ -99,4 +166,114 @@ fn passwd_entry() -> Option<(Vec<u8>, Vec<u8>)> {
             )
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pgyard_conninfo::{configure, Keyword};
+
+    /// The files of the fixture: system and user service files, two password files (one in
+    /// `HOME`, one in the passwd entry's home) and one named by `passfile`.
+    fn fixture_files() -> Vec<(&'static str, MemFile)> {
+        let pass = |line: &str| MemFile::regular(line.as_bytes().to_vec()).with_mode(0o600);
+        vec![
+            (
+                "/sys/pg_service.conf",
+                MemFile::regular(&b"[svc]\nuser=svcuser\nport=6001\n"[..]),
+            ),
+            (
+                "/h/.pg_service.conf",
+                MemFile::regular(&b"[hsvc]\npassword=svcpw\ndbname=hdb\n"[..]),
+            ),
+            ("/h/.pgpass", pass("*:*:*:*:homepw\n")),
+            ("/pw/.pgpass", pass("*:*:*:*:passwdpw\n")),
+            ("/custom/pass", pass("*:*:*:u:custompw\n")),
+        ]
+    }
+
+    /// Resolves `conninfo` with every input, and with only what `Needs::of` asks for, and
+    /// returns both outcomes in their debug form.
+    fn both(conninfo: &str, vars: &[(&str, &str)]) -> (String, String) {
+        let mut env = Environment::new().with_sysconfdir("/sys");
+        for (k, v) in vars {
+            env = env.with_var(*k, *v);
+        }
+        let info = pgyard_conninfo::parse(conninfo).expect("fixture parses");
+        let resolve = |env: &Environment, needs: Needs| {
+            let mut env = env.clone();
+            if needs.passwd {
+                env.os_user = Some(b"osuser".to_vec());
+                env.passwd_home = Some(b"/pw".to_vec());
+            }
+            let wanted = candidates(&env, info.get(Keyword::Passfile), needs);
+            let mut files = MemFiles::new();
+            for (path, file) in fixture_files() {
+                if wanted.iter().any(|w| w == path.as_bytes()) {
+                    files.insert(path, file);
+                }
+            }
+            format!("{:?}", configure(info.clone(), &env, &files))
+        };
+        let needs = Needs::of(&info, &env);
+        (resolve(&env, Needs::ALL), resolve(&env, needs))
+    }
+
+    #[test]
+    fn reading_only_what_is_needed_resolves_the_same() {
+        let conninfos = [
+            "host=h",
+            "host=h user=u",
+            "host=h user=u password=p",
+            "host=h user=u password=",
+            "host=h user= password=p",
+            "service=svc",
+            "service=hsvc user=u",
+            "host=h user=u passfile=/custom/pass",
+            "host=h passfile=/custom/pass",
+            "host=h user=u password=p service=",
+        ];
+        let envs: [&[(&str, &str)]; 8] = [
+            &[("HOME", "/h")],
+            &[],
+            &[("HOME", "")],
+            &[("HOME", "/h"), ("PGUSER", "u")],
+            &[("HOME", "/h"), ("PGUSER", "")],
+            &[("HOME", "/h"), ("PGPASSWORD", "envpw")],
+            &[("HOME", "/h"), ("PGSERVICE", "svc")],
+            &[("HOME", "/h"), ("PGSERVICE", "")],
+        ];
+        let mut narrowed = 0;
+        for c in conninfos {
+            for vars in envs {
+                let (all, needed) = both(c, vars);
+                assert_eq!(all, needed, "{c:?} with {vars:?}");
+                let info = pgyard_conninfo::parse(c).expect("fixture parses");
+                let mut env = Environment::new();
+                for (k, v) in vars {
+                    env = env.with_var(*k, *v);
+                }
+                let n = Needs::of(&info, &env);
+                narrowed += usize::from(!(n.passwd && n.service && n.passfile));
+            }
+        }
+        // The comparison means something only where something was left unread.
+        assert!(narrowed > 40, "only {narrowed} cases read less");
+    }
+
+    #[test]
+    fn a_password_user_and_home_given_reads_nothing_but_the_environment() {
+        let info = pgyard_conninfo::parse("host=h user=u password=p").expect("parses");
+        let env = Environment::new().with_var("HOME", "/h");
+        let n = Needs::of(&info, &env);
+        assert!(!n.passwd && !n.service && !n.passfile, "{n:?}");
+        let no_password = pgyard_conninfo::parse("host=h user=u").expect("parses");
+        let n = Needs::of(&no_password, &env);
+        assert!(!n.passwd && !n.service && n.passfile, "{n:?}");
+        let service = Environment::new()
+            .with_var("HOME", "/h")
+            .with_var("PGSERVICE", "s");
+        let n = Needs::of(&info, &service);
+        assert!(n.passwd && n.service && n.passfile, "{n:?}");
+    }
 }

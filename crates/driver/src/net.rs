@@ -45,7 +45,12 @@ pub fn open_event<S>(attempt: AttemptId, opened: &io::Result<S>) -> Event {
 pub fn set_tcp_options(sock: &impl std::os::fd::AsFd, opts: &TcpOptions) -> io::Result<()> {
     let r = socket2::SockRef::from(sock);
     r.set_keepalive(opts.keepalives)?;
-    if opts.keepalives {
+    // Only what was asked for, as libpq: the keepalive timings stay the system's otherwise
+    // (and an empty set would only switch SO_KEEPALIVE on a second time).
+    let timed = opts.keepalives_idle.is_some()
+        || opts.keepalives_interval.is_some()
+        || opts.keepalives_count.is_some();
+    if opts.keepalives && timed {
         let mut ka = socket2::TcpKeepalive::new();
         if let Some(d) = opts.keepalives_idle {
             ka = ka.with_time(d);

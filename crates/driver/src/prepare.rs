@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
+use pgyard_conninfo::configure;
 use pgyard_conninfo::typed::ConnectConfig;
-use pgyard_conninfo::{configure, Keyword};
 
 use crate::env::RealInputs;
 use crate::tls::TlsSettings;
@@ -48,7 +48,7 @@ pub fn prepare(conninfo: &str, options: &ConnectOptions) -> Result<Prepared, Err
     }
     let inputs = match &options.inputs {
         Some(i) => i.clone(),
-        None => RealInputs::read(info.get(Keyword::Passfile)),
+        None => RealInputs::read_for(&info),
     };
     let configured = configure(info, &inputs.env, &inputs.files)
         .map_err(|e| Error::Config(lossy(e.libpq_message())))?;
@@ -109,6 +109,7 @@ pub struct DriverConfig {
 mod tests {
     use super::*;
     use pgyard_conninfo::resolve::{Environment, MemFiles};
+    use pgyard_conninfo::Keyword;
 
     fn prepared(conninfo: &str, options: ConnectOptions) -> Prepared {
         let inputs = RealInputs {
