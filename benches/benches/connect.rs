@@ -303,12 +303,7 @@ impl Paired {
 /// right after every other about equally often: a connect right after a close meets the
 /// previous backend still exiting, and a fixed rotation would always put an id behind the
 /// same predecessor.
-fn interleaved(
-    ids: &mut [Id<'_>],
-    paired: &mut Paired,
-    me: usize,
-    iters: u64,
-) -> Duration {
+fn interleaved(ids: &mut [Id<'_>], paired: &mut Paired, me: usize, iters: u64) -> Duration {
     let mut order: Vec<usize> = (0..ids.len()).collect();
     let mut mine = Duration::ZERO;
     for _ in 0..iters {

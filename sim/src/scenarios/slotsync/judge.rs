@@ -3,7 +3,7 @@
 //! own reasoning. The loss invariants see only what a failover would lose; a sync that does
 //! nothing at all loses nothing, since the check then never says ready. These rules see it.
 
-use pgyard_slotsync::{Action, Outcome, SlotRow, Standby, SyncError};
+use pgyard_slotsync::{Action, Outcome, SlotRow, SlotType, Standby, SyncError};
 use pgyard_types::Lsn;
 
 use super::fail;
@@ -26,6 +26,20 @@ pub(super) fn sync_call(
     forward_only(tick, i, before, out)?;
     error_is_true(tick, i, remote, input, before, out)?;
     for local in out.slots_after.iter().filter(|s| s.synced) {
+        // Only the primary's logical failover slots are synced (and this world never drops
+        // one, so no synced slot is left over from one either).
+        let source = remote.iter().find(|r| r.slot_name == local.slot_name);
+        if !source.is_some_and(|r| r.failover && r.slot_type == SlotType::Logical) {
+            return Err(fail(
+                "synced-only-failover-slots",
+                format!(
+                    "tick {tick}: standby{} has a synced slot {}, and the primary's slot of \
+                     that name is {source:?}",
+                    i + 1,
+                    local.slot_name
+                ),
+            ));
+        }
         let confirmed = local.confirmed_flush_lsn.unwrap_or(Lsn::INVALID);
         // Positions are copied from the primary's slot, and only once the standby has the
         // WAL up to them; both only ever move forward, so a synced slot is never ahead of

@@ -22,7 +22,9 @@
 //! The failover-readiness check (`pgyard slotsync check`) is asked at random moments (about one
 //! tick in five, of a random standby) and right before the failover, from a snapshot of the
 //! same state: whenever it says the slot is ready, a failover to that standby at that moment
-//! must lose nothing (`ready-means-lossless`).
+//! must lose nothing (`ready-means-lossless`); every report is also held to the check's own
+//! documented rule, exit status and warnings (`report`). The primary also has a logical slot
+//! without `failover`, which nothing may sync.
 
 use pgyard_slotsync::cadence::WorkerSchedule;
 use pgyard_slotsync::check::check;
@@ -45,6 +47,7 @@ mod horizon;
 mod judge;
 mod loss;
 mod reconnect;
+mod report;
 mod wal;
 
 /// The scenario.
@@ -115,6 +118,8 @@ struct Mix {
 }
 
 const SLOT: &str = "sub_slot";
+/// A logical slot on the primary without `failover` (see `primary_rows`).
+const PLAIN_SLOT: &str = "plain_slot";
 /// Where the slot and the subscription start.
 const START: Lsn = Lsn(0x300_0000);
 
@@ -224,7 +229,7 @@ pub fn run_slotsync(
                 (0..mix.standbys as usize).collect()
             };
             let p = candidates[r(rng, candidates.len() as u64 - 1) as usize];
-            let ready = verdict_ready(world, &locals[p], p, &facts);
+            let ready = verdict_ready(tick, world, &locals[p], p, &facts)?;
             trace!(t, "check right before the failover: ready {ready}");
             let loss = failover(rng, t, &mix, world, &locals[p], p, received, sub.confirmed)?;
             if ready && loss.total() > 0 {
@@ -431,7 +436,7 @@ fn check_at_random(
         return Ok(());
     }
     let i = uniform_inclusive(asks, mix.standbys - 1) as usize;
-    if verdict_ready(world, &locals[i], i, facts) {
+    if verdict_ready(tick, world, &locals[i], i, facts)? {
         let loss = loss_at(world.0, world.1, &locals[i], i, received, &[]);
         trace!(t, "tick {tick}: check says ready for standby{}", i + 1);
         if loss.total() > 0 {
@@ -524,13 +529,15 @@ struct Facts<'a> {
     bug: Option<ScenarioBug>,
 }
 
-/// `pgyard slotsync check` on standby `i` as things stand: is `sub_slot` ready?
+/// `pgyard slotsync check` on standby `i` as things stand: is `sub_slot` ready? The whole
+/// report is judged first (see `report`).
 fn verdict_ready(
+    tick: u64,
     (publ, cluster): (&Publisher, &Cluster),
     local: &[SlotRow],
     i: usize,
     facts: &Facts,
-) -> bool {
+) -> Result<bool, Violation> {
     let mut sent_lsn = std::collections::BTreeMap::new();
     // The planted bug drops what was sent, as if no walsender were active: the check then
     // trusts the slot's confirmed_flush_lsn, which lags what the subscriber received.
@@ -551,12 +558,14 @@ fn verdict_ready(
         }),
         notes: Vec::new(),
     };
-    check(&snap).slots.iter().any(|v| v.slot == SLOT && v.ready)
+    let report = check(&snap);
+    report::judge(tick, i, &snap, &report)?;
+    Ok(report.slots.iter().any(|v| v.slot == SLOT && v.ready))
 }
 
 /// The primary's `pg_replication_slots`: each standby's physical slot (its feedback as
-/// `restart_lsn` and `catalog_xmin`) and the subscriber's failover slot, with their
-/// invalidations.
+/// `restart_lsn` and `catalog_xmin`), the subscriber's failover slot, with their
+/// invalidations, and a logical slot without `failover`.
 fn primary_rows(publ: &Publisher, cluster: &Cluster) -> Vec<SlotRow> {
     let mut rows: Vec<SlotRow> = publ
         .standbys
@@ -593,7 +602,15 @@ fn primary_rows(publ: &Publisher, cluster: &Cluster) -> Vec<SlotRow> {
         row.active_pid = None;
         horizon::invalidate(&mut row, cause);
     }
+    // A second subscription's slot, created without `failover`: never synced, never given a
+    // verdict. It keeps the same positions as the failover slot, so it holds back no WAL or
+    // catalog rows that slot does not.
+    let mut plain = row.clone();
+    plain.slot_name = PLAIN_SLOT.into();
+    plain.failover = false;
+    plain.active_pid = plain.active_pid.map(|p| p + 1);
     rows.push(row);
+    rows.push(plain);
     rows
 }
 

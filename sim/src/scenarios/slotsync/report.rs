@@ -1,0 +1,118 @@
+//! What the failover-readiness check must answer, judged from the snapshot it was given by
+//! the rule PostgreSQL's "Logical Replication Failover" documentation states, not by the
+//! check's own code: a failover slot is ready exactly when the standby's slot of that name is
+//! synced, persistent and valid, the primary's is valid, and nothing its subscribers received
+//! (the walsender's `sent_lsn`, or the slot's `confirmed_flush_lsn` when no walsender runs)
+//! lies past the standby's replay position. `ready-means-lossless` sees a check that says
+//! ready too often; these rules also see one that says it too rarely, verdicts for slots that
+//! are not failover slots, a wrong exit status, and warnings the world does not call for.
+
+use pgyard_slotsync::check::Report;
+use pgyard_slotsync::snapshot::Snapshot;
+use pgyard_slotsync::SlotType;
+use pgyard_types::Lsn;
+
+use super::fail;
+use crate::Violation;
+
+/// Judges `report`, the check of `snap` for standby `i`.
+pub(super) fn judge(
+    tick: u64,
+    i: usize,
+    snap: &Snapshot,
+    report: &Report,
+) -> Result<(), Violation> {
+    let bad = |what: String| {
+        Err(fail(
+            "check-report-true",
+            format!("tick {tick}: the check of standby{}: {what}", i + 1),
+        ))
+    };
+    let failover: Vec<&str> = snap
+        .input
+        .remote_slots
+        .iter()
+        .filter(|r| r.slot_type == SlotType::Logical && r.failover)
+        .map(|r| r.slot_name.as_str())
+        .collect();
+    let named: Vec<&str> = report.slots.iter().map(|v| v.slot.as_str()).collect();
+    if named != failover {
+        return bad(format!(
+            "verdicts for {named:?}, the primary's failover slots are {failover:?}"
+        ));
+    }
+    for v in &report.slots {
+        let expected = ready(snap, &v.slot);
+        if v.ready != expected || v.reason.is_none() != v.ready {
+            return bad(format!(
+                "{} ready {} (reason {:?}), the rule says {expected}",
+                v.slot, v.ready, v.reason
+            ));
+        }
+    }
+    let exit = u8::from(report.slots.iter().any(|v| !v.ready));
+    if report.exit_code() != exit {
+        return bad(format!("exit status {}, not {exit}", report.exit_code()));
+    }
+    let expected = expected_warnings(snap);
+    let got: Vec<&str> = report.warnings.iter().map(String::as_str).collect();
+    let matches = got.len() == expected.len()
+        && expected
+            .iter()
+            .all(|key| got.iter().any(|w| w.contains(key)));
+    if !matches {
+        return bad(format!(
+            "warnings {got:?}, the world calls for {expected:?}"
+        ));
+    }
+    Ok(())
+}
+
+/// The documented rule for slot `name` in `snap`.
+fn ready(snap: &Snapshot, name: &str) -> bool {
+    let remote = snap.input.remote_slots.iter().find(|r| r.slot_name == name);
+    let local = snap.input.local_slots.iter().find(|l| l.slot_name == name);
+    let (Some(r), Some(l)) = (remote, local) else {
+        return false;
+    };
+    if r.invalidation_reason.is_some()
+        || !l.synced
+        || l.temporary
+        || l.invalidation_reason.is_some()
+    {
+        return false;
+    }
+    let Some(primary) = &snap.primary else {
+        return true;
+    };
+    let received = match primary.sent_lsn.get(name) {
+        Some(sent) => Some(*sent),
+        None if primary.sent_hidden.contains(name) => return false,
+        None => r.confirmed_flush_lsn,
+    };
+    let replay = snap.input.standby.replay_lsn.unwrap_or(Lsn::INVALID);
+    received.is_none_or(|at| at <= replay)
+}
+
+/// What each warning the world calls for must mention. The simulated standbys are configured
+/// as slot synchronization needs, stream through their own slot, and the primary has it: the
+/// only warnings due are that nothing syncs on its own (`sync_replication_slots` off) and
+/// that the primary's `synchronized_standby_slots` does not hold subscribers back for this
+/// standby.
+fn expected_warnings(snap: &Snapshot) -> Vec<&'static str> {
+    let sb = &snap.input.standby;
+    let mut keys = Vec::new();
+    if !sb.sync_replication_slots {
+        keys.push("sync_replication_slots is off");
+    }
+    if let Some(p) = &snap.primary {
+        let listed = p
+            .synchronized_standby_slots
+            .split(',')
+            .any(|n| n.trim() == sb.primary_slot_name);
+        if !listed {
+            keys.push("synchronized_standby_slots");
+        }
+    }
+    keys
+}
