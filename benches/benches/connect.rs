@@ -4,8 +4,10 @@
 //!
 //! `connect_single/{pgyard_blocking,pgyard_tokio,libpq,tokio_postgres}` and
 //! `connect_single_scram/…`: one connect and close per iteration to one host, with trust and
-//! with SCRAM-SHA-256, the four ids taking turns within every iteration (see `interleaved`). Goal: pgyard ≤ 1.0× libpq and ≤ 1.0× tokio-postgres in both. Run one
-//! group with `cargo bench -p pgyard-benches --bench connect -- connect_single`.
+//! with SCRAM-SHA-256, the four ids taking turns within every iteration (see `interleaved`);
+//! the paired ratios printed after each group are the figures the goal is judged on. Goal:
+//! pgyard ≤ 1.0× libpq and ≤ 1.0× tokio-postgres in both. Run one group with
+//! `cargo bench -p pgyard-benches --bench connect -- connect_single`.
 //!
 //! The failover ids use the host list [hung, hung, refused, primary] with `connect_timeout=2`:
 //! two listeners of this benchmark that accept and never answer, then a port nothing listens

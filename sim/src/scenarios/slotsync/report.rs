@@ -56,10 +56,12 @@ pub(super) fn judge(
     }
     let expected = expected_warnings(snap);
     let got: Vec<&str> = report.warnings.iter().map(String::as_str).collect();
+    // One warning per key, in the check's order (the standby's settings, then the
+    // primary's), each naming its own key only.
     let matches = got.len() == expected.len()
-        && expected
-            .iter()
-            .all(|key| got.iter().any(|w| w.contains(key)));
+        && got.iter().zip(&expected).all(|(w, key)| {
+            w.contains(key) && expected.iter().filter(|k| w.contains(*k)).count() == 1
+        });
     if !matches {
         return bad(format!(
             "warnings {got:?}, the world calls for {expected:?}"
