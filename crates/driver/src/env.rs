@@ -1,7 +1,7 @@
 //! The real process environment and files, read once and handed to the pure resolver (the
 //! canonical copy: the CLI calls this one).
 
-use pgyard_conninfo::resolve::{Environment, FileKind, MemFile, MemFiles};
+use pgyard_conninfo::resolve::{consulted_variables, Environment, FileKind, MemFile, MemFiles};
 use pgyard_conninfo::{ConnInfo, Keyword};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -21,16 +21,16 @@ impl RealInputs {
     /// Reads the process environment, the passwd entry of the effective user, and every file
     /// the resolver may consult for `passfile_keyword` (the connection string's own value).
     pub fn read(passfile_keyword: Option<&[u8]>) -> Self {
-        Self::read_with(environment(|_| true), passfile_keyword, Needs::ALL)
+        Self::read_with(whole_environment(), passfile_keyword, Needs::ALL)
     }
 
     /// Reads what resolving `info` can consult, and nothing else, as libpq reads lazily: the
-    /// variables whose names begin with `PG`, and `HOME`; the service files only when a
+    /// variables it reads by name (each keyword's, a few more, `HOME`); the service files only when a
     /// service is named, the password files only when no password is given, the passwd
     /// entry only when no user is given or `HOME` is unset or empty. The resolution is the
     /// same as with [`RealInputs::read`]'s inputs.
     pub fn read_for(info: &ConnInfo) -> Self {
-        let env = environment(|name| name.starts_with("PG") || name == "HOME");
+        let env = consulted_environment();
         let needs = Needs::of(info, &env);
         Self::read_with(env, info.get(Keyword::Passfile), needs)
     }
@@ -107,15 +107,36 @@ impl Needs {
     }
 }
 
-/// The process environment's variables whose names `keep` accepts, as the pure resolver
-/// takes them.
-fn environment(keep: impl Fn(&str) -> bool) -> Environment {
+/// The process environment's variables the resolver and the startup packet may read
+/// ([`consulted_variables`] and [`STARTUP_VARIABLES`]), each looked up by name as libpq's
+/// `getenv`s are: copying the whole environment to keep a few was a third of the
+/// instructions a trust connect spends outside the kernel (more under `cargo`, whose
+/// environment is large).
+fn consulted_environment() -> Environment {
+    let mut env = Environment::new();
+    let startup = STARTUP_VARIABLES.iter().map(|(var, _)| *var);
+    for name in consulted_variables().chain(startup) {
+        if let Some(v) = std::env::var_os(name) {
+            env.vars.insert(name.to_owned(), v.into_vec());
+        }
+    }
+    env
+}
+
+/// The startup parameters libpq takes from the environment: variable, parameter.
+pub(crate) const STARTUP_VARIABLES: [(&str, &str); 3] = [
+    ("PGDATESTYLE", "datestyle"),
+    ("PGTZ", "timezone"),
+    ("PGGEQO", "geqo"),
+];
+
+/// Every variable of the process environment (with a UTF-8 name), as the pure resolver
+/// takes them: `pgyard conninfo` reports every source.
+fn whole_environment() -> Environment {
     let mut env = Environment::new();
     for (k, v) in std::env::vars_os() {
         if let Ok(k) = k.into_string() {
-            if keep(&k) {
-                env.vars.insert(k, v.into_vec());
-            }
+            env.vars.insert(k, v.into_vec());
         }
     }
     env
@@ -254,6 +275,41 @@ mod tests {
         }
         // The comparison means something only where something was left unread.
         assert!(narrowed > 40, "only {narrowed} cases read less");
+    }
+
+    /// Every variable looked up by a literal name (`Environment::var` on a string) in the resolver's or the
+    /// driver's source is one `read_for` reads; the keywords' own variables are read from
+    /// the same table the resolver walks.
+    #[test]
+    fn every_variable_looked_up_by_name_is_read() {
+        let sources = [
+            include_str!("../../conninfo/src/resolve/mod.rs"),
+            include_str!("../../conninfo/src/resolve/service.rs"),
+            include_str!("../../conninfo/src/resolve/passfile.rs"),
+            include_str!("env.rs"),
+            include_str!("prepare.rs"),
+        ];
+        let read: Vec<&str> = consulted_variables()
+            .chain(STARTUP_VARIABLES.map(|(var, _)| var))
+            .collect();
+        let mut named = 0;
+        for src in sources {
+            for piece in src.split(".var(\"").skip(1) {
+                let name = piece.split('"').next().unwrap_or_default();
+                assert!(read.contains(&name), "{name} is looked up but not read");
+                named += 1;
+            }
+        }
+        assert!(named >= 8, "only {named} lookups by name found");
+        for kw in pgyard_conninfo::keywords::ALL {
+            if let Some(var) = kw.info().env {
+                assert!(
+                    read.contains(&var),
+                    "{var} ({}) is not read",
+                    kw.info().name
+                );
+            }
+        }
     }
 
     #[test]

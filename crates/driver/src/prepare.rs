@@ -83,17 +83,13 @@ pub fn prepare(conninfo: &str, options: &ConnectOptions) -> Result<Prepared, Err
 
 /// The startup parameters libpq takes from PGDATESTYLE, PGTZ and PGGEQO (unless `default`).
 fn startup_extras(inputs: &RealInputs) -> Vec<(Vec<u8>, Vec<u8>)> {
-    [
-        ("PGDATESTYLE", "datestyle"),
-        ("PGTZ", "timezone"),
-        ("PGGEQO", "geqo"),
-    ]
-    .into_iter()
-    .filter_map(|(var, name)| {
-        let v = inputs.env.var(var)?;
-        (!v.eq_ignore_ascii_case(b"default")).then(|| (name.as_bytes().to_vec(), v.to_vec()))
-    })
-    .collect()
+    crate::env::STARTUP_VARIABLES
+        .into_iter()
+        .filter_map(|(var, name)| {
+            let v = inputs.env.var(var)?;
+            (!v.eq_ignore_ascii_case(b"default")).then(|| (name.as_bytes().to_vec(), v.to_vec()))
+        })
+        .collect()
 }
 
 /// Connect-wide settings a driver needs besides the machine.

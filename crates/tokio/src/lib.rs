@@ -17,7 +17,8 @@
 //! [`follow`] streams a publisher's logical slot into a durable delay queue; [`proxy`] runs
 //! `pgyard proxy`, the pooler that honours the middleware message.
 //!
-//! Each attempt is a task of its own, so racing hosts costs no threads. A failed connect
+//! A sequential walk runs on the caller's task; racing attempts are tasks of their own, so
+//! racing hosts costs no threads. A failed connect
 //! keeps libpq's text and says what it means; here a port nobody listens on, and an
 //! environment given instead of the process's:
 //!
@@ -39,6 +40,7 @@
 
 mod driver;
 pub mod follow;
+mod inline;
 pub mod proxy;
 mod session;
 mod transport;

@@ -11,8 +11,8 @@ use pgyard_driver::{
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::driver;
 use crate::transport::{self, write_flush, Transport};
+use crate::{driver, inline};
 
 /// An established connection to the server the machine chose.
 #[derive(Debug)]
@@ -27,7 +27,7 @@ impl Session {
         log: &mut Vec<Attempt>,
     ) -> Result<Session, Error> {
         let first = log.len();
-        let outcome = driver::run(&mut machine, None, log).await;
+        let outcome = drive(&mut machine, None, log).await;
         Ok(Session {
             core: SessionCore::new(machine, outcome?, log[first..].to_vec()),
         })
@@ -142,7 +142,7 @@ impl Session {
     pub async fn reset(&mut self) -> Result<(), Error> {
         let replaced = self.core.begin_reset();
         let mut log = Vec::new();
-        let outcome = driver::run(&mut self.core.machine, replaced, &mut log).await;
+        let outcome = drive(&mut self.core.machine, replaced, &mut log).await;
         self.core.finish_reset(outcome?, log);
         Ok(())
     }
@@ -152,6 +152,20 @@ impl Session {
         if let Some(t) = self.core.take_transport() {
             terminate(t).await;
         }
+    }
+}
+
+/// Runs a connect: on the caller's task when attempts never overlap (libpq's sequential
+/// walk), with a task per attempt when they race (see `inline.rs`).
+async fn drive(
+    m: &mut Machine,
+    held: Option<(pgyard_connect::AttemptId, Transport)>,
+    log: &mut Vec<Attempt>,
+) -> Result<(Established, Transport), Error> {
+    if m.connector.config().strategy() == pgyard_driver::Strategy::Sequential {
+        inline::run(m, held, log).await
+    } else {
+        driver::run(m, held, log).await
     }
 }
 

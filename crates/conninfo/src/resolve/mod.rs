@@ -33,6 +33,20 @@ pub use passfile::{
 };
 pub use service::{parse_service_file, ServiceError, ServiceScan};
 
+/// The variables resolution reads besides each keyword's own (see [`consulted_variables`]).
+const OTHER_VARIABLES: [&str; 4] = ["PGREQUIRESSL", "PGSERVICEFILE", "PGSYSCONFDIR", "HOME"];
+
+/// Every environment variable [`add_defaults`] and the service-file search may read: each
+/// keyword's variable, `PGREQUIRESSL`, `PGSERVICEFILE`, `PGSYSCONFDIR` and `HOME`. A caller
+/// that fills an [`Environment`] from a real process needs only these, as libpq `getenv`s
+/// only these.
+pub fn consulted_variables() -> impl Iterator<Item = &'static str> {
+    keywords::ALL
+        .iter()
+        .filter_map(|kw| kw.info().env)
+        .chain(OTHER_VARIABLES)
+}
+
 /// The system configuration directory of Debian's libpq build (`pg_config --sysconfdir`).
 pub const DEFAULT_SYSCONFDIR: &str = "/etc/postgresql-common";
 
