@@ -5,8 +5,11 @@
 //! A slot is ready exactly when, on the standby, it is synced, persistent (not temporary) and
 //! valid, and no WAL a subscriber has received from the primary (the slot's walsender
 //! `sent_lsn`, else its `confirmed_flush_lsn`) lies beyond the standby's replay position —
-//! the condition of PostgreSQL's "Logical Replication Failover" documentation. Warnings name
-//! what may make a ready slot unready later; they change neither `ready` nor the exit status.
+//! the condition of PostgreSQL's "Logical Replication Failover" documentation — and, when the
+//! standby runs with `hot_standby_feedback` off, it has replayed everything it received
+//! (promotion replays the rest first, and without feedback a catalog removal in it would
+//! invalidate the slot: the simulator's world found this). Warnings name what may make a
+//! ready slot unready later; they change neither `ready` nor the exit status.
 
 use pgyard_types::{Lsn, Xid};
 
@@ -229,6 +232,9 @@ fn not_ready_reason(
             _ => None,
         };
     let replay = sb.replay_lsn.unwrap_or(Lsn::INVALID);
+    if let Some(reason) = unprotected_replay(sb, replay) {
+        return Some(reason);
+    }
     if let Some((how, at)) = received.filter(|(_, at)| *at > replay) {
         let what = if how == "sent" {
             "the primary has sent subscribers of this slot WAL up to"
@@ -243,6 +249,30 @@ fn not_ready_reason(
         ));
     }
     None
+}
+
+/// Promotion first replays everything the standby received. With `hot_standby_feedback` on,
+/// the primary keeps the catalog rows the standby's synced slots need, so nothing in that WAL
+/// conflicts with them; with it off, a catalog removal in it would invalidate the slot during
+/// promotion, and the snapshot cannot show whether one is there.
+fn unprotected_replay(sb: &Standby, replay: Lsn) -> Option<String> {
+    if sb.hot_standby_feedback {
+        return None;
+    }
+    match sb.receive_lsn {
+        Some(receive) if receive <= replay => None,
+        Some(receive) => Some(format!(
+            "hot_standby_feedback is off and the standby has received {} bytes of WAL it has \
+             not replayed: promotion replays them first, and a catalog removal among them \
+             (which nothing held back for this slot) would invalidate it",
+            receive.0 - replay.0
+        )),
+        None => Some(
+            "hot_standby_feedback is off and the standby's receive position is unknown: \
+             promotion may replay WAL whose catalog removals invalidate this slot"
+                .to_owned(),
+        ),
+    }
 }
 
 fn temporary_reason(remote: Option<&SlotRow>, l: &SlotRow) -> String {

@@ -198,3 +198,34 @@ fn no_failover_slots_is_ready_and_snapshots_round_trip() {
     assert_eq!(back, s);
     assert_eq!(Lsn(1), lsn("0/1"));
 }
+
+/// Without `hot_standby_feedback` the primary keeps no catalog rows for the standby's synced
+/// slots, so WAL received and not yet replayed may hold a removal that invalidates the slot
+/// when promotion replays it: ready only once everything received is replayed (the
+/// simulator's `slotsync` world found the failover this loses).
+#[test]
+fn without_feedback_everything_received_must_be_replayed() {
+    let mut s = snap(
+        vec![remote("a", "0/2000000", "0/2000100", 760)],
+        vec![synced("a", "0/2000000", "0/2000100", 760)],
+        Some(primary(&[("a", "0/2000100")], "s1")),
+    );
+    s.input.standby.hot_standby_feedback = false;
+    s.input.standby.replay_lsn = Some(lsn("0/3000000"));
+    s.input.standby.receive_lsn = Some(lsn("0/3000040"));
+    let why = reason_of(&s, "a").expect("not ready");
+    assert!(
+        why.starts_with("hot_standby_feedback is off and the standby has received 64 bytes"),
+        "{why}"
+    );
+    assert_eq!(check(&s).exit_code(), 1);
+    s.input.standby.receive_lsn = None;
+    let why = reason_of(&s, "a").expect("not ready");
+    assert!(why.contains("receive position is unknown"), "{why}");
+    s.input.standby.receive_lsn = Some(lsn("0/3000000"));
+    assert_eq!(reason_of(&s, "a"), None);
+    // With feedback on, the same unreplayed WAL holds no removal the slot needs.
+    s.input.standby.hot_standby_feedback = true;
+    s.input.standby.receive_lsn = Some(lsn("0/3000040"));
+    assert_eq!(reason_of(&s, "a"), None);
+}

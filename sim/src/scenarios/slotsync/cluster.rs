@@ -112,20 +112,25 @@ impl Cluster {
     }
 
     /// After the sync: each standby's feedback reports its slots' `catalog_xmin`; then the
-    /// primary may vacuum its catalog and may take a checkpoint.
-    #[allow(clippy::too_many_arguments)]
+    /// primary may vacuum its catalog and may take a checkpoint. The standby `feedback_off`
+    /// runs with `hot_standby_feedback = off`: its walreceiver's last feedback cleared the
+    /// slot's `catalog_xmin`, so it holds nothing back.
     pub fn primary_step(
         &mut self,
         rng: &mut Rng,
         t: &mut Trace,
-        tick: u64,
-        mix: &Mix,
+        (tick, mix): (u64, &Mix),
         publ: &mut Publisher,
         locals: &[Vec<SlotRow>],
+        feedback_off: Option<usize>,
     ) {
-        for (p, slots) in self.physical.iter_mut().zip(locals) {
+        for (i, (p, slots)) in self.physical.iter_mut().zip(locals).enumerate() {
             if p.invalid.is_none() {
-                p.catalog_xmin = feedback_catalog_xmin(slots);
+                p.catalog_xmin = if feedback_off == Some(i) {
+                    None
+                } else {
+                    feedback_catalog_xmin(slots)
+                };
             }
         }
         if uniform_inclusive(rng, 99) < mix.vacuum_percent {
@@ -243,19 +248,27 @@ mod tests {
         let mut synced = SlotRow::logical("sub_slot");
         synced.catalog_xmin = Some(Xid(1001));
         let mut t = Trace::hashing();
-        cluster.primary_step(
-            &mut rng,
-            &mut t,
-            0,
-            &mix,
-            &mut publ,
-            &[vec![synced.clone()]],
-        );
+        let locals = [vec![synced.clone()]];
+        cluster.primary_step(&mut rng, &mut t, (0, &mix), &mut publ, &locals, None);
         assert_eq!(cluster.physical[0].catalog_xmin, Some(Xid(1001)));
         assert_eq!(cluster.catalog.vacuumed(), Xid(1001));
+        // With hot_standby_feedback off the valid synced slot holds nothing back either.
+        let mut off = cluster.clone();
+        off.primary_step(
+            &mut rng.clone(),
+            &mut t,
+            (1, &mix),
+            &mut publ,
+            &locals,
+            Some(0),
+        );
+        assert_eq!(off.physical[0].catalog_xmin, None);
+        assert!(publ.slot.catalog_xmin.0 > 1001);
+        assert_eq!(off.catalog.vacuumed(), publ.slot.catalog_xmin);
         // Once the standby's slot is gone, the logical slot alone holds it.
         synced.invalidation_reason = Some(InvalidationCause::RowsRemoved);
-        cluster.primary_step(&mut rng, &mut t, 1, &mix, &mut publ, &[vec![synced]]);
+        let locals = [vec![synced]];
+        cluster.primary_step(&mut rng, &mut t, (1, &mix), &mut publ, &locals, None);
         assert_eq!(cluster.catalog.vacuumed(), publ.slot.catalog_xmin);
     }
 
@@ -265,7 +278,7 @@ mod tests {
         cluster.keep_bytes = Some(2 * SEGMENT_BYTES);
         publ.append_wal(8 * SEGMENT_BYTES);
         let mut t = Trace::hashing();
-        cluster.primary_step(&mut rng, &mut t, 0, &mix, &mut publ, &[Vec::new()]);
+        cluster.primary_step(&mut rng, &mut t, (0, &mix), &mut publ, &[Vec::new()], None);
         assert_eq!(cluster.logical_invalid, Some(InvalidationCause::WalRemoved));
         assert_eq!(
             cluster.physical[0].invalid,

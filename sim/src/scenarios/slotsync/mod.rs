@@ -31,7 +31,7 @@ use pgyard_slotsync::check::check;
 use pgyard_slotsync::snapshot::{PrimaryFacts, Snapshot};
 use pgyard_slotsync::{
     promote, sync_cycle, sync_function, Caller, Outcome, PlanInput, SlotRow, Standby,
-    StandbySlotList, Version,
+    StandbySlotList, SyncError, Version,
 };
 use pgyard_types::{uniform_inclusive, Instant, Lsn, Rng, RngCore, UnixTime};
 
@@ -41,6 +41,7 @@ use crate::{trace, Scenario, Trace, Violation};
 use cluster::Cluster;
 use loss::loss_at;
 pub use loss::{LossWindow, Unusable};
+use settings::{wrong_at, Misconfig, Wrong};
 
 mod cluster;
 mod horizon;
@@ -48,6 +49,7 @@ mod judge;
 mod loss;
 mod reconnect;
 mod report;
+mod settings;
 mod wal;
 
 /// The scenario.
@@ -142,6 +144,12 @@ pub fn run_slotsync(
     let mut asks = rng.clone();
     asks.set_stream(ASK_STREAM);
     trace!(t, "mix {mix:?}");
+    let misconfig = Misconfig::draw(rng, mix.ticks, mix.standbys);
+    if let Some(m) = misconfig {
+        trace!(t, "misconfigured {m:?}");
+    }
+    let mut ops = rng.clone();
+    ops.set_stream(OPS_STREAM);
     let mut publ = Publisher::new(mix.workload.clone(), START);
     for i in 0..mix.standbys as usize {
         publ.add_standby(&format!("standby{}", i + 1), mix.stall_percent[i]);
@@ -162,6 +170,9 @@ pub fn run_slotsync(
     let mut cluster = Cluster::new(&publ, mix.keep_bytes);
     let mut standbys = Standbys {
         bug: sync_bug,
+        misconfig,
+        ops,
+        relaunch: vec![Instant::ZERO; mix.standbys as usize],
         locals: vec![Vec::new(); mix.standbys as usize],
         schedules: (0..mix.standbys)
             .map(|_| WorkerSchedule::new(Instant::ZERO))
@@ -208,7 +219,11 @@ pub fn run_slotsync(
             sub.step(rng, t, tick, &mix, &mut publ, bound);
         }
         standbys.sync(t, tick, now, &mix, (&publ, &cluster), &primary_rows)?;
-        cluster.primary_step(rng, t, tick, &mix, &mut publ, &standbys.locals);
+        let feedback_off = misconfig
+            .filter(|m| m.wrong == Wrong::Feedback && m.hits(m.standby, tick))
+            .map(|m| m.standby);
+        let locals = &standbys.locals;
+        cluster.primary_step(rng, t, (tick, &mix), &mut publ, locals, feedback_off);
         let locals = &standbys.locals;
         let received = sub.received;
         let applied_end = received
@@ -219,6 +234,7 @@ pub fn run_slotsync(
             sent: applied_end,
             worker: mix.worker,
             bug,
+            misconfig,
         };
         let world = (&publ, &cluster);
         check_at_random(&mut asks, t, tick, &mix, world, locals, received, &facts)?;
@@ -231,7 +247,10 @@ pub fn run_slotsync(
             let p = candidates[r(rng, candidates.len() as u64 - 1) as usize];
             let ready = verdict_ready(tick, world, &locals[p], p, &facts)?;
             trace!(t, "check right before the failover: ready {ready}");
-            let loss = failover(rng, t, &mix, world, &locals[p], p, received, sub.confirmed)?;
+            settings::at_promotion(tick, world, &locals[p], p, &facts)?;
+            let wrong = wrong_at(misconfig, p, tick);
+            let at = (p, wrong);
+            let loss = failover(rng, t, &mix, world, &locals[p], at, received, sub.confirmed)?;
             if ready && loss.total() > 0 {
                 return Err(fail(
                     "ready-means-lossless",
@@ -332,6 +351,14 @@ impl Subscriber {
 struct Standbys {
     /// The sync engine's planted bug, if one is switched on.
     bug: Option<SyncBug>,
+    /// A standby configured wrong for a while, if one is.
+    misconfig: Option<Misconfig>,
+    /// The operator's calls of `pg_sync_replication_slots()` while the worker runs are drawn
+    /// from this stream.
+    ops: Rng,
+    /// When the postmaster may launch each standby's worker again after it failed to start
+    /// (no sooner than 10 s after the previous launch).
+    relaunch: Vec<Instant>,
     locals: Vec<Vec<SlotRow>>,
     schedules: Vec<WorkerSchedule>,
 }
@@ -349,7 +376,15 @@ impl Standbys {
         primary_rows: &[SlotRow],
     ) -> Result<(), Violation> {
         for i in 0..mix.standbys as usize {
-            let input = standby_input(publ, cluster, i, mix.worker);
+            let wrong = wrong_at(self.misconfig, i, tick);
+            let input = standby_input(publ, cluster, i, mix.worker, wrong);
+            let refusal = wrong.map(settings::refusal);
+            if mix.worker && uniform_inclusive(&mut self.ops, 19) == 0 {
+                // The operator calls the function while the worker runs (or would run).
+                let expected = refusal.clone().unwrap_or(SyncError::Concurrent);
+                let out = sync_function(primary_rows, &self.locals[i], &input);
+                settings::judge_outcome(tick, i, Some(&expected), &self.locals[i], &out)?;
+            }
             let run = if mix.worker {
                 self.schedules[i].handle_timeout(now)
             } else {
@@ -358,7 +393,28 @@ impl Standbys {
             if !run {
                 continue;
             }
+            if mix.worker {
+                if now < self.relaunch[i] {
+                    continue;
+                }
+                // A worker that cannot start (or exits at its start) runs no cycle; the
+                // postmaster launches it again 10 s later.
+                let started = settings::worker_start(&input, primary_rows);
+                settings::judge_refusal(tick, i, refusal.as_ref(), started.as_ref().err(), false)?;
+                if let Err(e) = started {
+                    trace!(
+                        t,
+                        "tick {tick}: standby{} worker does not start: {e}",
+                        i + 1
+                    );
+                    self.schedules[i] = WorkerSchedule::new(now);
+                    self.relaunch[i] = Instant(now.0 + RELAUNCH_NANOS);
+                    continue;
+                }
+            }
             let out = run_sync(primary_rows, &self.locals[i], &input, mix.worker, self.bug);
+            let expected = if mix.worker { None } else { refusal.as_ref() };
+            settings::judge_outcome(tick, i, expected, &self.locals[i], &out)?;
             judge::sync_call(
                 tick,
                 i,
@@ -419,6 +475,13 @@ fn run_sync(
 /// The RNG stream the check's moments are drawn from.
 const ASK_STREAM: u64 = 0x6173_6b73;
 
+/// `SLOTSYNC_RESTART_INTERVAL_SEC`: the postmaster relaunches a worker that exited no sooner
+/// than this after its previous launch.
+const RELAUNCH_NANOS: u64 = 10_000_000_000;
+
+/// The RNG stream the operator's function calls are drawn from (see [`Standbys`]).
+const OPS_STREAM: u64 = 0x6f70_7321;
+
 /// The check at a random moment, of a random standby: if it says ready, a failover now must
 /// lose nothing.
 #[allow(clippy::too_many_arguments)]
@@ -461,7 +524,7 @@ fn failover(
     mix: &Mix,
     (publ, cluster): (&Publisher, &Cluster),
     local: &[SlotRow],
-    p: usize,
+    (p, wrong): (usize, Option<Wrong>),
     received: usize,
     confirmed: Lsn,
 ) -> Result<LossWindow, Violation> {
@@ -508,7 +571,10 @@ fn failover(
     // Last, so the draws above (and the loss window sweeps total) do not depend on it.
     let world_seed = rng.next_u64();
     reconnect::subscriber_reconnects(t, mix, p, world_seed)?;
-    if mix.gate_on && loss.total() > 0 {
+    // The setting's promise holds for a standby configured as slot synchronization needs;
+    // without hot_standby_feedback its synced slot may be invalidated by the very WAL
+    // promotion replays (the check then says not ready: `ready-means-lossless` still holds).
+    if mix.gate_on && wrong != Some(Wrong::Feedback) && loss.total() > 0 {
         return Err(fail(
             "failover-loses-nothing",
             format!(
@@ -527,6 +593,7 @@ struct Facts<'a> {
     sent: Lsn,
     worker: bool,
     bug: Option<ScenarioBug>,
+    misconfig: Option<Misconfig>,
 }
 
 /// `pgyard slotsync check` on standby `i` as things stand: is `sub_slot` ready? The whole
@@ -538,6 +605,7 @@ fn verdict_ready(
     i: usize,
     facts: &Facts,
 ) -> Result<bool, Violation> {
+    let wrong = wrong_at(facts.misconfig, i, tick);
     let mut sent_lsn = std::collections::BTreeMap::new();
     // The planted bug drops what was sent, as if no walsender were active: the check then
     // trusts the slot's confirmed_flush_lsn, which lags what the subscriber received.
@@ -548,7 +616,7 @@ fn verdict_ready(
         input: PlanInput {
             remote_slots: primary_rows(publ, cluster),
             local_slots: local.to_vec(),
-            standby: standby_input(publ, cluster, i, facts.worker),
+            standby: standby_input(publ, cluster, i, facts.worker, wrong),
         },
         primary: Some(PrimaryFacts {
             version: Version::V18,
@@ -559,7 +627,7 @@ fn verdict_ready(
         notes: Vec::new(),
     };
     let report = check(&snap);
-    report::judge(tick, i, &snap, &report)?;
+    report::judge(tick, i, &snap, &report, wrong)?;
     Ok(report.slots.iter().any(|v| v.slot == SLOT && v.ready))
 }
 
@@ -615,10 +683,16 @@ fn primary_rows(publ: &Publisher, cluster: &Cluster) -> Vec<SlotRow> {
 }
 
 /// Standby `i` as the sync engine reads it.
-fn standby_input(publ: &Publisher, cluster: &Cluster, i: usize, worker: bool) -> Standby {
+fn standby_input(
+    publ: &Publisher,
+    cluster: &Cluster,
+    i: usize,
+    worker: bool,
+    wrong: Option<Wrong>,
+) -> Standby {
     let s = &publ.standbys[i];
     let w = &cluster.standby_wal[i];
-    Standby {
+    let mut sb = Standby {
         receive_lsn: Some(s.receive_lsn),
         replay_lsn: Some(s.replay_lsn),
         // Its next xid as of replay: that of the first transaction that began after it.
@@ -630,5 +704,7 @@ fn standby_input(publ: &Publisher, cluster: &Cluster, i: usize, worker: bool) ->
         primary_conninfo: "host=primary dbname=postgres".into(),
         sync_replication_slots: worker,
         ..Standby::default()
-    }
+    };
+    settings::apply(&mut sb, wrong);
+    sb
 }

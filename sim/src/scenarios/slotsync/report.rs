@@ -3,7 +3,8 @@
 //! check's own code: a failover slot is ready exactly when the standby's slot of that name is
 //! synced, persistent and valid, the primary's is valid, and nothing its subscribers received
 //! (the walsender's `sent_lsn`, or the slot's `confirmed_flush_lsn` when no walsender runs)
-//! lies past the standby's replay position. `ready-means-lossless` sees a check that says
+//! lies past the standby's replay position, and, with `hot_standby_feedback` off, nothing
+//! received is left to replay. `ready-means-lossless` sees a check that says
 //! ready too often; these rules also see one that says it too rarely, verdicts for slots that
 //! are not failover slots, a wrong exit status, and warnings the world does not call for.
 
@@ -13,14 +14,17 @@ use pgyard_slotsync::SlotType;
 use pgyard_types::Lsn;
 
 use super::fail;
+use super::settings::{warning_key, Wrong};
 use crate::Violation;
 
-/// Judges `report`, the check of `snap` for standby `i`.
+/// Judges `report`, the check of `snap` for standby `i`, whose setting `wrong` (if any) the
+/// world set wrong.
 pub(super) fn judge(
     tick: u64,
     i: usize,
     snap: &Snapshot,
     report: &Report,
+    wrong: Option<Wrong>,
 ) -> Result<(), Violation> {
     let bad = |what: String| {
         Err(fail(
@@ -54,7 +58,7 @@ pub(super) fn judge(
     if report.exit_code() != exit {
         return bad(format!("exit status {}, not {exit}", report.exit_code()));
     }
-    let expected = expected_warnings(snap);
+    let expected = expected_warnings(snap, wrong);
     let got: Vec<&str> = report.warnings.iter().map(String::as_str).collect();
     // One warning per key, in the check's order (the standby's settings, then the
     // primary's), each naming its own key only.
@@ -92,18 +96,22 @@ fn ready(snap: &Snapshot, name: &str) -> bool {
         None if primary.sent_hidden.contains(name) => return false,
         None => r.confirmed_flush_lsn,
     };
-    let replay = snap.input.standby.replay_lsn.unwrap_or(Lsn::INVALID);
-    received.is_none_or(|at| at <= replay)
+    let sb = &snap.input.standby;
+    let replay = sb.replay_lsn.unwrap_or(Lsn::INVALID);
+    // Without hot_standby_feedback nothing keeps the slot's catalog rows on the primary, and
+    // promotion replays what was received before the slot is used.
+    let replayed_all = sb.receive_lsn.is_some_and(|r| r <= replay);
+    (sb.hot_standby_feedback || replayed_all) && received.is_none_or(|at| at <= replay)
 }
 
-/// What each warning the world calls for must mention. The simulated standbys are configured
-/// as slot synchronization needs, stream through their own slot, and the primary has it: the
-/// only warnings due are that nothing syncs on its own (`sync_replication_slots` off) and
-/// that the primary's `synchronized_standby_slots` does not hold subscribers back for this
-/// standby.
-fn expected_warnings(snap: &Snapshot) -> Vec<&'static str> {
+/// What each warning the world calls for must mention. The simulated standbys stream through
+/// their own slot, and the primary has it: the only warnings due are the setting the world
+/// set wrong (named as the server quotes it), that nothing syncs on its own
+/// (`sync_replication_slots` off), and that the primary's `synchronized_standby_slots` does
+/// not hold subscribers back for this standby.
+fn expected_warnings(snap: &Snapshot, wrong: Option<Wrong>) -> Vec<&'static str> {
     let sb = &snap.input.standby;
-    let mut keys = Vec::new();
+    let mut keys: Vec<&'static str> = wrong.map(warning_key).into_iter().collect();
     if !sb.sync_replication_slots {
         keys.push("sync_replication_slots is off");
     }

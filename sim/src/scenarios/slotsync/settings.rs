@@ -1,0 +1,218 @@
+//! Standbys configured wrong for slot synchronization for a while, and the syncs nobody should
+//! run: what the engine must refuse, with which error, and what the readiness check must warn
+//! about, judged from the setting the world broke (not from the engine's own checks).
+//!
+//! A drawn standby runs, for a window of ticks, with one setting slot synchronization needs
+//! set wrong: `wal_level = replica` (from the start: the setting needs a restart, and nothing
+//! has synced before it), `hot_standby_feedback = off` (to the end of the run; its physical
+//! slot on the primary then holds no `catalog_xmin`, so the primary's vacuum may remove catalog
+//! rows its synced slots need, and replaying that removal invalidates them), or a `primary_conninfo` without
+//! `dbname` (streaming needs none; slot synchronization does). Each of these settings leaves
+//! physical streaming as it was. In worker mode an operator also calls
+//! `pg_sync_replication_slots()` now and then while the worker runs.
+
+use pgyard_slotsync::engine::{dbname_from_conninfo, validate_remote, worker_launch_check};
+use pgyard_slotsync::{sync_function, Outcome, SlotRow, Standby, SyncError, WalLevel};
+use pgyard_types::{uniform_inclusive, Rng};
+
+use super::cluster::Cluster;
+use super::{fail, primary_rows, standby_input, Facts};
+use crate::publisher::Publisher;
+use crate::Violation;
+
+/// The RNG stream the misconfigurations are drawn from: seeds without one run exactly the
+/// world they ran before it existed.
+const STREAM: u64 = 0x6d69_7363;
+
+/// One setting set wrong.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Wrong {
+    /// `wal_level = replica`.
+    WalLevel,
+    /// `hot_standby_feedback = off`.
+    Feedback,
+    /// `primary_conninfo` without `dbname`.
+    Dbname,
+}
+
+/// A standby misconfigured over ticks `from..until`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Misconfig {
+    /// Which standby.
+    pub standby: usize,
+    /// What is wrong.
+    pub wrong: Wrong,
+    /// First tick it is wrong.
+    pub from: u64,
+    /// First tick it is right again.
+    pub until: u64,
+}
+
+impl Misconfig {
+    /// Draws one in a third of the seeds, from a stream of its own.
+    pub fn draw(rng: &Rng, ticks: u64, standbys: u64) -> Option<Misconfig> {
+        let mut rng = rng.clone();
+        rng.set_stream(STREAM);
+        let r = |rng: &mut Rng, max: u64| uniform_inclusive(rng, max);
+        if r(&mut rng, 2) != 0 {
+            return None;
+        }
+        let standby = r(&mut rng, standbys - 1) as usize;
+        let wrong = [Wrong::WalLevel, Wrong::Feedback, Wrong::Dbname][r(&mut rng, 2) as usize];
+        let from = if wrong == Wrong::WalLevel {
+            0
+        } else {
+            r(&mut rng, ticks)
+        };
+        // Feedback stays off: once it is back, a removal made meanwhile may still wait in WAL
+        // the standby received and has not replayed, which no snapshot shows (docs/slotsync.md).
+        let until = if wrong == Wrong::Feedback {
+            u64::MAX
+        } else {
+            from + 1 + r(&mut rng, ticks / 2)
+        };
+        Some(Misconfig {
+            standby,
+            wrong,
+            from,
+            until,
+        })
+    }
+
+    /// Whether standby `i` has it at `tick`.
+    pub fn hits(&self, i: usize, tick: u64) -> bool {
+        self.standby == i && (self.from..self.until).contains(&tick)
+    }
+}
+
+/// What is wrong with standby `i` at `tick`, if anything.
+pub(super) fn wrong_at(m: Option<Misconfig>, i: usize, tick: u64) -> Option<Wrong> {
+    m.filter(|m| m.hits(i, tick)).map(|m| m.wrong)
+}
+
+/// Sets `wrong` in the standby's settings.
+pub(super) fn apply(sb: &mut Standby, wrong: Option<Wrong>) {
+    match wrong {
+        Some(Wrong::WalLevel) => sb.wal_level = WalLevel::Replica,
+        Some(Wrong::Feedback) => sb.hot_standby_feedback = false,
+        Some(Wrong::Dbname) => sb.primary_conninfo = "host=primary".into(),
+        None => {}
+    }
+}
+
+/// The error the server raises for `wrong`, in its words.
+pub(super) fn refusal(wrong: Wrong) -> SyncError {
+    match wrong {
+        Wrong::WalLevel => SyncError::WalLevelTooLow,
+        Wrong::Feedback => SyncError::HotStandbyFeedbackOff,
+        Wrong::Dbname => SyncError::DbnameMissing,
+    }
+}
+
+/// What the check's warning about `wrong` must mention (the setting's name, as the server
+/// quotes it).
+pub(super) fn warning_key(wrong: Wrong) -> &'static str {
+    match wrong {
+        Wrong::WalLevel => "\"wal_level\"",
+        Wrong::Feedback => "\"hot_standby_feedback\"",
+        Wrong::Dbname => "\"dbname\"",
+    }
+}
+
+/// Whether `e` refuses a sync for a setting (of the standby, or the primary's slot), as
+/// opposed to something about the slots or the WAL.
+pub(super) fn is_setting_error(e: &SyncError) -> bool {
+    matches!(
+        e,
+        SyncError::NotInRecovery
+            | SyncError::WalLevelTooLow
+            | SyncError::PrimarySlotNameUnset
+            | SyncError::HotStandbyFeedbackOff
+            | SyncError::PrimaryConninfoUnset
+            | SyncError::DbnameMissing
+            | SyncError::ConninfoSyntax(_)
+            | SyncError::Concurrent
+            | SyncError::PromotionTriggered
+            | SyncError::RemoteIsStandby
+            | SyncError::PrimarySlotMissing(_)
+    )
+}
+
+/// What the slot-sync worker does before its first cycle (and again each time it is
+/// relaunched after exiting): the postmaster's launch check, the `dbname` it connects with,
+/// and the primary's side.
+pub(super) fn worker_start(input: &Standby, remote: &[SlotRow]) -> Result<(), SyncError> {
+    worker_launch_check(input)?;
+    dbname_from_conninfo(&input.primary_conninfo)?;
+    validate_remote(input, remote)
+}
+
+/// A refused sync changes nothing and names exactly the expected error; an accepted one is
+/// not refused for a setting (`expected`: the error the world calls for, if any).
+pub(super) fn judge_refusal(
+    tick: u64,
+    i: usize,
+    expected: Option<&SyncError>,
+    got: Option<&SyncError>,
+    changed: bool,
+) -> Result<(), Violation> {
+    let bad = match (expected, got) {
+        (Some(e), Some(g)) => e != g || changed,
+        (Some(_), None) => true,
+        (None, Some(g)) => is_setting_error(g),
+        (None, None) => false,
+    };
+    if !bad {
+        return Ok(());
+    }
+    Err(fail(
+        "sync-refused-exactly-for-settings",
+        format!(
+            "tick {tick}: a sync on standby{} ended with {got:?} (changed slots: {changed}); \
+             its settings call for {expected:?}",
+            i + 1
+        ),
+    ))
+}
+
+/// `judge_refusal` for a whole sync call.
+pub(super) fn judge_outcome(
+    tick: u64,
+    i: usize,
+    expected: Option<&SyncError>,
+    before: &[SlotRow],
+    out: &Outcome,
+) -> Result<(), Violation> {
+    let changed = !out.actions.is_empty() || out.slots_after != before;
+    judge_refusal(tick, i, expected, out.error.as_ref(), changed)
+}
+
+/// Around the promotion of standby `p`: once promotion is signalled a function call is
+/// refused (a wrong setting's refusal comes first, in the server's order), and once it is
+/// done every sync, and the worker's launch, is refused as the server is out of recovery.
+pub(super) fn at_promotion(
+    tick: u64,
+    (publ, cluster): (&Publisher, &Cluster),
+    local: &[SlotRow],
+    p: usize,
+    facts: &Facts,
+) -> Result<(), Violation> {
+    let wrong = wrong_at(facts.misconfig, p, tick);
+    let remote = primary_rows(publ, cluster);
+    let mut sb = standby_input(publ, cluster, p, facts.worker, wrong);
+    sb.promotion_triggered = true;
+    let signalled = wrong.map_or(SyncError::PromotionTriggered, refusal);
+    let out = sync_function(&remote, local, &sb);
+    judge_outcome(tick, p, Some(&signalled), local, &out)?;
+    sb.in_recovery = false;
+    let out = sync_function(&remote, local, &sb);
+    judge_outcome(tick, p, Some(&SyncError::NotInRecovery), local, &out)?;
+    let launch = worker_launch_check(&sb).err();
+    judge_refusal(
+        tick,
+        p,
+        Some(&SyncError::NotInRecovery),
+        launch.as_ref(),
+        false,
+    )
+}
