@@ -25,6 +25,7 @@ pub(super) fn sync_call(
     wal_kept(tick, i, input, out)?;
     forward_only(tick, i, before, out)?;
     error_is_true(tick, i, remote, input, before, out)?;
+    catches_up(tick, i, remote, input, before, out)?;
     for local in out.slots_after.iter().filter(|s| s.synced) {
         // Only the primary's logical failover slots are synced (and this world never drops
         // one, so no synced slot is left over from one either).
@@ -252,4 +253,64 @@ fn error_is_true(
             i + 1
         ),
     ))
+}
+
+/// A sync that ended without an error leaves each persistent, valid synced slot at its
+/// primary slot's positions, unless the primary's precede it (a restart LSN or catalog xmin
+/// behind the synced slot's, which the server skips): `update_local_synced_slot` copies
+/// them. The world gives the engine no serialized snapshots, so it copies rather than
+/// decodes; the rule holds only then.
+fn catches_up(
+    tick: u64,
+    i: usize,
+    remote: &[SlotRow],
+    input: &Standby,
+    before: &[SlotRow],
+    out: &Outcome,
+) -> Result<(), Violation> {
+    if out.error.is_some() || input.serialized_snapshots.is_some() {
+        return Ok(());
+    }
+    let flush = input.flush_lsn();
+    let steady = |s: &&SlotRow| s.synced && !s.temporary && s.invalidation_reason.is_none();
+    for old in before.iter().filter(steady) {
+        let name = &old.slot_name;
+        let Some(r) = remote.iter().find(|r| &r.slot_name == name) else {
+            continue;
+        };
+        let (Some(rr), Some(rc), Some(rx)) = (r.restart_lsn, r.confirmed_flush_lsn, r.catalog_xmin)
+        else {
+            continue;
+        };
+        let usable = r.failover
+            && !r.temporary
+            && r.invalidation_reason.is_none()
+            && rr != Lsn::INVALID
+            && rx.0 != 0
+            && rc <= flush;
+        let (lr, lx) = (
+            old.restart_lsn.unwrap_or(Lsn::INVALID),
+            old.catalog_xmin.map_or(0, |x| x.0),
+        );
+        if !usable || rr < lr || rx.0 < lx {
+            continue;
+        }
+        let Some(now) = out.slots_after.iter().find(|s| &s.slot_name == name) else {
+            continue;
+        };
+        let at = (now.restart_lsn, now.confirmed_flush_lsn, now.catalog_xmin);
+        if at != (Some(rr), Some(rc), Some(rx)) {
+            return Err(fail(
+                "synced-slot-catches-up",
+                format!(
+                    "tick {tick}: after a sync without error standby{}'s synced slot {name} is \
+                     at restart/confirmed/catalog_xmin {at:?}, the primary's at {rr}/{rc}/{} \
+                     (none behind the synced slot's {lr}/{lx})",
+                    i + 1,
+                    rx.0
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
