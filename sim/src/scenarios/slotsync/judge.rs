@@ -26,6 +26,7 @@ pub(super) fn sync_call(
     forward_only(tick, i, before, out)?;
     error_is_true(tick, i, remote, input, before, out)?;
     catches_up(tick, i, remote, input, before, out)?;
+    temporary_only_while_ahead(tick, i, remote, input, out)?;
     for local in out.slots_after.iter().filter(|s| s.synced) {
         // Only the primary's logical failover slots are synced (and this world never drops
         // one, so no synced slot is left over from one either).
@@ -308,6 +309,61 @@ fn catches_up(
                      (none behind the synced slot's {lr}/{lx})",
                     i + 1,
                     rx.0
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A synced slot stays temporary only while its reserved positions are ahead of its primary
+/// slot's (a `restart_lsn` or `catalog_xmin` the primary's has not reached) or the primary's
+/// is confirmed past what the standby flushed: otherwise the update copies the positions
+/// and, with a consistent snapshot (always, when positions are copied), persists the slot in
+/// the same sync.
+fn temporary_only_while_ahead(
+    tick: u64,
+    i: usize,
+    remote: &[SlotRow],
+    input: &Standby,
+    out: &Outcome,
+) -> Result<(), Violation> {
+    if out.error.is_some() || input.serialized_snapshots.is_some() {
+        return Ok(());
+    }
+    let pending = out
+        .slots_after
+        .iter()
+        .filter(|s| s.synced && s.temporary && s.invalidation_reason.is_none());
+    for now in pending {
+        let Some(r) = remote.iter().find(|r| r.slot_name == now.slot_name) else {
+            continue;
+        };
+        // A worker skips (with a LOG line) a slot confirmed past what the standby flushed.
+        if r.confirmed_flush_lsn.is_none_or(|c| c > input.flush_lsn()) {
+            continue;
+        }
+        let ahead_lsn = match (now.restart_lsn, r.restart_lsn) {
+            (Some(l), Some(p)) => l > p,
+            _ => true,
+        };
+        let ahead_xmin = match (now.catalog_xmin, r.catalog_xmin) {
+            (Some(l), Some(p)) => l.0 > p.0,
+            _ => true,
+        };
+        if !ahead_lsn && !ahead_xmin {
+            return Err(fail(
+                "synced-slot-persisted-once-caught-up",
+                format!(
+                    "tick {tick}: after a sync without error standby{}'s synced slot {} is \
+                     still temporary at restart {:?} / catalog_xmin {:?}, which the primary's \
+                     slot ({:?} / {:?}) has reached",
+                    i + 1,
+                    now.slot_name,
+                    now.restart_lsn,
+                    now.catalog_xmin,
+                    r.restart_lsn,
+                    r.catalog_xmin
                 ),
             ));
         }
