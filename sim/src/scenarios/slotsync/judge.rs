@@ -27,6 +27,7 @@ pub(super) fn sync_call(
     error_is_true(tick, i, remote, input, before, out)?;
     catches_up(tick, i, remote, input, before, out)?;
     temporary_only_while_ahead(tick, i, remote, input, out)?;
+    drops_only_obsolete(tick, i, remote, before, out)?;
     for local in out.slots_after.iter().filter(|s| s.synced) {
         // Only the primary's logical failover slots are synced (and this world never drops
         // one, so no synced slot is left over from one either).
@@ -364,6 +365,53 @@ fn temporary_only_while_ahead(
                     now.catalog_xmin,
                     r.restart_lsn,
                     r.catalog_xmin
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A sync drops a persistent synced slot only when its primary slot is gone, is not (or not
+/// yet) a complete persistent failover slot, or is valid while the synced slot was
+/// invalidated on the standby (the sync then re-creates it).
+fn drops_only_obsolete(
+    tick: u64,
+    i: usize,
+    remote: &[SlotRow],
+    before: &[SlotRow],
+    out: &Outcome,
+) -> Result<(), Violation> {
+    for a in &out.actions {
+        let Action::Drop { slot, .. } = a else {
+            continue;
+        };
+        let Some(r) = remote.iter().find(|r| &r.slot_name == slot) else {
+            continue;
+        };
+        let complete = r.restart_lsn.is_some_and(|l| l != Lsn::INVALID)
+            && r.confirmed_flush_lsn.is_some_and(|l| l != Lsn::INVALID)
+            && r.catalog_xmin.is_some_and(|x| x.0 != 0);
+        if !r.failover || r.temporary || !complete {
+            continue;
+        }
+        // The function drops the temporary synced slots it leaves (they are not judged here).
+        let Some(ours) = before
+            .iter()
+            .find(|s| &s.slot_name == slot && s.synced && !s.temporary)
+        else {
+            continue;
+        };
+        if !(ours.invalidation_reason.is_some() && r.invalidation_reason.is_none()) {
+            return Err(fail(
+                "synced-slot-dropped-only-when-obsolete",
+                format!(
+                    "tick {tick}: a sync on standby{} dropped {slot}, whose primary slot is a \
+                     complete failover slot (invalidated: {:?}) and whose synced slot was \
+                     {:?}",
+                    i + 1,
+                    r.invalidation_reason,
+                    ours.invalidation_reason
                 ),
             ));
         }
