@@ -26,7 +26,6 @@
 //! documented rule, exit status and warnings (`report`). The primary also has a logical slot
 //! without `failover`, which nothing may sync.
 
-use pgyard_slotsync::cadence::WorkerSchedule;
 use pgyard_slotsync::check::check;
 use pgyard_slotsync::snapshot::{PrimaryFacts, Snapshot};
 use pgyard_slotsync::{
@@ -42,6 +41,7 @@ use cluster::Cluster;
 use loss::loss_at;
 pub use loss::{LossWindow, Unusable};
 use settings::{wrong_at, Misconfig, Wrong};
+use worker::Worker;
 
 mod cluster;
 mod horizon;
@@ -51,6 +51,7 @@ mod reconnect;
 mod report;
 mod settings;
 mod wal;
+mod worker;
 
 /// The scenario.
 pub struct SlotsyncScenario;
@@ -172,11 +173,9 @@ pub fn run_slotsync(
         bug: sync_bug,
         misconfig,
         ops,
-        relaunch: vec![Instant::ZERO; mix.standbys as usize],
+
         locals: vec![Vec::new(); mix.standbys as usize],
-        schedules: (0..mix.standbys)
-            .map(|_| WorkerSchedule::new(Instant::ZERO))
-            .collect(),
+        workers: (0..mix.standbys).map(|_| Worker::new()).collect(),
     };
     let mut sub = Subscriber {
         received: 0,
@@ -195,7 +194,7 @@ pub fn run_slotsync(
             let k = k % publ.standbys.len();
             cluster.rebuild(&mut publ, k, mix.stall_percent[k]);
             standbys.locals[k].clear();
-            standbys.schedules[k] = WorkerSchedule::new(now);
+            standbys.workers[k] = Worker::new();
             trace!(
                 t,
                 "tick {tick}: standby{} rebuilt from a base backup at {}",
@@ -218,7 +217,8 @@ pub fn run_slotsync(
         if cluster.logical_invalid.is_none() {
             sub.step(rng, t, tick, &mix, &mut publ, bound);
         }
-        standbys.sync(t, tick, now, &mix, (&publ, &cluster), &primary_rows)?;
+        let world = (&publ, &cluster);
+        standbys.sync(t, tick, (now, wall), &mix, world, &primary_rows)?;
         let feedback_off = misconfig
             .filter(|m| m.wrong == Wrong::Feedback && m.hits(m.standby, tick))
             .map(|m| m.standby);
@@ -356,11 +356,9 @@ struct Standbys {
     /// The operator's calls of `pg_sync_replication_slots()` while the worker runs are drawn
     /// from this stream.
     ops: Rng,
-    /// When the postmaster may launch each standby's worker again after it failed to start
-    /// (no sooner than 10 s after the previous launch).
-    relaunch: Vec<Instant>,
+
     locals: Vec<Vec<SlotRow>>,
-    schedules: Vec<WorkerSchedule>,
+    workers: Vec<Worker>,
 }
 
 impl Standbys {
@@ -370,7 +368,7 @@ impl Standbys {
         &mut self,
         t: &mut Trace,
         tick: u64,
-        now: Instant,
+        (now, wall): (Instant, UnixTime),
         mix: &Mix,
         (publ, cluster): (&Publisher, &Cluster),
         primary_rows: &[SlotRow],
@@ -386,31 +384,14 @@ impl Standbys {
                 settings::judge_outcome(tick, i, Some(&expected), &self.locals[i], &out)?;
             }
             let run = if mix.worker {
-                self.schedules[i].handle_timeout(now)
+                let at = (now, wall);
+                let remote = primary_rows;
+                self.workers[i].cycle_due(t, (tick, i), at, &input, wrong, remote)?
             } else {
                 tick.is_multiple_of(mix.function_every)
             };
             if !run {
                 continue;
-            }
-            if mix.worker {
-                if now < self.relaunch[i] {
-                    continue;
-                }
-                // A worker that cannot start (or exits at its start) runs no cycle; the
-                // postmaster launches it again 10 s later.
-                let started = settings::worker_start(&input, primary_rows);
-                settings::judge_refusal(tick, i, refusal.as_ref(), started.as_ref().err(), false)?;
-                if let Err(e) = started {
-                    trace!(
-                        t,
-                        "tick {tick}: standby{} worker does not start: {e}",
-                        i + 1
-                    );
-                    self.schedules[i] = WorkerSchedule::new(now);
-                    self.relaunch[i] = Instant(now.0 + RELAUNCH_NANOS);
-                    continue;
-                }
             }
             let out = run_sync(primary_rows, &self.locals[i], &input, mix.worker, self.bug);
             let expected = if mix.worker { None } else { refusal.as_ref() };
@@ -425,7 +406,7 @@ impl Standbys {
                 &out,
             )?;
             if mix.worker {
-                self.schedules[i].handle_cycle_done(now, out.updated);
+                self.workers[i].cycle_done(now, out.updated);
             }
             if let Some(e) = &out.error {
                 trace!(t, "tick {tick}: standby{} sync: ERROR {e}", i + 1);
@@ -474,10 +455,6 @@ fn run_sync(
 
 /// The RNG stream the check's moments are drawn from.
 const ASK_STREAM: u64 = 0x6173_6b73;
-
-/// `SLOTSYNC_RESTART_INTERVAL_SEC`: the postmaster relaunches a worker that exited no sooner
-/// than this after its previous launch.
-const RELAUNCH_NANOS: u64 = 10_000_000_000;
 
 /// The RNG stream the operator's function calls are drawn from (see [`Standbys`]).
 const OPS_STREAM: u64 = 0x6f70_7321;

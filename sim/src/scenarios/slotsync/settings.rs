@@ -8,10 +8,11 @@
 //! slot on the primary then holds no `catalog_xmin`, so the primary's vacuum may remove catalog
 //! rows its synced slots need, and replaying that removal invalidates them), or a `primary_conninfo` without
 //! `dbname` (streaming needs none; slot synchronization does). Each of these settings leaves
-//! physical streaming as it was. In worker mode an operator also calls
-//! `pg_sync_replication_slots()` now and then while the worker runs.
+//! physical streaming as it was (the worker's life around them is in `worker.rs`). In worker
+//! mode an operator also calls `pg_sync_replication_slots()` now and then while the worker
+//! runs.
 
-use pgyard_slotsync::engine::{dbname_from_conninfo, validate_remote, worker_launch_check};
+use pgyard_slotsync::engine::worker_launch_check;
 use pgyard_slotsync::{sync_function, Outcome, SlotRow, Standby, SyncError, WalLevel};
 use pgyard_types::{uniform_inclusive, Rng};
 
@@ -136,15 +137,6 @@ pub(super) fn is_setting_error(e: &SyncError) -> bool {
             | SyncError::RemoteIsStandby
             | SyncError::PrimarySlotMissing(_)
     )
-}
-
-/// What the slot-sync worker does before its first cycle (and again each time it is
-/// relaunched after exiting): the postmaster's launch check, the `dbname` it connects with,
-/// and the primary's side.
-pub(super) fn worker_start(input: &Standby, remote: &[SlotRow]) -> Result<(), SyncError> {
-    worker_launch_check(input)?;
-    dbname_from_conninfo(&input.primary_conninfo)?;
-    validate_remote(input, remote)
 }
 
 /// A refused sync changes nothing and names exactly the expected error; an accepted one is

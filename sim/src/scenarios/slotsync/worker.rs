@@ -1,0 +1,143 @@
+//! The slot-sync worker's life on one standby: the postmaster launches it when the settings
+//! allow and no sooner than 10 s after its previous launch (`LaunchGate`), it checks its
+//! `dbname` and the primary's side as it starts and exits on an error, it exits when a reload
+//! changes one of its settings (and may then be launched again at once), and while it runs
+//! its cycles follow its naptime (`WorkerSchedule`). Each refusal is judged from the setting
+//! the world broke, each launch decision from the documented 10-second rule.
+
+use pgyard_slotsync::cadence::{LaunchGate, WorkerSchedule};
+use pgyard_slotsync::engine::{dbname_from_conninfo, validate_remote, worker_launch_check};
+use pgyard_slotsync::{SlotRow, Standby};
+use pgyard_types::{Instant, UnixTime};
+
+use super::fail;
+use super::settings::{judge_refusal, refusal, Wrong};
+use crate::{trace, Trace, Violation};
+
+/// `SLOTSYNC_RESTART_INTERVAL_SEC`, in the whole seconds of `time()` the postmaster compares.
+const RESTART_INTERVAL_SECS: i64 = 10;
+
+/// One standby's worker.
+pub(super) struct Worker {
+    schedule: WorkerSchedule,
+    gate: LaunchGate,
+    running: bool,
+    /// The judge's own record: the second of the last launch ...
+    last_launch: Option<i64>,
+    /// ... and whether a parameter change has freed the next one since.
+    freed: bool,
+}
+
+impl Worker {
+    /// A standby whose worker has never been launched.
+    pub fn new() -> Worker {
+        Worker {
+            schedule: WorkerSchedule::new(Instant::ZERO),
+            gate: LaunchGate::new(),
+            running: false,
+            last_launch: None,
+            freed: false,
+        }
+    }
+
+    /// Whether the worker of standby `i` runs a cycle at `now` (launching it first if it is
+    /// not running and may be launched); `wrong` is the setting the world broke, if any.
+    #[allow(clippy::too_many_arguments)]
+    pub fn cycle_due(
+        &mut self,
+        t: &mut Trace,
+        (tick, i): (u64, usize),
+        (now, wall): (Instant, UnixTime),
+        input: &Standby,
+        wrong: Option<Wrong>,
+        remote: &[SlotRow],
+    ) -> Result<bool, Violation> {
+        // wal_level needs a restart, so it is wrong from the start: only a reload can change
+        // a setting under a running worker.
+        if self.running && wrong.is_some() {
+            self.running = false;
+            self.gate.reset();
+            self.freed = true;
+            trace!(t, "tick {tick}: standby{} worker exits: a setting changed", i + 1);
+        }
+        if !self.running && !self.launch(t, (tick, i), (now, wall), input, wrong, remote)? {
+            return Ok(false);
+        }
+        Ok(self.schedule.handle_timeout(now))
+    }
+
+    /// A cycle ended at `now`; `updated`: it changed a slot.
+    pub fn cycle_done(&mut self, now: Instant, updated: bool) {
+        self.schedule.handle_cycle_done(now, updated);
+    }
+
+    /// The postmaster's launch and the worker's start; true when it runs.
+    fn launch(
+        &mut self,
+        t: &mut Trace,
+        (tick, i): (u64, usize),
+        (now, wall): (Instant, UnixTime),
+        input: &Standby,
+        wrong: Option<Wrong>,
+        remote: &[SlotRow],
+    ) -> Result<bool, Violation> {
+        // The postmaster checks the settings first (a LOG line, no launch, no throttle) ...
+        let checked = wrong.filter(|w| *w != Wrong::Dbname).map(refusal);
+        let launchable = worker_launch_check(input);
+        judge_refusal(tick, i, checked.as_ref(), launchable.as_ref().err(), false)?;
+        if launchable.is_err() {
+            return Ok(false);
+        }
+        // ... then its throttle ...
+        let allowed = self.gate.try_launch(wall);
+        self.judge_launch(tick, i, wall, allowed)?;
+        if !allowed {
+            return Ok(false);
+        }
+        // ... and the worker checks its dbname and the primary's side as it starts.
+        let started = dbname_from_conninfo(&input.primary_conninfo)
+            .and_then(|_| validate_remote(input, remote));
+        let at_start = wrong.filter(|w| *w == Wrong::Dbname).map(refusal);
+        judge_refusal(tick, i, at_start.as_ref(), started.as_ref().err(), false)?;
+        if let Err(e) = started {
+            trace!(t, "tick {tick}: standby{} worker exits at start: {e}", i + 1);
+            return Ok(false);
+        }
+        self.running = true;
+        self.schedule = WorkerSchedule::new(now);
+        Ok(true)
+    }
+
+    /// A launch is allowed exactly when none happened yet, a parameter change freed it, the
+    /// clock went back, or 10 whole seconds passed since the last one.
+    fn judge_launch(
+        &mut self,
+        tick: u64,
+        i: usize,
+        wall: UnixTime,
+        allowed: bool,
+    ) -> Result<(), Violation> {
+        let secs = wall.0.div_euclid(1_000_000);
+        let free = self.freed
+            || self
+                .last_launch
+                .is_none_or(|l| secs < l || secs - l >= RESTART_INTERVAL_SECS);
+        if allowed != free {
+            return Err(fail(
+                "worker-launch-throttled",
+                format!(
+                    "tick {tick}: standby{}'s worker launch at second {secs} was allowed: \
+                     {allowed}; last launch {:?}, freed by a parameter change: {}",
+                    i + 1,
+                    self.last_launch,
+                    self.freed
+                ),
+            ));
+        }
+        if allowed {
+            self.last_launch = Some(secs);
+            self.freed = false;
+        }
+        Ok(())
+    }
+}
