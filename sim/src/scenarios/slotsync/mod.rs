@@ -160,13 +160,21 @@ pub fn run_slotsync(
     } else {
         vec![0]
     };
-    let setting = listed
-        .iter()
-        .map(|&i| publ.standbys[i].slot.clone())
-        .collect::<Vec<_>>()
-        .join(", ");
+    let setting = settings::spell_list(rng, listed.iter().map(|&i| &publ.standbys[i].slot));
     let list = StandbySlotList::parse(if mix.gate_on { &setting } else { "" })
         .map_err(|e| fail("setting-parses", format!("{setting:?}: {e:?}")))?;
+    let intended: Vec<&String> = listed.iter().map(|&i| &publ.standbys[i].slot).collect();
+    if mix.gate_on && !list.names().iter().eq(intended.iter().copied()) {
+        return Err(fail(
+            "setting-parses",
+            format!("{setting:?} parses as {:?}, not {intended:?}", list.names()),
+        ));
+    }
+    let in_setting: Vec<usize> = if mix.gate_on {
+        listed.clone()
+    } else {
+        Vec::new()
+    };
     trace!(t, "synchronized_standby_slots = {:?}", list.names());
     let mut cluster = Cluster::new(&publ, mix.keep_bytes);
     let mut standbys = Standbys {
@@ -231,6 +239,7 @@ pub fn run_slotsync(
             .map_or(START, |i| publ.commits[i].end_lsn);
         let facts = Facts {
             setting: if mix.gate_on { &setting } else { "" },
+            in_setting: &in_setting,
             sent: applied_end,
             worker: mix.worker,
             bug,
@@ -571,6 +580,8 @@ struct Facts<'a> {
     worker: bool,
     bug: Option<ScenarioBug>,
     misconfig: Option<Misconfig>,
+    /// The standbys whose slots the setting names (however it spells them).
+    in_setting: &'a [usize],
 }
 
 /// `pgyard slotsync check` on standby `i` as things stand: is `sub_slot` ready? The whole
@@ -604,7 +615,8 @@ fn verdict_ready(
         notes: Vec::new(),
     };
     let report = check(&snap);
-    report::judge(tick, i, &snap, &report, wrong)?;
+    let listed = facts.in_setting.contains(&i);
+    report::judge(tick, i, &snap, &report, (wrong, listed))?;
     Ok(report.slots.iter().any(|v| v.slot == SLOT && v.ready))
 }
 

@@ -18,13 +18,14 @@ use super::settings::{warning_key, Wrong};
 use crate::Violation;
 
 /// Judges `report`, the check of `snap` for standby `i`, whose setting `wrong` (if any) the
-/// world set wrong.
+/// world set wrong; `listed`: the primary's `synchronized_standby_slots` names its slot
+/// (the world knows which names it wrote, however it spelled them).
 pub(super) fn judge(
     tick: u64,
     i: usize,
     snap: &Snapshot,
     report: &Report,
-    wrong: Option<Wrong>,
+    (wrong, listed): (Option<Wrong>, bool),
 ) -> Result<(), Violation> {
     let bad = |what: String| {
         Err(fail(
@@ -58,7 +59,7 @@ pub(super) fn judge(
     if report.exit_code() != exit {
         return bad(format!("exit status {}, not {exit}", report.exit_code()));
     }
-    let expected = expected_warnings(snap, wrong);
+    let expected = expected_warnings(snap, wrong, listed);
     let got: Vec<&str> = report.warnings.iter().map(String::as_str).collect();
     // One warning per key, in the check's order (the standby's settings, then the
     // primary's), each naming its own key only.
@@ -109,20 +110,14 @@ fn ready(snap: &Snapshot, name: &str) -> bool {
 /// set wrong (named as the server quotes it), that nothing syncs on its own
 /// (`sync_replication_slots` off), and that the primary's `synchronized_standby_slots` does
 /// not hold subscribers back for this standby.
-fn expected_warnings(snap: &Snapshot, wrong: Option<Wrong>) -> Vec<&'static str> {
+fn expected_warnings(snap: &Snapshot, wrong: Option<Wrong>, listed: bool) -> Vec<&'static str> {
     let sb = &snap.input.standby;
     let mut keys: Vec<&'static str> = wrong.map(warning_key).into_iter().collect();
     if !sb.sync_replication_slots {
         keys.push("sync_replication_slots is off");
     }
-    if let Some(p) = &snap.primary {
-        let listed = p
-            .synchronized_standby_slots
-            .split(',')
-            .any(|n| n.trim() == sb.primary_slot_name);
-        if !listed {
-            keys.push("synchronized_standby_slots");
-        }
+    if snap.primary.is_some() && !listed {
+        keys.push("synchronized_standby_slots");
     }
     keys
 }

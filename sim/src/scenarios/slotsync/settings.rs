@@ -25,6 +25,53 @@ use crate::Violation;
 /// world they ran before it existed.
 const STREAM: u64 = 0x6d69_7363;
 
+/// The RNG stream the spelling of `synchronized_standby_slots` is drawn from.
+const SPELL_STREAM: u64 = 0x7370_656c;
+
+/// `synchronized_standby_slots` naming `names` (lowercase slot names), each spelled one of
+/// the ways `SplitIdentifierString` reads as that name: as is, in capitals or mixed case
+/// (unquoted names fold to lowercase), double-quoted, with spaces and tabs around it and
+/// around the commas. Drawn from a stream of its own.
+pub(super) fn spell_list<'a>(rng: &Rng, names: impl Iterator<Item = &'a String>) -> String {
+    let mut rng = rng.clone();
+    rng.set_stream(SPELL_STREAM);
+    let r = |rng: &mut Rng, max: u64| uniform_inclusive(rng, max);
+    let pad = |rng: &mut Rng| ["", " ", "  ", "\t", " \t "][r(rng, 4) as usize];
+    let mut out = String::new();
+    for (k, name) in names.enumerate() {
+        if k > 0 {
+            out.push_str(pad(&mut rng));
+            out.push(',');
+        }
+        out.push_str(pad(&mut rng));
+        match r(&mut rng, 3) {
+            0 => out.push_str(name),
+            1 => out.push_str(&name.to_ascii_uppercase()),
+            2 => {
+                let mixed: String = name
+                    .chars()
+                    .enumerate()
+                    .map(|(j, c)| {
+                        if j % 2 == 0 {
+                            c.to_ascii_uppercase()
+                        } else {
+                            c
+                        }
+                    })
+                    .collect();
+                out.push_str(&mixed);
+            }
+            _ => {
+                out.push('"');
+                out.push_str(name);
+                out.push('"');
+            }
+        }
+        out.push_str(pad(&mut rng));
+    }
+    out
+}
+
 /// One setting set wrong.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Wrong {
@@ -207,4 +254,28 @@ pub(super) fn at_promotion(
         launch.as_ref(),
         false,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pgyard_slotsync::StandbySlotList;
+    use pgyard_types::rng_from_seed;
+
+    /// Every spelling names the same slots, and the spellings drawn cover quoting, capitals
+    /// and whitespace.
+    #[test]
+    fn every_spelling_parses_as_the_names() {
+        let names = vec!["standby1".to_owned(), "standby2".to_owned()];
+        let (mut quoted, mut capitals, mut tabs) = (false, false, false);
+        for seed in 0..200 {
+            let spelled = spell_list(&rng_from_seed(seed), names.iter());
+            let list = StandbySlotList::parse(&spelled).expect("parses");
+            assert_eq!(list.names(), &names[..], "{spelled:?}");
+            quoted |= spelled.contains('"');
+            capitals |= spelled.contains("STANDBY");
+            tabs |= spelled.contains('\t');
+        }
+        assert!(quoted && capitals && tabs);
+    }
 }

@@ -58,7 +58,11 @@ impl Worker {
             self.running = false;
             self.gate.reset();
             self.freed = true;
-            trace!(t, "tick {tick}: standby{} worker exits: a setting changed", i + 1);
+            trace!(
+                t,
+                "tick {tick}: standby{} worker exits: a setting changed",
+                i + 1
+            );
         }
         if !self.running && !self.launch(t, (tick, i), (now, wall), input, wrong, remote)? {
             return Ok(false);
@@ -100,7 +104,11 @@ impl Worker {
         let at_start = wrong.filter(|w| *w == Wrong::Dbname).map(refusal);
         judge_refusal(tick, i, at_start.as_ref(), started.as_ref().err(), false)?;
         if let Err(e) = started {
-            trace!(t, "tick {tick}: standby{} worker exits at start: {e}", i + 1);
+            trace!(
+                t,
+                "tick {tick}: standby{} worker exits at start: {e}",
+                i + 1
+            );
             return Ok(false);
         }
         self.running = true;
