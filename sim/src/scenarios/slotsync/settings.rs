@@ -266,7 +266,7 @@ mod tests {
     /// and whitespace.
     #[test]
     fn every_spelling_parses_as_the_names() {
-        let names = vec!["standby1".to_owned(), "standby2".to_owned()];
+        let names = ["standby1".to_owned(), "standby2".to_owned()];
         let (mut quoted, mut capitals, mut tabs) = (false, false, false);
         for seed in 0..200 {
             let spelled = spell_list(&rng_from_seed(seed), names.iter());
