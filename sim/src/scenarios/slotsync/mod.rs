@@ -43,6 +43,7 @@ pub use loss::{LossWindow, Unusable};
 use settings::{wrong_at, Misconfig, Wrong};
 use worker::Worker;
 
+mod actions;
 mod cluster;
 mod horizon;
 mod judge;
@@ -414,6 +415,7 @@ impl Standbys {
                 &self.locals[i],
                 &out,
             )?;
+            actions::judge(tick, i, mix.worker, &self.locals[i], &out)?;
             if mix.worker {
                 self.workers[i].cycle_done(now, out.updated);
             }
