@@ -25,11 +25,8 @@ pub(super) fn judge(
         ))
     };
     // A temporary slot's update counts only once it is persisted (`Persist`).
-    let was_persistent = |slot: &String| {
-        before
-            .iter()
-            .any(|s| &s.slot_name == slot && !s.temporary)
-    };
+    let was_persistent =
+        |slot: &String| before.iter().any(|s| &s.slot_name == slot && !s.temporary);
     let changed_something = out.actions.iter().any(|a| match a {
         Action::Create { .. } | Action::Persist { .. } | Action::Invalidate { .. } => true,
         Action::Update { slot, .. } => was_persistent(slot),

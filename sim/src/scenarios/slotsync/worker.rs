@@ -17,6 +17,11 @@ use crate::{trace, Trace, Violation};
 /// `SLOTSYNC_RESTART_INTERVAL_SEC`, in the whole seconds of `time()` the postmaster compares.
 const RESTART_INTERVAL_SECS: i64 = 10;
 
+/// The worker's naptime after a cycle that changed a slot, and its ceiling
+/// (`MIN_`/`MAX_SLOTSYNC_WORKER_NAPTIME_MS`): it doubles after each cycle that changed none.
+const NAP_MIN_NANOS: u64 = 200_000_000;
+const NAP_MAX_NANOS: u64 = 30_000_000_000;
+
 /// One standby's worker.
 pub(super) struct Worker {
     schedule: WorkerSchedule,
@@ -26,6 +31,9 @@ pub(super) struct Worker {
     last_launch: Option<i64>,
     /// ... and whether a parameter change has freed the next one since.
     freed: bool,
+    /// The judge's own naptime and the time the next cycle is due.
+    nap: u64,
+    due: u64,
 }
 
 impl Worker {
@@ -37,6 +45,8 @@ impl Worker {
             running: false,
             last_launch: None,
             freed: false,
+            nap: NAP_MIN_NANOS,
+            due: 0,
         }
     }
 
@@ -67,12 +77,33 @@ impl Worker {
         if !self.running && !self.launch(t, (tick, i), (now, wall), input, wrong, remote)? {
             return Ok(false);
         }
-        Ok(self.schedule.handle_timeout(now))
+        let due = self.schedule.handle_timeout(now);
+        if due != (now.0 >= self.due) {
+            return Err(fail(
+                "worker-naptime",
+                format!(
+                    "tick {tick}: standby{}'s worker cycle due: {due} at {} ns; the naptime \
+                     rule says the next cycle is due at {} ns (naptime {} ms)",
+                    i + 1,
+                    now.0,
+                    self.due,
+                    self.nap / 1_000_000
+                ),
+            ));
+        }
+        Ok(due)
     }
 
-    /// A cycle ended at `now`; `updated`: it changed a slot.
+    /// A cycle ended at `now`; `updated`: it changed a slot. The naptime resets after a
+    /// cycle that changed a slot and doubles, up to 30 s, after one that did not.
     pub fn cycle_done(&mut self, now: Instant, updated: bool) {
         self.schedule.handle_cycle_done(now, updated);
+        self.nap = if updated {
+            NAP_MIN_NANOS
+        } else {
+            (self.nap * 2).min(NAP_MAX_NANOS)
+        };
+        self.due = now.0 + self.nap;
     }
 
     /// The postmaster's launch and the worker's start; true when it runs.
@@ -113,6 +144,8 @@ impl Worker {
         }
         self.running = true;
         self.schedule = WorkerSchedule::new(now);
+        // A new worker's first cycle is due at once; its naptime starts at the minimum.
+        (self.nap, self.due) = (NAP_MIN_NANOS, now.0);
         Ok(true)
     }
 
