@@ -13,34 +13,15 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::net::ToSocketAddrs;
-use std::rc::Rc;
 use std::time::Duration;
 
 use pgyard_connect::{AttemptId, Established, Event};
-use pgyard_driver::core::{Io, Mailbox, Step, TlsStart, WorkerCmd};
+use pgyard_driver::core::{Inline, Io, Posted, Step, WorkerCmd};
 use pgyard_driver::{open_event, Attempt, Driving, Error, Machine};
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 
 use crate::driver::{ends, may_wait, open_attempt, read_step, start_tls, Next};
 use crate::transport::Transport;
-
-type Cmd = WorkerCmd<TlsStart>;
-
-/// Commands the core posted, with the attempt each is for, in posting order.
-type Posted = Rc<RefCell<VecDeque<(AttemptId, Cmd)>>>;
-
-/// An attempt's mailbox: the loop's own queue. The core posts Close for every attempt the
-/// machine ends; what is still open when the connect ends is closed by the loop.
-struct Inline {
-    attempt: AttemptId,
-    posted: Posted,
-}
-
-impl Mailbox for Inline {
-    fn post(&self, cmd: Cmd) {
-        self.posted.borrow_mut().push_back((self.attempt, cmd));
-    }
-}
 
 /// One open attempt's connection.
 struct Conn {
@@ -89,7 +70,7 @@ fn run_with(
     log: &mut Vec<Attempt>,
     buf: &mut [u8],
 ) -> Result<(Established, Transport), Error> {
-    let posted: Posted = Rc::default();
+    let posted: Posted = Posted::default();
     let mut conns: Vec<Conn> = Vec::new();
     let mut events: VecDeque<Event> = VecDeque::new();
     let mut handed = None;
@@ -115,13 +96,7 @@ fn run_with(
                 // A walk moving on posts the previous attempt's Terminate and Close first.
                 carry_out(&posted, &mut conns, &mut events, &mut handed);
                 let opened = open_attempt(&target, tcp.as_ref(), bound);
-                core.spawned(
-                    attempt,
-                    Inline {
-                        attempt,
-                        posted: Rc::clone(&posted),
-                    },
-                );
+                core.spawned(attempt, posted.mailbox(attempt));
                 events.push_back(open_event(attempt, &opened));
                 if let Ok(sock) = opened {
                     conns.push(Conn {
@@ -144,7 +119,7 @@ fn run_with(
                 }
             }
             Step::Wait { within } => {
-                if posted.borrow().is_empty() {
+                if posted.is_empty() {
                     wait(&mut conns, within, buf, &mut events);
                 }
             }
@@ -177,7 +152,7 @@ fn carry_out(
     handed: &mut Option<(AttemptId, Transport)>,
 ) {
     loop {
-        let Some((attempt, cmd)) = posted.borrow_mut().pop_front() else {
+        let Some((attempt, cmd)) = posted.pop() else {
             return;
         };
         let Some(at) = conns.iter().position(|c| c.attempt == attempt) else {

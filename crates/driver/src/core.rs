@@ -26,7 +26,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pgyard_connect::{
@@ -171,6 +171,60 @@ pub trait Mailbox<S = TlsStart> {
 impl<S> Mailbox<S> for std::sync::mpsc::Sender<WorkerCmd<S>> {
     fn post(&self, cmd: WorkerCmd<S>) {
         let _ = self.send(cmd);
+    }
+}
+
+/// The commands the core posted, with the attempt each is for, in posting order: the queue of
+/// an adapter loop that carries out every attempt's commands itself (no worker per attempt).
+#[derive(Debug)]
+pub struct Posted<S = TlsStart>(Arc<Mutex<Queue<S>>>);
+
+/// The queue behind [`Posted`].
+type Queue<S> = VecDeque<(AttemptId, WorkerCmd<S>)>;
+
+impl<S> Default for Posted<S> {
+    fn default() -> Self {
+        Posted(Arc::default())
+    }
+}
+
+impl<S> Posted<S> {
+    /// The mailbox of `attempt`, posting to this queue.
+    pub fn mailbox(&self, attempt: AttemptId) -> Inline<S> {
+        Inline {
+            attempt,
+            posted: Posted(Arc::clone(&self.0)),
+        }
+    }
+
+    /// The oldest command not yet carried out.
+    pub fn pop(&self) -> Option<(AttemptId, WorkerCmd<S>)> {
+        self.lock().pop_front()
+    }
+
+    /// Whether every posted command has been carried out.
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
+    // A panic while pushing or popping leaves whole commands behind: the queue stays usable.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue<S>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// An attempt's mailbox in a [`Posted`] queue.
+#[derive(Debug)]
+pub struct Inline<S = TlsStart> {
+    attempt: AttemptId,
+    posted: Posted<S>,
+}
+
+impl<S> Mailbox<S> for Inline<S> {
+    fn post(&self, cmd: WorkerCmd<S>) {
+        self.posted.lock().push_back((self.attempt, cmd));
     }
 }
 

@@ -12,40 +12,15 @@
 use std::collections::VecDeque;
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use pgyard_connect::{AttemptId, Established, Event};
-use pgyard_driver::core::{Io, Mailbox, Step, TlsStart, WorkerCmd};
+use pgyard_driver::core::{Inline, Io, Posted, Step, TlsStart, WorkerCmd};
 use pgyard_driver::{open_event, tls, Attempt, Driving, Error, Machine};
 use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
 
 use crate::transport::{open, write_flush, Transport};
-
-type Cmd = WorkerCmd<TlsStart>;
-
-/// Commands the core posted, with the attempt each is for, in posting order.
-type Posted = Arc<Mutex<VecDeque<(AttemptId, Cmd)>>>;
-
-/// An attempt's mailbox: the loop's own queue.
-struct Inline {
-    attempt: AttemptId,
-    posted: Posted,
-}
-
-impl Mailbox for Inline {
-    fn post(&self, cmd: Cmd) {
-        lock(&self.posted).push_back((self.attempt, cmd));
-    }
-}
-
-/// The queue's guard; a poisoned lock (a panic while pushing) still holds whole commands.
-fn lock(posted: &Posted) -> std::sync::MutexGuard<'_, VecDeque<(AttemptId, Cmd)>> {
-    posted
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// What a pending open or handshake ends with: its event, and the stream if it has one.
 type Settled = (Event, Option<Transport>);
@@ -86,7 +61,7 @@ pub(crate) async fn run(
     mut held: Option<(AttemptId, Transport)>,
     log: &mut Vec<Attempt>,
 ) -> Result<(Established, Transport), Error> {
-    let posted: Posted = Arc::default();
+    let posted: Posted = Posted::default();
     let mut at = Attempts::default();
     // Never zeroed: only what a read fills is looked at.
     let mut buf: Vec<u8> = Vec::with_capacity(READ_BUF);
@@ -111,8 +86,7 @@ pub(crate) async fn run(
             }) => {
                 // A walk moving on posts the previous attempt's Terminate and Close first.
                 at.carry_out(&posted).await;
-                let posted = Arc::clone(&posted);
-                core.spawned(attempt, Inline { attempt, posted });
+                core.spawned(attempt, posted.mailbox(attempt));
                 let fut = async move {
                     let opened = open(&target, tcp.as_ref(), bound).await;
                     (open_event(attempt, &opened), opened.ok())
@@ -134,7 +108,7 @@ pub(crate) async fn run(
                 }
             }
             Step::Wait { within } => {
-                if lock(&posted).is_empty() {
+                if posted.is_empty() {
                     at.wait(within, &mut buf).await;
                 }
             }
@@ -165,7 +139,7 @@ impl Attempts {
     /// `handed`.
     async fn carry_out(&mut self, posted: &Posted) {
         loop {
-            let Some((attempt, cmd)) = lock(posted).pop_front() else {
+            let Some((attempt, cmd)) = posted.pop() else {
                 return;
             };
             if let Some(p) = self.pending.iter().position(|p| p.attempt == attempt) {

@@ -9,6 +9,20 @@ use pgyard_types::Lsn;
 use super::fail;
 use crate::Violation;
 
+/// One sync call as the rules see it.
+struct Call<'a> {
+    tick: u64,
+    /// The standby (from 0).
+    i: usize,
+    /// The primary's slots.
+    remote: &'a [SlotRow],
+    /// The standby as the engine read it.
+    input: &'a Standby,
+    /// Its slots before the call.
+    before: &'a [SlotRow],
+    out: &'a Outcome,
+}
+
 /// Judges `out`, the result of a sync on standby `i` (`worker`: a worker cycle, else a
 /// `pg_sync_replication_slots()` call) given the primary's `remote` rows, the standby's
 /// `input` and its slots `before` the call.
@@ -22,12 +36,20 @@ pub(super) fn sync_call(
     out: &Outcome,
 ) -> Result<(), Violation> {
     let flush = input.flush_lsn();
+    let call = Call {
+        tick,
+        i,
+        remote,
+        input,
+        before,
+        out,
+    };
     wal_kept(tick, i, input, out)?;
     forward_only(tick, i, before, out)?;
-    error_is_true(tick, i, remote, input, before, out)?;
-    catches_up(tick, i, remote, input, before, out)?;
-    temporary_only_while_ahead(tick, i, remote, input, out)?;
-    drops_only_obsolete(tick, i, remote, before, out)?;
+    error_is_true(&call)?;
+    catches_up(&call)?;
+    temporary_only_while_ahead(&call)?;
+    drops_only_obsolete(&call)?;
     for local in out.slots_after.iter().filter(|s| s.synced) {
         // Only the primary's logical failover slots are synced (and this world never drops
         // one, so no synced slot is left over from one either).
@@ -195,14 +217,8 @@ fn forward_only(tick: u64, i: usize, before: &[SlotRow], out: &Outcome) -> Resul
 /// An error that ends a sync says something about the slots and the WAL; what it says must
 /// be so in the world (a sync that fails for no reason syncs nothing, and no loss invariant
 /// sees that).
-fn error_is_true(
-    tick: u64,
-    i: usize,
-    remote: &[SlotRow],
-    input: &Standby,
-    before: &[SlotRow],
-    out: &Outcome,
-) -> Result<(), Violation> {
+fn error_is_true(c: &Call) -> Result<(), Violation> {
+    let (tick, i, remote, input, before, out) = (c.tick, c.i, c.remote, c.input, c.before, c.out);
     let Some(e) = &out.error else {
         return Ok(());
     };
@@ -262,14 +278,8 @@ fn error_is_true(
 /// behind the synced slot's, which the server skips): `update_local_synced_slot` copies
 /// them. The world gives the engine no serialized snapshots, so it copies rather than
 /// decodes; the rule holds only then.
-fn catches_up(
-    tick: u64,
-    i: usize,
-    remote: &[SlotRow],
-    input: &Standby,
-    before: &[SlotRow],
-    out: &Outcome,
-) -> Result<(), Violation> {
+fn catches_up(c: &Call) -> Result<(), Violation> {
+    let (tick, i, remote, input, before, out) = (c.tick, c.i, c.remote, c.input, c.before, c.out);
     if out.error.is_some() || input.serialized_snapshots.is_some() {
         return Ok(());
     }
@@ -322,13 +332,8 @@ fn catches_up(
 /// is confirmed past what the standby flushed: otherwise the update copies the positions
 /// and, with a consistent snapshot (always, when positions are copied), persists the slot in
 /// the same sync.
-fn temporary_only_while_ahead(
-    tick: u64,
-    i: usize,
-    remote: &[SlotRow],
-    input: &Standby,
-    out: &Outcome,
-) -> Result<(), Violation> {
+fn temporary_only_while_ahead(c: &Call) -> Result<(), Violation> {
+    let (tick, i, remote, input, out) = (c.tick, c.i, c.remote, c.input, c.out);
     if out.error.is_some() || input.serialized_snapshots.is_some() {
         return Ok(());
     }
@@ -375,13 +380,8 @@ fn temporary_only_while_ahead(
 /// A sync drops a persistent synced slot only when its primary slot is gone, is not (or not
 /// yet) a complete persistent failover slot, or is valid while the synced slot was
 /// invalidated on the standby (the sync then re-creates it).
-fn drops_only_obsolete(
-    tick: u64,
-    i: usize,
-    remote: &[SlotRow],
-    before: &[SlotRow],
-    out: &Outcome,
-) -> Result<(), Violation> {
+fn drops_only_obsolete(c: &Call) -> Result<(), Violation> {
+    let (tick, i, remote, before, out) = (c.tick, c.i, c.remote, c.before, c.out);
     for a in &out.actions {
         let Action::Drop { slot, .. } = a else {
             continue;

@@ -394,9 +394,12 @@ impl Standbys {
                 settings::judge_outcome(tick, i, Some(&expected), &self.locals[i], &out)?;
             }
             let run = if mix.worker {
-                let at = (now, wall);
-                let remote = primary_rows;
-                self.workers[i].cycle_due(t, (tick, i), at, &input, wrong, remote)?
+                let sb = worker::Settings {
+                    input: &input,
+                    wrong,
+                    remote: primary_rows,
+                };
+                self.workers[i].cycle_due(t, (tick, i), (now, wall), &sb)?
             } else {
                 tick.is_multiple_of(mix.function_every)
             };

@@ -22,6 +22,14 @@ const RESTART_INTERVAL_SECS: i64 = 10;
 const NAP_MIN_NANOS: u64 = 200_000_000;
 const NAP_MAX_NANOS: u64 = 30_000_000_000;
 
+/// What the worker reads: the standby as the engine sees it, the setting the world broke (if
+/// any), and the primary's slots.
+pub(super) struct Settings<'a> {
+    pub input: &'a Standby,
+    pub wrong: Option<Wrong>,
+    pub remote: &'a [SlotRow],
+}
+
 /// One standby's worker.
 pub(super) struct Worker {
     schedule: WorkerSchedule,
@@ -51,17 +59,15 @@ impl Worker {
     }
 
     /// Whether the worker of standby `i` runs a cycle at `now` (launching it first if it is
-    /// not running and may be launched); `wrong` is the setting the world broke, if any.
-    #[allow(clippy::too_many_arguments)]
+    /// not running and may be launched).
     pub fn cycle_due(
         &mut self,
         t: &mut Trace,
         (tick, i): (u64, usize),
         (now, wall): (Instant, UnixTime),
-        input: &Standby,
-        wrong: Option<Wrong>,
-        remote: &[SlotRow],
+        sb: &Settings,
     ) -> Result<bool, Violation> {
+        let wrong = sb.wrong;
         // wal_level needs a restart, so it is wrong from the start: only a reload can change
         // a setting under a running worker.
         if self.running && wrong.is_some() {
@@ -74,7 +80,7 @@ impl Worker {
                 i + 1
             );
         }
-        if !self.running && !self.launch(t, (tick, i), (now, wall), input, wrong, remote)? {
+        if !self.running && !self.launch(t, (tick, i), (now, wall), sb)? {
             return Ok(false);
         }
         let due = self.schedule.handle_timeout(now);
@@ -112,10 +118,9 @@ impl Worker {
         t: &mut Trace,
         (tick, i): (u64, usize),
         (now, wall): (Instant, UnixTime),
-        input: &Standby,
-        wrong: Option<Wrong>,
-        remote: &[SlotRow],
+        sb: &Settings,
     ) -> Result<bool, Violation> {
+        let (input, wrong, remote) = (sb.input, sb.wrong, sb.remote);
         // The postmaster checks the settings first (a LOG line, no launch, no throttle) ...
         let checked = wrong.filter(|w| *w != Wrong::Dbname).map(refusal);
         let launchable = worker_launch_check(input);
