@@ -241,6 +241,7 @@ pub fn run_slotsync(
         let facts = Facts {
             setting: if mix.gate_on { &setting } else { "" },
             in_setting: &in_setting,
+            failover_tick: mix.failover_tick,
             sent: applied_end,
             worker: mix.worker,
             bug,
@@ -587,6 +588,7 @@ struct Facts<'a> {
     misconfig: Option<Misconfig>,
     /// The standbys whose slots the setting names (however it spells them).
     in_setting: &'a [usize],
+    failover_tick: u64,
 }
 
 /// `pgyard slotsync check` on standby `i` as things stand: is `sub_slot` ready? The whole
@@ -619,6 +621,16 @@ fn verdict_ready(
         }),
         notes: Vec::new(),
     };
+    // `pgyard slotsync check --snapshot` reads this form: the world's snapshot must survive it
+    // (tried where the snapshot is richest, as the JSON costs more than the check).
+    let read = (tick == facts.failover_tick || wrong.is_some())
+        .then(|| Snapshot::from_json(&snap.to_json()));
+    if let Some(read) = read.filter(|r| r.as_ref() != Ok(&snap)) {
+        return Err(fail(
+            "snapshot-json-round-trip",
+            format!("tick {tick}: {snap:?} reads back from its JSON as {read:?}"),
+        ));
+    }
     let report = check(&snap);
     let listed = facts.in_setting.contains(&i);
     report::judge(tick, i, &snap, &report, (wrong, listed))?;
