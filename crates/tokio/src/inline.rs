@@ -51,6 +51,9 @@ struct Attempts {
 /// The size of the buffer sockets are read into while connecting.
 const READ_BUF: usize = 16 * 1024;
 
+/// The longest wait when nothing is in flight (see `Attempts::wait`).
+const IDLE: Duration = Duration::from_millis(100);
+
 /// How long a closing attempt's close_notify may take, off the loop.
 const CLOSE_BOUND: Duration = Duration::from_secs(1);
 
@@ -191,6 +194,14 @@ impl Attempts {
     /// Waits until an open or handshake settles, a socket has something, or the machine's
     /// deadline (`within`) comes; what happened goes to `events`.
     async fn wait(&mut self, within: Option<Duration>, buf: &mut Vec<u8>) {
+        // With nothing in flight no event can come: only the deadline, bounded, so a machine
+        // that waits without one is stepped again rather than left waiting for ever.
+        let idle = self.pending.is_empty() && self.conns.iter().all(|c| c.ended);
+        let within = if idle {
+            Some(within.map_or(IDLE, |w| w.min(IDLE)))
+        } else {
+            within
+        };
         let mut deadline = within.map(|w| Box::pin(tokio::time::sleep(w)));
         poll_fn(|cx| {
             if self.poll_attempts(cx, buf) {
