@@ -25,10 +25,10 @@ impl RealInputs {
     }
 
     /// Reads what resolving `info` can consult, and nothing else, as libpq reads lazily: the
-    /// variables it reads by name (each keyword's, a few more, `HOME`); the service files only when a
-    /// service is named, the password files only when no password is given, the passwd
-    /// entry only when no user is given or `HOME` is unset or empty. The resolution is the
-    /// same as with [`RealInputs::read`]'s inputs.
+    /// variables it reads by name (each keyword's, a few more, `HOME`); the service files
+    /// only when a service is named, the password files only when no password is given, the
+    /// passwd entry only when no user is given or `HOME` is unset or empty. The resolution is
+    /// the same as with [`RealInputs::read`]'s inputs.
     pub fn read_for(info: &ConnInfo) -> Self {
         let env = consulted_environment();
         let needs = Needs::of(info, &env);

@@ -182,7 +182,6 @@ pub fn run_slotsync(
         bug: sync_bug,
         misconfig,
         ops,
-
         locals: vec![Vec::new(); mix.standbys as usize],
         workers: (0..mix.standbys).map(|_| Worker::new()).collect(),
     };
@@ -228,12 +227,9 @@ pub fn run_slotsync(
         }
         let world = (&publ, &cluster);
         standbys.sync(t, tick, (now, wall), &mix, world, &primary_rows)?;
-        let feedback_off = misconfig
-            .filter(|m| m.wrong == Wrong::Feedback && m.hits(m.standby, tick))
-            .map(|m| m.standby);
+        let feedback_off = misconfig.and_then(|m| m.feedback_off_at(tick));
         let locals = &standbys.locals;
         cluster.primary_step(rng, t, (tick, &mix), &mut publ, locals, feedback_off);
-        let locals = &standbys.locals;
         let received = sub.received;
         let applied_end = received
             .checked_sub(1)
@@ -367,7 +363,6 @@ struct Standbys {
     /// The operator's calls of `pg_sync_replication_slots()` while the worker runs are drawn
     /// from this stream.
     ops: Rng,
-
     locals: Vec<Vec<SlotRow>>,
     workers: Vec<Worker>,
 }
@@ -395,12 +390,16 @@ impl Standbys {
                 settings::judge_outcome(tick, i, Some(&expected), &self.locals[i], &out)?;
             }
             let run = if mix.worker {
-                let sb = worker::Settings {
+                let at = worker::Moment {
+                    tick,
+                    i,
+                    now,
+                    wall,
                     input: &input,
                     wrong,
                     remote: primary_rows,
                 };
-                self.workers[i].cycle_due(t, (tick, i), (now, wall), &sb)?
+                self.workers[i].cycle_due(t, &at)?
             } else {
                 tick.is_multiple_of(mix.function_every)
             };

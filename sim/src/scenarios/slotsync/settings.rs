@@ -131,6 +131,11 @@ impl Misconfig {
     pub fn hits(&self, i: usize, tick: u64) -> bool {
         self.standby == i && (self.from..self.until).contains(&tick)
     }
+
+    /// The standby running without `hot_standby_feedback` at `tick`, if this is that.
+    pub fn feedback_off_at(&self, tick: u64) -> Option<usize> {
+        (self.wrong == Wrong::Feedback && self.hits(self.standby, tick)).then_some(self.standby)
+    }
 }
 
 /// What is wrong with standby `i` at `tick`, if anything.

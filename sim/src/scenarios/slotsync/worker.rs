@@ -22,9 +22,13 @@ const RESTART_INTERVAL_SECS: i64 = 10;
 const NAP_MIN_NANOS: u64 = 200_000_000;
 const NAP_MAX_NANOS: u64 = 30_000_000_000;
 
-/// What the worker reads: the standby as the engine sees it, the setting the world broke (if
-/// any), and the primary's slots.
-pub(super) struct Settings<'a> {
+/// One tick of standby `i` as its worker sees it: the time, the standby as the engine reads
+/// it, the setting the world broke (if any), and the primary's slots.
+pub(super) struct Moment<'a> {
+    pub tick: u64,
+    pub i: usize,
+    pub now: Instant,
+    pub wall: UnixTime,
     pub input: &'a Standby,
     pub wrong: Option<Wrong>,
     pub remote: &'a [SlotRow],
@@ -60,14 +64,8 @@ impl Worker {
 
     /// Whether the worker of standby `i` runs a cycle at `now` (launching it first if it is
     /// not running and may be launched).
-    pub fn cycle_due(
-        &mut self,
-        t: &mut Trace,
-        (tick, i): (u64, usize),
-        (now, wall): (Instant, UnixTime),
-        sb: &Settings,
-    ) -> Result<bool, Violation> {
-        let wrong = sb.wrong;
+    pub fn cycle_due(&mut self, t: &mut Trace, at: &Moment) -> Result<bool, Violation> {
+        let (tick, i, now, wrong) = (at.tick, at.i, at.now, at.wrong);
         // wal_level needs a restart, so it is wrong from the start: only a reload can change
         // a setting under a running worker.
         if self.running && wrong.is_some() {
@@ -80,7 +78,7 @@ impl Worker {
                 i + 1
             );
         }
-        if !self.running && !self.launch(t, (tick, i), (now, wall), sb)? {
+        if !self.running && !self.launch(t, at)? {
             return Ok(false);
         }
         let due = self.schedule.handle_timeout(now);
@@ -113,14 +111,9 @@ impl Worker {
     }
 
     /// The postmaster's launch and the worker's start; true when it runs.
-    fn launch(
-        &mut self,
-        t: &mut Trace,
-        (tick, i): (u64, usize),
-        (now, wall): (Instant, UnixTime),
-        sb: &Settings,
-    ) -> Result<bool, Violation> {
-        let (input, wrong, remote) = (sb.input, sb.wrong, sb.remote);
+    fn launch(&mut self, t: &mut Trace, at: &Moment) -> Result<bool, Violation> {
+        let (tick, i, now, wall) = (at.tick, at.i, at.now, at.wall);
+        let (input, wrong, remote) = (at.input, at.wrong, at.remote);
         // The postmaster checks the settings first (a LOG line, no launch, no throttle) ...
         let checked = wrong.filter(|w| *w != Wrong::Dbname).map(refusal);
         let launchable = worker_launch_check(input);
