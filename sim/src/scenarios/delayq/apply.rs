@@ -8,19 +8,21 @@ use pgyard_delayq::ReadyMessage;
 use pgyard_types::{uniform_inclusive, Lsn};
 use pgyard_wire::pgoutput::{self as po, PgOutputMessage};
 
-use super::subscriber::{Inserted, Ran, Reply, Request};
+use super::ops::Op;
+use super::subscriber::{Change, Inserted, Ran, Reply, Request};
 use super::text::{lsn_str, Dec, LsnText};
-use super::walsender::{column_count, column_name, rel_of};
+use super::walsender::{column_count, column_name, rel_of, table_name, RELATIONS};
 use super::{fail, Run};
 use crate::publisher::Fate;
 use crate::{trace, trace_line, Violation};
 
-/// What the checks need of each publisher commit, in commit order: the changes committed up
-/// to and including it, and the latest commit time among them (the running maximum the due
-/// times follow).
+/// What the checks need of each publisher commit, in commit order: the rows inserted and the
+/// tables' row-hash sums up to and including it, and the latest commit time among them (the
+/// running maximum the due times follow).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Ledger {
-    changes: usize,
+    inserts: usize,
+    state: [u64; RELATIONS as usize],
     /// This commit's own time.
     ts: i64,
     max_ts: i64,
@@ -163,7 +165,16 @@ impl Run<'_> {
     fn check_ran(&mut self, ran: Ran) -> Result<(), Violation> {
         match ran {
             Ran::Nothing => Ok(()),
-            Ran::Committed { from, to, inserted } => self.check_commit(from, to, &inserted),
+            Ran::Committed {
+                from,
+                to,
+                inserted,
+                keys,
+                truncated,
+            } => {
+                self.check_commit(from, to, &inserted, keys)?;
+                self.check_truncates(from, to, &truncated)
+            }
             Ran::RolledBack { asked, at } if asked != at => Err(fail(
                 "rollback-keeps-origin",
                 format!("the machine rolled back to origin {asked}, the subscriber's is {at}"),
@@ -267,16 +278,28 @@ impl Run<'_> {
     }
 
     /// A refused transaction is the first one the subscriber does not have, and it writes to
-    /// a table the subscriber lacks.
+    /// a table the subscriber lacks (never a failed row check).
     fn check_refusal(&self, commit_lsn: Lsn, text: &str) -> Result<(), Violation> {
+        if text.starts_with(pgyard_delayq::apply::CHECK_MARKER) {
+            // Every UPDATE and DELETE of the publisher's finds exactly one row on a subscriber
+            // that holds the publisher's prefix.
+            return Err(fail(
+                "updates-find-their-row",
+                format!("refused {commit_lsn}: {text}"),
+            ));
+        }
         let origin = self.sub.origin;
         let commits = &self.publ.commits;
         let next = commits.get(commits.partition_point(|c| c.end_lsn <= origin));
         let culprit = next.filter(|c| c.commit_lsn == commit_lsn).and_then(|c| {
             self.publ.txns.get(&c.xid.0).filter(|t| {
                 t.changes.iter().any(|p| {
-                    let table = format!("\"public\".\"t{}\"", rel_of(p));
-                    self.sub.missing.contains(&table) && text.contains(&table)
+                    let one = [rel_of(p)];
+                    let rels = self.ops.op(p).map_or(&one[..], Op::tables);
+                    rels.iter().any(|r| {
+                        let table = format!("\"public\".\"t{r}\"");
+                        self.sub.missing.contains(&table) && text.contains(&table)
+                    })
                 })
             })
         });
@@ -297,7 +320,8 @@ impl Run<'_> {
     fn ledger(&mut self) -> &[Ledger] {
         for c in &self.publ.commits[self.ledger.len()..] {
             let prev = self.ledger.last().copied().unwrap_or(Ledger {
-                changes: 0,
+                inserts: 0,
+                state: [0; RELATIONS as usize],
                 ts: i64::MIN,
                 max_ts: i64::MIN,
             });
@@ -306,8 +330,18 @@ impl Run<'_> {
                 Some(Fate::Committed { ts, .. }) => ts.to_unix().0,
                 _ => i64::MIN,
             };
+            let mut state = prev.state;
+            let mut inserts = prev.inserts;
+            for p in txn.map_or(&[][..], |t| &t.changes[..]) {
+                let op = self.ops.op(p);
+                inserts += usize::from(op.is_none_or(|o| matches!(o, Op::Insert { .. })));
+                if let Some(op) = op {
+                    op.apply(&mut state);
+                }
+            }
             self.ledger.push(Ledger {
-                changes: prev.changes + txn.map_or(0, |t| t.changes.len()),
+                inserts,
+                state,
                 ts,
                 max_ts: prev.max_ts.max(ts),
             });
@@ -315,11 +349,55 @@ impl Run<'_> {
         &self.ledger
     }
 
+    /// The TRUNCATEs a batch from origin `from` to `to` ran are those of the publisher's
+    /// commits in between, in order, naming the same tables with the same options.
+    fn check_truncates(
+        &self,
+        from: Lsn,
+        to: Lsn,
+        ran: &[std::rc::Rc<Change>],
+    ) -> Result<(), Violation> {
+        let lo = self.publ.commits.partition_point(|c| c.end_lsn <= from);
+        let hi = self.publ.commits.partition_point(|c| c.end_lsn <= to);
+        let want = self.publ.commits[lo..hi]
+            .iter()
+            .filter_map(|c| self.publ.txns.get(&c.xid.0))
+            .flat_map(|t| t.changes.iter())
+            .filter_map(|p| match self.ops.op(p) {
+                Some(Op::Truncate {
+                    rels,
+                    cascade,
+                    restart,
+                }) => Some(Change::Truncate {
+                    tables: rels
+                        .iter()
+                        .map(|r| format!("\"public\".\"t{r}\""))
+                        .collect(),
+                    restart: *restart,
+                    cascade: *cascade,
+                }),
+                _ => None,
+            });
+        if !want.eq(ran.iter().map(|c| (**c).clone())) {
+            return Err(fail(
+                "truncate-as-sent",
+                format!("the batch to {to} ran the TRUNCATEs {ran:?}, unlike the publisher's"),
+            ));
+        }
+        Ok(())
+    }
+
     /// A batch committed on the subscriber, moving its origin from `from` to `to`: it holds
     /// exactly the changes of the publisher's commits in between, in commit order, each row
     /// in its change's table with the columns of the definition it was encoded with, and
     /// the last of them (so all of them) was due.
-    fn check_commit(&mut self, from: Lsn, to: Lsn, inserted: &[Inserted]) -> Result<(), Violation> {
+    fn check_commit(
+        &mut self,
+        from: Lsn,
+        to: Lsn,
+        inserted: &[Inserted],
+        keys: std::ops::Range<usize>,
+    ) -> Result<(), Violation> {
         let lo = self.publ.commits.partition_point(|c| c.end_lsn <= from);
         let hi = self.publ.commits.partition_point(|c| c.end_lsn <= to);
         if hi <= lo || self.publ.commits[hi - 1].end_lsn != to {
@@ -329,20 +407,29 @@ impl Run<'_> {
             ));
         }
         let max_ts = self.ledger()[hi - 1].max_ts;
+        let ops = &self.ops;
         let mut expected = self.publ.commits[lo..hi]
             .iter()
             .filter_map(|c| self.publ.txns.get(&c.xid.0))
-            .flat_map(|t| t.changes.iter());
+            .flat_map(|t| t.changes.iter())
+            .filter(|p| ops.op(p).is_none_or(|o| matches!(o, Op::Insert { .. })));
         let mut rows = 0usize;
+        // Keys as inserted: a later UPDATE in the same batch may have changed the row's.
+        let mut keys = self.sub.log[keys].iter();
         for ins in inserted {
             let mut shape = Shape::new(ins);
-            for row in &self.sub.table(&ins.target.table)[ins.rows.clone()] {
+            for i in ins.rows.clone() {
                 rows += 1;
-                let got = shape.payload.and_then(|i| row[i].as_deref());
+                let key = keys.next();
+                let got = shape.payload.and(key).map(Vec::as_slice);
                 let want = expected.next();
                 if got != want.map(Vec::as_slice) {
                     return Err(self.prefix_broken(from, to, rows, got, want));
                 }
+                let row = self
+                    .sub
+                    .row(&ins.target.table, i)
+                    .map_or(&[][..], |r| &r.values[..]);
                 shape.check(row, got.unwrap_or_default())?;
             }
         }
@@ -414,11 +501,15 @@ impl Run<'_> {
         let n = self.publ.commits.partition_point(|c| c.end_lsn <= origin);
         let at_commit =
             n == 0 && origin == Lsn(0) || n > 0 && self.publ.commits[n - 1].end_lsn == origin;
-        let want = if n == 0 {
-            0
+        let (want, state) = if n == 0 {
+            (0, [0; RELATIONS as usize])
         } else {
-            self.ledger()[n - 1].changes
+            let l = self.ledger()[n - 1];
+            (l.inserts, l.state)
         };
+        if at_commit && self.sub.log.len() == want {
+            self.check_tables(n, &state)?;
+        }
         if !at_commit || self.sub.log.len() != want {
             return Err(fail(
                 "subscriber-prefix",
@@ -430,6 +521,27 @@ impl Run<'_> {
             ));
         }
         self.check_acknowledged()
+    }
+
+    /// The subscriber's tables, as of its last commit, hold what the publisher's first `n`
+    /// commits left in them (compared by sums of row hashes, per table and over all tables).
+    fn check_tables(&self, n: usize, state: &[u64; RELATIONS as usize]) -> Result<(), Violation> {
+        let mut total = 0u64;
+        for (r, want) in state.iter().enumerate() {
+            let (got, all) = self.sub.tables.committed(table_name(r as u32));
+            total = total.wrapping_add(got);
+            if got != *want || r + 1 == state.len() && all != total {
+                return Err(fail(
+                    "subscriber-tables",
+                    format!(
+                        "after the publisher's first {n} commits table t{r} differs on the \
+                         subscriber (row-hash sums {got:#x}, publisher's {want:#x}; all tables \
+                         {all:#x})"
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// At every step: the queue's next transaction carries its publisher's commit time, and

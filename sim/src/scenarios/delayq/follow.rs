@@ -98,7 +98,8 @@ impl Run<'_> {
                 let Some(i) = self.conn.pop_front() else {
                     return Ok(());
                 };
-                self.wal.send(i, &self.publ.log()[i], &self.catalog)?;
+                self.wal
+                    .send(i, &self.publ.log()[i], &self.catalog, &self.ops)?;
             }
             let Some((wal_lsn, bytes)) = self.wal.out.pop_front() else {
                 continue;

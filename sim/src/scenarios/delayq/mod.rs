@@ -30,13 +30,16 @@ use crate::planted::{ApplyBug, FollowBug};
 use crate::publisher::{Fate, Publisher, Workload};
 use crate::{trace, Scenario, Trace, Violation};
 use apply::Ledger;
+use ops::Ops;
 use subscriber::SubServer;
-use walsender::{rel_of, Catalog, Walsender, RELATIONS};
+use walsender::{rel_of, table_name, Catalog, Walsender, RELATIONS};
 
 mod apply;
 mod follow;
+mod ops;
 mod restart;
 mod subscriber;
+mod tables;
 mod text;
 mod walsender;
 
@@ -265,6 +268,8 @@ struct Run<'a> {
     catalog: Catalog,
     ddl_percent: u64,
     wal: Walsender,
+    /// What each change does (insert, update, delete, truncate).
+    ops: Ops,
 }
 
 fn fail(invariant: &'static str, detail: String) -> Violation {
@@ -279,11 +284,16 @@ pub fn run_delayq(
     apply_bug: Option<ApplyBug>,
     follow_bug: Option<FollowBug>,
 ) -> Result<u64, Violation> {
+    // Drawn from a stream of its own before anything else: the main stream is untouched.
+    let ops = Ops::new(rng);
     let mut mix = draw_mix(rng);
     draw_held(rng, &mut mix);
     draw_clock(rng, &mut mix.workload);
     let ddl_percent = draw_ddl(rng);
     trace!(t, "mix {mix:?}, ddl {ddl_percent}%");
+    if ops.mix.any() {
+        trace!(t, "changes {:?}", ops.mix);
+    }
     let budget = mix
         .budget_segments
         .map_or(Config::default().disk_bytes_max, |n| n * mix.segment_bytes);
@@ -323,6 +333,8 @@ pub fn run_delayq(
         inspect: false,
     };
     let mut sub = SubServer::default();
+    sub.tables.indexed = ops.mix.any();
+    sub.tables.unique = ops.mix.unique_key;
     sub.missing
         .extend(a.missing_table.map(|r| format!("\"public\".\"t{r}\"")));
     let storage = SimStorage::with_rng(rng_from_seed(rng.next_u64()), faults.clone());
@@ -358,7 +370,8 @@ pub fn run_delayq(
         ledger: Vec::new(),
         catalog: Catalog::default(),
         ddl_percent,
-        wal: Walsender::new(),
+        wal: Walsender::new(ops.mix.full),
+        ops,
     };
     run.follower = follow::new_follower(&run, start);
     let first = run.q().resume_lsn();
@@ -392,7 +405,7 @@ impl Run<'_> {
         for step in 0..self.mix.steps {
             self.now.0 += uniform_inclusive(self.rng, self.mix.tick_max_ms * 1000) as i64;
             let new = self.publ.step(self.rng, self.now);
-            self.conn.extend(new);
+            self.published(new);
             if self.roll(self.ddl_percent) {
                 self.ddl();
             }
@@ -463,7 +476,7 @@ impl Run<'_> {
         self.paused = false;
         self.restart(false)?;
         let new = self.publ.finish_all(self.rng, self.now);
-        self.conn.extend(new);
+        self.published(new);
         for round in 0..10_000u32 {
             // The walsender asks for a reply: everything received is made durable.
             self.follow_step(Some(true))?;
@@ -526,7 +539,7 @@ impl Run<'_> {
         }
         self.purge()?;
         let per_table: Vec<usize> = (0..RELATIONS)
-            .map(|r| self.sub.table(&format!("\"public\".\"t{r}\"")).len())
+            .map(|r| self.sub.tables.live(table_name(r)))
             .collect();
         trace!(
             self.t,
@@ -539,6 +552,13 @@ impl Run<'_> {
 
     // ---- the stream (the follower is in `follow.rs`) ----------------------------------
 
+    /// New messages in the publisher's log: what their changes do is decided, and they are
+    /// the walsender's to send.
+    fn published(&mut self, new: std::ops::Range<usize>) {
+        self.ops.extend(self.publ.log(), &self.catalog);
+        self.conn.extend(new);
+    }
+
     /// DDL between workload steps: a new definition of a relation, from the current WAL
     /// position on. A relation changed by an open transaction (streaming, or prepared) is
     /// locked until it ends, as on the server.
@@ -546,7 +566,9 @@ impl Run<'_> {
         let rel = uniform_inclusive(self.rng, u64::from(RELATIONS) - 1) as u32;
         let locked = self.publ.txns.values().any(|t| {
             matches!(t.fate, Fate::InProgress | Fate::Prepared)
-                && t.changes.iter().any(|c| rel_of(c) == rel)
+                && t.changes
+                    .iter()
+                    .any(|c| self.ops.op(c).map_or(rel_of(c) == rel, |o| o.touches(rel)))
         });
         if locked {
             return;

@@ -8,39 +8,26 @@
 //!
 //! Requests arrive on one connection in the order sent and are answered in that order; the
 //! scenario decides when the server gets to run them. A refused batch leaves the transaction
-//! block aborted, so everything behind it fails until the ROLLBACK, as on the server.
+//! block aborted, so everything behind it fails until the ROLLBACK, as on the server. The
+//! server also plays the part of the CLI's runner: it checks that each UPDATE and DELETE
+//! changed exactly one row (refusing the transaction with the check's own words when not),
+//! and finds rows by key alone where the tables have a unique index on it.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::rc::Rc;
 
-use pgyard_delayq::apply::{BatchId, Plan, Step};
+use pgyard_delayq::apply::{BatchId, Plan, Statement, Step};
 use pgyard_types::Lsn;
 
-/// One row: each column's text value, `None` for NULL.
-pub(super) type Row = Vec<Option<Vec<u8>>>;
-
-/// Where a statement inserts: parsed once per statement shape.
-#[derive(Debug, PartialEq, Eq)]
-pub(super) struct Target {
-    /// The qualified table name as the statement wrote it.
-    pub(super) table: String,
-    /// The column names, unquoted.
-    pub(super) columns: Vec<String>,
-}
-
-/// Rows a statement of a batch inserts.
-#[derive(Debug)]
-struct Staged {
-    target: Rc<Target>,
-    rows: Vec<Row>,
-}
+use super::tables::{parse_change, Stored, Tables, Undo};
+pub(super) use super::tables::{Change, Row, Target};
 
 /// Where a statement of a committed batch put its rows, for the scenario's checks.
 #[derive(Debug)]
 pub(super) struct Inserted {
     /// The table and columns.
     pub(super) target: Rc<Target>,
-    /// The rows, by index in the table.
+    /// The rows, by position in the table.
     pub(super) rows: std::ops::Range<usize>,
 }
 
@@ -73,11 +60,14 @@ pub(super) enum Reply {
 pub(super) enum Ran {
     /// Nothing the checks look at.
     Nothing,
-    /// A batch committed: the origin moved from `from` to `to`, these rows were inserted.
+    /// A batch committed: the origin moved from `from` to `to`, these rows were inserted
+    /// (their keys at insertion are `log[keys]`), these TRUNCATEs ran.
     Committed {
         from: Lsn,
         to: Lsn,
         inserted: Vec<Inserted>,
+        keys: std::ops::Range<usize>,
+        truncated: Vec<Rc<Change>>,
     },
     /// A ROLLBACK was asked to leave the origin at `asked`; it stood at `at`.
     RolledBack { asked: Lsn, at: Lsn },
@@ -88,7 +78,15 @@ pub(super) enum Ran {
 struct Durable {
     origin: Lsn,
     log: usize,
-    tables: BTreeMap<String, usize>,
+}
+
+/// A transaction block in progress: its changes are in the tables already, with their undo.
+#[derive(Debug, Default)]
+struct OpenTxn {
+    inserted: Vec<Inserted>,
+    keys: Vec<Vec<u8>>,
+    truncated: Vec<Rc<Change>>,
+    undo: Vec<Undo>,
 }
 
 /// The applier's connection: requests not yet run, replies not yet read (each marked live
@@ -98,14 +96,14 @@ struct Session {
     inbox: VecDeque<(Request, bool)>,
     outbox: VecDeque<(Reply, bool)>,
     aborted: bool,
-    /// The rows of a transaction sent in pieces whose COMMIT has not come yet.
-    open: Option<Vec<Staged>>,
+    /// A transaction sent in pieces whose COMMIT has not come yet.
+    open: Option<OpenTxn>,
 }
 
 /// The subscriber server.
 #[derive(Debug, Default)]
 pub(super) struct SubServer {
-    tables: BTreeMap<String, Vec<Row>>,
+    pub(super) tables: Tables,
     /// Tables the subscriber does not have yet (the operator creates them after a failure).
     pub(super) missing: BTreeSet<String>,
     /// The `payload` column of every row, in commit order: the checks compare it with what
@@ -114,9 +112,13 @@ pub(super) struct SubServer {
     /// The origin's progress (in memory: committed, maybe not yet flushed).
     pub(super) origin: Lsn,
     durable: Durable,
+    /// How to undo what was committed since the last flush (a crash loses it).
+    unflushed: Vec<Undo>,
     session: Option<Session>,
     /// Statement targets parsed so far, by their text.
     targets: BTreeMap<String, Rc<Target>>,
+    /// UPDATE, DELETE and TRUNCATE statements parsed so far, by their text.
+    changes: BTreeMap<String, Rc<Change>>,
 }
 
 impl SubServer {
@@ -173,12 +175,8 @@ impl SubServer {
         self.durable = Durable {
             origin: self.origin,
             log: self.log.len(),
-            tables: self
-                .tables
-                .iter()
-                .map(|(t, r)| (t.clone(), r.len()))
-                .collect(),
         };
+        self.unflushed.clear();
     }
 
     /// The origin's durable progress.
@@ -189,14 +187,20 @@ impl SubServer {
     /// Immediate shutdown or power loss: commits after the last flush are gone with their
     /// origin progress, and so is the applier's connection.
     pub(super) fn crash(&mut self) -> usize {
-        self.session = None;
+        self.end_session();
         let lost = self.log.len() - self.durable.log;
         self.origin = self.durable.origin;
         self.log.truncate(self.durable.log);
-        for (t, rows) in &mut self.tables {
-            rows.truncate(self.durable.tables.get(t).copied().unwrap_or(0));
-        }
+        self.tables.undo(std::mem::take(&mut self.unflushed));
+        self.tables.commit();
         lost
+    }
+
+    /// The connection is gone: an open transaction block is rolled back.
+    fn end_session(&mut self) {
+        if let Some(open) = self.session.take().and_then(|s| s.open) {
+            self.tables.undo(open.undo);
+        }
     }
 
     /// The applier process died: of what it sent, the first `arrived` requests had reached
@@ -214,7 +218,7 @@ impl SubServer {
             ran.push(r);
         }
         // The backend notices its client is gone: an open transaction block is rolled back.
-        self.session = None;
+        self.end_session();
         ran
     }
 
@@ -227,10 +231,7 @@ impl SubServer {
         live &= !matches!(request, Request::Rollback(_));
         let (reply, ran) = match request {
             Request::Rollback(asked) => {
-                if let Some(s) = &mut self.session {
-                    s.aborted = false;
-                    s.open = None;
-                }
+                self.abort(false);
                 let at = self.origin;
                 (Reply::Other, Ran::RolledBack { asked, at })
             }
@@ -240,18 +241,11 @@ impl SubServer {
                 (Reply::Progress(self.origin), Ran::Nothing)
             }
             Request::Batch(id, plan) => match self.run_plan(plan) {
-                Ok(Some((staged, to))) => {
-                    let from = self.origin;
-                    let inserted = self.commit(staged, to);
-                    (Reply::Committed(id), Ran::Committed { from, to, inserted })
-                }
+                Ok(Some((open, to))) => (Reply::Committed(id), self.commit(open, to)),
                 // A piece of a transaction sent in pieces ran; the COMMIT comes later.
                 Ok(None) => (Reply::Committed(id), Ran::Nothing),
                 Err(text) => {
-                    if let Some(s) = &mut self.session {
-                        s.aborted = true;
-                        s.open = None;
-                    }
+                    self.abort(true);
                     (Reply::Refused(id, text), Ran::Nothing)
                 }
             },
@@ -262,72 +256,148 @@ impl SubServer {
         Some(ran)
     }
 
-    /// Runs a plan (or a piece of a transaction sent in pieces): the rows to commit and the
-    /// origin's progress once it closes its transaction, `None` while it stays open, or the
-    /// error that aborts it. A piece out of place is refused: on the server its statements
-    /// would run outside the transaction, or BEGIN would be ignored inside one.
-    fn run_plan(&mut self, plan: Plan) -> Result<Option<(Vec<Staged>, Lsn)>, String> {
+    /// The transaction block is rolled back (`failed`: it failed first, and stays aborted
+    /// until the ROLLBACK).
+    fn abort(&mut self, failed: bool) {
+        let Some(s) = &mut self.session else {
+            return;
+        };
+        s.aborted = failed;
+        if let Some(open) = s.open.take() {
+            self.tables.undo(open.undo);
+        }
+    }
+
+    /// Runs a plan (or a piece of a transaction sent in pieces): the transaction to commit
+    /// and the origin's progress once it closes, `None` while it stays open, or the error
+    /// that aborts it. A piece out of place is refused: on the server its statements would
+    /// run outside the transaction, or BEGIN would be ignored inside one.
+    fn run_plan(&mut self, plan: Plan) -> Result<Option<(OpenTxn, Lsn)>, String> {
         let open = self.session.as_mut().and_then(|s| s.open.take());
-        let mut rows = match (plan.opens, open) {
-            (true, None) => Vec::new(),
-            (false, Some(rows)) => rows,
-            (true, Some(_)) => return Err("pgyard sim: BEGIN inside a transaction".into()),
+        let mut txn = match (plan.opens, open) {
+            (true, None) => OpenTxn::default(),
+            (false, Some(txn)) => txn,
+            (true, Some(txn)) => {
+                self.tables.undo(txn.undo);
+                return Err("pgyard sim: BEGIN inside a transaction".into());
+            }
             (false, None) => return Err("pgyard sim: a piece outside a transaction".into()),
         };
-        rows.extend(self.stage(plan.steps)?);
+        for step in plan.steps {
+            if let Err(e) = self.run_step(step, &mut txn) {
+                self.tables.undo(txn.undo);
+                return Err(e);
+            }
+        }
         if plan.closes {
-            return Ok(Some((rows, plan.end_lsn)));
+            return Ok(Some((txn, plan.end_lsn)));
         }
         if let Some(s) = &mut self.session {
-            s.open = Some(rows);
+            s.open = Some(txn);
         }
         Ok(None)
     }
 
-    /// Runs a plan's steps inside the transaction: the rows each would insert, or the error
-    /// that aborts it.
-    fn stage(&mut self, steps: Vec<Step>) -> Result<Vec<Staged>, String> {
-        let mut out = Vec::with_capacity(steps.len());
-        for step in steps {
-            let ins = match step {
-                Step::Run(st) => {
-                    let target = self
-                        .target(&st.sql)
-                        .ok_or_else(|| format!("pgyard sim: unsupported statement {}", st.sql))?;
-                    let width = target.columns.len();
-                    if width == 0 || st.params.len() % width != 0 {
-                        return Err(format!(
-                            "pgyard sim: {} values for {target:?}",
-                            st.params.len()
-                        ));
-                    }
-                    // The values move into the rows: the plan is spent once it has run.
-                    let mut rows = Vec::with_capacity(st.params.len() / width);
-                    let mut values = st.params.into_iter();
-                    loop {
-                        let row: Row = values.by_ref().take(width).collect();
-                        if row.is_empty() {
-                            break;
-                        }
-                        rows.push(row);
-                    }
-                    Staged { target, rows }
+    /// Runs one step inside the transaction `txn`.
+    fn run_step(&mut self, step: Step, txn: &mut OpenTxn) -> Result<(), String> {
+        let (target, rows) = match step {
+            Step::Run(st) if !st.sql.starts_with("INSERT ") => return self.run_change(st, txn),
+            Step::Run(st) => {
+                let target = self
+                    .target(&st.sql)
+                    .ok_or_else(|| format!("pgyard sim: unsupported statement {}", st.sql))?;
+                let width = target.columns.len();
+                if width == 0 || st.params.len() % width != 0 {
+                    return Err(format!(
+                        "pgyard sim: {} values for {target:?}",
+                        st.params.len()
+                    ));
                 }
-                Step::Copy(c) => {
-                    let target = self
-                        .target(&c.sql)
-                        .ok_or_else(|| format!("pgyard sim: unsupported COPY {}", c.sql))?;
-                    let rows = copy_rows(&c.data, target.columns.len())
-                        .ok_or_else(|| format!("pgyard sim: bad COPY data for {target:?}"))?;
-                    Staged { target, rows }
+                // The values move into the rows: the plan is spent once it has run.
+                let mut rows = Vec::with_capacity(st.params.len() / width);
+                let mut values = st.params.into_iter();
+                loop {
+                    let row: Row = values.by_ref().take(width).collect();
+                    if row.is_empty() {
+                        break;
+                    }
+                    rows.push(row);
                 }
-            };
-            if self.missing.contains(&ins.target.table) {
-                return Err(format!("relation {} does not exist", ins.target.table));
+                (target, rows)
             }
-            out.push(ins);
+            Step::Copy(c) => {
+                let target = self
+                    .target(&c.sql)
+                    .ok_or_else(|| format!("pgyard sim: unsupported COPY {}", c.sql))?;
+                let rows = copy_rows(&c.data, target.columns.len())
+                    .ok_or_else(|| format!("pgyard sim: bad COPY data for {target:?}"))?;
+                (target, rows)
+            }
+        };
+        self.exists(&target.table)?;
+        let p = target.payload_at();
+        txn.keys.extend(
+            rows.iter()
+                .map(|r| p.and_then(|i| r[i].clone()).unwrap_or_default()),
+        );
+        let rows = self
+            .tables
+            .insert(&target, rows.into_iter(), &mut txn.undo)?;
+        txn.inserted.push(Inserted { target, rows });
+        Ok(())
+    }
+
+    /// An UPDATE, DELETE or TRUNCATE, run as the CLI's runner runs it: by key alone where
+    /// the key has a unique index, and each UPDATE or DELETE checked to change one row.
+    fn run_change(&mut self, st: Statement, txn: &mut OpenTxn) -> Result<(), String> {
+        let by_key = st.check.as_ref().and_then(|c| {
+            let keyed = self.tables.unique && c.shape.key.iter().any(|k| k == "payload");
+            keyed.then_some(c.shape.by_key.as_deref()).flatten()
+        });
+        let sql = by_key.unwrap_or(&st.sql);
+        let change = self
+            .parsed(sql)
+            .ok_or_else(|| format!("pgyard sim: unsupported statement {sql}"))?;
+        if let Change::Truncate { tables, .. } = &*change {
+            for t in tables {
+                self.exists(t)?;
+            }
+            self.tables.truncate(tables, &mut txn.undo);
+            txn.truncated.push(change);
+            return Ok(());
         }
-        Ok(out)
+        if let Change::Rows { table, .. } = &*change {
+            self.exists(table)?;
+        }
+        let rows = self
+            .tables
+            .change_rows(&change, &st.params, &mut txn.undo)?;
+        match &st.check {
+            Some(c) if rows != 1 => Err(if by_key.is_some() && rows > 1 {
+                format!("pgyard sim: {} found {rows} rows by a unique key", c.what())
+            } else {
+                c.failure(rows)
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Refuses a statement on a table the subscriber lacks.
+    fn exists(&self, table: &str) -> Result<(), String> {
+        if self.missing.contains(table) {
+            return Err(format!("relation {table} does not exist"));
+        }
+        Ok(())
+    }
+
+    /// An UPDATE, DELETE or TRUNCATE statement, parsed once per text.
+    fn parsed(&mut self, sql: &str) -> Option<Rc<Change>> {
+        if let Some(c) = self.changes.get(sql) {
+            return Some(Rc::clone(c));
+        }
+        let c = Rc::new(parse_change(sql)?);
+        self.changes.insert(sql.to_owned(), Rc::clone(&c));
+        Some(c)
     }
 
     /// The target of `INSERT INTO t (cols) VALUES …` or `COPY t (cols) FROM STDIN`.
@@ -342,45 +412,31 @@ impl SubServer {
             .split(", ")
             .map(|c| c.trim_matches('"').to_owned())
             .collect();
-        let t = Rc::new(Target {
-            table: table.to_owned(),
-            columns,
-        });
+        let t = Rc::new(Target::new(table.to_owned(), columns));
         self.targets.insert(text.to_owned(), t.clone());
         Some(t)
     }
 
-    /// Makes the staged rows part of the tables, with the origin's progress.
-    fn commit(&mut self, staged: Vec<Staged>, end: Lsn) -> Vec<Inserted> {
-        let mut out = Vec::with_capacity(staged.len());
-        for st in staged {
-            let payload = st.target.columns.iter().position(|c| c == "payload");
-            // The name is copied only for a table's first rows (nearly every commit has them).
-            if !self.tables.contains_key(&st.target.table) {
-                self.tables.insert(st.target.table.clone(), Vec::new());
-            }
-            let table = self
-                .tables
-                .get_mut(&st.target.table)
-                .expect("inserted above");
-            let first = table.len();
-            for row in st.rows {
-                let p = payload.and_then(|i| row[i].clone()).unwrap_or_default();
-                self.log.push(p);
-                table.push(row);
-            }
-            out.push(Inserted {
-                rows: first..table.len(),
-                target: st.target,
-            });
+    /// Makes a transaction's changes committed, with the origin's progress.
+    fn commit(&mut self, txn: OpenTxn, to: Lsn) -> Ran {
+        let from = self.origin;
+        let first = self.log.len();
+        self.log.extend(txn.keys);
+        self.unflushed.extend(txn.undo);
+        self.tables.commit();
+        self.origin = to;
+        Ran::Committed {
+            from,
+            to,
+            inserted: txn.inserted,
+            keys: first..self.log.len(),
+            truncated: txn.truncated,
         }
-        self.origin = end;
-        out
     }
 
-    /// A table's rows (none if it holds none).
-    pub(super) fn table(&self, table: &str) -> &[Row] {
-        self.tables.get(table).map_or(&[], Vec::as_slice)
+    /// A stored row of a table, live or not.
+    pub(super) fn row(&self, table: &str, i: usize) -> Option<&Stored> {
+        self.tables.row(table, i)
     }
 }
 
@@ -477,7 +533,7 @@ mod tests {
         assert_eq!((s.origin, s.durable_origin()), (Lsn(0x20), Lsn(0x10)));
         assert_eq!(s.crash(), 1, "the unflushed commit is lost");
         assert_eq!((s.origin, s.log.clone()), (Lsn(0x10), vec![b"a".to_vec()]));
-        assert_eq!(s.table("\"public\".\"t0\"").len(), 1);
+        assert_eq!(s.tables.live("\"public\".\"t0\""), 1);
 
         s.connect();
         s.missing.insert("\"public\".\"t0\"".into());
@@ -573,8 +629,12 @@ mod tests {
             panic!("committed")
         };
         assert_eq!(inserted[0].rows, 0..2);
+        let table = &inserted[0].target.table;
+        let rows: Vec<Row> = (0..2)
+            .filter_map(|i| s.row(table, i).map(|r| r.values.clone()))
+            .collect();
         assert_eq!(
-            s.table(&inserted[0].target.table),
+            rows,
             [
                 vec![Some(b"a\tb".to_vec()), None],
                 vec![Some(b"c\\".to_vec()), Some(b"d".to_vec())]

@@ -12,11 +12,21 @@ use pgyard_wire::pgoutput::{
 };
 
 use super::fail;
+use super::ops::{long, Cell, Op, Ops, Values};
 use crate::publisher::{decimal, LogItem};
 use crate::Violation;
 
 /// Tables the workload writes to.
 pub(super) const RELATIONS: u32 = 3;
+
+/// Table `rel`'s name as the apply machine qualifies it.
+pub(super) fn table_name(rel: u32) -> &'static str {
+    [
+        "\"public\".\"t0\"",
+        "\"public\".\"t1\"",
+        "\"public\".\"t2\"",
+    ][rel as usize % 3]
+}
 pub(super) const REL_OID_BASE: u32 = 16384;
 /// OIDs of the custom (non-built-in) column types, one per table.
 pub(super) const TYPE_OID_BASE: u32 = 70000;
@@ -30,7 +40,7 @@ pub(super) struct Catalog {
 }
 
 impl Catalog {
-    fn version(&self, rel: u32, at: Lsn) -> u32 {
+    pub(super) fn version(&self, rel: u32, at: Lsn) -> u32 {
         self.history
             .get(&rel)
             .and_then(|h| h.iter().rev().find(|(l, _)| *l <= at))
@@ -137,14 +147,53 @@ pub(super) struct Walsender {
     logged: Vec<Option<Rc<[u8]>>>,
     /// Descriptions by (table, version, stream): the Type message if any, and the Relation.
     described: BTreeMap<(u32, u32, Option<u32>), Description>,
+    /// Tables under REPLICA IDENTITY FULL.
+    full: [bool; RELATIONS as usize],
+}
+
+/// An old row as pgoutput would send it: the key alone (other columns null) or all of it.
+enum OldRow<'a> {
+    Key(Vec<TupleValue<'a>>),
+    Full(Vec<TupleValue<'a>>),
+}
+
+/// The old row of an update or delete of a table with (`full`) or without REPLICA IDENTITY
+/// FULL: a long value in a full old row goes as unchanged, as pgoutput sends values stored
+/// out of line.
+fn old_tuple(old: &Values, full: bool) -> OldRow<'_> {
+    if full {
+        return OldRow::Full(
+            old.iter()
+                .map(|v| {
+                    if long(v) {
+                        TupleValue::UnchangedToast
+                    } else {
+                        sent(v)
+                    }
+                })
+                .collect(),
+        );
+    }
+    OldRow::Key(
+        old.iter()
+            .enumerate()
+            .map(|(i, v)| if i == 0 { sent(v) } else { TupleValue::Null })
+            .collect(),
+    )
+}
+
+/// A value sent in text form, or NULL.
+fn sent(v: &Option<Vec<u8>>) -> TupleValue<'_> {
+    v.as_deref().map_or(TupleValue::Null, TupleValue::Text)
 }
 
 /// The Type message (if the table has a custom type) and the Relation message of a table.
 type Description = (Option<Rc<[u8]>>, Rc<[u8]>);
 
 impl Walsender {
-    pub(super) fn new() -> Self {
+    pub(super) fn new(full: [bool; RELATIONS as usize]) -> Self {
         Walsender {
+            full,
             block: None,
             global: BTreeMap::new(),
             streams: BTreeMap::new(),
@@ -165,7 +214,7 @@ impl Walsender {
         *self = Walsender {
             logged,
             described,
-            ..Walsender::new()
+            ..Walsender::new(self.full)
         };
     }
 
@@ -175,6 +224,7 @@ impl Walsender {
         idx: usize,
         item: &LogItem,
         catalog: &Catalog,
+        ops: &Ops,
     ) -> Result<(), Violation> {
         match item.event {
             Event::StreamStart { xid, .. } => self.block = Some(xid.0),
@@ -184,7 +234,7 @@ impl Walsender {
             Event::StreamPrepare { xid, .. } => {
                 self.streams.remove(&xid.0);
             }
-            Event::Change { xid } => self.before_change(item, xid, catalog)?,
+            Event::Change { xid } => self.before_change(item, xid, catalog, ops)?,
             Event::Relation { .. } | Event::Type { .. } => {
                 return Err(fail(
                     "queue-accepts-valid-stream",
@@ -199,7 +249,7 @@ impl Walsender {
         let bytes = match &self.logged[idx] {
             Some(b) => Rc::clone(b),
             None => {
-                let b = self.encode_logged(item, catalog)?;
+                let b = self.encode_logged(item, catalog, ops)?;
                 self.logged[idx] = Some(Rc::clone(&b));
                 b
             }
@@ -209,7 +259,12 @@ impl Walsender {
     }
 
     /// The bytes of one log message.
-    fn encode_logged(&mut self, item: &LogItem, catalog: &Catalog) -> Result<Rc<[u8]>, Violation> {
+    fn encode_logged(
+        &mut self,
+        item: &LogItem,
+        catalog: &Catalog,
+        ops: &Ops,
+    ) -> Result<Rc<[u8]>, Violation> {
         match item.event {
             Event::Begin {
                 xid,
@@ -303,7 +358,7 @@ impl Walsender {
                     abort: None,
                 }))
             }
-            Event::Change { xid } => self.change(item, xid, catalog),
+            Event::Change { xid } => self.change(item, xid, catalog, ops),
             Event::Message {
                 transactional,
                 xid,
@@ -369,28 +424,32 @@ impl Walsender {
         }
     }
 
-    /// Before a change: its table's Relation (and Type) message when the session (or, inside
-    /// a stream block, the stream) does not hold the current definition.
+    /// Before a change: the Relation (and Type) message of each table it writes to, when the
+    /// session (or, inside a stream block, the stream) does not hold the current definition.
     fn before_change(
         &mut self,
         item: &LogItem,
         xid: Option<Xid>,
         catalog: &Catalog,
+        ops: &Ops,
     ) -> Result<(), Violation> {
         let lsn = item.lsn;
-        let rel = rel_of(&item.payload);
-        let v = catalog.version(rel, lsn);
+        let one = [rel_of(&item.payload)];
+        let rels = ops.op(&item.payload).map_or(&one[..], Op::tables);
         let top = self.block;
-        let described = match top {
-            Some(top) => self
-                .streams
-                .get(&top)
-                .and_then(|s| s.iter().rev().find(|(r, _, _)| *r == rel))
-                .is_some_and(|(_, sv, _)| *sv == v),
-            None => self.global.get(&rel) == Some(&v),
-        };
-        if !described {
-            self.describe(rel, v, top, lsn)?;
+        for &rel in rels {
+            let v = catalog.version(rel, lsn);
+            let described = match top {
+                Some(top) => self
+                    .streams
+                    .get(&top)
+                    .and_then(|s| s.iter().rev().find(|(r, _, _)| *r == rel))
+                    .is_some_and(|(_, sv, _)| *sv == v),
+                None => self.global.get(&rel) == Some(&v),
+            };
+            if !described {
+                self.describe(rel, v, top, lsn)?;
+            }
         }
         if let (Some(top), Some(sub)) = (top, xid) {
             self.first_change.entry((top, sub.0)).or_insert(self.seq);
@@ -398,14 +457,20 @@ impl Walsender {
         Ok(())
     }
 
-    /// An insert into the change's table.
+    /// The change's message: an insert into its table unless its op says otherwise.
     fn change(
         &mut self,
         item: &LogItem,
         xid: Option<Xid>,
         catalog: &Catalog,
+        ops: &Ops,
     ) -> Result<Rc<[u8]>, Violation> {
-        let rel = rel_of(&item.payload);
+        let op = ops.op(&item.payload);
+        let rel = match op {
+            Some(Op::Insert { rel, .. }) => *rel,
+            None => rel_of(&item.payload),
+            Some(other) => return self.encode_op(other, xid),
+        };
         let v = catalog.version(rel, item.lsn);
         let mut ver = Vec::new();
         decimal(&mut ver, u64::from(v));
@@ -418,6 +483,69 @@ impl Walsender {
             relation: REL_OID_BASE + rel,
             new: Seq::from_slice(vals),
         }))
+    }
+
+    /// An UPDATE, DELETE or TRUNCATE as pgoutput sends it: the old key only when an update
+    /// changed it, the whole old row (long values as unchanged) under REPLICA IDENTITY FULL.
+    fn encode_op(&mut self, op: &Op, xid: Option<Xid>) -> Result<Rc<[u8]>, Violation> {
+        match op {
+            Op::Update {
+                rel,
+                old,
+                new,
+                key_changed,
+                ..
+            } => {
+                let cells: Vec<TupleValue<'_>> = new
+                    .iter()
+                    .map(|c| match c {
+                        Cell::Sent(v) => sent(v),
+                        Cell::Unchanged => TupleValue::UnchangedToast,
+                    })
+                    .collect();
+                let before = old_tuple(old, self.full[*rel as usize]);
+                let old = match &before {
+                    OldRow::Full(t) => Some(po::OldTuple::Full(Seq::from_slice(t))),
+                    OldRow::Key(t) if *key_changed => Some(po::OldTuple::Key(Seq::from_slice(t))),
+                    OldRow::Key(_) => None,
+                };
+                self.encode(PgOutputMessage::Update(po::Update {
+                    xid,
+                    relation: REL_OID_BASE + rel,
+                    old,
+                    new: Seq::from_slice(&cells),
+                }))
+            }
+            Op::Delete { rel, old, .. } => {
+                let before = old_tuple(old, self.full[*rel as usize]);
+                let old = match &before {
+                    OldRow::Full(t) => po::OldTuple::Full(Seq::from_slice(t)),
+                    OldRow::Key(t) => po::OldTuple::Key(Seq::from_slice(t)),
+                };
+                self.encode(PgOutputMessage::Delete(po::Delete {
+                    xid,
+                    relation: REL_OID_BASE + rel,
+                    old,
+                }))
+            }
+            Op::Truncate {
+                rels,
+                cascade,
+                restart,
+            } => {
+                let oids: Vec<u32> = rels.iter().map(|r| REL_OID_BASE + r).collect();
+                self.encode(PgOutputMessage::Truncate(po::Truncate {
+                    xid,
+                    cascade: *cascade,
+                    restart_identity: *restart,
+                    relations: Seq::from_slice(&oids),
+                }))
+            }
+            Op::Insert { .. } => Err(fail(
+                "queue-accepts-valid-stream",
+                "an insert encoded as another change".into(),
+            )),
+        }
     }
 
     /// Sends version `v` of table `rel` (with its custom type first, when it has one), inside
@@ -468,7 +596,8 @@ impl Walsender {
         let rc: Vec<RelationColumn<'_>> = cols
             .iter()
             .map(|(name, ty, key)| RelationColumn {
-                key: *key,
+                // Under REPLICA IDENTITY FULL pgoutput flags every column as part of it.
+                key: *key || self.full[rel as usize],
                 name,
                 type_oid: *ty,
                 type_modifier: -1,
@@ -480,7 +609,11 @@ impl Walsender {
             oid: REL_OID_BASE + rel,
             namespace: b"public",
             name: &name,
-            replica_identity: ReplicaIdentity::Default,
+            replica_identity: if self.full[rel as usize] {
+                ReplicaIdentity::Full
+            } else {
+                ReplicaIdentity::Default
+            },
             columns: Seq::from_slice(&rc),
         }))?;
         Ok((ty, r))

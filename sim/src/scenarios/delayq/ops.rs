@@ -1,0 +1,481 @@
+//! What each change of the publisher's workload does to its tables. The publisher model names
+//! its changes (`C<xid>.<seq>`) and leaves their meaning to the scenario; here each becomes an
+//! INSERT, an UPDATE, a DELETE or a TRUNCATE, drawn in log order from an RNG stream of its own
+//! (a seed that draws inserts only runs exactly the world it ran before these existed).
+//!
+//! An UPDATE or DELETE changes a row its own (sub)transaction inserted earlier: such a row is
+//! there on the publisher whatever else commits meanwhile, and on the subscriber, which applies
+//! whole transactions in commit order, too — the model needs no row locks. A TRUNCATE empties
+//! whole tables, rows of other transactions included; later changes of its own transaction
+//! leave the rows it removed alone. Values follow TOAST as pgoutput sends it: a value of the
+//! long kind (`L…`) an UPDATE leaves as it was travels as "unchanged" (`u`), and so does one in
+//! a REPLICA IDENTITY FULL old row; keys are never long.
+//!
+//! What the checks compare: a hash of every row (table, column names, values), summed per
+//! table, so that the publisher's committed prefix and the subscriber's tables can be compared
+//! at every step in constant time. [`Op::deltas`] gives what a change does to those sums,
+//! except for a TRUNCATE, which removes whatever the table holds when it is applied.
+
+use std::collections::BTreeMap;
+
+use pgyard_delayq::Event;
+use pgyard_types::{uniform_inclusive, Rng};
+
+use super::walsender::{column_count, column_name, Catalog, RELATIONS};
+use crate::publisher::{decimal, LogItem};
+
+/// The RNG stream the kinds of changes are drawn from.
+const STREAM: u64 = 0x6368_616e_6765;
+
+/// One row's values in column order, `None` for NULL.
+pub(super) type Values = Vec<Option<Vec<u8>>>;
+
+/// A value of an UPDATE's new row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Cell {
+    /// Sent in full (`None`: NULL).
+    Sent(Option<Vec<u8>>),
+    /// Unchanged and stored out of line: sent as `u`, the subscriber keeps its value.
+    Unchanged,
+}
+
+/// What one change does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Op {
+    /// A new row (the payload, the version, NULLs) in table `rel`.
+    Insert { rel: u32, hash: u64 },
+    /// A row of table `rel` changed from `old` to `new`.
+    Update {
+        rel: u32,
+        old: Values,
+        new: Vec<Cell>,
+        /// The key (`payload`) changed: pgoutput sends the old key.
+        key_changed: bool,
+        hashes: (u64, u64),
+    },
+    /// A row of table `rel` removed.
+    Delete { rel: u32, old: Values, hash: u64 },
+    /// Tables emptied, with the options as written.
+    Truncate {
+        rels: Vec<u32>,
+        cascade: bool,
+        restart: bool,
+    },
+}
+
+impl Op {
+    /// Whether the change writes to (and so locks) table `rel`.
+    pub(super) fn touches(&self, rel: u32) -> bool {
+        match self {
+            Op::Insert { rel: r, .. } | Op::Update { rel: r, .. } | Op::Delete { rel: r, .. } => {
+                *r == rel
+            }
+            Op::Truncate { rels, .. } => rels.contains(&rel),
+        }
+    }
+
+    /// The tables a change writes to, in the order it names them.
+    pub(super) fn tables(&self) -> &[u32] {
+        match self {
+            Op::Insert { rel, .. } | Op::Update { rel, .. } | Op::Delete { rel, .. } => {
+                std::slice::from_ref(rel)
+            }
+            Op::Truncate { rels, .. } => rels,
+        }
+    }
+
+    /// Applies the change to per-table sums of row hashes (a TRUNCATE zeroes its tables).
+    pub(super) fn apply(&self, sums: &mut [u64; RELATIONS as usize]) {
+        match self {
+            Op::Insert { rel, hash } => {
+                let s = &mut sums[*rel as usize];
+                *s = s.wrapping_add(*hash);
+            }
+            Op::Update {
+                rel,
+                hashes: (old, new),
+                ..
+            } => {
+                let s = &mut sums[*rel as usize];
+                *s = s.wrapping_sub(*old).wrapping_add(*new);
+            }
+            Op::Delete { rel, hash, .. } => {
+                let s = &mut sums[*rel as usize];
+                *s = s.wrapping_sub(*hash);
+            }
+            Op::Truncate { rels, .. } => rels.iter().for_each(|r| sums[*r as usize] = 0),
+        }
+    }
+}
+
+/// How a seed mixes its changes, drawn once.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct ChangeMix {
+    /// Percent of changes that update a row of their own, when there is one ...
+    update_percent: u64,
+    /// ... that delete one ...
+    delete_percent: u64,
+    /// ... and that truncate one or two tables.
+    truncate_percent: u64,
+    /// Percent of updates that change the key.
+    key_change_percent: u64,
+    /// Tables under REPLICA IDENTITY FULL (the others have their key as identity).
+    pub(super) full: [bool; RELATIONS as usize],
+    /// The subscriber has a unique index on the key of every table whose identity is the key.
+    pub(super) unique_key: bool,
+}
+
+impl ChangeMix {
+    /// Inserts only in a quarter of the seeds; otherwise every kind, in proportions drawn.
+    fn draw(rng: &mut Rng) -> ChangeMix {
+        let r = |rng: &mut Rng, max: u64| uniform_inclusive(rng, max);
+        if r(rng, 3) == 0 {
+            return ChangeMix::default();
+        }
+        ChangeMix {
+            update_percent: 5 + r(rng, 40),
+            delete_percent: r(rng, 25),
+            truncate_percent: if r(rng, 2) == 0 { 1 + r(rng, 3) } else { 0 },
+            key_change_percent: r(rng, 30),
+            full: [r(rng, 2) == 0, r(rng, 2) == 0, r(rng, 2) == 0],
+            unique_key: r(rng, 1) == 0,
+        }
+    }
+
+    /// Whether the seed has changes other than inserts.
+    pub(super) fn any(&self) -> bool {
+        self.update_percent + self.delete_percent + self.truncate_percent > 0
+    }
+}
+
+/// A row its own (sub)transaction inserted and may still change.
+#[derive(Debug)]
+struct Live {
+    rel: u32,
+    version: u32,
+    values: Values,
+}
+
+/// The kind of every change in the publisher's log, decided as the log grows.
+#[derive(Debug)]
+pub(super) struct Ops {
+    /// The mix.
+    pub(super) mix: ChangeMix,
+    rng: Rng,
+    /// The op of each change, by its sequence number less one.
+    by_seq: Vec<Option<Op>>,
+    /// Log messages looked at so far.
+    seen: usize,
+    /// Rows each (transaction, subtransaction) inserted and may still change.
+    live: BTreeMap<(u32, u32), Vec<Live>>,
+    /// The transaction whose Begin came last (plain ones are contiguous in the log).
+    current: u32,
+}
+
+impl Ops {
+    /// A seed's ops, drawn from `rng`'s own stream (the caller's draws are untouched).
+    pub(super) fn new(rng: &Rng) -> Ops {
+        let mut rng = rng.clone();
+        rng.set_stream(STREAM);
+        Ops {
+            mix: ChangeMix::draw(&mut rng),
+            rng,
+            by_seq: Vec::new(),
+            seen: 0,
+            live: BTreeMap::new(),
+            current: 0,
+        }
+    }
+
+    /// The op of the change `payload` names (`None` for a payload no change has).
+    pub(super) fn op(&self, payload: &[u8]) -> Option<&Op> {
+        let (_, seq) = change_ids(payload)?;
+        self.by_seq
+            .get(usize::try_from(seq.checked_sub(1)?).ok()?)?
+            .as_ref()
+    }
+
+    /// Decides the kind of every change logged since the last call.
+    pub(super) fn extend(&mut self, log: &[LogItem], catalog: &Catalog) {
+        for item in &log[self.seen.min(log.len())..] {
+            match item.event {
+                Event::Begin { xid, .. } => self.current = xid.0,
+                Event::Commit { .. } => self.ended(self.current, None),
+                Event::Prepare { xid, .. }
+                | Event::StreamCommit { xid, .. }
+                | Event::StreamPrepare { xid, .. } => self.ended(xid.0, None),
+                Event::StreamAbort { xid, sub_xid } => {
+                    self.ended(xid.0, (sub_xid != xid).then_some(sub_xid.0))
+                }
+                Event::Change { xid } => {
+                    let Some((top, seq)) = change_ids(&item.payload) else {
+                        continue;
+                    };
+                    let group = (top, xid.map_or(top, |x| x.0));
+                    let op = self.draw(group, seq, item, catalog);
+                    let at = usize::try_from(seq.saturating_sub(1)).unwrap_or(usize::MAX);
+                    if at >= self.by_seq.len() {
+                        self.by_seq.resize(at + 1, None);
+                    }
+                    self.by_seq[at] = Some(op);
+                }
+                _ => {}
+            }
+        }
+        self.seen = log.len();
+    }
+
+    /// A transaction (or one subtransaction of it) ended: its rows are no one's to change.
+    fn ended(&mut self, top: u32, sub: Option<u32>) {
+        match sub {
+            Some(s) => {
+                self.live.remove(&(top, s));
+            }
+            None => {
+                let keys: Vec<_> = self
+                    .live
+                    .range((top, 0)..=(top, u32::MAX))
+                    .map(|(k, _)| *k)
+                    .collect();
+                for k in keys {
+                    self.live.remove(&k);
+                }
+            }
+        }
+    }
+
+    /// The kind of change `seq` of `group`, logged as `item`.
+    fn draw(&mut self, group: (u32, u32), seq: u64, item: &LogItem, catalog: &Catalog) -> Op {
+        let any = self.mix.any();
+        let m = &self.mix;
+        let (upd, del, tru) = (m.update_percent, m.delete_percent, m.truncate_percent);
+        let roll = if any {
+            uniform_inclusive(&mut self.rng, 99)
+        } else {
+            100
+        };
+        let own = self.live.get(&group).map_or(0, Vec::len);
+        if roll < tru {
+            return self.truncate(group.0);
+        }
+        if own > 0 && roll < tru + del + upd {
+            let i = uniform_inclusive(&mut self.rng, own as u64 - 1) as usize;
+            if roll < tru + del {
+                let row = self.live.get_mut(&group).map(|l| l.swap_remove(i));
+                if let Some(row) = row {
+                    let hash = row_hash(row.rel, row.version, &row.values);
+                    return Op::Delete {
+                        rel: row.rel,
+                        old: row.values,
+                        hash,
+                    };
+                }
+            } else if let Some(op) = self.update(group, i, seq) {
+                return op;
+            }
+        }
+        let rel = super::walsender::rel_of(&item.payload);
+        let version = catalog.version(rel, item.lsn);
+        let mut values = vec![None; column_count(version)];
+        values[0] = Some(item.payload.clone());
+        let mut ver = Vec::new();
+        decimal(&mut ver, u64::from(version));
+        values[1] = Some(ver);
+        let hash = row_hash(rel, version, &values);
+        if any {
+            self.live.entry(group).or_default().push(Live {
+                rel,
+                version,
+                values,
+            });
+        }
+        Op::Insert { rel, hash }
+    }
+
+    /// An UPDATE of row `i` of `group`'s own: each value after the version kept, set short,
+    /// set long or set NULL, and maybe a new key.
+    fn update(&mut self, group: (u32, u32), i: usize, seq: u64) -> Option<Op> {
+        let key_change = uniform_inclusive(&mut self.rng, 99) < self.mix.key_change_percent;
+        let picks: Vec<u64> = (0..4)
+            .map(|_| uniform_inclusive(&mut self.rng, 3))
+            .collect();
+        let row = self.live.get_mut(&group)?.get_mut(i)?;
+        let old = row.values.clone();
+        let mut new = Vec::with_capacity(old.len());
+        for (c, v) in row.values.iter_mut().enumerate() {
+            let cell = match c {
+                0 if key_change => {
+                    let mut k = v.clone().unwrap_or_default();
+                    k.push(b'k');
+                    decimal(&mut k, seq);
+                    *v = Some(k.clone());
+                    Cell::Sent(Some(k))
+                }
+                0 | 1 => Cell::Sent(v.clone()),
+                _ => match picks[(c - 2).min(3)] {
+                    0 if long(v) => Cell::Unchanged,
+                    0 => Cell::Sent(v.clone()),
+                    p => {
+                        *v = match p {
+                            1 => Some(tagged_value(b's', seq)),
+                            2 => Some(tagged_value(b'L', seq)),
+                            _ => None,
+                        };
+                        Cell::Sent(v.clone())
+                    }
+                },
+            };
+            new.push(cell);
+        }
+        let hashes = (
+            row_hash(row.rel, row.version, &old),
+            row_hash(row.rel, row.version, &row.values),
+        );
+        Some(Op::Update {
+            rel: row.rel,
+            old,
+            new,
+            key_changed: key_change,
+            hashes,
+        })
+    }
+
+    /// A TRUNCATE of one table or two: the rows `top` inserted there are gone for it too.
+    fn truncate(&mut self, top: u32) -> Op {
+        let first = uniform_inclusive(&mut self.rng, u64::from(RELATIONS) - 1) as u32;
+        let mut rels = vec![first];
+        if uniform_inclusive(&mut self.rng, 1) == 0 {
+            let other = (first + 1 + uniform_inclusive(&mut self.rng, 1) as u32) % RELATIONS;
+            rels.push(other);
+        }
+        let cascade = uniform_inclusive(&mut self.rng, 1) == 0;
+        let restart = uniform_inclusive(&mut self.rng, 1) == 0;
+        for (_, rows) in self.live.range_mut((top, 0)..=(top, u32::MAX)) {
+            rows.retain(|r| !rels.contains(&r.rel));
+        }
+        Op::Truncate {
+            rels,
+            cascade,
+            restart,
+        }
+    }
+}
+
+/// Whether a value is of the kind stored out of line (TOASTed).
+pub(super) fn long(v: &Option<Vec<u8>>) -> bool {
+    v.as_ref().is_some_and(|v| v.first() == Some(&b'L'))
+}
+
+fn tagged_value(tag: u8, seq: u64) -> Vec<u8> {
+    let mut v = vec![tag];
+    decimal(&mut v, seq);
+    v
+}
+
+/// The transaction and sequence number of a change's payload, `C<xid>.<seq>`.
+pub(super) fn change_ids(payload: &[u8]) -> Option<(u32, u64)> {
+    let rest = payload.strip_prefix(b"C")?;
+    let dot = rest.iter().position(|b| *b == b'.')?;
+    let num = |d: &[u8]| -> Option<u64> {
+        if d.is_empty() {
+            return None;
+        }
+        d.iter().try_fold(0u64, |n, b| {
+            let d = b.checked_sub(b'0').filter(|d| *d < 10)?;
+            n.checked_mul(10)?.checked_add(u64::from(d))
+        })
+    };
+    let xid = u32::try_from(num(&rest[..dot])?).ok()?;
+    Some((xid, num(&rest[dot + 1..])?))
+}
+
+/// The table's part of a row's hash: its qualified name, as the applier writes it.
+pub(super) fn table_hash(name: &[u8]) -> u64 {
+    fnv(FNV_OFFSET, name)
+}
+
+/// The hash of a row of version `version` of table `rel`, as the subscriber computes it from
+/// what it holds.
+pub(super) fn row_hash(rel: u32, version: u32, values: &Values) -> u64 {
+    let mut name = Vec::with_capacity(16);
+    name.extend_from_slice(b"\"public\".\"t");
+    decimal(&mut name, u64::from(rel));
+    name.push(b'"');
+    let mut col = Vec::with_capacity(12);
+    hash_row(
+        table_hash(&name),
+        values.iter().enumerate().map(|(i, v)| {
+            col.clear();
+            column_name(version, i, &mut col);
+            // The name is hashed before the next one is written.
+            (fnv(FNV_OFFSET, &col), v.as_deref())
+        }),
+    )
+}
+
+/// A row's hash from its table's hash and each column's (name hash, value).
+pub(super) fn hash_row<'v>(table: u64, cols: impl Iterator<Item = (u64, Option<&'v [u8]>)>) -> u64 {
+    let mut h = table;
+    for (name, v) in cols {
+        h = (h ^ name).wrapping_mul(FNV_PRIME);
+        h = match v {
+            None => (h ^ 0xA5).wrapping_mul(FNV_PRIME),
+            Some(v) => fnv((h ^ 0x5A).wrapping_mul(FNV_PRIME), v),
+        };
+        h = (h ^ 0xFF).wrapping_mul(FNV_PRIME);
+    }
+    // A final mix, so that sums of hashes of similar rows do not cancel out.
+    let mut z = h;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A column name's part of a row's hash.
+pub(super) fn name_hash(name: &[u8]) -> u64 {
+    fnv(FNV_OFFSET, name)
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+    for b in bytes {
+        h = (h ^ u64::from(*b)).wrapping_mul(FNV_PRIME);
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn change_ids_read_the_publishers_payloads() {
+        assert_eq!(change_ids(b"C1000.7"), Some((1000, 7)));
+        assert_eq!(change_ids(b"C1000."), None);
+        assert_eq!(change_ids(b"B1000.7"), None);
+        assert_eq!(change_ids(b"C1x.7"), None);
+        assert_eq!(change_ids(b"C99999999999.7"), None);
+    }
+
+    #[test]
+    fn a_row_hash_sees_every_name_and_value() {
+        let a: Values = vec![Some(b"C1.1".to_vec()), Some(b"1".to_vec()), None];
+        let h = row_hash(0, 1, &a);
+        let mut b = a.clone();
+        b[2] = Some(Vec::new());
+        assert_ne!(h, row_hash(0, 1, &b), "NULL is not the empty string");
+        assert_ne!(h, row_hash(1, 1, &a), "another table");
+        assert_ne!(h, row_hash(0, 4, &a), "other column names");
+        let name = table_hash(b"\"public\".\"t0\"");
+        let cols = [b"payload".as_slice(), b"ver", b"x1_0"];
+        let by_names = hash_row(
+            name,
+            cols.iter()
+                .zip(&a)
+                .map(|(c, v)| (name_hash(c), v.as_deref())),
+        );
+        assert_eq!(h, by_names, "the subscriber's way gives the same hash");
+    }
+}
