@@ -168,11 +168,13 @@ impl Run<'_> {
             Ran::Committed {
                 from,
                 to,
+                time,
                 inserted,
                 keys,
                 truncated,
             } => {
                 self.check_commit(from, to, &inserted, keys)?;
+                self.check_commit_time(to, time)?;
                 self.check_truncates(from, to, &truncated)
             }
             Ran::RolledBack { asked, at } if asked != at => Err(fail(
@@ -347,6 +349,21 @@ impl Run<'_> {
             });
         }
         &self.ledger
+    }
+
+    /// The origin's commit time, set with the batch that moved it to `to`, is the publisher's
+    /// commit time of the commit ending at `to` (what `pg_replication_origin_xact_setup` is
+    /// given, read back as a server reads its text).
+    fn check_commit_time(&mut self, to: Lsn, time: i64) -> Result<(), Violation> {
+        let i = self.publ.commits.partition_point(|c| c.end_lsn < to);
+        let want = self.ledger().get(i).map(|l| l.ts);
+        if want != Some(time) {
+            return Err(fail(
+                "origin-commit-time",
+                format!("the batch to {to} set the origin's commit time to {time}, the publisher committed it at {want:?}"),
+            ));
+        }
+        Ok(())
     }
 
     /// The TRUNCATEs a batch from origin `from` to `to` ran are those of the publisher's

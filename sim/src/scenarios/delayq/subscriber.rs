@@ -21,6 +21,7 @@ use pgyard_types::Lsn;
 
 use super::tables::{parse_change, Stored, Tables, Undo};
 pub(super) use super::tables::{Change, Row, Target};
+use super::text::origin_setup;
 
 /// Where a statement of a committed batch put its rows, for the scenario's checks.
 #[derive(Debug)]
@@ -61,10 +62,12 @@ pub(super) enum Ran {
     /// Nothing the checks look at.
     Nothing,
     /// A batch committed: the origin moved from `from` to `to`, these rows were inserted
-    /// (their keys at insertion are `log[keys]`), these TRUNCATEs ran.
+    /// (their keys at insertion are `log[keys]`), these TRUNCATEs ran; the origin's commit
+    /// time was set to `time` (Unix microseconds).
     Committed {
         from: Lsn,
         to: Lsn,
+        time: i64,
         inserted: Vec<Inserted>,
         keys: std::ops::Range<usize>,
         truncated: Vec<Rc<Change>>,
@@ -241,7 +244,7 @@ impl SubServer {
                 (Reply::Progress(self.origin), Ran::Nothing)
             }
             Request::Batch(id, plan) => match self.run_plan(plan) {
-                Ok(Some((open, to))) => (Reply::Committed(id), self.commit(open, to)),
+                Ok(Some((open, to, time))) => (Reply::Committed(id), self.commit(open, to, time)),
                 // A piece of a transaction sent in pieces ran; the COMMIT comes later.
                 Ok(None) => (Reply::Committed(id), Ran::Nothing),
                 Err(text) => {
@@ -269,10 +272,12 @@ impl SubServer {
     }
 
     /// Runs a plan (or a piece of a transaction sent in pieces): the transaction to commit
-    /// and the origin's progress once it closes, `None` while it stays open, or the error
-    /// that aborts it. A piece out of place is refused: on the server its statements would
-    /// run outside the transaction, or BEGIN would be ignored inside one.
-    fn run_plan(&mut self, plan: Plan) -> Result<Option<(OpenTxn, Lsn)>, String> {
+    /// with the origin's progress and commit time, read from the query that commits it, once
+    /// it closes; `None` while it stays open; or the error that aborts it. A piece out of
+    /// place is refused: on the server its statements would run outside the transaction, or
+    /// BEGIN would be ignored inside one.
+    fn run_plan(&mut self, plan: Plan) -> Result<Option<(OpenTxn, Lsn, i64)>, String> {
+        let commit = plan.closes.then(|| plan.commit_sql());
         let open = self.session.as_mut().and_then(|s| s.open.take());
         let mut txn = match (plan.opens, open) {
             (true, None) => OpenTxn::default(),
@@ -289,8 +294,12 @@ impl SubServer {
                 return Err(e);
             }
         }
-        if plan.closes {
-            return Ok(Some((txn, plan.end_lsn)));
+        if let Some(sql) = commit {
+            let Some((to, time)) = origin_setup(&sql) else {
+                self.tables.undo(txn.undo);
+                return Err(format!("pgyard sim: unsupported commit {sql}"));
+            };
+            return Ok(Some((txn, to, time)));
         }
         if let Some(s) = &mut self.session {
             s.open = Some(txn);
@@ -418,7 +427,7 @@ impl SubServer {
     }
 
     /// Makes a transaction's changes committed, with the origin's progress.
-    fn commit(&mut self, txn: OpenTxn, to: Lsn) -> Ran {
+    fn commit(&mut self, txn: OpenTxn, to: Lsn, time: i64) -> Ran {
         let from = self.origin;
         let first = self.log.len();
         self.log.extend(txn.keys);
@@ -428,6 +437,7 @@ impl SubServer {
         Ran::Committed {
             from,
             to,
+            time,
             inserted: txn.inserted,
             keys: first..self.log.len(),
             truncated: txn.truncated,
