@@ -322,6 +322,29 @@ fn messages_and_skipped_transactions_are_acknowledged_in_their_turn() {
 }
 
 #[test]
+fn a_skipped_transaction_still_describes_its_relations() {
+    // The description goes out with the first transaction handed out, which the operator
+    // skips; the next one changes the relation without describing it again.
+    let mut f = Feed::new();
+    let (skipped, _) = f.txn(1, "1");
+    let (_, end2) = f.txn(2, "2");
+    let mut q = f.done();
+    let controls = ApplyControls {
+        skip: BTreeSet::from([skipped]),
+        ..ApplyControls::default()
+    };
+    let mut m = ApplyMachine::new(&mut q, Lsn::INVALID, ApplyConfig::default(), controls, NOW)
+        .expect("starts");
+    let (_, plan) = sent(&mut m, &mut q);
+    assert_eq!(plan.end_lsn, end2, "the skipped transaction is not applied");
+    assert_eq!(
+        rows(&plan),
+        1,
+        "the second one is, into the relation the first described"
+    );
+}
+
+#[test]
 fn until_holds_and_pause_sends_nothing() {
     let mut f = Feed::new();
     let (_, end1) = f.txn(1, "1");

@@ -186,10 +186,7 @@ impl Applier {
                 self.describe(&r, raw);
             }
         }
-        let streamed = !matches!(
-            txn.messages.first().and_then(|m| m.first()),
-            Some(b'B' | b'b')
-        );
+        let streamed = Applier::streamed(&txn.messages);
         let open = Open {
             commit_lsn,
             end: (txn.end_lsn, txn.commit_ts),
@@ -204,6 +201,47 @@ impl Applier {
             ..open
         });
         Ok(changes)
+    }
+
+    /// Takes in what a skipped transaction describes, without applying it: the Relation
+    /// messages of its `schema` and of its body (`streamed` says how the body's messages are
+    /// framed). The queue counts a description handed out as known to the consumer, and
+    /// later transactions may change the relation without describing it again.
+    pub fn skip(
+        &mut self,
+        commit_lsn: Lsn,
+        schema: &[Vec<u8>],
+        body: &[Vec<u8>],
+        streamed: bool,
+    ) -> Result<(), ApplyError> {
+        let all = schema.iter().map(|m| (m, false));
+        let body = body.iter().map(|m| {
+            let framed = streamed && matches!(m.first(), Some(b'R'));
+            (m, framed)
+        });
+        for (i, (raw, in_stream)) in all.chain(body).enumerate() {
+            if raw.first() != Some(&b'R') {
+                continue;
+            }
+            match PgOutputMessage::decode(raw, in_stream) {
+                Ok(PgOutputMessage::Relation(r)) => self.describe(&r, raw),
+                Ok(_) => {}
+                Err(e) => {
+                    return Err(ApplyError::Decode {
+                        commit_lsn,
+                        index: i,
+                        detail: e.to_string(),
+                    })
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a transaction's body is framed as a stream (its first message neither Begin
+    /// nor Begin Prepare).
+    pub fn streamed(messages: &[Vec<u8>]) -> bool {
+        !matches!(messages.first().and_then(|m| m.first()), Some(b'B' | b'b'))
     }
 
     /// Adds the next piece of the transaction [`Applier::add`] took the first piece of, to

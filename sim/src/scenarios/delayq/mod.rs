@@ -21,7 +21,7 @@
 use std::collections::{BTreeSet, VecDeque};
 use std::time::Duration;
 
-use pgyard_delayq::apply::{ApplyConfig, ApplyControls, ApplyMachine};
+use pgyard_delayq::apply::{ApplyConfig, ApplyMachine};
 use pgyard_delayq::follow::{FollowConfig, FollowMachine};
 use pgyard_delayq::{Config, DelayQueue, Error, SimFaults, SimStorage};
 use pgyard_types::{rng_from_seed, uniform_inclusive, Lsn, Rng, RngCore, UnixTime};
@@ -29,13 +29,16 @@ use pgyard_types::{rng_from_seed, uniform_inclusive, Lsn, Rng, RngCore, UnixTime
 use crate::planted::{ApplyBug, FollowBug};
 use crate::publisher::{Fate, Publisher, Workload};
 use crate::{trace, Scenario, Trace, Violation};
-use apply::Ledger;
+use checks::Ledger;
+use operator::Operator;
 use ops::Ops;
 use subscriber::SubServer;
 use walsender::{rel_of, table_name, Catalog, Walsender, RELATIONS};
 
 mod apply;
+mod checks;
 mod follow;
+mod operator;
 mod ops;
 mod restart;
 mod subscriber;
@@ -259,8 +262,8 @@ struct Run<'a> {
     sub: SubServer,
     /// The applier process's machine, while it runs.
     app: Option<ApplyMachine>,
-    /// Whether the operator paused applying.
-    paused: bool,
+    /// The operator's controls (pause, skip, until).
+    operator: Operator,
     /// Non-transactional messages handed out, by LSN.
     notes: BTreeSet<u64>,
     /// Running totals over the publisher's commits (see [`Ledger`]).
@@ -286,6 +289,7 @@ pub fn run_delayq(
 ) -> Result<u64, Violation> {
     // Drawn from a stream of its own before anything else: the main stream is untouched.
     let ops = Ops::new(rng);
+    let operator = Operator::new(rng);
     let mut mix = draw_mix(rng);
     draw_held(rng, &mut mix);
     draw_clock(rng, &mut mix.workload);
@@ -293,6 +297,9 @@ pub fn run_delayq(
     trace!(t, "mix {mix:?}, ddl {ddl_percent}%");
     if ops.mix.any() {
         trace!(t, "changes {:?}", ops.mix);
+    }
+    if operator.mix != operator::OperatorMix::default() {
+        trace!(t, "operator {:?}", operator.mix);
     }
     let budget = mix
         .budget_segments
@@ -365,7 +372,7 @@ pub fn run_delayq(
         session: 0,
         sub,
         app: None,
-        paused: false,
+        operator,
         notes: BTreeSet::new(),
         ledger: Vec::new(),
         catalog: Catalog::default(),
@@ -449,8 +456,13 @@ impl Run<'_> {
             self.crash_applier()?;
         }
         if self.roll(pause) {
-            self.paused = !self.paused;
-            trace!(self.t, "paused: {}", self.paused);
+            let c = &mut self.operator.controls;
+            c.paused = !c.paused;
+            trace!(self.t, "paused: {}", c.paused);
+            self.steer();
+        }
+        if self.operator.maybe_lift() {
+            trace!(self.t, "until lifted");
             self.steer();
         }
         Ok(())
@@ -458,12 +470,8 @@ impl Run<'_> {
 
     /// Hands the operator's controls to the running machine.
     fn steer(&mut self) {
-        let controls = ApplyControls {
-            paused: self.paused,
-            ..ApplyControls::default()
-        };
         if let Some(m) = &mut self.app {
-            m.set_controls(controls);
+            m.set_controls(self.operator.controls.clone());
         }
     }
 
@@ -473,7 +481,9 @@ impl Run<'_> {
         trace!(self.t, "liveness: faults stop");
         self.faults = SimFaults::default();
         self.sub.missing.clear();
-        self.paused = false;
+        self.operator.controls.paused = false;
+        self.operator.calm();
+        self.steer();
         self.restart(false)?;
         let new = self.publ.finish_all(self.rng, self.now);
         self.published(new);
@@ -513,7 +523,13 @@ impl Run<'_> {
     }
 
     fn final_checks(&mut self) -> Result<(), Violation> {
-        let last = self.publ.commits.last().map_or(Lsn(0), |c| c.end_lsn);
+        let last = self
+            .publ
+            .commits
+            .iter()
+            .rev()
+            .find(|c| !self.operator.skips(c.commit_lsn))
+            .map_or(Lsn(0), |c| c.end_lsn);
         if self.sub.origin != last {
             let missing = self
                 .publ
@@ -523,8 +539,8 @@ impl Run<'_> {
             return Err(fail(
                 "liveness-all-applied",
                 format!(
-                    "the subscriber's origin is {}, the last commit ends at {last}; first \
-                     missing {missing:?}; reported flush {}",
+                    "the subscriber's origin is {}, the last commit not skipped ends at {last}; \
+                     first missing {missing:?}; reported flush {}",
                     self.sub.origin, self.reported
                 ),
             ));

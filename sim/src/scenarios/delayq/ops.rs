@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use pgyard_delayq::Event;
 use pgyard_types::{uniform_inclusive, Rng};
 
-use super::walsender::{column_count, column_name, Catalog, RELATIONS};
+use super::walsender::{column_count, column_name, table_name, Catalog, RELATIONS};
 use crate::publisher::{decimal, LogItem};
 
 /// The RNG stream the kinds of changes are drawn from.
@@ -397,13 +397,9 @@ pub(super) fn table_hash(name: &[u8]) -> u64 {
 /// The hash of a row of version `version` of table `rel`, as the subscriber computes it from
 /// what it holds.
 pub(super) fn row_hash(rel: u32, version: u32, values: &Values) -> u64 {
-    let mut name = Vec::with_capacity(16);
-    name.extend_from_slice(b"\"public\".\"t");
-    decimal(&mut name, u64::from(rel));
-    name.push(b'"');
     let mut col = Vec::with_capacity(12);
     hash_row(
-        table_hash(&name),
+        table_hash(table_name(rel).as_bytes()),
         values.iter().enumerate().map(|(i, v)| {
             col.clear();
             column_name(version, i, &mut col);

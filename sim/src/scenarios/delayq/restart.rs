@@ -178,6 +178,8 @@ impl Run<'_> {
         for (xid, txn) in &self.publ.txns {
             let need = match txn.fate {
                 Fate::Committed { end_lsn, .. } if end_lsn <= origin => None,
+                // Skipped by the operator: marked applied (and maybe purged) without applying.
+                Fate::Committed { commit_lsn, .. } if self.operator.skips(commit_lsn) => None,
                 Fate::Committed { end_lsn, .. } if end_lsn <= reported => {
                     Some(&[TxnState::Committed, TxnState::Applied][..])
                 }

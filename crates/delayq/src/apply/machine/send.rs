@@ -68,19 +68,30 @@ impl ApplyMachine {
                     self.notices.push_back(Notice::Message(m));
                 }
                 Ready::Transaction(t) if self.controls.skip.contains(&t.commit_lsn) => {
-                    if t.more.is_some() {
-                        // Skipped, yet read to its end: the queue hands out nothing else
-                        // (nor takes the acknowledgement) before.
-                        let mut more = t.more;
-                        while let Some(cursor) = more {
-                            match q.read_more(cursor, self.piece_bytes()) {
-                                Ok(piece) => more = piece.more,
-                                Err(e) => {
-                                    self.failed = Some(Failure::Queue(e));
-                                    break;
-                                }
+                    // Skipped, yet read to its end (the queue hands out nothing else, nor
+                    // takes the acknowledgement, before), and what it describes is learnt:
+                    // the queue will not describe those relations again.
+                    let streamed = crate::apply::Applier::streamed(&t.messages);
+                    let mut learnt =
+                        self.applier
+                            .skip(t.commit_lsn, &t.schema, &t.messages, streamed);
+                    let mut more = t.more;
+                    while let (Some(cursor), Ok(())) = (more, &learnt) {
+                        match q.read_more(cursor, self.piece_bytes()) {
+                            Ok(piece) => {
+                                more = piece.more;
+                                learnt =
+                                    self.applier
+                                        .skip(t.commit_lsn, &[], &piece.messages, streamed);
+                            }
+                            Err(e) => {
+                                self.failed = Some(Failure::Queue(e));
+                                break;
                             }
                         }
+                    }
+                    if let Err(e) = learnt {
+                        self.failed = Some(Failure::Plan(e));
                     }
                     self.waiting.push_back(Waiting {
                         id: t.id,
