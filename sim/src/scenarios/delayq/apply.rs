@@ -66,7 +66,11 @@ impl Run<'_> {
             Some(Fate::Committed { ts, .. }) => Some(ts),
             _ => None,
         };
-        let (skipped, said) = self.operator.at_start(&self.publ.commits, time, origin);
+        let ops = &mut self.ops;
+        let may_skip = |c: &crate::publisher::Commit| ops.skip(c.xid.0);
+        let (skipped, said) = self
+            .operator
+            .at_start(&self.publ.commits, time, may_skip, origin);
         if let Some(i) = skipped {
             // What the checks expect changes from that commit on.
             self.ledger.truncate(i);
@@ -263,11 +267,19 @@ impl Run<'_> {
         match f {
             Failure::Refused { commit_lsn, text } => {
                 self.check_refusal(commit_lsn, &text)?;
-                trace!(
-                    self.t,
-                    "apply stopped at {commit_lsn}: {text}; the table is created"
-                );
-                self.sub.missing.clear();
+                if pgyard_delayq::apply::row_check_failure(&text).is_some() {
+                    let n = self.sub.restore();
+                    trace!(
+                        self.t,
+                        "apply stopped at {commit_lsn}: {text}; {n} rows put back by hand"
+                    );
+                } else {
+                    trace!(
+                        self.t,
+                        "apply stopped at {commit_lsn}: {text}; the table is created"
+                    );
+                    self.sub.missing.clear();
+                }
                 Ok(())
             }
             Failure::Queue(e) => self.on_error("apply", e),

@@ -25,35 +25,53 @@ pub(super) struct Ledger {
 }
 
 impl Run<'_> {
-    /// A refused transaction is the first one the subscriber does not have, and it writes to
-    /// a table the subscriber lacks (never a failed row check).
+    /// A refused transaction is the first one the subscriber does not have (and the operator
+    /// does not skip), and either it writes to a table the subscriber lacks, or its row check
+    /// failed — each UPDATE and DELETE must find exactly its row — because it changes a row
+    /// somebody deleted by hand on the subscriber, in the table the check's words name.
     pub(super) fn check_refusal(&self, commit_lsn: Lsn, text: &str) -> Result<(), Violation> {
-        if text.starts_with(pgyard_delayq::apply::CHECK_MARKER) {
-            // Every UPDATE and DELETE of the publisher's finds exactly one row on a subscriber
-            // that holds the publisher's prefix.
-            return Err(fail(
-                "updates-find-their-row",
-                format!("refused {commit_lsn}: {text}"),
-            ));
-        }
         let origin = self.sub.origin;
         let commits = &self.publ.commits;
         let next = commits[commits.partition_point(|c| c.end_lsn <= origin)..]
             .iter()
             .find(|c| !self.operator.skips(c.commit_lsn));
-        let culprit = next.filter(|c| c.commit_lsn == commit_lsn).and_then(|c| {
-            self.publ.txns.get(&c.xid.0).filter(|t| {
-                t.changes.iter().any(|p| {
-                    let one = [rel_of(p)];
-                    let rels = self.ops.op(p).map_or(&one[..], Op::tables);
-                    rels.iter().any(|r| {
-                        let table = format!("\"public\".\"t{r}\"");
-                        self.sub.missing.contains(&table) && text.contains(&table)
-                    })
-                })
+        let txn = next
+            .filter(|c| c.commit_lsn == commit_lsn)
+            .and_then(|c| self.publ.txns.get(&c.xid.0));
+        let changes = txn.map_or(&[][..], |t| &t.changes[..]);
+        if let Some(words) = pgyard_delayq::apply::row_check_failure(text) {
+            let table = words
+                .split_once(" on relation ")
+                .and_then(|(_, r)| r.split_once(" changed 0 rows "))
+                .map(|(t, _)| t);
+            let lost = changes.iter().any(|p| match (self.ops.op(p), table) {
+                (Some(Op::Update { rel, old, .. } | Op::Delete { rel, old, .. }), Some(t)) => {
+                    table_name(*rel) == t
+                        && old
+                            .first()
+                            .cloned()
+                            .flatten()
+                            .is_some_and(|k| self.sub.tables.tampered(t, &k))
+                }
+                _ => false,
+            });
+            if !lost || !words.starts_with(&format!("commit {commit_lsn}: ")) {
+                return Err(fail(
+                    "updates-find-their-row",
+                    format!("refused {commit_lsn}: {text} (no row of it was deleted by hand)"),
+                ));
+            }
+            return Ok(());
+        }
+        let culprit = changes.iter().any(|p| {
+            let one = [rel_of(p)];
+            let rels = self.ops.op(p).map_or(&one[..], Op::tables);
+            rels.iter().any(|r| {
+                let table = table_name(*r);
+                self.sub.missing.contains(table) && text.contains(table)
             })
         });
-        if culprit.is_none() {
+        if !culprit {
             return Err(fail(
                 "refusal-names-culprit",
                 format!(

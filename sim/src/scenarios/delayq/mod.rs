@@ -40,6 +40,7 @@ mod checks;
 mod follow;
 mod operator;
 mod ops;
+mod public;
 mod restart;
 mod subscriber;
 mod tables;
@@ -461,6 +462,14 @@ impl Run<'_> {
             trace!(self.t, "paused: {}", c.paused);
             self.steer();
         }
+        let tamper = self.ops.mix.tamper_percent;
+        // Rolled only in seeds that draw it: the others keep their draws.
+        if tamper > 0 && self.roll(tamper) {
+            let pick = self.rng.next_u64();
+            if let Some(table) = self.sub.tamper(pick) {
+                trace!(self.t, "a row of {table} deleted by hand on the subscriber");
+            }
+        }
         if self.operator.maybe_lift() {
             trace!(self.t, "until lifted");
             self.steer();
@@ -483,6 +492,7 @@ impl Run<'_> {
         self.sub.missing.clear();
         self.operator.controls.paused = false;
         self.operator.calm();
+        self.sub.restore();
         self.steer();
         self.restart(false)?;
         let new = self.publ.finish_all(self.rng, self.now);

@@ -95,12 +95,14 @@ impl Operator {
     }
 
     /// As an applier starts at subscriber origin `origin`: maybe a skip of a commit after it,
-    /// maybe an `until` at one of them (its commit LSN or its commit time). Returns the index
+    /// maybe an `until` at one of them (its commit LSN or its commit time); a skip only where
+    /// `may_skip` allows it (nothing drawn builds on the transaction). Returns the index
     /// of a commit newly skipped, and what was asked (for the trace).
     pub(super) fn at_start(
         &mut self,
         commits: &[Commit],
         times: impl Fn(&Commit) -> Option<PgTimestamp>,
+        mut may_skip: impl FnMut(&Commit) -> bool,
         origin: Lsn,
     ) -> (Option<usize>, Option<String>) {
         let first = commits.partition_point(|c| c.end_lsn <= origin);
@@ -112,7 +114,9 @@ impl Operator {
         let mut skipped = None;
         if uniform_inclusive(&mut self.rng, 99) < self.mix.skip_percent {
             let i = first + uniform_inclusive(&mut self.rng, span) as usize;
-            if self.controls.skip.insert(commits[i].commit_lsn) {
+            let lsn = commits[i].commit_lsn;
+            if !self.controls.skip.contains(&lsn) && may_skip(&commits[i]) {
+                self.controls.skip.insert(lsn);
                 skipped = Some(i);
                 said.push(format!("skip {}", commits[i].commit_lsn));
             }

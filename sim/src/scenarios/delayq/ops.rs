@@ -3,13 +3,14 @@
 //! INSERT, an UPDATE, a DELETE or a TRUNCATE, drawn in log order from an RNG stream of its own
 //! (a seed that draws inserts only runs exactly the world it ran before these existed).
 //!
-//! An UPDATE or DELETE changes a row its own (sub)transaction inserted earlier: such a row is
-//! there on the publisher whatever else commits meanwhile, and on the subscriber, which applies
-//! whole transactions in commit order, too — the model needs no row locks. A TRUNCATE empties
-//! whole tables, rows of other transactions included; later changes of its own transaction
-//! leave the rows it removed alone. Values follow TOAST as pgoutput sends it: a value of the
-//! long kind (`L…`) an UPDATE leaves as it was travels as "unchanged" (`u`), and so does one in
-//! a REPLICA IDENTITY FULL old row; keys are never long.
+//! An UPDATE or DELETE changes a row its own (sub)transaction inserted or claimed earlier, or
+//! claims one now among the rows others committed lately (`public.rs`: a claim is the row
+//! lock, held until the transaction ends, so the subscriber, applying whole transactions in
+//! commit order, finds each row as the publisher's change saw it). A TRUNCATE empties whole
+//! tables, rows of other transactions included, where nobody else holds a claim; later
+//! changes of its own transaction leave the rows it removed alone. Values follow TOAST as
+//! pgoutput sends it: a value of the long kind (`L…`) an UPDATE leaves as it was travels as
+//! "unchanged" (`u`), and so does one in a REPLICA IDENTITY FULL old row; keys are never long.
 //!
 //! What the checks compare: a hash of every row (table, column names, values), summed per
 //! table, so that the publisher's committed prefix and the subscriber's tables can be compared
@@ -21,6 +22,7 @@ use std::collections::BTreeMap;
 use pgyard_delayq::Event;
 use pgyard_types::{uniform_inclusive, Rng};
 
+use super::public::{Group, Public};
 use super::walsender::{column_count, column_name, table_name, Catalog, RELATIONS};
 use crate::publisher::{decimal, LogItem};
 
@@ -123,6 +125,8 @@ pub(super) struct ChangeMix {
     pub(super) full: [bool; RELATIONS as usize],
     /// The subscriber has a unique index on the key of every table whose identity is the key.
     pub(super) unique_key: bool,
+    /// Percent of steps in which somebody deletes a row by hand on the subscriber.
+    pub(super) tamper_percent: u64,
 }
 
 impl ChangeMix {
@@ -139,6 +143,7 @@ impl ChangeMix {
             key_change_percent: r(rng, 30),
             full: [r(rng, 2) == 0, r(rng, 2) == 0, r(rng, 2) == 0],
             unique_key: r(rng, 1) == 0,
+            tamper_percent: if r(rng, 1) == 0 { 1 + r(rng, 3) } else { 0 },
         }
     }
 
@@ -166,8 +171,12 @@ pub(super) struct Ops {
     by_seq: Vec<Option<Op>>,
     /// Log messages looked at so far.
     seen: usize,
-    /// Rows each (transaction, subtransaction) inserted and may still change.
-    live: BTreeMap<(u32, u32), Vec<Live>>,
+    /// Rows each (transaction, subtransaction) inserted or claimed and may still change.
+    live: BTreeMap<Group, Vec<Live>>,
+    /// Rows committed, and the claims on them.
+    public: Public,
+    /// The sequence number of each group's first change.
+    first: BTreeMap<Group, u64>,
     /// The transaction whose Begin came last (plain ones are contiguous in the log).
     current: u32,
 }
@@ -183,6 +192,8 @@ impl Ops {
             by_seq: Vec::new(),
             seen: 0,
             live: BTreeMap::new(),
+            public: Public::default(),
+            first: BTreeMap::new(),
             current: 0,
         }
     }
@@ -200,18 +211,20 @@ impl Ops {
         for item in &log[self.seen.min(log.len())..] {
             match item.event {
                 Event::Begin { xid, .. } => self.current = xid.0,
-                Event::Commit { .. } => self.ended(self.current, None),
-                Event::Prepare { xid, .. }
-                | Event::StreamCommit { xid, .. }
-                | Event::StreamPrepare { xid, .. } => self.ended(xid.0, None),
-                Event::StreamAbort { xid, sub_xid } => {
-                    self.ended(xid.0, (sub_xid != xid).then_some(sub_xid.0))
+                Event::Commit { .. } => self.committed(self.current),
+                Event::StreamCommit { xid, .. } | Event::CommitPrepared { xid, .. } => {
+                    self.committed(xid.0)
                 }
+                Event::StreamAbort { xid, sub_xid } => {
+                    self.aborted(xid.0, (sub_xid != xid).then_some(sub_xid.0))
+                }
+                Event::RollbackPrepared { xid, .. } => self.aborted(xid.0, None),
                 Event::Change { xid } => {
                     let Some((top, seq)) = change_ids(&item.payload) else {
                         continue;
                     };
                     let group = (top, xid.map_or(top, |x| x.0));
+                    self.first.entry(group).or_insert(seq);
                     let op = self.draw(group, seq, item, catalog);
                     let at = usize::try_from(seq.saturating_sub(1)).unwrap_or(usize::MAX);
                     if at >= self.by_seq.len() {
@@ -225,23 +238,76 @@ impl Ops {
         self.seen = log.len();
     }
 
-    /// A transaction (or one subtransaction of it) ended: its rows are no one's to change.
-    fn ended(&mut self, top: u32, sub: Option<u32>) {
-        match sub {
-            Some(s) => {
-                self.live.remove(&(top, s));
-            }
-            None => {
-                let keys: Vec<_> = self
-                    .live
-                    .range((top, 0)..=(top, u32::MAX))
-                    .map(|(k, _)| *k)
-                    .collect();
-                for k in keys {
-                    self.live.remove(&k);
-                }
+    /// The operator skips transaction `xid`: whether that leaves every change drawn so far
+    /// and later applicable (see [`Public::forget`]).
+    pub(super) fn skip(&mut self, xid: u32) -> bool {
+        self.public.forget(xid)
+    }
+
+    /// Transaction `top` committed: its rows, as it left them, are everyone's to change.
+    fn committed(&mut self, top: u32) {
+        self.first.retain(|g, _| g.0 != top);
+        let groups = self.live.split_off(&(top, 0));
+        let mut rest = groups;
+        let mut after = rest.split_off(&(top, u32::MAX));
+        if let Some(last) = after.remove(&(top, u32::MAX)) {
+            rest.insert((top, u32::MAX), last);
+        }
+        self.live.append(&mut after);
+        let rows = rest
+            .into_values()
+            .flatten()
+            .map(|r| (r.rel, r.version, r.values))
+            .collect();
+        self.public.commit(top, rows);
+    }
+
+    /// Transaction `top`, or its subtransaction `sub`, rolled back: its rows are gone and
+    /// the rows it claimed are free again. A subtransaction takes with it every group that
+    /// began after its first change — the ones nested in it, and the ones released into it
+    /// (the publisher cuts the transaction's changes there).
+    fn aborted(&mut self, top: u32, sub: Option<u32>) {
+        let Some(s) = sub else {
+            self.live.retain(|g, _| g.0 != top);
+            self.first.retain(|g, _| g.0 != top);
+            self.public.abort(top, None);
+            return;
+        };
+        let Some(&cut) = self.first.get(&(top, s)) else {
+            return;
+        };
+        let gone: Vec<Group> = self
+            .first
+            .range((top, 0)..=(top, u32::MAX))
+            .filter(|(_, first)| **first >= cut)
+            .map(|(g, _)| *g)
+            .collect();
+        for g in gone {
+            self.first.remove(&g);
+            self.live.remove(&g);
+            self.public.abort(top, Some(g.1));
+        }
+    }
+
+    /// A row for `group` to update or delete: one it inserted or claimed, or one it claims
+    /// now from what others committed (its index among the group's rows).
+    fn target(&mut self, group: Group, item: &LogItem, catalog: &Catalog) -> Option<usize> {
+        let own = self.live.get(&group).map_or(0, Vec::len);
+        let recent = self.public.recent_len();
+        if recent > 0 && (own == 0 || uniform_inclusive(&mut self.rng, 1) == 0) {
+            let pick = uniform_inclusive(&mut self.rng, recent as u64 - 1) as usize;
+            let version_of = |rel| catalog.version(rel, item.lsn);
+            if let Some((rel, version, values)) = self.public.claim(group, pick, version_of) {
+                let rows = self.live.entry(group).or_default();
+                rows.push(Live {
+                    rel,
+                    version,
+                    values,
+                });
+                return Some(rows.len() - 1);
             }
         }
+        (own > 0).then(|| uniform_inclusive(&mut self.rng, own as u64 - 1) as usize)
     }
 
     /// The kind of change `seq` of `group`, logged as `item`.
@@ -254,24 +320,25 @@ impl Ops {
         } else {
             100
         };
-        let own = self.live.get(&group).map_or(0, Vec::len);
         if roll < tru {
-            return self.truncate(group.0);
-        }
-        if own > 0 && roll < tru + del + upd {
-            let i = uniform_inclusive(&mut self.rng, own as u64 - 1) as usize;
-            if roll < tru + del {
-                let row = self.live.get_mut(&group).map(|l| l.swap_remove(i));
-                if let Some(row) = row {
-                    let hash = row_hash(row.rel, row.version, &row.values);
-                    return Op::Delete {
-                        rel: row.rel,
-                        old: row.values,
-                        hash,
-                    };
-                }
-            } else if let Some(op) = self.update(group, i, seq) {
+            if let Some(op) = self.truncate(group) {
                 return op;
+            }
+        } else if roll < tru + del + upd {
+            if let Some(i) = self.target(group, item, catalog) {
+                if roll < tru + del {
+                    let row = self.live.get_mut(&group).map(|l| l.swap_remove(i));
+                    if let Some(row) = row {
+                        let hash = row_hash(row.rel, row.version, &row.values);
+                        return Op::Delete {
+                            rel: row.rel,
+                            old: row.values,
+                            hash,
+                        };
+                    }
+                } else if let Some(op) = self.update(group, i, seq) {
+                    return op;
+                }
             }
         }
         let rel = super::walsender::rel_of(&item.payload);
@@ -340,8 +407,10 @@ impl Ops {
         })
     }
 
-    /// A TRUNCATE of one table or two: the rows `top` inserted there are gone for it too.
-    fn truncate(&mut self, top: u32) -> Op {
+    /// A TRUNCATE of one table or two by `group`: the rows its transaction inserted or
+    /// claimed there are gone for it too. `None` where another transaction has claimed a row
+    /// in one of them (on the server the TRUNCATE would wait for it).
+    fn truncate(&mut self, group: Group) -> Option<Op> {
         let first = uniform_inclusive(&mut self.rng, u64::from(RELATIONS) - 1) as u32;
         let mut rels = vec![first];
         if uniform_inclusive(&mut self.rng, 1) == 0 {
@@ -350,14 +419,19 @@ impl Ops {
         }
         let cascade = uniform_inclusive(&mut self.rng, 1) == 0;
         let restart = uniform_inclusive(&mut self.rng, 1) == 0;
+        if !rels.iter().all(|r| self.public.may_truncate(group, *r)) {
+            return None;
+        }
+        self.public.truncated(group, &rels);
+        let top = group.0;
         for (_, rows) in self.live.range_mut((top, 0)..=(top, u32::MAX)) {
             rows.retain(|r| !rels.contains(&r.rel));
         }
-        Op::Truncate {
+        Some(Op::Truncate {
             rels,
             cascade,
             restart,
-        }
+        })
     }
 }
 

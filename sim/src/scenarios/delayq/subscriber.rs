@@ -382,13 +382,32 @@ impl SubServer {
             .tables
             .change_rows(&change, &st.params, &mut txn.undo)?;
         match &st.check {
-            Some(c) if rows != 1 => Err(if by_key.is_some() && rows > 1 {
-                format!("pgyard sim: {} found {rows} rows by a unique key", c.what())
-            } else {
-                c.failure(rows)
-            }),
+            Some(c) if by_key.is_some() && rows > 1 => Err(format!(
+                "pgyard sim: {} found {rows} rows by a unique key",
+                c.what()
+            )),
+            // The runner sends the check's failing statement instead of the COMMIT; the
+            // transaction fails with what the server says to it.
+            Some(c) if rows != 1 => Err(cast_error(&c.failing_sql(rows))),
             _ => Ok(()),
         }
+    }
+
+    /// Somebody deletes a row by hand (`pick` chooses which), in a session of their own with
+    /// synchronous commit: the WAL is flushed through it. Not while the applier's
+    /// transaction is open (it could hold that row's lock). The row's table, if any.
+    pub(super) fn tamper(&mut self, pick: u64) -> Option<String> {
+        if self.session.as_ref().is_some_and(|s| s.open.is_some()) {
+            return None;
+        }
+        self.flush_wal();
+        self.tables.tamper(pick)
+    }
+
+    /// The operator puts back every row deleted by hand (durably); how many.
+    pub(super) fn restore(&mut self) -> usize {
+        self.flush_wal();
+        self.tables.restore()
     }
 
     /// Refuses a statement on a table the subscriber lacks.
@@ -447,6 +466,21 @@ impl SubServer {
     /// A stored row of a table, live or not.
     pub(super) fn row(&self, table: &str, i: usize) -> Option<&Stored> {
         self.tables.row(table, i)
+    }
+}
+
+/// What the server says to `SELECT '<text>'::pg_catalog.int4`: the literal does not read as
+/// an integer (the runner's way of failing a transaction with the row check's words).
+fn cast_error(sql: &str) -> String {
+    let literal = sql
+        .strip_prefix("SELECT '")
+        .and_then(|r| r.strip_suffix("'::pg_catalog.int4"));
+    match literal {
+        Some(l) => format!(
+            "invalid input syntax for type integer: \"{}\"",
+            l.replace("''", "'")
+        ),
+        None => format!("pgyard sim: unsupported statement {sql}"),
     }
 }
 

@@ -55,6 +55,9 @@ pub(super) struct Stored {
     /// The values, in the target's column order.
     pub(super) values: Row,
     live: bool,
+    /// Deleted by hand on the subscriber (not live, yet counted in the table's sums, which
+    /// say what the publisher's changes alone would leave).
+    tampered: bool,
 }
 
 /// One table.
@@ -64,7 +67,7 @@ struct Table {
     /// The name's part of a row hash.
     seed: u64,
     rows: Vec<Stored>,
-    /// Sum of the live rows' hashes, now ...
+    /// Sum of the hashes of the live rows and the ones deleted by hand, now ...
     sum: u64,
     /// ... and as of the last commit.
     committed: u64,
@@ -86,12 +89,22 @@ impl Table {
 
     /// Row `i` enters (`true`) or leaves the live rows: its hash and its key's index entry.
     fn count(&mut self, i: usize, enters: bool) {
+        self.add(i, enters);
+        self.index(i, enters);
+    }
+
+    /// Adds row `i`'s hash to the sum, or takes it away.
+    fn add(&mut self, i: usize, enters: bool) {
         let h = self.hash(i);
         self.sum = if enters {
             self.sum.wrapping_add(h)
         } else {
             self.sum.wrapping_sub(h)
         };
+    }
+
+    /// Row `i`'s key enters the index, or leaves it.
+    fn index(&mut self, i: usize, enters: bool) {
         let Some(k) = self.key(i).cloned() else {
             return;
         };
@@ -116,6 +129,8 @@ pub(super) enum Undo {
     Update(usize, usize, Row),
     /// Make a row live again.
     Delete(usize, usize),
+    /// Count a row deleted by hand again (a TRUNCATE had removed it).
+    Untamper(usize, usize),
 }
 
 /// One term of a filter.
@@ -206,6 +221,7 @@ impl Tables {
                 target: Rc::clone(target),
                 values,
                 live: true,
+                tampered: false,
             });
             undo.push(Undo::Insert(id));
             t.count(t.rows.len() - 1, true);
@@ -298,6 +314,10 @@ impl Tables {
                     t.count(i, false);
                     t.rows[i].live = false;
                     undo.push(Undo::Delete(id, i));
+                } else if t.rows[i].tampered {
+                    t.add(i, false);
+                    t.rows[i].tampered = false;
+                    undo.push(Undo::Untamper(id, i));
                 }
             }
         }
@@ -326,8 +346,57 @@ impl Tables {
                     t.rows[i].live = true;
                     t.count(i, true);
                 }
+                Undo::Untamper(id, i) => {
+                    let t = &mut self.tables[id];
+                    t.rows[i].tampered = true;
+                    t.add(i, true);
+                }
             }
         }
+    }
+
+    /// Somebody deletes the `pick`-th live row (of all tables, modulo their number) by hand,
+    /// outside replication; `None` when no row is live, else the row's table.
+    pub(super) fn tamper(&mut self, pick: u64) -> Option<String> {
+        let live: Vec<(usize, usize)> = self
+            .tables
+            .iter()
+            .enumerate()
+            .flat_map(|(id, t)| {
+                let rows = t.rows.iter().enumerate();
+                rows.filter(|(_, r)| r.live).map(move |(i, _)| (id, i))
+            })
+            .collect();
+        let &(id, i) = live.get((pick % live.len().max(1) as u64) as usize)?;
+        let t = &mut self.tables[id];
+        t.index(i, false);
+        t.rows[i].live = false;
+        t.rows[i].tampered = true;
+        Some(t.name.clone())
+    }
+
+    /// Every row deleted by hand is put back as it was; how many.
+    pub(super) fn restore(&mut self) -> usize {
+        let mut n = 0;
+        for t in &mut self.tables {
+            for i in 0..t.rows.len() {
+                if t.rows[i].tampered {
+                    t.rows[i].tampered = false;
+                    t.rows[i].live = true;
+                    t.index(i, true);
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
+    /// Whether a row of table `name` with key `key` was deleted by hand and not put back.
+    pub(super) fn tampered(&self, name: &str, key: &[u8]) -> bool {
+        self.find(name).is_some_and(|t| {
+            (0..t.rows.len())
+                .any(|i| t.rows[i].tampered && t.key(i).map(Vec::as_slice) == Some(key))
+        })
     }
 
     /// Everything in the tables is committed.
