@@ -127,6 +127,9 @@ pub(super) struct ChangeMix {
     pub(super) unique_key: bool,
     /// Percent of steps in which somebody deletes a row by hand on the subscriber.
     pub(super) tamper_percent: u64,
+    /// The size of the big values an eighth of long values get (0: none): larger than any
+    /// segment (16–64 KB), or in a few seeds than a direct read (over 1 MiB).
+    big_bytes: usize,
 }
 
 impl ChangeMix {
@@ -144,6 +147,11 @@ impl ChangeMix {
             full: [r(rng, 2) == 0, r(rng, 2) == 0, r(rng, 2) == 0],
             unique_key: r(rng, 1) == 0,
             tamper_percent: if r(rng, 1) == 0 { 1 + r(rng, 3) } else { 0 },
+            big_bytes: match r(rng, 299) {
+                0 => 1_100_000 + r(rng, 200_000) as usize,
+                1..=74 => 16_000 + r(rng, 48_000) as usize,
+                _ => 0,
+            },
         }
     }
 
@@ -363,6 +371,8 @@ impl Ops {
     /// set long or set NULL, and maybe a new key.
     fn update(&mut self, group: (u32, u32), i: usize, seq: u64) -> Option<Op> {
         let key_change = uniform_inclusive(&mut self.rng, 99) < self.mix.key_change_percent;
+        let big = self.mix.big_bytes > 0 && uniform_inclusive(&mut self.rng, 7) == 0;
+        let big_bytes = self.mix.big_bytes;
         let picks: Vec<u64> = (0..4)
             .map(|_| uniform_inclusive(&mut self.rng, 3))
             .collect();
@@ -385,6 +395,11 @@ impl Ops {
                     p => {
                         *v = match p {
                             1 => Some(tagged_value(b's', seq)),
+                            2 if big => {
+                                let mut l = tagged_value(b'L', seq);
+                                l.resize(big_bytes, b'.');
+                                Some(l)
+                            }
                             2 => Some(tagged_value(b'L', seq)),
                             _ => None,
                         };
