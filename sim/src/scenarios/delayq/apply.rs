@@ -123,6 +123,19 @@ impl Run<'_> {
             self.check_acknowledged()?;
             match command {
                 Ok(None) => return Ok(()),
+                Ok(Some(Command::Send { id, plan }))
+                    if self.operator.controls.paused && plan.opens =>
+                {
+                    // The machine was told at once (`steer`), or started paused. The rest of
+                    // a transaction sent in pieces may still go: it finishes what is open.
+                    return Err(fail(
+                        "pause-holds",
+                        format!(
+                            "batch {} opens a transaction while the operator has paused applying",
+                            id.0
+                        ),
+                    ));
+                }
                 Ok(Some(Command::Send { id, plan })) => {
                     if !(plan.opens && plan.closes) {
                         let (o, c) = (plan.opens, plan.closes);
