@@ -110,6 +110,15 @@ impl Feed {
     }
 }
 
+/// A machine told to skip the transaction that committed at `skipped`.
+fn skipping(q: &mut Queue, skipped: Lsn) -> ApplyMachine {
+    let controls = ApplyControls {
+        skip: BTreeSet::from([skipped]),
+        ..ApplyControls::default()
+    };
+    ApplyMachine::new(q, Lsn::INVALID, ApplyConfig::default(), controls, NOW).expect("starts")
+}
+
 pub(super) fn machine(q: &mut Queue, config: ApplyConfig) -> ApplyMachine {
     ApplyMachine::new(q, Lsn::INVALID, config, ApplyControls::default(), NOW).expect("starts")
 }
@@ -295,12 +304,7 @@ fn messages_and_skipped_transactions_are_acknowledged_in_their_turn() {
     let (skipped, _) = f.txn(2, "2");
     let (_, end3) = f.txn(3, "3");
     let mut q = f.done();
-    let controls = ApplyControls {
-        skip: BTreeSet::from([skipped]),
-        ..ApplyControls::default()
-    };
-    let mut m = ApplyMachine::new(&mut q, Lsn::INVALID, ApplyConfig::default(), controls, NOW)
-        .expect("starts");
+    let mut m = skipping(&mut q, skipped);
     let (a, pa) = sent(&mut m, &mut q);
     assert_eq!(pa.end_lsn, end1, "the message ends the batch");
     let (b, pb) = sent(&mut m, &mut q);
@@ -329,12 +333,7 @@ fn a_skipped_transaction_still_describes_its_relations() {
     let (skipped, _) = f.txn(1, "1");
     let (_, end2) = f.txn(2, "2");
     let mut q = f.done();
-    let controls = ApplyControls {
-        skip: BTreeSet::from([skipped]),
-        ..ApplyControls::default()
-    };
-    let mut m = ApplyMachine::new(&mut q, Lsn::INVALID, ApplyConfig::default(), controls, NOW)
-        .expect("starts");
+    let mut m = skipping(&mut q, skipped);
     let (_, plan) = sent(&mut m, &mut q);
     assert_eq!(plan.end_lsn, end2, "the skipped transaction is not applied");
     assert_eq!(

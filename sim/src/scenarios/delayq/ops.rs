@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use pgyard_delayq::Event;
 use pgyard_types::{uniform_inclusive, Rng};
 
-use super::public::{Group, Public};
+use super::public::{take_groups, Group, Public};
 use super::walsender::{column_count, column_name, table_name, Catalog, RELATIONS};
 use crate::publisher::{decimal, LogItem};
 
@@ -255,14 +255,7 @@ impl Ops {
     /// Transaction `top` committed: its rows, as it left them, are everyone's to change.
     fn committed(&mut self, top: u32) {
         self.first.retain(|g, _| g.0 != top);
-        let groups = self.live.split_off(&(top, 0));
-        let mut rest = groups;
-        let mut after = rest.split_off(&(top, u32::MAX));
-        if let Some(last) = after.remove(&(top, u32::MAX)) {
-            rest.insert((top, u32::MAX), last);
-        }
-        self.live.append(&mut after);
-        let rows = rest
+        let rows = take_groups(&mut self.live, top)
             .into_values()
             .flatten()
             .map(|r| (r.rel, r.version, r.values))

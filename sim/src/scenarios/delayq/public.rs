@@ -154,7 +154,7 @@ impl Public {
 }
 
 /// Removes and returns every entry of transaction `top`.
-fn take_groups<V>(map: &mut BTreeMap<Group, V>, top: u32) -> BTreeMap<Group, V> {
+pub(super) fn take_groups<V>(map: &mut BTreeMap<Group, V>, top: u32) -> BTreeMap<Group, V> {
     let mut rest = map.split_off(&(top, 0));
     let mut after = rest.split_off(&(top, u32::MAX));
     if let Some(last) = after.remove(&(top, u32::MAX)) {
