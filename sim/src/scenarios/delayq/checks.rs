@@ -180,10 +180,7 @@ impl Run<'_> {
                     cascade,
                     restart,
                 }) => Some(Change::Truncate {
-                    tables: rels
-                        .iter()
-                        .map(|r| format!("\"public\".\"t{r}\""))
-                        .collect(),
+                    tables: rels.iter().map(|r| table_name(*r).to_owned()).collect(),
                     restart: *restart,
                     cascade: *cascade,
                 }),

@@ -344,7 +344,7 @@ pub fn run_delayq(
     sub.tables.indexed = ops.mix.any();
     sub.tables.unique = ops.mix.unique_key;
     sub.missing
-        .extend(a.missing_table.map(|r| format!("\"public\".\"t{r}\"")));
+        .extend(a.missing_table.map(|r| table_name(r).to_owned()));
     let storage = SimStorage::with_rng(rng_from_seed(rng.next_u64()), faults.clone());
     let q = DelayQueue::open(storage, cfg.clone())
         .map_err(|e| fail("open-empty", format!("opening an empty queue failed: {e}")))?;

@@ -68,12 +68,7 @@ pub(super) enum Op {
 impl Op {
     /// Whether the change writes to (and so locks) table `rel`.
     pub(super) fn touches(&self, rel: u32) -> bool {
-        match self {
-            Op::Insert { rel: r, .. } | Op::Update { rel: r, .. } | Op::Delete { rel: r, .. } => {
-                *r == rel
-            }
-            Op::Truncate { rels, .. } => rels.contains(&rel),
-        }
+        self.tables().contains(&rel)
     }
 
     /// The tables a change writes to, in the order it names them.
