@@ -21,9 +21,13 @@ use pgyard_types::{uniform_inclusive, Lsn, PgTimestamp, Rng, RngCore, UnixTime, 
 
 pub(crate) use payload::decimal;
 use payload::{pair, tagged};
+pub use records::{Commit, Fate, LogicalSlot, Note, PhysicalStandby, Txn, TxnKind};
+pub use wal_facts::WalFacts;
 pub use workload::Workload;
 
 mod payload;
+mod records;
+mod wal_facts;
 mod workload;
 
 /// What unit of the stream a message belongs to, for re-sending decisions.
@@ -47,105 +51,6 @@ pub struct LogItem {
     /// Its bytes (self-describing text, stored verbatim by a consumer).
     pub payload: Vec<u8>,
     unit: Unit,
-}
-
-/// How a transaction is sent.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TxnKind {
-    /// `Begin` … `Commit` at commit time.
-    Plain,
-    /// Stream blocks while it runs, then `Stream Commit`/`Stream Prepare`/`Stream Abort`.
-    Streamed,
-    /// `Begin Prepare` … `Prepare` at prepare time, then the decision.
-    TwoPhase,
-}
-
-/// Where a transaction stands on the publisher.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fate {
-    /// Still running (streamed transactions only).
-    InProgress,
-    /// Prepared, waiting for its decision.
-    Prepared,
-    /// Committed: visible to subscribers.
-    Committed {
-        /// Start LSN of the commit record.
-        commit_lsn: Lsn,
-        /// End LSN of the commit record.
-        end_lsn: Lsn,
-        /// Commit timestamp (publisher clock).
-        ts: PgTimestamp,
-    },
-    /// Aborted or rolled back: never visible.
-    Aborted,
-}
-
-/// One transaction of the workload and what a consumer must end up with.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Txn {
-    /// Top-level xid.
-    pub xid: Xid,
-    /// How it is sent.
-    pub kind: TxnKind,
-    /// LSN of its first record (decoding must restart at or before it).
-    pub first_lsn: Lsn,
-    /// Its fate so far.
-    pub fate: Fate,
-    /// The change payloads that survive (rolled-back savepoints removed), in order.
-    pub changes: Vec<Vec<u8>>,
-    /// End LSN of its prepare record, once prepared (two-phase and stream-prepared ones).
-    pub prepare_end: Option<Lsn>,
-    /// Subtransaction xid of each surviving change (the top-level xid outside savepoints).
-    subs: Vec<u32>,
-}
-
-/// A committed transaction, in commit order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Commit {
-    /// Top-level xid.
-    pub xid: Xid,
-    /// LSN of its first record.
-    pub first_lsn: Lsn,
-    /// Start LSN of the commit record.
-    pub commit_lsn: Lsn,
-    /// End LSN of the commit record.
-    pub end_lsn: Lsn,
-}
-
-/// A non-transactional logical message.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Note {
-    /// Its LSN.
-    pub lsn: Lsn,
-    /// Its payload.
-    pub payload: Vec<u8>,
-}
-
-/// The publisher's logical replication slot.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LogicalSlot {
-    /// Oldest WAL decoding may need to restart.
-    pub restart_lsn: Lsn,
-    /// Everything committed before it is confirmed by the subscriber.
-    pub confirmed_flush_lsn: Lsn,
-    /// Oldest xid whose catalog rows decoding may still need.
-    pub catalog_xmin: Xid,
-}
-
-/// A physical standby streaming from the publisher.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PhysicalStandby {
-    /// Its physical slot's name on the primary (`primary_slot_name`).
-    pub slot: String,
-    /// WAL received and flushed (`pg_last_wal_receive_lsn()`).
-    pub receive_lsn: Lsn,
-    /// WAL replayed (`pg_last_wal_replay_lsn()`), at most `receive_lsn`.
-    pub replay_lsn: Lsn,
-    /// What its feedback last reported: the physical slot's `restart_lsn` on the primary,
-    /// at most `receive_lsn`.
-    pub feedback_lsn: Lsn,
-    /// Percent chance per tick that it receives nothing (a lagging link).
-    pub stall_percent: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -184,6 +89,8 @@ pub struct Publisher {
     pub slot: LogicalSlot,
     /// Physical standbys.
     pub standbys: Vec<PhysicalStandby>,
+    /// The WAL facts decoding reads, when tracked.
+    facts: Option<WalFacts>,
 }
 
 impl Publisher {
@@ -210,7 +117,37 @@ impl Publisher {
                 catalog_xmin: Xid(1000),
             },
             standbys: Vec::new(),
+            facts: None,
         }
+    }
+
+    /// Keeps the WAL facts decoding reads from now on (see [`WalFacts`]).
+    pub fn track_wal(&mut self) {
+        self.facts.get_or_insert_with(WalFacts::default);
+    }
+
+    /// The WAL facts, when tracked.
+    pub fn wal_facts(&self) -> Option<&WalFacts> {
+        self.facts.as_ref()
+    }
+
+    /// Writes an `XLOG_RUNNING_XACTS` record (as the background writer and every checkpoint
+    /// do) when the WAL facts are tracked; returns its start.
+    pub fn log_running_xacts(&mut self) -> Option<Lsn> {
+        self.facts.as_ref()?;
+        let mut running: Vec<u32> = self
+            .open
+            .iter()
+            .filter(|o| o.started)
+            .map(|o| o.xid)
+            .chain(self.prepared.iter().chain(&self.held).copied())
+            .collect();
+        running.sort_unstable();
+        let next = self.next_xid;
+        let (start, end) = self.append_wal(0x20 + 4 * running.len() as u64);
+        let facts = self.facts.as_mut()?;
+        facts.running_xacts(start, end, &running, next);
+        Some(start)
     }
 
     /// The workload mix.
@@ -416,6 +353,9 @@ impl Publisher {
             if let Some(t) = self.txns.get_mut(&xid) {
                 t.changes.push(p.clone());
                 t.subs.push(sub);
+                if let Some(f) = self.facts.as_mut().filter(|_| t.kind != TxnKind::Plain) {
+                    f.change(xid, sub, l);
+                }
             }
             out.push((l, p, sub));
         }
@@ -543,6 +483,9 @@ impl Publisher {
         if let Some(t) = self.txns.get_mut(&xid) {
             t.prepare_end = Some(end_lsn);
         }
+        if let Some(f) = &mut self.facts {
+            f.prepare(xid, prepare_lsn);
+        }
         let held = self.workload.held_percent;
         if held > 0 && uniform_inclusive(rng, 99) < held {
             self.held.push(xid);
@@ -577,8 +520,14 @@ impl Publisher {
             if let Some(t) = self.txns.get_mut(&xid) {
                 t.fate = Fate::Aborted;
             }
+            if let Some(f) = &mut self.facts {
+                f.end(xid, lsn, true);
+            }
             self.finished(xid, end);
         } else {
+            if let Some(f) = &mut self.facts {
+                f.end(xid, lsn, false);
+            }
             self.push(
                 lsn,
                 Event::CommitPrepared {
@@ -626,6 +575,9 @@ impl Publisher {
         self.open[i].started = true;
         let unit = Unit::Body(xid);
         let (l, _) = self.record(rng);
+        if let Some(f) = &mut self.facts {
+            f.record(xid, l);
+        }
         self.push(
             l,
             Event::StreamStart {
@@ -657,6 +609,9 @@ impl Publisher {
             );
         }
         let (l, _) = self.record(rng);
+        if let Some(f) = &mut self.facts {
+            f.record(xid, l);
+        }
         self.push(l, Event::StreamStop, b"E".to_vec(), unit);
     }
 
@@ -667,6 +622,9 @@ impl Publisher {
             return;
         };
         let (l, _) = self.record(rng);
+        if let Some(f) = &mut self.facts {
+            f.sub_abort(sub, l);
+        }
         if let Some(t) = self.txns.get_mut(&xid) {
             if let Some(at) = t.subs.iter().position(|s| *s == sub) {
                 t.changes.truncate(at);
@@ -710,6 +668,9 @@ impl Publisher {
             if let Some(t) = self.txns.get_mut(&xid) {
                 t.fate = Fate::Aborted;
             }
+            if let Some(f) = &mut self.facts {
+                f.end(xid, lsn, true);
+            }
             self.finished(xid, end);
         } else if self.workload.two_phase > 0 && roll.is_multiple_of(4) {
             self.push(
@@ -727,6 +688,9 @@ impl Publisher {
                 t.fate = Fate::Prepared;
                 t.prepare_end = Some(end);
             }
+            if let Some(f) = &mut self.facts {
+                f.prepare(xid, lsn);
+            }
             self.prepared.push(xid);
         } else {
             self.push(
@@ -740,12 +704,18 @@ impl Publisher {
                 tagged(b'c', xid.into()),
                 unit,
             );
+            if let Some(f) = &mut self.facts {
+                f.end(xid, lsn, false);
+            }
             self.commit(xid, lsn, end, ts);
         }
         self.decided.insert(unit, lsn);
     }
 
     fn push_empty_abort(&mut self, xid: u32) {
+        if let Some(f) = &mut self.facts {
+            f.forget(xid);
+        }
         if let Some(t) = self.txns.get_mut(&xid) {
             t.fate = Fate::Aborted;
             let first = t.first_lsn;

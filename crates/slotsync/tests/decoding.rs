@@ -808,3 +808,39 @@ fn a_restored_catalog_change_list_makes_a_commit_with_invalidations_rebuild() {
     assert!(!without.approximate);
     assert_eq!(without.positions.catalog_xmin, Xid(799));
 }
+
+#[test]
+fn the_outcome_carries_the_snapshots_decoding_wrote_for_the_next_call() {
+    // Consistent at the first record (nothing running); the file is written at the next.
+    let running = vec![
+        rx("0/2000000", 758, 758, &[]),
+        rx("0/2000080", 758, 758, &[]),
+    ];
+    let sb = standby(&["0/1000000"], running);
+    let remote_rows = [physical(), remote("a", "0/2000000", "0/2000100", 758)];
+    let out = sync_function(&remote_rows, &[], &sb);
+    assert_eq!(out.error, None);
+    assert_eq!(
+        out.serialized_snapshots,
+        Some(vec![lsn("0/1000000"), lsn("0/2000080")]),
+        "the input's file and the one written at the second running_xacts record"
+    );
+    // Fed back, the next update finds a snapshot at the remote restart_lsn and copies.
+    let next = Standby {
+        serialized_snapshots: out.serialized_snapshots.clone(),
+        snapshot_files: out.snapshot_files.clone(),
+        ..sb.clone()
+    };
+    let moved = [physical(), remote("a", "0/2000080", "0/2000200", 760)];
+    let again = sync_function(&moved, &out.slots_after, &next);
+    assert_eq!(positions_of(&again, "a"), Some(Positions::Copied));
+    // Unknown snapshots stay unknown.
+    let unknown = Standby {
+        serialized_snapshots: None,
+        ..sb
+    };
+    assert_eq!(
+        sync_function(&remote_rows, &[], &unknown).serialized_snapshots,
+        None
+    );
+}

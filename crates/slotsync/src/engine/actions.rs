@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use pgyard_types::{Lsn, Xid};
 
+use crate::decoding::SnapshotFile;
 use crate::error::SyncError;
 use crate::row::{InvalidationCause, SlotRow};
 
@@ -268,4 +269,11 @@ pub struct Outcome {
     /// which the server puts in memory). Pass it as the next call's
     /// [`crate::Standby::effective_catalog_xmins`].
     pub effective_catalog_xmins: BTreeMap<String, Xid>,
+    /// The standby's serialized snapshots afterwards: the input's and those decoding wrote
+    /// (`None` when the input's were unknown). Pass it as the next call's
+    /// [`crate::Standby::serialized_snapshots`].
+    pub serialized_snapshots: Option<Vec<Lsn>>,
+    /// What is known of those files' contents afterwards, the ones decoding wrote included.
+    /// Pass it as the next call's [`crate::Standby::snapshot_files`].
+    pub snapshot_files: BTreeMap<Lsn, SnapshotFile>,
 }

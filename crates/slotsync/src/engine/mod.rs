@@ -149,6 +149,8 @@ fn function(
                         .any(|r| &r.slot_name == name && r.catalog_xmin != Some(*x))
                 })
                 .collect(),
+            serialized_snapshots: standby.serialized_snapshots.clone(),
+            snapshot_files: standby.snapshot_files.clone(),
         };
     }
     cycle(remote_slots, local_slots, standby, Caller::Function, bug)
@@ -206,6 +208,8 @@ fn cycle(
         error,
         updated: cycle.updated,
         effective_catalog_xmins,
+        serialized_snapshots: cycle.snapshots.map(|s| s.into_iter().collect()),
+        snapshot_files: cycle.files,
     }
 }
 

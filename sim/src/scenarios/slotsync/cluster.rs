@@ -6,6 +6,7 @@
 use pgyard_slotsync::{InvalidationCause, SlotRow};
 use pgyard_types::{uniform_inclusive, Lsn, Rng, Xid};
 
+use super::decode::StandbyDecoding;
 use super::horizon::{
     feedback_catalog_xmin, primary_horizon, replay_conflict, Catalog, PRUNE_BYTES,
 };
@@ -41,6 +42,8 @@ pub(crate) struct Cluster {
     replayed: Vec<Xid>,
     /// `max_slot_wal_keep_size` (bytes) on every node, if set.
     pub keep_bytes: Option<u64>,
+    /// Each standby's snapshot files and in-memory slot xmins.
+    pub decoding: Vec<StandbyDecoding>,
 }
 
 impl Cluster {
@@ -59,6 +62,7 @@ impl Cluster {
                 .collect(),
             replayed: vec![Xid(0); n],
             keep_bytes,
+            decoding: vec![StandbyDecoding::default(); n],
         }
     }
 
@@ -74,6 +78,7 @@ impl Cluster {
         self.standby_wal[k] = StandbyWal::new(at);
         self.replayed[k] = self.catalog.replayed(at);
         self.physical[k] = Physical::default();
+        self.decoding[k] = self.decoding[k].rebuilt();
     }
 
     /// After the standbys advanced: each replays the prune records it reached (recovery
@@ -94,12 +99,13 @@ impl Cluster {
             let h = self.catalog.replayed(replay);
             if h.0 > self.replayed[i].0 {
                 self.replayed[i] = h;
-                for name in replay_conflict(slots, h) {
+                for name in replay_conflict(slots, h, &self.decoding[i]) {
                     trace!(t, "tick {tick}: standby{} replays removal below xid {}: {name} invalidated (rows_removed)", i + 1, h.0);
                 }
             }
             if uniform_inclusive(rng, 99) < mix.restartpoint_percent {
                 let hit = self.standby_wal[i].restartpoint(replay, slots, self.keep_bytes);
+                self.decoding[i].restartpoint(self.standby_wal[i].redo, slots);
                 for name in hit {
                     trace!(
                         t,
@@ -129,7 +135,7 @@ impl Cluster {
                 p.catalog_xmin = if feedback_off == Some(i) {
                     None
                 } else {
-                    feedback_catalog_xmin(slots)
+                    feedback_catalog_xmin(slots, &self.decoding[i])
                 };
             }
         }
@@ -167,6 +173,8 @@ impl Cluster {
     /// A checkpoint on the primary: `max_slot_wal_keep_size` invalidations, WAL removal, and a
     /// standby that needs removed WAL stops streaming for good.
     fn checkpoint(&mut self, t: &mut Trace, tick: u64, publ: &mut Publisher) {
+        // LogStandbySnapshot, when the WAL facts are kept.
+        publ.log_running_xacts();
         let flush = publ.flush_lsn();
         let logical = (self.logical_invalid.is_none()).then_some(publ.slot.restart_lsn);
         let restarts: Vec<Option<Lsn>> = std::iter::once(logical)

@@ -12,6 +12,7 @@
 use pgyard_slotsync::{InvalidationCause, SlotRow};
 use pgyard_types::{Lsn, Xid};
 
+use super::decode::StandbyDecoding;
 use crate::publisher::{Fate, Publisher};
 
 /// One catalog prune record: from `end` on, row versions deleted by xids before `horizon` are
@@ -86,23 +87,31 @@ pub(crate) fn next_xid_at(publ: &Publisher, lsn: Lsn) -> Xid {
         .map_or(publ.next_xid(), |t| t.xid)
 }
 
-/// The `catalog_xmin` a standby's `hot_standby_feedback` reports: the oldest over its valid
-/// slots (`replication_slot_catalog_xmin`), or none without one.
-pub(crate) fn feedback_catalog_xmin(slots: &[SlotRow]) -> Option<Xid> {
+/// The `catalog_xmin` a standby's `hot_standby_feedback` reports: the oldest in-memory
+/// `effective_catalog_xmin` over its valid slots (`replication_slot_catalog_xmin`), or none
+/// without one.
+pub(crate) fn feedback_catalog_xmin(slots: &[SlotRow], dec: &StandbyDecoding) -> Option<Xid> {
     slots
         .iter()
         .filter(|s| s.invalidation_reason.is_none())
-        .filter_map(|s| s.catalog_xmin)
+        .filter_map(|s| dec.effective_of(s))
         .filter(|x| x.0 != 0)
         .min_by_key(|x| x.0)
 }
 
-/// Replaying a removal up to `horizon`: every valid logical slot whose `catalog_xmin` the
-/// removal passed is invalidated (`rows_removed`). Returns the names of the slots it hit.
-pub(crate) fn replay_conflict(slots: &mut [SlotRow], horizon: Xid) -> Vec<String> {
+/// Replaying a removal up to `horizon`: every valid logical slot whose in-memory
+/// `effective_catalog_xmin` the removal passed is invalidated (`rows_removed`, as
+/// `InvalidatePossiblyObsoleteSlot` compares). Returns the names of the slots it hit.
+pub(crate) fn replay_conflict(
+    slots: &mut [SlotRow],
+    horizon: Xid,
+    dec: &StandbyDecoding,
+) -> Vec<String> {
     let mut hit = Vec::new();
     for s in slots.iter_mut() {
-        let passed = s.catalog_xmin.is_some_and(|x| x.0 != 0 && x.0 < horizon.0);
+        let passed = dec
+            .effective_of(s)
+            .is_some_and(|x| x.0 != 0 && x.0 < horizon.0);
         if s.invalidation_reason.is_none() && passed {
             invalidate(s, InvalidationCause::RowsRemoved);
             hit.push(s.slot_name.clone());
@@ -169,15 +178,31 @@ mod tests {
     #[test]
     fn replay_invalidates_only_slots_the_removal_passed() {
         let mut slots = vec![slot("a", 1004), slot("b", 1005), slot("c", 1010)];
-        assert_eq!(replay_conflict(&mut slots, Xid(1005)), vec!["a".to_owned()]);
+        let none = StandbyDecoding::default();
+        assert_eq!(
+            replay_conflict(&mut slots, Xid(1005), &none),
+            vec!["a".to_owned()]
+        );
         assert_eq!(
             slots[0].invalidation_reason,
             Some(InvalidationCause::RowsRemoved)
         );
         assert_eq!(slots[1].invalidation_reason, None);
         // An invalidated slot is not hit twice, and no longer holds the feedback back.
-        assert_eq!(replay_conflict(&mut slots, Xid(1006)), vec!["b".to_owned()]);
-        assert_eq!(feedback_catalog_xmin(&slots), Some(Xid(1010)));
-        assert_eq!(feedback_catalog_xmin(&[]), None);
+        assert_eq!(
+            replay_conflict(&mut slots, Xid(1006), &none),
+            vec!["b".to_owned()]
+        );
+        assert_eq!(feedback_catalog_xmin(&slots, &none), Some(Xid(1010)));
+        assert_eq!(feedback_catalog_xmin(&[], &none), None);
+        // The in-memory xmin decides, where it differs from the view's.
+        let mut mem = StandbyDecoding::default();
+        mem.effective.insert("c".into(), Xid(1020));
+        assert_eq!(feedback_catalog_xmin(&slots, &mem), Some(Xid(1020)));
+        assert!(replay_conflict(&mut slots, Xid(1015), &mem).is_empty());
+        assert_eq!(
+            replay_conflict(&mut slots, Xid(1021), &mem),
+            vec!["c".to_owned()]
+        );
     }
 }

@@ -7,6 +7,7 @@ use pgyard_slotsync::{promote, InvalidationCause, SlotRow};
 use pgyard_types::{Lsn, Xid};
 
 use super::cluster::Cluster;
+use super::decode::span_of;
 use super::horizon::{next_xid_at, replay_conflict};
 use super::{SLOT, START};
 use crate::publisher::{Fate, Publisher};
@@ -87,7 +88,8 @@ pub(crate) fn loss_at(
     let f = publ.standbys[p].receive_lsn;
     let vacuumed = cluster.catalog.replayed(f);
     let mut at_f = local.to_vec();
-    replay_conflict(&mut at_f, vacuumed);
+    let dec = &cluster.decoding[p];
+    replay_conflict(&mut at_f, vacuumed, dec);
     let (_, after) = promote(&at_f);
     let slot_ready = local.iter().any(|s| {
         s.slot_name == SLOT && s.synced && !s.temporary && s.invalidation_reason.is_none()
@@ -112,8 +114,10 @@ pub(crate) fn loss_at(
     };
     let s_conf = slot.confirmed_flush_lsn.unwrap_or(Lsn(0));
     let s_restart = slot.restart_lsn.unwrap_or(Lsn(0));
-    let s_xmin = slot.catalog_xmin.unwrap_or(Xid(0));
-    loss.unusable = unusable(slot, cluster.standby_wal[p].oldest, vacuumed);
+    // What holds the new primary's vacuum back is the slot's in-memory xmin, which a decoded
+    // update leaves at the primary slot's even where decoding left the view's lower.
+    let s_xmin = dec.effective_of(slot).unwrap_or(Xid(0));
+    loss.unusable = unusable(slot, s_xmin, cluster.standby_wal[p].oldest, vacuumed);
     // The new primary may vacuum before its walsender decodes anything: up to the slot's
     // catalog_xmin, held back by the transactions still prepared there and its next xid.
     let held = held_at(publ, f).min(s_xmin.0);
@@ -132,6 +136,8 @@ pub(crate) fn loss_at(
             loss.skipped += 1;
         } else if loss.unusable.is_some() {
             loss.undecodable += 1;
+        } else if xid.is_some_and(|x| !has_records(publ, x)) {
+            // Only a PREPARE and its COMMIT PREPARED: nothing to decode, nothing to lose.
         } else if first < s_restart {
             loss.wal_missing += 1;
         } else if xid.is_some_and(|x| x.0 < vacuum_new) {
@@ -141,9 +147,16 @@ pub(crate) fn loss_at(
     loss
 }
 
-/// Why `slot` (after promotion) cannot decode at all on a standby that kept its WAL from
-/// `oldest` on and has removed catalog rows deleted before `vacuumed`.
-fn unusable(slot: &SlotRow, oldest: Lsn, vacuumed: Xid) -> Option<Unusable> {
+/// Whether transaction `x` wrote a record decoding enters in its reorder buffer (see
+/// `decode::span_of`; every transaction does where the WAL facts are not kept).
+fn has_records(publ: &Publisher, x: Xid) -> bool {
+    publ.wal_facts().is_none() || span_of(publ, x.0).is_some()
+}
+
+/// Why `slot` (after promotion; in-memory `catalog_xmin` `catalog_xmin`) cannot decode at all
+/// on a standby that kept its WAL from `oldest` on and has removed catalog rows deleted
+/// before `vacuumed`.
+fn unusable(slot: &SlotRow, catalog_xmin: Xid, oldest: Lsn, vacuumed: Xid) -> Option<Unusable> {
     if let Some(cause) = slot.invalidation_reason {
         return Some(Unusable::Invalidated(cause));
     }
@@ -154,7 +167,6 @@ fn unusable(slot: &SlotRow, oldest: Lsn, vacuumed: Xid) -> Option<Unusable> {
             oldest,
         });
     }
-    let catalog_xmin = slot.catalog_xmin.unwrap_or(Xid(0));
     (catalog_xmin.0 < vacuumed.0).then_some(Unusable::RowsRemoved {
         catalog_xmin,
         vacuumed,
@@ -190,16 +202,19 @@ mod tests {
 
     #[test]
     fn a_slot_is_unusable_without_its_wal_or_its_catalog_rows() {
-        assert_eq!(unusable(&slot(0x5000, 1010), Lsn(0x5000), Xid(1010)), None);
         assert_eq!(
-            unusable(&slot(0x4ff0, 1010), Lsn(0x5000), Xid(0)),
+            unusable(&slot(0x5000, 1010), Xid(1010), Lsn(0x5000), Xid(1010)),
+            None
+        );
+        assert_eq!(
+            unusable(&slot(0x4ff0, 1010), Xid(1010), Lsn(0x5000), Xid(0)),
             Some(Unusable::WalRemoved {
                 restart_lsn: Lsn(0x4ff0),
                 oldest: Lsn(0x5000)
             })
         );
         assert_eq!(
-            unusable(&slot(0x5000, 1009), Lsn(0x5000), Xid(1010)),
+            unusable(&slot(0x5000, 1009), Xid(1009), Lsn(0x5000), Xid(1010)),
             Some(Unusable::RowsRemoved {
                 catalog_xmin: Xid(1009),
                 vacuumed: Xid(1010)
@@ -208,7 +223,7 @@ mod tests {
         let mut gone = slot(0x5000, 1010);
         gone.invalidation_reason = Some(InvalidationCause::RowsRemoved);
         assert_eq!(
-            unusable(&gone, Lsn(0), Xid(0)),
+            unusable(&gone, Xid(1010), Lsn(0), Xid(0)),
             Some(Unusable::Invalidated(InvalidationCause::RowsRemoved))
         );
     }

@@ -45,6 +45,7 @@ use worker::Worker;
 
 mod actions;
 mod cluster;
+mod decode;
 mod horizon;
 mod judge;
 mod loss;
@@ -119,6 +120,9 @@ struct Mix {
     keep_bytes: Option<u64>,
     /// A standby rebuilt from a fresh base backup: (tick, which standby).
     rebuild: Option<(u64, usize)>,
+    /// Percent of ticks the primary writes a `RUNNING_XACTS` record, when the standbys
+    /// decode (see `decode`); drawn from a stream of its own.
+    decoding: Option<u64>,
 }
 
 const SLOT: &str = "sub_slot";
@@ -140,7 +144,12 @@ pub fn run_slotsync(
     sync_bug: Option<SyncBug>,
 ) -> Result<SlotsyncRun, Violation> {
     let r = |rng: &mut Rng, max: u64| uniform_inclusive(rng, max);
-    let mix = draw_mix(rng);
+    let mut mix = draw_mix(rng);
+    // Whether the standbys decode comes from a stream of its own, so the rest of the world
+    // draws as it did before they could.
+    let mut dec = rng.clone();
+    dec.set_stream(DECODE_STREAM);
+    mix.decoding = (r(&mut dec, 3) != 0).then(|| 5 + r(&mut dec, 55));
     // The moments of the check come from a stream of their own, so asking more or less often
     // never changes what the world does.
     let mut asks = rng.clone();
@@ -178,6 +187,10 @@ pub fn run_slotsync(
     };
     trace!(t, "synchronized_standby_slots = {:?}", list.names());
     let mut cluster = Cluster::new(&publ, mix.keep_bytes);
+    if mix.decoding.is_some() {
+        publ.track_wal();
+        cluster.decoding.fill(decode::StandbyDecoding::known());
+    }
     let mut standbys = Standbys {
         bug: sync_bug,
         misconfig,
@@ -197,6 +210,9 @@ pub fn run_slotsync(
         let wall = UnixTime(wall0 + (now.0 / 1000) as i64);
         if r(rng, 99) < mix.txn_percent {
             publ.step(rng, wall);
+        }
+        if mix.decoding.is_some_and(|p| r(&mut dec, 99) < p) {
+            publ.log_running_xacts();
         }
         if let Some((_, k)) = mix.rebuild.filter(|&(at, _)| at == tick) {
             let k = k % publ.standbys.len();
@@ -225,7 +241,7 @@ pub fn run_slotsync(
         if cluster.logical_invalid.is_none() {
             sub.step(rng, t, tick, &mix, &mut publ, bound);
         }
-        let world = (&publ, &cluster);
+        let world = (&publ, &mut cluster);
         standbys.sync(t, tick, (now, wall), &mix, world, &primary_rows)?;
         let feedback_off = misconfig.and_then(|m| m.feedback_off_at(tick));
         let locals = &standbys.locals;
@@ -305,6 +321,7 @@ fn draw_mix(rng: &mut Rng) -> Mix {
         restartpoint_percent: 5 + r(rng, 35),
         keep_bytes: (r(rng, 3) == 0).then(|| (8 + r(rng, 24)) * wal::SEGMENT_BYTES),
         rebuild: (r(rng, 1) == 0).then(|| (r(rng, ticks), r(rng, 1) as usize)),
+        decoding: None,
     }
 }
 
@@ -376,12 +393,12 @@ impl Standbys {
         tick: u64,
         (now, wall): (Instant, UnixTime),
         mix: &Mix,
-        (publ, cluster): (&Publisher, &Cluster),
+        (publ, cluster): (&Publisher, &mut Cluster),
         primary_rows: &[SlotRow],
     ) -> Result<(), Violation> {
         for i in 0..mix.standbys as usize {
             let wrong = wrong_at(self.misconfig, i, tick);
-            let input = standby_input(publ, cluster, i, mix.worker, wrong);
+            let input = standby_input(publ, cluster, (i, &self.locals[i]), mix.worker, wrong);
             let refusal = wrong.map(settings::refusal);
             if mix.worker && uniform_inclusive(&mut self.ops, 19) == 0 {
                 // The operator calls the function while the worker runs (or would run).
@@ -419,6 +436,8 @@ impl Standbys {
                 &out,
             )?;
             actions::judge(tick, i, mix.worker, &self.locals[i], &out)?;
+            cluster.decoding[i].after(&out);
+            decode::judge(tick, i, publ, &cluster.decoding[i], &out.slots_after)?;
             if mix.worker {
                 self.workers[i].cycle_done(now, out.updated);
             }
@@ -469,6 +488,9 @@ fn run_sync(
 
 /// The RNG stream the check's moments are drawn from.
 const ASK_STREAM: u64 = 0x6173_6b73;
+
+/// The RNG stream the standbys' decoding and the running-xacts records are drawn from.
+const DECODE_STREAM: u64 = 0x6465_636f_6465;
 
 /// The RNG stream the operator's function calls are drawn from (see [`Standbys`]).
 const OPS_STREAM: u64 = 0x6f70_7321;
@@ -610,7 +632,7 @@ fn verdict_ready(
         input: PlanInput {
             remote_slots: primary_rows(publ, cluster),
             local_slots: local.to_vec(),
-            standby: standby_input(publ, cluster, i, facts.worker, wrong),
+            standby: standby_input(publ, cluster, (i, local), facts.worker, wrong),
         },
         primary: Some(PrimaryFacts {
             version: Version::V18,
@@ -691,7 +713,7 @@ fn primary_rows(publ: &Publisher, cluster: &Cluster) -> Vec<SlotRow> {
 fn standby_input(
     publ: &Publisher,
     cluster: &Cluster,
-    i: usize,
+    (i, local): (usize, &[SlotRow]),
     worker: bool,
     wrong: Option<Wrong>,
 ) -> Standby {
@@ -710,6 +732,7 @@ fn standby_input(
         sync_replication_slots: worker,
         ..Standby::default()
     };
+    cluster.decoding[i].fill(&mut sb, publ, w.oldest, local);
     settings::apply(&mut sb, wrong);
     sb
 }

@@ -243,7 +243,7 @@ pub(super) fn at_promotion(
 ) -> Result<(), Violation> {
     let wrong = wrong_at(facts.misconfig, p, tick);
     let remote = primary_rows(publ, cluster);
-    let mut sb = standby_input(publ, cluster, p, facts.worker, wrong);
+    let mut sb = standby_input(publ, cluster, (p, local), facts.worker, wrong);
     sb.promotion_triggered = true;
     let signalled = wrong.map_or(SyncError::PromotionTriggered, refusal);
     let out = sync_function(&remote, local, &sb);
