@@ -16,8 +16,8 @@
 
 use std::collections::BTreeMap;
 
-use pgyard_slotsync::decoding::{SnapshotFile, XactRecords};
-use pgyard_slotsync::{Outcome, SlotRow, Standby};
+use pgyard_slotsync::decoding::{record_is_read, SnapshotFile, XactRecords};
+use pgyard_slotsync::{Action, Outcome, Positions, SlotRow, Standby};
 use pgyard_types::{Lsn, Xid};
 
 use super::fail;
@@ -196,6 +196,69 @@ pub(super) fn judge(
                     ),
                 ));
             }
+        }
+    }
+    Ok(())
+}
+
+/// `decoded-slot-advances`: a decoded update of a slot that existed before the call, whose
+/// decoding read two running-xacts records with nothing running (at or after its old
+/// `restart_lsn`, before the `confirmed_flush_lsn` it moved to), leaves the slot consistent,
+/// its `restart_lsn` past the old one and, when the second record's next xid is past the old
+/// `catalog_xmin`, its `catalog_xmin` too. The first such record makes the snapshot
+/// consistent and clears what was read before; at the second nothing is in progress, so
+/// decoding proposes that record as the restart point and its next xid as the catalog
+/// horizon (`SnapBuildProcessRunningXacts`), and the confirmation at the end applies the
+/// first proposal still pending, which is past the old positions as well.
+pub(super) fn advances(
+    tick: u64,
+    i: usize,
+    input: &Standby,
+    before: &[SlotRow],
+    out: &Outcome,
+) -> Result<(), Violation> {
+    for action in &out.actions {
+        let Action::Update {
+            slot,
+            positions: Some(Positions::Decoded { consistent, .. }),
+            ..
+        } = action
+        else {
+            continue;
+        };
+        let old = before.iter().find(|s| &s.slot_name == slot);
+        let new = out.slots_after.iter().find(|s| &s.slot_name == slot);
+        let (Some(old), Some(new)) = (old, new) else {
+            continue;
+        };
+        let (Some(r0), Some(c)) = (old.restart_lsn, new.confirmed_flush_lsn) else {
+            continue;
+        };
+        let x0 = old.catalog_xmin.map_or(0, |x| x.0);
+        let mut idle = input.running_xacts.iter().filter(|r| {
+            r.start_lsn >= r0
+                && record_is_read(r.start_lsn, c)
+                && r.xids.is_empty()
+                && r.subxids.is_empty()
+        });
+        let Some(second) = idle.nth(1) else {
+            continue;
+        };
+        let r1 = new.restart_lsn.unwrap_or(Lsn::INVALID);
+        let x1 = new.catalog_xmin.map_or(0, |x| x.0);
+        let xmin_due = second.next_xid.0 > x0;
+        if !consistent || r1 <= r0 || (xmin_due && x1 <= x0) {
+            return Err(fail(
+                "decoded-slot-advances",
+                format!(
+                    "tick {tick}: standby{}'s decoded update of {slot} read idle running-xacts \
+                     records up to {} (next xid {}) but left it at restart {r1}, catalog_xmin \
+                     {x1}, consistent {consistent} (was restart {r0}, catalog_xmin {x0})",
+                    i + 1,
+                    second.start_lsn,
+                    second.next_xid.0
+                ),
+            ));
         }
     }
     Ok(())

@@ -436,6 +436,7 @@ impl Standbys {
                 &out,
             )?;
             actions::judge(tick, i, mix.worker, &self.locals[i], &out)?;
+            decode::advances(tick, i, &input, &self.locals[i], &out)?;
             cluster.decoding[i].after(&out);
             decode::judge(tick, i, publ, &cluster.decoding[i], &out.slots_after)?;
             if mix.worker {
