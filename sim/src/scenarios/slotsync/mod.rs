@@ -49,6 +49,7 @@ mod decode;
 mod horizon;
 mod judge;
 mod loss;
+mod reason;
 mod reconnect;
 mod report;
 mod settings;

@@ -14,6 +14,7 @@ use pgyard_slotsync::SlotType;
 use pgyard_types::Lsn;
 
 use super::fail;
+use super::reason;
 use super::settings::{warning_key, Wrong};
 use crate::Violation;
 
@@ -53,6 +54,30 @@ pub(super) fn judge(
                 "{} ready {} (reason {:?}), the rule says {expected}",
                 v.slot, v.ready, v.reason
             ));
+        }
+        let text = v.reason.as_deref().unwrap_or("");
+        let missing: Vec<String> = reason::must_name(snap, v)
+            .into_iter()
+            .filter(|w| !text.contains(w.as_str()))
+            .collect();
+        if !missing.is_empty() {
+            return bad(format!(
+                "{}'s reason {text:?} does not name {missing:?}",
+                v.slot
+            ));
+        }
+        if snap.primary.is_some() {
+            let (caller, actions, out) = reason::planned(snap, &v.slot);
+            let next = v.next_sync.as_ref();
+            let same = next.is_some_and(|n| {
+                n.caller == caller && n.actions == actions && n.error == out.error
+            });
+            if !same {
+                return bad(format!(
+                    "{}'s next sync {next:?}, the engine plans {caller:?} {actions:?} {:?}",
+                    v.slot, out.error
+                ));
+            }
         }
     }
     let exit = u8::from(report.slots.iter().any(|v| !v.ready));
