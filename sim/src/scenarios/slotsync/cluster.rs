@@ -44,6 +44,9 @@ pub(crate) struct Cluster {
     pub keep_bytes: Option<u64>,
     /// Each standby's snapshot files and in-memory slot xmins.
     pub decoding: Vec<StandbyDecoding>,
+    /// The primary's failover slot has `two_phase` on since this position (`two_phase_at`),
+    /// once the subscription enabled it.
+    pub two_phase_at: Option<Lsn>,
 }
 
 impl Cluster {
@@ -63,6 +66,7 @@ impl Cluster {
             replayed: vec![Xid(0); n],
             keep_bytes,
             decoding: vec![StandbyDecoding::default(); n],
+            two_phase_at: None,
         }
     }
 

@@ -48,6 +48,7 @@ pub(super) fn sync_call(
     forward_only(tick, i, before, out)?;
     error_is_true(&call)?;
     catches_up(&call)?;
+    settings_follow(&call)?;
     temporary_only_while_ahead(&call)?;
     drops_only_obsolete(&call)?;
     for local in out.slots_after.iter().filter(|s| s.synced) {
@@ -320,6 +321,62 @@ fn catches_up(c: &Call) -> Result<(), Violation> {
                      (none behind the synced slot's {lr}/{lx})",
                     i + 1,
                     rx.0
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `settings-follow`: a sync without error leaves each persistent, valid synced slot with its
+/// primary slot's `plugin`, `two_phase` and `two_phase_at` (PostgreSQL 18 syncs all three),
+/// whether its positions were copied or decoded, unless the sync skipped the slot: its primary
+/// slot unusable, confirmed past the standby's flush, or behind the synced slot (18 then
+/// returns before it compares the settings).
+fn settings_follow(c: &Call) -> Result<(), Violation> {
+    let (tick, i, remote, input, before, out) = (c.tick, c.i, c.remote, c.input, c.before, c.out);
+    if out.error.is_some() {
+        return Ok(());
+    }
+    let flush = input.flush_lsn();
+    let steady = |s: &&SlotRow| s.synced && !s.temporary && s.invalidation_reason.is_none();
+    for old in before.iter().filter(steady) {
+        let name = &old.slot_name;
+        let Some(r) = remote.iter().find(|r| &r.slot_name == name) else {
+            continue;
+        };
+        let (Some(rr), Some(rc), Some(rx)) = (r.restart_lsn, r.confirmed_flush_lsn, r.catalog_xmin)
+        else {
+            continue;
+        };
+        let usable = r.failover
+            && !r.temporary
+            && r.invalidation_reason.is_none()
+            && rr != Lsn::INVALID
+            && rx.0 != 0
+            && rc <= flush;
+        let behind = rr < old.restart_lsn.unwrap_or(Lsn::INVALID)
+            || rx.0 < old.catalog_xmin.map_or(0, |x| x.0);
+        if !usable || behind {
+            continue;
+        }
+        let Some(now) = out
+            .slots_after
+            .iter()
+            .filter(steady)
+            .find(|s| &s.slot_name == name)
+        else {
+            continue;
+        };
+        let want = (&r.plugin, r.two_phase, r.two_phase_at);
+        let got = (&now.plugin, now.two_phase, now.two_phase_at);
+        if got != want {
+            return Err(fail(
+                "settings-follow",
+                format!(
+                    "tick {tick}: after a sync without error standby{}'s synced slot {name} has \
+                     plugin/two_phase/two_phase_at {got:?}, the primary's {want:?}",
+                    i + 1
                 ),
             ));
         }

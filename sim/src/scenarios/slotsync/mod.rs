@@ -124,6 +124,9 @@ struct Mix {
     /// Percent of ticks the primary writes a `RUNNING_XACTS` record, when the standbys
     /// decode (see `decode`); drawn from a stream of its own.
     decoding: Option<u64>,
+    /// The tick the subscription enables `two_phase` on its slot (`ALTER SUBSCRIPTION … SET
+    /// (two_phase = true)`), if it does; drawn from a stream of its own.
+    two_phase_tick: Option<u64>,
 }
 
 const SLOT: &str = "sub_slot";
@@ -151,6 +154,10 @@ pub fn run_slotsync(
     let mut dec = rng.clone();
     dec.set_stream(DECODE_STREAM);
     mix.decoding = (r(&mut dec, 3) != 0).then(|| 5 + r(&mut dec, 55));
+    // So does the moment the subscription turns two_phase on, in half the seeds.
+    let mut alter = rng.clone();
+    alter.set_stream(ALTER_STREAM);
+    mix.two_phase_tick = (r(&mut alter, 1) == 0).then(|| r(&mut alter, mix.ticks));
     // The moments of the check come from a stream of their own, so asking more or less often
     // never changes what the world does.
     let mut asks = rng.clone();
@@ -214,6 +221,15 @@ pub fn run_slotsync(
         }
         if mix.decoding.is_some_and(|p| r(&mut dec, 99) < p) {
             publ.log_running_xacts();
+        }
+        if mix.two_phase_tick == Some(tick) && cluster.logical_invalid.is_none() {
+            // Decoding restarts with two-phase on: it applies from what was confirmed.
+            cluster.two_phase_at = Some(publ.slot.confirmed_flush_lsn);
+            trace!(
+                t,
+                "tick {tick}: sub_slot two_phase on at {}",
+                publ.slot.confirmed_flush_lsn
+            );
         }
         if let Some((_, k)) = mix.rebuild.filter(|&(at, _)| at == tick) {
             let k = k % publ.standbys.len();
@@ -323,6 +339,7 @@ fn draw_mix(rng: &mut Rng) -> Mix {
         keep_bytes: (r(rng, 3) == 0).then(|| (8 + r(rng, 24)) * wal::SEGMENT_BYTES),
         rebuild: (r(rng, 1) == 0).then(|| (r(rng, ticks), r(rng, 1) as usize)),
         decoding: None,
+        two_phase_tick: None,
     }
 }
 
@@ -493,6 +510,9 @@ const ASK_STREAM: u64 = 0x6173_6b73;
 
 /// The RNG stream the standbys' decoding and the running-xacts records are drawn from.
 const DECODE_STREAM: u64 = 0x6465_636f_6465;
+
+/// The RNG stream the subscription's `two_phase` change is drawn from.
+const ALTER_STREAM: u64 = 0x0061_6c74_6572;
 
 /// The RNG stream the operator's function calls are drawn from (see [`Standbys`]).
 const OPS_STREAM: u64 = 0x6f70_7321;
@@ -693,6 +713,8 @@ fn primary_rows(publ: &Publisher, cluster: &Cluster) -> Vec<SlotRow> {
     row.catalog_xmin = Some(publ.slot.catalog_xmin);
     row.wal_status = Some("reserved".into());
     row.failover = true;
+    row.two_phase = cluster.two_phase_at.is_some();
+    row.two_phase_at = cluster.two_phase_at;
     if let Some(cause) = cluster.logical_invalid {
         // Nobody can acquire it any more.
         row.active = false;
