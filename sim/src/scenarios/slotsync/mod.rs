@@ -45,6 +45,7 @@ use worker::Worker;
 
 mod actions;
 mod cluster;
+mod collect;
 mod decode;
 mod horizon;
 mod judge;
@@ -673,6 +674,11 @@ fn verdict_ready(
             "snapshot-json-round-trip",
             format!("tick {tick}: {snap:?} reads back from its JSON as {read:?}"),
         ));
+    }
+    // `pgyard slotsync collect` reads the same from the servers, where they show it all.
+    let dec = &cluster.decoding[i];
+    if dec.snapshots.is_some() && (tick == facts.failover_tick || wrong.is_some()) {
+        collect::judge(tick, i, &snap, publ.wal_facts(), dec)?;
     }
     let report = check(&snap);
     let listed = facts.in_setting.contains(&i);
