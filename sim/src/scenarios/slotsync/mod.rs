@@ -54,6 +54,7 @@ mod reason;
 mod reconnect;
 mod report;
 mod settings;
+mod user;
 mod wal;
 mod worker;
 
@@ -158,6 +159,8 @@ pub fn run_slotsync(
     // So does the moment the subscription turns two_phase on, in half the seeds.
     let mut alter = rng.clone();
     alter.set_stream(ALTER_STREAM);
+    let mut users = rng.clone();
+    users.set_stream(USER_STREAM);
     mix.two_phase_tick = (r(&mut alter, 1) == 0).then(|| r(&mut alter, mix.ticks));
     // The moments of the check come from a stream of their own, so asking more or less often
     // never changes what the world does.
@@ -279,6 +282,8 @@ pub fn run_slotsync(
         };
         let world = (&publ, &cluster);
         check_at_random(&mut asks, t, tick, &mix, world, locals, received, &facts)?;
+        let someone = uniform_inclusive(&mut users, mix.standbys - 1) as usize;
+        user::attempt(&mut users, tick, someone, &locals[someone], true)?;
         if tick == mix.failover_tick {
             let candidates: Vec<usize> = if mix.gate_on {
                 listed.clone()
@@ -292,6 +297,9 @@ pub fn run_slotsync(
             let wrong = wrong_at(misconfig, p, tick);
             let at = (p, wrong);
             let loss = failover(rng, t, &mix, world, &locals[p], at, received, sub.confirmed)?;
+            // The promoted server's slots are its own.
+            let (_, promoted) = promote(&locals[p]);
+            user::attempt(&mut users, tick, p, &promoted, false)?;
             if ready && loss.total() > 0 {
                 return Err(fail(
                     "ready-means-lossless",
@@ -511,6 +519,9 @@ const ASK_STREAM: u64 = 0x6173_6b73;
 
 /// The RNG stream the standbys' decoding and the running-xacts records are drawn from.
 const DECODE_STREAM: u64 = 0x6465_636f_6465;
+
+/// The RNG stream of the users who reach for a standby's synced slot.
+const USER_STREAM: u64 = 0x7573_6572;
 
 /// The RNG stream the subscription's `two_phase` change is drawn from.
 const ALTER_STREAM: u64 = 0x0061_6c74_6572;

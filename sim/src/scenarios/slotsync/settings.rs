@@ -207,7 +207,19 @@ pub(super) fn judge_refusal(
         (None, None) => false,
     };
     if !bad {
-        return Ok(());
+        return match got.filter(|g| g.sqlstate() != refusal_sqlstate(g)) {
+            Some(g) => Err(fail(
+                "sync-refused-exactly-for-settings",
+                format!(
+                    "tick {tick}: a sync on standby{} was refused with {g:?} under SQLSTATE \
+                     {:?}, the server's is {}",
+                    i + 1,
+                    g.sqlstate(),
+                    refusal_sqlstate(g)
+                ),
+            )),
+            None => Ok(()),
+        };
     }
     Err(fail(
         "sync-refused-exactly-for-settings",
@@ -217,6 +229,20 @@ pub(super) fn judge_refusal(
             i + 1
         ),
     ))
+}
+
+/// The SQLSTATE PostgreSQL's `slotsync.c` raises a refusal the world calls for under: a
+/// setting slot synchronization needs is `invalid_parameter_value`; a server out of recovery,
+/// a promotion under way or another sync running is `object_not_in_prerequisite_state`; a
+/// `primary_conninfo` libpq cannot parse is `syntax_error`. Errors about the slots and the
+/// WAL are not refusals; they keep whatever they carry.
+fn refusal_sqlstate(e: &SyncError) -> &'static str {
+    match e {
+        SyncError::NotInRecovery | SyncError::PromotionTriggered | SyncError::Concurrent => "55000",
+        SyncError::ConninfoSyntax(_) => "42601",
+        e if is_setting_error(e) => "22023",
+        other => other.sqlstate(),
+    }
 }
 
 /// `judge_refusal` for a whole sync call.
