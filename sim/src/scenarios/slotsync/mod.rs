@@ -50,6 +50,7 @@ mod decode;
 mod horizon;
 mod judge;
 mod loss;
+mod plan_json;
 mod reason;
 mod reconnect;
 mod report;
@@ -463,6 +464,7 @@ impl Standbys {
                 &out,
             )?;
             actions::judge(tick, i, mix.worker, &self.locals[i], &out)?;
+            plan_json::judge(tick, i, &out)?;
             decode::advances(tick, i, &input, &self.locals[i], &out)?;
             cluster.decoding[i].after(&out);
             decode::judge(tick, i, publ, &cluster.decoding[i], &out.slots_after)?;
