@@ -57,6 +57,7 @@ mod report;
 mod settings;
 mod user;
 mod wal;
+mod walsender;
 mod worker;
 
 /// The scenario.
@@ -259,6 +260,9 @@ pub fn run_slotsync(
             list.send_bound(&primary_rows, flush, true, false, false)
                 .upto
         };
+        if mix.gate_on {
+            walsender::judge(tick, &list, &primary_rows, flush)?;
+        }
         // An invalidated slot cannot be streamed from (or confirmed through) at all.
         if cluster.logical_invalid.is_none() {
             sub.step(rng, t, tick, &mix, &mut publ, bound);
