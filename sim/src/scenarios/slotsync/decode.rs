@@ -263,3 +263,51 @@ pub(super) fn advances(
     }
     Ok(())
 }
+
+/// `memory-holds-primarys-xmin`: once a sync has synced a slot's positions (an update that
+/// copied or decoded them), the slot's in-memory `effective_catalog_xmin` is the primary
+/// slot's `catalog_xmin`, whatever decoding left in the view (`update_local_synced_slot`);
+/// that is what the standby's feedback and its recovery conflicts then go by.
+pub(super) fn memory_holds(
+    tick: u64,
+    i: usize,
+    remote: &[SlotRow],
+    out: &Outcome,
+) -> Result<(), Violation> {
+    if out.error.is_some() {
+        return Ok(());
+    }
+    for a in &out.actions {
+        let Action::Update {
+            slot,
+            positions: Some(_),
+            ..
+        } = a
+        else {
+            continue;
+        };
+        let r = remote.iter().find(|r| &r.slot_name == slot);
+        let s = out.slots_after.iter().find(|s| &s.slot_name == slot);
+        let (Some(r), Some(s)) = (r, s) else {
+            continue;
+        };
+        let memory = out
+            .effective_catalog_xmins
+            .get(slot)
+            .copied()
+            .or(s.catalog_xmin);
+        if s.invalidation_reason.is_none() && memory != r.catalog_xmin {
+            return Err(fail(
+                "memory-holds-primarys-xmin",
+                format!(
+                    "tick {tick}: after an update of {slot} on standby{} its in-memory \
+                     catalog_xmin is {memory:?} (the view's {:?}), the primary slot's {:?}",
+                    i + 1,
+                    s.catalog_xmin,
+                    r.catalog_xmin
+                ),
+            ));
+        }
+    }
+    Ok(())
+}

@@ -470,6 +470,7 @@ impl Standbys {
             actions::judge(tick, i, mix.worker, &self.locals[i], &out)?;
             plan_json::judge(tick, i, &out)?;
             decode::advances(tick, i, &input, &self.locals[i], &out)?;
+            decode::memory_holds(tick, i, primary_rows, &out)?;
             cluster.decoding[i].after(&out);
             decode::judge(tick, i, publ, &cluster.decoding[i], &out.slots_after)?;
             if mix.worker {
