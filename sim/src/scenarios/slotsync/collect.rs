@@ -223,12 +223,39 @@ fn describe(r: &RunningXacts) -> String {
 }
 
 /// The raw bytes of the record of `xid` at `at`, `RAW_BYTES` of them as the file holds them
-/// (a 24-byte page header at every 8 kB boundary after the start): the `XLogRecord` header,
-/// then `XLR_BLOCK_ID_TOPLEVEL_XID` with `top` for a subtransaction's first record, then the
-/// main data.
+/// (a 24-byte page header at every 8 kB boundary after the start), laid out as
+/// `XLogRecordAssemble` writes a heap record: the `XLogRecord` header; up to two block
+/// references (`XLogRecordBlockHeader`, a full-page image header with a compression header
+/// when its hole is compressed, the relation unless `BKPBLOCK_SAME_REL`, the block number) and
+/// a replication origin, each chosen by the LSN's bits; `XLR_BLOCK_ID_TOPLEVEL_XID` with `top`
+/// for a subtransaction's first record; then the main data.
 fn raw_record(at: Lsn, xid: u32, top: Option<Xid>) -> String {
     let mut rec = vec![0u8; 24];
     rec[4..8].copy_from_slice(&xid.to_le_bytes());
+    let bits = at.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+    for block in 0..(bits % 3) as u8 {
+        let image = (bits >> (2 + block)) & 1 == 1;
+        let same_rel = block > 0;
+        let fork_flags = 0x20 | if image { 0x10 } else { 0 } | if same_rel { 0x80 } else { 0 };
+        rec.extend_from_slice(&[block, fork_flags, 0x31, 0x02]);
+        if image {
+            // length, hole_offset, bimg_info: a hole, compressed by one of the three methods
+            // or not at all.
+            let bimg_info = [0x01 | 0x04, 0x01 | 0x08, 0x01 | 0x10, 0x02 | 0x04, 0x01]
+                [(bits >> 5) as usize % 5];
+            rec.extend_from_slice(&[0x40, 0x1f, 0x30, 0x01, bimg_info]);
+            if bimg_info & 0x01 != 0 && bimg_info & 0x1c != 0 {
+                rec.extend_from_slice(&[0x10, 0x00]);
+            }
+        }
+        if !same_rel {
+            rec.extend_from_slice(&[0x7f, 0x06, 0, 0, 0x05, 0, 0, 0, 0xfc, 0x3f, 0, 0]);
+        }
+        rec.extend_from_slice(&(bits as u32 & 0xffff).to_le_bytes());
+    }
+    if (bits >> 8) & 3 == 0 {
+        rec.extend_from_slice(&[253, 0x01, 0x00]);
+    }
     if let Some(t) = top {
         rec.push(252);
         rec.extend_from_slice(&t.0.to_le_bytes());

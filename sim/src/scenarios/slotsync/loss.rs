@@ -52,6 +52,8 @@ impl LossWindow {
 /// Why a promoted synced slot cannot decode at all.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Unusable {
+    /// The slot was sync-ready, and promotion dropped it.
+    DroppedAtPromotion,
     /// Promotion replayed the rest of the standby's WAL, and a catalog removal there passed
     /// the slot's `catalog_xmin` (or the slot was invalidated otherwise).
     Invalidated(InvalidationCause),
@@ -110,6 +112,10 @@ pub(crate) fn loss_at(
         .filter(|c| c.end_lsn > f)
         .count() as u64;
     let Some(slot) = slot else {
+        if slot_ready {
+            // Sync-ready before promotion, and promotion dropped it: nothing to resume from.
+            loss.unusable = Some(Unusable::DroppedAtPromotion);
+        }
         return loss;
     };
     let s_conf = slot.confirmed_flush_lsn.unwrap_or(Lsn(0));
