@@ -278,59 +278,74 @@ fn raw_record(at: Lsn, xid: u32, top: Option<Xid>) -> String {
     raw.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// What the WAL over `r` shows of transaction `x`, as one row of `xacts_sql` reads: its
+/// records, changes, PREPARE and end there, what its PREPARE and end records list, the
+/// top-level xid its first record there carries; and that first record (by its own xid).
+/// `None` when it has no record in the range.
+fn seen(
+    facts: Option<&WalFacts>,
+    x: &XactRecords,
+    r: (Lsn, Lsn),
+) -> Option<(XactRecords, Option<Lsn>)> {
+    let within = |v: &[Lsn]| {
+        v.iter()
+            .copied()
+            .filter(|l| in_range(*l, r))
+            .collect::<Vec<_>>()
+    };
+    let records = within(&x.record_lsns);
+    let prepare = x.prepare_lsn.filter(|l| in_range(*l, r));
+    let end_at = x.end_lsn.filter(|l| in_range(*l, r));
+    if records.is_empty() && prepare.is_none() && end_at.is_none() {
+        return None;
+    }
+    // A prepared transaction's decision is written by another backend (xid 0): its own
+    // records are its data and its PREPARE; anyone else's end is its own.
+    let own_end = end_at.filter(|_| x.prepare_lsn.is_none());
+    let first = records
+        .first()
+        .copied()
+        .into_iter()
+        .chain(prepare)
+        .chain(own_end)
+        .min();
+    let carried = x
+        .top_xid
+        .filter(|_| first.is_some() && first == x.top_xid_lsn);
+    let view = XactRecords {
+        xid: x.xid,
+        change_lsns: within(&x.change_lsns),
+        record_lsns: records,
+        end_lsn: end_at,
+        aborted: end_at.is_some() && x.aborted,
+        has_invals: end_at.is_some() && x.has_invals,
+        subxids: listed_subs(facts, x, (prepare, end_at)),
+        top_xid: carried,
+        top_xid_lsn: carried.and(first),
+        invalidation_lsns: Vec::new(),
+        prepare_lsn: prepare,
+    };
+    Some((view, first))
+}
+
 /// The rows `xacts_sql` returns for `[from, end)`: one per xid with a record in the range.
 fn xact_rows(facts: Option<&WalFacts>, from: Lsn, end: Lsn) -> Value {
-    let r = (from, end);
     let lsns =
-        |v: Vec<Lsn>| (!v.is_empty()).then(|| v.iter().map(Lsn::to_string).collect::<Vec<_>>());
-    let mut rows = Vec::new();
-    for x in facts.into_iter().flat_map(|f| f.xacts.values()) {
-        let records: Vec<Lsn> = x
-            .record_lsns
-            .iter()
-            .copied()
-            .filter(|l| in_range(*l, r))
-            .collect();
-        let changes: Vec<Lsn> = x
-            .change_lsns
-            .iter()
-            .copied()
-            .filter(|l| in_range(*l, r))
-            .collect();
-        let prepare = x.prepare_lsn.filter(|l| in_range(*l, r));
-        let end_at = x.end_lsn.filter(|l| in_range(*l, r));
-        if records.is_empty() && prepare.is_none() && end_at.is_none() {
-            continue;
-        }
-        let subs: Vec<String> = listed_subs(facts, x, (prepare, end_at))
-            .iter()
-            .map(|s| s.0.to_string())
-            .collect();
-        // A prepared transaction's decision is written by another backend (xid 0): its own
-        // records are its data and its PREPARE; anyone else's end is its own.
-        let own_end = end_at.filter(|_| x.prepare_lsn.is_none());
-        let first = records
-            .first()
-            .copied()
-            .into_iter()
-            .chain(prepare)
-            .chain(own_end)
-            .min();
-        let top = x
-            .top_xid
-            .filter(|_| first.is_some() && first == x.top_xid_lsn);
-        rows.push(json!({
-            "xid": x.xid.0, "record_lsns": lsns(records), "change_lsns": lsns(changes),
-            "invalidation_lsns": null, "prepare_lsn": prepare.map(|l| l.to_string()),
-            "end_lsn": end_at.map(|l| l.to_string()),
-            "aborted": end_at.is_some() && x.aborted,
-            "has_invals": end_at.is_some() && x.has_invals,
+        |v: &[Lsn]| (!v.is_empty()).then(|| v.iter().map(Lsn::to_string).collect::<Vec<_>>());
+    let text = |l: Option<Lsn>| l.map(|l| l.to_string());
+    let all = facts.into_iter().flat_map(|f| f.xacts.values());
+    let rows = all.filter_map(|x| seen(facts, x, (from, end))).map(|(v, first)| {
+        let subs: Vec<String> = v.subxids.iter().map(|s| s.0.to_string()).collect();
+        json!({
+            "xid": v.xid.0, "record_lsns": lsns(&v.record_lsns), "change_lsns": lsns(&v.change_lsns),
+            "invalidation_lsns": null, "prepare_lsn": text(v.prepare_lsn),
+            "end_lsn": text(v.end_lsn), "aborted": v.aborted, "has_invals": v.has_invals,
             "subxids": (!subs.is_empty()).then(|| subs.join(" ")),
-            "first_lsn": first.map(|l| l.to_string()),
-            "raw": first.map(|f| raw_record(f, x.xid.0, top)),
-        }));
-    }
-    Value::Array(rows)
+            "first_lsn": text(first),
+            "raw": first.map(|f| raw_record(f, v.xid.0, v.top_xid)),
+        })
+    });
+    Value::Array(rows.collect())
 }
 
 /// The subtransactions `x`'s PREPARE and commit or abort records in the range list, in
@@ -369,52 +384,15 @@ fn expected_wal(
         .cloned()
         .collect();
     let mut parent: BTreeMap<Xid, Xid> = BTreeMap::new();
-    let mut xacts = Vec::new();
-    for x in facts.into_iter().flat_map(|f| f.xacts.values()) {
-        let records: Vec<Lsn> = x
-            .record_lsns
-            .iter()
-            .copied()
-            .filter(|l| in_range(*l, r))
-            .collect();
-        let prepare = x.prepare_lsn.filter(|l| in_range(*l, r));
-        let end_at = x.end_lsn.filter(|l| in_range(*l, r));
-        if records.is_empty() && prepare.is_none() && end_at.is_none() {
-            continue;
-        }
-        let subs = listed_subs(facts, x, (prepare, end_at));
-        for s in &subs {
+    let all = facts.into_iter().flat_map(|f| f.xacts.values());
+    let mut xacts: Vec<XactRecords> = all
+        .filter_map(|x| seen(facts, x, r))
+        .map(|(v, _)| v)
+        .collect();
+    for x in &xacts {
+        for s in &x.subxids {
             parent.insert(*s, x.xid);
         }
-        let own_end = end_at.filter(|_| x.prepare_lsn.is_none());
-        let first = records
-            .first()
-            .copied()
-            .into_iter()
-            .chain(prepare)
-            .chain(own_end)
-            .min();
-        let carried = x
-            .top_xid
-            .filter(|_| first.is_some() && first == x.top_xid_lsn);
-        xacts.push(XactRecords {
-            xid: x.xid,
-            record_lsns: records,
-            change_lsns: x
-                .change_lsns
-                .iter()
-                .copied()
-                .filter(|l| in_range(*l, r))
-                .collect(),
-            end_lsn: end_at,
-            aborted: end_at.is_some() && x.aborted,
-            has_invals: end_at.is_some() && x.has_invals,
-            subxids: subs,
-            top_xid: carried,
-            top_xid_lsn: carried.and(first),
-            invalidation_lsns: Vec::new(),
-            prepare_lsn: prepare,
-        });
     }
     for x in &mut xacts {
         if x.top_xid.is_none() {

@@ -280,47 +280,27 @@ fn error_is_true(c: &Call) -> Result<(), Violation> {
 /// them. The world gives the engine no serialized snapshots, so it copies rather than
 /// decodes; the rule holds only then.
 fn catches_up(c: &Call) -> Result<(), Violation> {
-    let (tick, i, remote, input, before, out) = (c.tick, c.i, c.remote, c.input, c.before, c.out);
+    let (tick, i, input, out) = (c.tick, c.i, c.input, c.out);
     if out.error.is_some() || input.serialized_snapshots.is_some() {
         return Ok(());
     }
-    let flush = input.flush_lsn();
-    let steady = |s: &&SlotRow| s.synced && !s.temporary && s.invalidation_reason.is_none();
-    for old in before.iter().filter(steady) {
+    for (old, r) in followed(c) {
         let name = &old.slot_name;
-        let Some(r) = remote.iter().find(|r| &r.slot_name == name) else {
-            continue;
-        };
-        let (Some(rr), Some(rc), Some(rx)) = (r.restart_lsn, r.confirmed_flush_lsn, r.catalog_xmin)
-        else {
-            continue;
-        };
-        let usable = r.failover
-            && !r.temporary
-            && r.invalidation_reason.is_none()
-            && rr != Lsn::INVALID
-            && rx.0 != 0
-            && rc <= flush;
-        let (lr, lx) = (
-            old.restart_lsn.unwrap_or(Lsn::INVALID),
-            old.catalog_xmin.map_or(0, |x| x.0),
-        );
-        if !usable || rr < lr || rx.0 < lx {
-            continue;
-        }
+        let want = (r.restart_lsn, r.confirmed_flush_lsn, r.catalog_xmin);
         let Some(now) = out.slots_after.iter().find(|s| &s.slot_name == name) else {
             continue;
         };
         let at = (now.restart_lsn, now.confirmed_flush_lsn, now.catalog_xmin);
-        if at != (Some(rr), Some(rc), Some(rx)) {
+        if at != want {
             return Err(fail(
                 "synced-slot-catches-up",
                 format!(
                     "tick {tick}: after a sync without error standby{}'s synced slot {name} is \
-                     at restart/confirmed/catalog_xmin {at:?}, the primary's at {rr}/{rc}/{} \
-                     (none behind the synced slot's {lr}/{lx})",
+                     at restart/confirmed/catalog_xmin {at:?}, the primary's at {want:?} (none \
+                     behind the synced slot's {:?}/{:?})",
                     i + 1,
-                    rx.0
+                    old.restart_lsn,
+                    old.catalog_xmin
                 ),
             ));
         }
@@ -328,27 +308,16 @@ fn catches_up(c: &Call) -> Result<(), Violation> {
     Ok(())
 }
 
-/// `settings-follow`: a sync without error leaves each persistent, valid synced slot with its
-/// primary slot's `plugin`, `two_phase` and `two_phase_at` (PostgreSQL 18 syncs all three),
-/// whether its positions were copied or decoded, unless the sync skipped the slot: its primary
-/// slot unusable, confirmed past the standby's flush, or behind the synced slot (18 then
-/// returns before it compares the settings).
-fn settings_follow(c: &Call) -> Result<(), Violation> {
-    let (tick, i, remote, input, before, out) = (c.tick, c.i, c.remote, c.input, c.before, c.out);
-    if out.error.is_some() {
-        return Ok(());
-    }
-    let flush = input.flush_lsn();
+/// The persistent, valid synced slots before the call whose primary slot the sync follows:
+/// a usable failover slot (valid, positions set, confirmed no further than the standby
+/// flushed) that is not behind the synced slot (`restart_lsn` or `catalog_xmin`).
+fn followed<'a>(c: &Call<'a>) -> impl Iterator<Item = (&'a SlotRow, &'a SlotRow)> + 'a {
+    let (remote, before) = (c.remote, c.before);
+    let flush = c.input.flush_lsn();
     let steady = |s: &&SlotRow| s.synced && !s.temporary && s.invalidation_reason.is_none();
-    for old in before.iter().filter(steady) {
-        let name = &old.slot_name;
-        let Some(r) = remote.iter().find(|r| &r.slot_name == name) else {
-            continue;
-        };
-        let (Some(rr), Some(rc), Some(rx)) = (r.restart_lsn, r.confirmed_flush_lsn, r.catalog_xmin)
-        else {
-            continue;
-        };
+    before.iter().filter(steady).filter_map(move |old| {
+        let r = remote.iter().find(|r| r.slot_name == old.slot_name)?;
+        let (rr, rc, rx) = (r.restart_lsn?, r.confirmed_flush_lsn?, r.catalog_xmin?);
         let usable = r.failover
             && !r.temporary
             && r.invalidation_reason.is_none()
@@ -357,9 +326,23 @@ fn settings_follow(c: &Call) -> Result<(), Violation> {
             && rc <= flush;
         let behind = rr < old.restart_lsn.unwrap_or(Lsn::INVALID)
             || rx.0 < old.catalog_xmin.map_or(0, |x| x.0);
-        if !usable || behind {
-            continue;
-        }
+        (usable && !behind).then_some((old, r))
+    })
+}
+
+/// `settings-follow`: a sync without error leaves each persistent, valid synced slot with its
+/// primary slot's `plugin`, `two_phase` and `two_phase_at` (PostgreSQL 18 syncs all three),
+/// whether its positions were copied or decoded, unless the sync skipped the slot: its primary
+/// slot unusable, confirmed past the standby's flush, or behind the synced slot (18 then
+/// returns before it compares the settings).
+fn settings_follow(c: &Call) -> Result<(), Violation> {
+    let (tick, i, out) = (c.tick, c.i, c.out);
+    if out.error.is_some() {
+        return Ok(());
+    }
+    let steady = |s: &&SlotRow| s.synced && !s.temporary && s.invalidation_reason.is_none();
+    for (old, r) in followed(c) {
+        let name = &old.slot_name;
         let Some(now) = out
             .slots_after
             .iter()

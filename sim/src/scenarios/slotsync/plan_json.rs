@@ -38,6 +38,18 @@ fn logged(slot: &str, reason: &SkipReason) -> Option<Vec<String>> {
     }
 }
 
+/// The slot an action is about.
+pub(super) fn slot_of(a: &Action) -> &str {
+    match a {
+        Action::Drop { slot, .. }
+        | Action::Create { slot, .. }
+        | Action::Update { slot, .. }
+        | Action::Persist { slot }
+        | Action::Invalidate { slot, .. }
+        | Action::Skip { slot, .. } => slot,
+    }
+}
+
 /// Judges the plan JSON of `out`, a sync on standby `i`.
 pub(super) fn judge(tick: u64, i: usize, out: &Outcome) -> Result<(), Violation> {
     let bad = |what: String| {
@@ -48,16 +60,9 @@ pub(super) fn judge(tick: u64, i: usize, out: &Outcome) -> Result<(), Violation>
     };
     for a in &out.actions {
         let j = a.to_json();
-        let slot = match a {
-            Action::Drop { slot, .. }
-            | Action::Create { slot, .. }
-            | Action::Update { slot, .. }
-            | Action::Persist { slot }
-            | Action::Invalidate { slot, .. }
-            | Action::Skip { slot, .. } => slot,
-        };
+        let slot = slot_of(a);
         let kind = j["action"].as_str().unwrap_or("");
-        if kind.is_empty() || j["slot"].as_str() != Some(slot.as_str()) {
+        if kind.is_empty() || j["slot"].as_str() != Some(slot) {
             return bad(format!("{a:?} prints as {j}"));
         }
         match a {
@@ -66,7 +71,7 @@ pub(super) fn judge(tick: u64, i: usize, out: &Outcome) -> Result<(), Violation>
                     .actions
                     .iter()
                     .filter(|b| matches!(b, Action::Update { slot: s, .. } if s == slot));
-                let row = out.slots_after.iter().find(|s| &s.slot_name == slot);
+                let row = out.slots_after.iter().find(|s| s.slot_name == slot);
                 let (Some(row), 1) = (row, updates.count()) else {
                     continue;
                 };

@@ -9,6 +9,8 @@ use pgyard_slotsync::snapshot::Snapshot;
 use pgyard_slotsync::{sync_cycle, sync_function, Action, Caller, Outcome};
 use pgyard_types::{Lsn, Xid};
 
+use super::plan_json::slot_of;
+
 /// The texts the reason of `v` must contain (empty for a ready slot).
 pub(super) fn must_name(snap: &Snapshot, v: &Verdict) -> Vec<String> {
     let name = v.slot.as_str();
@@ -89,17 +91,7 @@ pub(super) fn planned(snap: &Snapshot, name: &str) -> (Caller, Vec<Action>, Outc
     let mine = out
         .actions
         .iter()
-        .filter(|a| {
-            let slot = match a {
-                Action::Drop { slot, .. }
-                | Action::Create { slot, .. }
-                | Action::Update { slot, .. }
-                | Action::Persist { slot }
-                | Action::Invalidate { slot, .. }
-                | Action::Skip { slot, .. } => slot,
-            };
-            slot == name
-        })
+        .filter(|a| slot_of(a) == name)
         .cloned()
         .collect();
     (caller, mine, out)
