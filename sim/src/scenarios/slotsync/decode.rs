@@ -53,11 +53,11 @@ impl StandbyDecoding {
         }
     }
 
-    /// What a sync call left: the files it wrote and the in-memory xmins.
-    pub fn after(&mut self, out: &Outcome) {
-        self.snapshots.clone_from(&out.serialized_snapshots);
-        self.files.clone_from(&out.snapshot_files);
-        self.effective.clone_from(&out.effective_catalog_xmins);
+    /// What a sync call left: the files it wrote and the in-memory xmins (taken from `out`).
+    pub fn after(&mut self, out: &mut Outcome) {
+        self.snapshots = out.serialized_snapshots.take();
+        self.files = std::mem::take(&mut out.snapshot_files);
+        self.effective = std::mem::take(&mut out.effective_catalog_xmins);
     }
 
     /// `CheckPointSnapBuild` at a restartpoint with redo `redo`: files before both it and

@@ -455,7 +455,7 @@ impl Standbys {
             if !run {
                 continue;
             }
-            let out = run_sync(primary_rows, &self.locals[i], &input, mix.worker, self.bug);
+            let mut out = run_sync(primary_rows, &self.locals[i], &input, mix.worker, self.bug);
             let expected = if mix.worker { None } else { refusal.as_ref() };
             settings::judge_outcome(tick, i, expected, &self.locals[i], &out)?;
             judge::sync_call(
@@ -471,7 +471,7 @@ impl Standbys {
             plan_json::judge(tick, i, &out)?;
             decode::advances(tick, i, &input, &self.locals[i], &out)?;
             decode::memory_holds(tick, i, primary_rows, &out)?;
-            cluster.decoding[i].after(&out);
+            cluster.decoding[i].after(&mut out);
             decode::judge(tick, i, publ, &cluster.decoding[i], &out.slots_after)?;
             if mix.worker {
                 self.workers[i].cycle_done(now, out.updated);

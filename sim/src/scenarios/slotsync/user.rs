@@ -24,15 +24,11 @@ const OPS: [UserOp; 4] = [
 /// The server's answer to `op` on slot `s` of a server in recovery (`in_recovery`) or not.
 fn expected(s: &SlotRow, op: &UserOp, in_recovery: bool) -> Result<(), SlotOpError> {
     let name = s.slot_name.clone();
-    match (op, in_recovery && s.synced) {
-        (UserOp::Decode, _) if s.invalidation_reason.is_some() => Err(SlotOpError::Invalidated(
-            name,
-            s.invalidation_reason
-                .unwrap_or(pgyard_slotsync::InvalidationCause::WalRemoved),
-        )),
-        (UserOp::Decode, true) => Err(SlotOpError::CannotUseSynced(name)),
-        (UserOp::Drop, true) => Err(SlotOpError::CannotDropSynced(name)),
-        (UserOp::Alter { .. }, true) => Err(SlotOpError::CannotAlterSynced(name)),
+    match (op, s.invalidation_reason, in_recovery && s.synced) {
+        (UserOp::Decode, Some(cause), _) => Err(SlotOpError::Invalidated(name, cause)),
+        (UserOp::Decode, None, true) => Err(SlotOpError::CannotUseSynced(name)),
+        (UserOp::Drop, _, true) => Err(SlotOpError::CannotDropSynced(name)),
+        (UserOp::Alter { .. }, _, true) => Err(SlotOpError::CannotAlterSynced(name)),
         _ => Ok(()),
     }
 }
