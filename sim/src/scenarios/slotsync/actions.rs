@@ -5,7 +5,7 @@
 //! `slot_updated`); and a `pg_sync_replication_slots()` call leaves no
 //! temporary synced slot behind (it drops the ones it could not persist).
 
-use pgyard_slotsync::{Action, Change, Outcome, SlotRow};
+use pgyard_slotsync::{Action, Change, DropReason, Outcome, SlotRow};
 
 use super::fail;
 use crate::Violation;
@@ -47,6 +47,39 @@ pub(super) fn judge(
                 "function-leaves-no-temporary-slot",
                 format!("the function left {} temporary", s.slot_name),
             );
+        }
+    }
+    // Only a slot that is still temporary is dropped as not sync-ready: one persistent
+    // before the call, or persisted in it, stays (unless it was dropped and made again).
+    let mut temporary: Vec<(&str, bool)> = before
+        .iter()
+        .filter(|s| s.synced)
+        .map(|s| (s.slot_name.as_str(), s.temporary))
+        .collect();
+    for a in &out.actions {
+        let state = |t: &mut Vec<(&str, bool)>, slot: &str| t.retain(|(n, _)| *n != slot);
+        match a {
+            Action::Create { slot, .. } => {
+                state(&mut temporary, slot);
+                temporary.push((slot, true));
+            }
+            Action::Persist { slot } => {
+                state(&mut temporary, slot);
+                temporary.push((slot, false));
+            }
+            Action::Drop { slot, reason, .. } => {
+                let was_temporary = temporary.iter().any(|(n, t)| n == slot && *t);
+                if *reason == DropReason::NotSyncReady && !was_temporary {
+                    return bad(
+                        "function-leaves-no-temporary-slot",
+                        format!(
+                            "{slot} was dropped as not sync-ready, but it is persistent: {a:?}"
+                        ),
+                    );
+                }
+                state(&mut temporary, slot);
+            }
+            _ => {}
         }
     }
     for a in &out.actions {
