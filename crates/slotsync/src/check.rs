@@ -395,21 +395,9 @@ fn next_sync(name: &str, outcome: &Outcome, caller: Caller) -> NextSync {
         actions: outcome
             .actions
             .iter()
-            .filter(|a| action_slot(a) == name)
+            .filter(|a| a.slot() == name)
             .cloned()
             .collect(),
         error: outcome.error.clone(),
-    }
-}
-
-fn action_slot(a: &Action) -> &str {
-    use crate::engine::Action as A;
-    match a {
-        A::Drop { slot, .. }
-        | A::Create { slot, .. }
-        | A::Update { slot, .. }
-        | A::Persist { slot }
-        | A::Invalidate { slot, .. }
-        | A::Skip { slot, .. } => slot,
     }
 }

@@ -253,6 +253,20 @@ pub enum Action {
     },
 }
 
+impl Action {
+    /// The slot the action is about.
+    pub fn slot(&self) -> &str {
+        match self {
+            Action::Drop { slot, .. }
+            | Action::Create { slot, .. }
+            | Action::Update { slot, .. }
+            | Action::Persist { slot }
+            | Action::Invalidate { slot, .. }
+            | Action::Skip { slot, .. } => slot,
+        }
+    }
+}
+
 /// What one cycle decided and left behind.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Outcome {

@@ -25,11 +25,11 @@ const TLI: u64 = 1;
 const RAW_BYTES: u64 = 160;
 
 /// The primary's answers.
-struct Primary<'a> {
+struct PrimaryServer<'a> {
     snap: &'a Snapshot,
 }
 
-impl Source for Primary<'_> {
+impl Source for PrimaryServer<'_> {
     fn value(&mut self, sql: &str) -> Result<Option<String>, QueryError> {
         let rows = |v: &[pgyard_slotsync::SlotRow]| {
             Value::Array(v.iter().map(|r| r.to_json_as(Version::V18)).collect())
@@ -57,7 +57,7 @@ impl Source for Primary<'_> {
 }
 
 /// The standby's answers; `asked` keeps the WAL range the last WAL query named.
-struct Standby_<'a> {
+struct StandbyServer<'a> {
     snap: &'a Snapshot,
     facts: Option<&'a WalFacts>,
     dec: &'a StandbyDecoding,
@@ -90,7 +90,7 @@ fn range_of(sql: &str) -> Option<(Lsn, Lsn)> {
     Some((from, end))
 }
 
-impl Source for Standby_<'_> {
+impl Source for StandbyServer<'_> {
     fn value(&mut self, sql: &str) -> Result<Option<String>, QueryError> {
         let sb = &self.snap.input.standby;
         let text = if sql.contains("row_to_json") {
@@ -410,8 +410,8 @@ pub(super) fn judge(
     facts: Option<&WalFacts>,
     dec: &StandbyDecoding,
 ) -> Result<(), Violation> {
-    let mut primary = Primary { snap };
-    let mut standby = Standby_ {
+    let mut primary = PrimaryServer { snap };
+    let mut standby = StandbyServer {
         snap,
         facts,
         dec,

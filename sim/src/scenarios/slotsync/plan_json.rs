@@ -38,18 +38,6 @@ fn logged(slot: &str, reason: &SkipReason) -> Option<Vec<String>> {
     }
 }
 
-/// The slot an action is about.
-pub(super) fn slot_of(a: &Action) -> &str {
-    match a {
-        Action::Drop { slot, .. }
-        | Action::Create { slot, .. }
-        | Action::Update { slot, .. }
-        | Action::Persist { slot }
-        | Action::Invalidate { slot, .. }
-        | Action::Skip { slot, .. } => slot,
-    }
-}
-
 /// Judges the plan JSON of `out`, a sync on standby `i`.
 pub(super) fn judge(tick: u64, i: usize, out: &Outcome) -> Result<(), Violation> {
     let bad = |what: String| {
@@ -60,7 +48,7 @@ pub(super) fn judge(tick: u64, i: usize, out: &Outcome) -> Result<(), Violation>
     };
     for a in &out.actions {
         let j = a.to_json();
-        let slot = slot_of(a);
+        let slot = a.slot();
         let kind = j["action"].as_str().unwrap_or("");
         if kind.is_empty() || j["slot"].as_str() != Some(slot) {
             return bad(format!("{a:?} prints as {j}"));

@@ -9,8 +9,6 @@ use pgyard_slotsync::snapshot::Snapshot;
 use pgyard_slotsync::{sync_cycle, sync_function, Action, Caller, Outcome};
 use pgyard_types::{Lsn, Xid};
 
-use super::plan_json::slot_of;
-
 /// The texts the reason of `v` must contain (empty for a ready slot).
 pub(super) fn must_name(snap: &Snapshot, v: &Verdict) -> Vec<String> {
     let name = v.slot.as_str();
@@ -91,7 +89,7 @@ pub(super) fn planned(snap: &Snapshot, name: &str) -> (Caller, Vec<Action>, Outc
     let mine = out
         .actions
         .iter()
-        .filter(|a| slot_of(a) == name)
+        .filter(|a| a.slot() == name)
         .cloned()
         .collect();
     (caller, mine, out)
