@@ -22,6 +22,7 @@
 mod bench_delayq;
 mod bench_proxy;
 mod mutants;
+mod planted_only;
 
 /// A child process killed on drop (the benchmarks' servers and proxies).
 pub(crate) struct Running(pub std::process::Child);

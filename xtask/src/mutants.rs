@@ -1,4 +1,4 @@
-//! `cargo xtask mutants [CRATE] [--sample N] [--jobs N] [--sim-only]`: the simulator's teeth, measured as
+//! `cargo xtask mutants [CRATE] [--sample N] [--jobs N] [--sim-only] [--list]`: the simulator's teeth, measured as
 //! a mutation score. For each machine crate it lists every mutant cargo-mutants can make,
 //! draws a fixed sample with a fixed seed (so two runs score the same mutants), and scores
 //! the sample twice: with `pgyard sim` over the crate's scenarios as the only test (through
@@ -7,7 +7,7 @@
 //! LTO). It ends with one table: caught, missed, unviable and timeout per crate and scoring,
 //! and the score, (caught + timeout) / viable.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -78,6 +78,8 @@ struct Options {
     jobs: u32,
     /// Score with the simulator alone (the pure tests' score does not change with the world).
     sim_only: bool,
+    /// Print the sample and stop.
+    list: bool,
 }
 
 /// One scoring's outcome, as sets of mutant names.
@@ -108,10 +110,13 @@ pub fn run(args: &[String]) -> Result<(), String> {
             t.name,
             sample.len()
         );
-        if sample.len() <= 10 {
+        if sample.len() <= 10 || opts.list {
             for name in &sample {
                 println!("  {name}");
             }
+        }
+        if opts.list {
+            continue;
         }
         let sim = score(&root, &target_dir, &out_root, t, &sample, &opts, true)?;
         if opts.sim_only {
@@ -123,6 +128,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
         rows.push((t.name, "sim", sim));
         rows.push((t.name, "tests", pure));
         rows.push((t.name, "tests+sim", both));
+    }
+    if opts.list {
+        return Ok(());
     }
     println!();
     println!(
@@ -155,6 +163,7 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
         sample: SAMPLE_DEFAULT,
         jobs: 1,
         sim_only: false,
+        list: false,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -168,6 +177,7 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
             "--sample" => opts.sample = number("--sample")? as usize,
             "--jobs" => opts.jobs = number("--jobs")? as u32,
             "--sim-only" => opts.sim_only = true,
+            "--list" => opts.list = true,
             name => match TARGETS.iter().find(|t| t.name == name) {
                 Some(t) => opts.crates.push(t),
                 None => {
@@ -201,7 +211,7 @@ fn ensure_cargo_mutants() -> Result<(), String> {
     Ok(())
 }
 
-/// Every mutant of the crate outside its test tooling, in cargo-mutants' listing order, then
+/// Every mutant of the crate outside its test tooling (planted-only lines included), in cargo-mutants' listing order, then
 /// `n` of them drawn with the fixed seed (all when there are fewer), in listing order.
 fn draw_sample(root: &Path, t: &Target, n: usize) -> Result<Vec<String>, String> {
     let out = Command::new(cargo())
@@ -214,9 +224,11 @@ fn draw_sample(root: &Path, t: &Target, n: usize) -> Result<Vec<String>, String>
     if !out.status.success() {
         return Err(format!("cargo mutants --list failed: {}", out.status));
     }
+    let mut planted = BTreeMap::new();
     let all: Vec<String> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter(|l| !l.trim().is_empty())
+        .filter(|l| !crate::planted_only::is_planted_only(root, l, &mut planted))
         .map(str::to_owned)
         .collect();
     Ok(pick(&all, n, SAMPLE_SEED))

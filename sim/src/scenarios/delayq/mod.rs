@@ -37,11 +37,14 @@ use walsender::{rel_of, table_name, Catalog, Walsender, RELATIONS};
 
 mod apply;
 mod checks;
+mod disk;
 mod follow;
 mod operator;
 mod ops;
 mod public;
+mod realdisk;
 mod restart;
+mod settings;
 mod subscriber;
 mod tables;
 mod text;
@@ -274,6 +277,8 @@ struct Run<'a> {
     wal: Walsender,
     /// What each change does (insert, update, delete, truncate).
     ops: Ops,
+    /// The next restart also recovers on the real file system (see `realdisk`).
+    real_disk: bool,
 }
 
 fn fail(invariant: &'static str, detail: String) -> Violation {
@@ -314,6 +319,8 @@ pub fn run_delayq(
         disk_high_watermark_bytes: budget / 4 * 3,
         disk_low_watermark_bytes: budget / 2,
     };
+    settings::judge(&cfg, rng)?;
+    let real_disk = realdisk::chosen(rng);
     let faults = SimFaults {
         fsync_fail_per_million: mix.fsync_fail_per_million,
         enospc_per_million: mix.enospc_per_million,
@@ -380,6 +387,7 @@ pub fn run_delayq(
         ddl_percent,
         wal: Walsender::new(ops.mix.full),
         ops,
+        real_disk,
     };
     run.follower = follow::new_follower(&run, start);
     let first = run.q().resume_lsn();

@@ -9,7 +9,9 @@ use pgyard_delayq::{
 };
 use pgyard_types::Lsn;
 
+use super::disk::{judge_recovery, Disk};
 use super::follow::new_follower;
+use super::realdisk;
 use super::{fail, Run};
 use crate::publisher::Fate;
 use crate::{trace, Violation};
@@ -126,6 +128,10 @@ impl Run<'_> {
                     "recovery cut a torn tail of {} bytes",
                     tt.dropped_bytes
                 );
+            }
+            judge_recovery(&Disk::read(&twin)?, &q)?;
+            if std::mem::take(&mut self.real_disk) {
+                realdisk::judge(&twin, &self.cfg, &q)?;
             }
             // A recovery that only read the disk leaves the bytes it recovered from.
             let wrote = q.storage().changes() != before;

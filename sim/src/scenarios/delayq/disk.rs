@@ -1,0 +1,234 @@
+//! `disk-as-documented`: the queue's files read by a decoder of the simulator's own, written
+//! from the format tables of docs/delayq.md (checksums by the `crc32c` crate, not the queue's
+//! code), and each recovery judged against it: what it kept, what it cut and what it counted.
+
+use pgyard_delayq::{DelayQueue, SimStorage, Storage};
+
+use super::fail;
+use crate::Violation;
+
+const SEGMENT_HEADER: usize = 72;
+const RECORD_HEADER: usize = 32;
+const MAGIC: &[u8; 8] = b"PGYDQSEG";
+const KIND_SCHEMA: u8 = 6;
+const KIND_CARRY: u8 = 9;
+
+/// One segment file as the format describes it.
+#[derive(Debug)]
+pub(super) struct Segment<'a> {
+    name: String,
+    bytes: &'a [u8],
+    /// `None`: the header is incomplete (only the newest segment may be).
+    capacity: Option<u64>,
+    /// Whole, valid records from the first on, and where the last of them ends.
+    records: u64,
+    valid_end: usize,
+    /// The first invalid record's offset, when one is found before the end.
+    invalid_at: Option<usize>,
+    /// A carry-forward set still open after the valid records: its first record's offset
+    /// and how many records precede it.
+    open_carry: Option<(usize, u64)>,
+}
+
+/// What the disk holds before a recovery: every segment file, in sequence order.
+#[derive(Debug)]
+pub(super) struct Disk<'a> {
+    segments: Vec<Segment<'a>>,
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("four bytes"))
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("eight bytes"))
+}
+
+/// The sequence number a segment file's name carries (`dq-<20 digits>.seg`).
+fn seq_of(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix("dq-")?.strip_suffix(".seg")?;
+    (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().ok())
+        .flatten()
+}
+
+impl<'a> Disk<'a> {
+    /// Reads every segment of `storage`; a record whose checksum holds but whose fields the
+    /// format does not allow is a violation (no crash writes such a record).
+    pub(super) fn read(storage: &'a SimStorage) -> Result<Disk<'a>, Violation> {
+        let mut names: Vec<(u64, String)> = storage
+            .list()
+            .map_err(|e| fail("disk-as-documented", format!("list: {e}")))?
+            .into_iter()
+            .filter_map(|n| seq_of(&n).map(|s| (s, n)))
+            .collect();
+        names.sort();
+        let mut segments = Vec::with_capacity(names.len());
+        for (seq, name) in names {
+            let bytes = storage.file(&name).unwrap_or_default();
+            segments.push(Segment::read(seq, name, bytes)?);
+        }
+        Ok(Disk { segments })
+    }
+}
+
+impl<'a> Segment<'a> {
+    fn read(seq: u64, name: String, bytes: &'a [u8]) -> Result<Segment<'a>, Violation> {
+        let bad = |what: String| fail("disk-as-documented", format!("{name}: {what}"));
+        let mut s = Segment {
+            name: name.clone(),
+            bytes,
+            capacity: None,
+            records: 0,
+            valid_end: 0,
+            invalid_at: None,
+            open_carry: None,
+        };
+        let b = s.bytes;
+        if b.len() < SEGMENT_HEADER {
+            return Ok(s);
+        }
+        if &b[0..8] != MAGIC || crc32c::crc32c(&b[0..68]) != u32_at(b, 68) {
+            return Err(bad("the header's magic or checksum is wrong".into()));
+        }
+        let version = u16::from_le_bytes([b[8], b[9]]);
+        if version != 2 || b[10..16] != [0; 6] || b[64..68] != [0; 4] {
+            return Err(bad(format!("header version {version} or reserved bytes")));
+        }
+        if u64_at(b, 16) != seq {
+            return Err(bad(format!("the header names segment {}", u64_at(b, 16))));
+        }
+        let capacity = u64_at(b, 24);
+        if capacity < (SEGMENT_HEADER + RECORD_HEADER) as u64 {
+            return Err(bad(format!("capacity {capacity}")));
+        }
+        s.capacity = Some(capacity);
+        let end = b.len().min(usize::try_from(capacity).unwrap_or(usize::MAX));
+        let mut off = SEGMENT_HEADER;
+        let mut past_snapshot = false;
+        while off < end {
+            let Some(len) = valid_record(&b[off..end]) else {
+                s.invalid_at = Some(off);
+                break;
+            };
+            let rec = &b[off..off + len];
+            let (kind, flags) = (rec[8], rec[9]);
+            if !(1..=9).contains(&kind) || rec[10..12] != [0, 0] {
+                return Err(bad(format!("record at {off}: kind {kind}, reserved bytes")));
+            }
+            let snapshot = kind == KIND_SCHEMA && flags & 1 != 0;
+            if snapshot && past_snapshot {
+                return Err(bad(format!(
+                    "snapshot description at {off} after the segment's first change"
+                )));
+            }
+            past_snapshot |= !snapshot;
+            if kind == KIND_CARRY {
+                if s.open_carry.is_none() {
+                    s.open_carry = Some((off, s.records));
+                }
+                if flags & 1 != 0 {
+                    s.open_carry = None;
+                }
+            }
+            s.records += 1;
+            off += len;
+        }
+        if s.invalid_at.is_none() && off < b.len() {
+            s.invalid_at = Some(off);
+        }
+        s.valid_end = off;
+        Ok(s)
+    }
+}
+
+/// The length of the record at the start of `b` if it is whole and its checksum (over its
+/// length word and everything after the checksum field) holds.
+fn valid_record(b: &[u8]) -> Option<usize> {
+    if b.len() < RECORD_HEADER {
+        return None;
+    }
+    let len = u32_at(b, 0) as usize;
+    if len < RECORD_HEADER || len > b.len() {
+        return None;
+    }
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&b[0..4]), &b[8..len]);
+    (crc == u32_at(b, 4)).then_some(len)
+}
+
+/// The recovery of `before` as the format's rules give it: every segment but the newest is
+/// whole; the newest is cut at its first invalid record, or at a carry-forward set left open,
+/// and removed if even its header is incomplete.
+pub(super) fn judge_recovery(
+    before: &Disk<'_>,
+    q: &DelayQueue<SimStorage>,
+) -> Result<(), Violation> {
+    let bad = |what: String| Err(fail("disk-as-documented", what));
+    let n = before.segments.len();
+    let mut kept: Vec<(&Segment<'_>, usize, u64)> = Vec::with_capacity(n);
+    let mut cut = None;
+    for (i, s) in before.segments.iter().enumerate() {
+        let newest = i + 1 == n;
+        let whole = s.capacity.is_some() && s.invalid_at.is_none() && s.open_carry.is_none();
+        if !whole && !newest {
+            return bad(format!(
+                "{} is not whole but is not the newest segment",
+                s.name
+            ));
+        }
+        if s.capacity.is_none() {
+            cut = Some((s.name.as_str(), 0, s.bytes.len()));
+            continue;
+        }
+        let (len, records) = s.open_carry.unwrap_or((s.valid_end, s.records));
+        if len < s.bytes.len() {
+            cut = Some((s.name.as_str(), len, s.bytes.len() - len));
+        }
+        kept.push((s, len, records));
+    }
+    let r = q.recovery();
+    let records: u64 = kept.iter().map(|k| k.2).sum();
+    if r.segments != kept.len() || r.records != records {
+        return bad(format!(
+            "recovery counted {} segments and {} records; the files hold {} and {records}",
+            r.segments,
+            r.records,
+            kept.len()
+        ));
+    }
+    let torn = r
+        .torn_tail
+        .as_ref()
+        .map(|t| (t.file.as_str(), t.offset as usize, t.dropped_bytes as usize));
+    if torn != cut {
+        return bad(format!("recovery cut {torn:?}; the files call for {cut:?}"));
+    }
+    let infos: Vec<_> = q.segments().collect();
+    for ((s, len, records), info) in kept.iter().zip(&infos) {
+        let same = info.file == s.name
+            && info.valid_bytes == *len as u64
+            && info.records == *records
+            && Some(info.capacity) == s.capacity;
+        if !same {
+            return bad(format!(
+                "recovery reports {info:?}; {} holds {len} valid bytes in {records} records, \
+                 capacity {:?}",
+                s.name, s.capacity
+            ));
+        }
+        if q.storage().file(&s.name) != Some(&s.bytes[..*len]) {
+            return bad(format!(
+                "after recovery {} is not its first {len} bytes",
+                s.name
+            ));
+        }
+    }
+    if infos.len() != kept.len() {
+        return bad(format!(
+            "recovery knows {} segments, kept {}",
+            infos.len(),
+            kept.len()
+        ));
+    }
+    Ok(())
+}
