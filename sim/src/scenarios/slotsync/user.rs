@@ -5,7 +5,7 @@
 //! slot is its own and a subscriber decodes from it. `standby-refuses-synced-slots` holds
 //! `check_user_op` to that, with the server's DETAIL and HINT.
 
-use pgyard_slotsync::{check_user_op, SlotOpError, SlotRow, UserOp, Version};
+use pgyard_slotsync::{check_user_op, InvalidationCause, SlotOpError, SlotRow, UserOp, Version};
 use pgyard_types::{uniform_inclusive, Rng};
 
 use super::{fail, SLOT};
@@ -22,9 +22,24 @@ const OPS: [UserOp; 4] = [
 ];
 
 /// The server's answer to `op` on slot `s` of a server in recovery (`in_recovery`) or not.
-fn expected(s: &SlotRow, op: &UserOp, in_recovery: bool) -> Result<(), SlotOpError> {
+/// PostgreSQL 17 looks at the invalidation only once the decoding context is made, after
+/// refusing a synced slot, and words it otherwise; 18 refuses an invalidated slot when it
+/// acquires it.
+fn expected(
+    version: Version,
+    s: &SlotRow,
+    op: &UserOp,
+    in_recovery: bool,
+) -> Result<(), SlotOpError> {
     let name = s.slot_name.clone();
-    match (op, s.invalidation_reason, in_recovery && s.synced) {
+    let synced = in_recovery && s.synced;
+    match (op, s.invalidation_reason, synced) {
+        (UserOp::Decode, Some(_), true) if version == Version::V17 => {
+            Err(SlotOpError::CannotUseSynced(name))
+        }
+        (UserOp::Decode, Some(cause), _) if version == Version::V17 => {
+            Err(SlotOpError::InvalidatedV17(name, cause))
+        }
         (UserOp::Decode, Some(cause), _) => Err(SlotOpError::Invalidated(name, cause)),
         (UserOp::Decode, None, true) => Err(SlotOpError::CannotUseSynced(name)),
         (UserOp::Drop, _, true) => Err(SlotOpError::CannotDropSynced(name)),
@@ -49,9 +64,29 @@ pub(super) fn attempt(
     let Some(s) = local.iter().find(|s| s.slot_name == SLOT) else {
         return Ok(());
     };
-    let want = expected(s, op, in_recovery);
-    let got = check_user_op(Version::V18, local, in_recovery, SLOT, op);
-    let worded = match &got {
+    for version in [Version::V18, Version::V17] {
+        let want = expected(version, s, op, in_recovery);
+        let got = check_user_op(version, local, in_recovery, SLOT, op);
+        if got != want || !worded(&got) {
+            return Err(fail(
+                "standby-refuses-synced-slots",
+                format!(
+                    "tick {tick}: {op:?} on standby{}'s slot {s:?} (in recovery: {in_recovery}, \
+                     {version:?}) gave {got:?} (detail {:?}), the server's answer is {want:?}",
+                    i + 1,
+                    got.as_ref().err().map(SlotOpError::detail)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether a refusal carries the server's DETAIL and HINT: a synced slot's refusals say it
+/// is being synchronized (decoding adds a hint); 18 names an invalidation's cause, 17 says
+/// whether the slot ran past the reserved WAL or conflicted with recovery.
+fn worded(got: &Result<(), SlotOpError>) -> bool {
+    match got {
         Err(
             e @ (SlotOpError::CannotUseSynced(_)
             | SlotOpError::CannotDropSynced(_)
@@ -65,18 +100,13 @@ pub(super) fn attempt(
         Err(e @ SlotOpError::Invalidated(_, cause)) => {
             e.detail().is_some_and(|d| d.contains(cause.as_str()))
         }
+        Err(e @ SlotOpError::InvalidatedV17(_, cause)) => {
+            let why = match cause {
+                InvalidationCause::WalRemoved => "it exceeded the maximum reserved size",
+                _ => "it was conflicting with recovery",
+            };
+            e.detail().is_some_and(|d| d.contains(why)) && e.hint().is_none()
+        }
         _ => true,
-    };
-    if got != want || !worded {
-        return Err(fail(
-            "standby-refuses-synced-slots",
-            format!(
-                "tick {tick}: {op:?} on standby{}'s slot {s:?} (in recovery: {in_recovery}) \
-                 gave {got:?} (detail {:?}), the server's answer is {want:?}",
-                i + 1,
-                got.as_ref().err().map(SlotOpError::detail)
-            ),
-        ));
     }
-    Ok(())
 }

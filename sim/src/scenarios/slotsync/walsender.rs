@@ -3,9 +3,11 @@
 //! missing, logical, invalidated or has not flushed the WAL to send decides; each is reported
 //! as PostgreSQL words it (message, DETAIL and HINT naming the slot), except one merely
 //! behind with its walsender attached, which is waited for in silence; with every listed slot
-//! caught up there is nothing to report.
+//! caught up there is nothing to report. The same list with a missing name or one of the
+//! primary's logical slots put first (an operator's mistake) is judged too, and every report
+//! carries its problem's SQLSTATE.
 
-use pgyard_slotsync::standby_slots::StandbySlotProblem;
+use pgyard_slotsync::standby_slots::{StandbySlotProblem, StandbySlotReport};
 use pgyard_slotsync::{SlotRow, SlotType, StandbySlotList};
 use pgyard_types::Lsn;
 
@@ -13,8 +15,31 @@ use super::fail;
 use crate::Violation;
 
 /// Judges the walsender's report for sending up to `flush` with `list` over the primary's
-/// slots `rows`.
+/// slots `rows`, and for the same list as an operator might mistype it: with a slot name
+/// that does not exist, or with a logical slot of the primary, put first.
 pub(super) fn judge(
+    tick: u64,
+    list: &StandbySlotList,
+    rows: &[SlotRow],
+    flush: Lsn,
+) -> Result<(), Violation> {
+    judge_list(tick, list, rows, flush)?;
+    let logical = rows.iter().find(|r| r.slot_type == SlotType::Logical);
+    let mistakes =
+        std::iter::once("no_such_standby_slot").chain(logical.map(|r| r.slot_name.as_str()));
+    for first in mistakes {
+        let spelled: Vec<String> = std::iter::once(first)
+            .chain(list.names().iter().map(String::as_str))
+            .map(|n| format!("\"{n}\""))
+            .collect();
+        let mistyped = StandbySlotList::parse(&spelled.join(", "))
+            .map_err(|e| fail("walsender-report-true", format!("{spelled:?}: {e:?}")))?;
+        judge_list(tick, &mistyped, rows, flush)?;
+    }
+    Ok(())
+}
+
+fn judge_list(
     tick: u64,
     list: &StandbySlotList,
     rows: &[SlotRow],
@@ -40,43 +65,71 @@ pub(super) fn judge(
         (!flushed).then_some((name, waiting))
     });
     let got = list.caught_up(rows, flush, false);
-    let worded = match (&got, first) {
+    let as_postgres = match (&got, first) {
         (Ok(()), None) => true,
         (Err(r), Some((name, problem))) if &r.slot == name && r.problem == problem => {
-            let quoted = format!("\"{name}\"");
-            let names = |t: Option<String>| t.is_some_and(|t| t.contains(&quoted));
-            match problem {
-                StandbySlotProblem::Behind => {
-                    r.message().is_none() && r.detail().is_none() && r.hint().is_none()
-                }
-                _ => {
-                    let word = match problem {
-                        StandbySlotProblem::Missing => "does not exist",
-                        StandbySlotProblem::Logical => "logical",
-                        StandbySlotProblem::Invalidated => "invalidated",
-                        _ => "active_pid",
-                    };
-                    r.message().is_some_and(|m| m.contains(word))
-                        && names(r.message())
-                        && names(r.detail())
-                        && names(r.hint())
-                }
-            }
+            worded(r, name, problem)
         }
         _ => false,
     };
-    if !worded {
+    if !as_postgres {
         let texts = got
             .as_ref()
             .err()
-            .map(|r| (r.message(), r.detail(), r.hint()));
+            .map(|r| (r.message(), r.detail(), r.hint(), r.sqlstate()));
         return Err(fail(
             "walsender-report-true",
             format!(
-                "tick {tick}: sending up to {flush} the walsender reports {got:?} {texts:?}; \
-                 the world's first unflushed listed slot is {first:?}"
+                "tick {tick}: sending up to {flush} with {:?} the walsender reports {got:?} \
+                 {texts:?}; the world's first unflushed listed slot is {first:?}",
+                list.names()
             ),
         ));
     }
     Ok(())
+}
+
+/// Whether report `r` about `name` is worded as `StandbySlotsHaveCaughtup` in slot.c words
+/// it: the words of each problem in message, DETAIL and HINT, each naming the slot, and the
+/// problem's SQLSTATE (a setting naming what is not a usable physical slot is an invalid
+/// parameter value; a slot that exists but cannot serve is not in the prerequisite state);
+/// a slot merely behind, with its walsender attached, is waited for without a word.
+fn worded(r: &StandbySlotReport, name: &str, problem: StandbySlotProblem) -> bool {
+    let (message, detail, hint, sqlstate) = match problem {
+        StandbySlotProblem::Behind => {
+            return r.message().is_none() && r.detail().is_none() && r.hint().is_none();
+        }
+        StandbySlotProblem::Missing => (
+            "does not exist",
+            "waiting on the standby",
+            "Create",
+            "22023",
+        ),
+        StandbySlotProblem::Logical => (
+            "cannot specify logical",
+            "waiting for correction",
+            "Remove the logical",
+            "22023",
+        ),
+        StandbySlotProblem::Invalidated => (
+            "has been invalidated",
+            "waiting on the standby",
+            "Drop and recreate",
+            "55000",
+        ),
+        StandbySlotProblem::NoActivePid => (
+            "does not have active_pid",
+            "waiting on the standby",
+            "Start the standby",
+            "55000",
+        ),
+    };
+    let quoted = format!("\"{name}\"");
+    let says = |t: Option<String>, words: &str| {
+        t.is_some_and(|t| t.contains(words) && t.contains(&quoted))
+    };
+    says(r.message(), message)
+        && says(r.detail(), detail)
+        && says(r.hint(), hint)
+        && r.sqlstate() == sqlstate
 }
