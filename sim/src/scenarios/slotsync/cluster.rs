@@ -47,6 +47,8 @@ pub(crate) struct Cluster {
     /// The primary's failover slot has `two_phase` on since this position (`two_phase_at`),
     /// once the subscription enabled it.
     pub two_phase_at: Option<Lsn>,
+    /// Each standby's `max_replication_slots`, when the world sets one (unlimited otherwise).
+    pub slots_max: Vec<Option<usize>>,
 }
 
 impl Cluster {
@@ -67,6 +69,7 @@ impl Cluster {
             keep_bytes,
             decoding: vec![StandbyDecoding::default(); n],
             two_phase_at: None,
+            slots_max: vec![None; n],
         }
     }
 

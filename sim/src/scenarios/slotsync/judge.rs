@@ -260,6 +260,10 @@ fn error_is_true(c: &Call) -> Result<(), Violation> {
                 _ => true,
             }
         }
+        // The standby's slots fill `max_replication_slots`.
+        SyncError::AllSlotsInUse => input
+            .max_replication_slots
+            .is_some_and(|m| out.slots_after.len() >= m),
         _ => true,
     };
     if true_ && worded(e) {

@@ -201,6 +201,20 @@ pub fn run_slotsync(
     };
     trace!(t, "synchronized_standby_slots = {:?}", list.names());
     let mut cluster = Cluster::new(&publ, mix.keep_bytes);
+    // One standby in twelve has room for no synced slot, or for one (from a stream of its
+    // own): creating one more fails with `AllSlotsInUse`.
+    let mut full = rng.clone();
+    full.set_stream(FULL_STREAM);
+    if r(&mut full, 11) == 0 {
+        let i = r(&mut full, mix.standbys - 1) as usize;
+        cluster.slots_max[i] = Some(r(&mut full, 1) as usize);
+        trace!(
+            t,
+            "standby{} has max_replication_slots = {:?}",
+            i + 1,
+            cluster.slots_max[i]
+        );
+    }
     if mix.decoding.is_some() {
         publ.track_wal();
         cluster.decoding.fill(decode::StandbyDecoding::known());
@@ -535,6 +549,8 @@ const ALTER_STREAM: u64 = 0x0061_6c74_6572;
 
 /// The RNG stream the operator's function calls are drawn from (see [`Standbys`]).
 const OPS_STREAM: u64 = 0x6f70_7321;
+/// Draws of the standbys' `max_replication_slots`.
+const FULL_STREAM: u64 = 0x6675_6c6c;
 
 /// The check at a random moment, of a random standby: if it says ready, a failover now must
 /// lose nothing.
@@ -778,6 +794,7 @@ fn standby_input(
         primary_slot_name: s.slot.clone(),
         primary_conninfo: "host=primary dbname=postgres".into(),
         sync_replication_slots: worker,
+        max_replication_slots: cluster.slots_max[i],
         ..Standby::default()
     };
     cluster.decoding[i].fill(&mut sb, publ, w.oldest, local);
