@@ -10,6 +10,7 @@ use crate::Violation;
 const SEGMENT_HEADER: usize = 72;
 const RECORD_HEADER: usize = 32;
 const MAGIC: &[u8; 8] = b"PGYDQSEG";
+const KIND_MSG: u8 = 2;
 const KIND_SCHEMA: u8 = 6;
 const KIND_CARRY: u8 = 9;
 
@@ -116,6 +117,9 @@ impl<'a> Segment<'a> {
             if !(1..=9).contains(&kind) || rec[10..12] != [0, 0] {
                 return Err(bad(format!("record at {off}: kind {kind}, reserved bytes")));
             }
+            if let Err(what) = flags_as_documented(rec) {
+                return Err(bad(format!("record at {off} (kind {kind}): {what}")));
+            }
             let snapshot = kind == KIND_SCHEMA && flags & 1 != 0;
             if snapshot && past_snapshot {
                 return Err(bad(format!(
@@ -140,6 +144,42 @@ impl<'a> Segment<'a> {
         s.valid_end = off;
         Ok(s)
     }
+}
+
+/// The flag bits a kind may carry (every other bit is zero): a segment-start snapshot copy of
+/// a description (SCHEMA 1), a description inside a stream block (MSG 2, its tag `R` or `Y`
+/// first, the raw message opening with the same tag), the last record of a carry-forward set
+/// (CARRY 1), whose copied record (BEGIN, MSG or SEAL) keeps its own kind's rule.
+fn flags_as_documented(rec: &[u8]) -> Result<(), String> {
+    let allowed = |kind: u8| match kind {
+        KIND_MSG => 2,
+        KIND_SCHEMA | KIND_CARRY => 1,
+        _ => 0,
+    };
+    let (kind, flags) = (rec[8], rec[9]);
+    if flags & !allowed(kind) != 0 {
+        return Err(format!("flags {flags:#04x}"));
+    }
+    // The fields after the header: a carried record's kind and flags come first.
+    let (inner, inner_flags, fields) = if kind == KIND_CARRY {
+        let (Some(&k), Some(&f)) = (rec.get(32), rec.get(33)) else {
+            return Err("a carry record without the copied record's kind".into());
+        };
+        if !(1..=3).contains(&k) || f & !allowed(k) != 0 {
+            return Err(format!("carries kind {k} with flags {f:#04x}"));
+        }
+        (k, f, &rec[34..])
+    } else {
+        (kind, flags, &rec[32..])
+    };
+    if inner == KIND_MSG && inner_flags & 2 != 0 {
+        let tag = fields.first().copied();
+        let ok = matches!(tag, Some(b'R' | b'Y')) && fields.get(5).copied() == tag;
+        if !ok {
+            return Err(format!("a stream description tagged {tag:?}"));
+        }
+    }
+    Ok(())
 }
 
 /// The length of the record at the start of `b` if it is whole and its checksum (over its
