@@ -3,8 +3,9 @@
 //! temporary directory and recovers the queue there too (through `&mut FsStorage`, as the
 //! CLI's adapters pass it): `verify` and the recovered queue must match the simulated
 //! recovery, and every file must read back, by size and bytes, as the simulated disk holds it.
+//! File names that would leave the directory (or name it) are refused.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use pgyard_delayq::{verify, Config, DelayQueue, FsStorage, SimStorage, Storage};
@@ -32,15 +33,22 @@ pub(super) fn judge(
     cfg: &Config,
     sim: &DelayQueue<SimStorage>,
 ) -> Result<(), Violation> {
-    let dir = std::env::temp_dir().join(format!(
+    let dir = Scratch(std::env::temp_dir().join(format!(
         "pgyard-sim-delayq-{}-{}",
         std::process::id(),
         NEXT_DIR.fetch_add(1, Ordering::Relaxed)
-    ));
-    let outcome = recover_there(&dir, before, cfg, sim);
-    // The directory is scratch space: a failure to remove it changes no verdict.
-    let _ = std::fs::remove_dir_all(&dir);
-    outcome
+    )));
+    recover_there(&dir.0, before, cfg, sim)
+}
+
+/// The temporary directory, removed however the judge ends (a seed that panics included).
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        // Scratch space: a failure to remove it changes no verdict.
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 fn recover_there(
@@ -52,6 +60,12 @@ fn recover_there(
     let bad = |what: String| fail("real-disk-recovers-alike", what);
     let io = |e: pgyard_delayq::StorageError| bad(format!("the real file system: {e}"));
     let mut fs = FsStorage::create_dir(dir).map_err(io)?;
+    // A name that would leave the directory, or name it, is refused before any file is touched.
+    for name in ["", ".", "..", "../escaped", "sub/dir"] {
+        if fs.create(name).is_ok() || fs.size(name).is_ok() {
+            return Err(bad(format!("the real disk took the file name {name:?}")));
+        }
+    }
     for name in before.list().map_err(io)? {
         let bytes = before.file(&name).unwrap_or_default();
         fs.create(&name).map_err(io)?;
