@@ -35,6 +35,21 @@ fn keepalive(wal_end: Lsn, reply: bool) -> Vec<u8> {
     b
 }
 
+/// What the simulator saw the current follower machine do, to hold its `Progress` to
+/// (`progress-true`); a new machine starts from zero.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Tally {
+    messages: u64,
+    status_updates: u64,
+    sessions: u64,
+    reconnects: u64,
+    start_lsn: Lsn,
+    reported: (Lsn, Lsn),
+    /// Something happened that the machine must publish (a status update, a session, a
+    /// reconnect) since `poll_progress` was last asked.
+    changed: bool,
+}
+
 /// A new follower process's machine, with the run's planted bug.
 pub(super) fn new_follower(run: &Run<'_>, now: UnixTime) -> FollowMachine {
     let m = FollowMachine::new(run.follow_cfg.clone(), now);
@@ -112,6 +127,7 @@ impl Run<'_> {
                 // A process restart (if not a violation): its new session goes on next step.
                 return self.machine_result("handle", r);
             }
+            self.tally.messages += 1;
         }
         Ok(())
     }
@@ -120,8 +136,8 @@ impl Run<'_> {
     fn status_updates(&mut self) -> Result<(), Violation> {
         while let Some(frame) = self.follower.poll_transmit() {
             let body = frame.get(5..).unwrap_or_default();
-            let flush = match ReplicationMessage::decode_from_client(body) {
-                Ok(ReplicationMessage::StandbyStatusUpdate(u)) => u.flush,
+            let (write, flush) = match ReplicationMessage::decode_from_client(body) {
+                Ok(ReplicationMessage::StandbyStatusUpdate(u)) => (u.write, u.flush),
                 other => {
                     return Err(fail(
                         "queue-accepts-valid-stream",
@@ -129,9 +145,50 @@ impl Run<'_> {
                     ))
                 }
             };
+            self.tally.status_updates += 1;
+            self.tally.reported = (write, flush);
+            self.tally.changed = true;
             self.report(flush);
         }
-        Ok(())
+        self.check_progress()
+    }
+
+    /// `progress-true`: whenever the machine sent a status update, started a session or
+    /// counted a reconnect, `poll_progress` hands out its progress (once), and that progress
+    /// counts what the simulator saw: messages received, status updates and what the last one
+    /// said, sessions, reconnects and where the latest session started.
+    fn check_progress(&mut self) -> Result<(), Violation> {
+        let due = std::mem::take(&mut self.tally.changed);
+        let t = &self.tally;
+        let got = self.follower.poll_progress().map(|p| {
+            (
+                p.messages,
+                p.status_updates,
+                p.sessions,
+                p.reconnects,
+                p.start_lsn,
+                (p.reported_write, p.reported_flush),
+            )
+        });
+        let want = (
+            t.messages,
+            t.status_updates,
+            t.sessions,
+            t.reconnects,
+            t.start_lsn,
+            t.reported,
+        );
+        match got {
+            Some(got) if got != want => Err(fail(
+                "progress-true",
+                format!("the follower's progress says {got:?}; it did {want:?}"),
+            )),
+            None if due => Err(fail(
+                "progress-true",
+                format!("the follower did {want:?} and published no progress"),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// The publisher takes a reported flush LSN as the slot's `confirmed_flush_lsn`.
@@ -172,6 +229,8 @@ impl Run<'_> {
         let q = self.q.as_mut().expect("queue is open between steps");
         match self.follower.handle_broken(q, true, why) {
             Ok(Some(delay)) => {
+                self.tally.reconnects += 1;
+                self.tally.changed = true;
                 let micros = i64::try_from(delay.as_micros()).unwrap_or(i64::MAX);
                 self.reconnect_at = Some(UnixTime(self.now.0.saturating_add(micros)));
                 self.conn.clear();
@@ -207,6 +266,9 @@ impl Run<'_> {
     pub(super) fn started(&mut self, start: Lsn) -> Result<(), Violation> {
         let r = self.follower.handle_started(self.now, start);
         self.machine_result("started", r)?;
+        self.tally.sessions += 1;
+        self.tally.start_lsn = start;
+        self.tally.changed = true;
         self.reconnect_at = None;
         self.start_replication(start);
         Ok(())

@@ -279,6 +279,8 @@ struct Run<'a> {
     ops: Ops,
     /// The next restart also recovers on the real file system (see `realdisk`).
     real_disk: bool,
+    /// What the current follower machine did (see `follow::Tally`).
+    tally: follow::Tally,
 }
 
 fn fail(invariant: &'static str, detail: String) -> Violation {
@@ -388,6 +390,7 @@ pub fn run_delayq(
         wal: Walsender::new(ops.mix.full),
         ops,
         real_disk,
+        tally: follow::Tally::default(),
     };
     run.follower = follow::new_follower(&run, start);
     let first = run.q().resume_lsn();

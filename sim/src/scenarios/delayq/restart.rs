@@ -260,6 +260,7 @@ impl Run<'_> {
         self.retry(|q| q.skip_applied_through(origin).map(|_| ()))?;
         let now = self.now;
         self.follower = new_follower(self, now);
+        self.tally = super::follow::Tally::default();
         self.reconnect_at = None;
         self.reported_here = Lsn(0);
         for _ in 0..50 {
