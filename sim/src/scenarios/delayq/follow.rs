@@ -87,6 +87,13 @@ impl Run<'_> {
         };
         let q = self.q.as_mut().expect("queue is open between steps");
         if let Some(reply) = reply.filter(|_| self.follower.wants_read(q)) {
+            // A walsender that has sent everything has read the WAL up to the publisher's
+            // flush position (a commit's end, WAL of tables outside the publication): its
+            // keepalive says so, and the subscriber may confirm that far.
+            if self.conn.is_empty() && self.wal.out.is_empty() {
+                self.sent = self.sent.max(self.publ.flush_lsn());
+            }
+            let q = self.q.as_mut().expect("queue is open between steps");
             let frame = keepalive(self.sent, reply);
             let r = self.follower.handle_frame(q, self.now, frame);
             if r.is_err() {

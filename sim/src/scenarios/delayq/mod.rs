@@ -287,6 +287,9 @@ fn fail(invariant: &'static str, detail: String) -> Violation {
     Violation { invariant, detail }
 }
 
+/// Draws of the WAL written after the last commit (see `liveness`).
+const IDLE_WAL_STREAM: u64 = 0x6964_6c65;
+
 /// Runs one seed; `apply_bug` plants a bug in every apply machine the run starts,
 /// `follow_bug` one in every follow machine.
 pub fn run_delayq(
@@ -508,6 +511,12 @@ impl Run<'_> {
         self.restart(false)?;
         let new = self.publ.finish_all(self.rng, self.now);
         self.published(new);
+        // WAL no subscriber decodes (tables outside the publication) after the last commit.
+        let mut idle = self.rng.clone();
+        idle.set_stream(IDLE_WAL_STREAM);
+        self.publ
+            .append_wal(1 + uniform_inclusive(&mut idle, 16 << 10));
+        let mut settled_rounds = 0u32;
         for round in 0..10_000u32 {
             // The walsender asks for a reply: everything received is made durable.
             self.follow_step(Some(true))?;
@@ -524,8 +533,23 @@ impl Run<'_> {
                 _ => false,
             };
             if self.conn.is_empty() && self.wal.out.is_empty() && idle {
-                trace!(self.t, "liveness: drained after {round} rounds");
-                return self.final_checks();
+                if self.reported >= self.publ.flush_lsn() {
+                    trace!(self.t, "liveness: drained after {round} rounds");
+                    return self.final_checks();
+                }
+                // Drained: the keepalives that follow must let the slot reach the WAL's end.
+                settled_rounds += 1;
+                if settled_rounds > 50 {
+                    return Err(fail(
+                        "slot-reaches-wal-end",
+                        format!(
+                            "drained and idle, the follower still reports {}; the publisher's \
+                             WAL ends at {}",
+                            self.reported,
+                            self.publ.flush_lsn()
+                        ),
+                    ));
+                }
             }
             self.now.0 += 100_000;
         }
