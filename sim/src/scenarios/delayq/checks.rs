@@ -24,6 +24,33 @@ pub(super) struct Ledger {
     max_ts: i64,
 }
 
+/// The commit times the current queue's running maximum of due times goes over: those of the
+/// transactions it recovered (an applied one whose first records were purged is forgotten,
+/// even where its commit record is still on disk), and of every commit it took in since it
+/// opened, from the resume position on.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Known {
+    /// Recovered commits: (commit LSN, commit time in µs).
+    recovered: Vec<(Lsn, i64)>,
+    /// The index of the publisher's first commit taken in since the queue opened.
+    fresh_from: usize,
+    /// A cache of the latest commit time over the fresh commits `fresh_from..upto`.
+    upto: Option<usize>,
+    max_ts: i64,
+}
+
+impl Known {
+    /// The recovered commits, and the fresh ones from the publisher's commit `fresh_from` on.
+    pub(super) fn new(recovered: Vec<(Lsn, i64)>, fresh_from: usize) -> Known {
+        Known {
+            recovered,
+            fresh_from,
+            upto: None,
+            max_ts: i64::MIN,
+        }
+    }
+}
+
 impl Run<'_> {
     /// A refused transaction is the first one the subscriber does not have (and the operator
     /// does not skip), and either it writes to a table the subscriber lacks, or its row check
@@ -375,19 +402,46 @@ impl Run<'_> {
         }
         let led = self.ledger()[i];
         let margin = (self.mix.delay_ms + self.mix.skew_tolerance_ms) as i64 * 1000;
-        let (lo, hi) = (led.ts + margin, led.max_ts + margin);
+        let exact = self.known_max_ts(i) + margin;
         match due {
-            Some(d) if ts.to_unix().0 == led.ts && (lo..=hi).contains(&d.0) => Ok(()),
+            Some(d) if ts.to_unix().0 == led.ts && d.0 == exact => Ok(()),
             _ => Err(fail(
                 "due-on-time",
                 format!(
-                    "the commit at {lsn} (time {}, publisher's {}) is due at {due:?}; it must \
-                     be due from {lo} to {hi}",
+                    "the commit at {lsn} (time {}, publisher's {}) is due at {due:?}; the \
+                     running maximum over the commits this queue has known up to it makes \
+                     {exact} (over every commit: {})",
                     ts.to_unix().0,
-                    led.ts
+                    led.ts,
+                    led.max_ts + margin
                 ),
             )),
         }
+    }
+
+    /// The latest commit time the current queue's running maximum has seen by the publisher's
+    /// commit `i`: the recovered commits at or before it, and the fresh ones up to it.
+    fn known_max_ts(&mut self, i: usize) -> i64 {
+        self.ledger();
+        let lsn = self.publ.commits[i].commit_lsn;
+        let k = &mut self.known;
+        if k.upto.is_none_or(|u| i + 1 < u) {
+            k.upto = Some(k.fresh_from);
+            k.max_ts = i64::MIN;
+        }
+        let from = k.upto.unwrap_or(k.fresh_from);
+        for led in self.ledger.get(from..=i).unwrap_or_default() {
+            k.max_ts = k.max_ts.max(led.ts);
+        }
+        k.upto = Some(from.max(i + 1));
+        let recovered = k
+            .recovered
+            .iter()
+            .filter(|(l, _)| *l <= lsn)
+            .map(|(_, ts)| *ts)
+            .max()
+            .unwrap_or(i64::MIN);
+        k.max_ts.max(recovered)
     }
 }
 

@@ -281,6 +281,8 @@ struct Run<'a> {
     real_disk: bool,
     /// What the current follower machine did (see `follow::Tally`).
     tally: follow::Tally,
+    /// The publisher's commits the current queue knows, for the due times' running maximum.
+    known: checks::Known,
 }
 
 fn fail(invariant: &'static str, detail: String) -> Violation {
@@ -394,6 +396,7 @@ pub fn run_delayq(
         ops,
         real_disk,
         tally: follow::Tally::default(),
+        known: checks::Known::default(),
     };
     run.follower = follow::new_follower(&run, start);
     let first = run.q().resume_lsn();

@@ -9,6 +9,7 @@ use pgyard_delayq::{
 };
 use pgyard_types::Lsn;
 
+use super::checks::Known;
 use super::disk::{judge_recovery, Disk};
 use super::follow::new_follower;
 use super::realdisk;
@@ -226,6 +227,15 @@ impl Run<'_> {
                 ));
             }
         }
+        // The due times' running maximum starts over from what the queue still holds.
+        let recovered = info
+            .transactions
+            .iter()
+            .filter(|t| matches!(t.state, TxnState::Committed | TxnState::Applied))
+            .filter_map(|t| Some((t.commit_lsn?, t.commit_time?.to_unix().0)))
+            .collect();
+        let fresh = (self.publ.commits).partition_point(|c| c.commit_lsn < info.resume_lsn);
+        self.known = Known::new(recovered, fresh);
         trace!(
             self.t,
             "recovered: {} transactions, {} segments, resume {}",
