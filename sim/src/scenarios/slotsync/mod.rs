@@ -194,6 +194,17 @@ pub fn run_slotsync(
             format!("{setting:?} parses as {:?}, not {intended:?}", list.names()),
         ));
     }
+    // The operator's typo: a quote doubled inside a quoted name is one quote, which no slot
+    // name may hold; the check hook refuses the list naming what it read.
+    let typo = format!("\"{SLOT}\"\"x\", {setting}");
+    let refused = StandbySlotList::parse(&typo).err().map(|e| e.detail);
+    let named = format!("replication slot name \"{SLOT}\"x\" contains invalid character");
+    if refused.as_deref() != Some(named.as_str()) {
+        return Err(fail(
+            "setting-parses",
+            format!("{typo:?} was refused with {refused:?}, not {named:?}"),
+        ));
+    }
     let in_setting: Vec<usize> = if mix.gate_on {
         listed.clone()
     } else {
