@@ -130,10 +130,10 @@ fn quoted_names_in_the_standby_slot_list_keep_doubled_quotes() {
     let l = StandbySlotList::parse(r#""ab" , c,"d_1""#).expect("parses");
     assert_eq!(l.names(), ["ab", "c", "d_1"]);
     // A doubled quote inside a quoted name is one quote, which no slot name may hold.
-    let e = StandbySlotList::parse(r#""a""b", c"#).expect_err("a quote in a name");
+    let e = StandbySlotList::parse(r#""ab""c", d"#).expect_err("a quote in a name");
     assert_eq!(
         e.detail,
-        "replication slot name \"a\"b\" contains invalid character"
+        "replication slot name \"ab\"c\" contains invalid character"
     );
 }
 
