@@ -213,3 +213,34 @@ fn a_standby_without_a_slot_is_warned_about_that_and_nothing_else() {
     assert!(w.contains("streams without a slot"), "{w}");
     assert!(!w.contains("does not exist on primary"), "{w}");
 }
+
+#[test]
+fn a_standby_whose_slot_is_missing_on_the_primary_is_warned_about_it() {
+    let mut standby = base_standby();
+    standby.sync_replication_slots = true;
+    standby.primary_slot_name = "s2".into();
+    let primary = PrimaryFacts {
+        version: Version::V18,
+        synchronized_standby_slots: "s2".into(),
+        sent_lsn: BTreeMap::new(),
+        sent_hidden: BTreeSet::new(),
+    };
+    // Another standby's physical slot, and a logical slot of the standby's slot's name, are
+    // not its slot.
+    let mut logical = remote("s2", "0/2000000", "0/2000100", 760);
+    logical.failover = false;
+    let s = Snapshot {
+        input: PlanInput {
+            remote_slots: vec![physical_named("s1"), logical],
+            local_slots: Vec::new(),
+            standby,
+        },
+        primary: Some(primary),
+        notes: Vec::new(),
+    };
+    let w = check(&s).warnings.join("\n");
+    assert!(
+        w.contains("replication slot \"s2\" specified by \"primary_slot_name\" does not exist on primary server"),
+        "{w}"
+    );
+}
