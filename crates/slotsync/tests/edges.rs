@@ -43,6 +43,16 @@ fn each_setting_is_copied_on_its_own_and_an_unchanged_slot_is_left_alone() {
     assert_eq!(same.error, None);
     assert!(!same.updated, "{:?}", same.actions);
     assert_eq!(same.slots_after, local);
+    // The same with two_phase on since a position, on both sides.
+    let mut two_phase = remote("a", "0/2000000", "0/2000100", 760);
+    two_phase.two_phase = true;
+    two_phase.two_phase_at = Some(lsn("0/2000080"));
+    let mut ours = two_phase.clone();
+    ours.synced = true;
+    let same = sync_function(&[physical("s1"), two_phase], &[ours.clone()], &standby());
+    assert_eq!(same.error, None);
+    assert!(!same.updated, "{:?}", same.actions);
+    assert_eq!(same.slots_after, vec![ours]);
     type Change = fn(&mut SlotRow);
     let changes: [(&str, Change); 3] = [
         ("database", |r| r.datoid = Some(6)),
