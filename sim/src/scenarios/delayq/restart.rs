@@ -10,7 +10,7 @@ use pgyard_delayq::{
 use pgyard_types::Lsn;
 
 use super::checks::Known;
-use super::disk::{judge_recovery, Disk};
+use super::disk::{judge_recovery, judge_segments, Disk};
 use super::follow::new_follower;
 use super::realdisk;
 use super::{fail, Run};
@@ -24,7 +24,8 @@ impl Run<'_> {
                 if !removed.is_empty() {
                     trace!(self.t, "purge removed {}", removed.len());
                 }
-                self.check_no_orphans()
+                self.check_no_orphans()?;
+                judge_segments(self.q.as_ref().expect("queue is open between steps"))
             }
             Err(e) if e.is_retryable() => Ok(()),
             Err(e) => self.on_error("purge", e),
