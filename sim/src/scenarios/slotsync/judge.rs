@@ -6,7 +6,7 @@
 use pgyard_slotsync::{Action, Outcome, SlotRow, SlotType, Standby, SyncError};
 use pgyard_types::Lsn;
 
-use super::fail;
+use super::{fail, settings};
 use crate::Violation;
 
 /// One sync call as the rules see it.
@@ -287,21 +287,33 @@ fn error_is_true(c: &Call) -> Result<(), Violation> {
 /// ahead of the primary's, or of a decoding that ended elsewhere), and a HINT only for a
 /// server out of replication slots.
 fn worded(e: &SyncError) -> bool {
-    let sqlstate = match e {
-        SyncError::NotInRecovery
-        | SyncError::PromotionTriggered
-        | SyncError::Concurrent
-        | SyncError::SameNameSlot(_)
-        | SyncError::AheadOfStandby { .. } => "55000",
-        SyncError::RemoteIsStandby => "0A000",
-        SyncError::ConninfoSyntax(_) => "42601",
-        SyncError::SlotActive { .. } => "55006",
-        SyncError::AllSlotsInUse => "53400",
+    let condition = match e {
+        SyncError::SlotActive { .. } => "object_in_use",
+        SyncError::AllSlotsInUse => "configuration_limit_exceeded",
+        SyncError::RemoteIsStandby => "feature_not_supported",
+        SyncError::ConninfoSyntax(_) => "syntax_error",
         SyncError::LocalAhead { .. }
         | SyncError::ConfirmedFlushDiffers { .. }
-        | SyncError::WalRemovedConcurrently(_) => "XX000",
-        _ => "22023",
+        | SyncError::WalRemovedConcurrently(_) => "internal_error",
+        SyncError::NotInRecovery | SyncError::PromotionTriggered | SyncError::Concurrent => {
+            "object_not_in_prerequisite_state"
+        }
+        e if settings::is_setting_error(e) => "invalid_parameter_value",
+        _ => "object_not_in_prerequisite_state",
     };
+    // errcodes.txt: the condition names and their codes.
+    let sqlstate = [
+        ("object_in_use", "55006"),
+        ("configuration_limit_exceeded", "53400"),
+        ("feature_not_supported", "0A000"),
+        ("syntax_error", "42601"),
+        ("internal_error", "XX000"),
+        ("invalid_parameter_value", "22023"),
+        ("object_not_in_prerequisite_state", "55000"),
+    ]
+    .iter()
+    .find(|(name, _)| *name == condition)
+    .map(|(_, code)| *code);
     let detail_ok = match e {
         SyncError::LocalAhead { local, remote, .. }
         | SyncError::ConfirmedFlushDiffers { local, remote, .. } => e
@@ -315,7 +327,7 @@ fn worded(e: &SyncError) -> bool {
             .is_some_and(|h| h.contains("max_replication_slots")),
         _ => e.hint().is_none(),
     };
-    e.sqlstate() == sqlstate && detail_ok && hint_ok
+    Some(e.sqlstate()) == sqlstate && detail_ok && hint_ok
 }
 
 /// A sync that ended without an error leaves each persistent, valid synced slot at its
