@@ -194,17 +194,7 @@ pub fn run_slotsync(
             format!("{setting:?} parses as {:?}, not {intended:?}", list.names()),
         ));
     }
-    // The operator's typo: a quote doubled inside a quoted name is one quote, which no slot
-    // name may hold; the check hook refuses the list naming what it read.
-    let typo = format!("\"{SLOT}\"\"x\", {setting}");
-    let refused = StandbySlotList::parse(&typo).err().map(|e| e.detail);
-    let named = format!("replication slot name \"{SLOT}\"x\" contains invalid character");
-    if refused.as_deref() != Some(named.as_str()) {
-        return Err(fail(
-            "setting-parses",
-            format!("{typo:?} was refused with {refused:?}, not {named:?}"),
-        ));
-    }
+    settings::judge_typo(&setting)?;
     let in_setting: Vec<usize> = if mix.gate_on {
         listed.clone()
     } else {
@@ -212,19 +202,8 @@ pub fn run_slotsync(
     };
     trace!(t, "synchronized_standby_slots = {:?}", list.names());
     let mut cluster = Cluster::new(&publ, mix.keep_bytes);
-    // One standby in twelve has room for no synced slot, or for one (from a stream of its
-    // own): creating one more fails with `AllSlotsInUse`.
-    let mut full = rng.clone();
-    full.set_stream(FULL_STREAM);
-    if r(&mut full, 11) == 0 {
-        let i = r(&mut full, mix.standbys - 1) as usize;
-        cluster.slots_max[i] = Some(r(&mut full, 1) as usize);
-        trace!(
-            t,
-            "standby{} has max_replication_slots = {:?}",
-            i + 1,
-            cluster.slots_max[i]
-        );
+    if let Some((i, max)) = settings::draw_slots_max(rng, &mut cluster.slots_max) {
+        trace!(t, "standby{} has max_replication_slots = {max:?}", i + 1);
     }
     if mix.decoding.is_some() {
         publ.track_wal();
@@ -560,8 +539,6 @@ const ALTER_STREAM: u64 = 0x0061_6c74_6572;
 
 /// The RNG stream the operator's function calls are drawn from (see [`Standbys`]).
 const OPS_STREAM: u64 = 0x6f70_7321;
-/// Draws of the standbys' `max_replication_slots`.
-const FULL_STREAM: u64 = 0x6675_6c6c;
 
 /// The check at a random moment, of a random standby: if it says ready, a failover now must
 /// lose nothing.

@@ -13,11 +13,13 @@
 //! runs.
 
 use pgyard_slotsync::engine::worker_launch_check;
-use pgyard_slotsync::{sync_function, Outcome, SlotRow, Standby, SyncError, WalLevel};
+use pgyard_slotsync::{
+    sync_function, Outcome, SlotRow, Standby, StandbySlotList, SyncError, WalLevel,
+};
 use pgyard_types::{uniform_inclusive, Rng};
 
 use super::cluster::Cluster;
-use super::{fail, primary_rows, standby_input, Facts};
+use super::{fail, primary_rows, standby_input, Facts, SLOT};
 use crate::publisher::Publisher;
 use crate::Violation;
 
@@ -285,6 +287,41 @@ pub(super) fn at_promotion(
         launch.as_ref(),
         false,
     )
+}
+
+/// Draws of the standbys' `max_replication_slots`.
+const FULL_STREAM: u64 = 0x6675_6c6c;
+
+/// One standby in twelve has room for no synced slot, or for one (from a stream of its own):
+/// creating one more fails with `AllSlotsInUse`. Returns the standby and its setting.
+pub(super) fn draw_slots_max(
+    rng: &Rng,
+    slots_max: &mut [Option<usize>],
+) -> Option<(usize, Option<usize>)> {
+    let mut full = rng.clone();
+    full.set_stream(FULL_STREAM);
+    if uniform_inclusive(&mut full, 11) != 0 || slots_max.is_empty() {
+        return None;
+    }
+    let i = uniform_inclusive(&mut full, slots_max.len() as u64 - 1) as usize;
+    slots_max[i] = Some(uniform_inclusive(&mut full, 1) as usize);
+    Some((i, slots_max[i]))
+}
+
+/// The operator's typo: a quote doubled inside a quoted name is one quote, which no slot name
+/// may hold; the check hook refuses the list (`setting`, with the typo put first) naming what
+/// it read.
+pub(super) fn judge_typo(setting: &str) -> Result<(), Violation> {
+    let typo = format!("\"{SLOT}\"\"x\", {setting}");
+    let refused = StandbySlotList::parse(&typo).err().map(|e| e.detail);
+    let named = format!("replication slot name \"{SLOT}\"x\" contains invalid character");
+    if refused.as_deref() != Some(named.as_str()) {
+        return Err(fail(
+            "setting-parses",
+            format!("{typo:?} was refused with {refused:?}, not {named:?}"),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
