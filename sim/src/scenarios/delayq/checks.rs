@@ -28,14 +28,14 @@ pub(super) struct Ledger {
 /// transactions it recovered (an applied one whose first records were purged is forgotten,
 /// even where its commit record is still on disk), and of every commit it took in since it
 /// opened, from the resume position on.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub(super) struct Known {
     /// Recovered commits: (commit LSN, commit time in µs).
     recovered: Vec<(Lsn, i64)>,
     /// The index of the publisher's first commit taken in since the queue opened.
     fresh_from: usize,
     /// A cache of the latest commit time over the fresh commits `fresh_from..upto`.
-    upto: Option<usize>,
+    upto: usize,
     max_ts: i64,
 }
 
@@ -45,7 +45,7 @@ impl Known {
         Known {
             recovered,
             fresh_from,
-            upto: None,
+            upto: fresh_from,
             max_ts: i64::MIN,
         }
     }
@@ -420,20 +420,19 @@ impl Run<'_> {
     }
 
     /// The latest commit time the current queue's running maximum has seen by the publisher's
-    /// commit `i`: the recovered commits at or before it, and the fresh ones up to it.
+    /// commit `i` (whose ledger entry the caller made): the recovered commits at or before it,
+    /// and the fresh ones up to it.
     fn known_max_ts(&mut self, i: usize) -> i64 {
-        self.ledger();
         let lsn = self.publ.commits[i].commit_lsn;
         let k = &mut self.known;
-        if k.upto.is_none_or(|u| i + 1 < u) {
-            k.upto = Some(k.fresh_from);
+        if i + 1 < k.upto {
+            k.upto = k.fresh_from;
             k.max_ts = i64::MIN;
         }
-        let from = k.upto.unwrap_or(k.fresh_from);
-        for led in self.ledger.get(from..=i).unwrap_or_default() {
+        for led in self.ledger.get(k.upto..=i).unwrap_or_default() {
             k.max_ts = k.max_ts.max(led.ts);
         }
-        k.upto = Some(from.max(i + 1));
+        k.upto = k.upto.max(i + 1);
         let recovered = k
             .recovered
             .iter()

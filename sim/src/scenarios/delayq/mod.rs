@@ -396,7 +396,7 @@ pub fn run_delayq(
         ops,
         real_disk,
         tally: follow::Tally::default(),
-        known: checks::Known::default(),
+        known: checks::Known::new(Vec::new(), 0),
     };
     run.follower = follow::new_follower(&run, start);
     let first = run.q().resume_lsn();

@@ -195,6 +195,7 @@ pub fn run_slotsync(
         ));
     }
     settings::judge_typo(&setting)?;
+    let mistyped = walsender::mistakes(&list)?;
     let in_setting: Vec<usize> = if mix.gate_on {
         listed.clone()
     } else {
@@ -265,7 +266,7 @@ pub fn run_slotsync(
                 .upto
         };
         if mix.gate_on {
-            walsender::judge(tick, &list, &primary_rows, flush)?;
+            walsender::judge(tick, &list, &mistyped, &primary_rows, flush)?;
         }
         // An invalidated slot cannot be streamed from (or confirmed through) at all.
         if cluster.logical_invalid.is_none() {

@@ -3,38 +3,45 @@
 //! missing, logical, invalidated or has not flushed the WAL to send decides; each is reported
 //! as PostgreSQL words it (message, DETAIL and HINT naming the slot), except one merely
 //! behind with its walsender attached, which is waited for in silence; with every listed slot
-//! caught up there is nothing to report. The same list with a missing name or one of the
-//! primary's logical slots put first (an operator's mistake) is judged too, and every report
-//! carries its problem's SQLSTATE.
+//! caught up there is nothing to report. The same list with a missing name, or with the
+//! primary's failover slot (a logical one), put first — an operator's mistake — is judged too,
+//! and every report carries its problem's SQLSTATE.
 
 use pgyard_slotsync::standby_slots::{StandbySlotProblem, StandbySlotReport};
 use pgyard_slotsync::{SlotRow, SlotType, StandbySlotList};
 use pgyard_types::Lsn;
 
-use super::fail;
+use super::{fail, SLOT};
 use crate::Violation;
 
+/// The world's list as an operator might mistype it: with a slot name that does not exist, or
+/// with the primary's failover (logical) slot, put first. Parsed once per seed.
+pub(super) fn mistakes(list: &StandbySlotList) -> Result<Vec<StandbySlotList>, Violation> {
+    ["no_such_standby_slot", SLOT]
+        .iter()
+        .map(|first| {
+            let spelled: Vec<String> = std::iter::once(*first)
+                .chain(list.names().iter().map(String::as_str))
+                .map(|n| format!("\"{n}\""))
+                .collect();
+            StandbySlotList::parse(&spelled.join(", "))
+                .map_err(|e| fail("walsender-report-true", format!("{spelled:?}: {e:?}")))
+        })
+        .collect()
+}
+
 /// Judges the walsender's report for sending up to `flush` with `list` over the primary's
-/// slots `rows`, and for the same list as an operator might mistype it: with a slot name
-/// that does not exist, or with a logical slot of the primary, put first.
+/// slots `rows`, and for each of its `mistyped` forms (see [`mistakes`]).
 pub(super) fn judge(
     tick: u64,
     list: &StandbySlotList,
+    mistyped: &[StandbySlotList],
     rows: &[SlotRow],
     flush: Lsn,
 ) -> Result<(), Violation> {
     judge_list(tick, list, rows, flush)?;
-    let logical = rows.iter().find(|r| r.slot_type == SlotType::Logical);
-    let mistakes =
-        std::iter::once("no_such_standby_slot").chain(logical.map(|r| r.slot_name.as_str()));
-    for first in mistakes {
-        let spelled: Vec<String> = std::iter::once(first)
-            .chain(list.names().iter().map(String::as_str))
-            .map(|n| format!("\"{n}\""))
-            .collect();
-        let mistyped = StandbySlotList::parse(&spelled.join(", "))
-            .map_err(|e| fail("walsender-report-true", format!("{spelled:?}: {e:?}")))?;
-        judge_list(tick, &mistyped, rows, flush)?;
+    for l in mistyped {
+        judge_list(tick, l, rows, flush)?;
     }
     Ok(())
 }
