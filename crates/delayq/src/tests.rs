@@ -116,6 +116,8 @@ mod found_by_sim;
 mod large;
 mod pieces;
 mod read_ahead;
+mod sim_disk;
+mod stream_schema;
 
 fn nothing_undurable_is_handed_out_and_flush_lsn_never_falls<H: Harness>(h: &mut H) {
     let mut q = DelayQueue::open(h.fresh(), delayed(0)).unwrap();

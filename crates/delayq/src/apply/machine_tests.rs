@@ -50,6 +50,13 @@ impl Feed {
 
     /// A transaction inserting rows `ids` into relation 1; returns its (commit, end) LSNs.
     pub(super) fn rows(&mut self, xid: u32, ids: &[&str]) -> (Lsn, Lsn) {
+        let changes: Vec<Vec<u8>> = ids.iter().map(|id| insert(1, &[Some(id)])).collect();
+        self.changes(xid, &changes)
+    }
+
+    /// A transaction of the change messages `changes` (relation 1 described before it);
+    /// returns its (commit, end) LSNs.
+    pub(super) fn changes(&mut self, xid: u32, changes: &[Vec<u8>]) -> (Lsn, Lsn) {
         if !std::mem::replace(&mut self.described, true) {
             let r = relation(1, "t", b'd', &[("id", true)]);
             self.handle(Event::Relation { oid: 1, xid: None }, &r);
@@ -69,8 +76,8 @@ impl Feed {
             },
             &begin,
         );
-        for id in ids {
-            self.handle(Event::Change { xid: None }, &insert(1, &[Some(id)]));
+        for change in changes {
+            self.handle(Event::Change { xid: None }, change);
         }
         let mut c = vec![b'C', 0];
         c.extend_from_slice(&commit.0.to_be_bytes());
@@ -446,4 +453,35 @@ fn the_planted_bug_acknowledges_on_send() {
         machine(&mut q, ApplyConfig::default()).with_planted_bug(PlantedBug::AckBeforeCommit);
     sent(&mut m, &mut q);
     assert_eq!(q.apply_lsn(), end, "marked applied with no reply at all");
+}
+
+#[test]
+fn the_progress_question_comes_after_progress_every_transactions_with_replies_pending() {
+    // With the interval far off, only the count can make the question due while batches are
+    // still in flight.
+    let asks_with_replies_pending = |progress_every: usize| {
+        let mut f = Feed::new();
+        for xid in 1..=6 {
+            f.txn(xid, &xid.to_string());
+        }
+        let mut q = f.done();
+        let config = ApplyConfig {
+            depth: 3,
+            batch_txns: 1,
+            progress_every,
+            progress_interval: Duration::from_secs(3600),
+            ..ApplyConfig::default()
+        };
+        let mut m = machine(&mut q, config);
+        let (a, _) = sent(&mut m, &mut q);
+        sent(&mut m, &mut q);
+        sent(&mut m, &mut q);
+        assert_eq!(m.poll_command(&mut q, NOW), Ok(None), "three in flight");
+        m.handle_committed(&mut q, a, NOW).expect("committed");
+        // Room for one more batch, which goes first; then the pipeline is full again.
+        sent(&mut m, &mut q);
+        m.poll_command(&mut q, NOW).expect("no failure")
+    };
+    assert_eq!(asks_with_replies_pending(2), Some(Command::AskProgress));
+    assert_eq!(asks_with_replies_pending(256), None);
 }

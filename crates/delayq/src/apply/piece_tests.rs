@@ -5,6 +5,7 @@
 use pgyard_types::Lsn;
 
 use super::machine_tests::{machine, rows, sent, Feed, Queue, NOW};
+use super::tests::insert;
 use super::*;
 
 /// A queue with a small transaction, one of `n` rows and another small one: their (commit,
@@ -111,4 +112,55 @@ fn a_refused_piece_rolls_the_whole_transaction_back_and_it_is_sent_again_from_it
     assert_eq!(m.poll_command(&mut q, NOW), Ok(Some(Command::AskProgress)));
     m.handle_progress(&mut q, end_b, NOW).expect("answered");
     assert_eq!((q.apply_lsn(), m.applied().transactions), (end_b, 2));
+}
+
+/// A message that does not decode, at `bad` among 50 inserts read in pieces: the failure the
+/// machine stops with, once every piece sent before it committed.
+fn failure_at(bad: usize) -> (Lsn, Failure) {
+    let mut f = Feed::new();
+    let changes: Vec<Vec<u8>> = (0..50)
+        .map(|i| {
+            let mut m = insert(1, &[Some(&format!("row{i}"))]);
+            if i == bad {
+                // Neither a new tuple nor a key: the same size as its neighbours, so the
+                // pieces fall as they would without it.
+                m[5] = b'X';
+            }
+            m
+        })
+        .collect();
+    let (commit, _) = f.changes(11, &changes);
+    let mut q = f.done();
+    let mut m = machine(&mut q, config());
+    let mut sent = 0;
+    loop {
+        match m.poll_command(&mut q, NOW) {
+            Ok(Some(Command::Send { id, .. })) => {
+                sent += 1;
+                m.handle_committed(&mut q, id, NOW).expect("ran");
+            }
+            Ok(other) => panic!("after {sent} plans: {other:?}"),
+            Err(failure) => return (commit, failure),
+        }
+    }
+}
+
+#[test]
+fn a_message_that_does_not_decode_is_named_by_its_place_in_the_whole_transaction() {
+    // Pieces of 200 bytes: the BEGIN and two inserts, then four inserts each. These land in
+    // the first piece, the second, the third and a late one; an index counts from the
+    // transaction's start whichever piece it is in.
+    for bad in [1, 3, 8, 44] {
+        let (commit, failure) = failure_at(bad);
+        match failure {
+            Failure::Plan(ApplyError::Decode {
+                commit_lsn, index, ..
+            }) => assert_eq!(
+                (commit_lsn, index),
+                (commit, bad + 1),
+                "the BEGIN is message 0"
+            ),
+            other => panic!("insert {bad}: {other:?}"),
+        }
+    }
 }

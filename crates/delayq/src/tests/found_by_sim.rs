@@ -30,6 +30,10 @@ fn a_cut_carry_forward_set_leaves_the_record_count_as_a_second_recovery_finds_it
     let q = DelayQueue::open(s, small()).unwrap();
     let torn = q.recovery().torn_tail.clone().expect("the set is cut off");
     assert_eq!(torn.reason, "incomplete carry-forward set");
+    // Cut from the set's first copy to the end of the file.
+    assert_eq!(torn.file, after.file);
+    assert!(torn.offset < after.valid_bytes - 1);
+    assert_eq!(torn.offset + torn.dropped_bytes, after.valid_bytes - 1);
     let twin = DelayQueue::open(q.storage().clone(), small()).unwrap();
     assert_eq!(twin.recovery().torn_tail, None);
     let segs = |q: &DelayQueue<SimStorage>| q.segments().collect::<Vec<_>>();
