@@ -18,6 +18,7 @@ use pgyard_types::{uniform_inclusive, Instant, Rng, RngCore};
 use crate::trace::{write_pieces, Piece};
 use crate::world::net::{Dns, Link, Net, NetMix, Partition};
 use crate::world::pg::{Flip, Node, NodeState, Role, PASSWORD, USER};
+use crate::world::require_auth::RequireAuth;
 use crate::world::{
     Bug, ClientSpec, ClusterEvent, MemoryUse, SpecText, StartupKeywords, StartupSpec, World,
 };
@@ -161,6 +162,26 @@ pub(crate) fn draw_mix(rng: &mut Rng) -> Mix {
     }
 }
 
+/// A `server_version` as servers of the age report it: releases, a first minor (`X.0`),
+/// a packager's suffix, a beta; before 10 three numbers. libpq counts a server below 9.0
+/// as never in hot standby, so any misreading of these texts that lands below 90000 shows
+/// as a standby taken for a primary.
+fn draw_version(rng: &mut Rng, old: bool) -> &'static str {
+    const NEW: [&str; 4] = ["18.1", "18.0", "18.4 (Debian 18.4-1.pgdg13+1)", "18beta1"];
+    const OLD: [&str; 8] = [
+        "13.2",
+        "13.0",
+        "12.22 (Ubuntu 12.22-0ubuntu0.20.04.1)",
+        "10.0",
+        "9.6.24",
+        "9.6beta1",
+        "9.0.0",
+        "9.2.4",
+    ];
+    let list: &[&str] = if old { &OLD } else { &NEW };
+    list[uniform_inclusive(rng, list.len() as u64 - 1) as usize]
+}
+
 /// Nodes (node 0 the primary unless it starts elsewhere), DNS, and the network.
 pub(crate) fn build_world(rng: &mut Rng, mix: &Mix, bug: Bug) -> World {
     let mut nodes = Vec::new();
@@ -171,7 +192,9 @@ pub(crate) fn build_world(rng: &mut Rng, mix: &Mix, bug: Bug) -> World {
         let iterations = 1 + uniform_inclusive(rng, 3) as u32;
         let mut n = Node::new(node_name(i), role.into(), auth, iterations, rng);
         n.old_version = coin(rng, mix.old_version_pct);
+        n.version = Some(draw_version(rng, n.old_version));
         n.tls = coin(rng, mix.tls_pct);
+        n.stuffs_after_ssl = n.tls && coin(rng, 4);
         if coin(rng, mix.alpn_off_pct) {
             n.alpn = if coin(rng, 50) {
                 None
@@ -314,6 +337,11 @@ pub(crate) fn random_config(
         // Writing into a String cannot fail.
         let _ = write!(text, " connect_timeout={}", 2 + uniform_inclusive(rng, 8));
     }
+    let require_auth = coin(rng, 15).then(|| RequireAuth::draw(rng));
+    if let Some(r) = require_auth {
+        text.push_str(" require_auth=");
+        text.push_str(r.raw);
+    }
     let info = parse(&text).map_err(|e| Violation {
         invariant: "generated-config-parses",
         detail: format!("{text}: {e}"),
@@ -343,6 +371,7 @@ pub(crate) fn random_config(
         hosts,
         startup: keywords.spec(extras),
         memory,
+        require_auth,
     })
 }
 
@@ -352,6 +381,7 @@ pub(crate) struct Generated {
     hosts: Vec<String>,
     startup: StartupSpec,
     memory: Option<MemoryUse>,
+    require_auth: Option<RequireAuth>,
 }
 
 /// Startup parameters an adapter hands the machine besides the configuration.
@@ -582,6 +612,7 @@ pub fn run_connect(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Violat
             hosts,
             startup,
             memory,
+            require_auth,
         } = random_config(rng, mix.nodes, all_tls)?;
         let spec = ClientSpec {
             config,
@@ -594,6 +625,7 @@ pub fn run_connect(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Violat
             hold_ns: Some(uniform_inclusive(rng, 500 * MS)),
             detect_ns: MS + uniform_inclusive(rng, 100 * MS),
             budget_rides_out: false,
+            require_auth,
         };
         trace!(t, "client {i} {}", SpecText(&spec));
         let start = Instant(uniform_inclusive(rng, mix.safety_ms * MS / 2));

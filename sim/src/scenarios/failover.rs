@@ -125,6 +125,7 @@ pub fn run_failover(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Viola
             hold_ns: None,
             detect_ns: MS + uniform_inclusive(rng, 50 * MS),
             budget_rides_out: true,
+            require_auth: None,
         };
         trace!(t, "client {i} {}", SpecText(&spec));
         w.add_client(spec, Instant(uniform_inclusive(rng, 20 * MS)));

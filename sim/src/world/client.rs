@@ -365,6 +365,7 @@ impl World {
         let now = self.now;
         let id = self.check_winner_known(i, &est)?;
         self.check_alpn(i, &est, id)?;
+        self.check_told(i, &est, id)?;
         let sock = self.socks.get(&id);
         let node = sock.map(|s| s.node);
         let role = sock.and_then(|s| s.session.seen_at_check);

@@ -63,6 +63,19 @@ pub(super) enum Heard {
     Fatal([u8; 5]),
     /// The server sent a well-formed NegotiateProtocolVersion offering this version.
     Negotiated(ProtocolVersion),
+    /// The server's first authentication message, which `require_auth` refuses for this
+    /// reason (libpq's words).
+    AuthRefused(&'static str),
+    /// Plaintext came right after the server's `S` to SSLRequest.
+    Stuffed,
+    /// A TLS handshake completed, started directly or by SSLRequest, with the server's ALPN
+    /// selection.
+    Tls {
+        /// Started without SSLRequest.
+        direct: bool,
+        /// What the server selected.
+        alpn: Option<&'static [u8]>,
+    },
 }
 
 impl Watch {
@@ -301,6 +314,31 @@ impl World {
         ))
     }
 
+    /// What the machine hands over of the session won is what its server told the client:
+    /// the ParameterStatus messages in order, the backend key, the protocol version run.
+    pub(super) fn check_told(&self, i: usize, est: &Established, id: u64) -> CheckResult {
+        let Some(s) = self.socks.get(&id) else {
+            return Ok(());
+        };
+        let told = s.session.told.as_ref();
+        let key = est.backend_key.as_ref().map(|k| (k.pid, k.key.as_slice()));
+        let protocol = s.session.protocol.map(|v| (v.major(), v.minor()));
+        let fits = told
+            .is_some_and(|t| est.parameters == t.params && key == Some((t.pid, t.key.as_slice())))
+            && protocol == Some(est.protocol_version);
+        if fits {
+            return Ok(());
+        }
+        Err(violation(
+            "session-as-told",
+            format!(
+                "client {i} a{} was handed parameters {:?}, key {key:?}, protocol {:?}; the \
+                 server told {told:?} on protocol {protocol:?}",
+                est.attempt.0, est.parameters, est.protocol_version
+            ),
+        ))
+    }
+
     /// The session won is on a listed server (`node`), whose role when it answered (`role`)
     /// fits `target_session_attrs` as libpq judges it, and its attempt kept within
     /// `connect_timeout`.
@@ -326,6 +364,34 @@ impl World {
                 format!(
                     "client {i} ({}) accepted {name} whose role was {role:?} when it answered{}",
                     SpecText(&c.spec),
+                    attempts_text(c.core.as_ref())
+                ),
+            ));
+        }
+        let stuffed =
+            |(a, h): &(AttemptId, Heard)| *a == est.attempt && matches!(h, Heard::Stuffed);
+        if c.watch.heard.iter().any(stuffed) {
+            return Err(violation(
+                "plaintext-after-ssl-response-refused",
+                format!(
+                    "client {i} won with a{}, whose server sent plaintext after its S{}",
+                    est.attempt.0,
+                    attempts_text(c.core.as_ref())
+                ),
+            ));
+        }
+        let refused = node.and_then(|n| {
+            let required = c.spec.require_auth?;
+            required.refusal(&self.nodes[n].auth).map(|r| (required, r))
+        });
+        if let Some((required, reason)) = refused {
+            let name = node.map_or("?", |n| self.nodes[n].name.as_str());
+            return Err(violation(
+                "require-auth-honoured",
+                format!(
+                    "client {i} ({}) holds a session on {name}, which libpq refuses: {}{}",
+                    SpecText(&c.spec),
+                    required.message(reason).trim_end(),
                     attempts_text(c.core.as_ref())
                 ),
             ));
@@ -538,6 +604,20 @@ impl World {
             node.old_version && node.state != NodeState::Crashed
         };
         if spec.startup.min_version > ProtocolVersion::V3_0 && self.listed(spec).any(too_old) {
+            return false;
+        }
+        // A server whose authentication `require_auth` refuses ends the whole connect too
+        // (libpq gives up on the connection, not the host), whenever the walk reaches it.
+        let refused = |n: usize| {
+            let r = spec.require_auth;
+            r.is_some_and(|r| r.refusal(&self.nodes[n].auth).is_some())
+        };
+        if self.listed(spec).any(refused) {
+            return false;
+        }
+        // So does plaintext after a server's `S`, whenever the client asks for TLS.
+        let stuffs = |n: usize| self.nodes[n].tls && self.nodes[n].stuffs_after_ssl;
+        if spec.config.sslmode() != SslMode::Disable && self.listed(spec).any(stuffs) {
             return false;
         }
         let tsa = spec.config.target_session_attrs();

@@ -19,6 +19,7 @@ mod memory;
 pub mod net;
 pub mod pg;
 pub mod queue;
+pub mod require_auth;
 mod sockets;
 mod startup;
 mod wording;
@@ -64,6 +65,8 @@ pub struct ClientSpec {
     /// A connect still running when faults stop must succeed if its failover budget
     /// outlasts one more walk and a fitting server exists (the failover scenario's promise).
     pub budget_rides_out: bool,
+    /// Its `require_auth`, when it sets one (the connect scenario's clients).
+    pub require_auth: Option<require_auth::RequireAuth>,
 }
 
 /// A planted bug the run switches on in every machine it builds (see [`crate::planted`]).
@@ -425,6 +428,10 @@ impl std::fmt::Display for SpecText<'_> {
             c.strategy(),
             c.connect_timeout().ok().flatten(),
             c.failover_timeout()
-        )
+        )?;
+        if let Some(r) = self.0.require_auth {
+            write!(f, " require_auth={}", r.raw)?;
+        }
+        Ok(())
     }
 }

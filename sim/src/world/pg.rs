@@ -174,6 +174,8 @@ pub struct Node {
     pub state: NodeState,
     /// Reports neither `in_hot_standby` nor `default_transaction_read_only` (pre-14).
     pub old_version: bool,
+    /// What it reports as `server_version`; `None` for 18.1, or 13.2 when old.
+    pub version: Option<&'static str>,
     /// `default_transaction_read_only = on`: a primary so configured is read-only but still
     /// a primary (libpq's `read-only` and `primary` both accept it).
     pub read_only: bool,
@@ -181,6 +183,10 @@ pub struct Node {
     pub pending_flip: Option<Flip>,
     /// Answers SSLRequest with `S` (and takes direct TLS).
     pub tls: bool,
+    /// A TLS front or a man in the middle that sends plaintext right after the `S`, in the
+    /// same segment (CVE-2021-23222): bytes the client must refuse rather than read as if
+    /// they came through TLS.
+    pub stuffs_after_ssl: bool,
     /// What its TLS handshakes select by ALPN: `postgresql` from PostgreSQL 17 on, nothing from
     /// older servers or a TLS front that does not negotiate it, or another protocol entirely.
     pub alpn: Option<&'static [u8]>,
@@ -224,9 +230,11 @@ impl Node {
             name,
             state,
             old_version: false,
+            version: None,
             read_only: false,
             pending_flip: None,
             tls: false,
+            stuffs_after_ssl: false,
             alpn: Some(b"postgresql"),
             auth,
             max_sessions: 100,
@@ -237,6 +245,12 @@ impl Node {
             middleware_seen: 0,
             next_pid: 1000,
         }
+    }
+
+    /// What its logins report as `server_version`.
+    pub fn server_version(&self) -> &'static str {
+        let default = if self.old_version { "13.2" } else { "18.1" };
+        self.version.unwrap_or(default)
     }
 
     /// The role a session's check would read now.
@@ -263,7 +277,7 @@ impl Node {
 
     /// The trace line of the node, `prefix` first, as pieces (the text of
     /// [`Node::describe`]).
-    pub fn describe_pieces<'a>(&'a self, prefix: &'a str) -> [Piece<'a>; 17] {
+    pub fn describe_pieces<'a>(&'a self, prefix: &'a str) -> [Piece<'a>; 21] {
         let auth = match self.auth {
             Auth::Trust => "trust",
             Auth::Md5(_) => "md5",
@@ -278,8 +292,12 @@ impl Node {
             Piece::Text(auth),
             Piece::from(" tls="),
             Piece::from(self.tls),
+            Piece::from(" stuff="),
+            Piece::from(self.stuffs_after_ssl),
             Piece::from(" old="),
             Piece::from(self.old_version),
+            Piece::Text(" v="),
+            Piece::Text(self.server_version()),
             Piece::from(" ro="),
             Piece::from(self.read_only),
             Piece::from(" max="),
@@ -334,6 +352,24 @@ pub struct Session {
     pub readies: u32,
     /// A well-formed Terminate (`X`, length 4) arrived.
     pub terminated: bool,
+    /// The server's first authentication message (a request, or AuthenticationOk for trust)
+    /// went out, until the world passes it on.
+    pub auth_began: bool,
+    /// Plaintext followed its `S`, until the world passes it on.
+    pub stuffed: bool,
+    /// What its login told the client: each ParameterStatus, then the backend key.
+    pub told: Option<Told>,
+}
+
+/// What a login told the client about the session it opened.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Told {
+    /// The ParameterStatus messages, in order.
+    pub params: Vec<(String, String)>,
+    /// BackendKeyData's process id.
+    pub pid: i32,
+    /// BackendKeyData's secret key.
+    pub key: Vec<u8>,
 }
 
 /// A StartupMessage as a server received it.
@@ -379,6 +415,9 @@ impl Session {
             negotiated: None,
             readies: 0,
             terminated: false,
+            auth_began: false,
+            stuffed: false,
+            told: None,
         }
     }
 
@@ -422,6 +461,11 @@ impl Session {
                 UnitRef::Startup(body) => match StartupPacket::decode(body) {
                     Ok(StartupPacket::SslRequest) => {
                         out.extend_from_slice(if node.tls { b"S" } else { b"N" });
+                        if node.tls && node.stuffs_after_ssl {
+                            // What an attacker would most like the client to believe.
+                            put(&mut out, |b| Authentication::Ok.encode(b));
+                            self.stuffed = true;
+                        }
                     }
                     Ok(StartupPacket::GssEncRequest) => out.extend_from_slice(b"N"),
                     Ok(StartupPacket::Startup(msg)) => {
@@ -574,7 +618,7 @@ impl Session {
     fn finish_startup(&mut self, node: &mut Node, out: &mut BytesMut) {
         put(out, |b| Authentication::Ok.encode(b));
         let recovery = node.state.in_recovery();
-        let version: &[u8] = if node.old_version { b"13.2" } else { b"18.1" };
+        let version = node.server_version().as_bytes();
         let onoff = |v: bool| -> &'static [u8] {
             if v {
                 b"on"
@@ -594,8 +638,11 @@ impl Session {
         // Servers before 14 report neither of the last two.
         let reported = if node.old_version { 3 } else { 5 };
         self.reported_role = !node.old_version;
+        let mut told = Told::default();
         for &(name, value) in &params[..reported] {
             put(out, |b| ParameterStatus { name, value }.encode(b));
+            let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+            told.params.push((text(name), text(value)));
         }
         node.next_pid += 1;
         let pid = node.next_pid;
@@ -613,6 +660,9 @@ impl Session {
             }
             .encode(b)
         });
+        told.pid = pid;
+        told.key = key[..key_len].to_vec();
+        self.told = Some(told);
         self.phase = Phase::Ready;
         self.ready(node, out);
         if let Some(flip) = node.pending_flip.take() {
@@ -675,6 +725,7 @@ fn start_session(
             StoredSecret::Scram(secret.clone())
         }
     };
+    s.auth_began = true;
     match ServerLogin::start(secret, None, random, out) {
         (_, LoginStep::Done) => {
             s.finish_startup(node, out);

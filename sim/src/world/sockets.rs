@@ -35,6 +35,11 @@ pub(super) enum Delivery {
         readies: u32,
         /// The version a NegotiateProtocolVersion among the bytes offered.
         negotiated: Option<ProtocolVersion>,
+        /// The server's first authentication message is among the bytes, and the client's
+        /// `require_auth` refuses it for this reason.
+        auth_refused: Option<&'static str>,
+        /// Plaintext followed the server's `S` in these bytes.
+        stuffed: bool,
     },
     /// End of stream: the server closed, or the connection reset.
     Closed,
@@ -82,9 +87,10 @@ pub(super) struct Sock {
     pub(super) client_closed: bool,
     /// ReadyForQuery messages the client's connect was handed.
     pub(super) ready_heard: u32,
-    /// The server offered a protocol version below the client's minimum: libpq stops
-    /// reading there, so what followed it in the same stream went unread.
-    pub(super) below_min: bool,
+    /// The server sent what the client refuses on the spot (a protocol version below its
+    /// minimum, an authentication message its `require_auth` refuses): libpq stops reading
+    /// there, so what followed it in the same stream went unread.
+    pub(super) stopped: bool,
 }
 
 impl Sock {
@@ -214,7 +220,7 @@ impl World {
             tls: None,
             client_closed: false,
             ready_heard: 0,
-            below_min: false,
+            stopped: false,
         };
         self.socks.insert(id, sock);
         let delivery = outcome;
@@ -289,7 +295,14 @@ impl World {
         let cannot_connect_now = s.session.sent_cannot_connect_now;
         let fatal = s.session.fatal.take();
         let negotiated = s.session.negotiated.take();
+        let stuffed = std::mem::take(&mut s.session.stuffed);
         let client = s.client;
+        let auth_refused = if std::mem::take(&mut s.session.auth_began) {
+            let required = self.clients[client].spec.require_auth;
+            required.and_then(|r| r.refusal(&self.nodes[node].auth))
+        } else {
+            None
+        };
         if let Some(seen) = s.session.startup_seen.take() {
             self.check_startup(client, id, &seen)?;
         }
@@ -313,6 +326,8 @@ impl World {
                 fatal,
                 readies,
                 negotiated,
+                auth_refused,
+                stuffed,
             };
             self.queue.push(at, Ev::ToClient { sock: id, delivery });
         }
@@ -382,12 +397,19 @@ impl World {
                 fatal,
                 readies,
                 negotiated,
+                auth_refused,
+                stuffed,
             } => {
                 let c = &mut self.clients[i];
                 let min = c.spec.startup.min_version;
+                // What libpq reads after it stopped (at a version below its minimum, which
+                // comes before any authentication message) it never acts on.
+                let mut auth_refused = auth_refused;
                 if let Some(s) = self.socks.get_mut(&id) {
                     s.ready_heard += readies;
-                    s.below_min |= negotiated.is_some_and(|v| v < min);
+                    s.stopped |= negotiated.is_some_and(|v| v < min);
+                    auth_refused = auth_refused.filter(|_| !s.stopped);
+                    s.stopped |= auth_refused.is_some();
                 }
                 if cannot_connect_now {
                     c.watch.heard_cannot_connect_now();
@@ -398,17 +420,32 @@ impl World {
                 if let Some(v) = negotiated {
                     c.watch.heard(attempt, Heard::Negotiated(v));
                 }
+                if let Some(reason) = auth_refused {
+                    c.watch.heard(attempt, Heard::AuthRefused(reason));
+                }
+                if stuffed {
+                    c.watch.heard(attempt, Heard::Stuffed);
+                }
                 Event::Received { attempt, bytes }
             }
             Delivery::Closed => {
                 trace_line!(t, "t=", now.0, " c", i, " a", attempt.0, " eof");
                 Event::Closed { attempt }
             }
-            Delivery::TlsDone(Ok(alpn)) => Event::TlsEstablished {
-                attempt,
-                server_end_point: None,
-                alpn: alpn.map(<[u8]>::to_vec),
-            },
+            Delivery::TlsDone(Ok(alpn)) => {
+                let direct = self
+                    .socks
+                    .get(&id)
+                    .and_then(|s| s.tls)
+                    .is_some_and(|h| h.direct);
+                let c = &mut self.clients[i];
+                c.watch.heard(attempt, Heard::Tls { direct, alpn });
+                Event::TlsEstablished {
+                    attempt,
+                    server_end_point: None,
+                    alpn: alpn.map(<[u8]>::to_vec),
+                }
+            }
             Delivery::TlsDone(Err(())) => Event::TlsFailed {
                 attempt,
                 kind: pgyard_connect::FailureKind::Transient,

@@ -187,11 +187,11 @@ impl World {
     /// client, and which the client then closed, received a well-formed Terminate before
     /// the FIN: libpq closes a connection at that point only after sending one. A client
     /// that had not heard the last answer (a `connect_timeout` while a check query was on its
-    /// way, an abandoned connect), one that stopped reading at a protocol version below its
-    /// minimum, or a server already gone (a crash, a reset) owes nothing.
+    /// way, an abandoned connect), one that stopped reading at what it refuses (a protocol
+    /// version below its minimum, an authentication its `require_auth` refuses), or a server already gone (a crash, a reset) owes nothing.
     pub(super) fn check_terminated(&self, s: &Sock) -> CheckResult {
         let owed = s.server_end == ServerEnd::Answering
-            && !s.below_min
+            && !s.stopped
             && s.session.readies > 0
             && s.ready_heard == s.session.readies;
         if !owed || s.session.terminated {

@@ -7,7 +7,9 @@
 
 use std::net::SocketAddr;
 
-use pgyard_connect::{AttemptReport, ConnectError, FailureKind, IoErrorKind, OpenTarget};
+use pgyard_connect::{
+    AttemptId, AttemptReport, ConnectError, FailureKind, IoErrorKind, OpenTarget,
+};
 use pgyard_conninfo::typed::{HostSlot, SlotKind};
 use pgyard_wire::error_fields::SqlState;
 use pgyard_wire::frame::ProtocolVersion;
@@ -78,11 +80,39 @@ impl World {
                     })
                 }
                 Heard::Negotiated(v) => negotiation_fits(r, *v, c.spec.startup.min_version),
+                Heard::Tls { direct, alpn } => alpn_fits(r, *direct, *alpn),
+                Heard::Stuffed => {
+                    r.kind == FailureKind::Protocol
+                        && r.text
+                            .contains("received unencrypted data after SSL response\n")
+                }
+                Heard::AuthRefused(reason) => {
+                    let want = c.spec.require_auth.map(|a| a.message(reason));
+                    r.kind == FailureKind::Authentication && Some(&r.text) == want.as_ref()
+                }
             };
             if !fits {
                 return bad(format!(
                     "a{} was told {what:?}, its entry is {:?} of kind {:?}",
                     attempt.0, r.text, r.kind
+                ));
+            }
+        }
+        // The requirement's refusal is said only where the world's server sent what it refuses.
+        for r in &shown {
+            let refused = |a: &AttemptId| {
+                c.watch
+                    .heard
+                    .iter()
+                    .any(|(h, what)| h == a && matches!(what, Heard::AuthRefused(_)))
+            };
+            if r.text.contains("authentication method requirement")
+                && !r.attempt.as_ref().is_some_and(refused)
+            {
+                let a = r.attempt.map_or(0, |a| a.0);
+                return bad(format!(
+                    "a{a} says {:?}, but its server sent nothing the requirement refuses",
+                    r.text
                 ));
             }
         }
@@ -131,6 +161,24 @@ fn fatal_kind(code: &[u8; 5]) -> FailureKind {
         FailureKind::Authentication
     } else {
         FailureKind::Refused(SqlState::from_array(*code))
+    }
+}
+
+/// Whether an entry fits a completed handshake: libpq refuses one whose server selected
+/// another protocol than `postgresql` by ALPN, or none when TLS started directly, in these
+/// words; any other handshake goes on, so nothing about ALPN may be said of it.
+fn alpn_fits(r: &AttemptReport, direct: bool, alpn: Option<&[u8]>) -> bool {
+    let refusal = match alpn {
+        Some(p) if p == b"postgresql" => None,
+        Some(_) => Some("SSL connection was established with unexpected ALPN protocol\n"),
+        None if direct => Some(
+            "direct SSL connection was established without ALPN protocol negotiation extension\n",
+        ),
+        None => None,
+    };
+    match refusal {
+        Some(text) => r.kind == FailureKind::Protocol && r.text.contains(text),
+        None => !r.text.contains("ALPN"),
     }
 }
 

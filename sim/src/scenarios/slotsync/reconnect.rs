@@ -84,6 +84,7 @@ pub(super) fn subscriber_reconnects(
             hold_ns: Some(1_000_000),
             detect_ns: 1_000_000,
             budget_rides_out: false,
+            require_auth: None,
         },
         Instant::ZERO,
     );
