@@ -65,7 +65,7 @@ const TARGETS: &[Target] = &[
     Target {
         name: "proxy",
         package: "pgyard-proxy",
-        scenarios: "proxy",
+        scenarios: "proxy,proxy-login",
         features: &["fuzzing"],
         real_server_tests: &[],
     },

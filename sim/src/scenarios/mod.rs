@@ -10,9 +10,13 @@ mod proxy_adapter;
 mod proxy_client;
 mod proxy_cluster;
 mod proxy_connect;
+mod proxy_console;
 mod proxy_limits;
+mod proxy_login;
+mod proxy_login_auth;
 mod proxy_plan;
 mod proxy_server;
+mod proxy_show;
 pub mod slotsync;
 
 use crate::Scenario;
@@ -24,6 +28,7 @@ pub static ALL: &[&dyn Scenario] = &[
     &failover::FailoverScenario,
     &middleware::MiddlewareScenario,
     &proxy::ProxyScenario,
+    &proxy_login::ProxyLoginScenario,
     &delayq::DelayqScenario,
     &slotsync::SlotsyncScenario,
 ];

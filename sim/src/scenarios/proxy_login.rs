@@ -1,0 +1,513 @@
+//! `proxy-login`: pgyard-proxy's client sessions from the first byte to the welcome, and the
+//! admin console after it (`proxy_console.rs`). Each seed draws the proxy's TLS mode (and
+//! whether its certificate gives a channel-binding hash), trust or an auth file the scenario
+//! writes itself in PgBouncer's format (quotes doubled inside names, comment lines, fields past
+//! the second, a later line for a user overriding an earlier one, MD5 secrets and SCRAM
+//! verifiers, now and then a plain password), and its admin users; then connections that each
+//! open with an encryption prelude (none; SSLRequest, with plaintext stuffed behind it or not;
+//! GSSENCRequest; both; a request repeated; direct TLS with or without ALPN `postgresql`), log
+//! in as a listed user with the right or a wrong password or as nobody listed, to a database
+//! or to the console. The scenario plays the adapter (a TLS handshake is its outcome and ALPN)
+//! and the clients (their password exchanges by pgyard-wire's `AuthClient`), and judges every
+//! answer against its own reading of `docs/proxy.md` (PostgreSQL's and PgBouncer's rules), not
+//! against the machine: which byte answers a request, which FATAL ends a connection and in
+//! which words, which mechanisms a password check offers, who reaches a server or the console,
+//! and that the cancel key the adapter would register is the one the client was told.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use bytes::{Buf, BytesMut};
+use pgyard_proxy::admin::ClientState;
+use pgyard_proxy::{ClientAuth, ClientConfig, ClientOut, ClientSession, ClientTls, TlsMode};
+use pgyard_types::{uniform_inclusive, Instant, Rng, RngCore};
+use pgyard_wire::frame::ProtocolVersion;
+use pgyard_wire::frontend::{encode_gssenc_request, encode_ssl_request, encode_startup};
+
+use super::proxy_console as console;
+use super::proxy_login_auth::{self as auth, Login};
+use crate::{trace, Scenario, Trace, Violation};
+
+/// The scenario.
+pub struct ProxyLoginScenario;
+
+/// PostgreSQL's answer to a request code it no longer expects: 1234.5679 is SSLRequest's.
+const SECOND_SSL: &str = "unsupported frontend protocol 1234.5679: server supports 3.0 to 3.2";
+/// … and 1234.5680 GSSENCRequest's.
+const SECOND_GSS: &str = "unsupported frontend protocol 1234.5680: server supports 3.0 to 3.2";
+
+/// How a connection opens, before its StartupMessage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Prelude {
+    Plain,
+    Ssl,
+    SslStuffed,
+    Gss,
+    GssStuffed,
+    GssThenSsl,
+    SslTwice,
+    GssAfterTls,
+    Direct,
+}
+
+const PRELUDES: [Prelude; 9] = [
+    Prelude::Plain,
+    Prelude::Ssl,
+    Prelude::SslStuffed,
+    Prelude::Gss,
+    Prelude::GssStuffed,
+    Prelude::GssThenSsl,
+    Prelude::SslTwice,
+    Prelude::GssAfterTls,
+    Prelude::Direct,
+];
+
+/// What a seed's proxy is.
+pub(super) struct Proxy {
+    pub(super) mode: TlsMode,
+    pub(super) end_point: Option<Arc<[u8]>>,
+    pub(super) login: Login,
+    pub(super) admins: BTreeSet<String>,
+}
+
+/// One client connection: the proxy's session and what it sent back.
+pub(super) struct Conn {
+    pub(super) s: ClientSession,
+    /// Bytes the proxy wrote to the client, not read yet.
+    pub(super) rx: BytesMut,
+    /// The proxy closed the connection.
+    pub(super) closed: bool,
+    /// The handshake the proxy asked for, with the bytes it already read.
+    started_tls: Option<Vec<u8>>,
+    /// Admin requests asked of the adapter, oldest first.
+    pub(super) asks: Vec<pgyard_proxy::admin::AdminRequest>,
+    /// The session asked for a server (a database login passed).
+    pub(super) acquired: bool,
+    now: Instant,
+}
+
+impl Conn {
+    /// Feeds client bytes and collects what comes out.
+    pub(super) fn send(&mut self, bytes: &[u8]) -> Result<(), Violation> {
+        self.s.handle_client_bytes(self.now, bytes);
+        self.pump()
+    }
+
+    /// Takes the session's outputs.
+    pub(super) fn pump(&mut self) -> Result<(), Violation> {
+        while let Some(o) = self.s.poll_output() {
+            match o {
+                ClientOut::ToClient(b) => self.rx.extend_from_slice(&b),
+                ClientOut::StartTls { early } => self.started_tls = Some(early.to_vec()),
+                ClientOut::Acquire(_) => self.acquired = true,
+                ClientOut::Admin(r) => self.asks.push(r),
+                ClientOut::Close => self.closed = true,
+                other => {
+                    let detail = format!("a session before its welcome asked for {other:?}");
+                    return Err(fail("login-outputs", detail));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The next whole message the proxy wrote: tag and body.
+    pub(super) fn message(&mut self) -> Option<(u8, Vec<u8>)> {
+        let len = u32::from_be_bytes(*self.rx.get(1..5)?.first_chunk::<4>()?) as usize;
+        if len < 4 || self.rx.len() < 1 + len {
+            return None;
+        }
+        let tag = self.rx[0];
+        let body = self.rx[5..1 + len].to_vec();
+        self.rx.advance(1 + len);
+        Some((tag, body))
+    }
+}
+
+pub(super) fn fail(invariant: &'static str, detail: String) -> Violation {
+    Violation { invariant, detail }
+}
+
+/// An ErrorResponse's fields by code.
+pub(super) fn field(body: &[u8], code: u8) -> Option<String> {
+    let mut rest = body;
+    while let Some((&t, after)) = rest.split_first() {
+        if t == 0 {
+            return None;
+        }
+        let end = after.iter().position(|&b| b == 0)?;
+        if t == code {
+            return Some(String::from_utf8_lossy(&after[..end]).into_owned());
+        }
+        rest = &after[end + 1..];
+    }
+    None
+}
+
+/// The connection must end now with FATAL `code` `text`, nothing before or after it.
+pub(super) fn ends_with_fatal(c: &mut Conn, code: &str, text: &str) -> Result<(), Violation> {
+    let got = c.message();
+    let fits = got.as_ref().is_some_and(|(tag, body)| {
+        *tag == b'E'
+            && field(body, b'S').as_deref() == Some("FATAL")
+            && field(body, b'C').as_deref() == Some(code)
+            && field(body, b'M').as_deref() == Some(text)
+    });
+    // Closed: the adapter must stop reading from it.
+    if fits && c.rx.is_empty() && c.closed && !c.s.wants_client_bytes() {
+        return Ok(());
+    }
+    let detail = format!(
+        "expected FATAL {code} {text:?} and the end; got {:?}, {} more bytes, closed={}",
+        got.map(|(t, b)| (char::from(t), String::from_utf8_lossy(&b).into_owned())),
+        c.rx.len(),
+        c.closed
+    );
+    Err(fail("login-answered-as-postgresql", detail))
+}
+
+/// The proxy must have answered exactly `byte` and nothing else yet.
+fn answered(c: &mut Conn, byte: u8, what: &str) -> Result<(), Violation> {
+    if c.rx.first() == Some(&byte) && !c.closed {
+        c.rx.advance(1);
+        if c.rx.is_empty() {
+            return Ok(());
+        }
+    }
+    let detail = format!(
+        "{what} answered {:?} (closed={}), expected {:?}",
+        String::from_utf8_lossy(&c.rx),
+        c.closed,
+        char::from(byte)
+    );
+    Err(fail("login-answered-as-postgresql", detail))
+}
+
+impl Scenario for ProxyLoginScenario {
+    fn name(&self) -> &'static str {
+        "proxy-login"
+    }
+
+    fn description(&self) -> &'static str {
+        "pgyard-proxy's logins: TLS preludes, auth files, the admin console"
+    }
+
+    fn run(&self, rng: &mut Rng, t: &mut Trace) -> Result<u64, Violation> {
+        let proxy = draw_proxy(rng, t)?;
+        let conns = 1 + uniform_inclusive(rng, 5);
+        let mut now = Instant::ZERO;
+        for k in 0..conns {
+            now = Instant(now.0 + 1_000_000);
+            connection(rng, t, &proxy, k, now)?;
+        }
+        Ok(now.0)
+    }
+}
+
+/// The proxy's mode, certificate, password check and admin users.
+fn draw_proxy(rng: &mut Rng, t: &mut Trace) -> Result<Proxy, Violation> {
+    let modes = [
+        TlsMode::Disable,
+        TlsMode::Allow,
+        TlsMode::Prefer,
+        TlsMode::Require,
+    ];
+    let mode = modes[uniform_inclusive(rng, 3) as usize];
+    let end_point = (uniform_inclusive(rng, 2) > 0).then(|| {
+        let mut h = [0u8; 32];
+        rng.fill_bytes(&mut h);
+        Arc::from(&h[..])
+    });
+    let login = auth::draw(rng, t)?;
+    let admins: BTreeSet<String> = login
+        .users
+        .iter()
+        .filter(|_| uniform_inclusive(rng, 1) == 0)
+        .map(|u| u.name.clone())
+        .collect();
+    trace!(
+        t,
+        "proxy tls={mode:?} end_point={} admins={admins:?}",
+        end_point.is_some()
+    );
+    Ok(Proxy {
+        mode,
+        end_point,
+        login,
+        admins,
+    })
+}
+
+/// One connection from its first byte to its welcome (and console commands after it).
+fn connection(
+    rng: &mut Rng,
+    t: &mut Trace,
+    p: &Proxy,
+    k: u64,
+    now: Instant,
+) -> Result<(), Violation> {
+    let prelude = PRELUDES[uniform_inclusive(rng, PRELUDES.len() as u64 - 1) as usize];
+    let mut secret = vec![0u8; 32];
+    rng.fill_bytes(&mut secret);
+    let key = pgyard_proxy::CancelKey {
+        pid: (rng.next_u32() >> 1) as i32,
+        secret,
+    };
+    let mut random = pgyard_wire::auth::LoginRandom {
+        salt: [0; 4],
+        nonce: [0; 18],
+        mock_salt: [0; 16],
+    };
+    rng.fill_bytes(&mut random.salt);
+    rng.fill_bytes(&mut random.nonce);
+    rng.fill_bytes(&mut random.mock_salt);
+    let config = ClientConfig {
+        auth: p.login.auth.clone(),
+        admin_users: Arc::new(p.admins.clone()),
+        ..super::proxy_client::client_config(pgyard_proxy::PoolMode::Transaction)
+    };
+    let tls = ClientTls {
+        mode: p.mode,
+        end_point: p.end_point.clone(),
+    };
+    let s = ClientSession::new(now, pgyard_proxy::ClientId(k), config, key.clone(), random)
+        .with_tls(tls);
+    let mut c = Conn {
+        s,
+        rx: BytesMut::new(),
+        closed: false,
+        started_tls: None,
+        asks: Vec::new(),
+        acquired: false,
+        now,
+    };
+    trace!(t, "conn {k} prelude {prelude:?}");
+    if uniform_inclusive(rng, 19) == 0 {
+        // SIGTERM before the first byte: no login is let in any more.
+        trace!(t, "conn {k} drained at once");
+        return drained(&mut c);
+    }
+    let Some(tls) = self::prelude(rng, t, p, &mut c, prelude)? else {
+        return Ok(());
+    };
+    let who = auth::draw_client(rng, &p.login, &p.admins);
+    let version = if uniform_inclusive(rng, 1) == 0 {
+        ProtocolVersion::V3_0
+    } else {
+        ProtocolVersion::V3_2
+    };
+    trace!(t, "conn {k} {who:?} tls={tls} {version:?}");
+    let app = ["", "psql", "nightly batch"][uniform_inclusive(rng, 2) as usize];
+    let mut params: Vec<(&[u8], &[u8])> = vec![
+        (b"user", who.user.as_bytes()),
+        (b"database", who.database.as_bytes()),
+    ];
+    if !app.is_empty() {
+        params.push((b"application_name", app.as_bytes()));
+    }
+    if uniform_inclusive(rng, 3) == 0 {
+        // Ignored, as PgBouncer's `ignore_startup_parameters` ignores it.
+        params.push((b"options", b"-c geqo=off"));
+    }
+    let mut b = BytesMut::new();
+    let _ = encode_startup(version, &params, &mut b);
+    c.send(&b)?;
+    if p.mode == TlsMode::Require && !tls {
+        return ends_with_fatal(&mut c, "08P01", "SSL required");
+    }
+    let end_point = p.end_point.as_deref().filter(|_| tls);
+    if !auth::log_in(&mut c, &p.login, &who, end_point)? {
+        return Ok(());
+    }
+    let app = (!app.is_empty()).then_some(app);
+    let drain = uniform_inclusive(rng, 9) == 0;
+    if who.database != pgyard_proxy::admin::ADMIN_DATABASE {
+        if c.acquired && c.rx.is_empty() && !c.closed {
+            judge_activity(&c, ClientState::Waiting, false, app)?;
+            return if drain { drained(&mut c) } else { Ok(()) };
+        }
+        let detail = format!(
+            "{who:?} passed the password check but the session did not ask for a server \
+             (closed={}, {} bytes)",
+            c.closed,
+            c.rx.len()
+        );
+        return Err(fail("login-reaches-a-server", detail));
+    }
+    let trusted = matches!(p.login.auth, ClientAuth::Trust);
+    if !trusted && !p.admins.contains(&who.user) {
+        return ends_with_fatal(&mut c, "08P01", "not allowed");
+    }
+    console::welcome(&mut c, &key, version)?;
+    judge_activity(&c, ClientState::Idle, true, app)?;
+    if drain {
+        return drained(&mut c);
+    }
+    console::commands(rng, t, &mut c)
+}
+
+/// SIGTERM reaches a session that holds no server: FATAL 08P01 `pooler is shutting down`.
+fn drained(c: &mut Conn) -> Result<(), Violation> {
+    c.s.handle_shutdown();
+    c.pump()?;
+    ends_with_fatal(c, "08P01", "pooler is shutting down")
+}
+
+/// What a logged-in session tells the adapter about itself (SHOW CLIENTS shows it): where it
+/// stands, that it logged in, whether it is a console, its `application_name`.
+fn judge_activity(
+    c: &Conn,
+    state: ClientState,
+    admin: bool,
+    app: Option<&str>,
+) -> Result<(), Violation> {
+    let a = c.s.activity();
+    if a.state == state && a.admin == admin && a.logged_in && c.s.application_name() == app {
+        return Ok(());
+    }
+    let detail = format!(
+        "after its login a session reports {:?} admin={} logged_in={} application_name={:?}; \
+         expected {state:?} admin={admin} application_name {app:?}",
+        a.state,
+        a.admin,
+        a.logged_in,
+        c.s.application_name()
+    );
+    Err(fail("session-reports-itself", detail))
+}
+
+/// The encryption prelude: `Some(tls)` when a StartupMessage may follow (over TLS or not),
+/// `None` when the connection ended as it must.
+fn prelude(
+    rng: &mut Rng,
+    t: &mut Trace,
+    p: &Proxy,
+    c: &mut Conn,
+    prelude: Prelude,
+) -> Result<Option<bool>, Violation> {
+    let on = p.mode != TlsMode::Disable;
+    let mut ssl = BytesMut::new();
+    encode_ssl_request(&mut ssl);
+    let mut gss = BytesMut::new();
+    encode_gssenc_request(&mut gss);
+    match prelude {
+        Prelude::Plain => Ok(Some(false)),
+        Prelude::Ssl => ssl_request(rng, t, c, on, &ssl),
+        Prelude::SslStuffed | Prelude::GssStuffed => {
+            // A StartupMessage sent with the request, before its answer.
+            let mut b = if prelude == Prelude::SslStuffed {
+                ssl
+            } else {
+                gss
+            };
+            let _ = encode_startup(ProtocolVersion::V3_0, &[(b"user", b"x")], &mut b);
+            c.send(&b)?;
+            let text = if prelude == Prelude::SslStuffed {
+                "received unencrypted data after SSL request"
+            } else {
+                "received unencrypted data after GSSAPI encryption request"
+            };
+            ends_with_fatal(c, "08P01", text).map(|()| None)
+        }
+        Prelude::Gss => {
+            c.send(&gss)?;
+            answered(c, b'N', "GSSENCRequest")?;
+            Ok(Some(false))
+        }
+        Prelude::GssThenSsl => {
+            c.send(&gss)?;
+            answered(c, b'N', "GSSENCRequest")?;
+            ssl_request(rng, t, c, on, &ssl)
+        }
+        Prelude::SslTwice => {
+            let Some(_) = ssl_request(rng, t, c, on, &ssl)? else {
+                return Ok(None);
+            };
+            c.send(&ssl)?;
+            ends_with_fatal(c, "0A000", SECOND_SSL).map(|()| None)
+        }
+        Prelude::GssAfterTls => {
+            let Some(tls) = ssl_request(rng, t, c, on, &ssl)? else {
+                return Ok(None);
+            };
+            c.send(&gss)?;
+            if tls {
+                return ends_with_fatal(c, "0A000", SECOND_GSS).map(|()| None);
+            }
+            answered(c, b'N', "GSSENCRequest after N")?;
+            Ok(Some(false))
+        }
+        Prelude::Direct => direct(rng, t, c, on),
+    }
+}
+
+/// An SSLRequest and, when answered `S`, the handshake.
+fn ssl_request(
+    rng: &mut Rng,
+    t: &mut Trace,
+    c: &mut Conn,
+    on: bool,
+    ssl: &[u8],
+) -> Result<Option<bool>, Violation> {
+    c.send(ssl)?;
+    if !on {
+        answered(c, b'N', "SSLRequest without TLS")?;
+        return Ok(Some(false));
+    }
+    answered(c, b'S', "SSLRequest with TLS")?;
+    if c.started_tls.take() != Some(Vec::new()) {
+        let detail = "an S was not followed by a handshake with nothing read ahead".to_owned();
+        return Err(fail("login-answered-as-postgresql", detail));
+    }
+    handshake(rng, t, c, false)
+}
+
+/// A connection whose first byte is a TLS record.
+fn direct(rng: &mut Rng, t: &mut Trace, c: &mut Conn, on: bool) -> Result<Option<bool>, Violation> {
+    let hello = [0x16, 0x03, 0x01, 0x00, 0x05, 0x01, 0x00, 0x00, 0x01, 0x03];
+    c.send(&hello)?;
+    if !on {
+        let text = "direct SSL connection request received, but this pgyard proxy has no TLS \
+                    configured";
+        return ends_with_fatal(c, "08P01", text).map(|()| None);
+    }
+    if c.started_tls.take().as_deref() != Some(&hello[..]) || !c.rx.is_empty() {
+        let detail = "direct TLS did not start a handshake with the record read".to_owned();
+        return Err(fail("login-answered-as-postgresql", detail));
+    }
+    handshake(rng, t, c, true)
+}
+
+/// The handshake's outcome: the ALPN protocol the client and the proxy agreed on.
+fn handshake(
+    rng: &mut Rng,
+    t: &mut Trace,
+    c: &mut Conn,
+    direct: bool,
+) -> Result<Option<bool>, Violation> {
+    let alpn: Option<&[u8]> = match uniform_inclusive(rng, 5) {
+        0 => None,
+        1 => Some(b"http/1.1"),
+        _ => Some(b"postgresql"),
+    };
+    trace!(
+        t,
+        "handshake direct={direct} alpn={:?}",
+        alpn.map(String::from_utf8_lossy)
+    );
+    c.s.handle_tls_established(alpn);
+    c.pump()?;
+    match alpn {
+        Some(b"postgresql") => Ok(Some(true)),
+        Some(_) => {
+            ends_with_fatal(c, "08P01", "unexpected ALPN protocol in TLS handshake").map(|()| None)
+        }
+        None if direct => ends_with_fatal(
+            c,
+            "08P01",
+            "received direct SSL connection request without ALPN protocol negotiation extension",
+        )
+        .map(|()| None),
+        None => Ok(Some(true)),
+    }
+}
