@@ -428,6 +428,7 @@ impl World {
         );
         self.check_report(i, &e)?;
         self.check_wording(i, &e)?;
+        self.check_budget_used(i, &e)?;
         self.stats.failed += 1;
         let excused = self.ended_by_fault_phase_attempt(i, &e);
         if excused {

@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use pgyard_connect::{AttemptId, ConnectError, Established, IoErrorKind, OpenTarget};
+use pgyard_connect::{AttemptId, ConnectError, Established, FailureKind, IoErrorKind, OpenTarget};
 use pgyard_conninfo::typed::{SslMode, TargetSessionAttrs};
 use pgyard_conninfo::Strategy;
 use pgyard_types::Instant;
@@ -489,6 +489,49 @@ impl World {
             .find(|r| !r.cancelled && !r.text.is_empty());
         let opened = last.and_then(|r| r.attempt).and_then(|a| core.attempt(a));
         sequential && opened.is_some_and(|a| (a.started.as_nanos() as u64) < calm.0)
+    }
+
+    /// A connect with a failover budget walks again after every walk that found nothing
+    /// until the budget is spent. One that failed earlier must have ended on something that
+    /// gives up on the whole connect (as libpq gives up on a server that closed during
+    /// startup, or on a refused authentication), which an attempt whose connection was
+    /// refused or timed out, or whose server had the wrong role, is not: after one of those
+    /// libpq goes on to the next address, and past the last one the budget walks again.
+    pub(super) fn check_budget_used(&self, i: usize, e: &ConnectError) -> CheckResult {
+        let c = &self.clients[i];
+        let end = c.budget_end();
+        if c.spec.config.failover_timeout().is_none() || self.now.0 >= end {
+            return Ok(());
+        }
+        let last = e
+            .reports
+            .iter()
+            .rev()
+            .find(|r| !r.cancelled && !r.text.is_empty());
+        let moves_on = [
+            "Connection refused\n",
+            "Connection timed out\n",
+            "session is read-only\n",
+            "session is not read-only\n",
+            "server is in hot standby mode\n",
+            "server is not in hot standby mode\n",
+        ];
+        let walked_out = last.is_some_and(|r| {
+            r.kind == FailureKind::Transient && moves_on.iter().any(|m| r.text.ends_with(m))
+        });
+        if !walked_out {
+            return Ok(());
+        }
+        Err(violation(
+            "failover-budget-used",
+            format!(
+                "client {i} ({}) gave up at {}ns, its budget ran to {end}ns:\n{}{}",
+                SpecText(&c.spec),
+                self.now.0,
+                e.message(),
+                attempts_text(c.core.as_ref())
+            ),
+        ))
     }
 
     /// A liveness connect that had to succeed fails only when `excused` (a fault from before
