@@ -221,4 +221,39 @@ mod tests {
             "connection to server on socket \"/tmp/.s.PGSQL.5432\" failed: "
         );
     }
+
+    fn entry(text: &str, cancelled: bool, kind: FailureKind) -> AttemptReport {
+        AttemptReport {
+            attempt: None,
+            slot: None,
+            target: None,
+            prefix: String::new(),
+            text: text.into(),
+            cancelled,
+            kind,
+        }
+    }
+
+    #[test]
+    fn the_kind_is_the_last_entry_rendered_with_text() {
+        let e = ConnectError {
+            reports: vec![
+                entry("session is read-only\n", false, FailureKind::Transient),
+                entry(
+                    "password authentication failed\n",
+                    false,
+                    FailureKind::Authentication,
+                ),
+                // A raced attempt cancelled by the winner's failure is not rendered…
+                entry("Connection timed out\n", true, FailureKind::Protocol),
+                // …nor is an entry with nothing to say.
+                entry("", false, FailureKind::Configuration),
+            ],
+        };
+        assert_eq!(e.kind(), FailureKind::Authentication);
+        let none = ConnectError {
+            reports: vec![entry("x\n", true, FailureKind::Protocol)],
+        };
+        assert_eq!(none.kind(), FailureKind::Transient, "nothing rendered");
+    }
 }
