@@ -131,6 +131,9 @@ pub(super) struct Client {
     notices_owed: u32,
     /// It sent a CancelRequest on this connection.
     pub(super) cancel_sent: bool,
+    /// Middleware messages sent on this connection, and of them those of a class no one
+    /// knows.
+    m_sent: (u64, u64),
 }
 
 impl Client {
@@ -162,6 +165,7 @@ impl Client {
             set_var: false,
             notices_owed: 0,
             cancel_sent: false,
+            m_sent: (0, 0),
         }
     }
 
@@ -192,6 +196,7 @@ impl Client {
             self.txns.pop_front();
         }
         self.session = session;
+        self.m_sent = (0, 0);
         self.gen += 1;
         self.at = 0;
         self.startup = true;
@@ -230,6 +235,7 @@ impl Client {
                 // Pipelined behind the StartupMessage: the server is being asked for already,
                 // so the proxy ignores it with a NOTICE after the welcome.
                 let _ = encode_middleware(ROUTE, b"standby", &mut b);
+                self.m_sent.0 += 1;
                 self.notices_owed += 1;
             }
             return Some(self.request(b, Vec::new(), None, None));
@@ -246,6 +252,8 @@ impl Client {
                     // Ignored once a server is assigned, which is at login in session mode.
                     self.notices_owed += 1;
                 }
+                self.m_sent.0 += 1;
+                self.m_sent.1 += u64::from(matches!(p, Pre::Unknown));
                 let _ = match p {
                     Pre::Route(r) => encode_middleware(ROUTE, route_text(*r), &mut b),
                     Pre::Tag => encode_middleware(TAG, b"batch", &mut b),
@@ -255,6 +263,7 @@ impl Client {
             if txn.kind == Kind::Read {
                 if let Some(lsn) = self.last_write {
                     let _ = encode_middleware(MIN_LSN, lsn.to_string().as_bytes(), &mut b);
+                    self.m_sent.0 += 1;
                     min_lsn = Some(lsn);
                 }
             }
@@ -370,6 +379,18 @@ impl Client {
                          NOTICE before the ReadyForQuery"
                     );
                     return Err(violation("route-ignored-with-notice", detail));
+                }
+                // Every middleware message of a request is read before its answer ends: the
+                // counters SHOW STATS sums have counted each once.
+                let st = self.session.stats();
+                let counted = (st.middleware, st.unknown_classes);
+                if self.welcomed && counted != self.m_sent {
+                    let detail = format!(
+                        "client {c}: sent {:?} middleware messages (all, unknown class), the \
+                         session counted {counted:?}",
+                        self.m_sent
+                    );
+                    return Err(violation("middleware-counted", detail));
                 }
                 self.ready(body.first().copied());
                 Ok(Heard::Nothing)
