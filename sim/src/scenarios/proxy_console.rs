@@ -41,6 +41,7 @@ pub(super) fn welcome(
     c: &mut Conn,
     key: &CancelKey,
     version: ProtocolVersion,
+    middleware: bool,
 ) -> Result<(), Violation> {
     let mut got = Vec::new();
     while let Some(m) = c.message() {
@@ -57,6 +58,10 @@ pub(super) fn welcome(
             b'S',
             [name.as_bytes(), b"\0", value.as_bytes(), b"\0"].concat(),
         ));
+    }
+    if middleware {
+        // A client that asked for middleware messages is told they are on, after the rest.
+        want.push((b'S', b"middleware_messages\0on\0".to_vec()));
     }
     want.push((b'K', [&key.pid.to_be_bytes()[..], told].concat()));
     want.push((b'Z', b"I".to_vec()));

@@ -83,6 +83,8 @@ pub(super) struct Conn {
     pub(super) asks: Vec<pgyard_proxy::admin::AdminRequest>,
     /// The session asked for a server (a database login passed).
     pub(super) acquired: bool,
+    /// It gave its server back (transaction mode, after the welcome).
+    released: bool,
     now: Instant,
 }
 
@@ -91,6 +93,21 @@ impl Conn {
     pub(super) fn send(&mut self, bytes: &[u8]) -> Result<(), Violation> {
         self.s.handle_client_bytes(self.now, bytes);
         self.pump()
+    }
+
+    /// Takes the session's outputs once a server was lent: it may give it back.
+    fn pump_lent(&mut self) -> Result<(), Violation> {
+        while let Some(o) = self.s.poll_output() {
+            match o {
+                ClientOut::ToClient(b) => self.rx.extend_from_slice(&b),
+                ClientOut::Release { .. } if !self.released => self.released = true,
+                other => {
+                    let detail = format!("a welcomed session asked for {other:?}");
+                    return Err(fail("login-outputs", detail));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Takes the session's outputs.
@@ -279,6 +296,7 @@ fn connection(
         started_tls: None,
         asks: Vec::new(),
         acquired: false,
+        released: false,
         now,
     };
     trace!(t, "conn {k} prelude {prelude:?}");
@@ -309,6 +327,22 @@ fn connection(
         // Ignored, as PgBouncer's `ignore_startup_parameters` ignores it.
         params.push((b"options", b"-c geqo=off"));
     }
+    // Tracked settings the client asks for (any case in the name, as GUC names are).
+    let asked: Vec<(&str, &str)> = [
+        ("datestyle", "SQL, DMY"),
+        ("TimeZone", "Europe/Paris"),
+        ("client_encoding", "LATIN1"),
+    ]
+    .into_iter()
+    .filter(|_| uniform_inclusive(rng, 2) == 0)
+    .collect();
+    for (n, v) in &asked {
+        params.push((n.as_bytes(), v.as_bytes()));
+    }
+    let middleware = uniform_inclusive(rng, 2) == 0;
+    if middleware {
+        params.push((b"_pq_.middleware_messages", b"on"));
+    }
     let mut b = BytesMut::new();
     let _ = encode_startup(version, &params, &mut b);
     c.send(&b)?;
@@ -324,7 +358,10 @@ fn connection(
     if who.database != pgyard_proxy::admin::ADMIN_DATABASE {
         if c.acquired && c.rx.is_empty() && !c.closed {
             judge_activity(&c, ClientState::Waiting, false, app)?;
-            return if drain { drained(&mut c) } else { Ok(()) };
+            if drain {
+                return drained(&mut c);
+            }
+            return lend(rng, &mut c, k, &key, version, &asked, app, middleware);
         }
         let detail = format!(
             "{who:?} passed the password check but the session did not ask for a server \
@@ -338,12 +375,107 @@ fn connection(
     if !trusted && !p.admins.contains(&who.user) {
         return ends_with_fatal(&mut c, "08P01", "not allowed");
     }
-    console::welcome(&mut c, &key, version)?;
+    console::welcome(&mut c, &key, version, middleware)?;
     judge_activity(&c, ClientState::Idle, true, app)?;
     if drain {
         return drained(&mut c);
     }
     console::commands(rng, t, &mut c)
+}
+
+/// The adapter's answer to the session's request for a server: the pool's refusal (its wait
+/// timed out), or a server whose settings make the welcome.
+#[allow(clippy::too_many_arguments)]
+fn lend(
+    rng: &mut Rng,
+    c: &mut Conn,
+    k: u64,
+    key: &pgyard_proxy::CancelKey,
+    version: ProtocolVersion,
+    asked: &[(&str, &str)],
+    app: Option<&str>,
+    middleware: bool,
+) -> Result<(), Violation> {
+    if uniform_inclusive(rng, 4) == 0 {
+        c.s.handle_refused("query_wait_timeout");
+        c.pump()?;
+        return ends_with_fatal(c, "08P01", "query_wait_timeout");
+    }
+    // What a PostgreSQL 18 server reports at login.
+    let server: [(&str, &str); 8] = [
+        ("DateStyle", "ISO, MDY"),
+        ("TimeZone", "UTC"),
+        ("application_name", ""),
+        ("client_encoding", "UTF8"),
+        ("in_hot_standby", "off"),
+        ("integer_datetimes", "on"),
+        ("server_version", "18.1"),
+        ("standard_conforming_strings", "on"),
+    ];
+    let mut settings = pgyard_proxy::client::Settings::new();
+    for (n, v) in server {
+        settings.insert(n.to_owned(), v.to_owned());
+    }
+    let lent = pgyard_proxy::Lent {
+        id: pgyard_proxy::ServerId(k),
+        settings,
+        prepared: Default::default(),
+    };
+    c.s.handle_server(c.now, lent);
+    c.pump_lent()?;
+    // The docs: the server's values, the client's own in place of the tracked ones it sent,
+    // `middleware_messages=on` when asked for, in the order of the names.
+    let mut shown: std::collections::BTreeMap<String, String> = server
+        .iter()
+        .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+        .collect();
+    let canonical = |n: &str| {
+        ["DateStyle", "TimeZone", "client_encoding"]
+            .into_iter()
+            .find(|t| t.eq_ignore_ascii_case(n))
+    };
+    for (n, v) in asked {
+        if let Some(n) = canonical(n) {
+            shown.insert(n.to_owned(), (*v).to_owned());
+        }
+    }
+    if let Some(a) = app {
+        shown.insert("application_name".into(), a.to_owned());
+    }
+    if middleware {
+        shown.insert("middleware_messages".into(), "on".into());
+    }
+    let told = if version == ProtocolVersion::V3_0 {
+        &key.secret[..4]
+    } else {
+        &key.secret[..]
+    };
+    let mut want: Vec<(u8, Vec<u8>)> = vec![(b'R', 0u32.to_be_bytes().to_vec())];
+    for (n, v) in &shown {
+        want.push((b'S', [n.as_bytes(), b"\0", v.as_bytes(), b"\0"].concat()));
+    }
+    want.push((b'K', [&key.pid.to_be_bytes()[..], told].concat()));
+    want.push((b'Z', b"I".to_vec()));
+    let mut got = Vec::new();
+    while let Some(m) = c.message() {
+        got.push(m);
+    }
+    if got == want && !c.closed && c.released {
+        return Ok(());
+    }
+    let show = |l: &[(u8, Vec<u8>)]| -> Vec<String> {
+        l.iter()
+            .map(|(t, b)| format!("{}{}", char::from(*t), String::from_utf8_lossy(b)))
+            .collect()
+    };
+    let detail = format!(
+        "welcome {:?} (closed={}, released={}), expected {:?}",
+        show(&got),
+        c.closed,
+        c.released,
+        show(&want)
+    );
+    Err(fail("welcome-as-documented", detail))
 }
 
 /// SIGTERM reaches a session that holds no server: FATAL 08P01 `pooler is shutting down`.
