@@ -68,6 +68,8 @@ pub(super) struct Proxy {
     pub(super) end_point: Option<Arc<[u8]>>,
     pub(super) login: Login,
     pub(super) admins: BTreeSet<String>,
+    /// Transaction mode gives a server back after the welcome; session mode keeps it.
+    pub(super) pool_mode: pgyard_proxy::PoolMode,
 }
 
 /// One client connection: the proxy's session and what it sent back.
@@ -85,6 +87,8 @@ pub(super) struct Conn {
     pub(super) acquired: bool,
     /// It gave its server back (transaction mode, after the welcome).
     released: bool,
+    /// It wrote to its server (session mode: the settings the client asked for).
+    to_server: bool,
     now: Instant,
 }
 
@@ -101,6 +105,7 @@ impl Conn {
             match o {
                 ClientOut::ToClient(b) => self.rx.extend_from_slice(&b),
                 ClientOut::Release { .. } if !self.released => self.released = true,
+                ClientOut::ToServer(_) => self.to_server = true,
                 other => {
                     let detail = format!("a welcomed session asked for {other:?}");
                     return Err(fail("login-outputs", detail));
@@ -242,9 +247,14 @@ fn draw_proxy(rng: &mut Rng, t: &mut Trace) -> Result<Proxy, Violation> {
         .filter(|_| uniform_inclusive(rng, 1) == 0)
         .map(|u| u.name.clone())
         .collect();
+    let pool_mode = if uniform_inclusive(rng, 2) == 0 {
+        pgyard_proxy::PoolMode::Session
+    } else {
+        pgyard_proxy::PoolMode::Transaction
+    };
     trace!(
         t,
-        "proxy tls={mode:?} end_point={} admins={admins:?}",
+        "proxy tls={mode:?} end_point={} admins={admins:?} {pool_mode:?}",
         end_point.is_some()
     );
     Ok(Proxy {
@@ -252,6 +262,7 @@ fn draw_proxy(rng: &mut Rng, t: &mut Trace) -> Result<Proxy, Violation> {
         end_point,
         login,
         admins,
+        pool_mode,
     })
 }
 
@@ -281,7 +292,7 @@ fn connection(
     let config = ClientConfig {
         auth: p.login.auth.clone(),
         admin_users: Arc::new(p.admins.clone()),
-        ..super::proxy_client::client_config(pgyard_proxy::PoolMode::Transaction)
+        ..super::proxy_client::client_config(p.pool_mode)
     };
     let tls = ClientTls {
         mode: p.mode,
@@ -297,6 +308,7 @@ fn connection(
         asks: Vec::new(),
         acquired: false,
         released: false,
+        to_server: false,
         now,
     };
     trace!(t, "conn {k} prelude {prelude:?}");
@@ -361,7 +373,10 @@ fn connection(
             if drain {
                 return drained(&mut c);
             }
-            return lend(rng, &mut c, k, &key, version, &asked, app, middleware);
+            let session = p.pool_mode == pgyard_proxy::PoolMode::Session;
+            return lend(
+                rng, &mut c, k, &key, version, &asked, app, middleware, session,
+            );
         }
         let detail = format!(
             "{who:?} passed the password check but the session did not ask for a server \
@@ -395,6 +410,7 @@ fn lend(
     asked: &[(&str, &str)],
     app: Option<&str>,
     middleware: bool,
+    session: bool,
 ) -> Result<(), Violation> {
     if uniform_inclusive(rng, 4) == 0 {
         c.s.handle_refused("query_wait_timeout");
@@ -412,10 +428,47 @@ fn lend(
         ("server_version", "18.1"),
         ("standard_conforming_strings", "on"),
     ];
-    let mut settings = pgyard_proxy::client::Settings::new();
-    for (n, v) in server {
-        settings.insert(n.to_owned(), v.to_owned());
+    let settings_of = |hot_standby: &str| {
+        let mut s = pgyard_proxy::client::Settings::new();
+        for (n, v) in server {
+            let v = if n == "in_hot_standby" {
+                hot_standby
+            } else {
+                v
+            };
+            s.insert(n.to_owned(), v.to_owned());
+        }
+        s
+    };
+    if uniform_inclusive(rng, 5) == 0 {
+        // A primary demoted since it was opened never serves the `primary` route: it goes
+        // back as unusable and another is asked for; the client hears nothing of it.
+        let demoted = pgyard_proxy::Lent {
+            id: pgyard_proxy::ServerId(1000 + k),
+            settings: settings_of("on"),
+            prepared: Default::default(),
+        };
+        c.s.handle_server(c.now, demoted);
+        let outs: Vec<String> = std::iter::from_fn(|| c.s.poll_output())
+            .map(|o| match o {
+                ClientOut::Release { server, reusable } => {
+                    format!("release {} reusable={reusable}", server.id.0)
+                }
+                ClientOut::Acquire(key) => format!("acquire {:?}", key.route),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        let want = [
+            format!("release {} reusable=false", 1000 + k),
+            "acquire Primary".into(),
+        ];
+        if outs != want {
+            let detail =
+                format!("a demoted primary lent for `primary`: {outs:?}, expected {want:?}");
+            return Err(fail("welcome-as-documented", detail));
+        }
     }
+    let settings = settings_of("off");
     let lent = pgyard_proxy::Lent {
         id: pgyard_proxy::ServerId(k),
         settings,
@@ -460,7 +513,16 @@ fn lend(
     while let Some(m) = c.message() {
         got.push(m);
     }
-    if got == want && !c.closed && c.released {
+    // Transaction mode gives the server back at once; session mode keeps it, and sets on it
+    // what the client asked for that differs from what it reports.
+    let keeps = c.s.server() == Some(pgyard_proxy::ServerId(k));
+    let holds = if session {
+        let differs = !asked.is_empty() || app.is_some();
+        keeps && !c.released && c.to_server == differs
+    } else {
+        !keeps && c.released && !c.to_server
+    };
+    if got == want && !c.closed && holds {
         return Ok(());
     }
     let show = |l: &[(u8, Vec<u8>)]| -> Vec<String> {
@@ -469,10 +531,13 @@ fn lend(
             .collect()
     };
     let detail = format!(
-        "welcome {:?} (closed={}, released={}), expected {:?}",
+        "welcome {:?} (closed={}, released={}, server {:?}, wrote to it {}, session mode {session}), \
+         expected {:?}",
         show(&got),
         c.closed,
         c.released,
+        c.s.server(),
+        c.to_server,
         show(&want)
     );
     Err(fail("welcome-as-documented", detail))
