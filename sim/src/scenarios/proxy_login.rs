@@ -523,7 +523,11 @@ fn lend(
         !keeps && c.released && !c.to_server
     };
     if got == want && !c.closed && holds {
-        return Ok(());
+        return if session {
+            aligned_then_gone(c, &shown)
+        } else {
+            Ok(())
+        };
     }
     let show = |l: &[(u8, Vec<u8>)]| -> Vec<String> {
         l.iter()
@@ -541,6 +545,58 @@ fn lend(
         show(&want)
     );
     Err(fail("welcome-as-documented", detail))
+}
+
+/// Session mode: the server answers the alignment (each setting it changed, then
+/// ReadyForQuery), which the client never sees; the client then leaves, and the server goes
+/// back with the settings it now has — the client's.
+fn aligned_then_gone(
+    c: &mut Conn,
+    shown: &std::collections::BTreeMap<String, String>,
+) -> Result<(), Violation> {
+    let tracked = [
+        "DateStyle",
+        "TimeZone",
+        "application_name",
+        "client_encoding",
+    ];
+    if c.to_server {
+        let mut reply = Vec::new();
+        for name in tracked {
+            let body = [name.as_bytes(), b"\0", shown[name].as_bytes(), b"\0"].concat();
+            reply.push(b'S');
+            reply.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+            reply.extend_from_slice(&body);
+        }
+        reply.extend_from_slice(b"C\0\0\0\x08SET\0Z\0\0\0\x05I");
+        c.s.handle_server_bytes(c.now, bytes::Bytes::from(reply));
+        c.pump_lent()?;
+    }
+    let state = c.s.activity().state;
+    if !c.rx.is_empty() || state != ClientState::Active {
+        let detail = format!(
+            "after the alignment the client got {} bytes, the session is {state:?}",
+            c.rx.len()
+        );
+        return Err(fail("alignment-is-the-proxys", detail));
+    }
+    c.s.handle_client_bytes(c.now, b"X\0\0\0\x04");
+    let mut back = None;
+    while let Some(o) = c.s.poll_output() {
+        match o {
+            ClientOut::Release { server, .. } => back = Some(server.settings),
+            ClientOut::Close => c.closed = true,
+            other => return Err(fail("login-outputs", format!("at Terminate: {other:?}"))),
+        }
+    }
+    let settings = back.ok_or_else(|| fail("alignment-is-the-proxys", "no server back".into()))?;
+    let got: Vec<Option<&String>> = tracked.iter().map(|n| settings.get(n)).collect();
+    let want: Vec<Option<&String>> = tracked.iter().map(|n| shown.get(*n)).collect();
+    if got != want || !c.closed {
+        let detail = format!("the server went back with {got:?}, it reported {want:?}");
+        return Err(fail("alignment-is-the-proxys", detail));
+    }
+    Ok(())
 }
 
 /// SIGTERM reaches a session that holds no server: FATAL 08P01 `pooler is shutting down`.
