@@ -390,7 +390,17 @@ impl Client {
                          session counted {counted:?}",
                         self.m_sent
                     );
-                    return Err(violation("middleware-counted", detail));
+                    return Err(violation("counters-true", detail));
+                }
+                // …and, in transaction mode, where the proxy keeps them to rename them, the
+                // named statements it has (SHOW CLIENTS' `prepared_statements`).
+                let prepared = self.session.activity().prepared;
+                if self.welcomed && !self.session_mode && prepared != self.parsed.len() {
+                    let detail = format!(
+                        "client {c}: parsed statements {:?}, the session says it has {prepared}",
+                        self.parsed
+                    );
+                    return Err(violation("counters-true", detail));
                 }
                 self.ready(body.first().copied());
                 Ok(Heard::Nothing)
