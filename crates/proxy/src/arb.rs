@@ -277,4 +277,19 @@ mod tests {
         }
         assert!(named_parse, "a named statement is prepared");
     }
+
+    /// The structured target reads `sent()` to know how far a session got.
+    #[test]
+    fn a_client_counts_the_requests_it_made() {
+        let data: Vec<u8> = (0..512u32).map(|i| (i * 37 % 251) as u8).collect();
+        let mut u = Unstructured::new(&data);
+        let mut c = WellFormedClient::arbitrary(&mut u);
+        assert_eq!(c.sent(), 0);
+        let mut made = 0;
+        while made < 5 && !c.finished() {
+            c.next_request(&mut u);
+            made += 1;
+            assert_eq!(c.sent(), made);
+        }
+    }
 }

@@ -183,6 +183,15 @@ mod tests {
     }
 
     #[test]
+    fn a_file_of_comments_lists_nobody() {
+        for text in ["", "; only a comment\n", "\n  \nplain words\n"] {
+            let f = parse(text).expect("parses");
+            assert!(f.is_empty() && f.len() == 0, "{text:?}");
+        }
+        assert!(!parse("\"u\" \"p\"\n").expect("parses").is_empty());
+    }
+
+    #[test]
     fn broken_lines_are_named() {
         let err = |t: &str| parse(t).expect_err(t).to_string();
         assert_eq!(

@@ -236,6 +236,24 @@ mod tests {
     }
 
     #[test]
+    fn a_captured_body_may_be_capture_max_long_and_no_longer() {
+        let header = |body: usize| {
+            let mut h = vec![b'S'];
+            h.extend_from_slice(&(body as i32 + 4).to_be_bytes());
+            Bytes::from(h)
+        };
+        // A type whose own limit is far above the capture's.
+        let limits = || Limits::libpq_client().with_tag_max(b'S', 1 << 20);
+        let mut s = Scanner::new(limits(), |t| t == b'S');
+        assert!(s.scan(header(CAPTURE_MAX)).is_ok(), "exactly CAPTURE_MAX");
+        let mut s = Scanner::new(limits(), |t| t == b'S');
+        assert!(s.scan(header(CAPTURE_MAX + 1)).is_err(), "one byte more");
+        // Not captured: only the type's own limit applies.
+        let mut s = Scanner::new(limits(), |_| false);
+        assert!(s.scan(header(CAPTURE_MAX + 1)).is_ok());
+    }
+
+    #[test]
     fn inside_a_frame_once_its_header_went_out() {
         let data = frame(b'E', b"SFATAL\0");
         let mut s = Scanner::new(Limits::libpq_client(), |_| false);
