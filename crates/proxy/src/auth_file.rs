@@ -186,7 +186,7 @@ mod tests {
     fn a_file_of_comments_lists_nobody() {
         for text in ["", "; only a comment\n", "\n  \nplain words\n"] {
             let f = parse(text).expect("parses");
-            assert!(f.is_empty() && f.len() == 0, "{text:?}");
+            assert_eq!((f.is_empty(), f.len()), (true, 0), "{text:?}");
         }
         assert!(!parse("\"u\" \"p\"\n").expect("parses").is_empty());
     }
