@@ -96,6 +96,8 @@ enum Want {
     Show(&'static str),
     /// ERROR 08P01 with this text.
     Error(String),
+    /// Not a command: ERROR 08P01 `invalid command 'QUERY', use SHOW HELP;`.
+    Invalid,
 }
 
 /// A command as written, with what it must get.
@@ -132,25 +134,15 @@ fn draw_command(rng: &mut Rng) -> (String, Want) {
             (vec![word.into(), arg.into()], Want::Error(text))
         }
         // Not commands: the query comes back in PgBouncer's error.
-        10 => (vec!["show".into()], Want::Error(String::new())),
+        10 => (vec!["show".into()], Want::Invalid),
         11 => (
             vec!["show".into(), "pools".into(), "now".into()],
-            Want::Error(String::new()),
+            Want::Invalid,
         ),
-        12 => (
-            vec!["show".into(), "\"POOLS\"".into()],
-            Want::Error(String::new()),
-        ),
-        _ => (vec!["vacuum".into()], Want::Error(String::new())),
+        12 => (vec!["show".into(), "\"POOLS\"".into()], Want::Invalid),
+        _ => (vec!["vacuum".into()], Want::Invalid),
     };
-    let text = decorate(rng, &words);
-    let want = match want {
-        Want::Error(e) if e.is_empty() => {
-            Want::Error(format!("invalid command '{text}', use SHOW HELP;"))
-        }
-        w => w,
-    };
-    (text, want)
+    (decorate(rng, &words), want)
 }
 
 /// The words in random case, between random whitespace, with or without a `;`.
@@ -293,6 +285,10 @@ fn answer(
             expect.push((b'C', Some(b"SHOW\0".to_vec())));
         }
         Want::Error(e) => expect.push((b'E', Some(error_fields("ERROR", "08P01", e)))),
+        Want::Invalid => {
+            let e = format!("invalid command '{text}', use SHOW HELP;");
+            expect.push((b'E', Some(error_fields("ERROR", "08P01", &e))));
+        }
     }
     expect.push((b'Z', Some(b"I".to_vec())));
     for (tag, body) in expect {

@@ -320,7 +320,7 @@ fn connection(
     let Some(tls) = self::prelude(rng, t, p, &mut c, prelude)? else {
         return Ok(());
     };
-    let who = auth::draw_client(rng, &p.login, &p.admins);
+    let who = auth::draw_client(rng, &p.login);
     let version = if uniform_inclusive(rng, 1) == 0 {
         ProtocolVersion::V3_0
     } else {

@@ -6,7 +6,6 @@
 //! list goes through the same SCRAM exchange as any other, and a wrong password or an
 //! unknown user ends with FATAL 28P01 `password authentication failed for user "NAME"`.
 
-use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -133,13 +132,11 @@ fn line(rng: &mut Rng, text: &mut String, name: &str, password: &str, stored: St
 
 /// A listed user (seven in ten) or nobody listed, the right password (four in five), and the
 /// console (two in five) or a database.
-pub(super) fn draw_client(rng: &mut Rng, login: &Login, admins: &BTreeSet<String>) -> Who {
+pub(super) fn draw_client(rng: &mut Rng, login: &Login) -> Who {
     let listed = !login.users.is_empty() && uniform_inclusive(rng, 9) < 7;
     let (user, password) = if listed {
         let u = &login.users[uniform_inclusive(rng, login.users.len() as u64 - 1) as usize];
         (u.name.clone(), u.password.clone())
-    } else if let Some(a) = admins.first().filter(|_| login.users.is_empty()) {
-        (a.clone(), "whatever".to_owned())
     } else {
         ("nobody".to_owned(), "whatever".to_owned())
     };
