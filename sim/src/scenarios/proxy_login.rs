@@ -48,9 +48,10 @@ enum Prelude {
     SslTwice,
     GssAfterTls,
     Direct,
+    GssThenRecord,
 }
 
-const PRELUDES: [Prelude; 9] = [
+const PRELUDES: [Prelude; 10] = [
     Prelude::Plain,
     Prelude::Ssl,
     Prelude::SslStuffed,
@@ -60,6 +61,7 @@ const PRELUDES: [Prelude; 9] = [
     Prelude::SslTwice,
     Prelude::GssAfterTls,
     Prelude::Direct,
+    Prelude::GssThenRecord,
 ];
 
 /// What a seed's proxy is.
@@ -647,13 +649,19 @@ fn prelude(
         Prelude::Plain => Ok(Some(false)),
         Prelude::Ssl => ssl_request(rng, t, c, on, &ssl),
         Prelude::SslStuffed | Prelude::GssStuffed => {
-            // A StartupMessage sent with the request, before its answer.
+            // A StartupMessage sent with the request, before its answer: whole, or only its
+            // first bytes (the rest of it still to come).
             let mut b = if prelude == Prelude::SslStuffed {
                 ssl
             } else {
                 gss
             };
+            let request = b.len();
             let _ = encode_startup(ProtocolVersion::V3_0, &[(b"user", b"x")], &mut b);
+            if uniform_inclusive(rng, 1) == 0 {
+                let keep = request + 1 + uniform_inclusive(rng, 6) as usize;
+                b.truncate(keep);
+            }
             c.send(&b)?;
             let text = if prelude == Prelude::SslStuffed {
                 "received unencrypted data after SSL request"
@@ -691,6 +699,24 @@ fn prelude(
             Ok(Some(false))
         }
         Prelude::Direct => direct(rng, t, c, on),
+        Prelude::GssThenRecord => {
+            // Direct TLS is known by the very first byte only: a TLS record after an answered
+            // request is read as a startup packet, whose length word is far out of range.
+            c.send(&gss)?;
+            answered(c, b'N', "GSSENCRequest")?;
+            c.send(&[0x16, 0x03, 0x01, 0x00, 0x05, 0x01, 0x00, 0x00, 0x01, 0x03])?;
+            let fatal = c.message().is_some_and(|(tag, body)| {
+                tag == b'E' && field(&body, b'C').as_deref() == Some("08P01")
+            });
+            if fatal && c.closed && c.started_tls.is_none() {
+                return Ok(None);
+            }
+            let detail = format!(
+                "a TLS record after GSSENCRequest: handshake {:?}, closed={}",
+                c.started_tls, c.closed
+            );
+            Err(fail("login-answered-as-postgresql", detail))
+        }
     }
 }
 
