@@ -58,7 +58,7 @@ impl World {
                 if self.clients[i].read(&b)? == Heard::Loss {
                     self.judge_loss(i)?;
                 }
-                Ok(())
+                self.clients[i].judge_counters()
             }
             ClientOut::ToServer(b) => {
                 let Some(&server) = self.lent.get(&sid) else {

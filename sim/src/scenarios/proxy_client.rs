@@ -134,6 +134,8 @@ pub(super) struct Client {
     /// Middleware messages sent on this connection, and of them those of a class no one
     /// knows.
     m_sent: (u64, u64),
+    /// A request's answer ended since the session's counters were last judged.
+    ended: bool,
 }
 
 impl Client {
@@ -166,6 +168,7 @@ impl Client {
             notices_owed: 0,
             cancel_sent: false,
             m_sent: (0, 0),
+            ended: false,
         }
     }
 
@@ -197,6 +200,7 @@ impl Client {
         }
         self.session = session;
         self.m_sent = (0, 0);
+        self.ended = false;
         self.gen += 1;
         self.at = 0;
         self.startup = true;
@@ -380,28 +384,6 @@ impl Client {
                     );
                     return Err(violation("route-ignored-with-notice", detail));
                 }
-                // Every middleware message of a request is read before its answer ends: the
-                // counters SHOW STATS sums have counted each once.
-                let st = self.session.stats();
-                let counted = (st.middleware, st.unknown_classes);
-                if self.welcomed && counted != self.m_sent {
-                    let detail = format!(
-                        "client {c}: sent {:?} middleware messages (all, unknown class), the \
-                         session counted {counted:?}",
-                        self.m_sent
-                    );
-                    return Err(violation("counters-true", detail));
-                }
-                // …and, in transaction mode, where the proxy keeps them to rename them, the
-                // named statements it has (SHOW CLIENTS' `prepared_statements`).
-                let prepared = self.session.activity().prepared;
-                if self.welcomed && !self.session_mode && prepared != self.parsed.len() {
-                    let detail = format!(
-                        "client {c}: parsed statements {:?}, the session says it has {prepared}",
-                        self.parsed
-                    );
-                    return Err(violation("counters-true", detail));
-                }
                 self.ready(body.first().copied());
                 Ok(Heard::Nothing)
             }
@@ -418,6 +400,7 @@ impl Client {
             return;
         }
         self.cancelled = false;
+        self.ended = true;
         if self.txns.front().is_some_and(|t| t.kind == Kind::SetVar) {
             self.set_var = true;
         }
@@ -426,6 +409,36 @@ impl Client {
             self.txns.pop_front();
             self.at = 0;
         }
+    }
+
+    /// Once a request's answer has ended, the session has counted every middleware message
+    /// of the connection, apart those of a class nobody knows (SHOW STATS sums them), and in
+    /// transaction mode, where the proxy keeps named statements to rename them, it says it has
+    /// those the client parsed (SHOW CLIENTS' `prepared_statements`).
+    pub(super) fn judge_counters(&mut self) -> Result<(), Violation> {
+        if !std::mem::take(&mut self.ended) {
+            return Ok(());
+        }
+        let c = self.c;
+        let st = self.session.stats();
+        let counted = (st.middleware, st.unknown_classes);
+        if counted != self.m_sent {
+            let detail = format!(
+                "client {c}: sent {:?} middleware messages (all, unknown class), the session \
+                 counted {counted:?}",
+                self.m_sent
+            );
+            return Err(violation("counters-true", detail));
+        }
+        let prepared = self.session.activity().prepared;
+        if !self.session_mode && prepared != self.parsed.len() {
+            let detail = format!(
+                "client {c}: parsed statements {:?}, the session says it has {prepared}",
+                self.parsed
+            );
+            return Err(violation("counters-true", detail));
+        }
+        Ok(())
     }
 
     /// An ErrorResponse: the ones a client may get here, or a broken promise.
