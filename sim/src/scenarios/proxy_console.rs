@@ -11,7 +11,7 @@ use pgyard_proxy::CancelKey;
 use pgyard_types::{uniform_inclusive, Rng};
 use pgyard_wire::frame::ProtocolVersion;
 
-use super::proxy_login::{ends_with_fatal, fail, field, Conn};
+use super::proxy_login::{ends_with_fatal, fail, field, judge_key, welcome_messages, Conn};
 use super::proxy_show as show;
 use crate::{trace, Trace, Violation};
 
@@ -43,42 +43,20 @@ pub(super) fn welcome(
     version: ProtocolVersion,
     middleware: bool,
 ) -> Result<(), Violation> {
-    let mut got = Vec::new();
-    while let Some(m) = c.message() {
-        got.push(m);
-    }
-    let told = if version == ProtocolVersion::V3_0 {
-        &key.secret[..4]
-    } else {
-        &key.secret[..]
-    };
-    let mut want: Vec<(u8, Vec<u8>)> = vec![(b'R', 0u32.to_be_bytes().to_vec())];
-    for (name, value) in settings() {
-        want.push((
-            b'S',
-            [name.as_bytes(), b"\0", value.as_bytes(), b"\0"].concat(),
-        ));
-    }
-    if middleware {
-        // A client that asked for middleware messages is told they are on, after the rest.
-        want.push((b'S', b"middleware_messages\0on\0".to_vec()));
-    }
-    want.push((b'K', [&key.pid.to_be_bytes()[..], told].concat()));
-    want.push((b'Z', b"I".to_vec()));
+    let got = c.messages();
+    let shown = settings();
+    // A client that asked for middleware messages is told they are on, after the rest.
+    let middleware = middleware.then_some(("middleware_messages", "on"));
+    let all = shown
+        .iter()
+        .map(|(n, v)| (*n, v.as_str()))
+        .chain(middleware);
+    let want = welcome_messages(all, key, version);
     if got != want || c.closed {
         let detail = format!("welcome {got:?} (closed={}), expected {want:?}", c.closed);
         return Err(bad(detail));
     }
-    if c.s.cancel_pid() != key.pid || c.s.cancel_secret() != Some(told) {
-        let detail = format!(
-            "the session registers key ({}, {:?}), its client was told ({}, {told:?})",
-            c.s.cancel_pid(),
-            c.s.cancel_secret(),
-            key.pid
-        );
-        return Err(fail("cancel-key-as-told", detail));
-    }
-    Ok(())
+    judge_key(c, key, version)
 }
 
 /// What a command must get.

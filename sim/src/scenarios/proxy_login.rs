@@ -19,7 +19,9 @@ use std::sync::Arc;
 
 use bytes::{Buf, BytesMut};
 use pgyard_proxy::admin::ClientState;
-use pgyard_proxy::{ClientAuth, ClientConfig, ClientOut, ClientSession, ClientTls, TlsMode};
+use pgyard_proxy::{
+    CancelKey, ClientAuth, ClientConfig, ClientOut, ClientSession, ClientTls, TlsMode,
+};
 use pgyard_types::{uniform_inclusive, Instant, Rng, RngCore};
 use pgyard_wire::frame::ProtocolVersion;
 use pgyard_wire::frontend::{encode_gssenc_request, encode_ssl_request, encode_startup};
@@ -135,6 +137,11 @@ impl Conn {
         Ok(())
     }
 
+    /// Every whole message the proxy wrote that the client has not read.
+    pub(super) fn messages(&mut self) -> Vec<(u8, Vec<u8>)> {
+        std::iter::from_fn(|| self.message()).collect()
+    }
+
     /// The next whole message the proxy wrote: tag and body.
     pub(super) fn message(&mut self) -> Option<(u8, Vec<u8>)> {
         let len = u32::from_be_bytes(*self.rx.get(1..5)?.first_chunk::<4>()?) as usize;
@@ -146,6 +153,52 @@ impl Conn {
         self.rx.advance(1 + len);
         Some((tag, body))
     }
+}
+
+/// The key a client is told: 4 bytes under protocol 3.0, all 32 under 3.2.
+fn told_key(key: &CancelKey, version: ProtocolVersion) -> &[u8] {
+    if version == ProtocolVersion::V3_0 {
+        &key.secret[..4]
+    } else {
+        &key.secret[..]
+    }
+}
+
+/// The welcome `docs/proxy.md` states: AuthenticationOk, `settings` in the order given, the
+/// client's cancel key, ReadyForQuery.
+pub(super) fn welcome_messages<'a>(
+    settings: impl IntoIterator<Item = (&'a str, &'a str)>,
+    key: &CancelKey,
+    version: ProtocolVersion,
+) -> Vec<(u8, Vec<u8>)> {
+    let mut want: Vec<(u8, Vec<u8>)> = vec![(b'R', 0u32.to_be_bytes().to_vec())];
+    for (n, v) in settings {
+        want.push((b'S', [n.as_bytes(), b"\0", v.as_bytes(), b"\0"].concat()));
+    }
+    let told = told_key(key, version);
+    want.push((b'K', [&key.pid.to_be_bytes()[..], told].concat()));
+    want.push((b'Z', b"I".to_vec()));
+    want
+}
+
+/// What the adapter reads from a welcomed session as the key to register for CancelRequests
+/// is the key its client was told.
+pub(super) fn judge_key(
+    c: &Conn,
+    key: &CancelKey,
+    version: ProtocolVersion,
+) -> Result<(), Violation> {
+    let told = told_key(key, version);
+    if c.s.cancel_pid() == key.pid && c.s.cancel_secret() == Some(told) {
+        return Ok(());
+    }
+    let detail = format!(
+        "the session registers key ({}, {:?}), its client was told ({}, {told:?})",
+        c.s.cancel_pid(),
+        c.s.cancel_secret(),
+        key.pid
+    );
+    Err(fail("cancel-key-as-told", detail))
 }
 
 pub(super) fn fail(invariant: &'static str, detail: String) -> Violation {
@@ -279,7 +332,7 @@ fn connection(
     let prelude = PRELUDES[uniform_inclusive(rng, PRELUDES.len() as u64 - 1) as usize];
     let mut secret = vec![0u8; 32];
     rng.fill_bytes(&mut secret);
-    let key = pgyard_proxy::CancelKey {
+    let key = CancelKey {
         pid: (rng.next_u32() >> 1) as i32,
         secret,
     };
@@ -407,7 +460,7 @@ fn lend(
     rng: &mut Rng,
     c: &mut Conn,
     k: u64,
-    key: &pgyard_proxy::CancelKey,
+    key: &CancelKey,
     version: ProtocolVersion,
     asked: &[(&str, &str)],
     app: Option<&str>,
@@ -500,21 +553,13 @@ fn lend(
     if middleware {
         shown.insert("middleware_messages".into(), "on".into());
     }
-    let told = if version == ProtocolVersion::V3_0 {
-        &key.secret[..4]
-    } else {
-        &key.secret[..]
-    };
-    let mut want: Vec<(u8, Vec<u8>)> = vec![(b'R', 0u32.to_be_bytes().to_vec())];
-    for (n, v) in &shown {
-        want.push((b'S', [n.as_bytes(), b"\0", v.as_bytes(), b"\0"].concat()));
-    }
-    want.push((b'K', [&key.pid.to_be_bytes()[..], told].concat()));
-    want.push((b'Z', b"I".to_vec()));
-    let mut got = Vec::new();
-    while let Some(m) = c.message() {
-        got.push(m);
-    }
+    let want = welcome_messages(
+        shown.iter().map(|(n, v)| (n.as_str(), v.as_str())),
+        key,
+        version,
+    );
+    let got = c.messages();
+    judge_key(c, key, version)?;
     // Transaction mode gives the server back at once; session mode keeps it, and sets on it
     // what the client asked for that differs from what it reports.
     let keeps = c.s.server() == Some(pgyard_proxy::ServerId(k));
