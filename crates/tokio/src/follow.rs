@@ -58,6 +58,9 @@ use tokio::time::Instant;
 use crate::{ConnectOptions, ErrorKind, Session};
 use pgyard_driver::decode;
 
+mod pace;
+use pace::{pace_socket, Pulse};
+
 /// What [`run`] needs: where to connect, which slot and publication, the delay and the queue
 /// directory, plus the flush and status cadence.
 #[derive(Clone, Debug)]
@@ -317,10 +320,12 @@ async fn follow_once(
         .send_query(&start_replication_pgoutput(&options.slot, start, &pgoutput))
         .await?;
     expect_copy_both(&mut session).await?;
+    let paced = session.tcp().is_some_and(pace_socket);
     m.handle_started(unix_now(), start)?;
     publish(m, progress);
     let mut f = Follower {
         session,
+        pulse: Pulse::new(paced),
         queue,
         m,
         options,
@@ -347,11 +352,16 @@ enum Wake {
     Stop,
     Frame(Result<crate::RawFrame, crate::Error>),
     Timer,
+    /// In flow, the socket had nothing more.
+    Drained,
+    /// A pause between pulses ended.
+    Resume,
 }
 
 /// One connection's I/O around the machine.
 struct Follower<'a> {
     session: Session,
+    pulse: Pulse,
     queue: &'a SharedQueue,
     m: &'a mut FollowMachine,
     options: &'a FollowOptions,
@@ -374,15 +384,43 @@ impl Follower<'_> {
                     .poll_timeout()
                     .unwrap_or_else(|| later(unix_now(), self.options.status_interval)),
             );
-            let woke = tokio::select! {
-                biased;
-                () = stop.as_mut() => Wake::Stop,
-                r = self.session.recv_frame(), if reading => Wake::Frame(r),
-                () = tokio::time::sleep_until(wake) => Wake::Timer,
+            let waited = Instant::now();
+            let paused = self.pulse.paused(waited, wake);
+            let may_read = reading && paused.is_none();
+            let woke = if may_read && self.pulse.in_flow() {
+                // In flow: take what is there, without waiting for more.
+                tokio::select! {
+                    biased;
+                    () = stop.as_mut() => Wake::Stop,
+                    r = self.session.recv_frame() => Wake::Frame(r),
+                    () = std::future::ready(()) => Wake::Drained,
+                }
+            } else {
+                tokio::select! {
+                    biased;
+                    () = stop.as_mut() => Wake::Stop,
+                    r = self.session.recv_frame(), if may_read => Wake::Frame(r),
+                    () = tokio::time::sleep_until(paused.unwrap_or(wake)) => match paused {
+                        Some(_) => Wake::Resume,
+                        None => Wake::Timer,
+                    },
+                }
             };
             match woke {
                 Wake::Stop => return Ok(()),
-                Wake::Frame(r) => self.on_frames(r?)?,
+                Wake::Frame(r) => {
+                    let frame = r?;
+                    self.pulse.after_frame(waited, Instant::now());
+                    self.on_frames(frame)?;
+                }
+                Wake::Drained => {
+                    self.pulse.drained(waited);
+                    continue;
+                }
+                Wake::Resume => {
+                    self.pulse.resume();
+                    continue;
+                }
                 Wake::Timer => self.m.handle_timeout(&mut lock(self.queue), unix_now())?,
             }
             self.transmit().await?;

@@ -83,6 +83,11 @@ impl Session {
         }
     }
 
+    /// The TCP socket under the session, if it runs over TCP (for socket options).
+    pub(crate) fn tcp(&mut self) -> Option<&tokio::net::TcpStream> {
+        self.core.transport_mut().ok()?.tcp()
+    }
+
     /// The next backend frame if a read already brought it, without reading: a consumer of
     /// a stream of small frames handles one read's worth in one go.
     pub fn buffered_frame(&mut self) -> Result<Option<RawFrame>, Error> {

@@ -9,9 +9,26 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
 
 /// A byte stream the session can own: TCP, Unix, or TLS over either.
-pub(crate) trait Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+pub(crate) trait Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static {
+    /// The TCP socket under the stream, if it runs over one (socket options).
+    fn tcp(&self) -> Option<&TcpStream> {
+        None
+    }
+}
 
-impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Stream for T {}
+impl Stream for TcpStream {
+    fn tcp(&self) -> Option<&TcpStream> {
+        Some(self)
+    }
+}
+
+impl Stream for UnixStream {}
+
+impl Stream for tokio_rustls::client::TlsStream<Transport> {
+    fn tcp(&self) -> Option<&TcpStream> {
+        self.get_ref().0.tcp()
+    }
+}
 
 /// A connection's byte stream, whatever it runs over.
 pub(crate) type Transport = Box<dyn Stream>;
