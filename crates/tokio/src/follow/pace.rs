@@ -12,7 +12,7 @@ const FLOW_GAP: Duration = Duration::from_micros(500);
 const PULSE: Duration = Duration::from_millis(1);
 /// The receive buffer of a paced socket: what the publisher may send while the follower
 /// pauses, before the rest waits in the publisher's own send buffer.
-const PACED_RECV_BUFFER: usize = 64 * 1024;
+const PACED_RECV_BUFFER: usize = 16 * 1024;
 
 /// Whether a publisher reached over TCP at `peer` from `local` runs on this host.
 pub(super) fn same_host(local: SocketAddr, peer: SocketAddr) -> bool {
