@@ -14,6 +14,7 @@ mod proxy_console;
 mod proxy_limits;
 mod proxy_login;
 mod proxy_login_auth;
+mod proxy_login_prelude;
 mod proxy_plan;
 mod proxy_server;
 mod proxy_show;
