@@ -2,7 +2,10 @@
 //! one PostgreSQL 18, directly, through PgBouncer (Debian's package, transaction mode) and
 //! through `pgyard proxy` (transaction mode), with the same pool size, in simple, extended
 //! and prepared query mode. The three targets run in turn three times per mode; the medians
-//! and the ratios are printed. A whole-process load benchmark: criterion does not fit it.
+//! and the ratios are printed, with each target's CPU time per transaction (the whole
+//! machine's, and the proxy process's) and the machine's idle and stolen shares. Each proxy
+//! runs in a session of its own, as a service would. A whole-process load benchmark:
+//! criterion does not fit it.
 
 use std::net::TcpStream;
 use std::os::unix::fs::chown;
@@ -21,7 +24,7 @@ const ROUNDS: usize = 3;
 
 use crate::Running;
 
-pub fn run(seconds: u64) -> Result<(), String> {
+pub fn run(seconds: u64, modes: &[&str]) -> Result<(), String> {
     let pgbouncer = ensure_pgbouncer()?;
     let pgyard = crate::build_pgyard_release()?;
     let options = Options::default().conf("max_connections = 200");
@@ -36,7 +39,7 @@ pub fn run(seconds: u64) -> Result<(), String> {
     let pgyard_port = free_port()?;
     let backend = format!("host=127.0.0.1 port={}", primary.port());
     let _pgyard = Running(
-        Command::new(&pgyard)
+        daemon(&pgyard)
             .args(["proxy", "--listen", &format!("127.0.0.1:{pgyard_port}")])
             .args(["--backend", &backend, "--auth", "trust"])
             .args(["--pool-mode", "transaction", "--pool-size", POOL_SIZE])
@@ -49,20 +52,35 @@ pub fn run(seconds: u64) -> Result<(), String> {
     let _bouncer = start_pgbouncer(&pgbouncer, &dir, primary.port(), bouncer_port)?;
     wait_listening(pgyard_port)?;
     wait_listening(bouncer_port)?;
+    for (name, pid) in [
+        ("pgbench", std::process::id()),
+        ("pgbouncer", _bouncer.0.id()),
+        ("pgyard", _pgyard.0.id()),
+    ] {
+        let group = std::fs::read_to_string(format!("/proc/{pid}/autogroup")).unwrap_or_default();
+        println!(
+            "{name} runs in {}",
+            group.trim().split(' ').next().unwrap_or("(no autogroup)")
+        );
+    }
 
+    // Each target with the process whose CPU time it adds (none when direct).
     let targets = [
-        ("direct", primary.port()),
-        ("pgbouncer", bouncer_port),
-        ("pgyard", pgyard_port),
+        ("direct", primary.port(), None),
+        ("pgbouncer", bouncer_port, Some(_bouncer.0.id())),
+        ("pgyard", pgyard_port, Some(_pgyard.0.id())),
     ];
     println!(
         "pgbench -S -c {CLIENTS} -j {THREADS} -T {seconds}, pool size {POOL_SIZE}, {ROUNDS} rounds, median TPS"
     );
-    for mode in ["simple", "extended", "prepared"] {
+    for &mode in modes {
         let mut tps: Vec<Vec<Option<f64>>> = vec![Vec::new(); targets.len()];
+        let mut cpu: Vec<Vec<Option<Cpu>>> = vec![Vec::new(); targets.len()];
         for _ in 0..ROUNDS {
-            for (i, (_, port)) in targets.iter().enumerate() {
-                tps[i].push(one_run(*port, mode, seconds));
+            for (i, (_, port, pid)) in targets.iter().enumerate() {
+                let (t, c) = measured_run(*port, *pid, mode, seconds);
+                tps[i].push(t);
+                cpu[i].push(c);
             }
         }
         let medians: Vec<Option<f64>> = tps.iter().map(|r| median(r)).collect();
@@ -79,12 +97,106 @@ pub fn run(seconds: u64) -> Result<(), String> {
             ratio(medians[2], medians[1]),
             ratio(medians[2], medians[0]),
         );
+        for (i, (name, _, _)) in targets.iter().enumerate() {
+            let pick = |f: fn(&Cpu) -> f64| {
+                median(&cpu[i].iter().map(|c| c.as_ref().map(f)).collect::<Vec<_>>())
+            };
+            let us = |m: Option<f64>| m.map_or("-".to_owned(), |v| format!("{v:.1}"));
+            println!(
+                "          {name:<9} CPU per transaction: machine {} us, proxy {} us; idle {}%, steal {}%",
+                us(pick(|c| c.machine_us)),
+                us(pick(|c| c.proxy_us)),
+                us(pick(|c| c.idle_percent)),
+                us(pick(|c| c.steal_percent)),
+            );
+        }
     }
     Ok(())
 }
 
-/// One pgbench run's TPS, or `None` when it failed.
-fn one_run(port: u16, mode: &str, seconds: u64) -> Option<f64> {
+/// Where the CPU went during one run, per transaction.
+#[derive(Clone, Debug)]
+struct Cpu {
+    /// Busy time of the whole machine (every core, steal excluded) per transaction.
+    machine_us: f64,
+    /// The proxy process's user and system time per transaction (0 when direct).
+    proxy_us: f64,
+    /// Share of the machine's time spent idle, and taken by the hypervisor.
+    idle_percent: f64,
+    steal_percent: f64,
+}
+
+/// One pgbench run's TPS and CPU accounting (`None` when the run failed).
+fn measured_run(
+    port: u16,
+    pid: Option<u32>,
+    mode: &str,
+    seconds: u64,
+) -> (Option<f64>, Option<Cpu>) {
+    let machine_before = machine_ticks();
+    let proxy_before = pid.and_then(process_ticks);
+    let Some((tps, txns)) = one_run(port, mode, seconds) else {
+        return (None, None);
+    };
+    let machine_after = machine_ticks();
+    let proxy_after = pid.and_then(process_ticks);
+    let cpu = (|| {
+        let (before, after) = (machine_before?, machine_after?);
+        let d: Vec<f64> = after
+            .iter()
+            .zip(&before)
+            .map(|(a, b)| (a - b) as f64)
+            .collect();
+        let total: f64 = d.iter().sum();
+        // /proc/stat's cpu line: user nice system idle iowait irq softirq steal.
+        let idle = d.get(3)? + d.get(4)?;
+        let steal = *d.get(7)?;
+        let ticks_us = 1e6 / ticks_per_second();
+        let proxy = match (proxy_before, proxy_after) {
+            (Some(b), Some(a)) => (a - b) as f64,
+            _ => 0.0,
+        };
+        (total > 0.0 && txns > 0).then(|| Cpu {
+            machine_us: (total - idle - steal) * ticks_us / txns as f64,
+            proxy_us: proxy * ticks_us / txns as f64,
+            idle_percent: 100.0 * idle / total,
+            steal_percent: 100.0 * steal / total,
+        })
+    })();
+    (Some(tps), cpu)
+}
+
+/// The machine's CPU time so far, in clock ticks, by kind (the `cpu` line of /proc/stat).
+fn machine_ticks() -> Option<Vec<u64>> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().next()?.strip_prefix("cpu ")?;
+    line.split_whitespace().map(|v| v.parse().ok()).collect()
+}
+
+/// A process's user and system time so far, in clock ticks.
+fn process_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces; the fields after it are plain.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are the 14th and 15th fields, the 12th and 13th after the name.
+    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+}
+
+/// The unit of /proc's times (`getconf CLK_TCK`; Linux's USER_HZ, 100 on common machines).
+fn ticks_per_second() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|t| t.trim().parse().ok())
+        .filter(|&hz: &f64| hz > 0.0)
+        .unwrap_or(100.0)
+}
+
+/// One pgbench run's TPS and number of transactions, or `None` when it failed.
+fn one_run(port: u16, mode: &str, seconds: u64) -> Option<(f64, u64)> {
     let conninfo = format!("host=127.0.0.1 port={port} user=postgres dbname=postgres");
     let t = seconds.to_string();
     let args = [
@@ -92,11 +204,21 @@ fn one_run(port: u16, mode: &str, seconds: u64) -> Option<f64> {
     ];
     let out = pgbench(&args, Duration::from_secs(seconds + 60)).ok()?;
     let line = out.lines().find(|l| l.starts_with("tps = "))?;
-    line.trim_start_matches("tps = ")
+    let tps = line
+        .trim_start_matches("tps = ")
         .split_whitespace()
         .next()?
         .parse()
-        .ok()
+        .ok()?;
+    let txns = out
+        .lines()
+        .find_map(|l| l.strip_prefix("number of transactions actually processed: "))?
+        .split('/')
+        .next()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some((tps, txns))
 }
 
 fn median(runs: &[Option<f64>]) -> Option<f64> {
@@ -122,6 +244,18 @@ fn wait_listening(port: u16) -> Result<(), String> {
 }
 
 /// Debian's pgbouncer, installed with apt-get when missing.
+/// A command that runs `program` in a session of its own, as a service manager starts a
+/// proxy. With the kernel's autogroup scheduling (`/proc/sys/kernel/sched_autogroup_enabled`)
+/// a session is also a scheduling group that gets its fair share of the CPU: a proxy left in
+/// the benchmark's session would share one share with pgbench's threads (every PostgreSQL
+/// backend makes a session of its own). `setsid` execs in place (the child is no process
+/// group leader), so the child's pid is the proxy's.
+fn daemon(program: &Path) -> Command {
+    let mut command = Command::new("setsid");
+    command.arg(program);
+    command
+}
+
 fn ensure_pgbouncer() -> Result<PathBuf, String> {
     let path = PathBuf::from("/usr/sbin/pgbouncer");
     if path.is_file() {
@@ -174,7 +308,7 @@ fn start_pgbouncer(bin: &Path, dir: &Path, pg_port: u16, port: u16) -> Result<Ru
     ] {
         chown(&entry, Some(user.uid), Some(user.gid)).map_err(|e| e.to_string())?;
     }
-    let child = Command::new(bin)
+    let child = daemon(bin)
         .arg(dir.join("pgbouncer.ini"))
         .uid(user.uid)
         .gid(user.gid)

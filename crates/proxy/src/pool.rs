@@ -146,7 +146,8 @@ struct Pool {
     /// Servers that exist or are being opened.
     count: usize,
     /// Idle servers in the order they came back, each with the time it did, never earlier
-    /// than the one before it: the front holds the pool's next idle timeout.
+    /// than the one before it: the front holds the pool's next idle timeout, the back the
+    /// next server to lend.
     idle: VecDeque<(ServerId, Instant)>,
     waiting: VecDeque<(ClientId, Instant)>,
     /// Consecutive failed opens, and when the next may start.
@@ -415,7 +416,10 @@ impl Pools {
             return;
         };
         while !pool.waiting.is_empty() {
-            if let Some((server, _)) = pool.idle.pop_front() {
+            // The server given back last is lent first (PgBouncer's default,
+            // `server_round_robin = 0`): under light load a few servers carry the work and
+            // stay warm in the server's caches, and the rest age out at the idle timeout.
+            if let Some((server, _)) = pool.idle.pop_back() {
                 let Some((client, _)) = pool.waiting.pop_front() else {
                     break;
                 };
@@ -462,9 +466,14 @@ impl Pools {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let mut next: Option<Instant> = None;
         let mut at = |t: Instant| next = Some(next.map_or(t, |n| n.min(t)));
+        // One walk over the pools (this runs on every acquire and release).
         for (key, pool) in &self.pools {
             if let Some((_, d)) = pool.waiting.front() {
                 at(*d);
+            }
+            if let (Some(idle), Some((_, since))) = (self.settings.idle_timeout, pool.idle.front())
+            {
+                at(*since + idle);
             }
             // A retry is due only where it could open a server: otherwise its deadline, once
             // past, would wake the timer again and again until an open under way ends. (The
@@ -480,11 +489,6 @@ impl Pools {
                 if pool.count < self.settings.size && opening() < pool.waiting.len() {
                     at(r);
                 }
-            }
-        }
-        if let Some(idle) = self.settings.idle_timeout {
-            for (_, since) in self.pools.values().filter_map(|p| p.idle.front()) {
-                at(*since + idle);
             }
         }
         next

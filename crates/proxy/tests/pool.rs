@@ -1,5 +1,6 @@
-//! The pool bookkeeping on virtual time: sizes, the FIFO queue, waits that time out, failed
-//! opens retried while clients wait, idle and lifetime limits.
+//! The pool bookkeeping on virtual time: sizes, the FIFO queue of waiters, the idle list
+//! (last in, first lent), waits that time out, failed opens retried while clients wait,
+//! idle and lifetime limits.
 
 use std::time::Duration;
 
@@ -80,6 +81,42 @@ fn waiters_are_served_in_order_within_the_size() {
     p.release(ms(5), server, true);
     assert!(drain(&mut p).is_empty(), "client 3 left the queue");
     assert_eq!(p.counts()[&key()].idle, 1);
+}
+
+/// The server given back last is lent first (PgBouncer's default), so that a light load
+/// keeps to a few warm servers; the ones left at the front of the idle list are the ones
+/// that age out.
+#[test]
+fn the_last_server_given_back_is_lent_first_and_the_oldest_ages_out() {
+    let mut p = pools(3);
+    let a = opened_for(&mut p, 1, 0);
+    let b = opened_for(&mut p, 2, 10);
+    let c = opened_for(&mut p, 3, 20);
+    p.release(ms(100), a, true);
+    p.release(ms(200), b, true);
+    p.release(ms(300), c, true);
+    p.acquire(ms(400), ClientId(4), &key());
+    assert_eq!(
+        drain(&mut p),
+        [PoolOut::Grant {
+            client: ClientId(4),
+            server: c
+        }]
+    );
+    p.release(ms(500), c, true);
+    p.acquire(ms(600), ClientId(5), &key());
+    assert_eq!(
+        drain(&mut p),
+        [PoolOut::Grant {
+            client: ClientId(5),
+            server: c
+        }]
+    );
+    // `a` came back first and has not been lent since: it is the first to time out.
+    assert_eq!(p.poll_timeout(), Some(ms(10_100)));
+    p.handle_timeout(ms(10_100));
+    assert_eq!(drain(&mut p), [PoolOut::Close { server: a }]);
+    assert_eq!(p.poll_timeout(), Some(ms(10_200)));
 }
 
 #[test]

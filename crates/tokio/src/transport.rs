@@ -14,10 +14,20 @@ pub(crate) trait Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static {
     fn tcp(&self) -> Option<&TcpStream> {
         None
     }
+
+    /// The TCP socket when the stream is that socket itself, with no layer (TLS) that may
+    /// hold bytes of its own.
+    fn plain_tcp(&self) -> Option<&TcpStream> {
+        None
+    }
 }
 
 impl Stream for TcpStream {
     fn tcp(&self) -> Option<&TcpStream> {
+        Some(self)
+    }
+
+    fn plain_tcp(&self) -> Option<&TcpStream> {
         Some(self)
     }
 }

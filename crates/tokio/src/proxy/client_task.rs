@@ -7,7 +7,7 @@ use bytes::{Bytes, BytesMut};
 use pgyard_driver::Clock;
 use pgyard_proxy::admin::{Activity, AdminError, AdminReply, AdminRequest};
 use pgyard_proxy::{CancelKey, ClientConfig, ClientId, ClientOut, ClientSession, Lent, PoolKey};
-use pgyard_types::{rng_from_seed, Lsn, RngCore};
+use pgyard_types::{rng_from_seed, Instant, Lsn, RngCore};
 use pgyard_wire::auth::LoginRandom;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -35,8 +35,12 @@ pub(super) struct ClientTask {
     registered: bool,
     /// The pool the awaited server comes from.
     wanted: Option<PoolKey>,
-    /// The proxy's phase: draining asks the session to finish, stopping ends the task.
+    /// The proxy's phase: draining asks the session to finish, stopping ends the task. Read
+    /// when the slot's kick says it changed.
     phase: watch::Receiver<Phase>,
+    /// The time read at the start of this turn of the loop (the pools' clock): one reading
+    /// serves the session and the pools.
+    now: Instant,
     /// Where the admin console reads this session's activity, and what was last put there.
     slot: Arc<ClientSlot>,
     published: Option<Activity>,
@@ -82,6 +86,7 @@ impl ClientTask {
         ClientTask {
             id,
             session,
+            now: clock.now(),
             clock,
             pool,
             server: None,
@@ -109,14 +114,9 @@ impl ClientTask {
         let mut sock = ClientIo::Plain(sock);
         let mut from_client = BytesMut::with_capacity(READ_CHUNK);
         let mut from_server = BytesMut::with_capacity(READ_CHUNK);
-        // Accepted just as the proxy began to drain: it is told at once.
-        let mut phase_rx = self.phase.clone();
-        phase_rx.mark_changed();
-        // One wait for the next phase, kept across turns of the loop and renewed only when
-        // it ends: made anew every turn, it would join and leave the watch's waiters each
-        // time (about 2,000 instructions a transaction).
-        let mut changed = std::pin::pin!(next_phase(phase_rx));
-        let mut watching = true;
+        // The slot's kick is already given: the first turn reads the phase (a client
+        // accepted just as the proxy began to drain is told at once).
+        let slot = self.slot.clone();
         while self.perform(&mut sock).await {
             self.register();
             self.slot.publish(&self.session, &mut self.published);
@@ -124,26 +124,27 @@ impl ClientTask {
             let reading = self.session.wants_client_bytes();
             tokio::select! {
                 r = sock.read_buf(&mut from_client), if reading => {
-                    let now = self.clock.now();
+                    self.now = self.clock.now();
                     match r {
                         Ok(n) if n > 0 => {
-                            self.session.handle_client_bytes(now, &from_client);
+                            self.session.handle_client_bytes(self.now, &from_client);
                             from_client.clear();
                         }
                         _ => self.session.handle_client_gone(),
                     }
                 }
                 r = recv(&mut self.server, &mut from_server) => {
-                    let now = self.clock.now();
+                    self.now = self.clock.now();
                     match r {
                         Ok(()) => {
                             let chunk = from_server.split().freeze();
-                            self.session.handle_server_bytes(now, chunk);
+                            self.session.handle_server_bytes(self.now, chunk);
                         }
                         Err(_) => self.session.handle_server_gone(),
                     }
                 }
                 g = wait(&mut self.waiting) => {
+                    self.now = self.clock.now();
                     self.waiting = None;
                     match g {
                         Some(Granted::Server(conn, lent)) => self.take(conn, lent).await,
@@ -151,7 +152,10 @@ impl ClientTask {
                         None => self.session.handle_refused("the pools are gone"),
                     }
                 }
-                () = sleep(deadline) => self.session.handle_timeout(self.clock.now()),
+                () = sleep(deadline) => {
+                    self.now = self.clock.now();
+                    self.session.handle_timeout(self.now);
+                }
                 r = wait(&mut self.admin_wait) => {
                     self.admin_wait = None;
                     let reply = match r {
@@ -161,10 +165,9 @@ impl ClientTask {
                     };
                     self.session.handle_admin(reply);
                 }
-                (r, mut rx) = &mut changed, if watching => {
-                    let phase = *rx.borrow_and_update();
-                    watching = r.is_ok();
-                    changed.set(next_phase(rx));
+                () = slot.kick.wait() => {
+                    self.now = self.clock.now();
+                    let phase = *self.phase.borrow_and_update();
                     match phase {
                         Phase::Running => {}
                         Phase::Draining if !self.session.is_draining() => {
@@ -184,10 +187,11 @@ impl ClientTask {
         }
         // A server still held goes back as the machine judges it (mid-protocol: not reusable).
         self.session.handle_client_gone();
+        let now = self.clock.now();
         while let Some(out) = self.session.poll_output() {
             if let ClientOut::Release { server, reusable } = out {
                 self.pool
-                    .release(self.id, server, self.server.take(), reusable);
+                    .release(self.id, server, self.server.take(), reusable, now);
             }
         }
         self.slot.publish(&self.session, &mut self.published);
@@ -199,7 +203,7 @@ impl ClientTask {
         let key = self.wanted.insert(key);
         match self
             .pool
-            .acquire(self.id, key, self.session.proven_secret())
+            .acquire(self.id, key, self.session.proven_secret(), self.now)
         {
             Acquired::Now(conn, lent) => self.take(conn, lent).await,
             Acquired::Later(rx) => self.waiting = Some(rx),
@@ -210,13 +214,13 @@ impl ClientTask {
     /// shutting down says FATAL first): then it goes back as broken and another is asked for.
     async fn take(&mut self, mut conn: Box<Session>, mut lent: Lent) {
         while stale(&mut conn).await {
-            self.pool.release(self.id, lent, None, false);
+            self.pool.release(self.id, lent, None, false, self.now);
             let Some(key) = &self.wanted else {
                 return;
             };
             match self
                 .pool
-                .acquire(self.id, key, self.session.proven_secret())
+                .acquire(self.id, key, self.session.proven_secret(), self.now)
             {
                 Acquired::Now(c, l) => (conn, lent) = (c, l),
                 Acquired::Later(rx) => return self.waiting = Some(rx),
@@ -225,16 +229,17 @@ impl ClientTask {
         if let Some(need) = self.session.needs_lsn() {
             // MIN_LSN: a server behind the position goes back, and the transaction runs on
             // the primary.
-            match replayed(&mut conn, need).await {
-                Ok(true) => {}
-                behind => {
-                    self.pool.release(self.id, lent, Some(conn), behind.is_ok());
-                    return self.session.fall_back();
-                }
+            let behind = replayed(&mut conn, need).await;
+            self.now = self.clock.now();
+            if behind != Ok(true) {
+                let now = self.now;
+                self.pool
+                    .release(self.id, lent, Some(conn), behind.is_ok(), now);
+                return self.session.fall_back();
             }
         }
         self.server = Some(conn);
-        self.session.handle_server(self.clock.now(), lent);
+        self.session.handle_server(self.now, lent);
     }
 
     /// An admin command's request: answered now, or (PAUSE) once the pools say so.
@@ -281,7 +286,7 @@ impl ClientTask {
                 ClientOut::Acquire(key) => self.acquire(key).await,
                 ClientOut::Release { server, reusable } => {
                     let conn = self.server.take();
-                    self.pool.release(self.id, server, conn, reusable);
+                    self.pool.release(self.id, server, conn, reusable, self.now);
                 }
                 ClientOut::Cancel { pid, key } => self.pool.cancel(pid, &key),
                 ClientOut::Admin(request) => self.admin(request),
@@ -342,8 +347,12 @@ async fn linger(sock: &mut ClientIo) {
 
 /// Whether an idle server has something to say (or is closed): an idle server speaks only
 /// to end the session, so any byte, EOF or error means it must not be lent. One poll, no
-/// waiting (a zero timeout would wait for the timer's next tick).
+/// waiting (a zero timeout would wait for the timer's next tick). On plain TCP a
+/// non-blocking read that registers no wake-up (a third of the cost of a poll).
 async fn stale(conn: &mut Session) -> bool {
+    if let Some(spoke) = conn.spoke_unread() {
+        return spoke;
+    }
     let mut buf = BytesMut::new();
     let mut read = std::pin::pin!(conn.recv_bytes(&mut buf));
     std::future::poll_fn(|cx| {
@@ -366,14 +375,6 @@ async fn replayed(conn: &mut Session, need: Lsn) -> Result<bool, ()> {
         None => Ok(true),
         Some(text) => Ok(text.parse::<Lsn>().is_ok_and(|at| at >= need)),
     }
-}
-
-/// The next change of the proxy's phase, with the receiver to wait for the one after.
-async fn next_phase(
-    mut rx: watch::Receiver<Phase>,
-) -> (Result<(), watch::error::RecvError>, watch::Receiver<Phase>) {
-    let r = rx.changed().await;
-    (r, rx)
 }
 
 /// Reads from the lent server, or never when there is none.

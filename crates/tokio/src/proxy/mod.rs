@@ -9,6 +9,7 @@
 mod client_io;
 mod client_task;
 mod config_file;
+mod kick;
 mod shared;
 #[cfg(test)]
 mod stand_in;

@@ -141,6 +141,11 @@ impl Shared {
             .clone()
     }
 
+    /// The time on the pools' clock, which every client task's session runs on too.
+    pub(super) fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
     /// Follows the proxy's phase.
     pub(super) fn phase(&self) -> watch::Receiver<Phase> {
         self.phase.subscribe()
@@ -148,7 +153,7 @@ impl Shared {
 
     /// Moves to `phase` (never back).
     pub(super) fn set_phase(&self, phase: Phase) {
-        self.phase.send_if_modified(|p| {
+        let moved = self.phase.send_if_modified(|p| {
             let forward =
                 (*p == Phase::Running) || (*p == Phase::Draining && phase == Phase::Stopped);
             if forward {
@@ -156,6 +161,9 @@ impl Shared {
             }
             forward
         });
+        if moved {
+            self.kick_clients();
+        }
     }
 
     /// Client connections open now.
@@ -181,7 +189,8 @@ impl Shared {
             *n += 1;
         });
         tracing::debug!(client = id, %peer, "client connected");
-        let slot = ClientSlot::new(peer, sock.local_addr().ok(), Clock::new());
+        // The pools' clock: a client task's reading of it serves the pools too.
+        let slot = ClientSlot::new(peer, sock.local_addr().ok(), self.clock);
         let slot = Arc::new(slot);
         let mut task = client_task::ClientTask::new(
             id,
@@ -277,11 +286,13 @@ impl Shared {
 
     /// A server of `key` for `client`.
     /// `proven` is what the client proved at login, for the pool's server logins.
+    /// `now` is the caller's latest reading of [`Shared::now`]'s clock.
     pub(super) fn acquire(
         self: &Arc<Self>,
         client: ClientId,
         key: &PoolKey,
         proven: Option<&LoginSecret>,
+        now: Instant,
     ) -> Acquired {
         let mut st = self.lock();
         if let Some(secret) = proven {
@@ -289,7 +300,6 @@ impl Shared {
                 st.secrets.insert(key.user.clone(), secret.clone());
             }
         }
-        let now = self.clock.now();
         st.pools.acquire(now, client, key);
         // Most acquires find an idle server at once: only a client that must wait gets a
         // channel and an entry among the waiting (the lock is held until it has them).
@@ -316,13 +326,15 @@ impl Shared {
         st.pools.cancel_wait(client);
     }
 
-    /// A server comes back (`conn` is `None` when its connection broke).
+    /// A server comes back (`conn` is `None` when its connection broke); `now` as for
+    /// [`Shared::acquire`].
     pub(super) fn release(
         self: &Arc<Self>,
         client: ClientId,
         lent: Lent,
         conn: Option<Box<Session>>,
         reusable: bool,
+        now: Instant,
     ) {
         let server = lent.id;
         let mut st = self.lock();
@@ -330,7 +342,6 @@ impl Shared {
         if let Some(info) = st.info.get_mut(&server) {
             info.returned(&lent);
         }
-        let now = self.clock.now();
         match conn {
             Some(session) if reusable && !st.stopped => {
                 if self.mode == PoolMode::Session {
@@ -415,7 +426,9 @@ impl Shared {
         // Closed first, so that nothing can be sent once the channel has been read.
         rx.close();
         match rx.try_recv() {
-            Ok(Granted::Server(session, lent)) => self.release(client, lent, Some(session), true),
+            Ok(Granted::Server(session, lent)) => {
+                self.release(client, lent, Some(session), true, self.now());
+            }
             _ => self.cancel_wait(client),
         }
     }

@@ -18,6 +18,7 @@ use pgyard_types::Instant;
 use tokio::sync::oneshot;
 
 use super::Shared;
+use crate::proxy::kick::Kick;
 use crate::proxy::{load_config, ProxyConfig};
 use crate::Session;
 
@@ -30,6 +31,8 @@ pub(in crate::proxy) struct ClientSlot {
     /// The clock the session's instants are on.
     clock: Clock,
     report: Mutex<Report>,
+    /// Given when the proxy's phase changes.
+    pub(in crate::proxy) kick: Kick,
 }
 
 #[derive(Debug, Default)]
@@ -62,6 +65,7 @@ impl ClientSlot {
             connected: SystemTime::now(),
             clock,
             report: Mutex::default(),
+            kick: Kick::new(),
         }
     }
 
@@ -209,6 +213,14 @@ impl Shared {
     /// A new client's slot.
     pub(in crate::proxy) fn register_client(&self, id: ClientId, slot: Arc<ClientSlot>) {
         lock(&self.registry).clients.insert(id, slot);
+    }
+
+    /// Wakes every client task (the proxy's phase changed). A client registered after this
+    /// reads the phase on its first wait all the same.
+    pub(in crate::proxy) fn kick_clients(&self) {
+        for slot in lock(&self.registry).clients.values() {
+            slot.kick.kick();
+        }
     }
 
     /// The client left: its counters join its database's totals.

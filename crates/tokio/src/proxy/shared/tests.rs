@@ -63,16 +63,16 @@ fn later(acquired: Acquired) -> oneshot::Receiver<Granted> {
 async fn a_server_sent_to_a_client_that_left_goes_back_to_the_pool() {
     let backend = Backend::start(PRIMARY).await;
     let shared = shared(&backend);
-    let (session, lent) = granted(shared.acquire(ClientId(1), &key(), None)).await;
-    let rx = later(shared.acquire(ClientId(2), &key(), None));
+    let (session, lent) = granted(shared.acquire(ClientId(1), &key(), None, shared.now())).await;
+    let rx = later(shared.acquire(ClientId(2), &key(), None, shared.now()));
     // Client 1's transaction ends: the server is sent to client 2's channel.
-    shared.release(ClientId(1), lent, Some(session), true);
+    shared.release(ClientId(1), lent, Some(session), true, shared.now());
     // Client 2's task ends without reading it.
     shared.abandon_wait(ClientId(2), rx);
     let counts = shared.lock().pools.counts()[&key()].clone();
     assert_eq!((counts.active, counts.idle), (0, 1), "{counts:?}");
     assert!(matches!(
-        shared.acquire(ClientId(3), &key(), None),
+        shared.acquire(ClientId(3), &key(), None, shared.now()),
         Acquired::Now(..)
     ));
 }
@@ -84,11 +84,11 @@ async fn a_server_sent_to_a_client_that_left_goes_back_to_the_pool() {
 async fn a_server_is_not_lent_again_before_a_cancel_sent_to_it_is_done() {
     let backend = Backend::start(PRIMARY).await;
     let shared = shared(&backend);
-    let (session, lent) = granted(shared.acquire(ClientId(1), &key(), None)).await;
+    let (session, lent) = granted(shared.acquire(ClientId(1), &key(), None, shared.now())).await;
     shared.register(ClientId(1), 77, vec![9; 4]);
-    let mut rx = later(shared.acquire(ClientId(2), &key(), None));
+    let mut rx = later(shared.acquire(ClientId(2), &key(), None, shared.now()));
     shared.cancel(77, &[9; 4]);
-    shared.release(ClientId(1), lent, Some(session), true);
+    shared.release(ClientId(1), lent, Some(session), true, shared.now());
     let early = tokio::time::timeout(Duration::from_millis(300), &mut rx).await;
     assert!(early.is_err(), "lent while the cancel was on its way");
     assert_eq!(backend.cancels.load(Ordering::SeqCst), 1);
