@@ -1,7 +1,7 @@
 //! The real process environment and files, read once and handed to the pure resolver (the
 //! canonical copy: the CLI calls this one).
 
-use pgyard_conninfo::resolve::{consulted_variables, Environment, FileKind, MemFile, MemFiles};
+use pgyard_conninfo::resolve::{consulted_variables_for, Environment, FileKind, MemFile, MemFiles};
 use pgyard_conninfo::{ConnInfo, Keyword};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -30,7 +30,7 @@ impl RealInputs {
     /// passwd entry only when no user is given or `HOME` is unset or empty. The resolution is
     /// the same as with [`RealInputs::read`]'s inputs.
     pub fn read_for(info: &ConnInfo) -> Self {
-        let env = consulted_environment();
+        let env = consulted_environment(info);
         let needs = Needs::of(info, &env);
         Self::read_with(env, info.get(Keyword::Passfile), needs)
     }
@@ -108,14 +108,14 @@ impl Needs {
 }
 
 /// The process environment's variables the resolver and the startup packet may read
-/// ([`consulted_variables`] and [`STARTUP_VARIABLES`]), each looked up by name as libpq's
-/// `getenv`s are: copying the whole environment to keep a few was a third of the
+/// for `info` ([`consulted_variables_for`] and [`STARTUP_VARIABLES`]), each looked up by name
+/// as libpq's `getenv`s are: copying the whole environment to keep a few was a third of the
 /// instructions a trust connect spends outside the kernel (more under `cargo`, whose
 /// environment is large).
-fn consulted_environment() -> Environment {
+fn consulted_environment(info: &ConnInfo) -> Environment {
     let mut env = Environment::new();
     let startup = STARTUP_VARIABLES.iter().map(|(var, _)| *var);
-    for name in consulted_variables().chain(startup) {
+    for name in consulted_variables_for(info).chain(startup) {
         if let Some(v) = std::env::var_os(name) {
             env.vars.insert(name.to_owned(), v.into_vec());
         }
@@ -213,14 +213,19 @@ mod tests {
         ]
     }
 
-    /// Resolves `conninfo` with every input, and with only what `Needs::of` asks for, and
-    /// returns both outcomes in their debug form and whether anything was left unread.
+    /// Resolves `conninfo` with every input, and with only the variables `read_for` looks up
+    /// and the files `Needs::of` asks for, and returns both outcomes in their debug form and
+    /// whether anything was left unread.
     fn both(conninfo: &str, vars: &[(&str, &str)]) -> (String, String, bool) {
+        let info = pgyard_conninfo::parse(conninfo).expect("fixture parses");
         let mut env = Environment::new().with_sysconfdir("/sys");
+        let mut looked_up = env.clone();
         for (k, v) in vars {
             env = env.with_var(*k, *v);
+            if consulted_variables_for(&info).any(|name| name == *k) {
+                looked_up = looked_up.with_var(*k, *v);
+            }
         }
-        let info = pgyard_conninfo::parse(conninfo).expect("fixture parses");
         let resolve = |env: &Environment, needs: Needs| {
             let mut env = env.clone();
             if needs.passwd {
@@ -236,9 +241,13 @@ mod tests {
             }
             format!("{:?}", configure(info.clone(), &env, &files))
         };
-        let needs = Needs::of(&info, &env);
-        let narrowed = !(needs.passwd && needs.service && needs.passfile);
-        (resolve(&env, Needs::ALL), resolve(&env, needs), narrowed)
+        let needs = Needs::of(&info, &looked_up);
+        let narrowed = !(needs.passwd && needs.service && needs.passfile) || looked_up != env;
+        (
+            resolve(&env, Needs::ALL),
+            resolve(&looked_up, needs),
+            narrowed,
+        )
     }
 
     #[test]
@@ -254,8 +263,10 @@ mod tests {
             "host=h user=u passfile=/custom/pass",
             "host=h passfile=/custom/pass",
             "host=h user=u password=p service=",
+            "host= port=7 dbname=d sslmode=disable",
+            "service=svc port=",
         ];
-        let envs: [&[(&str, &str)]; 8] = [
+        let envs: [&[(&str, &str)]; 10] = [
             &[("HOME", "/h")],
             &[],
             &[("HOME", "")],
@@ -264,6 +275,17 @@ mod tests {
             &[("HOME", "/h"), ("PGPASSWORD", "envpw")],
             &[("HOME", "/h"), ("PGSERVICE", "svc")],
             &[("HOME", "/h"), ("PGSERVICE", "")],
+            &[
+                ("HOME", "/h"),
+                ("PGHOST", "eh"),
+                ("PGPORT", "9"),
+                ("PGUSER", "eu"),
+            ],
+            &[
+                ("PGPASSFILE", "/custom/pass"),
+                ("PGDATABASE", "edb"),
+                ("PGSSLMODE", "require"),
+            ],
         ];
         let mut narrowed = 0;
         for c in conninfos {
@@ -289,7 +311,7 @@ mod tests {
             include_str!("env.rs"),
             include_str!("prepare.rs"),
         ];
-        let read: Vec<&str> = consulted_variables()
+        let read: Vec<&str> = pgyard_conninfo::resolve::consulted_variables()
             .chain(STARTUP_VARIABLES.map(|(var, _)| var))
             .collect();
         let mut named = 0;

@@ -13,7 +13,7 @@ use pgyard_connect::{AttemptId, Event, FailureKind, TlsVerify, ALPN_POSTGRESQL};
 
 use crate::certnames::{CertificateNames, HostNameMismatch};
 use pgyard_conninfo::resolve::Environment;
-use pgyard_conninfo::typed::{ConnectConfig, SslCertMode, TlsVersion};
+use pgyard_conninfo::typed::{ConnectConfig, SslCertMode, SslMode, TlsVersion};
 use pgyard_conninfo::Keyword;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
@@ -54,6 +54,19 @@ pub struct TlsSettings {
 impl TlsSettings {
     /// Reads the settings from `config`, with libpq's defaults under `~/.postgresql/`.
     pub fn new(config: &ConnectConfig, env: &Environment) -> Self {
+        if config.sslmode() == SslMode::Disable {
+            // No attempt of this connect can ask for TLS: the default paths under the home
+            // directory (three lossy conversions and joins) would never be looked at.
+            return TlsSettings {
+                root: RootCert::Unknown,
+                cert: None,
+                key: None,
+                sni: config.sslsni(),
+                client_cert: false,
+                min: config.ssl_min_protocol_version(),
+                max: config.ssl_max_protocol_version(),
+            };
+        }
         let home = env
             .home_directory()
             .map(|h| PathBuf::from(String::from_utf8_lossy(h).into_owned()));

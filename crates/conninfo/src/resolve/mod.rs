@@ -47,6 +47,17 @@ pub fn consulted_variables() -> impl Iterator<Item = &'static str> {
         .chain(OTHER_VARIABLES)
 }
 
+/// The variables of [`consulted_variables`] that resolving `info` may still read: a keyword
+/// the string sets keeps its variable unread ([`add_defaults`] fills only unset keywords,
+/// as libpq's `conninfo_add_defaults` does).
+pub fn consulted_variables_for(info: &ConnInfo) -> impl Iterator<Item = &'static str> + '_ {
+    keywords::ALL
+        .iter()
+        .filter(|&&kw| !info.is_set(kw))
+        .filter_map(|kw| kw.info().env)
+        .chain(OTHER_VARIABLES)
+}
+
 /// The system configuration directory of Debian's libpq build (`pg_config --sysconfdir`).
 pub const DEFAULT_SYSCONFDIR: &str = "/etc/postgresql-common";
 
