@@ -54,21 +54,11 @@ pub struct TlsSettings {
 impl TlsSettings {
     /// Reads the settings from `config`, with libpq's defaults under `~/.postgresql/`.
     pub fn new(config: &ConnectConfig, env: &Environment) -> Self {
-        if config.sslmode() == SslMode::Disable {
-            // No attempt of this connect can ask for TLS: the default paths under the home
-            // directory (three lossy conversions and joins) would never be looked at.
-            return TlsSettings {
-                root: RootCert::Unknown,
-                cert: None,
-                key: None,
-                sni: config.sslsni(),
-                client_cert: false,
-                min: config.ssl_min_protocol_version(),
-                max: config.ssl_max_protocol_version(),
-            };
-        }
-        let home = env
-            .home_directory()
+        // Under sslmode=disable no attempt asks for TLS: the default paths under the home
+        // directory (three lossy conversions and joins) would never be looked at.
+        let home = (config.sslmode() != SslMode::Disable)
+            .then(|| env.home_directory())
+            .flatten()
             .map(|h| PathBuf::from(String::from_utf8_lossy(h).into_owned()));
         let path = |kw: Keyword, default: &str| -> Option<PathBuf> {
             match config.raw(kw) {
