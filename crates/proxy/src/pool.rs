@@ -274,6 +274,55 @@ impl Pools {
         self.serve(now, key);
     }
 
+    /// Lends `key`'s most recently returned idle server to `client` at once, when no one
+    /// waits ahead of it and nothing is paused: what [`Pools::acquire`] and the `Grant` it
+    /// queues would do, without the queue. `None`: nothing changed; call `acquire`.
+    ///
+    /// It adds no deadline (the idle list's oldest entry stays, or the list empties), so
+    /// [`Pools::poll_timeout`] can only move later and a caller need not re-arm its timer.
+    pub fn lend_idle(&mut self, client: ClientId, key: &PoolKey) -> Option<ServerId> {
+        if self.paused {
+            return None;
+        }
+        let pool = self.pools.get_mut(key)?;
+        // (Unpaused pools lend idle servers to waiters at once, so both are never found
+        // together; the check keeps the queue's order should that change.)
+        if !pool.waiting.is_empty() {
+            return None;
+        }
+        let &(server, _) = pool.idle.back()?;
+        let s = self.servers.get_mut(&server)?;
+        pool.idle.pop_back();
+        s.state = State::Busy(client);
+        Some(server)
+    }
+
+    /// Gives `server` back reusable to a pool that has other idle servers and no waiters:
+    /// what `release(now, server, true)` would do when it keeps the server idle, which then
+    /// outputs nothing and adds no deadline earlier than the pool's oldest idle server's.
+    /// false: nothing changed; call [`Pools::release`].
+    pub fn return_idle(&mut self, now: Instant, server: ServerId) -> bool {
+        if self.paused {
+            return false;
+        }
+        let Some(s) = self.servers.get_mut(&server) else {
+            return false;
+        };
+        let too_old = self.settings.lifetime.is_some_and(|l| now >= s.born + l);
+        if s.cancels > 0 || too_old || s.retired {
+            return false;
+        }
+        let Some(pool) = self.pools.get_mut(&s.key) else {
+            return false;
+        };
+        if pool.idle.is_empty() || !pool.waiting.is_empty() || pool.count > self.settings.size {
+            return false;
+        }
+        s.state = State::Idle { since: now };
+        pool.idle_push(server, now);
+        true
+    }
+
     /// `client` went away while waiting.
     pub fn cancel_wait(&mut self, client: ClientId) {
         for pool in self.pools.values_mut() {

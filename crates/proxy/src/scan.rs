@@ -77,6 +77,18 @@ impl Scanner {
 
     /// Scans the next chunk. An error (a length below 4 or over the type's limit) is sticky.
     pub fn scan(&mut self, data: Bytes) -> Result<Scanned, DecodeError> {
+        // A reply to one extended-protocol query has about six frames: room for them at once.
+        self.scan_reusing(data, Vec::with_capacity(8))
+    }
+
+    /// [`Scanner::scan`], listing the frames in `frames` (cleared first): a relay that hands
+    /// the list back each time allocates none per chunk.
+    pub fn scan_reusing(
+        &mut self,
+        data: Bytes,
+        mut frames: Vec<Frame>,
+    ) -> Result<Scanned, DecodeError> {
+        frames.clear();
         if let Some(e) = &self.error {
             return Err(e.clone());
         }
@@ -89,8 +101,6 @@ impl Scanner {
             self.held.clear();
             joined.freeze()
         };
-        // A reply to one extended-protocol query has about six frames: room for them at once.
-        let mut frames = Vec::with_capacity(8);
         let mut pos = 0;
         let mut start = None;
         loop {

@@ -187,9 +187,21 @@ impl World {
     /// `client_task.rs`'s `acquire`: a server now, or an answer later on the channel.
     fn acquire(&mut self, t: &mut Trace, sid: ClientId, key: PoolKey) -> Result<(), Violation> {
         self.wanted.insert(sid, key.clone());
+        // `shared.rs` lends straight from the idle list when it can (`lend_idle`), with
+        // nothing else to perform; the general path otherwise.
         self.waiting.insert(sid, key.clone());
-        self.pools.acquire(self.now, sid, &key);
-        match self.perform_pools(t, Some(sid)) {
+        let now_lent = match self.pools.lend_idle(sid, &key) {
+            Some(server) => self.unidle(server).map(|lent| {
+                self.waiting.remove(&sid);
+                self.holding.insert(sid, server);
+                (server, lent)
+            }),
+            None => {
+                self.pools.acquire(self.now, sid, &key);
+                self.perform_pools(t, Some(sid))
+            }
+        };
+        match now_lent {
             Some((server, lent)) => self.take(t, sid, server, lent),
             None => {
                 self.later.insert(sid);
@@ -342,6 +354,9 @@ impl World {
         }
         if reusable {
             self.pool_idle(server, lent, true);
+            if self.pools.return_idle(self.now, server) {
+                return;
+            }
         } else {
             self.close_conn(server);
         }

@@ -234,6 +234,8 @@ pub struct ClientSession {
     splitter: Splitter,
     client_scan: Scanner,
     server_scan: Scanner,
+    /// The server scanner's frame list, handed back after each chunk (kept for its room).
+    server_frames: Vec<crate::scan::Frame>,
     /// The proxy's own notices, held while a server's reply to the client is mid-frame.
     held_notices: BytesMut,
     out: VecDeque<ClientOut>,
@@ -327,6 +329,7 @@ impl ClientSession {
             ),
             client_scan: Scanner::new(limits, |_| false),
             server_scan: server_scanner(),
+            server_frames: Vec::new(),
             held_notices: BytesMut::new(),
             out: VecDeque::new(),
             login_buf: BytesMut::new(),

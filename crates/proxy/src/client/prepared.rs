@@ -406,7 +406,15 @@ impl Prepared {
     }
 
     /// The proxy's replies now at the head of the queue.
+    #[inline]
     pub(super) fn injections(&mut self, out: &mut Vec<&'static [u8]>) {
+        // Asked after every frame both ways; almost always there is nothing to inject.
+        if matches!(self.queue.front(), Some(Expect::Inject(_))) {
+            self.take_injections(out);
+        }
+    }
+
+    fn take_injections(&mut self, out: &mut Vec<&'static [u8]>) {
         while let Some(Expect::Inject(bytes)) = self.queue.front() {
             if *bytes == PARSE_COMPLETE {
                 self.unconfirmed.pop_front();
@@ -441,9 +449,12 @@ impl Prepared {
     /// Forgets the reply queue (the server went back or broke).
     pub(super) fn reset_queue(&mut self) {
         self.queue.clear();
-        self.in_flight.clear();
         self.skipping = false;
-        self.unconfirmed.clear();
-        self.ensuring.clear();
+        // Empty unless named statements were on the way (this runs every transaction).
+        if !(self.in_flight.is_empty() && self.unconfirmed.is_empty() && self.ensuring.is_empty()) {
+            self.in_flight.clear();
+            self.unconfirmed.clear();
+            self.ensuring.clear();
+        }
     }
 }

@@ -11,6 +11,7 @@ use pgyard_wire::frame::{decode_frame, Decoded};
 
 use super::prepared::{self, Rewrite};
 use super::{params, ClientOut, ClientSession, Lent, Phase, PoolMode};
+use crate::scan::Frame;
 
 /// Largest client message in transaction mode, where messages are read whole.
 pub const CLIENT_FRAME_MAX: usize = 64 << 20;
@@ -311,7 +312,8 @@ impl ClientSession {
             return;
         }
         self.now = self.now.max(now);
-        let scanned = match self.server_scan.scan(data) {
+        let frames = std::mem::take(&mut self.server_frames);
+        let scanned = match self.server_scan.scan_reusing(data, frames) {
             Ok(s) => s,
             Err(e) => {
                 let text = format!("server sent an invalid message: {e}");
@@ -319,6 +321,15 @@ impl ClientSession {
                 return self.fatal(b"08P01", &text);
             }
         };
+        let mut frames = scanned.frames;
+        self.relay_server_frames(scanned.bytes, &frames);
+        // Cleared now, so the captured bodies do not keep the chunk alive.
+        frames.clear();
+        self.server_frames = frames;
+    }
+
+    /// The frames of one server chunk (`bytes`), relayed to the client.
+    fn relay_server_frames(&mut self, bytes: Bytes, frames: &[Frame]) {
         let aligning = matches!(self.phase, Phase::Aligning);
         let mut ready_at = None;
         // Transaction mode: the ReadyForQuery that ends the transaction. What follows it in
@@ -328,7 +339,7 @@ impl ClientSession {
         let rewriting = !aligning && self.config.pool_mode == PoolMode::Transaction;
         // Transaction mode: the proxy's own replies go in, its added messages' replies out.
         let mut edits: Vec<(usize, usize, Vec<&'static [u8]>)> = Vec::new();
-        for f in &scanned.frames {
+        for f in frames {
             let body = f.body.as_deref().unwrap_or_default();
             match f.tag {
                 b'S' => self.note_setting(body, aligning),
@@ -372,7 +383,7 @@ impl ClientSession {
             // The alignment's replies are the proxy's; what follows them is the client's.
             if let Some(end) = ready_at {
                 self.go_active();
-                let rest = scanned.bytes.slice(end..);
+                let rest = bytes.slice(end..);
                 if !rest.is_empty() && !self.is_closed() {
                     self.out.push_back(ClientOut::ToClient(rest));
                 }
@@ -380,13 +391,13 @@ impl ClientSession {
             return;
         }
         let Some(end) = ended_at else {
-            let bytes = apply(scanned.bytes, &edits);
+            let bytes = apply(bytes, &edits);
             self.out.push_back(ClientOut::ToClient(bytes));
             self.release_notices();
             return;
         };
-        let idle_talk = end < scanned.bytes.len() || !self.server_scan.at_boundary();
-        let bytes = apply(scanned.bytes.slice(..end), &edits);
+        let idle_talk = end < bytes.len() || !self.server_scan.at_boundary();
+        let bytes = apply(bytes.slice(..end), &edits);
         self.out.push_back(ClientOut::ToClient(bytes));
         if idle_talk {
             // The next server's bytes start at a frame boundary.

@@ -300,10 +300,18 @@ impl Shared {
                 st.secrets.insert(key.user.clone(), secret.clone());
             }
         }
-        st.pools.acquire(now, client, key);
-        // Most acquires find an idle server at once: only a client that must wait gets a
-        // channel and an entry among the waiting (the lock is held until it has them).
-        let mine = self.perform(&mut st, Some(client), now);
+        // Most acquires find an idle server at once: lent straight from the idle list, with
+        // no output to perform and no earlier timeout to arm. Only a client that must wait
+        // gets a channel and an entry among the waiting (the lock is held until it has them).
+        let mine = match st.pools.lend_idle(client, key) {
+            Some(server) => self
+                .grant(&mut st, client, server, true, now)
+                .map(|(session, lent)| Granted::Server(session, lent)),
+            None => {
+                st.pools.acquire(now, client, key);
+                self.perform(&mut st, Some(client), now)
+            }
+        };
         if let Some(Granted::Server(session, lent)) = mine {
             return Acquired::Now(session, lent);
         }
@@ -352,6 +360,10 @@ impl Shared {
                     return;
                 }
                 st.idle.insert(server, (session, lent));
+                // Back to a pool with other idle servers and no waiters: nothing to perform.
+                if st.pools.return_idle(now, server) {
+                    return;
+                }
                 st.pools.release(now, server, true);
             }
             other => {
