@@ -45,21 +45,28 @@ pub(super) enum Acquired {
     Later(oneshot::Receiver<Granted>),
 }
 
+/// One open server connection as the adapter keeps it: a lend or a return looks it up once.
+struct Entry {
+    /// What the admin console shows of it.
+    info: admin::ServerInfo,
+    /// Its cancel token, made once at its login rather than at every lending.
+    token: Option<Arc<CancelToken>>,
+    /// The connection while it is idle here (lent: the client task has it).
+    parked: Option<(Box<Session>, Lent)>,
+    /// The client it is lent to, which a CancelRequest with that client's keys reaches.
+    holder: Option<ClientId>,
+}
+
 struct State {
     pools: Pools,
-    idle: BTreeMap<ServerId, (Box<Session>, Lent)>,
+    /// Every open server connection (from its login until the pools close it).
+    servers: BTreeMap<ServerId, Entry>,
     waiting: BTreeMap<ClientId, (PoolKey, oneshot::Sender<Granted>)>,
-    /// The server each client holds.
-    holding: BTreeMap<ClientId, ServerId>,
-    /// Each open server's cancel token, made once at its login rather than at every lending.
-    tokens: BTreeMap<ServerId, Arc<CancelToken>>,
     keys: BTreeMap<i32, (ClientId, Vec<u8>)>,
     /// The deadline the timer task sleeps to.
     armed: Option<Instant>,
     /// The proxy stopped: servers that come back are closed.
     stopped: bool,
-    /// What the admin console shows of each server connection.
-    info: BTreeMap<ServerId, admin::ServerInfo>,
     /// Servers running `DISCARD ALL` (session mode).
     resetting: BTreeSet<ServerId>,
     /// PAUSEs waiting for every server to come back.
@@ -106,14 +113,11 @@ impl Shared {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 pools: Pools::new(config.pool),
-                idle: BTreeMap::new(),
+                servers: BTreeMap::new(),
                 waiting: BTreeMap::new(),
-                holding: BTreeMap::new(),
-                tokens: BTreeMap::new(),
                 keys: BTreeMap::new(),
                 armed: None,
                 stopped: false,
-                info: BTreeMap::new(),
                 resetting: BTreeSet::new(),
                 pause_waiters: Vec::new(),
                 secrets: HashMap::new(),
@@ -263,11 +267,16 @@ impl Shared {
         let mut st = self.lock();
         st.stopped = true;
         let now = self.clock.now();
-        let idle = std::mem::take(&mut st.idle);
-        for server in idle.keys() {
-            st.pools.broken(now, *server);
-            st.info.remove(server);
-            st.tokens.remove(server);
+        let parked: Vec<ServerId> = st
+            .servers
+            .iter()
+            .filter(|(_, e)| e.parked.is_some())
+            .map(|(id, _)| *id)
+            .collect();
+        let mut idle = Vec::with_capacity(parked.len());
+        for server in parked {
+            st.pools.broken(now, server);
+            idle.extend(st.servers.remove(&server));
         }
         while st.pools.poll_output().is_some() {}
         drop(st);
@@ -346,9 +355,11 @@ impl Shared {
     ) {
         let server = lent.id;
         let mut st = self.lock();
-        st.holding.remove(&client);
-        if let Some(info) = st.info.get_mut(&server) {
-            info.returned(&lent);
+        if let Some(e) = st.servers.get_mut(&server) {
+            e.info.returned(&lent);
+            if e.holder == Some(client) {
+                e.holder = None;
+            }
         }
         match conn {
             Some(session) if reusable && !st.stopped => {
@@ -359,7 +370,7 @@ impl Shared {
                     tokio::spawn(async move { shared.discard(session, lent).await });
                     return;
                 }
-                st.idle.insert(server, (session, lent));
+                park(&mut st, server, session, lent);
                 // Back to a pool with other idle servers and no waiters: nothing to perform.
                 if st.pools.return_idle(now, server) {
                     return;
@@ -385,7 +396,7 @@ impl Shared {
             // DISCARD ALL restores the settings of the login, which the session's own record
             // holds (with what DISCARD reported).
             let lent = lent_of(server, &session);
-            st.idle.insert(server, (session, lent));
+            park(&mut st, server, session, lent);
         }
         let reusable = ok && !st.stopped;
         st.pools.release(now, server, reusable);
@@ -409,10 +420,12 @@ impl Shared {
     pub(super) fn cancel(self: &Arc<Self>, pid: i32, secret: &[u8]) {
         let mut st = self.lock();
         let found = st.keys.get(&pid).filter(|(_, s)| s == secret);
-        let Some(&server) = found.and_then(|(c, _)| st.holding.get(c)) else {
+        let Some(&(client, _)) = found else {
             return;
         };
-        let Some(token) = st.tokens.get(&server).cloned() else {
+        // A scan of the open servers: cancels are rare, lends and returns are not.
+        let held = st.servers.iter().find(|(_, e)| e.holder == Some(client));
+        let Some((&server, Some(token))) = held.map(|(id, e)| (id, e.token.clone())) else {
             return;
         };
         st.pools.cancel_sent(server);
@@ -466,11 +479,13 @@ impl Shared {
                     "server connection opened"
                 );
                 let lent = lent_of(server, &session);
-                st.info.insert(server, admin::ServerInfo::of(&session));
-                if let Ok(token) = session.cancel_token() {
-                    st.tokens.insert(server, Arc::new(token));
-                }
-                st.idle.insert(server, (session, lent));
+                let entry = Entry {
+                    info: admin::ServerInfo::of(&session),
+                    token: session.cancel_token().ok().map(Arc::new),
+                    parked: Some((session, lent)),
+                    holder: None,
+                };
+                st.servers.insert(server, entry);
                 st.pools.opened(now, server, Ok(()));
             }
             Err(Failed { login, text }) => {
@@ -519,8 +534,10 @@ impl Shared {
                                 reply.send(Granted::Server(session, lent))
                             {
                                 // The client left meanwhile: the server stays idle.
-                                st.holding.remove(&client);
-                                st.idle.insert(server, (session, lent));
+                                park(st, server, session, lent);
+                                if let Some(e) = st.servers.get_mut(&server) {
+                                    e.holder = None;
+                                }
                                 st.pools.release(now, server, true);
                             }
                         }
@@ -535,10 +552,8 @@ impl Shared {
                 }
                 PoolOut::Close { server } => {
                     tracing::info!(server = server.0, "server connection closed");
-                    st.info.remove(&server);
-                    st.tokens.remove(&server);
                     // Dropping a session sends Terminate and closes it.
-                    drop(st.idle.remove(&server));
+                    drop(st.servers.remove(&server));
                 }
             }
         }
@@ -566,17 +581,15 @@ impl Shared {
         present: bool,
         now: Instant,
     ) -> Option<(Box<Session>, Lent)> {
-        let (session, lent) = st.idle.remove(&server)?;
+        let e = st.servers.get_mut(&server).filter(|e| e.parked.is_some())?;
         if !present {
             // The client left meanwhile: the server stays idle.
-            st.idle.insert(server, (session, lent));
             st.pools.release(now, server, true);
             return None;
         }
-        st.holding.insert(client, server);
-        if let Some(info) = st.info.get_mut(&server) {
-            info.lent_now(now);
-        }
+        let (session, lent) = e.parked.take()?;
+        e.holder = Some(client);
+        e.info.lent_now(now);
         Some((session, lent))
     }
 
@@ -619,6 +632,22 @@ struct Failed {
     /// The server (or the proxy's credentials) refused the login: retrying will not cure it.
     login: bool,
     text: String,
+}
+
+/// Keeps an idle connection in its server's entry (made anew should it be missing).
+fn park(st: &mut State, server: ServerId, session: Box<Session>, lent: Lent) {
+    match st.servers.get_mut(&server) {
+        Some(e) => e.parked = Some((session, lent)),
+        None => {
+            let entry = Entry {
+                info: admin::ServerInfo::of(&session),
+                token: session.cancel_token().ok().map(Arc::new),
+                parked: Some((session, lent)),
+                holder: None,
+            };
+            st.servers.insert(server, entry);
+        }
+    }
 }
 
 /// Runs the pools' timeouts (for as long as the runtime runs).

@@ -330,7 +330,7 @@ impl Shared {
             .servers()
             .into_iter()
             .map(|v| {
-                let info = st.info.get(&v.id);
+                let info = st.servers.get(&v.id).map(|e| &e.info);
                 let state = match v.state {
                     ServerUse::Opening => ServerState::New,
                     ServerUse::Idle => ServerState::Idle,
