@@ -130,13 +130,13 @@ impl Scanner {
                 rest[0],
                 i32::from_be_bytes([rest[1], rest[2], rest[3], rest[4]]),
             );
-            if let Err(e) = self.check(tag, len, pos) {
+            let captured = (self.capture)(tag);
+            if let Err(e) = self.check(tag, len, captured, pos) {
                 self.error = Some(e.clone());
                 return Err(e);
             }
             self.tag = tag;
             let left = len as usize - 4;
-            let captured = (self.capture)(tag);
             let (from, end) = (pos, pos + 5 + left);
             if end <= bytes.len() {
                 // The whole frame is in this chunk: its body is a slice of it, not a copy.
@@ -161,7 +161,7 @@ impl Scanner {
         })
     }
 
-    fn check(&self, tag: u8, len: i32, offset: usize) -> Result<(), DecodeError> {
+    fn check(&self, tag: u8, len: i32, captured: bool, offset: usize) -> Result<(), DecodeError> {
         let too_long = usize::try_from(len).is_ok_and(|l| l > self.limits.tag_max(tag));
         if len < 4 || too_long {
             return Err(DecodeError::InvalidLength {
@@ -169,7 +169,7 @@ impl Scanner {
                 offset,
             });
         }
-        if (self.capture)(tag) && len as usize - 4 > CAPTURE_MAX {
+        if captured && len as usize - 4 > CAPTURE_MAX {
             return Err(DecodeError::Invalid {
                 what: "message body too long for its type",
                 offset,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use pgyard_driver::Clock;
-use pgyard_proxy::admin::{Activity, AdminError, AdminReply, AdminRequest};
+use pgyard_proxy::admin::{AdminError, AdminReply, AdminRequest};
 use pgyard_proxy::{CancelKey, ClientConfig, ClientId, ClientOut, ClientSession, Lent, PoolKey};
 use pgyard_types::{rng_from_seed, Instant, Lsn, RngCore};
 use pgyard_wire::auth::LoginRandom;
@@ -41,9 +41,9 @@ pub(super) struct ClientTask {
     /// The time read at the start of this turn of the loop (the pools' clock): one reading
     /// serves the session and the pools.
     now: Instant,
-    /// Where the admin console reads this session's activity, and what was last put there.
+    /// Where the admin console reads this session's activity, and the labels last put there.
     slot: Arc<ClientSlot>,
-    published: Option<Activity>,
+    published: Option<u32>,
     /// A PAUSE's answer, awaited.
     admin_wait: Option<oneshot::Receiver<Result<(), String>>>,
     /// The handshake a client that asks for TLS gets (`None`: TLS is not configured).

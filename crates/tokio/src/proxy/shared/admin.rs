@@ -74,14 +74,13 @@ impl ClientSlot {
         self.clock
     }
 
-    /// Publishes `session`'s activity if it changed since `last` (the texts only when its
-    /// labels did): a comparison per event, a lock only on a change.
-    pub(in crate::proxy) fn publish(&self, session: &ClientSession, last: &mut Option<Activity>) {
+    /// Publishes `session`'s activity (the texts only when its labels changed since
+    /// `labels`, the last published). No comparison first: a turn of the client loop almost
+    /// always changes something (its state or counters), and the lock is uncontended.
+    pub(in crate::proxy) fn publish(&self, session: &ClientSession, labels: &mut Option<u32>) {
         let now = session.activity();
-        if *last == Some(now) {
-            return;
-        }
-        let relabel = last.is_none_or(|l| l.labels != now.labels);
+        let relabel = *labels != Some(now.labels);
+        *labels = Some(now.labels);
         let mut r = lock(&self.report);
         r.activity = Some(now);
         if relabel {
@@ -91,7 +90,6 @@ impl ClientSlot {
             r.tag = session.tag().map(str::to_owned);
             r.application_name = session.application_name().unwrap_or_default().to_owned();
         }
-        *last = Some(now);
     }
 
     /// The client's connection is encrypted now: `description` is what SHOW CLIENTS shows
