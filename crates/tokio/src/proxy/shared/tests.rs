@@ -1,6 +1,6 @@
 //! The shared pools against the stand-in backend (`stand_in.rs`), a primary that holds every
 //! CancelRequest until told: the two races the simulator's `proxy` scenario found in
-//! this adapter, each played step by step.
+//! this adapter, each played step by step, and where a cancel goes.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -97,4 +97,37 @@ async fn a_server_is_not_lent_again_before_a_cancel_sent_to_it_is_done() {
         Ok(Ok(Granted::Server(..))) => {}
         _ => panic!("not lent once the cancel was done"),
     }
+}
+
+/// A cancel follows the server its client holds at that moment: none before the client is
+/// lent one or after it gives it back (the server may serve someone else by then), and a
+/// wrong secret reaches nothing.
+#[tokio::test]
+async fn a_cancel_reaches_only_the_server_its_client_holds_now() {
+    let backend = Backend::start(PRIMARY).await;
+    let shared = shared(&backend);
+    shared.register(ClientId(1), 77, vec![9; 4]);
+    shared.cancel(77, &[9; 4]);
+    let (session, lent) = granted(shared.acquire(ClientId(1), &key(), None, shared.now())).await;
+    shared.cancel(77, &[8; 4]);
+    shared.release(ClientId(1), lent, Some(session), true, shared.now());
+    shared.cancel(77, &[9; 4]);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        backend.cancels.load(Ordering::SeqCst),
+        0,
+        "a cancel went out"
+    );
+    let (_session, _lent) = granted(shared.acquire(ClientId(1), &key(), None, shared.now())).await;
+    shared.cancel(77, &[9; 4]);
+    let sent = async {
+        while backend.cancels.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    let reached = tokio::time::timeout(Duration::from_secs(10), sent).await;
+    assert!(
+        reached.is_ok(),
+        "the cancel of a client holding a server never went out"
+    );
 }
