@@ -205,9 +205,13 @@ fn sigkills_along_the_way_lose_and_repeat_nothing() {
     rig.workload(300);
     rig.follow_to_end();
     let mut kills = 0;
-    for i in 0..20u64 {
+    // Kills at growing times after the start (5 ms, then half as long again each time), so
+    // the first ones land before any apply could have finished on any machine and the later
+    // ones reach ever further into the work. (Fixed times of 30-150 ms let a fast machine
+    // finish everything by the third try.)
+    for i in 0..20 {
         let child = rig.apply();
-        std::thread::sleep(Duration::from_millis(30 + (i * 37) % 120));
+        std::thread::sleep(Duration::from_secs_f64(0.005 * 1.5f64.powi(i)));
         let mut child = child;
         if child.try_wait().expect("poll").is_some() {
             let out = finished(child);
