@@ -123,25 +123,32 @@ impl ClientTask {
             let deadline = self.session.poll_timeout().map(|d| self.clock.deadline(d));
             let reading = self.session.wants_client_bytes();
             tokio::select! {
-                r = sock.read_buf(&mut from_client), if reading => {
+                // In this order: the proxy's phase and the time before the sockets, so that
+                // a long reply streaming from the server cannot hold back a drain or a
+                // timeout; the server's bytes before the client's, so that the turn that
+                // reads a reply does not first poll the client's socket for nothing.
+                biased;
+
+                () = slot.kick.wait() => {
                     self.now = self.clock.now();
-                    match r {
-                        Ok(n) if n > 0 => {
-                            self.session.handle_client_bytes(self.now, &from_client);
-                            from_client.clear();
+                    let phase = *self.phase.borrow_and_update();
+                    match phase {
+                        Phase::Running => {}
+                        Phase::Draining if !self.session.is_draining() => {
+                            self.session.handle_shutdown();
                         }
-                        _ => self.session.handle_client_gone(),
+                        Phase::Draining => {}
+                        Phase::Stopped => break,
                     }
                 }
-                r = recv(&mut self.server, &mut from_server) => {
-                    self.now = self.clock.now();
-                    match r {
-                        Ok(()) => {
-                            let chunk = from_server.split().freeze();
-                            self.session.handle_server_bytes(self.now, chunk);
-                        }
-                        Err(_) => self.session.handle_server_gone(),
-                    }
+                r = wait(&mut self.admin_wait) => {
+                    self.admin_wait = None;
+                    let reply = match r {
+                        Some(Ok(())) => AdminReply::Done,
+                        Some(Err(e)) => AdminReply::Failed(AdminError::pooler(e)),
+                        None => AdminReply::Failed(AdminError::pooler("the proxy stopped")),
+                    };
+                    self.session.handle_admin(reply);
                 }
                 g = wait(&mut self.waiting) => {
                     self.now = self.clock.now();
@@ -156,25 +163,24 @@ impl ClientTask {
                     self.now = self.clock.now();
                     self.session.handle_timeout(self.now);
                 }
-                r = wait(&mut self.admin_wait) => {
-                    self.admin_wait = None;
-                    let reply = match r {
-                        Some(Ok(())) => AdminReply::Done,
-                        Some(Err(e)) => AdminReply::Failed(AdminError::pooler(e)),
-                        None => AdminReply::Failed(AdminError::pooler("the proxy stopped")),
-                    };
-                    self.session.handle_admin(reply);
-                }
-                () = slot.kick.wait() => {
+                r = recv(&mut self.server, &mut from_server) => {
                     self.now = self.clock.now();
-                    let phase = *self.phase.borrow_and_update();
-                    match phase {
-                        Phase::Running => {}
-                        Phase::Draining if !self.session.is_draining() => {
-                            self.session.handle_shutdown();
+                    match r {
+                        Ok(()) => {
+                            let chunk = from_server.split().freeze();
+                            self.session.handle_server_bytes(self.now, chunk);
                         }
-                        Phase::Draining => {}
-                        Phase::Stopped => break,
+                        Err(_) => self.session.handle_server_gone(),
+                    }
+                }
+                r = sock.read_buf(&mut from_client), if reading => {
+                    self.now = self.clock.now();
+                    match r {
+                        Ok(n) if n > 0 => {
+                            self.session.handle_client_bytes(self.now, &from_client);
+                            from_client.clear();
+                        }
+                        _ => self.session.handle_client_gone(),
                     }
                 }
             }
