@@ -62,4 +62,6 @@ pub use client::{
     CancelKey, ClientAuth, ClientConfig, ClientOut, ClientSession, ClientTls, Databases, Lent,
     PoolMode, TlsMode,
 };
-pub use pool::{ClientId, PoolKey, PoolOut, PoolSettings, Pools, ServerId, ServerUse, ServerView};
+pub use pool::{
+    ClientId, PoolKey, PoolOut, PoolSettings, Pools, Returned, ServerId, ServerUse, ServerView,
+};

@@ -165,6 +165,19 @@ impl Pool {
     }
 }
 
+/// What [`Pools::return_idle`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Returned {
+    /// Nothing: give the server back with [`Pools::release`].
+    No,
+    /// The server is idle. `deadline`: a timeout it added, which may come before every
+    /// other; without one, [`Pools::poll_timeout`] is no earlier than before.
+    Idle {
+        /// The idle timeout of a server that joined an empty idle list.
+        deadline: Option<Instant>,
+    },
+}
+
 /// Counts for the admin console's `SHOW POOLS`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PoolCounts {
@@ -297,30 +310,35 @@ impl Pools {
         Some(server)
     }
 
-    /// Gives `server` back reusable to a pool that has other idle servers and no waiters:
-    /// what `release(now, server, true)` would do when it keeps the server idle, which then
-    /// outputs nothing and adds no deadline earlier than the pool's oldest idle server's.
-    /// false: nothing changed; call [`Pools::release`].
-    pub fn return_idle(&mut self, now: Instant, server: ServerId) -> bool {
+    /// Gives `server` back reusable to a pool nobody waits on: what `release(now, server,
+    /// true)` would do when it keeps the server idle, which then outputs nothing. The only
+    /// deadline it can add is the idle timeout of a server joining an empty idle list
+    /// (behind others, the oldest one's comes first), which it reports.
+    pub fn return_idle(&mut self, now: Instant, server: ServerId) -> Returned {
         if self.paused {
-            return false;
+            return Returned::No;
         }
         let Some(s) = self.servers.get_mut(&server) else {
-            return false;
+            return Returned::No;
         };
         let too_old = self.settings.lifetime.is_some_and(|l| now >= s.born + l);
         if s.cancels > 0 || too_old || s.retired {
-            return false;
+            return Returned::No;
         }
         let Some(pool) = self.pools.get_mut(&s.key) else {
-            return false;
+            return Returned::No;
         };
-        if pool.idle.is_empty() || !pool.waiting.is_empty() || pool.count > self.settings.size {
-            return false;
+        if !pool.waiting.is_empty() || pool.count > self.settings.size {
+            return Returned::No;
         }
+        let first = pool.idle.is_empty();
         s.state = State::Idle { since: now };
         pool.idle_push(server, now);
-        true
+        let deadline = match (first, self.settings.idle_timeout) {
+            (true, Some(idle)) => Some(now + idle),
+            _ => None,
+        };
+        Returned::Idle { deadline }
     }
 
     /// `client` went away while waiting.

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use pgyard_proxy::{ClientId, PoolKey, PoolOut, PoolSettings, Pools, Route, ServerId};
+use pgyard_proxy::{ClientId, PoolKey, PoolOut, PoolSettings, Pools, Returned, Route, ServerId};
 use pgyard_types::Instant;
 
 fn key(n: u64) -> PoolKey {
@@ -121,9 +121,26 @@ impl Twins {
         let (_, server) = self.held.swap_remove(pick % self.held.len());
         let now = self.at();
         let before = self.fast.poll_timeout();
-        if reusable && self.fast.return_idle(now, server) {
+        let returned = if reusable {
+            self.fast.return_idle(now, server)
+        } else {
+            Returned::No
+        };
+        if let Returned::Idle { deadline } = returned {
             self.shortcuts[1] += 1;
-            assert!(later_or_same(before, self.fast.poll_timeout()));
+            // Nothing earlier than before, or than the deadline it reports.
+            let floor = match (before, deadline) {
+                (Some(b), Some(d)) => Some(b.min(d)),
+                (b, d) => b.or(d),
+            };
+            assert!(later_or_same(floor, self.fast.poll_timeout()));
+            if deadline.is_some() {
+                assert_eq!(
+                    self.fast.poll_timeout(),
+                    floor,
+                    "the reported deadline is due"
+                );
+            }
             self.slow.release(now, server, true);
             assert!(
                 self.slow.poll_output().is_none(),
@@ -209,11 +226,11 @@ fn the_shortcuts_leave_the_pools_as_the_general_path_does() {
 }
 
 #[test]
-fn a_shortcut_needs_other_idle_servers_and_no_pause() {
+fn a_shortcut_needs_an_idle_server_and_no_pause() {
     let mut p = Pools::new(PoolSettings {
         size: 2,
         wait_timeout: Duration::from_secs(2),
-        idle_timeout: None,
+        idle_timeout: Some(Duration::from_secs(10)),
         lifetime: None,
     });
     let t = Instant(0);
@@ -231,10 +248,16 @@ fn a_shortcut_needs_other_idle_servers_and_no_pause() {
     p.opened(t, opens[0], Ok(()));
     p.opened(t, opens[1], Ok(()));
     drain(&mut p);
-    // The first server back goes through the general path (no idle list yet to join).
-    assert!(!p.return_idle(t, opens[0]));
-    p.release(t, opens[0], true);
-    assert!(p.return_idle(t, opens[1]));
+    // The first server back starts the idle list and its timeout; the second joins it.
+    let first = Returned::Idle {
+        deadline: Some(Instant(10_000_000_000)),
+    };
+    assert_eq!(p.return_idle(t, opens[0]), first);
+    assert_eq!(p.poll_timeout(), Some(Instant(10_000_000_000)));
+    assert_eq!(
+        p.return_idle(t, opens[1]),
+        Returned::Idle { deadline: None }
+    );
     // A third client waits behind no one: lent at once, the last server back first.
     assert_eq!(p.lend_idle(ClientId(3), &k), Some(opens[1]));
     assert_eq!(p.lend_idle(ClientId(4), &k), Some(opens[0]));
@@ -255,8 +278,9 @@ fn a_shortcut_needs_other_idle_servers_and_no_pause() {
     assert!(p.pause(t));
     assert_eq!(drain(&mut p), [PoolOut::Close { server: opens[0] }]);
     assert_eq!(p.lend_idle(ClientId(7), &k), None, "paused");
-    assert!(
-        !p.return_idle(t, opens[1]),
+    assert_eq!(
+        p.return_idle(t, opens[1]),
+        Returned::No,
         "paused: a server back is closed"
     );
     p.release(t, opens[1], true);

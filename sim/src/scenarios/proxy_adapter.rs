@@ -9,7 +9,7 @@
 //! The judge's checks sit where the facts are seen.
 
 use bytes::BytesMut;
-use pgyard_proxy::{ClientId, ClientOut, Lent, PoolKey, PoolOut, ServerId};
+use pgyard_proxy::{ClientId, ClientOut, Lent, PoolKey, PoolOut, Returned, ServerId};
 use pgyard_types::{uniform_inclusive, Instant};
 use pgyard_wire::error_fields::encode_error_response;
 
@@ -354,7 +354,8 @@ impl World {
         }
         if reusable {
             self.pool_idle(server, lent, true);
-            if self.pools.return_idle(self.now, server) {
+            // (The model has no timer to arm: it asks the pools for their next timeout.)
+            if self.pools.return_idle(self.now, server) != Returned::No {
                 return;
             }
         } else {

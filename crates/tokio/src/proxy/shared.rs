@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use pgyard_driver::{Clock, ConnectOptions, ErrorKind, SessionInfo};
 use pgyard_proxy::{
-    ClientAuth, ClientId, Lent, PoolKey, PoolMode, PoolOut, Pools, Route, ServerId,
+    ClientAuth, ClientId, Lent, PoolKey, PoolMode, PoolOut, Pools, Returned, Route, ServerId,
 };
 use pgyard_types::Instant;
 use pgyard_wire::auth::LoginSecret;
@@ -371,8 +371,12 @@ impl Shared {
                     return;
                 }
                 park(&mut st, server, session, lent);
-                // Back to a pool with other idle servers and no waiters: nothing to perform.
-                if st.pools.return_idle(now, server) {
+                // Back to a pool nobody waits on: nothing to perform, at most a timer to arm.
+                if let Returned::Idle { deadline } = st.pools.return_idle(now, server) {
+                    if deadline.is_some_and(|d| st.armed.is_none_or(|a| d < a)) {
+                        st.armed = deadline;
+                        self.timer.notify_one();
+                    }
                     return;
                 }
                 st.pools.release(now, server, true);
