@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use pgyard_types::{Lsn, PgTimestamp};
 
-use super::text::timestamp_text;
+use super::text::{push_lsn, push_timestamp};
 
 /// A value sent as a statement parameter: the publisher's text form, `None` for NULL.
 pub type Param = Option<Vec<u8>>;
@@ -190,11 +190,14 @@ impl Plan {
 
     /// The origin's progress and COMMIT, as one simple query.
     pub fn commit_sql(&self) -> String {
-        format!(
-            "SELECT pg_catalog.pg_replication_origin_xact_setup('{}', '{}'); COMMIT",
-            self.end_lsn,
-            timestamp_text(self.commit_ts)
-        )
+        // Pieced together rather than through `format!`: one per applied batch.
+        let mut sql = String::with_capacity(112);
+        sql.push_str("SELECT pg_catalog.pg_replication_origin_xact_setup('");
+        push_lsn(&mut sql, self.end_lsn);
+        sql.push_str("', '");
+        push_timestamp(&mut sql, self.commit_ts);
+        sql.push_str("'); COMMIT");
+        sql
     }
 
     /// The bytes of SQL text and values it sends, roughly.
