@@ -23,7 +23,7 @@ use pgyard_delayq::Event;
 use pgyard_types::{uniform_inclusive, Rng};
 
 use super::public::{take_groups, Group, Public};
-use super::walsender::{column_count, column_name, table_name, Catalog, RELATIONS};
+use super::walsender::{column_count, column_name, Catalog, RELATIONS};
 use crate::publisher::{decimal, LogItem};
 
 /// The RNG stream the kinds of changes are drawn from.
@@ -474,16 +474,47 @@ pub(super) fn table_hash(name: &[u8]) -> u64 {
 /// The hash of a row of version `version` of table `rel`, as the subscriber computes it from
 /// what it holds.
 pub(super) fn row_hash(rel: u32, version: u32, values: &Values) -> u64 {
-    let mut col = Vec::with_capacity(12);
+    // The table's and the first two columns' name hashes are constants; only the names past
+    // them are written out (into a vector allocated only then), as this runs for every row
+    // drawn.
+    let mut col = Vec::new();
     hash_row(
-        table_hash(table_name(rel).as_bytes()),
+        TABLE_HASHES[rel as usize % TABLE_HASHES.len()],
         values.iter().enumerate().map(|(i, v)| {
-            col.clear();
-            column_name(version, i, &mut col);
-            // The name is hashed before the next one is written.
-            (fnv(FNV_OFFSET, &col), v.as_deref())
+            let name = match i {
+                0 => PAYLOAD_HASH,
+                1 => VER_HASH,
+                _ => {
+                    col.clear();
+                    column_name(version, i, &mut col);
+                    // The name is hashed before the next one is written.
+                    fnv(FNV_OFFSET, &col)
+                }
+            };
+            (name, v.as_deref())
         }),
     )
+}
+
+/// `table_hash(table_name(rel))` for each table (checked by a test).
+const TABLE_HASHES: [u64; 3] = [
+    fnv_const(b"\"public\".\"t0\""),
+    fnv_const(b"\"public\".\"t1\""),
+    fnv_const(b"\"public\".\"t2\""),
+];
+/// `name_hash` of the first two columns' names.
+const PAYLOAD_HASH: u64 = fnv_const(b"payload");
+const VER_HASH: u64 = fnv_const(b"ver");
+
+/// [`fnv`] from the offset basis, at compile time.
+const fn fnv_const(bytes: &[u8]) -> u64 {
+    let mut h = FNV_OFFSET;
+    let mut i = 0;
+    while i < bytes.len() {
+        h = (h ^ bytes[i] as u64).wrapping_mul(FNV_PRIME);
+        i += 1;
+    }
+    h
 }
 
 /// A row's hash from its table's hash and each column's (name hash, value).
@@ -522,6 +553,7 @@ fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenarios::delayq::walsender::table_name;
 
     #[test]
     fn change_ids_read_the_publishers_payloads() {
@@ -530,6 +562,21 @@ mod tests {
         assert_eq!(change_ids(b"B1000.7"), None);
         assert_eq!(change_ids(b"C1x.7"), None);
         assert_eq!(change_ids(b"C99999999999.7"), None);
+    }
+
+    #[test]
+    fn constant_name_hashes_match_the_names() {
+        for rel in 0..RELATIONS {
+            assert_eq!(
+                TABLE_HASHES[rel as usize],
+                table_hash(table_name(rel).as_bytes())
+            );
+        }
+        for (i, want) in [PAYLOAD_HASH, VER_HASH].into_iter().enumerate() {
+            let mut name = Vec::new();
+            column_name(7, i, &mut name);
+            assert_eq!(want, name_hash(&name));
+        }
     }
 
     #[test]
