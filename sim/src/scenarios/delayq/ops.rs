@@ -23,7 +23,7 @@ use pgyard_delayq::Event;
 use pgyard_types::{uniform_inclusive, Rng};
 
 use super::public::{take_groups, Group, Public};
-use super::walsender::{column_count, column_name, Catalog, RELATIONS};
+use super::walsender::{column_count, Catalog, RELATIONS};
 use crate::publisher::{decimal, LogItem};
 
 /// The RNG stream the kinds of changes are drawn from.
@@ -474,26 +474,45 @@ pub(super) fn table_hash(name: &[u8]) -> u64 {
 /// The hash of a row of version `version` of table `rel`, as the subscriber computes it from
 /// what it holds.
 pub(super) fn row_hash(rel: u32, version: u32, values: &Values) -> u64 {
-    // The table's and the first two columns' name hashes are constants; only the names past
-    // them are written out (into a vector allocated only then), as this runs for every row
+    // The table's and the first two columns' name hashes are constants, and the other
+    // names are hashed as they are spelt, without writing them out: this runs for every row
     // drawn.
-    let mut col = Vec::new();
     hash_row(
         TABLE_HASHES[rel as usize % TABLE_HASHES.len()],
-        values.iter().enumerate().map(|(i, v)| {
-            let name = match i {
-                0 => PAYLOAD_HASH,
-                1 => VER_HASH,
-                _ => {
-                    col.clear();
-                    column_name(version, i, &mut col);
-                    // The name is hashed before the next one is written.
-                    fnv(FNV_OFFSET, &col)
-                }
-            };
-            (name, v.as_deref())
-        }),
+        values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (column_name_hash(version, i), v.as_deref())),
     )
+}
+
+/// `name_hash` of the name `column_name(version, i)` writes.
+fn column_name_hash(version: u32, i: usize) -> u64 {
+    match i {
+        0 => PAYLOAD_HASH,
+        1 => VER_HASH,
+        _ => {
+            let mut digits = [0u8; 20];
+            let h = fnv(FNV_OFFSET, b"x");
+            let h = fnv(h, decimal_digits(u64::from(version), &mut digits));
+            let h = fnv(h, b"_");
+            fnv(h, decimal_digits((i - 2) as u64, &mut digits))
+        }
+    }
+}
+
+/// `n` in decimal, written into the end of `buf`.
+fn decimal_digits(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    &buf[at..]
 }
 
 /// `table_hash(table_name(rel))` for each table (checked by a test).
@@ -553,7 +572,7 @@ fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenarios::delayq::walsender::table_name;
+    use crate::scenarios::delayq::walsender::{column_name, table_name};
 
     #[test]
     fn change_ids_read_the_publishers_payloads() {
@@ -572,10 +591,12 @@ mod tests {
                 table_hash(table_name(rel).as_bytes())
             );
         }
-        for (i, want) in [PAYLOAD_HASH, VER_HASH].into_iter().enumerate() {
-            let mut name = Vec::new();
-            column_name(7, i, &mut name);
-            assert_eq!(want, name_hash(&name));
+        for version in [0, 1, 2, 7, 10, 99, 12_345, u32::MAX] {
+            for i in 0..14 {
+                let mut name = Vec::new();
+                column_name(version, i, &mut name);
+                assert_eq!(column_name_hash(version, i), name_hash(&name));
+            }
         }
     }
 
