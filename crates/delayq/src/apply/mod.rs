@@ -349,46 +349,28 @@ impl Applier {
     ) -> Result<(), ApplyError> {
         let rel = self.rel(commit_lsn, oid)?;
         check_width(commit_lsn, rel, tuple)?;
-        // The row's values straight from the tuple (no vector of them first), and its column
-        // set compared with the open INSERT's as it goes: a vector of column numbers is only
-        // built for a new INSERT, not for every row.
-        let open_cols = match &*open {
-            Some((o, cols))
-                if *o == oid && matches!(out.pieces.last(), Some(Piece::Insert { .. })) =>
-            {
-                Some(cols.as_slice())
-            }
-            _ => None,
-        };
-        let mut same = open_cols.is_some();
-        let mut sent = 0usize;
-        let mut row = Vec::with_capacity(rel.columns.len());
-        for (i, v) in tuple.iter().enumerate() {
-            let v = match v {
-                TupleValue::Null => None,
-                TupleValue::UnchangedToast => continue,
-                TupleValue::Text(t) => Some(t.to_vec()),
-                TupleValue::Binary(_) => return Err(binary_value(commit_lsn, rel)),
-            };
-            out.bytes += v.as_ref().map_or(4, Vec::len) + 4;
-            same = same && open_cols.and_then(|c| c.get(sent)) == Some(&i);
-            sent += 1;
-            row.push(v);
-        }
         out.changes += 1;
-        if same && open_cols.is_some_and(|c| c.len() == sent) {
-            if let Some(Piece::Insert { rows, .. }) = out.pieces.last_mut() {
-                rows.push(row);
+        // The columns sent (unchanged-TOAST ones left out), compared with the open INSERT's
+        // without collecting them; the values go straight onto its run of rows.
+        let sent = || {
+            tuple
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| !matches!(v, TupleValue::UnchangedToast))
+                .map(|(i, _)| i)
+        };
+        if let (Some((o, cols)), Some(Piece::Insert { rows, values, .. })) =
+            (&*open, out.pieces.last_mut())
+        {
+            if *o == oid && cols.iter().copied().eq(sent()) {
+                row_values(commit_lsn, rel, tuple, values, &mut out.bytes)?;
+                *rows += 1;
                 return Ok(());
             }
         }
-        let cols: Vec<usize> = tuple
-            .iter()
-            .enumerate()
-            .filter(|(_, v)| !matches!(v, TupleValue::UnchangedToast))
-            .map(|(i, _)| i)
-            .collect();
-        let key = (oid, cols);
+        let key = (oid, sent().collect::<Vec<usize>>());
+        let mut values = Vec::with_capacity(key.1.len());
+        row_values(commit_lsn, rel, tuple, &mut values, &mut out.bytes)?;
         // Built by hand: a new INSERT starts with nearly every transaction of small ones.
         let names = key.1.iter().map(|&i| rel.columns[i].0.as_str());
         let mut target = String::with_capacity(rel.qualified.len() + 16 * key.1.len() + 3);
@@ -404,7 +386,9 @@ impl Applier {
         out.bytes += target.len() + 20;
         out.pieces.push(Piece::Insert {
             target,
-            rows: vec![row],
+            width: key.1.len(),
+            rows: 1,
+            values,
         });
         *open = Some(key);
         Ok(())
@@ -666,6 +650,28 @@ fn values(commit_lsn: Lsn, rel: &Rel, tuple: &TupleData<'_>) -> Result<Vec<Value
             TupleValue::Binary(_) => Err(binary_value(commit_lsn, rel)),
         })
         .collect()
+}
+
+/// Appends an INSERT row's values (unchanged-TOAST ones left out) to `out`, counting their
+/// bytes.
+fn row_values(
+    commit_lsn: Lsn,
+    rel: &Rel,
+    tuple: &TupleData<'_>,
+    out: &mut Vec<Param>,
+    bytes: &mut usize,
+) -> Result<(), ApplyError> {
+    for v in tuple.iter() {
+        let v = match v {
+            TupleValue::Null => None,
+            TupleValue::UnchangedToast => continue,
+            TupleValue::Text(t) => Some(t.to_vec()),
+            TupleValue::Binary(_) => return Err(binary_value(commit_lsn, rel)),
+        };
+        *bytes += v.as_ref().map_or(4, Vec::len) + 4;
+        out.push(v);
+    }
+    Ok(())
 }
 
 /// A row must have a value for each described column.
