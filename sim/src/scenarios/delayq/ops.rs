@@ -341,7 +341,7 @@ impl Ops {
         let version = catalog.version(rel, item.lsn);
         let mut values = vec![None; column_count(version)];
         values[0] = Some(item.payload.clone());
-        let mut ver = Vec::new();
+        let mut ver = Vec::with_capacity(10);
         decimal(&mut ver, u64::from(version));
         values[1] = Some(ver);
         let hash = row_hash(rel, version, &values);
@@ -370,7 +370,9 @@ impl Ops {
         for (c, v) in row.values.iter_mut().enumerate() {
             let cell = match c {
                 0 if key_change => {
-                    let mut k = v.clone().unwrap_or_default();
+                    let old = v.as_deref().unwrap_or_default();
+                    let mut k = Vec::with_capacity(old.len() + 21);
+                    k.extend_from_slice(old);
                     k.push(b'k');
                     decimal(&mut k, seq);
                     *v = Some(k.clone());
@@ -444,7 +446,8 @@ pub(super) fn long(v: &Option<Vec<u8>>) -> bool {
 }
 
 fn tagged_value(tag: u8, seq: u64) -> Vec<u8> {
-    let mut v = vec![tag];
+    let mut v = Vec::with_capacity(21);
+    v.push(tag);
     decimal(&mut v, seq);
     v
 }
