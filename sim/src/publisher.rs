@@ -346,7 +346,8 @@ impl Publisher {
 
     /// Records changes of `xid` (sub `sub`) at fresh LSNs; returns (lsn, payload, sub).
     fn changes(&mut self, rng: &mut Rng, xid: u32, sub: u32, n: u64) -> Vec<(Lsn, Vec<u8>, u32)> {
-        let mut out = Vec::new();
+        // Sized up front (a workload's steps write a handful of changes each).
+        let mut out = Vec::with_capacity(usize::try_from(n).unwrap_or(0).min(1024));
         for _ in 0..n {
             let (l, _) = self.record(rng);
             let p = self.change_payload(xid);

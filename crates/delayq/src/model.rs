@@ -478,6 +478,12 @@ impl Model {
             it.schema
                 .push((it.body.len(), tag, oid, rec.lsn, raw.to_vec()));
         }
+        if it.body.capacity() == 0 {
+            // Room for a small transaction's records at once: growing from four took a
+            // reallocation for most transactions (every record of the index passes here,
+            // in recovery too).
+            it.body.reserve(8);
+        }
         it.body.push((loc, rec.xid.0));
         hold(&mut self.held, it, loc);
         Ok(())

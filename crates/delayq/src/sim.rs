@@ -163,6 +163,11 @@ impl SimStorage {
         self.changes
     }
 
+    /// The names of the files there are, in name order (what `list` returns, borrowed).
+    pub fn names(&self) -> impl Iterator<Item = &str> + '_ {
+        self.files.keys().map(String::as_str)
+    }
+
     /// Current contents of a file (including unsynced bytes).
     pub fn file(&self, name: &str) -> Option<&[u8]> {
         self.files.get(name).map(|f| f.data.as_slice())

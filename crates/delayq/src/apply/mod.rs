@@ -31,7 +31,6 @@ mod plan;
 mod text;
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt::Write as _;
 use std::sync::Arc;
 
 use pgyard_types::Lsn;
@@ -349,23 +348,29 @@ impl Applier {
         out: &mut TxnPieces,
     ) -> Result<(), ApplyError> {
         let rel = self.rel(commit_lsn, oid)?;
-        let mut cols = Vec::with_capacity(rel.columns.len());
-        let mut row = Vec::with_capacity(rel.columns.len());
-        for (i, v) in values(commit_lsn, rel, tuple)?.into_iter().enumerate() {
-            if let Value::Sent(v) = v {
-                out.bytes += v.as_ref().map_or(4, Vec::len) + 4;
-                cols.push(i);
-                row.push(v);
-            }
-        }
+        check_width(commit_lsn, rel, tuple)?;
         out.changes += 1;
-        let key = (oid, cols);
-        if let (Some(o), Some(Piece::Insert { rows, .. })) = (&*open, out.pieces.last_mut()) {
-            if *o == key {
-                rows.push(row);
+        // The columns sent (unchanged-TOAST ones left out), compared with the open INSERT's
+        // without collecting them; the values go straight onto its run of rows.
+        let sent = || {
+            tuple
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| !matches!(v, TupleValue::UnchangedToast))
+                .map(|(i, _)| i)
+        };
+        if let (Some((o, cols)), Some(Piece::Insert { rows, values, .. })) =
+            (&*open, out.pieces.last_mut())
+        {
+            if *o == oid && cols.iter().copied().eq(sent()) {
+                row_values(commit_lsn, rel, tuple, values, &mut out.bytes)?;
+                *rows += 1;
                 return Ok(());
             }
         }
+        let key = (oid, sent().collect::<Vec<usize>>());
+        let mut values = Vec::with_capacity(key.1.len());
+        row_values(commit_lsn, rel, tuple, &mut values, &mut out.bytes)?;
         // Built by hand: a new INSERT starts with nearly every transaction of small ones.
         let names = key.1.iter().map(|&i| rel.columns[i].0.as_str());
         let mut target = String::with_capacity(rel.qualified.len() + 16 * key.1.len() + 3);
@@ -381,7 +386,9 @@ impl Applier {
         out.bytes += target.len() + 20;
         out.pieces.push(Piece::Insert {
             target,
-            rows: vec![row],
+            width: key.1.len(),
+            rows: 1,
+            values,
         });
         *open = Some(key);
         Ok(())
@@ -500,10 +507,15 @@ fn shape_of(shapes: &mut HashMap<ShapeKey, Arc<Shape>>, rel: &Rel, key: ShapeKey
 /// exactly one row even where several are identical; the by-key form (where the identity
 /// has key columns) leaves the ctid out for a subscriber with a unique index on them.
 fn build_shape(rel: &Rel, op: u8, pattern: &[u8]) -> Shape {
+    // Pieced together with `push_str` rather than `write!`: every new apply machine builds
+    // its shapes again, and formatting them was about 1 % of the simulator's time.
     let n = rel.columns.len();
     let mut at = 0usize;
     let (head, ident) = if op == b'U' {
-        let mut head = format!("UPDATE ONLY {} SET ", rel.qualified);
+        let mut head = String::with_capacity(rel.qualified.len() + 24 * n + 20);
+        head.push_str("UPDATE ONLY ");
+        head.push_str(&rel.qualified);
+        head.push_str(" SET ");
         let sets = rel
             .columns
             .iter()
@@ -511,27 +523,40 @@ fn build_shape(rel: &Rel, op: u8, pattern: &[u8]) -> Shape {
             .filter(|(_, p)| **p == PARAM);
         for (i, ((name, _), _)) in sets.enumerate() {
             at += 1;
-            let sep = if i > 0 { ", " } else { "" };
-            let _ = write!(head, "{sep}{name} = ${at}");
+            if i > 0 {
+                head.push_str(", ");
+            }
+            head.push_str(name);
+            head.push_str(" = ");
+            push_param(&mut head, at);
         }
         (head, pattern.get(n..).unwrap_or_default())
     } else {
-        (format!("DELETE FROM ONLY {}", rel.qualified), pattern)
+        let mut head = String::with_capacity(rel.qualified.len() + 17);
+        head.push_str("DELETE FROM ONLY ");
+        head.push_str(&rel.qualified);
+        (head, pattern)
     };
     let full = rel.identity == ReplicaIdentity::Full;
-    let mut filter = String::new();
+    let mut filter = String::with_capacity(32 * n);
     for ((name, _), part) in rel.columns.iter().zip(ident) {
-        let sep = if filter.is_empty() { "" } else { " AND " };
-        match *part {
-            SKIP => {}
-            NULL => {
-                let _ = write!(filter, "{sep}{name} IS NULL");
-            }
-            _ => {
-                at += 1;
-                let cmp = if full { "IS NOT DISTINCT FROM" } else { "=" };
-                let _ = write!(filter, "{sep}{name} {cmp} ${at}");
-            }
+        if *part == SKIP {
+            continue;
+        }
+        if !filter.is_empty() {
+            filter.push_str(" AND ");
+        }
+        filter.push_str(name);
+        if *part == NULL {
+            filter.push_str(" IS NULL");
+        } else {
+            at += 1;
+            filter.push_str(if full {
+                " IS NOT DISTINCT FROM "
+            } else {
+                " = "
+            });
+            push_param(&mut filter, at);
         }
     }
     if filter.is_empty() {
@@ -540,19 +565,46 @@ fn build_shape(rel: &Rel, op: u8, pattern: &[u8]) -> Shape {
         filter.push_str("false");
     }
     let keyed = !full && !rel.key.is_empty() && filter != "false";
-    let sql = format!(
-        "{head} WHERE ctid = (SELECT ctid FROM ONLY {q} WHERE {filter} LIMIT 1)",
-        q = rel.qualified
-    );
+    let mut sql = String::with_capacity(head.len() + filter.len() + 2 * rel.qualified.len() + 56);
+    sql.push_str(&head);
+    sql.push_str(" WHERE ctid = (SELECT ctid FROM ONLY ");
+    sql.push_str(&rel.qualified);
+    sql.push_str(" WHERE ");
+    sql.push_str(&filter);
+    sql.push_str(" LIMIT 1)");
     let check = CheckShape {
         qualified: rel.qualified.clone(),
         relation: rel.names.clone(),
         key: if keyed { rel.key.clone() } else { Vec::new() },
-        by_key: keyed.then(|| format!("{head} WHERE {filter}")),
+        by_key: keyed.then(|| {
+            let mut by_key = head;
+            by_key.push_str(" WHERE ");
+            by_key.push_str(&filter);
+            by_key
+        }),
     };
     Shape {
         sql,
         check: Arc::new(check),
+    }
+}
+
+/// Appends the placeholder `$n`.
+fn push_param(out: &mut String, n: usize) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    let mut n = n;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.push('$');
+    for &d in &digits[i..] {
+        out.push(char::from(d));
     }
 }
 
@@ -588,29 +640,63 @@ fn identity_params(source: &[Value], ident: &[u8]) -> Vec<Param> {
 
 /// Each column's value, checked against the relation's columns.
 fn values(commit_lsn: Lsn, rel: &Rel, tuple: &TupleData<'_>) -> Result<Vec<Value>, ApplyError> {
-    let bad = |detail: String| ApplyError::BadTuple {
-        commit_lsn,
-        relation: rel.qualified.clone(),
-        detail,
-    };
-    if tuple.len() != rel.columns.len() {
-        return Err(bad(format!(
-            "a row with {} values for {} described columns",
-            tuple.len(),
-            rel.columns.len()
-        )));
-    }
+    check_width(commit_lsn, rel, tuple)?;
     tuple
         .iter()
         .map(|v| match v {
             TupleValue::Null => Ok(Value::Sent(None)),
             TupleValue::UnchangedToast => Ok(Value::Unchanged),
             TupleValue::Text(t) => Ok(Value::Sent(Some(t.to_vec()))),
-            TupleValue::Binary(_) => Err(bad(
-                "a value in binary form (the stream must be text)".into()
-            )),
+            TupleValue::Binary(_) => Err(binary_value(commit_lsn, rel)),
         })
         .collect()
+}
+
+/// Appends an INSERT row's values (unchanged-TOAST ones left out) to `out`, counting their
+/// bytes.
+fn row_values(
+    commit_lsn: Lsn,
+    rel: &Rel,
+    tuple: &TupleData<'_>,
+    out: &mut Vec<Param>,
+    bytes: &mut usize,
+) -> Result<(), ApplyError> {
+    for v in tuple.iter() {
+        let v = match v {
+            TupleValue::Null => None,
+            TupleValue::UnchangedToast => continue,
+            TupleValue::Text(t) => Some(t.to_vec()),
+            TupleValue::Binary(_) => return Err(binary_value(commit_lsn, rel)),
+        };
+        *bytes += v.as_ref().map_or(4, Vec::len) + 4;
+        out.push(v);
+    }
+    Ok(())
+}
+
+/// A row must have a value for each described column.
+fn check_width(commit_lsn: Lsn, rel: &Rel, tuple: &TupleData<'_>) -> Result<(), ApplyError> {
+    if tuple.len() != rel.columns.len() {
+        return Err(ApplyError::BadTuple {
+            commit_lsn,
+            relation: rel.qualified.clone(),
+            detail: format!(
+                "a row with {} values for {} described columns",
+                tuple.len(),
+                rel.columns.len()
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The error for a value in binary form.
+fn binary_value(commit_lsn: Lsn, rel: &Rel) -> ApplyError {
+    ApplyError::BadTuple {
+        commit_lsn,
+        relation: rel.qualified.clone(),
+        detail: "a value in binary form (the stream must be text)".into(),
+    }
 }
 
 #[cfg(test)]

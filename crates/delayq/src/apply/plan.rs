@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use pgyard_types::{Lsn, PgTimestamp};
 
-use super::text::timestamp_text;
+use super::text::{push_lsn, push_timestamp};
 
 /// A value sent as a statement parameter: the publisher's text form, `None` for NULL.
 pub type Param = Option<Vec<u8>>;
@@ -190,11 +190,14 @@ impl Plan {
 
     /// The origin's progress and COMMIT, as one simple query.
     pub fn commit_sql(&self) -> String {
-        format!(
-            "SELECT pg_catalog.pg_replication_origin_xact_setup('{}', '{}'); COMMIT",
-            self.end_lsn,
-            timestamp_text(self.commit_ts)
-        )
+        // Pieced together rather than through `format!`: one per applied batch.
+        let mut sql = String::with_capacity(112);
+        sql.push_str("SELECT pg_catalog.pg_replication_origin_xact_setup('");
+        push_lsn(&mut sql, self.end_lsn);
+        sql.push_str("', '");
+        push_timestamp(&mut sql, self.commit_ts);
+        sql.push_str("'); COMMIT");
+        sql
     }
 
     /// The bytes of SQL text and values it sends, roughly.
@@ -233,10 +236,14 @@ pub(crate) enum Piece {
     /// One statement.
     Statement(Statement),
     /// Rows for `INSERT INTO {target} VALUES …`, where `target` is the qualified relation
-    /// and its column list; cut into statements when the batch is finished.
+    /// and its column list; cut into statements when the batch is finished. The `rows`
+    /// rows' values lie one after another in `values`, `width` to a row: one vector for the
+    /// run instead of one per row.
     Insert {
         target: String,
-        rows: Vec<Vec<Param>>,
+        width: usize,
+        rows: usize,
+        values: Vec<Param>,
     },
 }
 
@@ -277,12 +284,23 @@ impl Batch {
         if let Some(first) = rest.next() {
             match (self.pieces.last_mut(), first) {
                 (
-                    Some(Piece::Insert { target, rows }),
+                    Some(Piece::Insert {
+                        target,
+                        rows,
+                        values,
+                        ..
+                    }),
                     Piece::Insert {
                         target: t,
                         rows: more,
+                        values: more_values,
+                        ..
                     },
-                ) if *target == t => rows.extend(more),
+                ) if *target == t => {
+                    // The same target names the same columns: the same width.
+                    *rows += more;
+                    values.extend(more_values);
+                }
                 (_, first) => self.pieces.push(first),
             }
         }
@@ -301,10 +319,20 @@ impl Batch {
         for piece in self.pieces {
             match piece {
                 Piece::Statement(s) => steps.push(Step::Run(s)),
-                Piece::Insert { target, rows } if rows.len() >= COPY_ROWS => {
-                    steps.push(Step::Copy(copy(&target, &rows)));
+                Piece::Insert {
+                    target,
+                    width,
+                    rows,
+                    values,
+                } if rows >= COPY_ROWS => {
+                    steps.push(Step::Copy(copy(&target, width, rows, &values)));
                 }
-                Piece::Insert { target, rows } => insert_statements(&target, rows, &mut steps),
+                Piece::Insert {
+                    target,
+                    width,
+                    rows,
+                    values,
+                } => insert_statements(&target, width, rows, values, &mut steps),
             }
         }
         Some(Plan {
@@ -321,11 +349,17 @@ impl Batch {
 
 /// Cuts a run of rows into INSERTs of [`INSERT_CHUNKS`] rows (fewer where the columns would
 /// need more than [`PARAMS_MAX`] parameters).
-fn insert_statements(target: &str, rows: Vec<Vec<Param>>, out: &mut Vec<Step>) {
-    let width = rows.first().map_or(1, Vec::len).max(1);
+fn insert_statements(
+    target: &str,
+    row_width: usize,
+    rows: usize,
+    values: Vec<Param>,
+    out: &mut Vec<Step>,
+) {
+    let width = row_width.max(1);
     let fit = (PARAMS_MAX / width).max(1);
-    let mut left = rows.len();
-    let mut rows = rows.into_iter();
+    let mut left = rows;
+    let mut values = values.into_iter();
     while left > 0 {
         let n = INSERT_CHUNKS
             .iter()
@@ -342,9 +376,8 @@ fn insert_statements(target: &str, rows: Vec<Vec<Param>>, out: &mut Vec<Step>) {
             check: None,
         };
         for r in 0..n {
-            let Some(row) = rows.next() else { break };
             st.sql.push_str(if r == 0 { "(" } else { ", (" });
-            for (i, v) in row.into_iter().enumerate() {
+            for (i, v) in values.by_ref().take(row_width).enumerate() {
                 if i > 0 {
                     st.sql.push_str(", ");
                 }
@@ -377,15 +410,16 @@ fn copy_escape(mut v: &[u8], data: &mut Vec<u8>) {
     data.extend_from_slice(v);
 }
 
-fn copy(target: &str, rows: &[Vec<Param>]) -> Copy {
+fn copy(target: &str, width: usize, rows: usize, values: &[Param]) -> Copy {
     let mut data = Vec::with_capacity(
-        rows.iter()
-            .flatten()
+        values
+            .iter()
             .map(|v| v.as_ref().map_or(2, Vec::len) + 1)
             .sum(),
     );
-    for row in rows {
-        for (i, v) in row.iter().enumerate() {
+    let mut values = values.iter();
+    for _ in 0..rows {
+        for (i, v) in values.by_ref().take(width).enumerate() {
             if i > 0 {
                 data.push(b'\t');
             }
@@ -399,7 +433,7 @@ fn copy(target: &str, rows: &[Vec<Param>]) -> Copy {
     Copy {
         sql: format!("COPY {target} FROM STDIN"),
         data,
-        rows: rows.len(),
+        rows,
     }
 }
 

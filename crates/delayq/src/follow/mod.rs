@@ -38,6 +38,8 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use bytes::{BufMut, BytesMut};
+
 use pgyard_types::{Lsn, PgTimestamp, UnixTime};
 use pgyard_wire::pgoutput::{PgOutputDecoder, ProtoVersion};
 use pgyard_wire::replication::{ReplicationMessage, StandbyStatusUpdate};
@@ -168,6 +170,15 @@ struct Pending {
     at: usize,
     event: Event,
     retry_at: UnixTime,
+}
+
+/// Where a refused message lies in its frame, until the frame is kept as [`Pending`].
+#[derive(Debug)]
+struct Refused {
+    wal_lsn: Lsn,
+    end: Lsn,
+    at: usize,
+    event: Event,
 }
 
 /// The follow machine (see the module documentation).
@@ -306,19 +317,48 @@ impl FollowMachine {
     }
 
     /// The body of one CopyData from the server: XLogData (a pgoutput message for the queue)
-    /// or a keepalive. Then whatever is due.
+    /// or a keepalive. Then whatever is due. A message the queue refuses for now waits in
+    /// `body` itself (no copy).
     pub fn handle_frame<S: Storage>(
         &mut self,
         q: &mut DelayQueue<S>,
         now: UnixTime,
         body: Vec<u8>,
     ) -> Result<(), Failure> {
+        if let Some(w) = self.frame(q, now, &body)? {
+            self.wait(w, body, now);
+        }
+        self.service(q, now)
+    }
+
+    /// As [`FollowMachine::handle_frame`], for a body the caller keeps (a reused buffer): it
+    /// is copied only when the queue refuses its message for now and it has to wait.
+    pub fn handle_frame_slice<S: Storage>(
+        &mut self,
+        q: &mut DelayQueue<S>,
+        now: UnixTime,
+        body: &[u8],
+    ) -> Result<(), Failure> {
+        if let Some(w) = self.frame(q, now, body)? {
+            self.wait(w, body.to_vec(), now);
+        }
+        self.service(q, now)
+    }
+
+    /// One frame up to what is due after it: `Some` when its message was refused for now
+    /// and must wait (the caller keeps the body as [`Pending`]).
+    fn frame<S: Storage>(
+        &mut self,
+        q: &mut DelayQueue<S>,
+        now: UnixTime,
+        body: &[u8],
+    ) -> Result<Option<Refused>, Failure> {
         self.check()?;
         if self.phase != Phase::Streaming || self.pending.is_some() {
             let why = format!("a frame while {:?} (or a message waits)", self.phase);
             return Err(self.fail(Failure::Misuse(why)));
         }
-        let msg = match ReplicationMessage::decode_from_server(&body) {
+        let msg = match ReplicationMessage::decode_from_server(body) {
             Ok(m) => m,
             Err(e) => {
                 let why = format!("replication message: {e}");
@@ -338,14 +378,12 @@ impl FollowMachine {
                 let (wal_lsn, end, at) = (x.start, x.end, body.len() - x.data.len());
                 let payload = body.get(at..).unwrap_or_default();
                 if !self.offer(q, now, wal_lsn, end, payload, event)? {
-                    self.pending = Some(Pending {
+                    return Ok(Some(Refused {
                         wal_lsn,
                         end,
-                        body,
                         at,
                         event,
-                        retry_at: self.retry_at(now),
-                    });
+                    }));
                 }
             }
             ReplicationMessage::PrimaryKeepalive(k) => {
@@ -359,7 +397,19 @@ impl FollowMachine {
             // Client-side message types are refused by decode_from_server.
             _ => {}
         }
-        self.service(q, now)
+        Ok(None)
+    }
+
+    /// The refused message `w` waits in `body` (its frame) for a retry.
+    fn wait(&mut self, w: Refused, body: Vec<u8>, now: UnixTime) {
+        self.pending = Some(Pending {
+            wal_lsn: w.wal_lsn,
+            end: w.end,
+            body,
+            at: w.at,
+            event: w.event,
+            retry_at: self.retry_at(now),
+        });
     }
 
     /// Time passed: retries a refused message, flushes and reports when due.
@@ -560,14 +610,14 @@ impl FollowMachine {
             apply: flush,
             send_time: PgTimestamp::from_unix(now),
             reply_requested: false,
-        })
-        .to_bytes();
-        // A whole CopyData ('d', the length counting itself, the message), ready to write.
-        let mut frame = Vec::with_capacity(5 + update.len());
-        frame.push(b'd');
-        let len = u32::try_from(4 + update.len()).unwrap_or(u32::MAX);
-        frame.extend_from_slice(&len.to_be_bytes());
-        frame.extend_from_slice(&update);
+        });
+        // A whole CopyData ('d', the length counting itself, the message), ready to write:
+        // encoded in place after its header, one allocation.
+        let mut frame = BytesMut::with_capacity(5 + update.encoded_len());
+        frame.put_u8(b'd');
+        frame.put_u32(u32::try_from(4 + update.encoded_len()).unwrap_or(u32::MAX));
+        update.encode(&mut frame);
+        let frame = Vec::from(frame);
         self.transmits.push_back(frame);
         self.last_status = now;
         self.progress.reported_write = write;

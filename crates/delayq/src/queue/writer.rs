@@ -22,8 +22,9 @@ impl<S: Storage> DelayQueue<S> {
         self.check()?;
         self.write_out()?;
         if self.unsynced {
-            if let Some(name) = self.segs.last().map(|s| s.name.clone()) {
-                let r = self.storage.sync(&name);
+            // The name borrowed, not copied: this runs at every flush point.
+            if let Some(seg) = self.segs.last() {
+                let r = self.storage.sync(&seg.name);
                 r.map_err(|e| self.fail(Error::Storage(e)))?;
             }
             self.unsynced = false;
@@ -263,17 +264,25 @@ impl<S: Storage> DelayQueue<S> {
         if self.buf.is_empty() {
             return Ok(());
         }
-        let Some(name) = self.segs.last().map(|s| s.name.clone()) else {
+        // The segment's name borrowed field by field, not copied: this runs at every flush.
+        let Some(seg) = self.segs.last() else {
             return Ok(());
         };
-        match self.storage.append(&name, &self.buf) {
+        let appended = self.storage.append(&seg.name, &self.buf);
+        let cut = match &appended {
+            Err(e) if e.kind == StorageErrorKind::NoSpace => {
+                self.storage.truncate(&seg.name, self.written)
+            }
+            _ => Ok(()),
+        };
+        match appended {
             Ok(()) => {
                 self.written += self.buf.len() as u64;
                 self.buf.clear();
                 Ok(())
             }
             Err(e) if e.kind == StorageErrorKind::NoSpace => {
-                if let Err(t) = self.storage.truncate(&name, self.written) {
+                if let Err(t) = cut {
                     return Err(self.fail(Error::Storage(t)));
                 }
                 Err(Error::Storage(e))

@@ -14,24 +14,24 @@ use super::{fail, Run};
 use crate::{trace, trace_line, Violation};
 
 /// The `'w'` frame a walsender sends for one pgoutput message at `lsn` (`walEnd` as the
-/// message's own LSN: the model reports nothing beyond what it sent).
-fn xlog_data(lsn: Lsn, data: &[u8]) -> Vec<u8> {
-    let mut b = Vec::with_capacity(25 + data.len());
-    b.push(b'w');
-    b.extend_from_slice(&lsn.0.to_be_bytes());
-    b.extend_from_slice(&lsn.0.to_be_bytes());
-    b.extend_from_slice(&0u64.to_be_bytes());
-    b.extend_from_slice(data);
-    b
+/// message's own LSN: the model reports nothing beyond what it sent), into `out` (a buffer
+/// reused for every frame).
+fn xlog_data(lsn: Lsn, data: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    out.reserve(25 + data.len());
+    out.push(b'w');
+    out.extend_from_slice(&lsn.0.to_be_bytes());
+    out.extend_from_slice(&lsn.0.to_be_bytes());
+    out.extend_from_slice(&0u64.to_be_bytes());
+    out.extend_from_slice(data);
 }
 
 /// A primary keepalive (`'k'`) at `wal_end`.
-fn keepalive(wal_end: Lsn, reply: bool) -> Vec<u8> {
-    let mut b = Vec::with_capacity(18);
-    b.push(b'k');
-    b.extend_from_slice(&wal_end.0.to_be_bytes());
-    b.extend_from_slice(&0u64.to_be_bytes());
-    b.push(u8::from(reply));
+fn keepalive(wal_end: Lsn, reply: bool) -> [u8; 18] {
+    let mut b = [0u8; 18];
+    b[0] = b'k';
+    b[1..9].copy_from_slice(&wal_end.0.to_be_bytes());
+    b[17] = u8::from(reply);
     b
 }
 
@@ -95,7 +95,7 @@ impl Run<'_> {
             }
             let q = self.q.as_mut().expect("queue is open between steps");
             let frame = keepalive(self.sent, reply);
-            let r = self.follower.handle_frame(q, self.now, frame);
+            let r = self.follower.handle_frame_slice(q, self.now, &frame);
             if r.is_err() {
                 return self.machine_result("keepalive", r);
             }
@@ -127,9 +127,9 @@ impl Run<'_> {
                 continue;
             };
             self.sent = self.sent.max(wal_lsn);
-            let frame = xlog_data(wal_lsn, &bytes);
+            xlog_data(wal_lsn, &bytes, &mut self.frame);
             let q = self.q.as_mut().expect("queue is open between steps");
-            let r = self.follower.handle_frame(q, self.now, frame);
+            let r = self.follower.handle_frame_slice(q, self.now, &self.frame);
             if r.is_err() {
                 // A process restart (if not a violation): its new session goes on next step.
                 return self.machine_result("handle", r);

@@ -253,6 +253,8 @@ struct Run<'a> {
     conn: VecDeque<usize>,
     /// The follower process's machine (a new one after every restart).
     follower: FollowMachine,
+    /// The frame handed to the follower, reused (the machine copies only a refused one).
+    frame: Vec<u8>,
     /// While the connection is down: when the follower tries again.
     reconnect_at: Option<UnixTime>,
     /// The highest LSN the walsender sent in this session (its keepalives' `walEnd`).
@@ -373,6 +375,7 @@ pub fn run_delayq(
         cfg,
         apply_cfg,
         follower: FollowMachine::new(follow_cfg.clone(), start),
+        frame: Vec::new(),
         follow_cfg,
         reconnect_at: None,
         sent: Lsn(0),

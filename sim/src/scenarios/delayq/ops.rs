@@ -23,7 +23,7 @@ use pgyard_delayq::Event;
 use pgyard_types::{uniform_inclusive, Rng};
 
 use super::public::{take_groups, Group, Public};
-use super::walsender::{column_count, column_name, table_name, Catalog, RELATIONS};
+use super::walsender::{column_count, Catalog, RELATIONS};
 use crate::publisher::{decimal, LogItem};
 
 /// The RNG stream the kinds of changes are drawn from.
@@ -341,7 +341,7 @@ impl Ops {
         let version = catalog.version(rel, item.lsn);
         let mut values = vec![None; column_count(version)];
         values[0] = Some(item.payload.clone());
-        let mut ver = Vec::new();
+        let mut ver = Vec::with_capacity(10);
         decimal(&mut ver, u64::from(version));
         values[1] = Some(ver);
         let hash = row_hash(rel, version, &values);
@@ -370,7 +370,9 @@ impl Ops {
         for (c, v) in row.values.iter_mut().enumerate() {
             let cell = match c {
                 0 if key_change => {
-                    let mut k = v.clone().unwrap_or_default();
+                    let old = v.as_deref().unwrap_or_default();
+                    let mut k = Vec::with_capacity(old.len() + 21);
+                    k.extend_from_slice(old);
                     k.push(b'k');
                     decimal(&mut k, seq);
                     *v = Some(k.clone());
@@ -444,7 +446,8 @@ pub(super) fn long(v: &Option<Vec<u8>>) -> bool {
 }
 
 fn tagged_value(tag: u8, seq: u64) -> Vec<u8> {
-    let mut v = vec![tag];
+    let mut v = Vec::with_capacity(21);
+    v.push(tag);
     decimal(&mut v, seq);
     v
 }
@@ -474,16 +477,66 @@ pub(super) fn table_hash(name: &[u8]) -> u64 {
 /// The hash of a row of version `version` of table `rel`, as the subscriber computes it from
 /// what it holds.
 pub(super) fn row_hash(rel: u32, version: u32, values: &Values) -> u64 {
-    let mut col = Vec::with_capacity(12);
+    // The table's and the first two columns' name hashes are constants, and the other
+    // names are hashed as they are spelt, without writing them out: this runs for every row
+    // drawn.
     hash_row(
-        table_hash(table_name(rel).as_bytes()),
-        values.iter().enumerate().map(|(i, v)| {
-            col.clear();
-            column_name(version, i, &mut col);
-            // The name is hashed before the next one is written.
-            (fnv(FNV_OFFSET, &col), v.as_deref())
-        }),
+        TABLE_HASHES[rel as usize % TABLE_HASHES.len()],
+        values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (column_name_hash(version, i), v.as_deref())),
     )
+}
+
+/// `name_hash` of the name `column_name(version, i)` writes.
+fn column_name_hash(version: u32, i: usize) -> u64 {
+    match i {
+        0 => PAYLOAD_HASH,
+        1 => VER_HASH,
+        _ => {
+            let mut digits = [0u8; 20];
+            let h = fnv(FNV_OFFSET, b"x");
+            let h = fnv(h, decimal_digits(u64::from(version), &mut digits));
+            let h = fnv(h, b"_");
+            fnv(h, decimal_digits((i - 2) as u64, &mut digits))
+        }
+    }
+}
+
+/// `n` in decimal, written into the end of `buf`.
+fn decimal_digits(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    &buf[at..]
+}
+
+/// `table_hash(table_name(rel))` for each table (checked by a test).
+const TABLE_HASHES: [u64; 3] = [
+    fnv_const(b"\"public\".\"t0\""),
+    fnv_const(b"\"public\".\"t1\""),
+    fnv_const(b"\"public\".\"t2\""),
+];
+/// `name_hash` of the first two columns' names.
+const PAYLOAD_HASH: u64 = fnv_const(b"payload");
+const VER_HASH: u64 = fnv_const(b"ver");
+
+/// [`fnv`] from the offset basis, at compile time.
+const fn fnv_const(bytes: &[u8]) -> u64 {
+    let mut h = FNV_OFFSET;
+    let mut i = 0;
+    while i < bytes.len() {
+        h = (h ^ bytes[i] as u64).wrapping_mul(FNV_PRIME);
+        i += 1;
+    }
+    h
 }
 
 /// A row's hash from its table's hash and each column's (name hash, value).
@@ -522,6 +575,7 @@ fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenarios::delayq::walsender::{column_name, table_name};
 
     #[test]
     fn change_ids_read_the_publishers_payloads() {
@@ -530,6 +584,23 @@ mod tests {
         assert_eq!(change_ids(b"B1000.7"), None);
         assert_eq!(change_ids(b"C1x.7"), None);
         assert_eq!(change_ids(b"C99999999999.7"), None);
+    }
+
+    #[test]
+    fn constant_name_hashes_match_the_names() {
+        for rel in 0..RELATIONS {
+            assert_eq!(
+                TABLE_HASHES[rel as usize],
+                table_hash(table_name(rel).as_bytes())
+            );
+        }
+        for version in [0, 1, 2, 7, 10, 99, 12_345, u32::MAX] {
+            for i in 0..14 {
+                let mut name = Vec::new();
+                column_name(version, i, &mut name);
+                assert_eq!(column_name_hash(version, i), name_hash(&name));
+            }
+        }
     }
 
     #[test]

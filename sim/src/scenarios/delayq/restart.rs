@@ -4,9 +4,7 @@
 use std::collections::BTreeMap;
 
 use pgyard_delayq::follow::Failure;
-use pgyard_delayq::{
-    DelayQueue, Error, Inspection, SegmentInfo, SimFaults, SimStorage, Storage, TxnState,
-};
+use pgyard_delayq::{DelayQueue, Error, Inspection, SegmentInfo, SimFaults, SimStorage, TxnState};
 use pgyard_types::Lsn;
 
 use super::checks::Known;
@@ -37,17 +35,13 @@ impl Run<'_> {
     pub(super) fn check_no_orphans(&mut self) -> Result<(), Violation> {
         // This runs after every purge, so it reads the queue's segments and transactions
         // directly instead of building (and sorting) a whole `inspect()`: the same values.
+        // The simulated disk's names are borrowed in name order (what `list` returns, sorted,
+        // without copying every name after every purge).
         let q = self.q.as_ref().expect("queue is open between steps");
-        let mut files: Vec<String> = q
-            .storage()
-            .list()
-            .map_err(|e| fail("no-orphan-segments", format!("list: {e}")))?
-            .into_iter()
-            .filter(|f| f.starts_with("dq-"))
-            .collect();
-        files.sort();
+        let files = || q.storage().names().filter(|f| f.starts_with("dq-"));
         let segments: Vec<SegmentInfo> = q.segments().collect();
-        if !files.iter().eq(segments.iter().map(|s| &s.file)) {
+        if !files().eq(segments.iter().map(|s| s.file.as_str())) {
+            let files: Vec<&str> = files().collect();
             let segs: Vec<&String> = segments.iter().map(|s| &s.file).collect();
             return Err(fail(
                 "no-orphan-segments",

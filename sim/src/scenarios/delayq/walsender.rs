@@ -472,7 +472,7 @@ impl Walsender {
             Some(other) => return self.encode_op(other, xid),
         };
         let v = catalog.version(rel, item.lsn);
-        let mut ver = Vec::new();
+        let mut ver = Vec::with_capacity(10);
         decimal(&mut ver, u64::from(v));
         let mut vals = [TupleValue::Null; 4];
         vals[0] = TupleValue::Text(&item.payload);
@@ -637,7 +637,8 @@ impl Walsender {
 
 /// The global transaction identifier the publisher model gives transaction `xid`.
 fn gid(xid: Xid) -> Vec<u8> {
-    let mut g = b"pgyard_".to_vec();
+    let mut g = Vec::with_capacity(27);
+    g.extend_from_slice(b"pgyard_");
     decimal(&mut g, u64::from(xid.0));
     g
 }
