@@ -76,12 +76,27 @@ pub fn run(seconds: u64, modes: &[&str]) -> Result<(), String> {
     for &mode in modes {
         let mut tps: Vec<Vec<Option<f64>>> = vec![Vec::new(); targets.len()];
         let mut cpu: Vec<Vec<Option<Cpu>>> = vec![Vec::new(); targets.len()];
-        for _ in 0..ROUNDS {
-            for (i, (_, port, pid)) in targets.iter().enumerate() {
+        for round in 0..ROUNDS {
+            // Every other round runs the targets in reverse, so that none always follows the
+            // same other (a run meets the state the one before it left: its closing
+            // backends, the machine's caches and clock).
+            let order: Vec<usize> = if round % 2 == 0 {
+                (0..targets.len()).collect()
+            } else {
+                (0..targets.len()).rev().collect()
+            };
+            let mut line = format!("{mode:<9} round {}:", round + 1);
+            for i in order {
+                let (name, port, pid) = &targets[i];
                 let (t, c) = measured_run(*port, *pid, mode, seconds);
+                line.push_str(&format!(
+                    " {name} {}",
+                    t.map_or("failed".into(), |v| format!("{v:.0}"))
+                ));
                 tps[i].push(t);
                 cpu[i].push(c);
             }
+            println!("{line}");
         }
         let medians: Vec<Option<f64>> = tps.iter().map(|r| median(r)).collect();
         let show = |m: Option<f64>| m.map_or("failed".to_owned(), |v| format!("{v:.0}"));
