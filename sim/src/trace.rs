@@ -172,7 +172,7 @@ pub fn write_pieces(f: &mut std::fmt::Formatter<'_>, pieces: &[Piece<'_>]) -> st
 }
 
 /// `n` in decimal (ASCII digits), written at the end of `buf`, two digits per step.
-fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+pub(crate) fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
     const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
         2021222324252627282930313233343536373839\
         4041424344454647484950515253545556575859\

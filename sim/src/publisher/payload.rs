@@ -3,18 +3,8 @@
 
 /// Appends `n` in decimal to `out`: what `format!("{n}")` writes, without the formatting
 /// machinery (payloads are built for every message of every seed).
-pub(crate) fn decimal(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[at..]);
+pub(crate) fn decimal(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(crate::trace::decimal(n, &mut [0u8; 20]));
 }
 
 /// A payload naming what it carries: `tag`, then `n` in decimal (`B1000` for a Begin).

@@ -591,21 +591,8 @@ fn build_shape(rel: &Rel, op: u8, pattern: &[u8]) -> Shape {
 
 /// Appends the placeholder `$n`.
 fn push_param(out: &mut String, n: usize) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    let mut n = n;
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
     out.push('$');
-    for &d in &digits[i..] {
-        out.push(char::from(d));
-    }
+    text::push_padded(out, n as u64, 1);
 }
 
 /// Each column's part in the filter that finds the row: key columns with `=` (or IS NULL),

@@ -83,7 +83,7 @@ fn push_hex(out: &mut String, n: u64) {
 }
 
 /// `n` in decimal, zero-padded to at least `width` digits (as `{n:0width$}`).
-fn push_padded(out: &mut String, n: u64, width: usize) {
+pub(super) fn push_padded(out: &mut String, n: u64, width: usize) {
     let mut buf = [b'0'; 20];
     let mut i = buf.len();
     let mut n = n;

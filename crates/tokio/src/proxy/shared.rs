@@ -57,6 +57,18 @@ struct Entry {
     holder: Option<ClientId>,
 }
 
+impl Entry {
+    /// A server just logged in (or found without an entry), idle here.
+    fn idle(session: Box<Session>, lent: Lent) -> Entry {
+        Entry {
+            info: admin::ServerInfo::of(&session),
+            token: session.cancel_token().ok().map(Arc::new),
+            parked: Some((session, lent)),
+            holder: None,
+        }
+    }
+}
+
 struct State {
     pools: Pools,
     /// Every open server connection (from its login until the pools close it).
@@ -483,13 +495,7 @@ impl Shared {
                     "server connection opened"
                 );
                 let lent = lent_of(server, &session);
-                let entry = Entry {
-                    info: admin::ServerInfo::of(&session),
-                    token: session.cancel_token().ok().map(Arc::new),
-                    parked: Some((session, lent)),
-                    holder: None,
-                };
-                st.servers.insert(server, entry);
+                st.servers.insert(server, Entry::idle(session, lent));
                 st.pools.opened(now, server, Ok(()));
             }
             Err(Failed { login, text }) => {
@@ -643,13 +649,7 @@ fn park(st: &mut State, server: ServerId, session: Box<Session>, lent: Lent) {
     match st.servers.get_mut(&server) {
         Some(e) => e.parked = Some((session, lent)),
         None => {
-            let entry = Entry {
-                info: admin::ServerInfo::of(&session),
-                token: session.cancel_token().ok().map(Arc::new),
-                parked: Some((session, lent)),
-                holder: None,
-            };
-            st.servers.insert(server, entry);
+            st.servers.insert(server, Entry::idle(session, lent));
         }
     }
 }

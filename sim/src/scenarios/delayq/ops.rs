@@ -25,6 +25,7 @@ use pgyard_types::{uniform_inclusive, Rng};
 use super::public::{take_groups, Group, Public};
 use super::walsender::{column_count, Catalog, RELATIONS};
 use crate::publisher::{decimal, LogItem};
+use crate::trace::decimal as decimal_digits;
 
 /// The RNG stream the kinds of changes are drawn from.
 const STREAM: u64 = 0x6368_616e_6765;
@@ -502,20 +503,6 @@ fn column_name_hash(version: u32, i: usize) -> u64 {
             fnv(h, decimal_digits((i - 2) as u64, &mut digits))
         }
     }
-}
-
-/// `n` in decimal, written into the end of `buf`.
-fn decimal_digits(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut at = buf.len();
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    &buf[at..]
 }
 
 /// `table_hash(table_name(rel))` for each table (checked by a test).

@@ -6,6 +6,8 @@ use std::fmt;
 
 use pgyard_types::Lsn;
 
+use crate::trace::decimal;
+
 /// A signed decimal number.
 pub(super) struct Dec(pub i64);
 
@@ -15,20 +17,10 @@ pub(super) struct LsnText(pub Lsn);
 impl fmt::Display for Dec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut buf = [0u8; 20];
-        let mut at = buf.len();
-        let mut n = self.0.unsigned_abs();
-        loop {
-            at -= 1;
-            buf[at] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
         if self.0 < 0 {
             f.write_str("-")?;
         }
-        f.write_str(ascii(&buf[at..]))
+        f.write_str(ascii(decimal(self.0.unsigned_abs(), &mut buf)))
     }
 }
 
