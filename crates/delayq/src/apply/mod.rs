@@ -528,7 +528,7 @@ fn build_shape(rel: &Rel, op: u8, pattern: &[u8]) -> Shape {
             }
             head.push_str(name);
             head.push_str(" = ");
-            push_param(&mut head, at);
+            text::push_placeholder(&mut head, at);
         }
         (head, pattern.get(n..).unwrap_or_default())
     } else {
@@ -556,7 +556,7 @@ fn build_shape(rel: &Rel, op: u8, pattern: &[u8]) -> Shape {
             } else {
                 " = "
             });
-            push_param(&mut filter, at);
+            text::push_placeholder(&mut filter, at);
         }
     }
     if filter.is_empty() {
@@ -587,12 +587,6 @@ fn build_shape(rel: &Rel, op: u8, pattern: &[u8]) -> Shape {
         sql,
         check: Arc::new(check),
     }
-}
-
-/// Appends the placeholder `$n`.
-fn push_param(out: &mut String, n: usize) {
-    out.push('$');
-    text::push_padded(out, n as u64, 1);
 }
 
 /// Each column's part in the filter that finds the row: key columns with `=` (or IS NULL),

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use pgyard_types::{Lsn, PgTimestamp};
 
-use super::text::{push_lsn, push_timestamp};
+use super::text::{push_lsn, push_placeholder, push_timestamp};
 
 /// A value sent as a statement parameter: the publisher's text form, `None` for NULL.
 pub type Param = Option<Vec<u8>>;
@@ -111,21 +111,7 @@ impl Statement {
     /// time spent building them.
     fn push_param(&mut self, value: Param) {
         self.params.push(value);
-        let mut digits = [0u8; 20];
-        let mut at = digits.len();
-        let mut n = self.params.len();
-        loop {
-            at -= 1;
-            digits[at] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        self.sql.push('$');
-        // ASCII digits are always UTF-8.
-        self.sql
-            .push_str(std::str::from_utf8(&digits[at..]).unwrap_or_default());
+        push_placeholder(&mut self.sql, self.params.len());
     }
 }
 

@@ -82,8 +82,14 @@ fn push_hex(out: &mut String, n: u64) {
     }
 }
 
+/// Appends the statement placeholder `$n`.
+pub(super) fn push_placeholder(out: &mut String, n: usize) {
+    out.push('$');
+    push_padded(out, n as u64, 1);
+}
+
 /// `n` in decimal, zero-padded to at least `width` digits (as `{n:0width$}`).
-pub(super) fn push_padded(out: &mut String, n: u64, width: usize) {
+fn push_padded(out: &mut String, n: u64, width: usize) {
     let mut buf = [b'0'; 20];
     let mut i = buf.len();
     let mut n = n;
