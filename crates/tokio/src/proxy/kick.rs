@@ -6,7 +6,6 @@
 //! uncontended lock. Phases change a few times in a proxy's life, so the work moves to the
 //! side that changes them: it kicks every client's slot.
 
-use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::task::{Context, Poll, Waker};
@@ -38,11 +37,14 @@ impl Kick {
     }
 
     /// Ready once kicked since the last time it was ready.
-    pub(super) fn wait(&self) -> impl Future<Output = ()> + '_ {
+    #[cfg(test)]
+    fn wait(&self) -> impl std::future::Future<Output = ()> + '_ {
         std::future::poll_fn(|cx| self.poll(cx))
     }
 
-    fn poll(&self, cx: &mut Context<'_>) -> Poll<()> {
+    /// Ready once kicked since the last time it was ready; else the task is woken by the
+    /// next kick.
+    pub(super) fn poll(&self, cx: &mut Context<'_>) -> Poll<()> {
         if self.kicked.swap(false, Ordering::AcqRel) {
             return Poll::Ready(());
         }
