@@ -75,6 +75,13 @@ impl Scanner {
         self.left > 0
     }
 
+    /// Whether a frame of `tag` whose length word is `len` passes the checks of
+    /// [`Scanner::scan`], and whether its body would be captured.
+    pub fn accepts(&self, tag: u8, len: i32) -> Option<bool> {
+        let captured = (self.capture)(tag);
+        self.check(tag, len, captured, 0).ok().map(|()| captured)
+    }
+
     /// Scans the next chunk. An error (a length below 4 or over the type's limit) is sticky.
     pub fn scan(&mut self, data: Bytes) -> Result<Scanned, DecodeError> {
         // A reply to one extended-protocol query has about six frames: room for them at once.

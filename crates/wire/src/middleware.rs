@@ -238,6 +238,26 @@ impl Splitter {
         &mut self.buf
     }
 
+    /// Whether the splitter stands between typed frames with nothing buffered, pending or
+    /// failed: bytes fed now are read from their first byte as a frame header.
+    pub fn at_typed_boundary(&self) -> bool {
+        self.phase == SplitPhase::Typed
+            && self.buf.is_empty()
+            && self.pending == 0
+            && self.error.is_none()
+    }
+
+    /// Whether a typed frame of `tag` whose length word is `len` passes the splitter's
+    /// checks and is forwarded (a middleware message is not). With
+    /// [`Splitter::at_typed_boundary`], a caller that finds every frame of a read whole and
+    /// forwarded may take the read as it is instead of feeding it: the splitter would hand
+    /// the same bytes back in one run and be left as it was.
+    pub fn forwards_frame(&self, tag: u8, len: i32) -> bool {
+        tag != MIDDLEWARE_TAG
+            && len >= MIN_LENGTH as i32
+            && len as usize <= self.limits.tag_max(tag)
+    }
+
     /// The current phase.
     pub fn phase(&self) -> SplitPhase {
         self.phase

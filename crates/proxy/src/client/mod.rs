@@ -7,6 +7,7 @@
 //! session mode when the client leaves.
 
 mod admin;
+mod fast;
 mod params;
 mod prepared;
 mod relay;
@@ -236,6 +237,10 @@ pub struct ClientSession {
     server_scan: Scanner,
     /// The server scanner's frame list, handed back after each chunk (kept for its room).
     server_frames: Vec<crate::scan::Frame>,
+    /// Whether the transaction-mode shortcuts (`fast.rs`) may be taken, and how often each
+    /// was (requests, replies).
+    shortcuts: bool,
+    shortcuts_taken: (u64, u64),
     /// The proxy's own notices, held while a server's reply to the client is mid-frame.
     held_notices: BytesMut,
     out: VecDeque<ClientOut>,
@@ -330,6 +335,8 @@ impl ClientSession {
             client_scan: Scanner::new(limits, |_| false),
             server_scan: server_scanner(),
             server_frames: Vec::new(),
+            shortcuts: true,
+            shortcuts_taken: (0, 0),
             held_notices: BytesMut::new(),
             out: VecDeque::new(),
             login_buf: BytesMut::new(),
@@ -368,6 +375,21 @@ impl ClientSession {
     pub fn over_limit(mut self) -> Self {
         self.over_limit = true;
         self
+    }
+
+    /// The same session that never takes the transaction-mode shortcuts: what it outputs
+    /// must not differ (the structured session fuzzer runs both).
+    #[doc(hidden)]
+    pub fn without_shortcuts(mut self) -> Self {
+        self.shortcuts = false;
+        self
+    }
+
+    /// How many requests and replies took the transaction-mode shortcuts (for tests that
+    /// they are reached).
+    #[doc(hidden)]
+    pub fn shortcuts_taken(&self) -> (u64, u64) {
+        self.shortcuts_taken
     }
 
     /// The proxy is shutting down. A client that has not logged in, or stands between
@@ -537,6 +559,9 @@ impl ClientSession {
         }
         self.now = self.now.max(now);
         self.stats.received += data.len() as u64;
+        if self.whole_request(data) {
+            return;
+        }
         self.splitter.feed(data);
         self.drain_client(now);
     }

@@ -405,6 +405,17 @@ impl Prepared {
         forward
     }
 
+    /// Whether the queue holds only replies to the client's own messages, none a named
+    /// Parse, and nothing is being skipped: then reply frames other than an ErrorResponse
+    /// are forwarded as they are, and nothing is injected among them.
+    pub(super) fn plain(&self) -> bool {
+        !self.skipping
+            && self
+                .queue
+                .iter()
+                .all(|e| matches!(e, Expect::Reply(e) if *e != Ends::NamedParse))
+    }
+
     /// The proxy's replies now at the head of the queue.
     #[inline]
     pub(super) fn injections(&mut self, out: &mut Vec<&'static [u8]>) {

@@ -106,7 +106,7 @@ impl ClientSession {
     }
 
     /// What a client message means for the replies owed.
-    fn count(&mut self, tag: u8) {
+    pub(super) fn count(&mut self, tag: u8) {
         // A message starts the query and the transaction it belongs to, unless one runs.
         self.query_start.get_or_insert(self.now);
         self.xact_start.get_or_insert(self.now);
@@ -312,6 +312,9 @@ impl ClientSession {
             return;
         }
         self.now = self.now.max(now);
+        let Err(data) = self.whole_reply(data) else {
+            return;
+        };
         let frames = std::mem::take(&mut self.server_frames);
         let scanned = match self.server_scan.scan_reusing(data, frames) {
             Ok(s) => s,
@@ -407,7 +410,7 @@ impl ClientSession {
     }
 
     /// A ParameterStatus: the server has it now, and (outside alignment) the client saw it.
-    fn note_setting(&mut self, body: &[u8], aligning: bool) {
+    pub(super) fn note_setting(&mut self, body: &[u8], aligning: bool) {
         let Some((name, value)) = params::parameter_status(body) else {
             return;
         };
@@ -424,7 +427,7 @@ impl ClientSession {
 
     /// A ReadyForQuery of the client's: a query ended, and with status `I` a transaction.
     /// With more messages owed, the next ones are taken to start now.
-    fn time_ready(&mut self) {
+    pub(super) fn time_ready(&mut self) {
         let now = self.now;
         let more = self.outstanding > 0;
         self.stats.queries += 1;
@@ -471,7 +474,7 @@ impl ClientSession {
 
     /// The transaction is over: the server goes back to the pool (`reusable` unless it said
     /// something after it).
-    fn release_at_transaction_end(&mut self, reusable: bool) {
+    pub(super) fn release_at_transaction_end(&mut self, reusable: bool) {
         self.stats.transactions += 1;
         self.prepared.reset_queue();
         if let Some(server) = self.server.take() {

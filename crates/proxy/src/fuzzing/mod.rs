@@ -36,7 +36,7 @@ mod structured;
 #[cfg(all(feature = "fuzzing", feature = "planted-bugs"))]
 pub use structured::structured_session_with_bug;
 #[cfg(feature = "fuzzing")]
-pub use structured::{structured_session, SessionOutcome};
+pub use structured::{structured_session, structured_session_without_faults, SessionOutcome};
 
 /// Drives a client session with `data`; panics only when an invariant breaks.
 pub fn client_session(data: &[u8]) {

@@ -14,7 +14,8 @@
 //! - until a fault, what the client has read is a prefix of what the reference backend
 //!   said (ParameterStatus, BackendKeyData and notices aside), and once the run settles,
 //!   all of it;
-//! - the same input gives the same outputs (determinism).
+//! - the same input gives the same outputs (determinism), with the session's
+//!   transaction-mode shortcuts and without them.
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -51,15 +52,32 @@ pub struct SessionOutcome {
     pub replies: usize,
     /// A hash of every output, in order.
     pub trace: u64,
+    /// Requests and replies that took the session's transaction-mode shortcuts.
+    pub shortcuts: (u64, u64),
 }
 
 /// Drives one client session with `data`; panics only when a check above fails.
 pub fn structured_session(data: &[u8]) -> SessionOutcome {
-    let first = run(data, |s| s);
-    let again = run(data, |s| s);
+    twins(data, true)
+}
+
+/// [`structured_session`] in transaction mode without faults, the client sending each
+/// request only once it has its welcome and every earlier answer: runs get deep into their
+/// transactions one at a time (a fault or a request before the welcome ends most runs
+/// early, and pipelined requests share reply chunks), which tests of the transaction-mode
+/// shortcuts need.
+pub fn structured_session_without_faults(data: &[u8]) -> SessionOutcome {
+    twins(data, false)
+}
+
+fn twins(data: &[u8], faults: bool) -> SessionOutcome {
+    let first = run(data, |s| s, faults);
+    // The second run never takes the transaction-mode shortcuts: the same outputs show both
+    // that they change nothing and that the session is deterministic.
+    let again = run(data, ClientSession::without_shortcuts, faults);
     assert_eq!(
         first.trace, again.trace,
-        "the same input gave different outputs"
+        "the same input gave different outputs (with and without the shortcuts)"
     );
     first
 }
@@ -68,7 +86,18 @@ pub fn structured_session(data: &[u8]) -> SessionOutcome {
 /// checks above catch it.
 #[cfg(feature = "planted-bugs")]
 pub fn structured_session_with_bug(data: &[u8], bug: crate::PlantedBug) -> SessionOutcome {
-    run(data, |s| s.with_planted_bug(bug))
+    run(data, |s| s.with_planted_bug(bug), true)
+}
+
+/// How many of `len` waiting bytes one delivery carries (at least one): all of them half
+/// the time, as a socket read usually gets them (the session's shortcuts take only reads of
+/// whole frames), else a random cut.
+fn cut(u: &mut Unstructured<'_>, len: usize) -> usize {
+    if pick(u, 2) == 0 {
+        len
+    } else {
+        len - pick(u, len)
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -103,6 +132,10 @@ struct Run<'u, 'd> {
     read: Vec<u8>,
     read_at: usize,
     welcomed: bool,
+    /// Transaction mode, no faults, and each request only once the client has its welcome
+    /// and every earlier answer (as most clients do): runs that go deep into their
+    /// transactions one at a time.
+    calm: bool,
     replies: Vec<(u8, Vec<u8>)>,
     reference: Backend,
     expected: Vec<(u8, Vec<u8>)>,
@@ -112,9 +145,19 @@ struct Run<'u, 'd> {
     trace: DefaultHasher,
 }
 
-fn run(data: &[u8], plant: impl FnOnce(ClientSession) -> ClientSession) -> SessionOutcome {
+fn run(
+    data: &[u8],
+    plant: impl FnOnce(ClientSession) -> ClientSession,
+    with_faults: bool,
+) -> SessionOutcome {
     let mut u = Unstructured::new(data);
+    // Calm runs test what only transaction mode does (its shortcuts).
     let pool_mode = [PoolMode::Transaction, PoolMode::Session][pick(&mut u, 2)];
+    let pool_mode = if with_faults {
+        pool_mode
+    } else {
+        PoolMode::Transaction
+    };
     let config = ClientConfig {
         auth: ClientAuth::Trust,
         pool_mode,
@@ -142,6 +185,7 @@ fn run(data: &[u8], plant: impl FnOnce(ClientSession) -> ClientSession) -> Sessi
         read: Vec::new(),
         read_at: 0,
         welcomed: false,
+        calm: !with_faults,
         replies: Vec::new(),
         reference: Backend::new(),
         expected: Vec::new(),
@@ -165,6 +209,8 @@ fn run(data: &[u8], plant: impl FnOnce(ClientSession) -> ClientSession) -> Sessi
         };
         run.step(chosen);
         run.outputs();
+        // What SHOW CLIENTS would show (state, counters, labels) belongs to the trace too.
+        format!("{:?}", run.session.activity()).hash(&mut run.trace);
         run.check_replies();
     }
     panic!("the session did not settle in {MAX_STEPS} steps");
@@ -187,12 +233,18 @@ impl Run<'_, '_> {
             ordinary.push(Move::Lend);
             faults.push(Move::Refuse);
         }
-        if !self.closed && !self.u.is_empty() && !self.client.finished() {
+        // A calm client waits for the answer to each request, as most clients do.
+        let answered = self.client_out.is_empty() && self.replies.len() >= self.expected.len();
+        let patient = !self.calm || (self.welcomed && answered);
+        if !self.closed && !self.u.is_empty() && !self.client.finished() && patient {
             ordinary.push(Move::NextRequest);
         }
         if !self.closed {
             faults.push(Move::ClientGone);
             faults.push(Move::Clock);
+        }
+        if self.calm {
+            faults.clear();
         }
         (ordinary, faults)
     }
@@ -200,7 +252,7 @@ impl Run<'_, '_> {
     fn step(&mut self, m: Move) {
         match m {
             Move::SendClient => {
-                let n = self.client_out.len() - pick(self.u, self.client_out.len());
+                let n = cut(self.u, self.client_out.len());
                 let bytes: Vec<u8> = self.client_out.drain(..n).collect();
                 self.session.handle_client_bytes(self.now, &bytes);
             }
@@ -208,7 +260,7 @@ impl Run<'_, '_> {
                 let Some((_, backend)) = self.lent.as_mut() else {
                     return;
                 };
-                let n = backend.out.len() - pick(self.u, backend.out.len());
+                let n = cut(self.u, backend.out.len());
                 let bytes: Vec<u8> = backend.out.drain(..n).collect();
                 self.session
                     .handle_server_bytes(self.now, Bytes::from(bytes));
@@ -385,6 +437,7 @@ impl Run<'_, '_> {
             faults: self.faults,
             replies: self.replies.len(),
             trace: self.trace.finish(),
+            shortcuts: self.session.shortcuts_taken(),
         }
     }
 }
