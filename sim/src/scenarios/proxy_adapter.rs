@@ -78,7 +78,7 @@ impl World {
             }
             ClientOut::Acquire(key) => {
                 trace!(t, "t={} c{i} acquires {:?}", self.now.0, key.route);
-                self.acquire(t, sid, key)
+                self.acquire(t, sid, &key)
             }
             ClientOut::Release { server, reusable } => self.release(t, sid, server, reusable),
             ClientOut::Cancel { pid, key } => {
@@ -185,19 +185,19 @@ impl World {
     }
 
     /// `client_task.rs`'s `acquire`: a server now, or an answer later on the channel.
-    fn acquire(&mut self, t: &mut Trace, sid: ClientId, key: PoolKey) -> Result<(), Violation> {
+    fn acquire(&mut self, t: &mut Trace, sid: ClientId, key: &PoolKey) -> Result<(), Violation> {
         self.wanted.insert(sid, key.clone());
         // `shared.rs` lends straight from the idle list when it can (`lend_idle`), with
         // nothing else to perform; the general path otherwise.
         self.waiting.insert(sid, key.clone());
-        let now_lent = match self.pools.lend_idle(sid, &key) {
+        let now_lent = match self.pools.lend_idle(sid, key) {
             Some(server) => self.unidle(server).map(|lent| {
                 self.waiting.remove(&sid);
                 self.holding.insert(sid, server);
                 (server, lent)
             }),
             None => {
-                self.pools.acquire(self.now, sid, &key);
+                self.pools.acquire(self.now, sid, key);
                 self.perform_pools(t, Some(sid))
             }
         };
@@ -298,7 +298,7 @@ impl World {
             let Some(key) = self.wanted.get(&sid).cloned() else {
                 return Ok(());
             };
-            return self.acquire(t, sid, key);
+            return self.acquire(t, sid, &key);
         }
         if let Some(why) = conn.fake.mid_protocol() {
             let detail = format!("server {} lent to c{i} while it {why}", server.0);

@@ -61,7 +61,7 @@ impl ClientSession {
         self.shortcuts_taken.0 += 1;
         self.pending.extend_from_slice(data);
         self.phase = Phase::Waiting;
-        self.acquire(self.pool_key());
+        self.acquire(self.route);
         true
     }
 

@@ -125,7 +125,9 @@ pub enum ClientOut {
     ToServer(Bytes),
     /// A server of this pool is needed; answer with [`ClientSession::handle_server`] (or
     /// [`ClientSession::handle_refused`]).
-    Acquire(PoolKey),
+    /// (Shared: the session keeps one key per route and hands out a reference to it, so a
+    /// transaction clones no names.)
+    Acquire(Arc<PoolKey>),
     /// Give the server back: `reusable` when it stands idle, clean, and between transactions
     /// (in session mode the adapter runs `DISCARD ALL` first).
     Release {
@@ -241,6 +243,8 @@ pub struct ClientSession {
     /// was (requests, replies).
     shortcuts: bool,
     shortcuts_taken: (u64, u64),
+    /// The client's pool keys, one per route asked for.
+    keys: Vec<Arc<PoolKey>>,
     /// The proxy's own notices, held while a server's reply to the client is mid-frame.
     held_notices: BytesMut,
     out: VecDeque<ClientOut>,
@@ -337,6 +341,7 @@ impl ClientSession {
             server_frames: Vec::new(),
             shortcuts: true,
             shortcuts_taken: (0, 0),
+            keys: Vec::new(),
             held_notices: BytesMut::new(),
             out: VecDeque::new(),
             login_buf: BytesMut::new(),
@@ -624,25 +629,28 @@ impl ClientSession {
         self.pending.clear();
     }
 
-    /// Asks the pool for a server of `key`.
-    fn acquire(&mut self, key: PoolKey) {
+    /// Asks the pool for a server of the client's pool on `route`.
+    fn acquire(&mut self, route: Route) {
+        let key = self.key_for(route);
         self.wait_since.get_or_insert(self.now);
         self.at_route = key.route;
         self.asked = Some(key.route);
         self.out.push_back(ClientOut::Acquire(key));
     }
 
-    /// The pool key of the client's next transaction.
-    fn pool_key(&self) -> PoolKey {
-        self.key_for(self.route)
-    }
-
-    fn key_for(&self, route: Route) -> PoolKey {
-        PoolKey {
+    /// The key of the client's pool on `route`, made once (the client's user and database
+    /// never change after its StartupMessage).
+    fn key_for(&mut self, route: Route) -> Arc<PoolKey> {
+        if let Some(key) = self.keys.iter().find(|k| k.route == route) {
+            return key.clone();
+        }
+        let key = Arc::new(PoolKey {
             database: self.who.database.clone(),
             user: self.who.user.clone(),
             route,
-        }
+        });
+        self.keys.push(key.clone());
+        key
     }
 
     /// The position (MIN_LSN) the server about to be lent must have replayed, when the next
@@ -661,7 +669,7 @@ impl ClientSession {
     /// waiting for the standby (docs/proxy.md).
     pub fn fall_back(&mut self) {
         if matches!(self.phase, Phase::Waiting) && self.min_lsn.take().is_some() {
-            self.acquire(self.key_for(Route::Primary));
+            self.acquire(Route::Primary);
         }
     }
 }

@@ -172,7 +172,7 @@ impl ClientSession {
             Phase::Idle => {
                 self.pending.extend_from_slice(bytes);
                 self.phase = Phase::Waiting;
-                self.acquire(self.pool_key());
+                self.acquire(self.route);
             }
             _ => self.pending.extend_from_slice(bytes),
         }
@@ -259,7 +259,7 @@ impl ClientSession {
                     server,
                     reusable: false,
                 });
-                return self.acquire(self.key_for(route));
+                return self.acquire(route);
             }
         }
         if let Some(since) = self.wait_since.take() {

@@ -218,7 +218,7 @@ impl ClientSession {
         self.logged_in = true;
         self.labels = self.labels.wrapping_add(1);
         self.phase = Phase::Welcome;
-        self.acquire(self.pool_key());
+        self.acquire(self.route);
     }
 
     /// Ends a welcome begun in `buf` (AuthenticationOk): the settings `shown`, the proxy's

@@ -38,7 +38,7 @@ pub(super) struct ClientTask {
     /// Whether the pool task knows the client's cancel key.
     registered: bool,
     /// The pool the awaited server comes from.
-    wanted: Option<PoolKey>,
+    wanted: Option<Arc<PoolKey>>,
     /// The proxy's phase: draining asks the session to finish, stopping ends the task. Read
     /// when the slot's kick says it changed.
     phase: watch::Receiver<Phase>,
@@ -253,7 +253,7 @@ impl ClientTask {
     }
 
     /// Asks the pools for a server of `key`: lent now, or awaited.
-    async fn acquire(&mut self, key: PoolKey) {
+    async fn acquire(&mut self, key: Arc<PoolKey>) {
         let key = self.wanted.insert(key);
         match self
             .pool
