@@ -10,7 +10,7 @@ use bytes::Bytes;
 use pgyard_wire::backend::TransactionStatus;
 
 use super::prepared::Prepared;
-use super::relay::CLIENT_FRAME_MAX;
+use super::relay::{owes, CLIENT_FRAME_MAX};
 use super::{ClientOut, ClientSession, Phase, PoolMode};
 
 /// The tag and length word of the frame at `at`, when its header is there.
@@ -38,6 +38,8 @@ impl ClientSession {
         {
             return false;
         }
+        // Checked and counted in one pass; applied only once every frame passed.
+        let (mut owed, mut unsynced) = (0, None);
         let mut at = 0;
         while let Some((tag, len)) = header(data, at) {
             if tag == b'X' || !self.splitter.forwards_frame(tag, len) {
@@ -47,16 +49,21 @@ impl ClientSession {
             if len > CLIENT_FRAME_MAX || data.len() - at <= len {
                 return false;
             }
+            let (o, u) = owes(tag);
+            owed += o;
+            unsynced = u.or(unsynced);
             at += 1 + len;
         }
         if at != data.len() {
             return false;
         }
+        // What `count` does for each frame, at once.
         self.last_request = Some(self.now);
-        let mut at = 0;
-        while let Some((tag, len)) = header(data, at) {
-            self.count(tag);
-            at += 1 + len as usize;
+        self.query_start.get_or_insert(self.now);
+        self.xact_start.get_or_insert(self.now);
+        self.outstanding += owed;
+        if let Some(u) = unsynced {
+            self.unsynced = u;
         }
         self.shortcuts_taken.0 += 1;
         self.pending.extend_from_slice(data);
@@ -72,22 +79,16 @@ impl ClientSession {
     /// resets) and give the server back; this does the same in one pass. `Err` gives the chunk back, nothing changed, when it
     /// is anything else.
     pub(super) fn whole_reply(&mut self, data: Bytes) -> Result<(), Bytes> {
-        if !self.ends_transaction(&data) {
+        let Some(noted) = self.ends_transaction(&data) else {
             return Err(data);
-        }
+        };
         // The reply queue is reset with the release below, so its entries need no matching.
-        let mut at = 0;
-        while let Some((tag, len)) = header(&data, at) {
-            let body = &data[at + 5..at + 1 + len as usize];
-            at += 1 + len as usize;
-            match tag {
-                b'S' => self.note_setting(body, false),
-                b'C' => {
-                    if let Some(s) = self.server.as_mut() {
-                        Prepared::command_complete(body, &mut s.prepared);
-                    }
-                }
-                _ => {}
+        for &(tag, start, end) in noted.iter().flatten() {
+            let body = &data[start..end];
+            if tag == b'S' {
+                self.note_setting(body, false);
+            } else if let Some(s) = self.server.as_mut() {
+                Prepared::command_complete(body, &mut s.prepared);
             }
         }
         self.shortcuts_taken.1 += 1;
@@ -103,7 +104,9 @@ impl ClientSession {
     /// transaction with one reply owed, nothing unsynced and only plain replies queued; the
     /// scanner stands between frames; the chunk is whole frames that pass the scanner's
     /// checks, none an ErrorResponse, and ends with the transaction's ReadyForQuery `I`.
-    fn ends_transaction(&self, data: &[u8]) -> bool {
+    /// Then the ParameterStatus and CommandComplete frames it holds (type and body range;
+    /// a chunk with more than [`NOTED`] of them takes the general path).
+    fn ends_transaction(&self, data: &[u8]) -> Option<[Option<(u8, usize, usize)>; NOTED]> {
         let relaying = self.shortcuts
             && matches!(self.phase, Phase::Active)
             && self.config.pool_mode == PoolMode::Transaction
@@ -112,25 +115,38 @@ impl ClientSession {
             && self.server_scan.at_boundary()
             && self.prepared.plain();
         if !relaying {
-            return false;
+            return None;
         }
+        let mut noted = [None; NOTED];
+        let mut n = 0;
         let mut at = 0;
-        let mut last = None;
+        let mut ready = None;
         while let Some((tag, len)) = header(data, at) {
-            let second_ready = tag == b'Z' && last.is_some();
+            let second_ready = tag == b'Z' && ready.is_some();
             if tag == b'E' || second_ready || self.server_scan.accepts(tag, len).is_none() {
-                return false;
+                return None;
             }
             let len = len as usize;
             if data.len() - at <= len {
-                return false;
+                return None;
             }
-            if tag == b'Z' {
-                last = Some(at + 5);
+            let body = (at + 5, at + 1 + len);
+            match tag {
+                b'Z' => ready = Some(body),
+                b'S' | b'C' => {
+                    *noted.get_mut(n)? = Some((tag, body.0, body.1));
+                    n += 1;
+                }
+                _ => {}
             }
             at += 1 + len;
         }
-        let idle = TransactionStatus::Idle.byte();
-        at == data.len() && last.is_some_and(|z| at == z + 1 && data[z] == idle)
+        let idle = [TransactionStatus::Idle.byte()];
+        let ends = ready.is_some_and(|(start, end)| end == data.len() && data[start..end] == idle);
+        ends.then_some(noted)
     }
 }
+
+/// Most ParameterStatus and CommandComplete frames a reply chunk may hold to take the
+/// shortcut (a transaction of a few statements that report settings).
+const NOTED: usize = 8;

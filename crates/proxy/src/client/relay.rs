@@ -110,14 +110,10 @@ impl ClientSession {
         // A message starts the query and the transaction it belongs to, unless one runs.
         self.query_start.get_or_insert(self.now);
         self.xact_start.get_or_insert(self.now);
-        match tag {
-            b'Q' | b'F' => self.outstanding += 1,
-            b'S' => {
-                self.outstanding += 1;
-                self.unsynced = false;
-            }
-            b'P' | b'B' | b'D' | b'E' | b'C' | b'H' => self.unsynced = true,
-            _ => {}
+        let (owed, unsynced) = owes(tag);
+        self.outstanding += owed;
+        if let Some(u) = unsynced {
+            self.unsynced = u;
         }
     }
 
@@ -529,6 +525,17 @@ impl ClientSession {
                 self.shut();
             }
         }
+    }
+}
+
+/// What a client message of type `tag` changes in the replies owed: ReadyForQuerys added,
+/// and whether an extended-protocol message now awaits its Sync (`None`: unchanged).
+pub(super) fn owes(tag: u8) -> (u32, Option<bool>) {
+    match tag {
+        b'Q' | b'F' => (1, None),
+        b'S' => (1, Some(false)),
+        b'P' | b'B' | b'D' | b'E' | b'C' | b'H' => (0, Some(true)),
+        _ => (0, None),
     }
 }
 
