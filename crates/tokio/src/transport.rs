@@ -44,8 +44,30 @@ impl Stream for tokio_rustls::client::TlsStream<Transport> {
 pub(crate) type Transport = Box<dyn Stream>;
 
 pub(crate) async fn write_flush(t: &mut Transport, bytes: &[u8]) -> io::Result<()> {
-    t.write_all(bytes).await?;
+    // Plain TCP: one non-blocking attempt first (see `try_write_whole`).
+    let rest = match t.plain_tcp() {
+        Some(tcp) => match try_write_whole(tcp, bytes)? {
+            0 => return Ok(()),
+            left => &bytes[bytes.len() - left..],
+        },
+        None => bytes,
+    };
+    t.write_all(rest).await?;
     t.flush().await
+}
+
+/// One non-blocking write of `bytes` to `tcp`: how many bytes are left for the general path
+/// (0: all went out, which is almost always the case for a message of a proxy or driver).
+/// Flushing plain TCP does nothing, so nothing more is owed when none are left.
+pub(crate) fn try_write_whole(tcp: &TcpStream, bytes: &[u8]) -> io::Result<usize> {
+    if bytes.is_empty() {
+        return Ok(0);
+    }
+    match tcp.try_write(bytes) {
+        Ok(n) => Ok(bytes.len() - n),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(bytes.len()),
+        Err(e) => Err(e),
+    }
 }
 
 /// Opens a socket to `target` (bounded by `bound` for TCP; running out reads as ETIMEDOUT)
@@ -79,4 +101,34 @@ pub(crate) async fn open(
         set_tcp_options(&s, opts)?;
     }
     Ok(Box::new(s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{write_flush, Transport};
+    use tokio::io::AsyncReadExt;
+
+    /// A write larger than the socket's buffers goes out in part at the first attempt; the
+    /// rest must follow, in order, through the general path.
+    #[tokio::test]
+    async fn a_write_the_socket_cannot_take_at_once_arrives_whole() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let sender = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let (mut receiver, _) = listener.accept().await.expect("accept");
+        let data: Vec<u8> = (0..8u32 << 20).map(|i| (i % 251) as u8).collect();
+        let mut t: Transport = Box::new(sender);
+        let reading = tokio::spawn(async move {
+            let mut got = Vec::new();
+            receiver.read_to_end(&mut got).await.expect("read");
+            got
+        });
+        write_flush(&mut t, &data).await.expect("write");
+        drop(t);
+        let got = reading.await.expect("reader");
+        assert_eq!(got.len(), data.len());
+        assert!(got == data, "the bytes arrived in order");
+    }
 }

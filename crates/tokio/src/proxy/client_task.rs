@@ -323,8 +323,8 @@ impl ClientTask {
         while let Some(out) = self.session.poll_output() {
             match out {
                 ClientOut::ToClient(bytes) => {
-                    // TLS holds written records until flushed; on TCP flushing is free.
-                    if sock.write_all(&bytes).await.is_err() || sock.flush().await.is_err() {
+                    // TLS holds written records until flushed (`write_whole` flushes).
+                    if sock.write_whole(&bytes).await.is_err() {
                         self.session.handle_client_gone();
                     }
                 }
