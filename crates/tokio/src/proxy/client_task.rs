@@ -450,7 +450,8 @@ enum Turn {
 /// Keeps `timer` on `deadline`: one timer entry reset in place, not a new one each turn.
 fn arm(timer: &mut Option<Pin<Box<Sleep>>>, deadline: Option<std::time::Instant>) {
     match (timer.as_mut(), deadline) {
-        (_, None) => *timer = None,
+        (None, None) => {}
+        (Some(_), None) => *timer = None,
         (Some(t), Some(d)) => {
             if t.deadline() != d.into() {
                 t.as_mut().reset(d.into());
