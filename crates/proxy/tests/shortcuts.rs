@@ -1,6 +1,7 @@
 //! The client session's transaction-mode shortcuts (a request read whole between
-//! transactions, a reply chunk that ends the transaction) against the same session without
-//! them: the outputs and what SHOW CLIENTS shows must not differ. The structured session
+//! transactions, a reply chunk that ends the transaction, servers remembered as aligned)
+//! against the same session without them: the outputs and what SHOW CLIENTS shows must not
+//! differ. The structured session
 //! fuzzer compares the two on every run (`session_fuzz.rs`); these cases cover what its
 //! model server never sends.
 
@@ -70,13 +71,19 @@ fn transaction(s: &mut ClientSession, request: &[u8], lent: Lent, reply: Bytes) 
 }
 
 /// A setting the server reports in the reply that ends a transaction (SET inside it) is
-/// what the client wants from then on: the next server is aligned to it, with or without
-/// the shortcuts.
+/// what the client wants from then on: a server it used (and found aligned) before is
+/// aligned to it, with or without the shortcuts and the memory of aligned servers.
 #[test]
 fn a_setting_reported_at_the_end_of_a_transaction_follows_the_client() {
     let mut runs = Vec::new();
     for on in [true, false] {
         let (mut s, mut out) = logged_in(on);
+        // A first transaction on server 3, found aligned.
+        let settings = [("TimeZone", "UTC"), ("application_name", "")];
+        let ok = reply(b"CZ", b"SELECT 1");
+        let step = transaction(&mut s, &query("select 0"), server(3, &settings), ok);
+        let three = released(&step);
+        out.extend(step);
         let mut reply = BytesMut::new();
         parameter_status("application_name", "reports", &mut reply);
         backend::encode_command_complete(b"SET", &mut reply).expect("C");
@@ -87,9 +94,9 @@ fn a_setting_reported_at_the_end_of_a_transaction_follows_the_client() {
         let mut reply = BytesMut::new();
         backend::encode_command_complete(b"SELECT 1", &mut reply).expect("C");
         backend::encode_ready_for_query(TransactionStatus::Idle, &mut reply);
-        // Server 3 has never seen the client: its application_name is aligned first.
-        let lent = server(3, &[("TimeZone", "UTC"), ("application_name", "")]);
-        out.extend(transaction(&mut s, &query("select 1"), lent, Bytes::new()));
+        // Server 3, unchanged since, no longer has what the client wants: its
+        // application_name is aligned first.
+        out.extend(transaction(&mut s, &query("select 1"), three, Bytes::new()));
         let aligned = out.iter().any(|o| {
             matches!(o, ClientOut::ToServer(b)
                 if String::from_utf8_lossy(b).contains("SET application_name TO 'reports'"))
@@ -99,7 +106,7 @@ fn a_setting_reported_at_the_end_of_a_transaction_follows_the_client() {
     }
     assert_eq!(runs[0].0, runs[1].0, "the same outputs");
     assert_eq!(runs[0].1, runs[1].1, "the same activity");
-    assert_eq!(runs[0].2, (2, 1), "both shortcuts taken");
+    assert_eq!(runs[0].2, (3, 2), "both shortcuts taken");
     assert_eq!(runs[1].2, (0, 0), "none taken");
 }
 
@@ -167,4 +174,51 @@ fn discard_all_at_the_end_of_a_transaction_forgets_the_servers_statements() {
         runs[0].2
     );
     assert_eq!(runs[1].2, (0, 0), "none taken");
+}
+
+/// A client remembers the servers it found aligned with it, but a server whose settings
+/// another client changed meanwhile is compared (and aligned) again.
+#[test]
+fn a_server_another_client_changed_is_aligned_again() {
+    let mut runs = Vec::new();
+    for on in [true, false] {
+        let (mut a, mut out) = logged_in(on);
+        let (mut b, _) = logged_in(on);
+        let settings = [("TimeZone", "UTC"), ("application_name", "")];
+        let ok = || reply(b"CZ", b"SELECT 1");
+        let step = transaction(&mut a, &query("select 1"), server(2, &settings), ok());
+        let lent = released(&step);
+        out.extend(step);
+        // Client `a` again on the same server: nothing to align.
+        let step = transaction(&mut a, &query("select 2"), lent, ok());
+        assert!(
+            !step.iter().any(|o| matches!(o, ClientOut::ToServer(b) if b.first() == Some(&b'Q') && String::from_utf8_lossy(b).contains("SET "))),
+            "shortcuts {on}: {step:?}"
+        );
+        let lent = released(&step);
+        out.extend(step);
+        // Client `b` changes the server's TimeZone in its transaction.
+        let mut changed = BytesMut::new();
+        parameter_status("TimeZone", "Asia/Tokyo", &mut changed);
+        backend::encode_command_complete(b"SET", &mut changed).expect("C");
+        backend::encode_ready_for_query(TransactionStatus::Idle, &mut changed);
+        let step = transaction(
+            &mut b,
+            &query("set timezone to 'Asia/Tokyo'"),
+            lent,
+            changed.freeze(),
+        );
+        let lent = released(&step);
+        // Back to `a`: its TimeZone is set again before its query.
+        let step = transaction(&mut a, &query("select 3"), lent, Bytes::new());
+        let aligned = step.iter().any(|o| {
+            matches!(o, ClientOut::ToServer(b)
+                if String::from_utf8_lossy(b).contains("SET TimeZone TO 'UTC'"))
+        });
+        assert!(aligned, "shortcuts {on}: {step:?}");
+        out.extend(step);
+        runs.push((out, a.activity()));
+    }
+    assert_eq!(runs[0].0, runs[1].0, "the same outputs");
+    assert_eq!(runs[0].1, runs[1].1, "the same activity");
 }

@@ -245,6 +245,8 @@ pub struct ClientSession {
     shortcuts_taken: (u64, u64),
     /// The client's pool keys, one per route asked for.
     keys: Vec<Arc<PoolKey>>,
+    /// Servers found aligned with the client's settings (transaction mode).
+    verified: params::Verified,
     /// The proxy's own notices, held while a server's reply to the client is mid-frame.
     held_notices: BytesMut,
     out: VecDeque<ClientOut>,
@@ -342,6 +344,7 @@ impl ClientSession {
             shortcuts: true,
             shortcuts_taken: (0, 0),
             keys: Vec::new(),
+            verified: params::Verified::default(),
             held_notices: BytesMut::new(),
             out: VecDeque::new(),
             login_buf: BytesMut::new(),

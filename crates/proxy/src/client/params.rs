@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::pool::ServerId;
+
 /// The reported settings a client's view is kept for, with PostgreSQL's spelling.
 pub const TRACKED: [&str; 6] = [
     "client_encoding",
@@ -34,12 +36,26 @@ fn slot(name: &str) -> Option<usize> {
 /// Settings by name, with the tracked ones also kept in fixed slots: a transaction's
 /// alignment compares six values instead of looking names up in two maps. (The slots are
 /// boxed: a lent server's record moves between the pools and its client every transaction.)
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// Equality is by content; the count of changes to the tracked values is history.
+#[derive(Clone, Debug, Default)]
 pub struct Settings {
     all: BTreeMap<String, String>,
     tracked: Box<[Option<String>; 6]>,
     hot_standby: Option<bool>,
+    /// How many times a tracked value changed: a client that found this server aligned
+    /// with it knows it still is while the count stands ([`Verified`]).
+    changes: u64,
 }
+
+impl PartialEq for Settings {
+    fn eq(&self, other: &Self) -> bool {
+        self.all == other.all
+            && self.tracked == other.tracked
+            && self.hot_standby == other.hot_standby
+    }
+}
+
+impl Eq for Settings {}
 
 impl Settings {
     /// No settings.
@@ -50,6 +66,9 @@ impl Settings {
     /// Sets `name` to `value`, returning the value it replaces.
     pub fn insert(&mut self, name: String, value: String) -> Option<String> {
         if let Some(i) = slot(&name) {
+            if self.tracked[i].as_deref() != Some(value.as_str()) {
+                self.changes += 1;
+            }
             self.tracked[i] = Some(value.clone());
         } else if name == "in_hot_standby" {
             self.hot_standby = Some(value == "on");
@@ -103,6 +122,45 @@ impl<'a> IntoIterator for &'a Settings {
     type IntoIter = std::collections::btree_map::Iter<'a, String, String>;
     fn into_iter(self) -> Self::IntoIter {
         self.all.iter()
+    }
+}
+
+/// Most servers a client remembers as aligned with it before it starts over.
+const VERIFIED_MAX: usize = 64;
+
+/// The servers a client found aligned with what it wants (by [`alignment`]), each with the
+/// count of its settings' changes then, for the count of the client's own changes then:
+/// while neither count moves, the server is still aligned and the six comparisons can be
+/// skipped. Server ids are never reused, and a server's record keeps its count for its life.
+#[derive(Debug, Default)]
+pub(super) struct Verified {
+    wanted: u64,
+    servers: Vec<(ServerId, u64)>,
+}
+
+impl Verified {
+    /// Whether `server`, whose settings are `settings`, was found aligned with `wanted` as
+    /// both are now.
+    pub(super) fn holds(
+        &mut self,
+        wanted: &Settings,
+        server: ServerId,
+        settings: &Settings,
+    ) -> bool {
+        if self.wanted != wanted.changes {
+            self.wanted = wanted.changes;
+            self.servers.clear();
+            return false;
+        }
+        self.servers.contains(&(server, settings.changes))
+    }
+
+    /// `server` was found aligned with what the client wants now.
+    pub(super) fn record(&mut self, server: ServerId, settings: &Settings) {
+        if self.servers.len() >= VERIFIED_MAX {
+            self.servers.clear();
+        }
+        self.servers.push((server, settings.changes));
     }
 }
 

@@ -273,8 +273,7 @@ impl ClientSession {
             }
         }
         self.min_lsn = None;
-        let lent = self.server.as_ref().map(|s| &s.settings);
-        match lent.and_then(|s| params::alignment(&self.wanted, s)) {
+        match self.alignment() {
             Some(sql) => {
                 let mut buf = BytesMut::new();
                 if encode_query(sql.as_bytes(), &mut buf).is_ok() {
@@ -284,6 +283,26 @@ impl ClientSession {
             }
             None => self.go_active(),
         }
+    }
+
+    /// The `SET`s the lent server needs to have the client's settings, if any. In
+    /// transaction mode a server found aligned before is skipped while neither side's
+    /// settings changed since (most transactions land on a server the client has used).
+    fn alignment(&mut self) -> Option<String> {
+        let server = self.server.as_ref()?;
+        let remember = self.shortcuts && self.config.pool_mode == PoolMode::Transaction;
+        if remember
+            && self
+                .verified
+                .holds(&self.wanted, server.id, &server.settings)
+        {
+            return None;
+        }
+        let sql = params::alignment(&self.wanted, &server.settings);
+        if sql.is_none() && remember {
+            self.verified.record(server.id, &server.settings);
+        }
+        sql
     }
 
     /// The pool could not lend a server (its wait timed out): the client gets the error.
