@@ -319,6 +319,10 @@ impl Storage for SimStorage {
         Ok(bytes.len())
     }
 
+    fn contents(&self, name: &str) -> Option<&[u8]> {
+        self.files.get(name).map(|f| f.data.as_slice())
+    }
+
     fn size(&self, name: &str) -> Result<u64, StorageError> {
         self.files
             .get(name)
