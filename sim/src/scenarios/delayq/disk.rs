@@ -38,6 +38,47 @@ pub(super) struct Disk<'a> {
     segments: Vec<Segment<'a>>,
 }
 
+/// What [`Segment::read`] found in one file, apart from the bytes themselves.
+#[derive(Clone, Copy, Debug)]
+struct Scan {
+    capacity: Option<u64>,
+    records: u64,
+    valid_end: usize,
+    invalid_at: Option<usize>,
+    open_carry: Option<(usize, u64)>,
+}
+
+/// The disk the last restart read (kept as it was), and what each of its segments held. A
+/// segment is a pure function of its bytes, so one whose bytes the next restart finds still
+/// shared with this copy ([`SimStorage::shares_file`]: the very same bytes) is not decoded
+/// and checksummed again; most segments never change after they are full.
+#[derive(Debug, Default)]
+pub(super) struct Memo {
+    disk: Option<SimStorage>,
+    scans: Vec<(String, Scan)>,
+}
+
+/// What a [`Disk`] found in each segment, to be kept with the disk in a [`Memo`].
+#[derive(Debug)]
+pub(super) struct Scans(Vec<(String, Scan)>);
+
+impl Memo {
+    /// Keeps `disk` for the next restart, with `scans`, what reading it found.
+    pub(super) fn keep(disk: SimStorage, scans: Scans) -> Memo {
+        Memo {
+            disk: Some(disk),
+            scans: scans.0,
+        }
+    }
+
+    /// What file `name` of `storage` held when it was read last, if its bytes are unchanged.
+    fn scan_of(&self, storage: &SimStorage, name: &str) -> Option<Scan> {
+        let disk = self.disk.as_ref()?;
+        let (_, scan) = self.scans.iter().find(|(n, _)| n == name)?;
+        storage.shares_file(disk, name).then_some(*scan)
+    }
+}
+
 fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(b[at..at + 4].try_into().expect("four bytes"))
 }
@@ -57,7 +98,8 @@ fn seq_of(name: &str) -> Option<u64> {
 impl<'a> Disk<'a> {
     /// Reads every segment of `storage`; a record whose checksum holds but whose fields the
     /// format does not allow is a violation (no crash writes such a record).
-    pub(super) fn read(storage: &'a SimStorage) -> Result<Disk<'a>, Violation> {
+    /// Segments `memo` saw with the same bytes are taken from it.
+    pub(super) fn read(storage: &'a SimStorage, memo: &Memo) -> Result<Disk<'a>, Violation> {
         let mut names: Vec<(u64, String)> = storage
             .list()
             .map_err(|e| fail("disk-as-documented", format!("list: {e}")))?
@@ -68,13 +110,50 @@ impl<'a> Disk<'a> {
         let mut segments = Vec::with_capacity(names.len());
         for (seq, name) in names {
             let bytes = storage.file(&name).unwrap_or_default();
-            segments.push(Segment::read(seq, name, bytes)?);
+            let segment = match memo.scan_of(storage, &name) {
+                Some(scan) => Segment::scanned(name, bytes, scan),
+                None => Segment::read(seq, name, bytes)?,
+            };
+            segments.push(segment);
         }
         Ok(Disk { segments })
+    }
+
+    /// What each segment was found to hold.
+    pub(super) fn scans(&self) -> Scans {
+        Scans(
+            self.segments
+                .iter()
+                .map(|s| (s.name.clone(), s.scan()))
+                .collect(),
+        )
     }
 }
 
 impl<'a> Segment<'a> {
+    fn scan(&self) -> Scan {
+        Scan {
+            capacity: self.capacity,
+            records: self.records,
+            valid_end: self.valid_end,
+            invalid_at: self.invalid_at,
+            open_carry: self.open_carry,
+        }
+    }
+
+    /// The segment of `bytes`, found before to be `scan`.
+    fn scanned(name: String, bytes: &'a [u8], scan: Scan) -> Segment<'a> {
+        Segment {
+            name,
+            bytes,
+            capacity: scan.capacity,
+            records: scan.records,
+            valid_end: scan.valid_end,
+            invalid_at: scan.invalid_at,
+            open_carry: scan.open_carry,
+        }
+    }
+
     fn read(seq: u64, name: String, bytes: &'a [u8]) -> Result<Segment<'a>, Violation> {
         let bad = |what: String| fail("disk-as-documented", format!("{name}: {what}"));
         let mut s = Segment {
