@@ -235,18 +235,26 @@ struct Chunked<'a, S> {
     size: u64,
     start: u64,
     buf: Vec<u8>,
+    /// The file's first `size` bytes where the storage lends them ([`Storage::contents`]):
+    /// read in place, without the window.
+    whole: Option<&'a [u8]>,
 }
 
 impl<'a, S: Storage> Chunked<'a, S> {
     /// A reader of file `name` (`size` bytes) through `window`, a buffer of any contents.
     fn new(storage: &'a S, name: &'a str, size: u64, mut window: Vec<u8>) -> Self {
         window.clear();
+        let whole = storage.contents(name).map(|all| {
+            let n = usize::try_from(size).unwrap_or(usize::MAX).min(all.len());
+            &all[..n]
+        });
         Chunked {
             storage,
             name,
             size,
             start: 0,
             buf: window,
+            whole,
         }
     }
 
@@ -259,6 +267,11 @@ impl<'a, S: Storage> Chunked<'a, S> {
     /// bounded by the file size; the window never exceeds what is left of the file.
     #[inline]
     fn get(&mut self, off: u64, len: u64) -> Result<&[u8], Error> {
+        if let Some(w) = self.whole {
+            let from = usize::try_from(off).unwrap_or(usize::MAX).min(w.len());
+            let to = from.saturating_add(usize::try_from(len).unwrap_or(usize::MAX));
+            return Ok(&w[from..to.min(w.len())]);
+        }
         let have = off >= self.start && off + len <= self.start + self.buf.len() as u64;
         if !have {
             self.load(off, len)?;
@@ -286,7 +299,16 @@ impl<'a, S: Storage> Chunked<'a, S> {
     /// whole (bounded by the file).
     fn record(&mut self, off: u64, len: u64) -> Result<Result<Rec<'_>, &'static str>, Error> {
         if len <= CHUNK {
-            return Ok(decode_record(self.get(off, len)?));
+            // Both callers checked the header against the bytes left (`check_head`), so only
+            // the checksum and the fields remain of `decode_record`'s checks.
+            let rec = self.get(off, len)?;
+            if rec.len() as u64 != len {
+                return Ok(Err("record length mismatch"));
+            }
+            if crc_start(rec) != stored_crc(rec) {
+                return Ok(Err("record checksum mismatch"));
+            }
+            return Ok(decode_fields(rec));
         }
         let head = self.get(off, RECORD_HEADER_BYTES)?;
         let stored = stored_crc(head);

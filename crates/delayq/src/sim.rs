@@ -168,6 +168,16 @@ impl SimStorage {
         self.files.keys().map(String::as_str)
     }
 
+    /// Whether file `name` holds the very bytes it holds in `other`, a copy of this disk:
+    /// copies share each file's contents until one of them changes it, so shared contents
+    /// are unchanged ones (while `other` lives, a change here cannot reuse them in place).
+    pub fn shares_file(&self, other: &SimStorage, name: &str) -> bool {
+        match (self.files.get(name), other.files.get(name)) {
+            (Some(a), Some(b)) => Arc::ptr_eq(&a.data, &b.data),
+            _ => false,
+        }
+    }
+
     /// Current contents of a file (including unsynced bytes).
     pub fn file(&self, name: &str) -> Option<&[u8]> {
         self.files.get(name).map(|f| f.data.as_slice())
@@ -317,6 +327,10 @@ impl Storage for SimStorage {
         out.clear();
         out.extend_from_slice(bytes);
         Ok(bytes.len())
+    }
+
+    fn contents(&self, name: &str) -> Option<&[u8]> {
+        self.files.get(name).map(|f| f.data.as_slice())
     }
 
     fn size(&self, name: &str) -> Result<u64, StorageError> {

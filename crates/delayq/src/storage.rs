@@ -80,6 +80,12 @@ pub trait Storage {
         out.truncate(n);
         Ok(n)
     }
+    /// The whole file, borrowed, where the storage already holds it in memory (`None`: read
+    /// it with [`Storage::read_into`]). Recovery scans every segment at every start, and an
+    /// in-memory disk would otherwise copy each one into a window first.
+    fn contents(&self, _name: &str) -> Option<&[u8]> {
+        None
+    }
     /// Current length of the file.
     fn size(&self, name: &str) -> Result<u64, StorageError>;
     /// Makes the file's data durable (fdatasync). A failure poisons the file.
@@ -115,6 +121,9 @@ impl<S: Storage + ?Sized> Storage for &mut S {
         out: &mut Vec<u8>,
     ) -> Result<usize, StorageError> {
         (**self).read_into(name, offset, len, out)
+    }
+    fn contents(&self, name: &str) -> Option<&[u8]> {
+        (**self).contents(name)
     }
     fn size(&self, name: &str) -> Result<u64, StorageError> {
         (**self).size(name)

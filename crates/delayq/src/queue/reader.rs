@@ -73,8 +73,9 @@ impl<S: Storage> DelayQueue<S> {
     }
 
     /// Reads the record at `loc` (from the write buffer when it is not written yet), verifies
-    /// and decodes it once, and hands both to `f`. Records on disk are read into a buffer
-    /// kept for the next read, so a hand-out of many records allocates only what it returns.
+    /// and decodes it once, and hands both to `f`. Records on disk are read in place where
+    /// the storage lends its files ([`Storage::contents`]), else into a buffer kept for the
+    /// next read, so a hand-out of many records allocates only what it returns.
     fn with_record<T>(
         &mut self,
         loc: Loc,
@@ -86,11 +87,23 @@ impl<S: Storage> DelayQueue<S> {
             return Err(self.corrupt(loc, "segment of a pending record is gone"));
         };
         let end = loc.off + loc.len;
+        let lent = if buffered {
+            None
+        } else {
+            self.storage.contents(&seg.name)
+        };
         let bytes: &[u8] = if buffered {
             let from = (loc.off - self.written) as usize;
             self.buf
                 .get(from..from + loc.len as usize)
                 .unwrap_or_default()
+        } else if let Some(all) = lent {
+            // A disk in memory lends the file: read in place, as a fresh read would.
+            let from = usize::try_from(loc.off)
+                .unwrap_or(usize::MAX)
+                .min(all.len());
+            let to = usize::try_from(end).unwrap_or(usize::MAX).min(all.len());
+            &all[from..to.max(from)]
         } else {
             let held = self.rwin.filter(|&(seq, start)| {
                 seq == loc.seg && start <= loc.off && end <= start + self.rbuf.len() as u64

@@ -7,7 +7,7 @@ use pgyard_types::Lsn;
 use super::ops::Op;
 use super::subscriber::{Change, Inserted};
 use super::text::{lsn_str, Dec, LsnText};
-use super::walsender::{column_count, column_name, rel_of, table_name, RELATIONS};
+use super::walsender::{column_count, is_column_name, rel_of, table_name, RELATIONS};
 use super::{fail, Run};
 use crate::publisher::Fate;
 use crate::{trace, trace_line, Violation};
@@ -496,14 +496,12 @@ impl<'a> Shape<'a> {
         if self.matched == Some(ver) {
             return Ok(());
         }
-        let mut name = Vec::new();
         let columns = &self.ins.target.columns;
         let same = columns.len() == column_count(ver)
-            && columns.iter().enumerate().all(|(i, c)| {
-                name.clear();
-                column_name(ver, i, &mut name);
-                c.as_bytes() == name
-            });
+            && columns
+                .iter()
+                .enumerate()
+                .all(|(i, c)| is_column_name(ver, i, c.as_bytes()));
         if !same {
             return Err(bad(format!(
                 "encoded with version {ver}, inserted as columns {columns:?}"

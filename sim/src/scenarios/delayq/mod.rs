@@ -285,6 +285,8 @@ struct Run<'a> {
     tally: follow::Tally,
     /// The publisher's commits the current queue knows, for the due times' running maximum.
     known: checks::Known,
+    /// The disk as the last restart decoded it (see `disk::Memo`).
+    disk_memo: disk::Memo,
 }
 
 fn fail(invariant: &'static str, detail: String) -> Violation {
@@ -400,6 +402,7 @@ pub fn run_delayq(
         real_disk,
         tally: follow::Tally::default(),
         known: checks::Known::new(Vec::new(), 0),
+        disk_memo: disk::Memo::default(),
     };
     run.follower = follow::new_follower(&run, start);
     let first = run.q().resume_lsn();

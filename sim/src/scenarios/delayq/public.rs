@@ -155,13 +155,18 @@ impl Public {
 
 /// Removes and returns every entry of transaction `top`.
 pub(super) fn take_groups<V>(map: &mut BTreeMap<Group, V>, top: u32) -> BTreeMap<Group, V> {
-    let mut rest = map.split_off(&(top, 0));
-    let mut after = rest.split_off(&(top, u32::MAX));
-    if let Some(last) = after.remove(&(top, u32::MAX)) {
-        rest.insert((top, u32::MAX), last);
+    // A transaction has none or a few entries: taken out one by one, where splitting the
+    // tree twice and joining it again built new nodes at every commit.
+    let mut taken = BTreeMap::new();
+    loop {
+        let next = map.range((top, 0)..=(top, u32::MAX)).next();
+        let Some(key) = next.map(|(k, _)| *k) else {
+            return taken;
+        };
+        if let Some(v) = map.remove(&key) {
+            taken.insert(key, v);
+        }
     }
-    map.append(&mut after);
-    rest
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use pgyard_delayq::{DelayQueue, Error, Inspection, SegmentInfo, SimFaults, SimSt
 use pgyard_types::Lsn;
 
 use super::checks::Known;
-use super::disk::{judge_recovery, judge_segments, Disk};
+use super::disk::{judge_recovery, judge_segments, Disk, Memo};
 use super::follow::new_follower;
 use super::realdisk;
 use super::{fail, Run};
@@ -125,10 +125,14 @@ impl Run<'_> {
                     tt.dropped_bytes
                 );
             }
-            judge_recovery(&Disk::read(&twin)?, &q)?;
+            let disk = Disk::read(&twin, &self.disk_memo)?;
+            judge_recovery(&disk, &q)?;
+            let scans = disk.scans();
+            drop(disk);
             if std::mem::take(&mut self.real_disk) {
                 realdisk::judge(&twin, &self.cfg, &q)?;
             }
+            self.disk_memo = Memo::keep(twin, scans);
             // A recovery that only read the disk leaves the bytes it recovered from.
             let wrote = q.storage().changes() != before;
             self.q = Some(q);

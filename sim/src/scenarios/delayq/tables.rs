@@ -9,6 +9,7 @@
 //! time.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
 
 use super::ops::{hash_row, name_hash, table_hash};
@@ -72,7 +73,45 @@ struct Table {
     /// ... and as of the last commit.
     committed: u64,
     /// Live rows by key, where rows are looked up.
-    index: Option<HashMap<Vec<u8>, Vec<usize>>>,
+    index: Option<HashMap<Vec<u8>, Vec<usize>, BuildHasherDefault<KeyHasher>>>,
+}
+
+/// A multiply-rotate hash over eight bytes at a time for the index's keys (the publisher's
+/// short payloads): SipHash was most of the index's cost, and nothing iterates the index,
+/// so its order never shows.
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.mix(u64::from_le_bytes(w));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            self.mix(u64::from_le_bytes(w) ^ ((rest.len() as u64) << 59));
+        }
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.mix(n as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        // The table picks buckets with the low bits and groups with the high ones.
+        self.0 ^ (self.0 >> 29)
+    }
+}
+
+impl KeyHasher {
+    fn mix(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
 }
 
 impl Table {
@@ -105,17 +144,25 @@ impl Table {
 
     /// Row `i`'s key enters the index, or leaves it.
     fn index(&mut self, i: usize, enters: bool) {
-        let Some(k) = self.key(i).cloned() else {
+        let Some(index) = &mut self.index else {
             return;
         };
-        if let Some(index) = &mut self.index {
-            let at = index.entry(k).or_default();
-            if enters {
+        let s = &self.rows[i];
+        let Some(k) = s.target.payload.and_then(|p| s.values.get(p)?.as_ref()) else {
+            return;
+        };
+        // The key is copied only for a new entry. A key that leaves without an entry needs
+        // none: an empty entry and a missing one read the same (no rows).
+        match index.get_mut(k.as_slice()) {
+            Some(at) if enters => {
                 at.push(i);
                 at.sort_unstable();
-            } else {
-                at.retain(|r| *r != i);
             }
+            Some(at) => at.retain(|r| *r != i),
+            None if enters => {
+                index.insert(k.clone(), vec![i]);
+            }
+            None => {}
         }
     }
 }
@@ -182,7 +229,7 @@ impl Tables {
         self.tables.push(Table {
             name: name.to_owned(),
             seed: table_hash(name.as_bytes()),
-            index: self.indexed.then(HashMap::new),
+            index: self.indexed.then(HashMap::default),
             ..Table::default()
         });
         self.tables.len() - 1

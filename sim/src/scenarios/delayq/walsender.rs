@@ -14,6 +14,7 @@ use pgyard_wire::pgoutput::{
 use super::fail;
 use super::ops::{long, Cell, Op, Ops, Values};
 use crate::publisher::{decimal, LogItem};
+use crate::trace::decimal as digits;
 use crate::Violation;
 
 /// Tables the workload writes to.
@@ -106,6 +107,24 @@ pub(super) fn column_name(v: u32, i: usize, out: &mut Vec<u8>) {
             decimal(out, u64::from(v));
             out.push(b'_');
             decimal(out, (i - 2) as u64);
+        }
+    }
+}
+
+/// Whether `name` is what [`column_name`] writes for column `i` of version `v`, found
+/// without writing it out: the checks compare the columns of every inserted shape.
+pub(super) fn is_column_name(v: u32, i: usize, name: &[u8]) -> bool {
+    match i {
+        0 => name == b"payload",
+        1 => name == b"ver",
+        _ => {
+            let (mut a, mut b) = ([0u8; 20], [0u8; 20]);
+            let version = digits(u64::from(v), &mut a);
+            let index = digits((i - 2) as u64, &mut b);
+            let rest = name
+                .strip_prefix(b"x")
+                .and_then(|r| r.strip_prefix(version));
+            rest.and_then(|r| r.strip_prefix(b"_")) == Some(index)
         }
     }
 }
@@ -653,6 +672,31 @@ mod tests {
             .and_then(|n| n.parse().ok())
             .unwrap_or(0);
         (n % u64::from(super::RELATIONS)) as u32
+    }
+
+    #[test]
+    fn column_names_are_recognised_as_written() {
+        for v in [0, 1, 2, 9, 10, 99, 100, 12345, u32::MAX] {
+            for i in 0..14 {
+                let mut name = Vec::new();
+                super::column_name(v, i, &mut name);
+                assert!(super::is_column_name(v, i, &name), "{v} {i}");
+                let mut longer = name.clone();
+                longer.push(b'0');
+                assert!(!super::is_column_name(v, i, &longer), "{v} {i}");
+                assert!(
+                    !super::is_column_name(v, i, &name[..name.len() - 1]),
+                    "{v} {i}"
+                );
+                if i > 0 {
+                    assert!(!super::is_column_name(v, i - 1, &name), "{v} {i}");
+                }
+                if i > 1 {
+                    let other = v.wrapping_add(1);
+                    assert!(!super::is_column_name(other, i, &name), "{v} {i}");
+                }
+            }
+        }
     }
 
     #[test]
