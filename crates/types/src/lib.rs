@@ -31,6 +31,9 @@
 //! # Ok::<(), pgyard_types::LsnParseError>(())
 //! ```
 
+mod hash;
+pub use hash::WordHasher;
+
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;

@@ -31,10 +31,10 @@ mod plan;
 mod text;
 
 use std::collections::{BTreeMap, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
-use pgyard_types::Lsn;
+use pgyard_types::{Lsn, WordHasher};
 use pgyard_wire::pgoutput::{PgOutputMessage, Relation, ReplicaIdentity, TupleData, TupleValue};
 
 pub(crate) use machine::elapsed;
@@ -143,54 +143,10 @@ pub struct Applier {
     relations: BTreeMap<u32, Rel>,
     open: Option<Open>,
     /// The SQL and check of each UPDATE and DELETE shape seen, built once: formatting them
-    /// for every row was a fifth of the applier's CPU.
-    shapes: HashMap<ShapeKey, Arc<Shape>, BuildHasherDefault<ShapeHasher>>,
-}
-
-/// A multiply-rotate hash for [`ShapeKey`]s, a word at a time: SipHash cost more than the
-/// rest of a shape's lookup, which happens for every UPDATE and DELETE; the keys come from
-/// the publisher's own relation map, and nothing depends on the map's order.
-#[derive(Default)]
-struct ShapeHasher(u64);
-
-impl Hasher for ShapeHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(c);
-            self.mix(u64::from_le_bytes(w));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut w = [0u8; 8];
-            w[..rest.len()].copy_from_slice(rest);
-            self.mix(u64::from_le_bytes(w) ^ ((rest.len() as u64) << 59));
-        }
-    }
-
-    fn write_u8(&mut self, n: u8) {
-        self.mix(u64::from(n));
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        self.mix(u64::from(n));
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.mix(n as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        // Buckets come from the low bits, which the multiply leaves weakest.
-        self.0 ^ (self.0 >> 29)
-    }
-}
-
-impl ShapeHasher {
-    fn mix(&mut self, w: u64) {
-        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
+    /// for every row was a fifth of the applier's CPU. (Hashed a word at a time: SipHash
+    /// cost more than the rest of a lookup; the keys come from the publisher's own relation
+    /// map, and nothing depends on the map's order.)
+    shapes: HashMap<ShapeKey, Arc<Shape>, BuildHasherDefault<WordHasher>>,
 }
 
 /// A relation, an operation (`b'U'`, `b'D'`) and each column's part ([`SKIP`], [`NULL`],
@@ -541,7 +497,7 @@ fn checked(shape: &Shape, op: &'static str, commit_lsn: Lsn, params: Vec<Param>)
 
 /// The shape under `key`, built on first sight.
 fn shape_of(
-    shapes: &mut HashMap<ShapeKey, Arc<Shape>, BuildHasherDefault<ShapeHasher>>,
+    shapes: &mut HashMap<ShapeKey, Arc<Shape>, BuildHasherDefault<WordHasher>>,
     rel: &Rel,
     key: ShapeKey,
 ) -> Arc<Shape> {

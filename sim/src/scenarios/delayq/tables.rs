@@ -9,7 +9,9 @@
 //! time.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
+
+use pgyard_types::WordHasher;
 use std::rc::Rc;
 
 use super::ops::{hash_row, name_hash, table_hash};
@@ -73,45 +75,7 @@ struct Table {
     /// ... and as of the last commit.
     committed: u64,
     /// Live rows by key, where rows are looked up.
-    index: Option<HashMap<Vec<u8>, Vec<usize>, BuildHasherDefault<KeyHasher>>>,
-}
-
-/// A multiply-rotate hash over eight bytes at a time for the index's keys (the publisher's
-/// short payloads): SipHash was most of the index's cost, and nothing iterates the index,
-/// so its order never shows.
-#[derive(Default)]
-struct KeyHasher(u64);
-
-impl Hasher for KeyHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(c);
-            self.mix(u64::from_le_bytes(w));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut w = [0u8; 8];
-            w[..rest.len()].copy_from_slice(rest);
-            self.mix(u64::from_le_bytes(w) ^ ((rest.len() as u64) << 59));
-        }
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.mix(n as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        // The table picks buckets with the low bits and groups with the high ones.
-        self.0 ^ (self.0 >> 29)
-    }
-}
-
-impl KeyHasher {
-    fn mix(&mut self, w: u64) {
-        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
+    index: Option<HashMap<Vec<u8>, Vec<usize>, BuildHasherDefault<WordHasher>>>,
 }
 
 impl Table {
