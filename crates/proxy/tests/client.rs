@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use pgyard_proxy::classes::{MIN_LSN, ROUTE, TAG};
-use pgyard_proxy::client::Settings;
 use pgyard_proxy::{
     CancelKey, ClientAuth, ClientConfig, ClientId, ClientOut, ClientSession, Lent, PoolMode, Route,
     ServerId,
@@ -20,7 +19,7 @@ use proptest::prelude::*;
 
 mod common;
 
-use common::{outputs, session, T0};
+use common::{outputs, query, server, session, T0};
 
 fn startup(extra: &[(&[u8], &[u8])]) -> Vec<u8> {
     let mut params: Vec<(&[u8], &[u8])> = vec![(b"user", b"alice"), (b"database", b"app")];
@@ -30,28 +29,11 @@ fn startup(extra: &[(&[u8], &[u8])]) -> Vec<u8> {
     b.to_vec()
 }
 
-fn server(id: u64, pairs: &[(&str, &str)]) -> Lent {
-    Lent {
-        id: ServerId(id),
-        settings: pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect::<Settings>(),
-        prepared: Default::default(),
-    }
-}
-
 /// The type bytes of every frame in `bytes`.
 fn tags(bytes: &[u8]) -> Vec<u8> {
     frames(bytes, 1 << 30)
         .map(|f| f.expect("frame").tag)
         .collect()
-}
-
-fn query(sql: &str) -> Vec<u8> {
-    let mut b = BytesMut::new();
-    frontend::encode_query(sql.as_bytes(), &mut b).expect("query");
-    b.to_vec()
 }
 
 fn middleware(class: i64, payload: &[u8]) -> Vec<u8> {

@@ -6,32 +6,14 @@
 //! model server never sends.
 
 use bytes::{BufMut, Bytes, BytesMut};
-use pgyard_proxy::client::Settings;
-use pgyard_proxy::{ClientOut, ClientSession, Lent, PoolMode, ServerId};
+use pgyard_proxy::{ClientOut, ClientSession, Lent, PoolMode};
 use pgyard_wire::backend::{self, TransactionStatus};
 use pgyard_wire::frame::ProtocolVersion;
 use pgyard_wire::frontend;
 
 mod common;
 
-use common::{outputs, session, T0};
-
-fn server(id: u64, pairs: &[(&str, &str)]) -> Lent {
-    Lent {
-        id: ServerId(id),
-        settings: pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect::<Settings>(),
-        prepared: Default::default(),
-    }
-}
-
-fn query(sql: &str) -> Vec<u8> {
-    let mut b = BytesMut::new();
-    frontend::encode_query(sql.as_bytes(), &mut b).expect("query");
-    b.to_vec()
-}
+use common::{outputs, query, server, session, T0};
 
 fn parameter_status(name: &str, value: &str, b: &mut BytesMut) {
     b.put_u8(b'S');

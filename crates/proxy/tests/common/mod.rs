@@ -59,3 +59,24 @@ pub fn released(out: Vec<ClientOut>) -> Option<Lent> {
         _ => None,
     })
 }
+
+/// A server lent with `pairs` as its reported settings.
+#[allow(dead_code)] // not every test binary lends by hand
+pub fn server(id: u64, pairs: &[(&str, &str)]) -> Lent {
+    Lent {
+        id: pgyard_proxy::ServerId(id),
+        settings: pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<pgyard_proxy::client::Settings>(),
+        prepared: Default::default(),
+    }
+}
+
+/// A simple Query message.
+#[allow(dead_code)] // not every test binary sends one
+pub fn query(sql: &str) -> Vec<u8> {
+    let mut b = bytes::BytesMut::new();
+    pgyard_wire::frontend::encode_query(sql.as_bytes(), &mut b).expect("query");
+    b.to_vec()
+}
