@@ -76,8 +76,8 @@ impl ClientSession {
     /// that ends the transaction, with no ErrorResponse and only the client's own replies
     /// owed (the common end of a transaction). The general path would scan it, forward it
     /// whole, note its settings, match each reply in the queue (which the release then
-    /// resets) and give the server back; this does the same in one pass. `Err` gives the chunk back, nothing changed, when it
-    /// is anything else.
+    /// resets) and give the server back; this does the same in one pass. `Err` gives the
+    /// chunk back, nothing changed, when it is anything else.
     pub(super) fn whole_reply(&mut self, data: Bytes) -> Result<(), Bytes> {
         let Some(noted) = self.ends_transaction(&data) else {
             return Err(data);
