@@ -76,10 +76,9 @@ impl Scanner {
     }
 
     /// Whether a frame of `tag` whose length word is `len` passes the checks of
-    /// [`Scanner::scan`], and whether its body would be captured.
-    pub fn accepts(&self, tag: u8, len: i32) -> Option<bool> {
-        let captured = (self.capture)(tag);
-        self.check(tag, len, captured, 0).ok().map(|()| captured)
+    /// [`Scanner::scan`].
+    pub fn accepts(&self, tag: u8, len: i32) -> bool {
+        self.check(tag, len, (self.capture)(tag), 0).is_ok()
     }
 
     /// Scans the next chunk. An error (a length below 4 or over the type's limit) is sticky.

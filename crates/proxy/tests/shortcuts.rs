@@ -13,7 +13,7 @@ use pgyard_wire::frontend;
 
 mod common;
 
-use common::{outputs, query, server, session, T0};
+use common::{outputs, query, released, server, session, T0};
 
 fn parameter_status(name: &str, value: &str, b: &mut BytesMut) {
     b.put_u8(b'S');
@@ -64,7 +64,7 @@ fn a_setting_reported_at_the_end_of_a_transaction_follows_the_client() {
         let settings = [("TimeZone", "UTC"), ("application_name", "")];
         let ok = reply(b"CZ", b"SELECT 1");
         let step = transaction(&mut s, &query("select 0"), server(3, &settings), ok);
-        let three = released(&step);
+        let three = released(step.clone()).expect("a server given back");
         out.extend(step);
         let mut reply = BytesMut::new();
         parameter_status("application_name", "reports", &mut reply);
@@ -106,17 +106,6 @@ fn reply(types: &[u8], tag: &[u8]) -> Bytes {
     b.freeze()
 }
 
-/// The server the session gives back, taken from its outputs.
-fn released(out: &[ClientOut]) -> Lent {
-    out.iter()
-        .rev()
-        .find_map(|o| match o {
-            ClientOut::Release { server, .. } => Some(server.clone()),
-            _ => None,
-        })
-        .expect("a server given back")
-}
-
 /// `DISCARD ALL` in a transaction whose reply takes the shortcut drops the statements the
 /// proxy prepared on that server: a later Bind of the client's statement there is preceded
 /// by its Parse again.
@@ -130,11 +119,11 @@ fn discard_all_at_the_end_of_a_transaction_forgets_the_servers_statements() {
         frontend::encode_parse(b"s1", b"select 1", &[], &mut prepare).expect("P");
         frontend::encode_sync(&mut prepare);
         let step = transaction(&mut s, &prepare, server(2, &settings), reply(b"1Z", b""));
-        let lent = released(&step);
+        let lent = released(step.clone()).expect("a server given back");
         out.extend(step);
         let discard = query("discard all");
         let step = transaction(&mut s, &discard, lent, reply(b"CZ", b"DISCARD ALL"));
-        let lent = released(&step);
+        let lent = released(step.clone()).expect("a server given back");
         out.extend(step);
         let mut bind = BytesMut::new();
         frontend::encode_bind(b"", b"s1", &[], &[], &[], &mut bind).expect("B");
@@ -169,7 +158,7 @@ fn a_server_another_client_changed_is_aligned_again() {
         let settings = [("TimeZone", "UTC"), ("application_name", "")];
         let ok = || reply(b"CZ", b"SELECT 1");
         let step = transaction(&mut a, &query("select 1"), server(2, &settings), ok());
-        let lent = released(&step);
+        let lent = released(step.clone()).expect("a server given back");
         out.extend(step);
         // Client `a` again on the same server: nothing to align.
         let step = transaction(&mut a, &query("select 2"), lent, ok());
@@ -177,7 +166,7 @@ fn a_server_another_client_changed_is_aligned_again() {
             !step.iter().any(|o| matches!(o, ClientOut::ToServer(b) if b.first() == Some(&b'Q') && String::from_utf8_lossy(b).contains("SET "))),
             "shortcuts {on}: {step:?}"
         );
-        let lent = released(&step);
+        let lent = released(step.clone()).expect("a server given back");
         out.extend(step);
         // Client `b` changes the server's TimeZone in its transaction.
         let mut changed = BytesMut::new();
@@ -190,7 +179,7 @@ fn a_server_another_client_changed_is_aligned_again() {
             lent,
             changed.freeze(),
         );
-        let lent = released(&step);
+        let lent = released(step.clone()).expect("a server given back");
         // Back to `a`: its TimeZone is set again before its query.
         let step = transaction(&mut a, &query("select 3"), lent, Bytes::new());
         let aligned = step.iter().any(|o| {

@@ -44,28 +44,33 @@ impl Stream for tokio_rustls::client::TlsStream<Transport> {
 pub(crate) type Transport = Box<dyn Stream>;
 
 pub(crate) async fn write_flush(t: &mut Transport, bytes: &[u8]) -> io::Result<()> {
-    // Plain TCP: one non-blocking attempt first (see `try_write_whole`).
-    let rest = match t.plain_tcp() {
-        Some(tcp) => match try_write_whole(tcp, bytes)? {
-            0 => return Ok(()),
-            left => &bytes[bytes.len() - left..],
-        },
-        None => bytes,
-    };
-    t.write_all(rest).await?;
-    t.flush().await
+    match owed_after_try(t.plain_tcp(), bytes)? {
+        Some(rest) => {
+            t.write_all(rest).await?;
+            t.flush().await
+        }
+        None => Ok(()),
+    }
 }
 
-/// One non-blocking write of `bytes` to `tcp`: how many bytes are left for the general path
-/// (0: all went out, which is almost always the case for a message of a proxy or driver).
-/// Flushing plain TCP does nothing, so nothing more is owed when none are left.
-pub(crate) fn try_write_whole(tcp: &TcpStream, bytes: &[u8]) -> io::Result<usize> {
+/// What a whole write of `bytes` still owes after one non-blocking attempt on `tcp`, the
+/// stream's own socket when it is plain TCP: `None` once all went out (almost always, for a
+/// message of a proxy or driver; flushing plain TCP does nothing), else the bytes left for
+/// the general path's write and flush (all of them when there is no plain socket).
+pub(crate) fn owed_after_try<'a>(
+    tcp: Option<&TcpStream>,
+    bytes: &'a [u8],
+) -> io::Result<Option<&'a [u8]>> {
+    let Some(tcp) = tcp else {
+        return Ok(Some(bytes));
+    };
     if bytes.is_empty() {
-        return Ok(0);
+        return Ok(None);
     }
     match tcp.try_write(bytes) {
-        Ok(n) => Ok(bytes.len() - n),
-        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(bytes.len()),
+        Ok(n) if n == bytes.len() => Ok(None),
+        Ok(n) => Ok(Some(&bytes[n..])),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Some(bytes)),
         Err(e) => Err(e),
     }
 }

@@ -123,7 +123,7 @@ impl ClientSession {
         let mut ready = None;
         while let Some((tag, len)) = header(data, at) {
             let second_ready = tag == b'Z' && ready.is_some();
-            if tag == b'E' || second_ready || self.server_scan.accepts(tag, len).is_none() {
+            if tag == b'E' || second_ready || !self.server_scan.accepts(tag, len) {
                 return None;
             }
             let len = len as usize;

@@ -106,7 +106,7 @@ impl ClientSession {
     }
 
     /// What a client message means for the replies owed.
-    pub(super) fn count(&mut self, tag: u8) {
+    fn count(&mut self, tag: u8) {
         // A message starts the query and the transaction it belongs to, unless one runs.
         self.query_start.get_or_insert(self.now);
         self.xact_start.get_or_insert(self.now);

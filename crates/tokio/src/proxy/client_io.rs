@@ -86,15 +86,17 @@ impl ClientIo {
     /// whole at once: one non-blocking attempt first, without the futures, the trait calls
     /// and the flush of the general path (about 150 instructions a write).
     pub(super) async fn write_whole(&mut self, bytes: &[u8]) -> io::Result<()> {
-        let rest = match self {
-            ClientIo::Plain(s) => match crate::transport::try_write_whole(s, bytes)? {
-                0 => return Ok(()),
-                left => &bytes[bytes.len() - left..],
-            },
-            _ => bytes,
+        let plain = match self {
+            ClientIo::Plain(s) => Some(&*s),
+            _ => None,
         };
-        self.write_all(rest).await?;
-        self.flush().await
+        match crate::transport::owed_after_try(plain, bytes)? {
+            Some(rest) => {
+                self.write_all(rest).await?;
+                self.flush().await
+            }
+            None => Ok(()),
+        }
     }
 }
 
