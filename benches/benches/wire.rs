@@ -1,9 +1,10 @@
-//! `backend_decode/{pgyard,postgres_protocol,walk,memcpy}` (plus `pgyard_decoder`): one pass
-//! over the seeded ~1 MiB backend stream of `pgyard_benches::wire`, each decoder handing out
-//! every DataRow field, which is counted with its length (what a decoder delivers); `walk`
-//! only follows the length words (the floor of any decoder of this format); `memcpy` copies
-//! the same bytes once. `backend_decode_touch/…`: the same with each field's first and last
-//! byte read as well, as a consumer would (the group's form before session 13).
+//! `backend_decode/{pgyard,postgres_protocol,walk,walk_pairs,memcpy}` (plus `pgyard_decoder`):
+//! one pass over the seeded ~1 MiB backend stream of `pgyard_benches::wire`, each decoder
+//! handing out every DataRow field, which is counted with its length (what a decoder
+//! delivers); `walk` only follows the length words (the floor of a decoder that reads one row
+//! after another), `walk_pairs` does the same over two rows at a time; `memcpy` copies the
+//! same bytes once. `backend_decode_touch/…`: the same with each field's first and last byte
+//! read as well, as a consumer would (the group's form before session 13).
 //!
 //! `frontend_encode/{pgyard,postgres_protocol}`: 100 × Parse/Bind/Describe/Execute/Sync into a
 //! reused, cleared `BytesMut`.
@@ -54,6 +55,9 @@ fn decode_group<const TOUCH: bool>(c: &mut Criterion, name: &str) {
     });
     group.bench_function("walk", |b| {
         b.iter(|| black_box(wire::walk_visit::<TOUCH>(black_box(&stream))))
+    });
+    group.bench_function("walk_pairs", |b| {
+        b.iter(|| black_box(wire::walk_pairs_visit::<TOUCH>(black_box(&stream))))
     });
     group.bench_function("memcpy", |b| {
         let mut dst = vec![0u8; stream.len()];

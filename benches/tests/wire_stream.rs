@@ -182,6 +182,9 @@ fn routines_agree<const TOUCH: bool>() {
         }
     );
 
+    // So does the walk over two rows at a time.
+    assert_eq!(wire::walk_pairs_visit::<TOUCH>(&stream), walked);
+
     let mut dst = vec![0; stream.len()];
     wire::memcpy(&mut dst, &stream);
     assert_eq!(dst, stream);
