@@ -1,8 +1,9 @@
-//! `cargo xtask bench-proxy [SECONDS]`: pgbench's select-only load (`-S -c 16 -j 2`) against
+//! `cargo xtask bench-proxy [SECONDS] [MODES] [ROUNDS]`: pgbench's select-only load (`-S -c 16 -j 2`) against
 //! one PostgreSQL 18, directly, through PgBouncer (Debian's package, transaction mode) and
 //! through `pgyard proxy` (transaction mode), with the same pool size, in simple, extended
-//! and prepared query mode. The three targets run in turn three times per mode; the medians
-//! and the ratios are printed, with each target's CPU time per transaction (the whole
+//! and prepared query mode. The three targets run in turn three times per mode (ROUNDS, an
+//! odd number, for more); the medians and the ratios are printed, with the median of the two
+//! proxies' ratio within each round, with each target's CPU time per transaction (the whole
 //! machine's, and the proxy process's) and the machine's idle and stolen shares. Each proxy
 //! runs in a session of its own, as a service would. A whole-process load benchmark:
 //! criterion does not fit it.
@@ -20,11 +21,12 @@ use pgyard_testkit::fixtures::pgbench;
 const CLIENTS: &str = "16";
 const THREADS: &str = "2";
 const POOL_SIZE: &str = "16";
-const ROUNDS: usize = 3;
+/// Rounds per mode unless the command line asks for more (the method: three).
+pub const ROUNDS_DEFAULT: usize = 3;
 
 use crate::Running;
 
-pub fn run(seconds: u64, modes: &[&str]) -> Result<(), String> {
+pub fn run(seconds: u64, modes: &[&str], rounds: usize) -> Result<(), String> {
     let pgbouncer = ensure_pgbouncer()?;
     let pgyard = crate::build_pgyard_release()?;
     let options = Options::default().conf("max_connections = 200");
@@ -71,12 +73,12 @@ pub fn run(seconds: u64, modes: &[&str]) -> Result<(), String> {
         ("pgyard", pgyard_port, Some(_pgyard.0.id())),
     ];
     println!(
-        "pgbench -S -c {CLIENTS} -j {THREADS} -T {seconds}, pool size {POOL_SIZE}, {ROUNDS} rounds, median TPS"
+        "pgbench -S -c {CLIENTS} -j {THREADS} -T {seconds}, pool size {POOL_SIZE}, {rounds} rounds, median TPS"
     );
     for &mode in modes {
         let mut tps: Vec<Vec<Option<f64>>> = vec![Vec::new(); targets.len()];
         let mut cpu: Vec<Vec<Option<Cpu>>> = vec![Vec::new(); targets.len()];
-        for round in 0..ROUNDS {
+        for round in 0..rounds {
             // Every other round runs the targets in reverse, so that none always follows the
             // same other (a run meets the state the one before it left: its closing
             // backends, the machine's caches and clock).
@@ -112,6 +114,22 @@ pub fn run(seconds: u64, modes: &[&str]) -> Result<(), String> {
             ratio(medians[2], medians[1]),
             ratio(medians[2], medians[0]),
         );
+        // The two proxies run next to each other in every round, so the ratio within a round
+        // is spared the drift of the machine between rounds.
+        let paired: Vec<Option<f64>> = tps[2]
+            .iter()
+            .zip(&tps[1])
+            .map(|(a, b)| Some(a.as_ref()? / b.as_ref()?))
+            .collect();
+        if let (Some(m), Some(lo), Some(hi)) = (
+            median(&paired),
+            paired.iter().flatten().copied().reduce(f64::min),
+            paired.iter().flatten().copied().reduce(f64::max),
+        ) {
+            println!(
+                "          pgyard/pgbouncer within each round: median {m:.3}x, from {lo:.3}x to {hi:.3}x"
+            );
+        }
         for (i, (name, _, _)) in targets.iter().enumerate() {
             let pick = |f: fn(&Cpu) -> f64| {
                 median(&cpu[i].iter().map(|c| c.as_ref().map(f)).collect::<Vec<_>>())

@@ -12,7 +12,7 @@
 //!   every library crate together.
 //! - `cargo xtask fuzz [SECONDS]`: runs every cargo-fuzz target in `fuzz/` for SECONDS each
 //!   (default 60), installing cargo-fuzz first if it is missing.
-//! - `cargo xtask bench-proxy [SECONDS] [MODES]`: pgbench through PgBouncer and `pgyard proxy` beside
+//! - `cargo xtask bench-proxy [SECONDS] [MODES] [ROUNDS]`: pgbench through PgBouncer and `pgyard proxy` beside
 //!   a direct connection (see `bench_proxy.rs`).
 //! - `cargo xtask bench-delayq [SCALE] [WORKLOADS]`: a subscriber's catch-up, native logical replication
 //!   against `pgyard delayq run` (see `bench_delayq.rs`).
@@ -63,10 +63,11 @@ commands:
   publish-check     cargo publish --dry-run --workspace --allow-dirty: package and verify
                     every library crate together, upload nothing
   fuzz [SECONDS]    run every cargo-fuzz target in fuzz/ for SECONDS each (default 60)
-  bench-proxy [SECONDS] [MODES]
+  bench-proxy [SECONDS] [MODES] [ROUNDS]
                     pgbench -S directly, through PgBouncer and through pgyard proxy,
-                    SECONDS per run (default 15), medians of 3; MODES is a comma-separated
-                    list of simple, extended, prepared (default all three)
+                    SECONDS per run (default 15), medians of ROUNDS (odd, default 3);
+                    MODES is a comma-separated list of simple, extended, prepared
+                    (default all three)
   bench-delayq [SCALE] [WORKLOADS]
                     catch-up of native logical replication and pgyard delayq run on the
                     same WAL: (a) 100k×SCALE single-row inserts, (b) 20 transactions of
@@ -93,28 +94,7 @@ fn main() -> ExitCode {
                 "fuzz: SECONDS must be a positive integer\n\n{USAGE}"
             )),
         },
-        Some("bench-proxy") if args.len() <= 3 => {
-            let modes: Vec<&str> = args
-                .get(2)
-                .map_or("simple,extended,prepared", String::as_str)
-                .split(',')
-                .collect();
-            match args.get(1).map(|s| s.parse::<u64>()) {
-                _ if !modes
-                    .iter()
-                    .all(|m| ["simple", "extended", "prepared"].contains(m)) =>
-                {
-                    Err(format!(
-                        "bench-proxy: MODES is a comma-separated list of simple, extended, prepared\n\n{USAGE}"
-                    ))
-                }
-                None => bench_proxy::run(15, &modes),
-                Some(Ok(seconds)) if seconds > 0 => bench_proxy::run(seconds, &modes),
-                Some(_) => Err(format!(
-                    "bench-proxy: SECONDS must be a positive integer\n\n{USAGE}"
-                )),
-            }
-        }
+        Some("bench-proxy") if args.len() <= 4 => bench_proxy_args(&args[1..]),
         Some("bench-delayq") if args.len() <= 3 => {
             let which = args.get(2).map_or("abc", String::as_str);
             match args.get(1).map(|s| s.parse::<u64>()) {
@@ -155,6 +135,43 @@ struct StepReport {
 
 /// Provisions, then runs every step even after a failure (so one CI run shows fmt, clippy and
 /// test results together), and fails at the end naming each failed step.
+/// `bench-proxy [SECONDS] [MODES] [ROUNDS]`, checked before anything starts.
+fn bench_proxy_args(args: &[String]) -> Result<(), String> {
+    let modes: Vec<&str> = args
+        .get(1)
+        .map_or("simple,extended,prepared", String::as_str)
+        .split(',')
+        .collect();
+    if !modes
+        .iter()
+        .all(|m| ["simple", "extended", "prepared"].contains(m))
+    {
+        return Err(format!(
+            "bench-proxy: MODES is a comma-separated list of simple, extended, prepared\n\n{USAGE}"
+        ));
+    }
+    let seconds = match args.first().map(|s| s.parse::<u64>()) {
+        None => 15,
+        Some(Ok(seconds)) if seconds > 0 => seconds,
+        Some(_) => {
+            return Err(format!(
+                "bench-proxy: SECONDS must be a positive integer\n\n{USAGE}"
+            ))
+        }
+    };
+    // An odd count, so that the median is one round's figure.
+    let rounds = match args.get(2).map(|s| s.parse::<usize>()) {
+        None => bench_proxy::ROUNDS_DEFAULT,
+        Some(Ok(rounds)) if rounds % 2 == 1 => rounds,
+        Some(_) => {
+            return Err(format!(
+                "bench-proxy: ROUNDS must be a positive odd integer\n\n{USAGE}"
+            ))
+        }
+    };
+    bench_proxy::run(seconds, &modes, rounds)
+}
+
 fn test() -> Result<(), String> {
     let root = workspace_root();
     let started = Instant::now();
