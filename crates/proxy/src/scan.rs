@@ -1,9 +1,10 @@
 //! A cut-through frame scanner: it finds the frames in a byte stream without holding their
 //! bodies back, so a relay forwards each chunk as it arrives (a large DataRow or CopyData is
 //! never buffered whole). Only a frame header split across reads is held, until its fifth
-//! byte arrives, so every forwarded chunk starts on a known frame boundary or inside a body.
-//! The bodies of a few small message types the proxy must read (ReadyForQuery,
-//! ParameterStatus) are copied aside as they pass.
+//! byte arrives, so every forwarded chunk starts on a known frame boundary or inside a body;
+//! and the frames of the few types a caller must not let through in part (a client's
+//! Terminate, which the proxy keeps) are held until whole. The bodies of a few small message
+//! types the proxy must read (ReadyForQuery, ParameterStatus) are copied aside as they pass.
 
 use bytes::{Bytes, BytesMut};
 use pgyard_wire::frame::Limits;
@@ -39,7 +40,10 @@ pub struct Scanned {
 pub struct Scanner {
     limits: Limits,
     capture: fn(u8) -> bool,
-    /// Header bytes of the next frame held from the last chunk.
+    /// The types whose frames are held until whole (see [`Scanner::holding`]).
+    hold: fn(u8) -> bool,
+    /// Header bytes of the next frame held from the last chunk (or all of a held type's
+    /// frame so far).
     held: Vec<u8>,
     /// The frame under way: its tag, body bytes still to come, and its captured body.
     tag: u8,
@@ -56,12 +60,21 @@ impl Scanner {
         Scanner {
             limits,
             capture,
+            hold: |_| false,
             held: Vec::new(),
             tag: 0,
             left: 0,
             body: None,
             error: None,
         }
+    }
+
+    /// The same scanner, handing out no byte of a frame of the types `hold` selects until the
+    /// whole frame has come (bounded by the type's limit), so a caller that keeps such frames
+    /// never forwards part of one.
+    pub fn holding(mut self, hold: fn(u8) -> bool) -> Self {
+        self.hold = hold;
+        self
     }
 
     /// Whether the scanner stands between frames with nothing held.
@@ -154,6 +167,10 @@ impl Scanner {
                 });
                 pos = end;
                 continue;
+            }
+            if (self.hold)(tag) {
+                self.held.extend_from_slice(rest);
+                break;
             }
             self.left = left;
             self.body = captured.then(|| Vec::with_capacity(left));
@@ -280,6 +297,38 @@ mod tests {
         assert!(s.inside_frame());
         s.scan(Bytes::copy_from_slice(&data[7..])).expect("valid");
         assert!(!s.inside_frame() && s.at_boundary());
+    }
+
+    #[test]
+    fn a_held_type_comes_out_whole_at_any_cut() {
+        let mut data = frame(b'P', b"\0select 1\0\0\0");
+        let x = data.len();
+        data.extend(frame(b'X', &[9; 20]));
+        for cut in 0..=data.len() {
+            let mut s = Scanner::new(Limits::postgres_server(), |_| false).holding(|t| t == b'X');
+            let first = s.scan(Bytes::copy_from_slice(&data[..cut])).expect("valid");
+            // Nothing of the Terminate goes out before all of it has come (a cut inside the
+            // Parse's header holds that header too).
+            if cut < data.len() {
+                assert!(first.bytes.len() <= cut.min(x), "cut at {cut}");
+            }
+            if (x..data.len()).contains(&cut) {
+                assert_eq!(first.bytes.len(), x, "cut at {cut}");
+            }
+            let second = s.scan(Bytes::copy_from_slice(&data[cut..])).expect("valid");
+            assert!(s.at_boundary());
+            let mut out = first.bytes.to_vec();
+            out.extend_from_slice(&second.bytes);
+            assert_eq!(out, data);
+            // Each chunk's bytes begin where the last one's ended.
+            let mut seen = first.frames.iter().map(|f| (0, f));
+            let mut then = second.frames.iter().map(|f| (first.bytes.len(), f));
+            let (offset, terminate) = seen
+                .find(|(_, f)| f.tag == b'X')
+                .or_else(|| then.find(|(_, f)| f.tag == b'X'))
+                .expect("the Terminate");
+            assert_eq!(terminate.start.map(|s| s + offset), Some(x), "cut at {cut}");
+        }
     }
 
     proptest! {

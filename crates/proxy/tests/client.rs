@@ -311,11 +311,13 @@ fn the_login_timeout_ends_a_silent_client() {
 
 proptest! {
     /// However the client's bytes are cut, the server gets exactly its non-M, non-Terminate
-    /// frames, in order, and never an `M`.
+    /// frames, in order, and never an `M` or any byte of the closing Terminate (which
+    /// PostgreSQL takes with a body too).
     #[test]
     fn cuts_never_leak_middleware(
         kinds in proptest::collection::vec(0u8..4, 1..12),
         cuts in proptest::collection::vec(1usize..40, 0..20),
+        terminate_body in 0usize..30,
     ) {
         let (mut s, _) = logged_in(PoolMode::Session, &[]);
         outputs(&mut s);
@@ -332,6 +334,9 @@ proptest! {
                 }
             }
         }
+        input.push(b'X');
+        input.extend_from_slice(&(4 + terminate_body as i32).to_be_bytes());
+        input.extend(vec![0; terminate_body]);
         let mut sent = Vec::new();
         let mut rest = &input[..];
         for c in cuts {
@@ -346,6 +351,7 @@ proptest! {
             }
         }
         prop_assert_eq!(sent, expected);
+        prop_assert!(s.is_closed());
     }
 }
 

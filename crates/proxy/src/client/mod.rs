@@ -338,7 +338,8 @@ impl ClientSession {
                     .clone()
                     .with_tag_max(b'M', pgyard_wire::middleware::DEFAULT_MIDDLEWARE_LEN_MAX),
             ),
-            client_scan: Scanner::new(limits, |_| false),
+            // A Terminate is the proxy's (see `client_frames`): none of it may reach a server.
+            client_scan: Scanner::new(limits, |_| false).holding(|t| t == b'X'),
             server_scan: server_scanner(),
             server_frames: Vec::new(),
             shortcuts: true,
