@@ -344,17 +344,16 @@ impl Applier {
         let mut qualified = quote_ident(&ns);
         qualified.push('.');
         qualified.push_str(&quote_ident(&name));
-        let columns = r
-            .columns
-            .iter()
-            .map(|c| (quote_ident(&String::from_utf8_lossy(c.name)), c.key))
-            .collect();
-        let key = r
-            .columns
-            .iter()
-            .filter(|c| c.key)
-            .map(|c| String::from_utf8_lossy(c.name).into_owned())
-            .collect();
+        // One walk over the columns: each step of it reads a column out of the message.
+        let mut columns = Vec::with_capacity(r.columns.len());
+        let mut key = Vec::new();
+        for c in r.columns.iter() {
+            let name = String::from_utf8_lossy(c.name);
+            columns.push((quote_ident(&name), c.key));
+            if c.key {
+                key.push(name.into_owned());
+            }
+        }
         let names = (ns.into_owned(), name.into_owned());
         self.relations.insert(
             r.oid,
