@@ -14,7 +14,7 @@
 //! deciding record (commit, prepare, abort, message) lies before that start; transactions still
 //! in progress are re-sent from their first chunk.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use pgyard_delayq::Event;
 use pgyard_types::{uniform_inclusive, Lsn, PgTimestamp, Rng, RngCore, UnixTime, Xid};
@@ -85,6 +85,9 @@ pub struct Publisher {
     held: Vec<u32>,
     /// Transactions not yet confirmed by the slot: first LSN → (xid, end of its final record).
     unconfirmed: BTreeMap<u64, (u32, Option<Lsn>)>,
+    /// The entries of `unconfirmed` with an end, by (end, first LSN): a confirmation takes
+    /// out those it passes without a walk over every unconfirmed transaction.
+    unconfirmed_ends: BTreeSet<(Lsn, u64)>,
     /// The logical slot.
     pub slot: LogicalSlot,
     /// Physical standbys.
@@ -111,6 +114,7 @@ impl Publisher {
             prepared: Vec::new(),
             held: Vec::new(),
             unconfirmed: BTreeMap::new(),
+            unconfirmed_ends: BTreeSet::new(),
             slot: LogicalSlot {
                 restart_lsn: start,
                 confirmed_flush_lsn: start,
@@ -272,8 +276,13 @@ impl Publisher {
         let lsn = lsn.min(Lsn(self.lsn));
         self.slot.confirmed_flush_lsn = self.slot.confirmed_flush_lsn.max(lsn);
         let c = self.slot.confirmed_flush_lsn;
-        self.unconfirmed
-            .retain(|_, (_, end)| !matches!(end, Some(e) if *e <= c));
+        while let Some(&(end, first)) = self.unconfirmed_ends.first() {
+            if end > c {
+                break;
+            }
+            self.unconfirmed_ends.pop_first();
+            self.unconfirmed.remove(&first);
+        }
         let oldest = self.unconfirmed.iter().next();
         self.slot.restart_lsn = self
             .slot
@@ -336,7 +345,17 @@ impl Publisher {
                 subs: Vec::new(),
             },
         );
-        self.unconfirmed.insert(first.0, (xid, None));
+        self.set_unconfirmed(first.0, xid, None);
+    }
+
+    /// Transaction `xid`, first at `first`, is unconfirmed (ending at `end`, when known).
+    fn set_unconfirmed(&mut self, first: u64, xid: u32, end: Option<Lsn>) {
+        if let Some((_, Some(old))) = self.unconfirmed.insert(first, (xid, end)) {
+            self.unconfirmed_ends.remove(&(old, first));
+        }
+        if let Some(e) = end {
+            self.unconfirmed_ends.insert((e, first));
+        }
     }
 
     fn change_payload(&mut self, xid: u32) -> Vec<u8> {
@@ -366,7 +385,7 @@ impl Publisher {
     fn finished(&mut self, xid: u32, end: Lsn) {
         if let Some(t) = self.txns.get(&xid) {
             let first = t.first_lsn.0;
-            self.unconfirmed.insert(first, (xid, Some(end)));
+            self.set_unconfirmed(first, xid, Some(end));
         }
     }
 
@@ -720,7 +739,9 @@ impl Publisher {
         if let Some(t) = self.txns.get_mut(&xid) {
             t.fate = Fate::Aborted;
             let first = t.first_lsn;
-            self.unconfirmed.remove(&first.0);
+            if let Some((_, Some(end))) = self.unconfirmed.remove(&first.0) {
+                self.unconfirmed_ends.remove(&(end, first.0));
+            }
         }
         self.decided.insert(Unit::Body(xid), Lsn(self.lsn));
     }

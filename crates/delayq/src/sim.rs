@@ -40,6 +40,9 @@ pub struct SimStats {
 /// keeps a copy of the whole disk around every recovery, and most files never change again.
 type Bytes = Arc<Vec<u8>>;
 
+/// The least room a file's contents grow by (about a small segment).
+const FILE_ROOM: usize = 4096;
+
 #[derive(Clone, Debug, Default)]
 struct SimFile {
     data: Bytes,
@@ -302,7 +305,13 @@ impl Storage for SimStorage {
             own.extend_from_slice(&f.data);
             f.data = Arc::new(own);
         }
-        Arc::make_mut(&mut f.data).extend_from_slice(&data[..prefix]);
+        let bytes = Arc::make_mut(&mut f.data);
+        if bytes.capacity() - bytes.len() < prefix {
+            // Segments grow by a record at a time: doubling from a few bytes copied each one
+            // about ten times over as it filled.
+            bytes.reserve(prefix.max(FILE_ROOM));
+        }
+        bytes.extend_from_slice(&data[..prefix]);
         if fail {
             self.stats.enospc += 1;
             return Err(e("append", name, StorageErrorKind::NoSpace));

@@ -103,6 +103,13 @@ pub fn row_check_failure(text: &str) -> Option<String> {
     Some(rest[..end].replace("\"\"", "\""))
 }
 
+/// A Relation message's bytes after its type byte and, inside a stream block, its xid: what
+/// two messages describing a relation alike have in common.
+fn relation_body(raw: &[u8], in_stream: bool) -> &[u8] {
+    let skip = if in_stream { 5 } else { 1 };
+    raw.get(skip..).unwrap_or_default()
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Rel {
     qualified: String,
@@ -113,8 +120,9 @@ struct Rel {
     identity: ReplicaIdentity,
     /// Quoted column names and whether each is a key column.
     columns: Vec<(String, bool)>,
-    /// The Relation message it was built from: the same description comes again with every
-    /// streamed transaction and every new consumer, and needs no quoting again.
+    /// The Relation message it was built from, after the type byte and the stream xid (see
+    /// [`relation_body`]): the same description comes again with every streamed transaction
+    /// and every new consumer, and needs no decoding or quoting again.
     raw: Vec<u8>,
 }
 
@@ -179,13 +187,16 @@ impl Applier {
     pub fn add(&mut self, batch: &mut Batch, txn: &ReadyTxn) -> Result<u64, ApplyError> {
         let commit_lsn = txn.commit_lsn;
         for (i, raw) in txn.schema.iter().enumerate() {
+            if self.known(raw, false) {
+                continue;
+            }
             let msg = PgOutputMessage::decode(raw, false).map_err(|e| ApplyError::Decode {
                 commit_lsn,
                 index: i,
                 detail: e.to_string(),
             })?;
             if let PgOutputMessage::Relation(r) = msg {
-                self.describe(&r, raw);
+                self.describe(&r, raw, false);
             }
         }
         let streamed = Applier::streamed(&txn.messages);
@@ -222,11 +233,11 @@ impl Applier {
             (m, framed)
         });
         for (i, (raw, in_stream)) in all.chain(body).enumerate() {
-            if raw.first() != Some(&b'R') {
+            if raw.first() != Some(&b'R') || self.known(raw, in_stream) {
                 continue;
             }
             match PgOutputMessage::decode(raw, in_stream) {
-                Ok(PgOutputMessage::Relation(r)) => self.describe(&r, raw),
+                Ok(PgOutputMessage::Relation(r)) => self.describe(&r, raw, in_stream),
                 Ok(_) => {}
                 Err(e) => {
                     return Err(ApplyError::Decode {
@@ -272,6 +283,11 @@ impl Applier {
                     raw.first(),
                     Some(b'I' | b'U' | b'D' | b'T' | b'R' | b'Y' | b'M')
                 );
+            if self.known(raw, in_stream) {
+                // Anything else ends the multi-row INSERT, a Relation message included.
+                open = None;
+                continue;
+            }
             let msg = PgOutputMessage::decode(raw, in_stream).map_err(|e| ApplyError::Decode {
                 commit_lsn,
                 index: at.next + i,
@@ -284,7 +300,7 @@ impl Applier {
             // Anything else (a Relation message included) ends the multi-row INSERT.
             open = None;
             if let PgOutputMessage::Relation(r) = &msg {
-                self.describe(r, raw);
+                self.describe(r, raw, in_stream);
                 continue;
             }
             if let Some((st, changes)) = self.statement(&msg, commit_lsn)? {
@@ -296,8 +312,25 @@ impl Applier {
         Ok(out)
     }
 
-    fn describe(&mut self, r: &Relation<'_>, raw: &[u8]) {
-        if self.relations.get(&r.oid).is_some_and(|rel| rel.raw == raw) {
+    /// Whether `raw` is a Relation message that says what the map already holds: it decodes
+    /// as the one described did (the same bytes but for the stream xid, which may be any),
+    /// so neither decoding nor describing it again changes anything. Streamed transactions
+    /// carry their descriptions under their own xids, so comparing whole messages missed.
+    fn known(&self, raw: &[u8], in_stream: bool) -> bool {
+        let body = relation_body(raw, in_stream);
+        let Some(oid) = body.first_chunk::<4>().map(|b| u32::from_be_bytes(*b)) else {
+            return false;
+        };
+        raw.first() == Some(&b'R') && self.relations.get(&oid).is_some_and(|r| r.raw == body)
+    }
+
+    fn describe(&mut self, r: &Relation<'_>, raw: &[u8], in_stream: bool) {
+        let body = relation_body(raw, in_stream);
+        if self
+            .relations
+            .get(&r.oid)
+            .is_some_and(|rel| rel.raw == body)
+        {
             return;
         }
         self.shapes.retain(|k, _| k.0 != r.oid);
@@ -311,17 +344,16 @@ impl Applier {
         let mut qualified = quote_ident(&ns);
         qualified.push('.');
         qualified.push_str(&quote_ident(&name));
-        let columns = r
-            .columns
-            .iter()
-            .map(|c| (quote_ident(&String::from_utf8_lossy(c.name)), c.key))
-            .collect();
-        let key = r
-            .columns
-            .iter()
-            .filter(|c| c.key)
-            .map(|c| String::from_utf8_lossy(c.name).into_owned())
-            .collect();
+        // One walk over the columns: each step of it reads a column out of the message.
+        let mut columns = Vec::with_capacity(r.columns.len());
+        let mut key = Vec::new();
+        for c in r.columns.iter() {
+            let name = String::from_utf8_lossy(c.name);
+            columns.push((quote_ident(&name), c.key));
+            if c.key {
+                key.push(name.into_owned());
+            }
+        }
         let names = (ns.into_owned(), name.into_owned());
         self.relations.insert(
             r.oid,
@@ -331,7 +363,7 @@ impl Applier {
                 key,
                 identity: r.replica_identity,
                 columns,
-                raw: raw.to_vec(),
+                raw: body.to_vec(),
             },
         );
     }

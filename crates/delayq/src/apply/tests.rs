@@ -378,3 +378,47 @@ fn a_shape_is_built_once_and_a_redescribed_relation_gets_new_ones() {
         Some("DELETE FROM ONLY \"public\".\"t\" WHERE \"id\" = $1")
     );
 }
+
+#[test]
+fn a_description_under_a_stream_xid_is_the_one_already_known() {
+    let mut a = Applier::new();
+    let rel = relation(1, "t", b'd', &[("id", true), ("v", false)]);
+    let first = plan(
+        &mut a,
+        &txn(
+            100,
+            vec![rel.clone()],
+            vec![update(1, None, &[Some("1"), Some("x")])],
+        ),
+    );
+    // The same description framed in a stream block, under any xid.
+    let mut framed = vec![b'R'];
+    framed.extend_from_slice(&77u32.to_be_bytes());
+    framed.extend_from_slice(&rel[1..]);
+    assert!(a.known(&framed, true) && a.known(&rel, false));
+    assert!(
+        !a.known(&framed, false),
+        "framed, read as unframed, is another message"
+    );
+    let mut changed = relation(1, "t", b'f', &[("id", true), ("v", false)]);
+    assert!(!a.known(&changed, false));
+    changed[0] = b'Y';
+    assert!(
+        !a.known(&changed[..], false),
+        "a Type message is never a known relation"
+    );
+    a.skip(Lsn(150), &[], &[framed], true).expect("skips");
+    let again = plan(
+        &mut a,
+        &txn(
+            200,
+            Vec::new(),
+            vec![update(1, None, &[Some("2"), Some("y")])],
+        ),
+    );
+    let (c1, c2) = (
+        statements(&first)[0].check.clone().expect("checked"),
+        statements(&again)[0].check.clone().expect("checked"),
+    );
+    assert!(Arc::ptr_eq(&c1.shape, &c2.shape), "its shapes are kept");
+}

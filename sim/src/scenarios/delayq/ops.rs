@@ -340,13 +340,23 @@ impl Ops {
         }
         let rel = super::walsender::rel_of(&item.payload);
         let version = catalog.version(rel, item.lsn);
-        let mut values = vec![None; column_count(version)];
-        values[0] = Some(item.payload.clone());
-        let mut ver = Vec::with_capacity(10);
-        decimal(&mut ver, u64::from(version));
-        values[1] = Some(ver);
-        let hash = row_hash(rel, version, &values);
+        let width = column_count(version);
+        let mut digits = [0u8; 20];
+        let ver = decimal_digits(u64::from(version), &mut digits);
+        // The row as the subscriber will hold it: the payload, the version, NULLs. It is
+        // kept (as values) only where later changes may pick it; most seeds with inserts
+        // alone hash it where it lies.
+        let cell = |i: usize| match i {
+            0 => Some(&item.payload[..]),
+            1 => Some(ver),
+            _ => None,
+        };
+        let hash = hash_row(
+            TABLE_HASHES[rel as usize % TABLE_HASHES.len()],
+            (0..width).map(|i| (column_name_hash(version, i), cell(i))),
+        );
         if any {
+            let values = (0..width).map(|i| cell(i).map(<[u8]>::to_vec)).collect();
             self.live.entry(group).or_default().push(Live {
                 rel,
                 version,

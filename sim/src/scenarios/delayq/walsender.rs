@@ -42,14 +42,22 @@ pub(super) struct Catalog {
 
 impl Catalog {
     pub(super) fn version(&self, rel: u32, at: Lsn) -> u32 {
-        self.history
-            .get(&rel)
-            .and_then(|h| h.iter().rev().find(|(l, _)| *l <= at))
-            .map_or(1, |(_, v)| *v)
+        // Redefinitions come at the publisher's flush position, which only moves forward:
+        // each history is in LSN order, and the version at `at` is the last one from at or
+        // before it (every change looks it up, and some seeds redefine a table dozens of times).
+        let Some(h) = self.history.get(&rel) else {
+            return 1;
+        };
+        let after = h.partition_point(|(l, _)| *l <= at);
+        after.checked_sub(1).map_or(1, |i| h[i].1)
     }
 
     pub(super) fn redefine(&mut self, rel: u32, at: Lsn) -> u32 {
         let h = self.history.entry(rel).or_default();
+        debug_assert!(
+            h.last().is_none_or(|(l, _)| *l <= at),
+            "redefined back in time"
+        );
         let v = h.last().map_or(1, |(_, v)| *v) + 1;
         h.push((at, v));
         v
