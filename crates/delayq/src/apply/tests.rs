@@ -109,6 +109,12 @@ fn p(s: &str) -> Param {
 }
 
 /// The plan's statements (none of its steps may be a COPY).
+/// A later transaction updating relation 1 with no Relation message of its own.
+fn update_without_description(a: &mut Applier) -> Plan {
+    let change = update(1, None, &[Some("2"), Some("y")]);
+    plan(a, &txn(200, Vec::new(), vec![change]))
+}
+
 fn statements(plan: &Plan) -> Vec<&Statement> {
     plan.steps
         .iter()
@@ -324,14 +330,7 @@ fn a_shape_is_built_once_and_a_redescribed_relation_gets_new_ones() {
         &mut a,
         &txn(100, two, vec![update(1, None, &[Some("1"), Some("x")])]),
     );
-    let again = plan(
-        &mut a,
-        &txn(
-            200,
-            Vec::new(),
-            vec![update(1, None, &[Some("2"), Some("y")])],
-        ),
-    );
+    let again = update_without_description(&mut a);
     let (one, again) = (statements(&one)[0].clone(), statements(&again)[0].clone());
     let (c1, c2) = (one.check.expect("checked"), again.check.expect("checked"));
     assert!(Arc::ptr_eq(&c1.shape, &c2.shape), "one shape, shared");
@@ -408,14 +407,7 @@ fn a_description_under_a_stream_xid_is_the_one_already_known() {
         "a Type message is never a known relation"
     );
     a.skip(Lsn(150), &[], &[framed], true).expect("skips");
-    let again = plan(
-        &mut a,
-        &txn(
-            200,
-            Vec::new(),
-            vec![update(1, None, &[Some("2"), Some("y")])],
-        ),
-    );
+    let again = update_without_description(&mut a);
     let (c1, c2) = (
         statements(&first)[0].check.clone().expect("checked"),
         statements(&again)[0].check.clone().expect("checked"),
