@@ -1,12 +1,12 @@
-//! `cargo xtask bench-proxy [SECONDS] [MODES] [ROUNDS]`: pgbench's select-only load (`-S -c 16 -j 2`) against
-//! one PostgreSQL 18, directly, through PgBouncer (Debian's package, transaction mode) and
-//! through `pgyard proxy` (transaction mode), with the same pool size, in simple, extended
-//! and prepared query mode. The three targets run in turn three times per mode (ROUNDS, an
-//! odd number, for more); the medians and the ratios are printed, with the median of the two
-//! proxies' ratio within each round, with each target's CPU time per transaction (the whole
-//! machine's, and the proxy process's) and the machine's idle and stolen shares. Each proxy
-//! runs in a session of its own, as a service would. A whole-process load benchmark:
-//! criterion does not fit it.
+//! `cargo xtask bench-proxy [SECONDS] [MODES] [ROUNDS]`: pgbench's select-only load
+//! (`-S -c 16 -j 2`) against one PostgreSQL 18, directly, through PgBouncer (Debian's package,
+//! transaction mode) and through `pgyard proxy` (transaction mode), with the same pool size,
+//! in simple, extended and prepared query mode. The three targets run in turn three times per
+//! mode (or ROUNDS times, an odd number); the medians and the ratios are printed, with the
+//! median of the two proxies' ratio within each round, each target's CPU time per transaction
+//! (the whole machine's, and the proxy process's) and the machine's idle and stolen shares.
+//! Each proxy runs in a session of its own, as a service would. A whole-process load
+//! benchmark: criterion does not fit it.
 
 use std::net::TcpStream;
 use std::os::unix::fs::chown;

@@ -88,7 +88,8 @@ impl ClientSession {
         let mut terminate = false;
         for f in &scanned.frames {
             if f.tag == b'X' {
-                // Terminate is the proxy's: the server stays for the next client.
+                // Terminate is the proxy's: the server stays for the next client. The scanner
+                // holds one until whole (`Scanner::holding`), so it starts in this chunk.
                 let start = f.start.unwrap_or(0);
                 self.forward(&scanned.bytes.slice(from..start));
                 from = f.end;
