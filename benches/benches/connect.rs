@@ -2,11 +2,13 @@
 //! per iteration to a PostgreSQL 18 primary from pgyard-testkit (trust authentication over
 //! TCP, `sslmode=disable`).
 //!
-//! `connect_single/{pgyard_blocking,pgyard_tokio,libpq,tokio_postgres}` and
-//! `connect_single_scram/…`: one connect and close per iteration to one host, with trust and
-//! with SCRAM-SHA-256, the four ids taking turns within every iteration (see `interleaved`);
+//! `connect_single/{pgyard_blocking,pgyard_tokio,libpq,tokio_postgres,tokio_postgres_config}`
+//! and `connect_single_scram/…`: one connect and close per iteration to one host, with trust
+//! and with SCRAM-SHA-256, the ids taking turns within every iteration (see `interleaved`);
 //! the paired ratios printed after each group are the figures the goal is judged on. Goal:
-//! pgyard ≤ 1.0× libpq and ≤ 1.0× tokio-postgres in both. Run one group with
+//! pgyard ≤ 1.0× libpq and ≤ 1.0× tokio-postgres in both. Every id but one starts from the
+//! connection string (`tokio_postgres` through `tokio_postgres::connect`);
+//! `tokio_postgres_config` connects from a `Config` parsed once, as a pool holding one does. Run one group with
 //! `cargo bench -p pgyard-benches --bench connect -- connect_single`.
 //!
 //! The failover ids use the host list [hung, hung, refused, primary] with `connect_timeout=2`:
@@ -176,12 +178,22 @@ fn connect_single_group(c: &mut Criterion, name: &str, conninfo: &str, libpq: &L
         assert_eq!(pgyard_tokio::SessionInfo::port(&s), Some(port));
         s.close().await;
     };
+    // From the connection string each time, as the other ids start (`PQconnectdb` and
+    // pgyard's `connect_with` parse theirs on every call).
     let tokio_postgres_once = || async {
+        let (client, connection) = tokio_postgres::connect(conninfo, tokio_postgres::NoTls)
+            .await
+            .unwrap_or_else(|e| panic!("tokio-postgres could not connect: {e}"));
+        // Dropping the client makes the connection send Terminate and end.
+        drop(client);
+        connection.await.expect("tokio-postgres closes cleanly");
+    };
+    // From a `Config` parsed once, as a pool holding one would connect.
+    let tokio_postgres_config_once = || async {
         let (client, connection) = pg_config
             .connect(tokio_postgres::NoTls)
             .await
             .unwrap_or_else(|e| panic!("tokio-postgres could not connect: {e}"));
-        // Dropping the client makes the connection send Terminate and end.
         drop(client);
         connection.await.expect("tokio-postgres closes cleanly");
     };
@@ -189,6 +201,7 @@ fn connect_single_group(c: &mut Criterion, name: &str, conninfo: &str, libpq: &L
     pgyard_connect(conninfo, &options, port).close();
     rt.block_on(pgyard_tokio_once());
     rt.block_on(tokio_postgres_once());
+    rt.block_on(tokio_postgres_config_once());
     let conn = libpq
         .connect(&libpq_c)
         .unwrap_or_else(|e| panic!("libpq 18 could not connect: {e}"));
@@ -215,14 +228,18 @@ fn connect_single_group(c: &mut Criterion, name: &str, conninfo: &str, libpq: &L
             "tokio_postgres",
             Box::new(|| rt.block_on(tokio_postgres_once())),
         ),
+        (
+            "tokio_postgres_config",
+            Box::new(|| rt.block_on(tokio_postgres_config_once())),
+        ),
     ];
     let names: Vec<&str> = ids.iter().map(|(n, _)| *n).collect();
     let mut paired = Paired::new(ids.len());
     let mut group = c.benchmark_group(name);
-    // Each iteration runs all four ids (one connect each) and the id being measured reports
+    // Each iteration runs every id (one connect each) and the id being measured reports
     // only its own connect's time, so it is sampled beside the others rather than minutes
     // apart: the server's connect cost drifts by more than the differences between ids. The
-    // wall time is four times what criterion plans for; its warning says so.
+    // wall time is five times what criterion plans for; its warning says so.
     group
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(4));

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::{ConnectError, FailureKind, ServerRole};
+use crate::{ConnectError, FailureKind, Parameters, ServerRole};
 
 /// Names one connection (one socket). Events about a closed attempt are ignored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -228,7 +228,7 @@ pub struct Established {
     /// The address connected to.
     pub target: OpenTarget,
     /// ParameterStatus values in arrival order (a repeated name keeps its first position).
-    pub parameters: Vec<(String, String)>,
+    pub parameters: Parameters,
     /// BackendKeyData, if sent.
     pub backend_key: Option<BackendKey>,
     /// The protocol version in use (major, minor).

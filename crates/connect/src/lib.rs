@@ -77,6 +77,7 @@ pub mod fuzzing;
 mod io;
 mod kinds;
 mod memory;
+mod parameters;
 mod report;
 mod verdict;
 
@@ -89,5 +90,6 @@ pub use io::{
     TcpOptions, TlsVerify,
 };
 pub use memory::{HostEntry, HostStatus, HostStatusMemory};
+pub use parameters::{Iter as ParameterIter, Parameters};
 pub use report::{AttemptReport, ConnectError, FailureKind};
 pub use verdict::{alpn_refusal, resolver_text, ALPN_POSTGRESQL};

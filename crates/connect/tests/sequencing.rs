@@ -25,7 +25,10 @@ fn s1_refused_then_ok() {
     assert_eq!(est.host, "127.0.0.2");
     assert_eq!(est.protocol_version, (3, 0));
     assert_eq!(est.backend_key.unwrap().key, vec![1, 2, 3, 4]);
-    assert_eq!(est.parameters[0], ("server_version".into(), "18.4".into()));
+    assert_eq!(
+        est.parameters.iter().next(),
+        Some(("server_version", "18.4"))
+    );
 }
 
 #[test]

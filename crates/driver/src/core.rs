@@ -147,6 +147,22 @@ impl Drive for Connector {
     }
 }
 
+/// A boxed machine (as [`crate::Machine`] holds its connector) drives as the machine does.
+impl<D: Drive + ?Sized> Drive for Box<D> {
+    fn poll_action(&mut self) -> Option<Action> {
+        (**self).poll_action()
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        (**self).poll_timeout()
+    }
+    fn handle_event(&mut self, now: Instant, event: Event) {
+        (**self).handle_event(now, event)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        (**self).handle_timeout(now)
+    }
+}
+
 /// A command for the worker that owns an attempt's socket; `S` is what starts a handshake
 /// ([`TlsStart`] for the adapters).
 #[derive(Debug)]

@@ -2,7 +2,7 @@
 //! this decides.
 
 use bytes::BytesMut;
-use pgyard_connect::{BackendKey, OpenTarget};
+use pgyard_connect::{BackendKey, OpenTarget, Parameters};
 use pgyard_wire::backend::BackendMessage;
 use pgyard_wire::error_fields::{SqlState, Verbosity};
 use pgyard_wire::frame::{decode_frame, Decoded, BACKEND_MESSAGE_MAX};
@@ -139,11 +139,7 @@ impl SimpleQuery {
     }
 
     /// Feeds the next frame; `parameters` takes the ParameterStatus values it carries.
-    pub fn frame(
-        &mut self,
-        frame: &RawFrame,
-        parameters: &mut Vec<(String, String)>,
-    ) -> Result<Reply, Error> {
+    pub fn frame(&mut self, frame: &RawFrame, parameters: &mut Parameters) -> Result<Reply, Error> {
         match decode(frame)? {
             BackendMessage::DataRow(row) => self.rows.push(
                 row.fields()
@@ -165,10 +161,9 @@ impl SimpleQuery {
                 }
                 self.error = Some(first);
             }
-            BackendMessage::ParameterStatus(p) => note_parameter(
-                parameters,
-                String::from_utf8_lossy(p.name).into_owned(),
-                String::from_utf8_lossy(p.value).into_owned(),
+            BackendMessage::ParameterStatus(p) => parameters.set(
+                &String::from_utf8_lossy(p.name),
+                &String::from_utf8_lossy(p.value),
             ),
             BackendMessage::CopyInResponse(_) if self.copy_sent => {}
             BackendMessage::CopyInResponse(_) => {
@@ -190,14 +185,6 @@ impl SimpleQuery {
             _ => {}
         }
         Ok(Reply::Continue)
-    }
-}
-
-/// Records a ParameterStatus: a known name changes in place, a new one goes last.
-pub fn note_parameter(parameters: &mut Vec<(String, String)>, name: String, value: String) {
-    match parameters.iter_mut().find(|(n, _)| *n == name) {
-        Some(slot) => slot.1 = value,
-        None => parameters.push((name, value)),
     }
 }
 
@@ -270,7 +257,8 @@ mod tests {
             .expect("encode");
         });
         let (mut q, _) = SimpleQuery::start("select 1").expect("query");
-        let Reply::Done(Err(e)) = q.frame(&reply[0], &mut Vec::new()).expect("decodes") else {
+        let Reply::Done(Err(e)) = q.frame(&reply[0], &mut Parameters::new()).expect("decodes")
+        else {
             panic!("a FATAL error is the outcome")
         };
         assert_eq!(
@@ -293,7 +281,7 @@ mod tests {
         });
         let (mut q, request) = SimpleQuery::start("select 1, null").expect("query");
         assert_eq!(request[0], b'Q');
-        let mut params = vec![("TimeZone".to_owned(), "CET".to_owned())];
+        let mut params: Parameters = [("TimeZone", "CET")].into_iter().collect();
         let mut outcome = None;
         for f in &reply {
             if let Reply::Done(r) = q.frame(f, &mut params).expect("decodes") {
@@ -304,7 +292,7 @@ mod tests {
             outcome.expect("done").expect("rows"),
             vec![vec![Some("1".to_owned()), None]]
         );
-        assert_eq!(params, vec![("TimeZone".to_owned(), "UTC".to_owned())]);
+        assert_eq!(params.to_vec(), [("TimeZone".to_owned(), "UTC".to_owned())]);
     }
 
     #[test]

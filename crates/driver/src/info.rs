@@ -1,16 +1,14 @@
 //! What an established session knows about itself, shared by the blocking and tokio sessions
 //! (both hold the same [`Established`] from the connect machine).
 
-use pgyard_connect::{BackendKey, Established, OpenTarget, ServerRole};
+use pgyard_connect::{BackendKey, Established, OpenTarget, Parameters, ServerRole};
 
 use crate::Attempt;
 
 /// Whether the connection's ParameterStatus values say a middleware consumes middleware
 /// messages (`middleware_messages` = `on`).
 pub(crate) fn consumes_middleware(est: &Established) -> bool {
-    est.parameters
-        .iter()
-        .any(|(n, v)| n == "middleware_messages" && v == "on")
+    est.parameters.get("middleware_messages") == Some("on")
 }
 
 /// Read-only facts about an established session: where it went and what the server reported.
@@ -48,17 +46,13 @@ pub trait SessionInfo {
     }
 
     /// ParameterStatus values reported at startup (and since), in arrival order.
-    fn parameters(&self) -> &[(String, String)] {
+    fn parameters(&self) -> &Parameters {
         &self.established().parameters
     }
 
     /// One server parameter (`server_version`, `in_hot_standby`, …).
     fn parameter(&self, name: &str) -> Option<&str> {
-        self.established()
-            .parameters
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
+        self.established().parameters.get(name)
     }
 
     /// Whether a middleware on this connection consumes middleware messages: it answered

@@ -46,6 +46,7 @@ pub mod attempts;
 mod certnames;
 pub mod core;
 mod env;
+mod environ;
 mod error;
 mod frames;
 mod info;
@@ -60,12 +61,11 @@ pub use certnames::{CertificateNames, HostNameMismatch};
 pub use env::RealInputs;
 pub use error::{Error, ErrorKind};
 pub use frames::{
-    cancel_request, decode, note_parameter, take_frame, RawFrame, Reply, Rows, SimpleQuery,
-    SERVER_CLOSED,
+    cancel_request, decode, take_frame, RawFrame, Reply, Rows, SimpleQuery, SERVER_CLOSED,
 };
 pub use info::SessionInfo;
 pub use net::{io_kind, open_event, set_tcp_options, unix_address, UnixAddress};
-pub use pgyard_connect::{BackendKey, ConnectError, OpenTarget, ServerRole};
+pub use pgyard_connect::{BackendKey, ConnectError, OpenTarget, Parameters, ServerRole};
 pub use pgyard_conninfo::{Keyword, Strategy};
 pub use prepare::{prepare, DriverConfig, Prepared};
 pub use session::{receive_error, send_error, Driving, Machine, SessionCore};

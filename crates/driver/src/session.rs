@@ -2,7 +2,7 @@
 //! the connection it chose, the bytes read past the last whole frame, and the attempts.
 
 use bytes::BytesMut;
-use pgyard_connect::{AttemptId, Connector, Established};
+use pgyard_connect::{AttemptId, Connector, Established, Parameters};
 
 use crate::core::{Core, Mailbox, TlsStart};
 use crate::frames::{cancel_request, take_frame_at, RawFrame, SERVER_CLOSED};
@@ -11,8 +11,9 @@ use crate::{prepare, Attempt, Clock, ConnectOptions, DriverConfig, Error, OpenTa
 
 /// The machine a session connects (and resets) with, and what its driver needs besides.
 pub struct Machine {
-    /// The connect machine.
-    pub connector: Connector,
+    /// The connect machine, boxed: it is some 1,600 bytes, and a session moves its machine
+    /// several times on the way out of a connect.
+    pub connector: Box<Connector>,
     /// Its clock, from the first connect.
     pub clock: Clock,
     /// TLS settings and the connect bound.
@@ -28,7 +29,7 @@ impl Machine {
             .with_extra_startup_params(prepared.extra_startup_params)
             .with_login_secret(prepared.login_secret);
         Ok(Machine {
-            connector,
+            connector: Box::new(connector),
             clock,
             driver: DriverConfig {
                 tls: prepared.tls,
@@ -127,7 +128,7 @@ impl<T> SessionCore<T> {
     }
 
     /// The ParameterStatus values, for the session to keep current.
-    pub fn parameters_mut(&mut self) -> &mut Vec<(String, String)> {
+    pub fn parameters_mut(&mut self) -> &mut Parameters {
         &mut self.established.parameters
     }
 

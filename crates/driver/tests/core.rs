@@ -21,7 +21,7 @@ fn machine(conninfo: &str) -> Machine {
         .expect("valid config");
     let tls = TlsSettings::new(&config, &Environment::new());
     Machine {
-        connector: Connector::new(config, Instant::ZERO, 7),
+        connector: Box::new(Connector::new(config, Instant::ZERO, 7)),
         clock: Clock::new(),
         driver: DriverConfig {
             tls,

@@ -464,8 +464,8 @@ impl Follower<'_> {
                 match decode(&frame)? {
                     BackendMessage::ErrorResponse(e) => return Err(server_error(&e)),
                     BackendMessage::ParameterStatus(p) => self.session.note_parameter(
-                        String::from_utf8_lossy(p.name).into_owned(),
-                        String::from_utf8_lossy(p.value).into_owned(),
+                        &String::from_utf8_lossy(p.name),
+                        &String::from_utf8_lossy(p.value),
                     ),
                     // Notices (e.g. about the slot) are not the stream's business.
                     _ => {}

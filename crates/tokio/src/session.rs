@@ -6,8 +6,8 @@ use std::time::Duration;
 use bytes::BytesMut;
 use pgyard_connect::{Established, OpenTarget};
 use pgyard_driver::{
-    io_kind, note_parameter, receive_error, send_error, Attempt, Error, Machine, RawFrame, Reply,
-    Rows, SessionCore, SimpleQuery,
+    io_kind, receive_error, send_error, Attempt, Error, Machine, RawFrame, Reply, Rows,
+    SessionCore, SimpleQuery,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -57,8 +57,8 @@ impl Session {
     }
 
     /// Records a ParameterStatus the caller received.
-    pub(crate) fn note_parameter(&mut self, name: String, value: String) {
-        note_parameter(self.core.parameters_mut(), name, value);
+    pub(crate) fn note_parameter(&mut self, name: &str, value: &str) {
+        self.core.parameters_mut().set(name, value);
     }
 
     /// Writes bytes (one or more encoded frontend frames) as they are.

@@ -134,9 +134,9 @@ pub(crate) struct Conn {
     /// Protocol options this connection asked for that the server's NegotiateProtocolVersion
     /// said it does not support.
     pub refused_options: Vec<String>,
-    /// Every ParameterStatus as it came, `name NUL value NUL`: turned into text only for the
-    /// connection that wins ([`Conn::take_parameters`]), as most connections never do.
-    reported: Vec<u8>,
+    /// Every ParameterStatus so far, handed whole to the connection's [`crate::Established`]
+    /// ([`Conn::take_parameters`]).
+    reported: crate::Parameters,
     pub backend_key: Option<BackendKey>,
     pub in_hot_standby: Tri,
     pub dtro: Tri,
@@ -181,7 +181,7 @@ impl Conn {
             protocol,
             negotiated: false,
             refused_options: Vec::new(),
-            reported: Vec::new(),
+            reported: crate::Parameters::new(),
             backend_key: None,
             in_hot_standby: Tri::Unknown,
             dtro: Tri::Unknown,

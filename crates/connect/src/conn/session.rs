@@ -9,7 +9,7 @@ use pgyard_wire::frontend;
 use super::{terminate_bytes, Conn, FailClass, Out, State, Verdict};
 use crate::kinds;
 use crate::report::FailureKind;
-use crate::BackendKey;
+use crate::{BackendKey, Parameters};
 
 /// Three-valued server state from ParameterStatus (libpq's `PGTernaryBool`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -93,21 +93,17 @@ impl Conn {
             b"server_version" => self.sversion = parse_server_version(value),
             _ => {}
         }
-        // Neither holds a NUL: both were cut from the message at NULs.
-        if self.reported.capacity() == 0 {
-            // A server reports about a dozen, some 300 bytes: grow once, not five times.
-            self.reported.reserve_exact(384);
+        if self.reported.is_empty() {
+            // A server reports about fifteen, some 300 bytes: grow once, not five times.
+            self.reported.reserve(16, 384);
         }
-        self.reported.extend_from_slice(name);
-        self.reported.push(0);
-        self.reported.extend_from_slice(value);
-        self.reported.push(0);
+        self.reported.set_lossy(name, value);
     }
 
     /// The parameters the server reported, in the order each name first came, each with
     /// the last value reported for it.
-    pub(crate) fn take_parameters(&mut self) -> Vec<(String, String)> {
-        parameters_as_text(&std::mem::take(&mut self.reported))
+    pub(crate) fn take_parameters(&mut self) -> Parameters {
+        std::mem::take(&mut self.reported)
     }
 
     fn parameter_status(&mut self, body: &[u8]) {
@@ -299,27 +295,6 @@ impl Conn {
             }
         }
     }
-}
-
-/// Reported parameters (`name NUL value NUL`, repeated) as text: in the order each name
-/// first came, each with its last value.
-pub(crate) fn parameters_as_text(reported: &[u8]) -> Vec<(String, String)> {
-    let mut fields = reported.split(|&b| b == 0);
-    let mut parameters: Vec<(String, String)> = Vec::new();
-    while let (Some(name), Some(value)) = (fields.next(), fields.next()) {
-        // `from_utf8` is the fast path (servers send valid UTF-8); lossy only when it
-        // is not.
-        let value = match std::str::from_utf8(value) {
-            Ok(s) => s.to_owned(),
-            Err(_) => String::from_utf8_lossy(value).into_owned(),
-        };
-        let name = String::from_utf8_lossy(name);
-        match parameters.iter_mut().find(|(n, _)| *n == *name) {
-            Some(slot) => slot.1 = value,
-            None => parameters.push((name.into_owned(), value)),
-        }
-    }
-    parameters
 }
 
 /// The first column of a DataRow body; `None` if NULL or malformed.

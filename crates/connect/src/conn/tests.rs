@@ -2,7 +2,7 @@
 
 use pgyard_conninfo::typed::TargetSessionAttrs;
 
-use super::session::{parameters_as_text, parse_server_version};
+use super::session::parse_server_version;
 use super::{Check, FailClass};
 
 #[test]
@@ -44,24 +44,4 @@ fn startup_errors_follow_libpq() {
     assert_eq!(before(None), FailClass::NextMethod);
     let after = FailClass::for_startup_error(Some(SqlState::CANNOT_CONNECT_NOW), AfterAuthOk);
     assert_eq!(after, FailClass::Abort);
-}
-
-#[test]
-fn reported_parameters_keep_first_order_and_last_value() {
-    let text = |v: &[(&str, &str)]| -> Vec<(String, String)> {
-        v.iter()
-            .map(|(n, v)| (n.to_string(), v.to_string()))
-            .collect()
-    };
-    assert_eq!(parameters_as_text(b""), text(&[]));
-    let reported = b"server_version\x0018.1\x00TimeZone\x00UTC\x00server_version\x0018.2\x00";
-    assert_eq!(
-        parameters_as_text(reported),
-        text(&[("server_version", "18.2"), ("TimeZone", "UTC")])
-    );
-    // Bytes that are not UTF-8 become replacement characters, in names and values.
-    assert_eq!(
-        parameters_as_text(b"a\xff\x00b\xfe\x00"),
-        text(&[("a\u{fffd}", "b\u{fffd}")])
-    );
 }

@@ -553,7 +553,11 @@ impl Run<'_, '_> {
         );
         let key = e.backend_key.as_ref().map(|k| (k.pid, k.key.clone()));
         assert_eq!(key, told.key, "the backend key");
-        assert_eq!(e.parameters, told.params, "the parameters reported");
+        assert_eq!(
+            e.parameters.to_vec(),
+            told.params,
+            "the parameters reported"
+        );
         assert!(e.leftover.is_empty(), "leftover bytes: {:?}", e.leftover);
         match satisfies(self.setup.tsa, told) {
             Some(true) => {}

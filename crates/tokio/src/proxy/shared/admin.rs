@@ -169,10 +169,9 @@ impl ServerInfo {
         };
         let application_name = est
             .parameters
-            .iter()
-            .find(|(k, _)| k == "application_name")
-            .map(|(_, v)| v.clone())
-            .unwrap_or_default();
+            .get("application_name")
+            .unwrap_or_default()
+            .to_owned();
         ServerInfo {
             addr,
             port,
