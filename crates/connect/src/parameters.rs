@@ -51,7 +51,13 @@ impl Parameters {
     /// Sets `name` to `value`: a known name keeps its position, a new one goes last. Each is
     /// cut at its first NUL, as the protocol's strings end there.
     pub fn set(&mut self, name: &str, value: &str) {
-        let (name, value) = (before_nul(name), before_nul(value));
+        self.set_cut(before_nul(name), before_nul(value));
+    }
+
+    /// [`Parameters::set`] for a name and value that hold no NUL (cut from a message at its
+    /// NULs already).
+    fn set_cut(&mut self, name: &str, value: &str) {
+        debug_assert!(!name.contains('\0') && !value.contains('\0'));
         match self.find(name) {
             Some(i) => {
                 let [_, start, end] = self.spans[i];
@@ -76,11 +82,16 @@ impl Parameters {
     /// [`Parameters::set`] for a ParameterStatus's bytes: text that is not UTF-8 is taken
     /// lossily.
     pub fn set_lossy(&mut self, name: &[u8], value: &[u8]) {
+        self.set_reported(bytes_before_nul(name), bytes_before_nul(value));
+    }
+
+    /// [`Parameters::set_lossy`] for a name and value cut from a ParameterStatus at its NULs.
+    pub(crate) fn set_reported(&mut self, name: &[u8], value: &[u8]) {
         let text = |b| match std::str::from_utf8(b) {
             Ok(s) => std::borrow::Cow::Borrowed(s),
             Err(_) => String::from_utf8_lossy(b),
         };
-        self.set(&text(name), &text(value));
+        self.set_cut(&text(name), &text(value));
     }
 
     /// The parameters as owned pairs.
@@ -98,9 +109,10 @@ impl Parameters {
 
     /// The index of `name`.
     fn find(&self, name: &str) -> Option<usize> {
+        let (text, name) = (self.text.as_bytes(), name.as_bytes());
         self.spans
             .iter()
-            .position(|&[n, v, _]| &self.text[n..v] == name)
+            .position(|&[n, v, _]| v - n == name.len() && text[n..v] == *name)
     }
 
     fn value(&self, i: usize) -> &str {
@@ -117,8 +129,20 @@ impl PartialEq for Parameters {
 
 impl Eq for Parameters {}
 
+fn bytes_before_nul(b: &[u8]) -> &[u8] {
+    match b.iter().position(|&c| c == 0) {
+        Some(nul) => &b[..nul],
+        None => b,
+    }
+}
+
 fn before_nul(s: &str) -> &str {
-    s.split('\0').next().unwrap_or_default()
+    // A plain byte search: names and values are short, where `str::find`'s searcher costs
+    // more to set up than it saves.
+    match s.bytes().position(|b| b == 0) {
+        Some(nul) => &s[..nul],
+        None => s,
+    }
 }
 
 impl fmt::Debug for Parameters {
@@ -208,6 +232,8 @@ mod tests {
         assert_eq!(pairs(&p), [("a", "1"), ("", "empty name")]);
         p.set("", "still empty");
         assert_eq!(pairs(&p), [("a", "1"), ("", "still empty")]);
+        p.set_lossy(b"a\0z", b"2\0z");
+        assert_eq!(pairs(&p), [("a", "2"), ("", "still empty")]);
         assert_eq!(p.len(), 2);
     }
 

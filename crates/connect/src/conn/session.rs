@@ -97,7 +97,8 @@ impl Conn {
             // A server reports about fifteen, some 300 bytes: grow once, not five times.
             self.reported.reserve(16, 384);
         }
-        self.reported.set_lossy(name, value);
+        // Both were cut from the message at NULs.
+        self.reported.set_reported(name, value);
     }
 
     /// The parameters the server reported, in the order each name first came, each with
