@@ -17,8 +17,9 @@
 use std::ffi::{c_char, CStr};
 
 extern "C" {
-    /// libc's environment: a NULL-terminated array of `NAME=value` C strings.
-    static environ: *const *const c_char;
+    /// libc's environment: a NULL-terminated array of `NAME=value` C strings. Mutable, as
+    /// `setenv` may replace the array: it is read by value, once per lookup.
+    static mut environ: *const *const c_char;
 }
 
 /// The values of `names` in the process environment, in the order of `names` (`None` for a
