@@ -8,8 +8,8 @@
 //! the paired ratios printed after each group are the figures the goal is judged on. Goal:
 //! pgyard ≤ 1.0× libpq and ≤ 1.0× tokio-postgres in both. Every id but one starts from the
 //! connection string (`tokio_postgres` through `tokio_postgres::connect`);
-//! `tokio_postgres_config` connects from a `Config` parsed once, as a pool holding one does. Run one group with
-//! `cargo bench -p pgyard-benches --bench connect -- connect_single`.
+//! `tokio_postgres_config` connects from a `Config` parsed once, as a pool holding one does.
+//! Run one group with `cargo bench -p pgyard-benches --bench connect -- connect_single`.
 //!
 //! The failover ids use the host list [hung, hung, refused, primary] with `connect_timeout=2`:
 //! two listeners of this benchmark that accept and never answer, then a port nothing listens
