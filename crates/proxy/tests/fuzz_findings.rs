@@ -1,9 +1,11 @@
-//! Bugs the structured session fuzzer (`pgyard_proxy::fuzzing::structured_session`) found in
-//! the client-session machine, each kept as a plain test of the machine.
+//! Bugs the fuzzers (`pgyard_proxy::fuzzing::structured_session` and `client_session`) found
+//! in the client-session machine, each kept as a plain test of the machine.
+
+use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use pgyard_proxy::classes::ROUTE;
-use pgyard_proxy::{ClientOut, ClientSession, Lent, PoolMode, ServerId};
+use pgyard_proxy::{AuthFile, ClientAuth, ClientOut, ClientSession, Lent, PoolMode, ServerId};
 use pgyard_wire::backend::{self, TransactionStatus};
 use pgyard_wire::error_fields::encode_error_response;
 use pgyard_wire::frame::{frames, ProtocolVersion};
@@ -346,4 +348,57 @@ fn a_bind_does_not_count_on_a_reparse_still_unanswered() {
     backend::encode_ready_for_query(TransactionStatus::Idle, &mut r);
     s.handle_server_bytes(T0, r.freeze());
     assert_eq!(tags(&to_client(&outputs(&mut s))), "CZEZEZCZ2CZ");
+}
+
+/// `proxy_client` found it: a StartupMessage and the start of a frame in one read. The
+/// splitter counted the frame's header as typed bytes and forwarded the rest of its declared
+/// length as they came, while the startup decoder read the header as more parameters; a
+/// middleware message sent later inside those 768 bytes then reached a server.
+#[test]
+fn bytes_after_the_startup_packet_in_the_same_read_are_not_startup_parameters() {
+    let mut startup = BytesMut::new();
+    let params: [(&[u8], &[u8]); 1] = [(b"user", b"u")];
+    frontend::encode_startup(ProtocolVersion::V3_0, &params, &mut startup).expect("startup");
+    let mut read = startup.to_vec();
+    read.extend_from_slice(&[b'd', 0, 0, 3, 0]); // CopyData, 768 bytes declared
+    read.extend_from_slice(b"\0\0");
+    let mut s = session(PoolMode::Transaction);
+    s.handle_client_bytes(T0, &read);
+    let out = outputs(&mut s);
+    // The user is `u` (no parameter was made of the frame), and the frame, arriving before
+    // the server was ready, ends the session, as bytes arriving then in a read of their own do.
+    assert!(
+        matches!(&out[0], ClientOut::Acquire(k) if k.user == "u" && k.database == "u"),
+        "{out:?}"
+    );
+    let text = String::from_utf8_lossy(&to_client(&out)).into_owned();
+    assert!(
+        text.contains("message received before the server was ready"),
+        "{text}"
+    );
+    assert!(s.is_closed());
+    let mut m = BytesMut::new();
+    encode_middleware(ROUTE, b"standby", &mut m).expect("M");
+    s.handle_client_bytes(T0, &m);
+    assert!(sent_to_server(&outputs(&mut s)).is_empty());
+}
+
+/// What follows a StartupMessage in its read is read by the login that the message starts:
+/// a password sent at once, before the server asked, is checked as if it came later.
+#[test]
+fn a_password_in_the_startup_packets_read_is_checked() {
+    let text = "\"u\" \"md5aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"\n";
+    let file = AuthFile::parse(text, &mut pgyard_types::rng_from_seed(1)).expect("auth file");
+    let mut s = common::session_with(PoolMode::Transaction, ClientAuth::File(Arc::new(file)));
+    let mut read = BytesMut::new();
+    let params: [(&[u8], &[u8]); 1] = [(b"user", b"u")];
+    frontend::encode_startup(ProtocolVersion::V3_0, &params, &mut read).expect("startup");
+    frontend::encode_password(b"wrong", &mut read).expect("p");
+    s.handle_client_bytes(T0, &read);
+    let text = String::from_utf8_lossy(&to_client(&outputs(&mut s))).into_owned();
+    assert!(
+        text.contains("password authentication failed for user \"u\""),
+        "{text}"
+    );
+    assert!(s.is_closed());
 }

@@ -3,7 +3,7 @@
 //! settings; then the password check, and the welcome once the first server's settings are
 //! known.
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use pgyard_types::Instant;
 use pgyard_wire::auth::{LoginStep, ServerLogin, StoredSecret};
 use pgyard_wire::backend::{
@@ -46,29 +46,41 @@ impl ClientSession {
                         self.client_frames(now, m.wire().clone());
                     }
                 }
-                SplitItem::Forward(bytes) => match self.phase {
-                    Phase::Startup => self.startup_packet(now, &bytes),
-                    Phase::Login(_) => self.login_bytes(&bytes),
-                    Phase::Welcome => {
-                        self.fatal(b"08P01", "message received before the server was ready")
-                    }
-                    Phase::Admin { .. } => self.admin_bytes(&bytes),
-                    _ => self.client_frames(now, bytes),
-                },
+                SplitItem::Forward(bytes) => self.client_item(now, bytes),
             }
         }
     }
 
-    fn startup_packet(&mut self, now: Instant, packet: &[u8]) {
-        let body = match super::tls::request_len(packet) {
+    /// Client bytes the splitter passed on, to the phase they belong to.
+    fn client_item(&mut self, now: Instant, bytes: Bytes) {
+        match self.phase {
+            Phase::Startup => self.startup_packet(now, bytes),
+            Phase::Login(_) => self.login_bytes(&bytes),
+            Phase::Welcome => self.fatal(b"08P01", "message received before the server was ready"),
+            Phase::Admin { .. } => self.admin_bytes(&bytes),
+            _ => self.client_frames(now, bytes),
+        }
+    }
+
+    fn startup_packet(&mut self, now: Instant, packet: Bytes) {
+        // The splitter passes a StartupMessage on together with the typed bytes that followed
+        // it in the same read: the message is its declared length, and what follows belongs
+        // to the phase the message leads to (fuzzing found those bytes read as more startup
+        // parameters, while the splitter counted them as the start of a frame whose rest it
+        // then forwarded to a server, a middleware message included).
+        let declared = packet
+            .first_chunk::<4>()
+            .map_or(0, |h| u32::from_be_bytes(*h) as usize)
+            .min(packet.len());
+        let body = match super::tls::request_len(&packet) {
             // SSLRequest and GSSENCRequest are read alone; what came with them is judged
             // on its own (buffer stuffing).
             Some(len) => packet.get(4..len).unwrap_or_default(),
-            None => packet.get(4..).unwrap_or_default(),
+            None => packet.get(4..declared).unwrap_or_default(),
         };
         match StartupPacket::decode(body) {
-            Ok(StartupPacket::SslRequest) => self.ssl_request(packet),
-            Ok(StartupPacket::GssEncRequest) => self.gss_request(packet),
+            Ok(StartupPacket::SslRequest) => self.ssl_request(&packet),
+            Ok(StartupPacket::GssEncRequest) => self.gss_request(&packet),
             Ok(StartupPacket::CancelRequest(c)) => {
                 self.out.push_back(ClientOut::Cancel {
                     pid: c.pid,
@@ -77,7 +89,16 @@ impl ClientSession {
                 self.out.push_back(ClientOut::Close);
                 self.close();
             }
-            Ok(StartupPacket::Startup(m)) => self.startup_message(now, m),
+            Ok(StartupPacket::Startup(m)) => {
+                self.startup_message(now, m);
+                let rest = packet.slice(declared..);
+                if !rest.is_empty() && !self.is_closed() {
+                    if matches!(self.phase, Phase::Startup) {
+                        return self.fatal(b"08P01", "data after the startup packet");
+                    }
+                    self.client_item(now, rest);
+                }
+            }
             Err(e) => self.fatal(b"08P01", &format!("invalid startup packet layout: {e}")),
         }
     }

@@ -14,8 +14,13 @@ pub const T0: Instant = Instant(0);
 
 /// A trusting client session in `mode`, before its startup packet.
 pub fn session(mode: PoolMode) -> ClientSession {
+    session_with(mode, ClientAuth::Trust)
+}
+
+/// A client session in `mode` that checks passwords with `auth`, before its startup packet.
+pub fn session_with(mode: PoolMode, auth: ClientAuth) -> ClientSession {
     let config = ClientConfig {
-        auth: ClientAuth::Trust,
+        auth,
         pool_mode: mode,
         default_route: Route::Primary,
         login_timeout: Duration::from_secs(5),
