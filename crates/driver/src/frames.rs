@@ -161,10 +161,7 @@ impl SimpleQuery {
                 }
                 self.error = Some(first);
             }
-            BackendMessage::ParameterStatus(p) => parameters.set(
-                &String::from_utf8_lossy(p.name),
-                &String::from_utf8_lossy(p.value),
-            ),
+            BackendMessage::ParameterStatus(p) => parameters.set_lossy(p.name, p.value),
             BackendMessage::CopyInResponse(_) if self.copy_sent => {}
             BackendMessage::CopyInResponse(_) => {
                 let mut b = BytesMut::new();

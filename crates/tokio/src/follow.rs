@@ -463,10 +463,9 @@ impl Follower<'_> {
             _ => {
                 match decode(&frame)? {
                     BackendMessage::ErrorResponse(e) => return Err(server_error(&e)),
-                    BackendMessage::ParameterStatus(p) => self.session.note_parameter(
-                        &String::from_utf8_lossy(p.name),
-                        &String::from_utf8_lossy(p.value),
-                    ),
+                    BackendMessage::ParameterStatus(p) => {
+                        self.session.note_parameter(p.name, p.value)
+                    }
                     // Notices (e.g. about the slot) are not the stream's business.
                     _ => {}
                 }

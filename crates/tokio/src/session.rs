@@ -57,8 +57,8 @@ impl Session {
     }
 
     /// Records a ParameterStatus the caller received.
-    pub(crate) fn note_parameter(&mut self, name: &str, value: &str) {
-        self.core.parameters_mut().set(name, value);
+    pub(crate) fn note_parameter(&mut self, name: &[u8], value: &[u8]) {
+        self.core.parameters_mut().set_lossy(name, value);
     }
 
     /// Writes bytes (one or more encoded frontend frames) as they are.

@@ -599,11 +599,7 @@ impl World {
                 let node = sock.node;
                 trace!(t, "t={} s{} connected to pg{node}", now.0, server.0);
                 self.check_prefer_standby(&o, server, node)?;
-                let settings: pgyard_proxy::client::Settings = est
-                    .parameters
-                    .iter()
-                    .map(|(n, v)| (n.to_owned(), v.to_owned()))
-                    .collect();
+                let settings: pgyard_proxy::client::Settings = est.parameters.iter().collect();
                 let standby = settings.get("in_hot_standby").is_some_and(|v| v == "on");
                 let key = est.backend_key.map(|k| (k.pid, k.key)).unwrap_or_default();
                 let conn = Conn {

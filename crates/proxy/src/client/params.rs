@@ -107,11 +107,11 @@ impl Settings {
     }
 }
 
-impl FromIterator<(String, String)> for Settings {
-    fn from_iter<I: IntoIterator<Item = (String, String)>>(iter: I) -> Self {
+impl<N: Into<String>, V: Into<String>> FromIterator<(N, V)> for Settings {
+    fn from_iter<I: IntoIterator<Item = (N, V)>>(iter: I) -> Self {
         let mut settings = Settings::new();
         for (name, value) in iter {
-            settings.insert(name, value);
+            settings.insert(name.into(), value.into());
         }
         settings
     }

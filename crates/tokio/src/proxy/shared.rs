@@ -682,11 +682,7 @@ async fn timer(s: Arc<Shared>) {
 /// The server's settings as the connect left them.
 fn lent_of(id: ServerId, session: &Session) -> Lent {
     let est = session.established();
-    let settings: pgyard_proxy::client::Settings = est
-        .parameters
-        .iter()
-        .map(|(n, v)| (n.to_owned(), v.to_owned()))
-        .collect();
+    let settings: pgyard_proxy::client::Settings = est.parameters.iter().collect();
     Lent {
         id,
         settings,
