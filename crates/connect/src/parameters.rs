@@ -129,6 +129,8 @@ impl PartialEq for Parameters {
 
 impl Eq for Parameters {}
 
+/// The bytes before the first NUL (all of them when there is none). A plain byte search:
+/// names and values are short, where `str::find`'s searcher costs more to set up than it saves.
 fn bytes_before_nul(b: &[u8]) -> &[u8] {
     match b.iter().position(|&c| c == 0) {
         Some(nul) => &b[..nul],
@@ -137,12 +139,8 @@ fn bytes_before_nul(b: &[u8]) -> &[u8] {
 }
 
 fn before_nul(s: &str) -> &str {
-    // A plain byte search: names and values are short, where `str::find`'s searcher costs
-    // more to set up than it saves.
-    match s.bytes().position(|b| b == 0) {
-        Some(nul) => &s[..nul],
-        None => s,
-    }
+    // A NUL is one byte in UTF-8, so the cut falls on a character boundary.
+    &s[..bytes_before_nul(s.as_bytes()).len()]
 }
 
 impl fmt::Debug for Parameters {
