@@ -13,8 +13,9 @@ use pgyard_tokio::proxy::{self, Proxy, ProxyConfig, ProxyTls, TlsFile};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 /// The shortcut flags, which `--config` replaces.
-const FLAGS: [&str; 13] = [
+const FLAGS: [&str; 14] = [
     "listen",
+    "unix_socket_dir",
     "backend",
     "pool_mode",
     "pool_size",
@@ -39,6 +40,10 @@ pub struct ProxyArgs {
     /// Address to accept clients on.
     #[arg(long, default_value = "127.0.0.1:6432")]
     pub listen: SocketAddr,
+    /// A folder to accept clients on a Unix socket in as well: `DIR/.s.PGSQL.PORT`, PORT the
+    /// `--listen` port, which libpq opens for `host=DIR port=PORT`.
+    #[arg(long, value_name = "DIR")]
+    pub unix_socket_dir: Option<PathBuf>,
     /// The backend's connection string (its hosts, port, TLS and password settings); each
     /// pool adds the client's user and database and its route's `target_session_attrs`.
     #[arg(long, required_unless_present = "config")]
@@ -124,11 +129,11 @@ pub enum AuthArg {
 pub fn run(args: ProxyArgs) -> ExitCode {
     crate::logging::init();
     let loaded = match &args.config {
-        Some(path) => proxy::load_config(path).map(|f| (f.listen, f.proxy)),
-        None => config(&args).map(|c| (vec![args.listen], c)),
+        Some(path) => proxy::load_config(path).map(|f| (f.listen, f.unix_socket_dir, f.proxy)),
+        None => config(&args).map(|c| (vec![args.listen], args.unix_socket_dir.clone(), c)),
     };
-    let checked = loaded.and_then(|(listen, c)| Ok((listen, c.checked()?)));
-    let (listen, config) = match checked {
+    let checked = loaded.and_then(|(listen, unix, c)| Ok((listen, unix, c.checked()?)));
+    let (listen, unix_socket_dir, config) = match checked {
         Ok(c) => c,
         Err(e) => {
             eprintln!("pgyard proxy: {e}");
@@ -153,7 +158,8 @@ pub fn run(args: ProxyArgs) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        let running = match proxy::spawn_all(config, &listen).await {
+        let unix = unix_socket_dir.as_deref();
+        let running = match proxy::spawn_listening(config, &listen, unix).await {
             Ok(p) => p,
             Err(e) => {
                 eprintln!("pgyard proxy: {e}");

@@ -86,12 +86,12 @@ struct Configured {
 }
 
 impl Configured {
-    /// Writes `toml` to `proxy.toml` in a fresh folder and starts the proxy on it; returns
-    /// once `port` accepts connections.
+    /// Writes `toml` to `proxy.toml` in a fresh folder (with an empty `run` folder beside it,
+    /// for a Unix socket) and starts the proxy on it; returns once `port` accepts connections.
     fn start(name: &str, toml: &str, port: u16) -> Configured {
         let dir = std::env::temp_dir().join(format!("pgyard-proxy-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("folder");
+        std::fs::create_dir_all(dir.join("run")).expect("folder");
         std::fs::write(dir.join("proxy.toml"), toml).expect("config file");
         let log = std::fs::File::create(dir.join("proxy.log")).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_pgyard"))
@@ -387,4 +387,31 @@ fn admin_users_from_the_flags_and_no_file_to_reload() {
     let err = console(port, "ops", "RELOAD").expect_err("started with flags");
     assert!(err.to_string().contains("nothing to re-read"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_unix_socket_beside_the_config_file_serves_and_goes_on_sigterm() {
+    let primary = Primary::start(Options::default()).expect("primary");
+    let port = free_port();
+    let toml = format!(
+        "listen = \"127.0.0.1:{port}\"\nunix_socket_dir = \"run\"\nauth = \"trust\"\n\
+         backend = \"host=127.0.0.1 port={}\"\n",
+        primary.port()
+    );
+    // `run` is taken from beside the file; the folder exists (as PgBouncer's must), the
+    // socket file in it is the proxy's to make.
+    let mut proxy = Configured::start("unix", &toml, port);
+    let socket = proxy.dir.join("run").join(format!(".s.PGSQL.{port}"));
+    assert!(socket.exists(), "{}", proxy.log());
+    let via = format!(
+        "host={} port={port} user=postgres dbname=postgres",
+        proxy.dir.join("run").display()
+    );
+    let out = connect(&[&via, "-c", "select inet_server_port()"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), format!("{}\n", primary.port()));
+    proxy.signal("TERM");
+    let status = proxy.exit(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(0), "{}", proxy.log());
+    assert!(!socket.exists(), "the socket file goes with the proxy");
 }

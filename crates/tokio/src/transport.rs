@@ -61,13 +61,22 @@ pub(crate) fn owed_after_try<'a>(
     tcp: Option<&TcpStream>,
     bytes: &'a [u8],
 ) -> io::Result<Option<&'a [u8]>> {
-    let Some(tcp) = tcp else {
-        return Ok(Some(bytes));
-    };
+    match tcp {
+        Some(tcp) => owed_after(bytes, |b| tcp.try_write(b)),
+        None => Ok(Some(bytes)),
+    }
+}
+
+/// What a whole write of `bytes` still owes after one non-blocking attempt, `try_write`, on
+/// a plain socket of any kind (see [`owed_after_try`]).
+pub(crate) fn owed_after(
+    bytes: &[u8],
+    try_write: impl FnOnce(&[u8]) -> io::Result<usize>,
+) -> io::Result<Option<&[u8]>> {
     if bytes.is_empty() {
         return Ok(None);
     }
-    match tcp.try_write(bytes) {
+    match try_write(bytes) {
         Ok(n) if n == bytes.len() => Ok(None),
         Ok(n) => Ok(Some(&bytes[n..])),
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Some(bytes)),

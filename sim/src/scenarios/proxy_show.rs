@@ -193,11 +193,8 @@ fn client(rng: &mut Rng, id: u64) -> ClientRow {
             labels: 0,
             stats: stats(rng),
         },
-        addr: Some(std::net::SocketAddr::from((
-            [10, 0, 0, 7],
-            40_000 + id as u16,
-        ))),
-        local: Some(std::net::SocketAddr::from(([10, 0, 0, 1], 6432))),
+        addr: Some(std::net::SocketAddr::from(([10, 0, 0, 7], 40_000 + id as u16)).into()),
+        local: Some(std::net::SocketAddr::from(([10, 0, 0, 1], 6432)).into()),
         connect_time: Some(when(rng)),
         request_time: (uniform_inclusive(rng, 3) > 0).then(|| when(rng)),
         wait: Duration::from_micros(u64::from(rng.next_u32() % 90_000_000)),

@@ -12,6 +12,52 @@ use crate::classes::Route;
 use crate::client::PoolMode;
 use crate::pool::{ClientId, PoolKey, ServerId};
 
+/// One end of a client connection, as SHOW CLIENTS names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientAddr {
+    /// A TCP address.
+    Tcp(std::net::SocketAddr),
+    /// A Unix-domain socket: PgBouncer shows `unix` and the port its socket file is named
+    /// after (`.s.PGSQL.PORT`), for both ends.
+    Unix {
+        /// The port in the socket file's name.
+        port: u16,
+    },
+}
+
+impl ClientAddr {
+    /// The `addr` column: the IP address, or `unix`.
+    pub fn host(&self) -> String {
+        match self {
+            ClientAddr::Tcp(a) => a.ip().to_string(),
+            ClientAddr::Unix { .. } => "unix".to_owned(),
+        }
+    }
+
+    /// The `port` column.
+    pub fn port(&self) -> u16 {
+        match self {
+            ClientAddr::Tcp(a) => a.port(),
+            ClientAddr::Unix { port } => *port,
+        }
+    }
+}
+
+impl std::fmt::Display for ClientAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientAddr::Tcp(a) => a.fmt(f),
+            ClientAddr::Unix { port } => write!(f, "unix:{port}"),
+        }
+    }
+}
+
+impl From<std::net::SocketAddr> for ClientAddr {
+    fn from(a: std::net::SocketAddr) -> Self {
+        ClientAddr::Tcp(a)
+    }
+}
+
 /// Where a client connection stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ClientState {
@@ -132,9 +178,9 @@ pub struct ClientRow {
     /// Where it stands, with its counters.
     pub activity: Activity,
     /// Its address.
-    pub addr: Option<std::net::SocketAddr>,
+    pub addr: Option<ClientAddr>,
     /// The proxy's address it connected to.
-    pub local: Option<std::net::SocketAddr>,
+    pub local: Option<ClientAddr>,
     /// When it connected (seconds since the Unix epoch).
     pub connect_time: Option<u64>,
     /// When it last sent a message (seconds since the Unix epoch).

@@ -1,5 +1,5 @@
-//! A client connection's byte stream: the TCP socket, or TLS over it once the session asked
-//! for a handshake. Bytes read before the handshake that belong to it (direct TLS's first
+//! A client connection's byte stream: the TCP socket, TLS over it once the session asked
+//! for a handshake, or a Unix-domain socket (never encrypted, as in PostgreSQL). Bytes read before the handshake that belong to it (direct TLS's first
 //! record, which the session had to see to recognise) are put back in front of the socket.
 
 use std::io;
@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
@@ -16,6 +16,8 @@ use tokio_rustls::TlsAcceptor;
 pub(super) enum ClientIo {
     /// Plaintext.
     Plain(TcpStream),
+    /// A Unix-domain socket.
+    Unix(UnixStream),
     /// TLS (boxed: rustls's state is large).
     Tls(Box<TlsStream<Rewind>>),
     /// The socket went into a handshake that did not finish; nothing more can be done.
@@ -31,7 +33,9 @@ impl ClientIo {
         early: Bytes,
     ) -> io::Result<Option<Vec<u8>>> {
         let ClientIo::Plain(sock) = std::mem::replace(self, ClientIo::Gone) else {
-            return Err(io::Error::other("TLS asked for twice"));
+            return Err(io::Error::other(
+                "TLS asked for twice, or over a Unix socket",
+            ));
         };
         let tls = acceptor.accept(Rewind { early, sock }).await?;
         let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
@@ -82,15 +86,16 @@ impl ClientIo {
 }
 
 impl ClientIo {
-    /// Writes all of `bytes` and flushes. Over plain TCP a write almost always goes out
+    /// Writes all of `bytes` and flushes. Over a plain socket a write almost always goes out
     /// whole at once: one non-blocking attempt first, without the futures, the trait calls
     /// and the flush of the general path (about 150 instructions a write).
     pub(super) async fn write_whole(&mut self, bytes: &[u8]) -> io::Result<()> {
-        let plain = match self {
-            ClientIo::Plain(s) => Some(&*s),
-            _ => None,
+        let owed = match self {
+            ClientIo::Plain(s) => crate::transport::owed_after_try(Some(&*s), bytes)?,
+            ClientIo::Unix(s) => crate::transport::owed_after(bytes, |b| s.try_write(b))?,
+            _ => Some(bytes),
         };
-        match crate::transport::owed_after_try(plain, bytes)? {
+        match owed {
             Some(rest) => {
                 self.write_all(rest).await?;
                 self.flush().await
@@ -108,6 +113,7 @@ impl AsyncRead for ClientIo {
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             ClientIo::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            ClientIo::Unix(s) => Pin::new(s).poll_read(cx, buf),
             ClientIo::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
             ClientIo::Gone => Poll::Ready(Ok(())),
         }
@@ -122,6 +128,7 @@ impl AsyncWrite for ClientIo {
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             ClientIo::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            ClientIo::Unix(s) => Pin::new(s).poll_write(cx, buf),
             ClientIo::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
             ClientIo::Gone => Poll::Ready(Err(io::ErrorKind::NotConnected.into())),
         }
@@ -130,6 +137,7 @@ impl AsyncWrite for ClientIo {
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             ClientIo::Plain(s) => Pin::new(s).poll_flush(cx),
+            ClientIo::Unix(s) => Pin::new(s).poll_flush(cx),
             ClientIo::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
             ClientIo::Gone => Poll::Ready(Ok(())),
         }
@@ -138,6 +146,7 @@ impl AsyncWrite for ClientIo {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             ClientIo::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            ClientIo::Unix(s) => Pin::new(s).poll_shutdown(cx),
             ClientIo::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
             ClientIo::Gone => Poll::Ready(Ok(())),
         }

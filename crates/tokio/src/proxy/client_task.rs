@@ -13,7 +13,6 @@ use pgyard_proxy::{CancelKey, ClientConfig, ClientId, ClientOut, ClientSession, 
 use pgyard_types::{rng_from_seed, Instant, Lsn, RngCore};
 use pgyard_wire::auth::LoginRandom;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::{oneshot, watch};
 use tokio::time::Sleep;
 use tokio_rustls::TlsAcceptor;
@@ -114,8 +113,7 @@ impl ClientTask {
         }
     }
 
-    pub(super) async fn run(mut self, sock: TcpStream) {
-        let mut sock = ClientIo::Plain(sock);
+    pub(super) async fn run(mut self, mut sock: ClientIo) {
         let mut from_client = BytesMut::with_capacity(READ_CHUNK);
         let mut from_server = BytesMut::with_capacity(READ_CHUNK);
         // The slot's kick is already given: the first turn reads the phase (a client

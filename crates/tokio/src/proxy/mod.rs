@@ -14,11 +14,12 @@ mod shared;
 #[cfg(test)]
 mod stand_in;
 mod tls;
+mod unix;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,6 +31,7 @@ use tokio::sync::watch;
 pub use config_file::{load_config, parse_config, FileConfig, CONFIG_MAX};
 pub use shared::server_conninfo;
 pub use tls::{ProxyTls, TlsFile, TlsFileError};
+pub use unix::socket_path;
 
 /// Everything a running proxy needs.
 #[derive(Clone, Debug)]
@@ -150,6 +152,8 @@ pub struct Proxy {
     pub addr: SocketAddr,
     /// Every address it accepts clients on.
     pub addrs: Vec<SocketAddr>,
+    /// The Unix socket it accepts clients on, if any (`DIR/.s.PGSQL.PORT`).
+    pub unix_socket: Option<PathBuf>,
     shared: Arc<shared::Shared>,
 }
 
@@ -228,6 +232,17 @@ pub async fn spawn(config: ProxyConfig, addr: SocketAddr) -> io::Result<Proxy> {
 
 /// Binds every address of `addrs` and serves on all of them.
 pub async fn spawn_all(config: ProxyConfig, addrs: &[SocketAddr]) -> io::Result<Proxy> {
+    spawn_listening(config, addrs, None).await
+}
+
+/// Binds every address of `addrs` and, with `unix_socket_dir`, a Unix socket in that folder
+/// named as PostgreSQL names its own (`.s.PGSQL.PORT`, PORT the first address's port once
+/// bound), and serves on all of them.
+pub async fn spawn_listening(
+    config: ProxyConfig,
+    addrs: &[SocketAddr],
+    unix_socket_dir: Option<&Path>,
+) -> io::Result<Proxy> {
     let mut listeners = Vec::with_capacity(addrs.len());
     for addr in addrs {
         let listener = TcpListener::bind(addr)
@@ -235,11 +250,21 @@ pub async fn spawn_all(config: ProxyConfig, addrs: &[SocketAddr]) -> io::Result<
             .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
         listeners.push(listener);
     }
-    start(config, listeners)
+    start_listening(config, listeners, unix_socket_dir)
 }
 
 /// Serves on listeners already bound (at least one).
 pub fn start(config: ProxyConfig, listeners: Vec<TcpListener>) -> io::Result<Proxy> {
+    start_listening(config, listeners, None)
+}
+
+/// Serves on TCP listeners already bound (at least one) and, with `unix_socket_dir`, on a
+/// Unix socket there named after the first one's port.
+pub fn start_listening(
+    config: ProxyConfig,
+    listeners: Vec<TcpListener>,
+    unix_socket_dir: Option<&Path>,
+) -> io::Result<Proxy> {
     let config = config.checked().map_err(io::Error::other)?;
     let addrs = listeners
         .iter()
@@ -248,9 +273,14 @@ pub fn start(config: ProxyConfig, listeners: Vec<TcpListener>) -> io::Result<Pro
     let Some(&addr) = addrs.first() else {
         return Err(io::Error::other("no address to listen on"));
     };
+    let unix = unix_socket_dir
+        .map(|dir| unix::UnixSocket::bind(dir, addr.port()))
+        .transpose()?;
+    let unix_socket = unix.as_ref().map(|u| u.path().to_path_buf());
     let databases: BTreeSet<&String> = config.databases.keys().collect();
     tracing::info!(
         listen = ?addrs,
+        unix_socket = ?unix_socket,
         ?databases,
         fallback = config.backend.is_some(),
         pool_mode = ?config.client.pool_mode,
@@ -258,28 +288,55 @@ pub fn start(config: ProxyConfig, listeners: Vec<TcpListener>) -> io::Result<Pro
         tls = ?config.tls.as_ref().map(|t| t.mode),
         "pgyard proxy started"
     );
-    let shared = shared::Shared::start(Arc::new(config), addrs.clone());
+    let dir = unix_socket_dir.map(Path::to_path_buf);
+    let shared = shared::Shared::start(Arc::new(config), addrs.clone(), dir);
     for listener in listeners {
-        tokio::spawn(accept(listener, shared.clone(), shared.phase()));
+        tokio::spawn(accept(
+            Listener::Tcp(listener),
+            shared.clone(),
+            shared.phase(),
+        ));
+    }
+    if let Some(u) = unix {
+        tokio::spawn(accept(Listener::Unix(u), shared.clone(), shared.phase()));
     }
     Ok(Proxy {
         addr,
         addrs,
+        unix_socket,
         shared,
     })
 }
 
+/// A socket clients connect to.
+enum Listener {
+    Tcp(TcpListener),
+    Unix(unix::UnixSocket),
+}
+
+impl Listener {
+    async fn accept(&self) -> io::Result<shared::Accepted> {
+        match self {
+            Listener::Tcp(l) => {
+                let (sock, peer) = l.accept().await?;
+                Ok(shared::Accepted::tcp(sock, peer))
+            }
+            Listener::Unix(u) => Ok(shared::Accepted::unix(u.accept().await?, u.port())),
+        }
+    }
+}
+
 /// Accepts clients until the proxy drains or stops (the listener is dropped then, so the
-/// port refuses connections).
+/// port refuses connections and the Unix socket's file goes).
 async fn accept(
-    listener: TcpListener,
+    listener: Listener,
     shared: Arc<shared::Shared>,
     mut phase: watch::Receiver<Phase>,
 ) {
     loop {
         tokio::select! {
             r = listener.accept() => match r {
-                Ok((sock, peer)) => shared.admit(sock, peer),
+                Ok(client) => shared.admit(client),
                 Err(e) => {
                     // Out of file descriptors and the like: the next accept may work.
                     tracing::warn!(error = %e, "accept failed");

@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use pgyard_driver::{Clock, ConnectOptions, ErrorKind, SessionInfo};
+use pgyard_proxy::admin::ClientAddr;
 use pgyard_proxy::{
     ClientAuth, ClientId, Lent, PoolKey, PoolMode, PoolOut, Pools, Returned, Route, ServerId,
 };
@@ -28,6 +29,39 @@ use tokio::sync::{oneshot, watch, Notify};
 
 pub(super) use admin::{AdminOutcome, ClientSlot};
 
+/// A client connection just accepted.
+pub(super) struct Accepted {
+    /// Its socket.
+    pub(super) io: ClientIo,
+    /// Its address.
+    pub(super) peer: ClientAddr,
+    /// The proxy's end.
+    pub(super) local: Option<ClientAddr>,
+}
+
+impl Accepted {
+    /// A TCP client (Nagle off: every message the proxy writes is whole).
+    pub(super) fn tcp(sock: TcpStream, peer: SocketAddr) -> Accepted {
+        let _ = sock.set_nodelay(true);
+        let local = sock.local_addr().ok().map(ClientAddr::Tcp);
+        Accepted {
+            io: ClientIo::Plain(sock),
+            peer: ClientAddr::Tcp(peer),
+            local,
+        }
+    }
+
+    /// A client of the Unix socket named after `port`.
+    pub(super) fn unix(sock: tokio::net::UnixStream, port: u16) -> Accepted {
+        Accepted {
+            io: ClientIo::Unix(sock),
+            peer: ClientAddr::Unix { port },
+            local: Some(ClientAddr::Unix { port }),
+        }
+    }
+}
+
+use super::client_io::ClientIo;
 use super::{client_task, Phase, ProxyConfig};
 use crate::{CancelToken, Session};
 
@@ -107,6 +141,8 @@ pub(super) struct Shared {
     registry: Mutex<admin::Registry>,
     /// The addresses listened on.
     addrs: Vec<SocketAddr>,
+    /// The folder of the Unix socket listened on, if any.
+    unix_dir: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -120,8 +156,13 @@ impl std::fmt::Debug for Shared {
 }
 
 impl Shared {
-    /// The pools of `config`, with their timer task running, for listeners on `addrs`.
-    pub(super) fn start(config: Arc<ProxyConfig>, addrs: Vec<SocketAddr>) -> Arc<Shared> {
+    /// The pools of `config`, with their timer task running, for listeners on `addrs` (and a
+    /// Unix socket in `unix_dir`).
+    pub(super) fn start(
+        config: Arc<ProxyConfig>,
+        addrs: Vec<SocketAddr>,
+        unix_dir: Option<std::path::PathBuf>,
+    ) -> Arc<Shared> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 pools: Pools::new(config.pool),
@@ -144,6 +185,7 @@ impl Shared {
             next_client: AtomicU64::new(1),
             registry: Mutex::default(),
             addrs,
+            unix_dir,
         });
         tokio::spawn(timer(shared.clone()));
         shared
@@ -195,8 +237,8 @@ impl Shared {
     }
 
     /// A new client connection: its task runs until it leaves.
-    pub(super) fn admit(self: &Arc<Self>, sock: TcpStream, peer: SocketAddr) {
-        let _ = sock.set_nodelay(true);
+    pub(super) fn admit(self: &Arc<Self>, sock: Accepted) {
+        let Accepted { io, peer, local } = sock;
         let config = self.config();
         let id = self.next_client.fetch_add(1, Ordering::Relaxed);
         let mut over = false;
@@ -206,7 +248,7 @@ impl Shared {
         });
         tracing::debug!(client = id, %peer, "client connected");
         // The pools' clock: a client task's reading of it serves the pools too.
-        let slot = ClientSlot::new(peer, sock.local_addr().ok(), self.clock);
+        let slot = ClientSlot::new(peer, local, self.clock);
         let slot = Arc::new(slot);
         let mut task = client_task::ClientTask::new(
             id,
@@ -217,13 +259,15 @@ impl Shared {
             self.phase(),
             slot.clone(),
         );
-        if let Some(tls) = &config.tls {
+        // A Unix-socket client is never offered TLS, as PostgreSQL offers none there.
+        let unix = matches!(io, ClientIo::Unix(_));
+        if let Some(tls) = config.tls.as_ref().filter(|_| !unix) {
             task = task.with_tls(tls);
         }
         self.register_client(ClientId(id), slot);
         let shared = self.clone();
         tokio::spawn(async move {
-            task.run(sock).await;
+            task.run(io).await;
             shared.forget_client(ClientId(id));
             shared.clients.send_modify(|n| *n = n.saturating_sub(1));
             tracing::debug!(client = id, %peer, "client disconnected");

@@ -10,7 +10,9 @@ use pgyard_wire::error_fields::ErrorFields;
 use pgyard_wire::frame::frames;
 
 use super::*;
-use crate::admin::snapshot::{Activity, ClientState, ClientStats, ConfigRow, ServerState};
+use crate::admin::snapshot::{
+    Activity, ClientAddr, ClientState, ClientStats, ConfigRow, ServerState,
+};
 use crate::classes::Route;
 use crate::pool::{ClientId, PoolKey, ServerId};
 
@@ -97,8 +99,8 @@ fn client(id: u64, database: &str, state: ClientState) -> ClientRow {
         user: "alice".into(),
         database: database.into(),
         activity: activity(state),
-        addr: Some("127.0.0.1:40001".parse().expect("addr")),
-        local: Some("127.0.0.1:6432".parse().expect("addr")),
+        addr: Some(ClientAddr::Tcp("127.0.0.1:40001".parse().expect("addr"))),
+        local: Some(ClientAddr::Tcp("127.0.0.1:6432".parse().expect("addr"))),
         connect_time: Some(1_780_000_000),
         request_time: Some(1_780_000_005),
         wait: Duration::ZERO,
@@ -127,7 +129,8 @@ fn server(id: u64, database: &str, state: ServerState, client: Option<u64>) -> S
 }
 
 /// Two pools of `shop` (primary with a client in a transaction, one idle and one waiting;
-/// standby, empty), an admin client, a client still logging in.
+/// standby, empty), an admin client, a client still logging in. The idle client came in
+/// over the Unix socket.
 fn snapshot() -> Snapshot {
     let mut holding = client(1, "shop", ClientState::Active);
     holding.activity.server = Some(ServerId(10));
@@ -135,7 +138,9 @@ fn snapshot() -> Snapshot {
     holding.activity.stats.unknown_classes = 2;
     holding.activity.stats.middleware = 3;
     holding.activity.stats.xacts = 4;
-    let idle = client(2, "shop", ClientState::Idle);
+    let mut idle = client(2, "shop", ClientState::Idle);
+    idle.addr = Some(ClientAddr::Unix { port: 6432 });
+    idle.local = Some(ClientAddr::Unix { port: 6432 });
     let mut waiting = client(3, "shop", ClientState::Waiting);
     waiting.wait = Duration::from_micros(2_500_001);
     let mut admin = client(4, "pgyard", ClientState::Active);
@@ -241,7 +246,13 @@ fn show_clients_has_pgbouncers_columns_then_pgyards() {
     assert_eq!(r.get(0, "local_port"), Some("6432"));
     assert_eq!(r.get(0, "connect_time"), Some("2026-05-28 20:26:40 UTC"));
     assert_eq!(r.get(0, "application_name"), Some("psql"));
+    assert_eq!(r.get(0, "local_addr"), Some("127.0.0.1"));
     assert_eq!(r.get(1, "state"), Some("idle"));
+    // PgBouncer's words for a Unix-socket client: `unix`, and its socket file's port.
+    assert_eq!(r.get(1, "addr"), Some("unix"));
+    assert_eq!(r.get(1, "port"), Some("6432"));
+    assert_eq!(r.get(1, "local_addr"), Some("unix"));
+    assert_eq!(r.get(1, "local_port"), Some("6432"));
     assert_eq!(r.get(1, "link"), Some(""));
     assert_eq!(r.get(1, "tag"), None);
     assert_eq!(r.get(2, "state"), Some("waiting"));

@@ -30,6 +30,9 @@ const LISTEN_DEFAULT: &str = "127.0.0.1:6432";
 pub struct FileConfig {
     /// Where to accept clients (a change needs a restart).
     pub listen: Vec<SocketAddr>,
+    /// The folder of a Unix socket to accept clients on as well, `.s.PGSQL.PORT` with the
+    /// first listen address's port (a change needs a restart).
+    pub unix_socket_dir: Option<PathBuf>,
     /// Everything else.
     pub proxy: ProxyConfig,
 }
@@ -38,6 +41,7 @@ pub struct FileConfig {
 #[serde(deny_unknown_fields)]
 struct Raw {
     listen: Option<Listen>,
+    unix_socket_dir: Option<PathBuf>,
     backend: Option<String>,
     #[serde(default)]
     databases: BTreeMap<String, RawDatabase>,
@@ -118,6 +122,12 @@ pub fn load_config(path: &Path) -> Result<FileConfig, String> {
 pub fn parse_config(text: &str, dir: &Path) -> Result<FileConfig, String> {
     let raw: Raw = toml::from_str(text).map_err(|e| e.to_string().trim_end().to_owned())?;
     let listen = listen(raw.listen)?;
+    let unix_socket_dir = match raw.unix_socket_dir {
+        Some(d) if d.as_os_str().is_empty() => {
+            return Err("unix_socket_dir: an empty path (leave the key out for none)".into())
+        }
+        d => d.map(|d| dir.join(d)),
+    };
     let tls = raw.tls.as_ref().map(|t| tls(t, dir)).transpose()?;
     let auth = match (&raw.auth_file, raw.auth) {
         (Some(_), Some(_)) => return Err("give auth_file or auth = \"trust\", not both".into()),
@@ -176,6 +186,7 @@ pub fn parse_config(text: &str, dir: &Path) -> Result<FileConfig, String> {
     };
     Ok(FileConfig {
         listen,
+        unix_socket_dir,
         proxy: proxy.checked()?,
     })
 }

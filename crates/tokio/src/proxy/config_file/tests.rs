@@ -8,6 +8,7 @@ use super::*;
 
 const FULL: &str = r#"
 listen = ["127.0.0.1:6432", "[::1]:6433"]
+unix_socket_dir = "/run/pgyard"
 backend = "host=db1,db2 port=5432"
 pool_mode = "session"
 pool_size = 7
@@ -49,6 +50,7 @@ fn every_key_is_read() {
             "[::1]:6433".parse().unwrap()
         ]
     );
+    assert_eq!(c.unix_socket_dir.as_deref(), Some(Path::new("/run/pgyard")));
     let p = &c.proxy;
     assert_eq!(p.backend.as_deref(), Some("host=db1,db2 port=5432"));
     assert_eq!(
@@ -81,6 +83,7 @@ fn every_key_is_read() {
 fn defaults_fill_what_is_left_out() {
     let c = parse(MIN).expect("parses");
     assert_eq!(c.listen, vec!["127.0.0.1:6432".parse().unwrap()]);
+    assert_eq!(c.unix_socket_dir, None, "no Unix socket unless asked for");
     let p = &c.proxy;
     assert_eq!(p.client.pool_mode, PoolMode::Transaction);
     assert_eq!(p.client.default_route, Route::Primary);
@@ -92,6 +95,19 @@ fn defaults_fill_what_is_left_out() {
     assert!(p.client.admin_users.is_empty());
     let one = parse(&format!("listen = \"127.0.0.2:7000\"\n{MIN}")).expect("one address");
     assert_eq!(one.listen, vec!["127.0.0.2:7000".parse().unwrap()]);
+}
+
+#[test]
+fn a_relative_unix_socket_dir_is_taken_from_beside_the_file() {
+    let c = parse_config(
+        &format!("unix_socket_dir = \"sockets\"\n{MIN}"),
+        Path::new("/etc/pgyard"),
+    )
+    .expect("parses");
+    assert_eq!(
+        c.unix_socket_dir.as_deref(),
+        Some(Path::new("/etc/pgyard/sockets"))
+    );
 }
 
 #[test]
@@ -129,6 +145,8 @@ fn wrong_values_are_named() {
         ("listen = \"localhost:6432\"", "localhost:6432"),
         ("listen = []", "listen"),
         ("listen = 6432", "listen"),
+        ("unix_socket_dir = \"\"", "unix_socket_dir"),
+        ("unix_socket_dir = 5", "unix_socket_dir"),
     ] {
         let e = error(&format!("{line}\n{MIN}"));
         assert!(e.contains(named), "{line}: {e}");

@@ -10,8 +10,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use pgyard_driver::{Clock, SessionInfo};
 use pgyard_proxy::admin::{
-    Activity, AdminError, AdminReply, AdminRequest, ClientRow, ClientState, ClientStats, ConfigRow,
-    ServerRow, ServerState, Snapshot, ALREADY_PAUSED, NOT_PAUSED, NO_FILE, PAUSE_ENDED,
+    Activity, AdminError, AdminReply, AdminRequest, ClientAddr, ClientRow, ClientState,
+    ClientStats, ConfigRow, ServerRow, ServerState, Snapshot, ALREADY_PAUSED, NOT_PAUSED, NO_FILE,
+    PAUSE_ENDED,
 };
 use pgyard_proxy::{ClientAuth, ClientId, ClientSession, Lent, PoolMode, ServerUse, TlsMode};
 use pgyard_types::Instant;
@@ -25,8 +26,8 @@ use crate::Session;
 /// What one client task publishes about its session, for the admin console.
 #[derive(Debug)]
 pub(in crate::proxy) struct ClientSlot {
-    peer: SocketAddr,
-    local: Option<SocketAddr>,
+    peer: ClientAddr,
+    local: Option<ClientAddr>,
     connected: SystemTime,
     /// The clock the session's instants are on.
     clock: Clock,
@@ -55,8 +56,8 @@ impl ClientSlot {
     /// The slot of a client connected now from `peer` to `local`, whose session runs on
     /// `clock`.
     pub(in crate::proxy) fn new(
-        peer: SocketAddr,
-        local: Option<SocketAddr>,
+        peer: ClientAddr,
+        local: Option<ClientAddr>,
         clock: Clock,
     ) -> ClientSlot {
         ClientSlot {
@@ -273,6 +274,13 @@ impl Shared {
                 "listen addresses change only with a restart"
             );
         }
+        if file.unix_socket_dir != self.unix_dir {
+            tracing::warn!(
+                running = ?self.unix_dir,
+                file = ?file.unix_socket_dir,
+                "unix_socket_dir changes only with a restart"
+            );
+        }
         self.reload(file.proxy).inspect_err(|e| {
             tracing::error!(error = %e, "reload failed; the running configuration stays");
         })
@@ -366,7 +374,7 @@ impl Shared {
             clients,
             servers,
             retired,
-            config: config_rows(&config, &self.addrs),
+            config: config_rows(&config, &self.addrs, self.unix_dir.as_deref()),
         }
     }
 }
@@ -401,7 +409,11 @@ fn secs(d: Option<Duration>) -> String {
 
 /// SHOW CONFIG: every key of the configuration file (`docs/proxy.md`) with its value in
 /// force, its default, and whether a reload changes it.
-pub(in crate::proxy) fn config_rows(c: &ProxyConfig, listen: &[SocketAddr]) -> Vec<ConfigRow> {
+pub(in crate::proxy) fn config_rows(
+    c: &ProxyConfig,
+    listen: &[SocketAddr],
+    unix_dir: Option<&std::path::Path>,
+) -> Vec<ConfigRow> {
     let row = |key: &str, value: String, default: &str, changeable: bool| ConfigRow {
         key: key.to_owned(),
         value,
@@ -411,6 +423,14 @@ pub(in crate::proxy) fn config_rows(c: &ProxyConfig, listen: &[SocketAddr]) -> V
     let addrs: Vec<String> = listen.iter().map(SocketAddr::to_string).collect();
     let mut rows = vec![
         row("listen", addrs.join(", "), "127.0.0.1:6432", false),
+        row(
+            "unix_socket_dir",
+            unix_dir
+                .map(|d| d.display().to_string())
+                .unwrap_or_default(),
+            "",
+            false,
+        ),
         row(
             "backend",
             c.backend.as_deref().map(masked).unwrap_or_default(),
@@ -519,7 +539,11 @@ mod tests {
         let mut c = ProxyConfig::new("host=db1 password=s3cret", client);
         c.databases
             .insert("shop".into(), "host=a dbname=shop_live".into());
-        let rows = config_rows(&c, &["127.0.0.1:6432".parse().expect("addr")]);
+        let rows = config_rows(
+            &c,
+            &["127.0.0.1:6432".parse().expect("addr")],
+            Some(std::path::Path::new("/run/pgyard")),
+        );
         let get = |k: &str| {
             rows.iter()
                 .find(|r| r.key == k)
@@ -536,6 +560,8 @@ mod tests {
         assert_eq!(get("server_idle_timeout").value, "600");
         assert_eq!(get("failover_timeout").value, "0");
         assert_eq!(get("admin_users").value, "ops, root");
+        assert_eq!(get("unix_socket_dir").value, "/run/pgyard");
+        assert!(!get("unix_socket_dir").changeable);
         assert_eq!(get("default_route").value, "standby");
         assert!(!get("listen").changeable && get("pool_size").changeable);
         // No `[tls]` table: TLS is off.

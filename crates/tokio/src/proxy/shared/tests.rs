@@ -27,7 +27,11 @@ fn shared(backend: &Backend) -> Arc<Shared> {
     let mut config = ProxyConfig::new(conninfo, client);
     config.pool.size = 1;
     config.seed = Some(7);
-    Shared::start(Arc::new(config.checked().expect("config")), Vec::new())
+    Shared::start(
+        Arc::new(config.checked().expect("config")),
+        Vec::new(),
+        None,
+    )
 }
 
 fn key() -> PoolKey {
