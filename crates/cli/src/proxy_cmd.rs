@@ -13,9 +13,10 @@ use pgyard_tokio::proxy::{self, Proxy, ProxyConfig, ProxyTls, TlsFile};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 /// The shortcut flags, which `--config` replaces.
-const FLAGS: [&str; 14] = [
+const FLAGS: [&str; 15] = [
     "listen",
     "unix_socket_dir",
+    "unix_auth",
     "backend",
     "pool_mode",
     "pool_size",
@@ -44,6 +45,10 @@ pub struct ProxyArgs {
     /// `--listen` port, which libpq opens for `host=DIR port=PORT`.
     #[arg(long, value_name = "DIR")]
     pub unix_socket_dir: Option<PathBuf>,
+    /// `peer`: clients on the Unix socket log in as the operating-system user they run as
+    /// (PostgreSQL's `peer`), with no password; TCP clients keep `--auth`/`--auth-file`.
+    #[arg(long, value_enum, requires = "unix_socket_dir")]
+    pub unix_auth: Option<UnixAuthArg>,
     /// The backend's connection string (its hosts, port, TLS and password settings); each
     /// pool adds the client's user and database and its route's `target_session_attrs`.
     #[arg(long, required_unless_present = "config")]
@@ -115,6 +120,13 @@ pub enum RouteArg {
     Standby,
     /// Any server.
     Any,
+}
+
+/// `--unix-auth`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum UnixAuthArg {
+    /// The socket's other end must run as the user it asks for.
+    Peer,
 }
 
 /// `--auth`.
@@ -278,5 +290,6 @@ fn config(args: &ProxyArgs) -> Result<ProxyConfig, String> {
         })?;
         config.tls = Some(tls);
     }
+    config.unix_peer = matches!(args.unix_auth, Some(UnixAuthArg::Peer));
     Ok(config)
 }

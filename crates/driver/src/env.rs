@@ -177,7 +177,18 @@ fn load(path: &[u8]) -> Option<MemFile> {
 /// a plain Linux system).
 fn passwd_entry() -> Option<(Vec<u8>, Vec<u8>)> {
     let uid = std::fs::metadata("/proc/self").ok()?.uid();
-    let passwd = std::fs::read("/etc/passwd").ok()?;
+    passwd_entry_of(&std::fs::read("/etc/passwd").ok()?, uid)
+}
+
+/// The name of user `uid` in `/etc/passwd` (what `getpwuid` reads on a plain Linux system;
+/// users known only to another name service are not found).
+pub fn user_name(uid: u32) -> Option<String> {
+    let (name, _) = passwd_entry_of(&std::fs::read("/etc/passwd").ok()?, uid)?;
+    String::from_utf8(name).ok()
+}
+
+/// The name and home directory of `uid` in the text of a passwd file.
+fn passwd_entry_of(passwd: &[u8], uid: u32) -> Option<(Vec<u8>, Vec<u8>)> {
     passwd.split(|&b| b == b'\n').find_map(|line| {
         let fields: Vec<&[u8]> = line.split(|&b| b == b':').collect();
         let entry_uid: u32 = std::str::from_utf8(fields.get(2)?).ok()?.parse().ok()?;
@@ -193,6 +204,22 @@ fn passwd_entry() -> Option<(Vec<u8>, Vec<u8>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn passwd_entries_are_found_by_uid() {
+        let passwd =
+            b"root:x:0:0:root:/root:/bin/sh\n# odd line\napp:x:1001:1001::/srv/app:/bin/false\n";
+        assert_eq!(
+            passwd_entry_of(passwd, 1001),
+            Some((b"app".to_vec(), b"/srv/app".to_vec()))
+        );
+        assert_eq!(
+            passwd_entry_of(passwd, 0).map(|e| e.0),
+            Some(b"root".to_vec())
+        );
+        assert_eq!(passwd_entry_of(passwd, 7), None);
+        assert_eq!(user_name(0).as_deref(), Some("root"), "this machine's root");
+    }
     use pgyard_conninfo::{configure, Keyword};
 
     /// The files of the fixture: system and user service files, two password files (one in

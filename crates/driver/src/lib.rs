@@ -58,7 +58,7 @@ pub mod tls;
 use std::time::Duration;
 
 pub use certnames::{CertificateNames, HostNameMismatch};
-pub use env::RealInputs;
+pub use env::{user_name, RealInputs};
 pub use error::{Error, ErrorKind};
 pub use frames::{
     cancel_request, decode, take_frame, RawFrame, Reply, Rows, SimpleQuery, SERVER_CLOSED,

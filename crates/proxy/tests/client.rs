@@ -767,3 +767,37 @@ fn what_a_server_says_after_the_transaction_ends_is_not_the_clients() {
         );
     }
 }
+
+#[test]
+fn peer_authentication_lets_in_only_the_socket_owners_own_name() {
+    let peer = |os_user: Option<&str>| {
+        let auth = ClientAuth::Peer {
+            os_user: os_user.map(str::to_owned),
+        };
+        let mut s = common::session_with(PoolMode::Transaction, auth);
+        s.handle_client_bytes(T0, &startup(&[]));
+        outputs(&mut s)
+    };
+    // The OS user is the user asked for: in, with no password asked.
+    let out = peer(Some("alice"));
+    assert!(
+        matches!(&out[..], [ClientOut::Acquire(k)] if k.user == "alice"),
+        "{out:?}"
+    );
+    // Anyone else, or an owner the adapter could not name: PostgreSQL's FATAL 28000.
+    for os_user in [Some("mallory"), Some("Alice"), None] {
+        let out = peer(os_user);
+        assert!(
+            !out.iter().any(|o| matches!(o, ClientOut::Acquire(_))),
+            "{os_user:?}: {out:?}"
+        );
+        let (text, closed) = fatal_text(&out);
+        assert!(
+            text.contains("FATAL")
+                && text.contains("C28000")
+                && text.contains("Peer authentication failed for user \"alice\""),
+            "{os_user:?}: {text:?}"
+        );
+        assert!(closed);
+    }
+}

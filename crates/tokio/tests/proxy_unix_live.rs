@@ -219,3 +219,56 @@ async fn tls_is_required_on_tcp_and_never_offered_on_the_socket() {
     raw.read_exact(&mut answer).await.expect("answer");
     assert_eq!(&answer, b"N");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peer_authentication_on_the_socket_and_trust_on_tcp() {
+    use std::os::unix::fs::MetadataExt;
+    let primary = Primary::start(Options::default()).expect("primary");
+    // This process's own user, which peer authentication will find at the socket's other end
+    // (psql runs as it too); the server gets a role of that name to log in as.
+    let uid = std::fs::metadata("/proc/self").expect("/proc/self").uid();
+    let me = pgyard_driver::user_name(uid).expect("this process's user name");
+    assert_ne!(
+        me, "postgres",
+        "the test needs a user other than the server's superuser"
+    );
+    let role = format!("\"{}\"", me.replace('"', "\"\""));
+    primary
+        .psql(&format!("create role {role} login"))
+        .expect("a role for this user");
+    let dir = SocketDir::new("peer");
+    let backend = format!("host=127.0.0.1 port={}", primary.port());
+    let mut cfg = config(backend, None);
+    cfg.unix_peer = true;
+    let proxy = proxy_at(&dir.0, cfg).await;
+
+    // As oneself over the socket: in, with no password, as that role on the server.
+    let as_me = format!(
+        "host={} port={} user={me} dbname=postgres",
+        dir.0.display(),
+        proxy.addr.port()
+    );
+    let out = psql_at(as_me, "select current_user")
+        .await
+        .expect("peer login as oneself");
+    assert_eq!(out, me);
+
+    // As anyone else over the socket: PostgreSQL's refusal.
+    let e = connect(&over_socket(&dir.0, &proxy, "postgres"))
+        .await
+        .expect_err("another user's name");
+    let text = e.to_string();
+    assert!(
+        text.contains("Peer authentication failed for user \"postgres\""),
+        "{text}"
+    );
+
+    // TCP clients keep the proxy's own auth (trust here).
+    let tcp = format!(
+        "host=127.0.0.1 port={} user=postgres dbname=postgres sslmode=disable",
+        proxy.addr.port()
+    );
+    let mut c = connect(&tcp).await.expect("trust on TCP");
+    let rows = c.simple_query("select current_user").await.expect("query");
+    assert_eq!(rows[0][0].as_deref(), Some("postgres"));
+}

@@ -57,6 +57,13 @@ pub enum ClientAuth {
     Trust,
     /// Against a user list.
     File(Arc<AuthFile>),
+    /// PostgreSQL's `peer`, for a client on a Unix socket: the operating-system user at the
+    /// other end of the socket (the adapter reads it from the socket's credentials; `None`
+    /// when it could not) must be the user the client asks for. No password is asked.
+    Peer {
+        /// The connecting process's user name.
+        os_user: Option<String>,
+    },
 }
 
 /// Which database names clients may ask for.

@@ -164,6 +164,14 @@ impl ClientSession {
         self.who = who;
         let secret = match &self.config.auth {
             ClientAuth::Trust => StoredSecret::Trust,
+            ClientAuth::Peer { os_user } if os_user.as_deref() == Some(self.who.user.as_str()) => {
+                StoredSecret::Trust
+            }
+            ClientAuth::Peer { .. } => {
+                // PostgreSQL's words; the user found is in the adapter's log.
+                let text = format!("Peer authentication failed for user \"{}\"", self.who.user);
+                return self.fatal(b"28000", &text);
+            }
             ClientAuth::File(f) => f
                 .get(&self.who.user)
                 .map_or(StoredSecret::Unknown, |p| p.stored()),

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pgyard_proxy::admin::ADMIN_DATABASE;
-use pgyard_proxy::{AuthFile, ClientConfig, Databases, PoolSettings};
+use pgyard_proxy::{AuthFile, ClientAuth, ClientConfig, Databases, PoolSettings};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -64,6 +64,10 @@ pub struct ProxyConfig {
     /// TLS to clients (`None`: every SSLRequest is answered `N`). Read when a client
     /// connects, so a reload with new certificate files applies to new connections.
     pub tls: Option<ProxyTls>,
+    /// Clients on the Unix socket log in by peer authentication (PostgreSQL's `peer`: the
+    /// socket's other end must run as the user it asks for) instead of `client.auth`, which
+    /// TCP clients keep. Read when a client connects.
+    pub unix_peer: bool,
 }
 
 impl ProxyConfig {
@@ -81,6 +85,7 @@ impl ProxyConfig {
             shutdown_timeout: Duration::from_secs(30),
             file: None,
             tls: None,
+            unix_peer: false,
         }
     }
 
@@ -98,6 +103,13 @@ impl ProxyConfig {
     pub fn checked(mut self) -> Result<ProxyConfig, String> {
         if self.pool.size == 0 {
             return Err("pool_size must be at least 1".into());
+        }
+        if matches!(self.client.auth, ClientAuth::Peer { .. }) {
+            return Err(
+                "peer authentication is for the Unix socket only (unix_auth = \"peer\"); \
+                 the auth for TCP clients is auth_file or trust"
+                    .into(),
+            );
         }
         if self.databases.contains_key(ADMIN_DATABASE) {
             return Err(format!(

@@ -250,11 +250,18 @@ impl Shared {
         // The pools' clock: a client task's reading of it serves the pools too.
         let slot = ClientSlot::new(peer, local, self.clock);
         let slot = Arc::new(slot);
+        let mut client = config.client.clone();
+        if let (ClientIo::Unix(sock), true) = (&io, config.unix_peer) {
+            let uid = sock.peer_cred().ok().map(|c| c.uid());
+            let os_user = uid.and_then(pgyard_driver::user_name);
+            tracing::debug!(client = id, ?uid, ?os_user, "peer of the Unix socket");
+            client.auth = ClientAuth::Peer { os_user };
+        }
         let mut task = client_task::ClientTask::new(
             id,
             self.seed,
             over,
-            config.client.clone(),
+            client,
             self.clone(),
             self.phase(),
             slot.clone(),
@@ -658,7 +665,8 @@ impl Shared {
                 f.get(&key.user).and_then(|p| p.plain()).map(str::to_owned),
                 proven,
             ),
-            ClientAuth::Trust => (None, None),
+            // Peer is only ever a client's own (`ProxyConfig::checked` refuses it here).
+            ClientAuth::Trust | ClientAuth::Peer { .. } => (None, None),
         };
         let conninfo = server_conninfo(&config, &key, password.as_deref());
         let options = ConnectOptions::default()

@@ -42,6 +42,7 @@ pub struct FileConfig {
 struct Raw {
     listen: Option<Listen>,
     unix_socket_dir: Option<PathBuf>,
+    unix_auth: Option<RawUnixAuth>,
     backend: Option<String>,
     #[serde(default)]
     databases: BTreeMap<String, RawDatabase>,
@@ -99,6 +100,12 @@ enum RawAuth {
     Trust,
 }
 
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum RawUnixAuth {
+    Peer,
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawTls {
@@ -128,6 +135,10 @@ pub fn parse_config(text: &str, dir: &Path) -> Result<FileConfig, String> {
         }
         d => d.map(|d| dir.join(d)),
     };
+    let unix_peer = matches!(raw.unix_auth, Some(RawUnixAuth::Peer));
+    if unix_peer && unix_socket_dir.is_none() {
+        return Err("unix_auth = \"peer\" needs unix_socket_dir: there is no Unix socket".into());
+    }
     let tls = raw.tls.as_ref().map(|t| tls(t, dir)).transpose()?;
     let auth = match (&raw.auth_file, raw.auth) {
         (Some(_), Some(_)) => return Err("give auth_file or auth = \"trust\", not both".into()),
@@ -183,6 +194,7 @@ pub fn parse_config(text: &str, dir: &Path) -> Result<FileConfig, String> {
         shutdown_timeout: seconds("shutdown_timeout", raw.shutdown_timeout.unwrap_or(30.0))?,
         file: None,
         tls,
+        unix_peer,
     };
     Ok(FileConfig {
         listen,

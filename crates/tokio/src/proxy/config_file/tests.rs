@@ -9,6 +9,7 @@ use super::*;
 const FULL: &str = r#"
 listen = ["127.0.0.1:6432", "[::1]:6433"]
 unix_socket_dir = "/run/pgyard"
+unix_auth = "peer"
 backend = "host=db1,db2 port=5432"
 pool_mode = "session"
 pool_size = 7
@@ -52,6 +53,7 @@ fn every_key_is_read() {
     );
     assert_eq!(c.unix_socket_dir.as_deref(), Some(Path::new("/run/pgyard")));
     let p = &c.proxy;
+    assert!(p.unix_peer);
     assert_eq!(p.backend.as_deref(), Some("host=db1,db2 port=5432"));
     assert_eq!(
         p.databases.get("shop").map(String::as_str),
@@ -85,6 +87,10 @@ fn defaults_fill_what_is_left_out() {
     assert_eq!(c.listen, vec!["127.0.0.1:6432".parse().unwrap()]);
     assert_eq!(c.unix_socket_dir, None, "no Unix socket unless asked for");
     let p = &c.proxy;
+    assert!(
+        !p.unix_peer,
+        "the socket's clients use `auth` too unless told"
+    );
     assert_eq!(p.client.pool_mode, PoolMode::Transaction);
     assert_eq!(p.client.default_route, Route::Primary);
     assert_eq!(p.client.login_timeout, Duration::from_secs(60));
@@ -147,6 +153,8 @@ fn wrong_values_are_named() {
         ("listen = 6432", "listen"),
         ("unix_socket_dir = \"\"", "unix_socket_dir"),
         ("unix_socket_dir = 5", "unix_socket_dir"),
+        ("unix_auth = \"peer\"", "needs unix_socket_dir"),
+        ("unix_socket_dir = \"/s\"\nunix_auth = \"ident\"", "ident"),
     ] {
         let e = error(&format!("{line}\n{MIN}"));
         assert!(e.contains(named), "{line}: {e}");

@@ -453,6 +453,7 @@ pub(in crate::proxy) fn config_rows(
     let auth = match &c.client.auth {
         ClientAuth::Trust => "trust".to_owned(),
         ClientAuth::File(f) => format!("auth_file ({} users)", f.len()),
+        ClientAuth::Peer { .. } => "peer".to_owned(),
     };
     let admins: Vec<&str> = c.client.admin_users.iter().map(String::as_str).collect();
     rows.extend([
@@ -465,6 +466,12 @@ pub(in crate::proxy) fn config_rows(
             true,
         ),
         row("auth", auth, "", true),
+        row(
+            "unix_auth",
+            if c.unix_peer { "peer" } else { "" }.into(),
+            "",
+            true,
+        ),
         row("admin_users", admins.join(", "), "", true),
         row(
             "max_client_conn",
@@ -562,6 +569,7 @@ mod tests {
         assert_eq!(get("admin_users").value, "ops, root");
         assert_eq!(get("unix_socket_dir").value, "/run/pgyard");
         assert!(!get("unix_socket_dir").changeable);
+        assert_eq!(get("unix_auth").value, "", "the socket's clients use `auth`");
         assert_eq!(get("default_route").value, "standby");
         assert!(!get("listen").changeable && get("pool_size").changeable);
         // No `[tls]` table: TLS is off.
