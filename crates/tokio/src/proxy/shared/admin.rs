@@ -569,7 +569,11 @@ mod tests {
         assert_eq!(get("admin_users").value, "ops, root");
         assert_eq!(get("unix_socket_dir").value, "/run/pgyard");
         assert!(!get("unix_socket_dir").changeable);
-        assert_eq!(get("unix_auth").value, "", "the socket's clients use `auth`");
+        assert_eq!(
+            get("unix_auth").value,
+            "",
+            "the socket's clients use `auth`"
+        );
         assert_eq!(get("default_route").value, "standby");
         assert!(!get("listen").changeable && get("pool_size").changeable);
         // No `[tls]` table: TLS is off.
