@@ -298,6 +298,11 @@ fn draw_proxy(rng: &mut Rng, t: &mut Trace) -> Result<Proxy, Violation> {
         Arc::from(&h[..])
     });
     let login = auth::draw(rng, t)?;
+    let (mode, end_point) = match login.auth {
+        // A Unix socket's clients: no TLS there, as the adapter offers none.
+        ClientAuth::Peer { .. } => (TlsMode::Disable, None),
+        _ => (mode, end_point),
+    };
     let admins: BTreeSet<String> = login
         .users
         .iter()
@@ -346,8 +351,17 @@ fn connection(
     rng.fill_bytes(&mut random.salt);
     rng.fill_bytes(&mut random.nonce);
     rng.fill_bytes(&mut random.mock_salt);
+    // Peer authentication: the adapter names the socket's owner when the client connects.
+    let owner = auth::socket_owner(rng, &p.login);
+    let own = owner.as_ref().map(|os_user| Login {
+        auth: ClientAuth::Peer {
+            os_user: os_user.clone(),
+        },
+        users: Vec::new(),
+    });
+    let login = own.as_ref().unwrap_or(&p.login);
     let config = ClientConfig {
-        auth: p.login.auth.clone(),
+        auth: login.auth.clone(),
         admin_users: Arc::new(p.admins.clone()),
         ..super::proxy_client::client_config(p.pool_mode)
     };
@@ -369,6 +383,9 @@ fn connection(
         now,
     };
     trace!(t, "conn {k} prelude {prelude:?}");
+    if let Some(os_user) = &owner {
+        trace!(t, "conn {k} on the Unix socket of {os_user:?}");
+    }
     if uniform_inclusive(rng, 19) == 0 {
         // SIGTERM before the first byte: no login is let in any more.
         trace!(t, "conn {k} drained at once");
@@ -419,7 +436,7 @@ fn connection(
         return ends_with_fatal(&mut c, "08P01", "SSL required");
     }
     let end_point = p.end_point.as_deref().filter(|_| tls);
-    if !auth::log_in(&mut c, &p.login, &who, end_point)? {
+    if !auth::log_in(&mut c, login, &who, end_point)? {
         return Ok(());
     }
     let app = (!app.is_empty()).then_some(app);

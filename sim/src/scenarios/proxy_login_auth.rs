@@ -53,14 +53,18 @@ pub(super) struct Who {
 
 const NAMES: [&str; 5] = ["app", "ops", "o\"brien", "data team", "zoë"];
 
-/// Trust one seed in four; else an auth file of one to three users.
+/// Trust one seed in eight, peer authentication (a Unix socket's clients) one in eight; else
+/// an auth file of one to three users.
 pub(super) fn draw(rng: &mut Rng, t: &mut Trace) -> Result<Login, Violation> {
     if uniform_inclusive(rng, 3) == 0 {
-        trace!(t, "auth trust");
-        return Ok(Login {
-            auth: ClientAuth::Trust,
-            users: Vec::new(),
-        });
+        if uniform_inclusive(rng, 1) == 0 {
+            trace!(t, "auth trust");
+            return Ok(Login {
+                auth: ClientAuth::Trust,
+                users: Vec::new(),
+            });
+        }
+        return Ok(peer(rng, t));
     }
     let mut names: Vec<&str> = NAMES.to_vec();
     let n = 1 + uniform_inclusive(rng, 2) as usize;
@@ -103,6 +107,45 @@ pub(super) fn draw(rng: &mut Rng, t: &mut Trace) -> Result<Login, Violation> {
     Ok(Login {
         auth: ClientAuth::File(Arc::new(file)),
         users,
+    })
+}
+
+/// Peer authentication: one to three operating-system users who connect (no passwords);
+/// each connection's socket owner is drawn by [`socket_owner`].
+fn peer(rng: &mut Rng, t: &mut Trace) -> Login {
+    let mut names: Vec<&str> = NAMES.to_vec();
+    let n = 1 + uniform_inclusive(rng, 2) as usize;
+    let users: Vec<User> = (0..n)
+        .map(|_| User {
+            name: names
+                .remove(uniform_inclusive(rng, names.len() as u64 - 1) as usize)
+                .to_owned(),
+            password: String::new(),
+            stored: Stored::Plain,
+        })
+        .collect();
+    let listed: Vec<&str> = users.iter().map(|u| u.name.as_str()).collect();
+    trace!(t, "auth peer {listed:?}");
+    Login {
+        auth: ClientAuth::Peer { os_user: None },
+        users,
+    }
+}
+
+/// Under peer authentication, the owner of a connection's socket: one of the seed's users
+/// (half the time), someone else, or nobody the adapter could name. `None` for other checks.
+pub(super) fn socket_owner(rng: &mut Rng, login: &Login) -> Option<Option<String>> {
+    if !matches!(login.auth, ClientAuth::Peer { .. }) {
+        return None;
+    }
+    Some(match uniform_inclusive(rng, 3) {
+        0 => None,
+        1 => Some("nobody".to_owned()),
+        _ => Some(
+            login.users[uniform_inclusive(rng, login.users.len() as u64 - 1) as usize]
+                .name
+                .clone(),
+        ),
     })
 }
 
@@ -165,8 +208,18 @@ pub(super) fn log_in(
     who: &Who,
     end_point: Option<&[u8]>,
 ) -> Result<bool, Violation> {
-    if matches!(login.auth, ClientAuth::Trust) {
-        return Ok(true);
+    match &login.auth {
+        ClientAuth::Trust => return Ok(true),
+        // No password is asked: the socket's owner is the user asked for, or PostgreSQL's
+        // FATAL 28000.
+        ClientAuth::Peer { os_user } if os_user.as_deref() == Some(who.user.as_str()) => {
+            return Ok(true)
+        }
+        ClientAuth::Peer { .. } => {
+            let text = format!("Peer authentication failed for user \"{}\"", who.user);
+            return ends_with_fatal(c, "28000", &text).map(|()| false);
+        }
+        ClientAuth::File(_) => {}
     }
     let entry = login.users.iter().find(|u| u.name == who.user);
     let passes = entry.is_some_and(|u| u.password == who.password);
