@@ -4,8 +4,9 @@
 //! Input: the first byte picks the pool mode (bit 0), the password check (bit 1: trust or
 //! an auth file with an MD5 user), TLS (bits 2 and 3: off, offered, or required), whether a
 //! handshake agrees on ALPN `postgresql` (bit 4 clear) or on none, whether the auth
-//! file's user is an admin user (bit 5), and peer authentication instead (bit 6: the socket's
-//! owner is `u` with bit 1 clear, unknown with it set); then a sequence of `[op][len][len bytes]` steps:
+//! file's user is an admin user (bit 5), and peer authentication instead (bit 6: the
+//! socket's owner is `u` with bit 1 clear, unknown with it set); then a sequence of
+//! `[op][len][len bytes]` steps:
 //! op % 7 is 0 client bytes, 1 server bytes, 2 a server lent (its settings from the bytes) —
 //! or, while an admin command awaits the adapter, the adapter's reply (made from the bytes) —
 //! 3 the server lost, 4 the pool refusing, 5 the clock at the bytes' value, 6 the client gone.

@@ -1,6 +1,7 @@
 //! A client connection's byte stream: the TCP socket, TLS over it once the session asked
-//! for a handshake, or a Unix-domain socket (never encrypted, as in PostgreSQL). Bytes read before the handshake that belong to it (direct TLS's first
-//! record, which the session had to see to recognise) are put back in front of the socket.
+//! for a handshake, or a Unix-domain socket (never encrypted, as in PostgreSQL). Bytes read
+//! before the handshake that belong to it (direct TLS's first record, which the session had
+//! to see to recognise) are put back in front of the socket.
 
 use std::io;
 use std::pin::Pin;
