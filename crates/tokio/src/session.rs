@@ -111,16 +111,16 @@ impl Session {
     }
 
     /// Whether a server that nobody reads from sent something or closed, asked without
-    /// waiting and without a wake-up registered: `None` unless the connection is plain TCP
-    /// (a TLS layer may hold bytes of its own). A byte found is consumed: for a relay that
+    /// waiting and without a wake-up registered: `None` unless the connection is a plain TCP
+    /// or Unix socket (a TLS layer may hold bytes of its own). A byte found is consumed: for a relay that
     /// then drops the connection, since an idle server speaks only to end the session.
     pub(crate) fn spoke_unread(&mut self) -> Option<bool> {
         if !self.core.take_buffered().is_empty() {
             return Some(true);
         }
-        let tcp = self.core.transport_mut().ok()?.plain_tcp()?;
+        let plain = self.core.transport_mut().ok()?.plain()?;
         let mut probe = [0u8; 1];
-        match tcp.try_read(&mut probe) {
+        match plain.try_read(&mut probe) {
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Some(false),
             _ => Some(true),
         }

@@ -15,10 +15,38 @@ pub(crate) trait Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static {
         None
     }
 
-    /// The TCP socket when the stream is that socket itself, with no layer (TLS) that may
-    /// hold bytes of its own.
-    fn plain_tcp(&self) -> Option<&TcpStream> {
+    /// The socket when the stream is that socket itself, with no layer (TLS) that may hold
+    /// bytes of its own.
+    fn plain(&self) -> Option<PlainSocket<'_>> {
         None
+    }
+}
+
+/// A TCP or Unix socket read and written with nothing in between: a non-blocking read or
+/// write on it is the whole story.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum PlainSocket<'a> {
+    /// TCP.
+    Tcp(&'a TcpStream),
+    /// A Unix-domain socket.
+    Unix(&'a UnixStream),
+}
+
+impl PlainSocket<'_> {
+    /// One non-blocking write, registering no wake-up.
+    pub(crate) fn try_write(self, bytes: &[u8]) -> io::Result<usize> {
+        match self {
+            PlainSocket::Tcp(s) => s.try_write(bytes),
+            PlainSocket::Unix(s) => s.try_write(bytes),
+        }
+    }
+
+    /// One non-blocking read, registering no wake-up.
+    pub(crate) fn try_read(self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            PlainSocket::Tcp(s) => s.try_read(buf),
+            PlainSocket::Unix(s) => s.try_read(buf),
+        }
     }
 }
 
@@ -27,12 +55,16 @@ impl Stream for TcpStream {
         Some(self)
     }
 
-    fn plain_tcp(&self) -> Option<&TcpStream> {
-        Some(self)
+    fn plain(&self) -> Option<PlainSocket<'_>> {
+        Some(PlainSocket::Tcp(self))
     }
 }
 
-impl Stream for UnixStream {}
+impl Stream for UnixStream {
+    fn plain(&self) -> Option<PlainSocket<'_>> {
+        Some(PlainSocket::Unix(self))
+    }
+}
 
 impl Stream for tokio_rustls::client::TlsStream<Transport> {
     fn tcp(&self) -> Option<&TcpStream> {
@@ -44,7 +76,7 @@ impl Stream for tokio_rustls::client::TlsStream<Transport> {
 pub(crate) type Transport = Box<dyn Stream>;
 
 pub(crate) async fn write_flush(t: &mut Transport, bytes: &[u8]) -> io::Result<()> {
-    match owed_after_try(t.plain_tcp(), bytes)? {
+    match owed_after_try(t.plain(), bytes)? {
         Some(rest) => {
             t.write_all(rest).await?;
             t.flush().await
@@ -53,30 +85,22 @@ pub(crate) async fn write_flush(t: &mut Transport, bytes: &[u8]) -> io::Result<(
     }
 }
 
-/// What a whole write of `bytes` still owes after one non-blocking attempt on `tcp`, the
-/// stream's own socket when it is plain TCP: `None` once all went out (almost always, for a
-/// message of a proxy or driver; flushing plain TCP does nothing), else the bytes left for
-/// the general path's write and flush (all of them when there is no plain socket).
+/// What a whole write of `bytes` still owes after one non-blocking attempt on `plain`, the
+/// stream's own socket when it has no layer above it: `None` once all went out (almost
+/// always, for a message of a proxy or driver; flushing a plain socket does nothing), else the
+/// bytes left for the general path's write and flush (all of them when there is no plain
+/// socket).
 pub(crate) fn owed_after_try<'a>(
-    tcp: Option<&TcpStream>,
+    plain: Option<PlainSocket<'_>>,
     bytes: &'a [u8],
 ) -> io::Result<Option<&'a [u8]>> {
-    match tcp {
-        Some(tcp) => owed_after(bytes, |b| tcp.try_write(b)),
-        None => Ok(Some(bytes)),
-    }
-}
-
-/// What a whole write of `bytes` still owes after one non-blocking attempt, `try_write`, on
-/// a plain socket of any kind (see [`owed_after_try`]).
-pub(crate) fn owed_after(
-    bytes: &[u8],
-    try_write: impl FnOnce(&[u8]) -> io::Result<usize>,
-) -> io::Result<Option<&[u8]>> {
+    let Some(plain) = plain else {
+        return Ok(Some(bytes));
+    };
     if bytes.is_empty() {
         return Ok(None);
     }
-    match try_write(bytes) {
+    match plain.try_write(bytes) {
         Ok(n) if n == bytes.len() => Ok(None),
         Ok(n) => Ok(Some(&bytes[n..])),
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Some(bytes)),

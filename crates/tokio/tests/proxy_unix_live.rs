@@ -133,6 +133,33 @@ async fn clients_on_the_unix_socket_share_the_pool_and_show_as_unix() {
         pids.iter().all(|p| *p == pids[0]),
         "one server serves all three: {pids:?}"
     );
+    // The idle server, on PostgreSQL's Unix socket, is ended behind the proxy's back: it is
+    // found to have spoken (its FATAL, then EOF) before it is lent again, and the next
+    // transaction runs on a new one.
+    primary
+        .psql(&format!("select pg_terminate_backend({})", pids[0]))
+        .expect("terminate the idle server");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while primary
+        .psql(&format!(
+            "select count(*) from pg_stat_activity where pid = {}",
+            pids[0]
+        ))
+        .expect("pg_stat_activity")
+        != "0"
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server never ended"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let rows = a
+        .simple_query("select pg_backend_pid()")
+        .await
+        .expect("after the kill");
+    let fresh = rows[0][0].clone().expect("a pid");
+    assert_ne!(fresh, pids[0], "a new server, not the dead one");
 
     // SHOW CLIENTS (from psql on the socket): the Unix clients as PgBouncer shows them, the
     // TCP one with its address.

@@ -91,12 +91,13 @@ impl ClientIo {
     /// whole at once: one non-blocking attempt first, without the futures, the trait calls
     /// and the flush of the general path (about 150 instructions a write).
     pub(super) async fn write_whole(&mut self, bytes: &[u8]) -> io::Result<()> {
-        let owed = match self {
-            ClientIo::Plain(s) => crate::transport::owed_after_try(Some(&*s), bytes)?,
-            ClientIo::Unix(s) => crate::transport::owed_after(bytes, |b| s.try_write(b))?,
-            _ => Some(bytes),
+        use crate::transport::{owed_after_try, PlainSocket};
+        let plain = match self {
+            ClientIo::Plain(s) => Some(PlainSocket::Tcp(s)),
+            ClientIo::Unix(s) => Some(PlainSocket::Unix(s)),
+            _ => None,
         };
-        match owed {
+        match owed_after_try(plain, bytes)? {
             Some(rest) => {
                 self.write_all(rest).await?;
                 self.flush().await

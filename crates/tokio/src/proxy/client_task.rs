@@ -399,7 +399,7 @@ async fn linger(sock: &mut ClientIo) {
 
 /// Whether an idle server has something to say (or is closed): an idle server speaks only
 /// to end the session, so any byte, EOF or error means it must not be lent. One poll, no
-/// waiting (a zero timeout would wait for the timer's next tick). On plain TCP a
+/// waiting (a zero timeout would wait for the timer's next tick). On a plain socket a
 /// non-blocking read that registers no wake-up (a third of the cost of a poll).
 async fn stale(conn: &mut Session) -> bool {
     if let Some(spoke) = conn.spoke_unread() {
