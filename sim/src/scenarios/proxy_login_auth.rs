@@ -71,7 +71,7 @@ pub(super) fn draw(rng: &mut Rng, t: &mut Trace) -> Result<Login, Violation> {
     let mut users = Vec::new();
     let mut text = String::new();
     for i in 0..n {
-        let name = names.remove(uniform_inclusive(rng, names.len() as u64 - 1) as usize);
+        let name = names.remove(any_index(rng, names.len()));
         // A plain password costs a 4,096-iteration verifier when the file is read and
         // at each login with it: one user in sixty.
         let stored = match uniform_inclusive(rng, 59) {
@@ -117,9 +117,7 @@ fn peer(rng: &mut Rng, t: &mut Trace) -> Login {
     let n = 1 + uniform_inclusive(rng, 2) as usize;
     let users: Vec<User> = (0..n)
         .map(|_| User {
-            name: names
-                .remove(uniform_inclusive(rng, names.len() as u64 - 1) as usize)
-                .to_owned(),
+            name: names.remove(any_index(rng, names.len())).to_owned(),
             password: String::new(),
             stored: Stored::Plain,
         })
@@ -141,12 +139,13 @@ pub(super) fn socket_owner(rng: &mut Rng, login: &Login) -> Option<Option<String
     Some(match uniform_inclusive(rng, 3) {
         0 => None,
         1 => Some("nobody".to_owned()),
-        _ => Some(
-            login.users[uniform_inclusive(rng, login.users.len() as u64 - 1) as usize]
-                .name
-                .clone(),
-        ),
+        _ => Some(login.users[any_index(rng, login.users.len())].name.clone()),
     })
+}
+
+/// An index into a list of `len` (at least one) items, uniformly.
+fn any_index(rng: &mut Rng, len: usize) -> usize {
+    uniform_inclusive(rng, len as u64 - 1) as usize
 }
 
 /// Writes one `"name" "secret"` line, quotes doubled, sometimes indented or with a field
@@ -178,7 +177,7 @@ fn line(rng: &mut Rng, text: &mut String, name: &str, password: &str, stored: St
 pub(super) fn draw_client(rng: &mut Rng, login: &Login) -> Who {
     let listed = !login.users.is_empty() && uniform_inclusive(rng, 9) < 7;
     let (user, password) = if listed {
-        let u = &login.users[uniform_inclusive(rng, login.users.len() as u64 - 1) as usize];
+        let u = &login.users[any_index(rng, login.users.len())];
         (u.name.clone(), u.password.clone())
     } else {
         ("nobody".to_owned(), "whatever".to_owned())

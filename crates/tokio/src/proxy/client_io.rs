@@ -15,8 +15,8 @@ use tokio_rustls::TlsAcceptor;
 
 /// The client connection, plain or encrypted.
 pub(super) enum ClientIo {
-    /// Plaintext.
-    Plain(TcpStream),
+    /// Plain TCP.
+    Tcp(TcpStream),
     /// A Unix-domain socket.
     Unix(UnixStream),
     /// TLS (boxed: rustls's state is large).
@@ -33,7 +33,7 @@ impl ClientIo {
         acceptor: TlsAcceptor,
         early: Bytes,
     ) -> io::Result<Option<Vec<u8>>> {
-        let ClientIo::Plain(sock) = std::mem::replace(self, ClientIo::Gone) else {
+        let ClientIo::Tcp(sock) = std::mem::replace(self, ClientIo::Gone) else {
             return Err(io::Error::other(
                 "TLS asked for twice, or over a Unix socket",
             ));
@@ -93,7 +93,7 @@ impl ClientIo {
     pub(super) async fn write_whole(&mut self, bytes: &[u8]) -> io::Result<()> {
         use crate::transport::{owed_after_try, PlainSocket};
         let plain = match self {
-            ClientIo::Plain(s) => Some(PlainSocket::Tcp(s)),
+            ClientIo::Tcp(s) => Some(PlainSocket::Tcp(s)),
             ClientIo::Unix(s) => Some(PlainSocket::Unix(s)),
             _ => None,
         };
@@ -114,7 +114,7 @@ impl AsyncRead for ClientIo {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
-            ClientIo::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            ClientIo::Tcp(s) => Pin::new(s).poll_read(cx, buf),
             ClientIo::Unix(s) => Pin::new(s).poll_read(cx, buf),
             ClientIo::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
             ClientIo::Gone => Poll::Ready(Ok(())),
@@ -129,7 +129,7 @@ impl AsyncWrite for ClientIo {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
-            ClientIo::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            ClientIo::Tcp(s) => Pin::new(s).poll_write(cx, buf),
             ClientIo::Unix(s) => Pin::new(s).poll_write(cx, buf),
             ClientIo::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
             ClientIo::Gone => Poll::Ready(Err(io::ErrorKind::NotConnected.into())),
@@ -138,7 +138,7 @@ impl AsyncWrite for ClientIo {
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
-            ClientIo::Plain(s) => Pin::new(s).poll_flush(cx),
+            ClientIo::Tcp(s) => Pin::new(s).poll_flush(cx),
             ClientIo::Unix(s) => Pin::new(s).poll_flush(cx),
             ClientIo::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
             ClientIo::Gone => Poll::Ready(Ok(())),
@@ -147,7 +147,7 @@ impl AsyncWrite for ClientIo {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
-            ClientIo::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            ClientIo::Tcp(s) => Pin::new(s).poll_shutdown(cx),
             ClientIo::Unix(s) => Pin::new(s).poll_shutdown(cx),
             ClientIo::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
             ClientIo::Gone => Poll::Ready(Ok(())),

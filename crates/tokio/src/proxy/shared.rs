@@ -45,7 +45,7 @@ impl Accepted {
         let _ = sock.set_nodelay(true);
         let local = sock.local_addr().ok().map(ClientAddr::Tcp);
         Accepted {
-            io: ClientIo::Plain(sock),
+            io: ClientIo::Tcp(sock),
             peer: ClientAddr::Tcp(peer),
             local,
         }
