@@ -13,7 +13,7 @@ use pgyard_tokio::proxy::{self, Proxy, ProxyConfig, ProxyTls, TlsFile};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 /// The shortcut flags, which `--config` replaces.
-const FLAGS: [&str; 15] = [
+const FLAGS: [&str; 16] = [
     "listen",
     "unix_socket_dir",
     "unix_auth",
@@ -29,6 +29,7 @@ const FLAGS: [&str; 15] = [
     "tls_cert",
     "tls_key",
     "tls_mode",
+    "tls_ca",
 ];
 
 /// Arguments of `pgyard proxy`.
@@ -65,7 +66,8 @@ pub struct ProxyArgs {
     /// Users and passwords in PgBouncer's auth_file format.
     #[arg(long, conflicts_with = "auth")]
     pub auth_file: Option<PathBuf>,
-    /// `trust`: no password check (only on a loopback listen address).
+    /// `trust`: no password check (only on a loopback listen address); `cert`: the client's
+    /// certificate (verified against `--tls-ca`) must name the user as its Common Name.
     #[arg(long)]
     pub auth: Option<AuthArg>,
     /// Seconds a client waits for a server before it gets `query_wait_timeout`.
@@ -87,6 +89,9 @@ pub struct ProxyArgs {
     /// When clients use TLS (PgBouncer's `client_tls_sslmode`); `prefer` with a certificate.
     #[arg(long, value_enum, requires = "tls_cert")]
     pub tls_mode: Option<TlsModeArg>,
+    /// The CA (PEM) client certificates are verified against; clients are then asked for one.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_ca: Option<PathBuf>,
 }
 
 /// `--tls-mode`.
@@ -100,6 +105,10 @@ pub enum TlsModeArg {
     Prefer,
     /// TLS when the client asks for it; a plaintext login is refused.
     Require,
+    /// As `require`, with a client certificate signed by `--tls-ca`.
+    VerifyCa,
+    /// As `verify-ca`, and the certificate's Common Name is the user name.
+    VerifyFull,
 }
 
 /// `--pool-mode`.
@@ -134,6 +143,8 @@ pub enum UnixAuthArg {
 pub enum AuthArg {
     /// No password check.
     Trust,
+    /// The client certificate's Common Name is the user name; no password.
+    Cert,
 }
 
 /// Runs the proxy until a signal stops it: SIGHUP re-reads the configuration file, SIGTERM
@@ -247,7 +258,11 @@ fn config(args: &ProxyArgs) -> Result<ProxyConfig, String> {
         (None, Some(AuthArg::Trust)) => {
             return Err("--auth trust is allowed only on a loopback --listen address".into())
         }
-        (None, None) => return Err("give --auth-file FILE or --auth trust".into()),
+        (None, Some(AuthArg::Cert)) if args.tls_ca.is_some() => ClientAuth::Cert,
+        (None, Some(AuthArg::Cert)) => {
+            return Err("--auth cert needs client certificates: --tls-ca FILE".into())
+        }
+        (None, None) => return Err("give --auth-file FILE, --auth trust or --auth cert".into()),
     };
     let pool_mode = match args.pool_mode {
         ModeArg::Transaction => PoolMode::Transaction,
@@ -280,11 +295,15 @@ fn config(args: &ProxyArgs) -> Result<ProxyConfig, String> {
             TlsModeArg::Allow => TlsMode::Allow,
             TlsModeArg::Prefer => TlsMode::Prefer,
             TlsModeArg::Require => TlsMode::Require,
+            TlsModeArg::VerifyCa => TlsMode::VerifyCa,
+            TlsModeArg::VerifyFull => TlsMode::VerifyFull,
         };
-        let tls = ProxyTls::from_files(mode, cert, key).map_err(|e| {
+        let ca = args.tls_ca.as_deref();
+        let tls = ProxyTls::from_files_with_ca(mode, cert, key, ca).map_err(|e| {
             let flag = match e.file {
                 TlsFile::Cert => "--tls-cert",
                 TlsFile::Key => "--tls-key",
+                TlsFile::Ca => "--tls-ca",
             };
             format!("{flag}: {}", e.message)
         })?;

@@ -212,3 +212,84 @@ fn tls_flags_serve_a_certificate_without_a_file() {
         .expect("run pgyard proxy");
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
 }
+
+#[test]
+fn auth_cert_from_the_flags_lets_in_the_certificates_user() {
+    use std::os::unix::fs::PermissionsExt;
+    let primary = Primary::start(Options::default()).expect("primary");
+    let dir = folder("cert");
+    let ca = pgyard_testkit::fixtures::TestCa::new("flags CA").expect("CA");
+    let sign = |names: Vec<String>, cn: &str, stem: &str| {
+        let mut params = rcgen::CertificateParams::new(names).expect("params");
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, cn);
+        let (cert, key) = ca.sign(params).expect("signed");
+        let (crt, key_path) = (
+            dir.join(format!("{stem}.crt")),
+            dir.join(format!("{stem}.key")),
+        );
+        std::fs::write(&crt, cert.pem()).expect("write");
+        std::fs::write(&key_path, key.serialize_pem()).expect("write");
+        std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        (
+            crt.to_string_lossy().into_owned(),
+            key_path.to_string_lossy().into_owned(),
+        )
+    };
+    let (server_crt, server_key) = sign(vec!["127.0.0.1".into()], "proxy", "server");
+    let (pg_crt, pg_key) = sign(Vec::new(), "postgres", "postgres");
+    let (other_crt, other_key) = sign(Vec::new(), "someone", "someone");
+    let ca_file = dir.join("root.crt");
+    std::fs::write(&ca_file, ca.cert.pem()).expect("write");
+    let ca_file = ca_file.to_string_lossy().into_owned();
+
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let backend = format!("host=127.0.0.1 port={}", primary.port());
+    let mut args = vec![
+        "--listen",
+        &listen,
+        "--backend",
+        &backend,
+        "--auth",
+        "cert",
+        "--tls-cert",
+        &server_crt,
+        "--tls-key",
+        &server_key,
+        "--tls-mode",
+        "verify-full",
+    ];
+    // Without the CA there is nothing to check a certificate against.
+    let out = Command::new(env!("CARGO_BIN_EXE_pgyard"))
+        .arg("proxy")
+        .args(&args)
+        .output()
+        .expect("run pgyard proxy");
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("--auth cert needs client certificates: --tls-ca FILE"),
+        "{}",
+        text(&out.stderr)
+    );
+    args.extend(["--tls-ca", &ca_file]);
+    let _proxy = start(dir.clone(), &args, port);
+
+    let login = |crt: &str, key: &str| {
+        let conninfo = format!(
+            "host=127.0.0.1 port={port} user=postgres dbname=postgres sslmode=verify-full \
+             sslrootcert={ca_file} sslcert={crt} sslkey={key}"
+        );
+        connect(&conninfo, "select current_user")
+    };
+    let out = login(&pg_crt, &pg_key);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "postgres\n");
+    let out = login(&other_crt, &other_key);
+    assert!(
+        text(&out.stderr).contains("certificate authentication failed for user \"postgres\""),
+        "{}",
+        text(&out.stderr)
+    );
+}

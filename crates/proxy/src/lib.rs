@@ -59,8 +59,8 @@ pub use classes::{Directive, Route};
 #[cfg(feature = "planted-bugs")]
 pub use client::PlantedBug;
 pub use client::{
-    CancelKey, ClientAuth, ClientConfig, ClientOut, ClientSession, ClientTls, Databases, Lent,
-    PoolMode, TlsMode,
+    CancelKey, ClientAuth, ClientCert, ClientConfig, ClientOut, ClientSession, ClientTls,
+    Databases, Lent, PoolMode, TlsMode,
 };
 pub use pool::{
     ClientId, PoolKey, PoolOut, PoolSettings, Pools, Returned, ServerId, ServerUse, ServerView,

@@ -1,6 +1,7 @@
 //! TLS to clients, the client-session machine's half: the answer to SSLRequest, the request
-//! for a handshake, bytes stuffed in before it, direct TLS, the required mode, and SCRAM
-//! channel binding over the certificate's hash.
+//! for a handshake, bytes stuffed in before it, direct TLS, the required mode, SCRAM
+//! channel binding over the certificate's hash, and client certificates (the texts are a
+//! real PostgreSQL 18's for the same `hostssl` rules).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,8 +9,8 @@ use std::time::Duration;
 use bytes::BytesMut;
 use pgyard_proxy::admin::AdminRequest;
 use pgyard_proxy::{
-    AuthFile, CancelKey, ClientAuth, ClientConfig, ClientId, ClientOut, ClientSession, ClientTls,
-    PoolMode, Route, TlsMode,
+    AuthFile, CancelKey, ClientAuth, ClientCert, ClientConfig, ClientId, ClientOut, ClientSession,
+    ClientTls, PoolMode, Route, TlsMode,
 };
 use pgyard_types::Instant;
 use pgyard_wire::auth::{
@@ -381,6 +382,18 @@ fn scram_login(
     binding: ChannelBinding,
     end_point: Option<Vec<u8>>,
 ) -> (Vec<String>, bool) {
+    let (offered, last) = scram_exchange(s, binding, end_point);
+    let ok = last.iter().any(|o| matches!(o, ClientOut::Acquire(_)));
+    (offered, ok)
+}
+
+/// A StartupMessage for alice and her SCRAM exchange (password `secret`) until the session
+/// asks for a server or closes: the mechanisms offered and the session's last outputs.
+fn scram_exchange(
+    s: &mut ClientSession,
+    binding: ChannelBinding,
+    end_point: Option<Vec<u8>>,
+) -> (Vec<String>, Vec<ClientOut>) {
     s.handle_client_bytes(T0, &startup());
     let mut client = AuthClient::new(
         AuthConfig {
@@ -396,11 +409,11 @@ fn scram_login(
     let mut offered = Vec::new();
     for _ in 0..4 {
         let out = outputs(s);
-        if out.iter().any(|o| matches!(o, ClientOut::Acquire(_))) {
-            return (offered, true);
-        }
-        if out.iter().any(|o| matches!(o, ClientOut::Close)) {
-            return (offered, false);
+        if out
+            .iter()
+            .any(|o| matches!(o, ClientOut::Acquire(_) | ClientOut::Close))
+        {
+            return (offered, out);
         }
         let bytes: Vec<u8> = out
             .iter()
@@ -484,6 +497,172 @@ fn start_tls_bytes_are_never_read_ahead() {
     let out = outputs(&mut s);
     assert!(
         matches!(&out[..], [ClientOut::StartTls { early }] if early[..] == [0x16]),
+        "{out:?}"
+    );
+}
+
+/// SSLRequest, `S`, and a handshake that showed `cert` (`None`: no certificate).
+fn over_tls_with(s: &mut ClientSession, cert: Option<&str>) {
+    s.handle_client_bytes(T0, &ssl_request());
+    assert!(answered_s(&outputs(s)));
+    let cert = cert.map(|cn| ClientCert {
+        common_name: (!cn.is_empty()).then(|| cn.to_owned()),
+    });
+    s.handle_tls_established_with_cert(Some(b"postgresql"), cert);
+}
+
+/// Whether the login went through to asking for a server, with no password asked.
+fn admitted_without_password(out: &[ClientOut]) -> bool {
+    let asked = out
+        .iter()
+        .any(|o| matches!(o, ClientOut::ToClient(b) if b.first() == Some(&b'R')));
+    !asked && out.iter().any(|o| matches!(o, ClientOut::Acquire(_)))
+}
+
+#[test]
+fn the_verify_modes_need_a_certificate_before_anything_else() {
+    for mode in [TlsMode::VerifyCa, TlsMode::VerifyFull] {
+        // Over TLS without a certificate: PostgreSQL's FATAL, before any password.
+        let mut s = scram_session(mode);
+        over_tls_with(&mut s, None);
+        s.handle_client_bytes(T0, &startup());
+        let text = fatal(&outputs(&mut s));
+        assert!(
+            text.contains("C28000")
+                && text.contains("connection requires a valid client certificate"),
+            "{mode:?}: {text}"
+        );
+        // Over plaintext: refused as `require` refuses it.
+        let mut s = trusting(mode);
+        s.handle_client_bytes(T0, &startup());
+        assert!(fatal(&outputs(&mut s)).contains("SSL required"), "{mode:?}");
+    }
+}
+
+#[test]
+fn verify_ca_takes_any_certificate_and_verify_full_only_the_users_own() {
+    // verify-ca: the CA vouched for it; whose name it bears does not matter.
+    let mut s = trusting(TlsMode::VerifyCa);
+    over_tls_with(&mut s, Some("bob"));
+    s.handle_client_bytes(T0, &startup());
+    assert!(admitted_without_password(&outputs(&mut s)));
+
+    // verify-full with trust: the name is checked after the method, whose words are used.
+    let mut s = trusting(TlsMode::VerifyFull);
+    over_tls_with(&mut s, Some("alice"));
+    s.handle_client_bytes(T0, &startup());
+    assert!(admitted_without_password(&outputs(&mut s)));
+    for other in ["bob", "", "alice "] {
+        let mut s = trusting(TlsMode::VerifyFull);
+        over_tls_with(&mut s, Some(other));
+        s.handle_client_bytes(T0, &startup());
+        let text = fatal(&outputs(&mut s));
+        assert!(
+            text.contains("C28000")
+                && text.contains("\"trust\" authentication failed for user \"alice\""),
+            "CN {other:?}: {text}"
+        );
+    }
+}
+
+#[test]
+fn verify_full_asks_for_the_password_first_and_then_refuses_another_name() {
+    // The right password with another's certificate: the exchange runs to its end, then
+    // PostgreSQL's password failure (28P01), as a real server answers it.
+    let mut s = scram_session(TlsMode::VerifyFull);
+    over_tls_with(&mut s, Some("bob"));
+    let (offered, ok) = scram_login(&mut s, ChannelBinding::Prefer, Some(END_POINT.to_vec()));
+    assert!(!ok && s.is_closed());
+    assert_eq!(
+        offered,
+        ["SCRAM-SHA-256-PLUS", "SCRAM-SHA-256"],
+        "the password was asked"
+    );
+
+    let mut s = scram_session(TlsMode::VerifyFull);
+    over_tls_with(&mut s, Some("alice"));
+    let (_, ok) = scram_login(&mut s, ChannelBinding::Prefer, Some(END_POINT.to_vec()));
+    assert!(ok, "the user's own certificate and password");
+}
+
+#[test]
+fn verify_full_refusal_after_the_password_uses_postgresql_words() {
+    let mut s = scram_session(TlsMode::VerifyFull);
+    over_tls_with(&mut s, Some("bob"));
+    let (_, last) = scram_exchange(&mut s, ChannelBinding::Prefer, Some(END_POINT.to_vec()));
+    let text = fatal(&last);
+    assert!(
+        text.contains("C28P01")
+            && text.contains("password authentication failed for user \"alice\""),
+        "{text}"
+    );
+}
+
+#[test]
+fn cert_auth_lets_in_the_named_user_only_and_asks_no_password() {
+    for mode in [
+        TlsMode::Prefer,
+        TlsMode::Require,
+        TlsMode::VerifyCa,
+        TlsMode::VerifyFull,
+    ] {
+        let mut s = session(mode, ClientAuth::Cert);
+        over_tls_with(&mut s, Some("alice"));
+        s.handle_client_bytes(T0, &startup());
+        assert!(admitted_without_password(&outputs(&mut s)), "{mode:?}");
+
+        for other in ["bob", ""] {
+            let mut s = session(mode, ClientAuth::Cert);
+            over_tls_with(&mut s, Some(other));
+            s.handle_client_bytes(T0, &startup());
+            let text = fatal(&outputs(&mut s));
+            assert!(
+                text.contains("C28000")
+                    && text.contains("certificate authentication failed for user \"alice\""),
+                "{mode:?}, CN {other:?}: {text}"
+            );
+        }
+
+        let mut s = session(mode, ClientAuth::Cert);
+        over_tls_with(&mut s, None);
+        s.handle_client_bytes(T0, &startup());
+        let text = fatal(&outputs(&mut s));
+        assert!(
+            text.contains("connection requires a valid client certificate"),
+            "{text}"
+        );
+    }
+    // Over plaintext where TLS is optional there is no certificate either.
+    let mut s = session(TlsMode::Prefer, ClientAuth::Cert);
+    s.handle_client_bytes(T0, &startup());
+    let text = fatal(&outputs(&mut s));
+    assert!(
+        text.contains("connection requires a valid client certificate"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_certificate_changes_nothing_where_none_is_asked_for() {
+    let mut s = trusting(TlsMode::Prefer);
+    over_tls_with(&mut s, Some("bob"));
+    s.handle_client_bytes(T0, &startup());
+    assert!(admitted_without_password(&outputs(&mut s)));
+}
+
+#[test]
+fn the_admin_console_is_held_to_the_certificate_rules_too() {
+    let mut s = trusting(TlsMode::VerifyFull);
+    over_tls_with(&mut s, Some("bob"));
+    s.handle_client_bytes(T0, &console_startup());
+    assert!(fatal(&outputs(&mut s)).contains("\"trust\" authentication failed for user \"alice\""));
+
+    let mut s = trusting(TlsMode::VerifyFull);
+    over_tls_with(&mut s, Some("alice"));
+    s.handle_client_bytes(T0, &console_startup());
+    let out = outputs(&mut s);
+    assert!(
+        out.iter().all(|o| matches!(o, ClientOut::ToClient(_))) && s.activity().admin,
         "{out:?}"
     );
 }

@@ -218,6 +218,11 @@ pub(super) fn log_in(
             let text = format!("Peer authentication failed for user \"{}\"", who.user);
             return ends_with_fatal(c, "28000", &text).map(|()| false);
         }
+        // The world's clients show no certificate (yet): PostgreSQL's FATAL before anything.
+        ClientAuth::Cert => {
+            let text = "connection requires a valid client certificate";
+            return ends_with_fatal(c, "28000", text).map(|()| false);
+        }
         ClientAuth::File(_) => {}
     }
     let entry = login.users.iter().find(|u| u.name == who.user);

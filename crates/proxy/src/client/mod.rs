@@ -28,7 +28,7 @@ use pgyard_wire::frame::{Limits, ProtocolVersion};
 use pgyard_wire::middleware::Splitter;
 
 pub use params::{alignment, tracked, Settings, TRACKED};
-pub use tls::{ClientTls, TlsMode, ALPN_POSTGRESQL};
+pub use tls::{ClientCert, ClientTls, TlsMode, ALPN_POSTGRESQL};
 
 pub use crate::admin::ClientStats;
 use crate::admin::{Activity, AdminRequest, ClientState, Command};
@@ -64,6 +64,10 @@ pub enum ClientAuth {
         /// The connecting process's user name.
         os_user: Option<String>,
     },
+    /// PostgreSQL's `cert`: the client's certificate, verified against the proxy's CA during
+    /// the TLS handshake, must have the user name as its Common Name. No password is asked;
+    /// a client without TLS or without a certificate is refused.
+    Cert,
 }
 
 /// Which database names clients may ask for.

@@ -162,7 +162,18 @@ impl ClientSession {
             }
         }
         self.who = who;
+        let Some(cert_ok) = self.cert_check() else {
+            return;
+        };
         let secret = match &self.config.auth {
+            ClientAuth::Cert if cert_ok => StoredSecret::Trust,
+            ClientAuth::Cert => {
+                let text = format!(
+                    "certificate authentication failed for user \"{}\"",
+                    self.who.user
+                );
+                return self.fatal(b"28000", &text);
+            }
             ClientAuth::Trust => StoredSecret::Trust,
             ClientAuth::Peer { os_user } if os_user.as_deref() == Some(self.who.user.as_str()) => {
                 StoredSecret::Trust
@@ -231,8 +242,62 @@ impl ClientSession {
         }
     }
 
+    /// Whether a certificate is needed and there is none (then the login ends here with
+    /// PostgreSQL's FATAL, and `None` is returned); else whether the certificate's Common
+    /// Name is the user name, which `verify-full` and `Cert` require.
+    fn cert_check(&mut self) -> Option<bool> {
+        let needed =
+            self.tls.mode().requires_cert() || matches!(self.config.auth, ClientAuth::Cert);
+        let Some(cert) = self.tls.client_cert() else {
+            if needed {
+                self.fatal(b"28000", "connection requires a valid client certificate");
+                return None;
+            }
+            return Some(false);
+        };
+        Some(cert.common_name.as_deref() == Some(self.who.user.as_str()))
+    }
+
+    /// In `verify-full`, the method's own failure when the certificate names someone else:
+    /// PostgreSQL checks the name after the method succeeded and reports the method's text.
+    fn full_verify_refuses(&mut self) -> bool {
+        if self.tls.mode() != super::TlsMode::VerifyFull
+            || matches!(self.config.auth, ClientAuth::Cert)
+        {
+            return false;
+        }
+        let named = self
+            .tls
+            .client_cert()
+            .and_then(|c| c.common_name.as_deref())
+            == Some(self.who.user.as_str());
+        if named {
+            return false;
+        }
+        let user = &self.who.user;
+        let (code, text): (&[u8; 5], String) = match &self.config.auth {
+            ClientAuth::Trust => (
+                b"28000",
+                format!("\"trust\" authentication failed for user \"{user}\""),
+            ),
+            ClientAuth::Peer { .. } => (
+                b"28000",
+                format!("Peer authentication failed for user \"{user}\""),
+            ),
+            ClientAuth::File(_) | ClientAuth::Cert => (
+                b"28P01",
+                format!("password authentication failed for user \"{user}\""),
+            ),
+        };
+        self.fatal(code, &text);
+        true
+    }
+
     /// The password is right: the first server's settings make the welcome.
     fn logged_in(&mut self) {
+        if self.full_verify_refuses() {
+            return;
+        }
         self.deadline = None;
         if self.who.database == crate::admin::ADMIN_DATABASE {
             return self.admin_logged_in();

@@ -12,8 +12,15 @@
 //!   the ALPN protocol `postgresql`, as PostgreSQL requires. Without TLS it is refused.
 //! * A second SSLRequest, or a GSSENCRequest once TLS is up, gets the FATAL PostgreSQL gives
 //!   a request code it no longer expects.
-//! * In [`TlsMode::Require`] a StartupMessage over plaintext is refused with PgBouncer's
-//!   FATAL `SSL required`.
+//! * In [`TlsMode::Require`], [`TlsMode::VerifyCa`] and [`TlsMode::VerifyFull`] a
+//!   StartupMessage over plaintext is refused with PgBouncer's FATAL `SSL required`.
+//! * Client certificates: the adapter verifies a presented certificate against its CA during
+//!   the handshake (a bad one never gets here) and hands the session what it learnt
+//!   ([`ClientCert`]). Where one is required (the `verify-*` modes, or
+//!   [`super::ClientAuth::Cert`]), a login without one gets PostgreSQL's FATAL 28000
+//!   `connection requires a valid client certificate`; `verify-full` and `Cert` also require
+//!   the certificate's Common Name to be the user name (PostgreSQL's `clientcert=verify-full`
+//!   and `cert` method, without user maps).
 //! * Over TLS the password check offers SCRAM-SHA-256-PLUS with `tls-server-end-point`
 //!   channel binding when the adapter gave the certificate's hash.
 
@@ -31,8 +38,7 @@ pub const ALPN_POSTGRESQL: &[u8] = b"postgresql";
 const TLS_HANDSHAKE: u8 = 0x16;
 
 /// How the proxy treats TLS from its clients: the server side of PgBouncer's
-/// `client_tls_sslmode` (`verify-ca` and `verify-full`, which check client certificates,
-/// are not offered).
+/// `client_tls_sslmode`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum TlsMode {
     /// No TLS: SSLRequest is answered `N` and direct TLS is refused.
@@ -45,6 +51,12 @@ pub enum TlsMode {
     Prefer,
     /// TLS when the client asks for it; a client that logs in over plaintext is refused.
     Require,
+    /// As [`TlsMode::Require`], and the client must show a certificate signed by the
+    /// proxy's CA (PostgreSQL's `clientcert=verify-ca`).
+    VerifyCa,
+    /// As [`TlsMode::VerifyCa`], and the certificate's Common Name must be the user name
+    /// the client logs in as (PostgreSQL's `clientcert=verify-full`).
+    VerifyFull,
 }
 
 impl TlsMode {
@@ -52,6 +64,39 @@ impl TlsMode {
     pub fn enabled(self) -> bool {
         self != TlsMode::Disable
     }
+
+    /// Whether a login over plaintext is refused.
+    pub fn requires_tls(self) -> bool {
+        matches!(
+            self,
+            TlsMode::Require | TlsMode::VerifyCa | TlsMode::VerifyFull
+        )
+    }
+
+    /// Whether a login needs a client certificate.
+    pub fn requires_cert(self) -> bool {
+        matches!(self, TlsMode::VerifyCa | TlsMode::VerifyFull)
+    }
+
+    /// The name in PgBouncer's `client_tls_sslmode` and in the configuration file.
+    pub fn name(self) -> &'static str {
+        match self {
+            TlsMode::Disable => "disable",
+            TlsMode::Allow => "allow",
+            TlsMode::Prefer => "prefer",
+            TlsMode::Require => "require",
+            TlsMode::VerifyCa => "verify-ca",
+            TlsMode::VerifyFull => "verify-full",
+        }
+    }
+}
+
+/// What the handshake learnt of a client's certificate, which the adapter verified against
+/// its CA (chain, validity dates, key usage) before handing it over.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClientCert {
+    /// The subject's first Common Name, when it has one that is text without NUL bytes.
+    pub common_name: Option<String>,
 }
 
 /// What a client session knows of the proxy's TLS: the mode, and the certificate's
@@ -96,6 +141,8 @@ pub(super) fn request_len(packet: &[u8]) -> Option<usize> {
 pub(super) struct TlsSide {
     config: ClientTls,
     link: Link,
+    /// The verified client certificate, once the handshake showed one.
+    cert: Option<ClientCert>,
     /// Some byte has arrived (direct TLS is recognised only by the very first one).
     seen: bool,
     /// An SSLRequest was answered (or TLS started directly): another is refused.
@@ -105,6 +152,19 @@ pub(super) struct TlsSide {
 }
 
 impl TlsSide {
+    /// The mode this client is held to.
+    pub(super) fn mode(&self) -> TlsMode {
+        self.config.mode
+    }
+
+    /// The verified client certificate: only over TLS.
+    pub(super) fn client_cert(&self) -> Option<&ClientCert> {
+        match self.link {
+            Link::Tls => self.cert.as_ref(),
+            _ => None,
+        }
+    }
+
     /// The channel-binding data to offer `-PLUS` with: only over TLS.
     pub(super) fn end_point(&self) -> Option<&[u8]> {
         match self.link {
@@ -132,10 +192,21 @@ impl ClientSession {
     /// client that never sent SSLRequest must show that it speaks PostgreSQL's protocol).
     /// From here on the client's bytes are the decrypted ones.
     pub fn handle_tls_established(&mut self, alpn: Option<&[u8]>) {
+        self.handle_tls_established_with_cert(alpn, None);
+    }
+
+    /// The same, with the client certificate the handshake verified (`None`: the client
+    /// showed none).
+    pub fn handle_tls_established_with_cert(
+        &mut self,
+        alpn: Option<&[u8]>,
+        cert: Option<ClientCert>,
+    ) {
         let Link::Handshake { direct } = self.tls.link else {
             return;
         };
         self.tls.link = Link::Tls;
+        self.tls.cert = cert;
         match alpn {
             Some(ALPN_POSTGRESQL) => {}
             Some(_) => self.fatal(b"08P01", "unexpected ALPN protocol in TLS handshake"),
@@ -225,7 +296,7 @@ impl ClientSession {
 
     /// Whether a StartupMessage may log in over this link; refuses it when not.
     pub(super) fn tls_admits_startup(&mut self) -> bool {
-        if self.tls.config.mode == TlsMode::Require && !self.is_tls() {
+        if self.tls.config.mode.requires_tls() && !self.is_tls() {
             self.fatal(b"08P01", "SSL required");
             return false;
         }

@@ -8,6 +8,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes};
+use pgyard_proxy::ClientCert;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
 use tokio_rustls::server::TlsStream;
@@ -27,21 +28,27 @@ pub(super) enum ClientIo {
 
 impl ClientIo {
     /// Runs the server side of a TLS handshake, with `early` read first; returns the ALPN
-    /// protocol agreed on. On failure the connection is gone.
+    /// protocol agreed on and the client's certificate, which the acceptor verified (none
+    /// when the client showed none). On failure the connection is gone.
     pub(super) async fn accept_tls(
         &mut self,
         acceptor: TlsAcceptor,
         early: Bytes,
-    ) -> io::Result<Option<Vec<u8>>> {
+    ) -> io::Result<(Option<Vec<u8>>, Option<ClientCert>)> {
         let ClientIo::Tcp(sock) = std::mem::replace(self, ClientIo::Gone) else {
             return Err(io::Error::other(
                 "TLS asked for twice, or over a Unix socket",
             ));
         };
         let tls = acceptor.accept(Rewind { early, sock }).await?;
-        let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+        let conn = tls.get_ref().1;
+        let alpn = conn.alpn_protocol().map(<[u8]>::to_vec);
+        let cert = conn
+            .peer_certificates()
+            .and_then(<[_]>::first)
+            .map(|leaf| super::tls::client_cert(leaf));
         *self = ClientIo::Tls(Box::new(tls));
-        Ok(alpn)
+        Ok((alpn, cert))
     }
 
     /// The TLS session in PgBouncer's words for SHOW CLIENTS (libtls's version, cipher and

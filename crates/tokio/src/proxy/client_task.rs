@@ -371,12 +371,14 @@ impl ClientTask {
             }
         };
         match outcome {
-            Ok(alpn) => {
-                tracing::debug!(client = self.id.0, direct, "client TLS established");
+            Ok((alpn, cert)) => {
+                let cn = cert.as_ref().and_then(|c| c.common_name.as_deref());
+                tracing::debug!(client = self.id.0, direct, ?cn, "client TLS established");
                 if let Some(text) = sock.tls_description() {
                     self.slot.set_tls(text);
                 }
-                self.session.handle_tls_established(alpn.as_deref());
+                self.session
+                    .handle_tls_established_with_cert(alpn.as_deref(), cert);
             }
             Err(e) => {
                 let client = self.id.0;

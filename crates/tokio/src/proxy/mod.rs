@@ -111,6 +111,10 @@ impl ProxyConfig {
                     .into(),
             );
         }
+        let verifies = self.tls.as_ref().is_some_and(ProxyTls::verifies_clients);
+        if matches!(self.client.auth, ClientAuth::Cert) && !verifies {
+            return Err("auth = \"cert\" needs client certificates: TLS with a CA file".into());
+        }
         if self.databases.contains_key(ADMIN_DATABASE) {
             return Err(format!(
                 "databases.{ADMIN_DATABASE}: the name {ADMIN_DATABASE} is the admin console's; \

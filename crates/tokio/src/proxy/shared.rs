@@ -665,8 +665,9 @@ impl Shared {
                 f.get(&key.user).and_then(|p| p.plain()).map(str::to_owned),
                 proven,
             ),
-            // Peer is only ever a client's own (`ProxyConfig::checked` refuses it here).
-            ClientAuth::Trust | ClientAuth::Peer { .. } => (None, None),
+            // Peer is only ever a client's own (`ProxyConfig::checked` refuses it here); a
+            // certificate proves nothing a server would take.
+            ClientAuth::Trust | ClientAuth::Peer { .. } | ClientAuth::Cert => (None, None),
         };
         let conninfo = server_conninfo(&config, &key, password.as_deref());
         let options = ConnectOptions::default()

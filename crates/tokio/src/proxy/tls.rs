@@ -1,6 +1,10 @@
 //! TLS to the proxy's clients: the certificate chain and key read from PEM files into a
 //! rustls server configuration (ALPN `postgresql` offered, as PostgreSQL 17 does), with the
 //! mode and the certificate's `tls-server-end-point` hash the client sessions are given.
+//! With a CA file the proxy asks every client for a certificate and verifies one that is
+//! shown against those roots during the handshake (a client may show none: whether it then
+//! may log in is the session's decision, as in PostgreSQL); the verified certificate's
+//! Common Name goes to the session ([`client_cert`]).
 //! The configuration is part of [`super::ProxyConfig`], so a reload that reads new files
 //! applies them to the connections accepted from then on.
 
@@ -9,8 +13,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use pgyard_proxy::client::ALPN_POSTGRESQL;
-use pgyard_proxy::{ClientTls, TlsMode};
-use rustls::ServerConfig;
+use pgyard_proxy::{ClientCert, ClientTls, TlsMode};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::TlsAcceptor;
@@ -25,6 +30,8 @@ pub enum TlsFile {
     Cert,
     /// The private key.
     Key,
+    /// The roots client certificates are verified against.
+    Ca,
 }
 
 /// Why the certificate and key cannot be served; the message names the file's path.
@@ -50,6 +57,8 @@ pub struct ProxyTls {
     config: Arc<ServerConfig>,
     end_point: Option<Arc<[u8]>>,
     cert_file: Option<PathBuf>,
+    ca_file: Option<PathBuf>,
+    verifies_clients: bool,
 }
 
 impl fmt::Debug for ProxyTls {
@@ -58,6 +67,7 @@ impl fmt::Debug for ProxyTls {
             .field("mode", &self.mode)
             .field("cert_file", &self.cert_file)
             .field("channel_binding", &self.end_point.is_some())
+            .field("ca_file", &self.ca_file)
             .finish_non_exhaustive()
     }
 }
@@ -65,22 +75,53 @@ impl fmt::Debug for ProxyTls {
 impl ProxyTls {
     /// Reads a PEM certificate chain (the proxy's certificate first) and its PEM private key.
     pub fn from_files(mode: TlsMode, cert: &Path, key: &Path) -> Result<ProxyTls, TlsFileError> {
+        ProxyTls::from_files_with_ca(mode, cert, key, None)
+    }
+
+    /// The same, and with `ca` the PEM roots that client certificates are verified against
+    /// (required by the `verify-*` modes).
+    pub fn from_files_with_ca(
+        mode: TlsMode,
+        cert: &Path,
+        key: &Path,
+        ca: Option<&Path>,
+    ) -> Result<ProxyTls, TlsFileError> {
         let fail = |file, e: String| TlsFileError { file, message: e };
         let cert_pem = read_pem(cert).map_err(|e| fail(TlsFile::Cert, e))?;
         let key_pem = read_pem(key).map_err(|e| fail(TlsFile::Key, e))?;
-        let mut tls = ProxyTls::from_pem(mode, &cert_pem, &key_pem).map_err(|e| {
-            let path = match e.file {
-                TlsFile::Cert => cert,
-                TlsFile::Key => key,
-            };
-            fail(e.file, format!("{}: {}", path.display(), e.message))
-        })?;
+        let ca_pem = match ca {
+            Some(path) => Some(read_pem(path).map_err(|e| fail(TlsFile::Ca, e))?),
+            None => None,
+        };
+        let mut tls = ProxyTls::from_pem_with_ca(mode, &cert_pem, &key_pem, ca_pem.as_deref())
+            .map_err(|e| {
+                let path = match e.file {
+                    TlsFile::Cert => Some(cert),
+                    TlsFile::Key => Some(key),
+                    TlsFile::Ca => ca,
+                };
+                match path {
+                    Some(p) => fail(e.file, format!("{}: {}", p.display(), e.message)),
+                    None => e,
+                }
+            })?;
         tls.cert_file = Some(cert.to_owned());
+        tls.ca_file = ca.map(Path::to_owned);
         Ok(tls)
     }
 
     /// The same from PEM text in memory.
     pub fn from_pem(mode: TlsMode, cert: &[u8], key: &[u8]) -> Result<ProxyTls, TlsFileError> {
+        ProxyTls::from_pem_with_ca(mode, cert, key, None)
+    }
+
+    /// The same from PEM text in memory, with the client certificates' roots.
+    pub fn from_pem_with_ca(
+        mode: TlsMode,
+        cert: &[u8],
+        key: &[u8],
+        ca: Option<&[u8]>,
+    ) -> Result<ProxyTls, TlsFileError> {
         let fail = |file, message: String| TlsFileError { file, message };
         let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert)
             .collect::<Result<_, _>>()
@@ -96,21 +137,41 @@ impl ProxyTls {
         let key = PrivateKeyDer::from_pem_slice(key)
             .map_err(|e| fail(TlsFile::Key, format!("no PEM private key in it ({e})")))?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = ServerConfig::builder_with_provider(provider)
+        let builder = ServerConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
-            .map_err(|e| fail(TlsFile::Cert, e.to_string()))?
-            .with_no_client_auth()
-            .with_single_cert(chain, key)
-            .map_err(|e| {
-                let text = format!("the key does not go with the certificate ({e})");
-                fail(TlsFile::Key, text)
-            })?;
+            .map_err(|e| fail(TlsFile::Cert, e.to_string()))?;
+        let builder = match ca {
+            Some(pem) => {
+                let roots = client_roots(pem).map_err(|e| fail(TlsFile::Ca, e))?;
+                // A client without a certificate still finishes the handshake: the session
+                // refuses it with PostgreSQL's words where one is required.
+                let verifier = WebPkiClientVerifier::builder_with_provider(roots, provider)
+                    .allow_unauthenticated()
+                    .build()
+                    .map_err(|e| fail(TlsFile::Ca, e.to_string()))?;
+                builder.with_client_cert_verifier(verifier)
+            }
+            None if mode.requires_cert() => {
+                let text = format!(
+                    "mode {} needs a CA file for client certificates",
+                    mode.name()
+                );
+                return Err(fail(TlsFile::Ca, text));
+            }
+            None => builder.with_no_client_auth(),
+        };
+        let mut config = builder.with_single_cert(chain, key).map_err(|e| {
+            let text = format!("the key does not go with the certificate ({e})");
+            fail(TlsFile::Key, text)
+        })?;
         config.alpn_protocols = vec![ALPN_POSTGRESQL.to_vec()];
         Ok(ProxyTls {
             mode,
             config: Arc::new(config),
             end_point,
             cert_file: None,
+            ca_file: None,
+            verifies_clients: ca.is_some(),
         })
     }
 
@@ -132,10 +193,48 @@ impl ProxyTls {
         self.cert_file.as_deref()
     }
 
+    /// The CA file client certificates are verified against, when read from one.
+    pub fn ca_file(&self) -> Option<&Path> {
+        self.ca_file.as_deref()
+    }
+
+    /// Whether clients are asked for certificates (a CA was given).
+    pub fn verifies_clients(&self) -> bool {
+        self.verifies_clients
+    }
+
     /// The acceptor client handshakes run with.
     pub(super) fn acceptor(&self) -> TlsAcceptor {
         TlsAcceptor::from(self.config.clone())
     }
+}
+
+/// The roots in a PEM file: every certificate in it, at least one.
+fn client_roots(pem: &[u8]) -> Result<Arc<RootCertStore>, String> {
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(pem) {
+        let cert = cert.map_err(|e| e.to_string())?;
+        roots
+            .add(cert)
+            .map_err(|e| format!("not a usable CA certificate ({e})"))?;
+    }
+    if roots.is_empty() {
+        return Err("no PEM certificate in it".into());
+    }
+    Ok(Arc::new(roots))
+}
+
+/// What the session needs of a verified client certificate (DER): its subject's first
+/// Common Name, as text. A name that is not a directory string, or that holds a NUL byte
+/// (which PostgreSQL refuses as well), counts as none, so it matches no user.
+pub fn client_cert(der: &[u8]) -> ClientCert {
+    use x509_cert::der::Decode;
+    let common_name = x509_cert::Certificate::from_der(der)
+        .ok()
+        .and_then(|c| c.tbs_certificate().subject().common_name().ok().flatten())
+        .map(|cn| cn.value().into_owned())
+        .filter(|cn| !cn.contains('\0'));
+    ClientCert { common_name }
 }
 
 /// Reads at most [`PEM_MAX`] bytes of `path`.

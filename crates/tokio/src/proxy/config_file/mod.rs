@@ -98,6 +98,7 @@ enum RawRoute {
 #[serde(rename_all = "lowercase")]
 enum RawAuth {
     Trust,
+    Cert,
 }
 
 #[derive(Deserialize, Clone, Copy)]
@@ -111,6 +112,7 @@ enum RawUnixAuth {
 struct RawTls {
     cert_file: Option<PathBuf>,
     key_file: Option<PathBuf>,
+    ca_file: Option<PathBuf>,
     mode: Option<String>,
 }
 
@@ -141,8 +143,18 @@ pub fn parse_config(text: &str, dir: &Path) -> Result<FileConfig, String> {
     }
     let tls = raw.tls.as_ref().map(|t| tls(t, dir)).transpose()?;
     let auth = match (&raw.auth_file, raw.auth) {
-        (Some(_), Some(_)) => return Err("give auth_file or auth = \"trust\", not both".into()),
-        (None, None) => return Err("give auth_file = \"FILE\" or auth = \"trust\"".into()),
+        (Some(_), Some(_)) => return Err("give auth_file or auth, not both".into()),
+        (None, None) => {
+            return Err("give auth_file = \"FILE\", auth = \"trust\" or auth = \"cert\"".into())
+        }
+        (None, Some(RawAuth::Cert)) => {
+            if !tls.as_ref().is_some_and(ProxyTls::verifies_clients) {
+                return Err(
+                    "auth = \"cert\" needs client certificates: a [tls] table with ca_file".into(),
+                );
+            }
+            ClientAuth::Cert
+        }
         (Some(file), None) => ClientAuth::File(Arc::new(read_auth_file(&dir.join(file))?)),
         (None, Some(RawAuth::Trust)) => {
             if let Some(a) = listen.iter().find(|a| !a.ip().is_loopback()) {
@@ -270,26 +282,24 @@ fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
 }
 
 /// The `[tls]` table: the mode (`prefer` when not given: a table with a certificate means
-/// TLS is wanted) and the certificate and key, read and paired now so that a broken pair is
-/// reported with the file rather than at the first client.
+/// TLS is wanted), the certificate and key, read and paired now so that a broken pair is
+/// reported with the file rather than at the first client, and the CA of client
+/// certificates (required by the `verify-*` modes).
 fn tls(raw: &RawTls, dir: &Path) -> Result<ProxyTls, String> {
-    let mode = match raw.mode.as_deref().unwrap_or("prefer") {
-        "disable" => TlsMode::Disable,
-        "allow" => TlsMode::Allow,
-        "prefer" => TlsMode::Prefer,
-        "require" => TlsMode::Require,
-        m @ ("verify-ca" | "verify-full") => {
-            return Err(format!(
-                "tls.mode: \"{m}\" checks client certificates, which pgyard proxy does not \
-                 do; use \"require\""
-            ))
-        }
-        m => {
-            return Err(format!(
-                "tls.mode: unknown mode \"{m}\"; expected \"disable\", \"allow\", \"prefer\" or \
-                 \"require\""
-            ))
-        }
+    let modes = [
+        TlsMode::Disable,
+        TlsMode::Allow,
+        TlsMode::Prefer,
+        TlsMode::Require,
+        TlsMode::VerifyCa,
+        TlsMode::VerifyFull,
+    ];
+    let named = raw.mode.as_deref().unwrap_or("prefer");
+    let Some(mode) = modes.into_iter().find(|m| m.name() == named) else {
+        return Err(format!(
+            "tls.mode: unknown mode \"{named}\"; expected \"disable\", \"allow\", \"prefer\", \
+             \"require\", \"verify-ca\" or \"verify-full\""
+        ));
     };
     let (Some(cert), Some(key)) = (&raw.cert_file, &raw.key_file) else {
         let missing = if raw.cert_file.is_none() {
@@ -301,13 +311,17 @@ fn tls(raw: &RawTls, dir: &Path) -> Result<ProxyTls, String> {
             "tls.{missing}: missing (the [tls] table needs both files)"
         ));
     };
-    ProxyTls::from_files(mode, &dir.join(cert), &dir.join(key)).map_err(|e| {
-        let key = match e.file {
-            TlsFile::Cert => "cert_file",
-            TlsFile::Key => "key_file",
-        };
-        format!("tls.{key}: {}", e.message)
-    })
+    let ca = raw.ca_file.as_ref().map(|c| dir.join(c));
+    ProxyTls::from_files_with_ca(mode, &dir.join(cert), &dir.join(key), ca.as_deref()).map_err(
+        |e| {
+            let key = match e.file {
+                TlsFile::Cert => "cert_file",
+                TlsFile::Key => "key_file",
+                TlsFile::Ca => "ca_file",
+            };
+            format!("tls.{key}: {}", e.message)
+        },
+    )
 }
 
 #[cfg(test)]

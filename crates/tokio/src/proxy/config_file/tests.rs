@@ -269,13 +269,69 @@ fn tls_files_are_read_and_paired_and_each_mistake_named() {
     let e = with("key_file = \"k.pem\"\n").expect_err("no certificate");
     assert!(e.contains("tls.cert_file"), "{e}");
     let text = format!("{}mode = \"verify-full\"\n", files("c.pem", "k.pem"));
-    let e = with(&text).expect_err("client certificates");
-    assert!(e.contains("tls.mode") && e.contains("require"), "{e}");
+    let e = with(&text).expect_err("client certificates without a CA");
+    assert!(
+        e.contains("tls.ca_file") && e.contains("mode verify-full needs a CA file"),
+        "{e}"
+    );
     let text = format!("{}mode = \"sometimes\"\n", files("c.pem", "k.pem"));
     let e = with(&text).expect_err("unknown mode");
     assert!(e.contains("unknown mode \"sometimes\""), "{e}");
     let e = with("cert = \"c.pem\"\n").expect_err("unknown key");
     assert!(e.contains("unknown field `cert`"), "{e}");
+}
+
+#[test]
+fn client_certificates_need_a_ca_and_cert_auth_needs_client_certificates() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let key = rcgen::KeyPair::generate().expect("key");
+    let cert = rcgen::CertificateParams::new(vec!["localhost".into()])
+        .expect("params")
+        .self_signed(&key)
+        .expect("cert");
+    std::fs::write(dir.path().join("c.pem"), cert.pem()).expect("write");
+    std::fs::write(dir.path().join("k.pem"), key.serialize_pem()).expect("write");
+    std::fs::write(dir.path().join("junk.pem"), "not pem").expect("write");
+    let files = "cert_file = \"c.pem\"\nkey_file = \"k.pem\"\n";
+    let with = |top: &str, table: &str| {
+        let text = format!("{top}backend = \"host=db\"\n[tls]\n{files}{table}");
+        parse_config(&text, dir.path())
+    };
+
+    for (name, mode) in [
+        ("verify-ca", TlsMode::VerifyCa),
+        ("verify-full", TlsMode::VerifyFull),
+    ] {
+        let table = format!("mode = \"{name}\"\nca_file = \"c.pem\"\n");
+        let c = with("auth = \"trust\"\n", &table).expect(name);
+        let tls = c.proxy.tls.expect("tls");
+        assert_eq!(tls.mode, mode);
+        assert!(tls.verifies_clients());
+        assert_eq!(tls.ca_file(), Some(dir.path().join("c.pem").as_path()));
+    }
+    // A CA with an optional mode: certificates are asked for and checked when shown.
+    let c = with("auth = \"cert\"\n", "ca_file = \"c.pem\"\n").expect("cert auth");
+    assert!(matches!(c.proxy.client.auth, ClientAuth::Cert));
+    assert_eq!(c.proxy.tls.expect("tls").mode, TlsMode::Prefer);
+
+    let e = with("auth = \"cert\"\n", "").expect_err("no CA");
+    assert!(
+        e.contains("auth = \"cert\" needs client certificates"),
+        "{e}"
+    );
+    let e = parse_config("auth = \"cert\"\nbackend = \"host=db\"\n", dir.path())
+        .expect_err("no TLS at all");
+    assert!(
+        e.contains("auth = \"cert\" needs client certificates"),
+        "{e}"
+    );
+    let e = with("auth = \"trust\"\n", "ca_file = \"junk.pem\"\n").expect_err("junk CA");
+    assert!(
+        e.contains("tls.ca_file") && e.contains("no PEM certificate"),
+        "{e}"
+    );
+    let e = with("auth = \"trust\"\n", "ca_file = \"gone.pem\"\n").expect_err("no file");
+    assert!(e.contains("tls.ca_file") && e.contains("gone.pem"), "{e}");
 }
 
 #[test]

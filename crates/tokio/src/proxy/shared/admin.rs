@@ -454,6 +454,7 @@ pub(in crate::proxy) fn config_rows(
         ClientAuth::Trust => "trust".to_owned(),
         ClientAuth::File(f) => format!("auth_file ({} users)", f.len()),
         ClientAuth::Peer { .. } => "peer".to_owned(),
+        ClientAuth::Cert => "cert".to_owned(),
     };
     let admins: Vec<&str> = c.client.admin_users.iter().map(String::as_str).collect();
     rows.extend([
@@ -507,13 +508,9 @@ pub(in crate::proxy) fn config_rows(
         ),
     ]);
     // Without a `[tls]` table TLS is off, which is what `disable` means.
-    let tls_mode = match c.tls.as_ref().map(|t| t.mode) {
-        None | Some(TlsMode::Disable) => "disable",
-        Some(TlsMode::Allow) => "allow",
-        Some(TlsMode::Prefer) => "prefer",
-        Some(TlsMode::Require) => "require",
-    };
+    let tls_mode = c.tls.as_ref().map_or(TlsMode::Disable, |t| t.mode).name();
     let cert_file = c.tls.as_ref().and_then(|t| t.cert_file());
+    let ca_file = c.tls.as_ref().and_then(|t| t.ca_file());
     rows.extend([
         row(
             "tls.cert_file",
@@ -524,6 +521,12 @@ pub(in crate::proxy) fn config_rows(
             true,
         ),
         row("tls.mode", tls_mode.into(), "disable", true),
+        row(
+            "tls.ca_file",
+            ca_file.map(|p| p.display().to_string()).unwrap_or_default(),
+            "",
+            true,
+        ),
     ]);
     rows
 }
