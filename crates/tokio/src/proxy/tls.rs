@@ -251,3 +251,77 @@ fn read_pem(path: &Path) -> Result<Vec<u8>, String> {
     }
     Ok(text)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rcgen::{CertificateParams, DnType, DnValue, KeyPair};
+
+    fn der_with(names: &[(DnType, DnValue)]) -> Vec<u8> {
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+        // rcgen names its certificates itself unless told otherwise.
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        for (kind, value) in names {
+            params.distinguished_name.push(kind.clone(), value.clone());
+        }
+        let key = KeyPair::generate().expect("key");
+        params.self_signed(&key).expect("cert").der().to_vec()
+    }
+
+    #[test]
+    fn the_common_name_is_the_subjects_first_and_only_text_counts() {
+        let utf8 = |s: &str| DnValue::Utf8String(s.into());
+        let cn = |der: &[u8]| client_cert(der).common_name;
+        assert_eq!(
+            cn(&der_with(&[(DnType::CommonName, utf8("alice"))])),
+            Some("alice".into())
+        );
+        let printable = DnValue::PrintableString("bob".try_into().expect("printable"));
+        assert_eq!(
+            cn(&der_with(&[(DnType::CommonName, printable)])),
+            Some("bob".into())
+        );
+        // Other attributes are not a user name.
+        let org = der_with(&[(DnType::OrganizationName, utf8("alice"))]);
+        assert_eq!(cn(&org), None);
+        // PostgreSQL refuses a name with a NUL in it; here it matches nobody.
+        assert_eq!(
+            cn(&der_with(&[(DnType::CommonName, utf8("ali\0ce"))])),
+            None
+        );
+        assert_eq!(cn(b"not a certificate"), None);
+        assert_eq!(cn(&[]), None);
+    }
+
+    #[test]
+    fn a_ca_file_turns_on_client_verification_and_the_verify_modes_need_one() {
+        let key = KeyPair::generate().expect("key");
+        let cert = CertificateParams::new(vec!["localhost".into()])
+            .expect("params")
+            .self_signed(&key)
+            .expect("cert");
+        let (c, k) = (cert.pem(), key.serialize_pem());
+        let plain = ProxyTls::from_pem(TlsMode::Require, c.as_bytes(), k.as_bytes()).expect("tls");
+        assert!(!plain.verifies_clients());
+        let with_ca = ProxyTls::from_pem_with_ca(
+            TlsMode::VerifyCa,
+            c.as_bytes(),
+            k.as_bytes(),
+            Some(c.as_bytes()),
+        )
+        .expect("tls with a CA");
+        assert!(with_ca.verifies_clients());
+        for mode in [TlsMode::VerifyCa, TlsMode::VerifyFull] {
+            let e = ProxyTls::from_pem(mode, c.as_bytes(), k.as_bytes()).expect_err("no CA");
+            assert_eq!(e.file, TlsFile::Ca);
+            assert!(e.message.contains(mode.name()), "{}", e.message);
+        }
+        let e =
+            ProxyTls::from_pem_with_ca(TlsMode::VerifyCa, c.as_bytes(), k.as_bytes(), Some(b"x"))
+                .expect_err("no certificate in the CA file");
+        assert_eq!(
+            (e.file, e.message.as_str()),
+            (TlsFile::Ca, "no PEM certificate in it")
+        );
+    }
+}
