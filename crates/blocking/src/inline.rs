@@ -20,8 +20,8 @@ use pgyard_driver::core::{Inline, Io, Posted, Step, WorkerCmd};
 use pgyard_driver::{open_event, Attempt, Driving, Error, Machine};
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 
-use crate::driver::{ends, may_wait, open_attempt, read_step, start_tls, Next};
-use crate::transport::Transport;
+use crate::driver::{ends, may_wait, read_step, start_tls, Next, POLL};
+use crate::transport::{open, Transport};
 
 /// One open attempt's connection.
 struct Conn {
@@ -31,6 +31,15 @@ struct Conn {
     handshake: Option<String>,
     /// Reading ended (EOF, reset, a failed handshake): only commands are left for it.
     ended: bool,
+    /// Its reads are bounded by [`POLL`] (set only where a read may come without a poll
+    /// saying there is something: a TLS handshake, or after a failed poll), so that a plain
+    /// connect spends no system calls setting and clearing a bound it never needs.
+    timed: bool,
+}
+
+/// Bounds `stream`'s reads by [`POLL`]; whether that took.
+fn bound_reads(stream: &Transport) -> bool {
+    stream.sock().set_read_timeout(Some(POLL)).is_ok()
 }
 
 /// The longest single wait when the machine has no deadline: only a bound, since the loop
@@ -95,7 +104,7 @@ fn run_with(
             }) => {
                 // A walk moving on posts the previous attempt's Terminate and Close first.
                 carry_out(&posted, &mut conns, &mut events, &mut handed);
-                let opened = open_attempt(&target, tcp.as_ref(), bound);
+                let opened = open(&target, tcp.as_ref(), bound);
                 core.spawned(attempt, posted.mailbox(attempt));
                 events.push_back(open_event(attempt, &opened));
                 if let Ok(sock) = opened {
@@ -104,6 +113,7 @@ fn run_with(
                         stream: Transport::Plain(sock),
                         handshake: None,
                         ended: false,
+                        timed: false,
                     });
                 }
             }
@@ -171,6 +181,9 @@ fn carry_out(
                 let mut c = conns.swap_remove(at);
                 match start_tls(attempt, c.stream, start) {
                     Ok((tls, host)) => {
+                        // The handshake's own reads wait on the socket: bounded, so that the
+                        // loop gets back to the machine's deadline.
+                        c.timed = c.timed || bound_reads(&tls);
                         c.stream = tls;
                         c.handshake = Some(host);
                     }
@@ -185,7 +198,9 @@ fn carry_out(
             WorkerCmd::Close => conns.swap_remove(at).stream.close(),
             WorkerCmd::Handover => {
                 let c = conns.swap_remove(at);
-                let _ = c.stream.sock().set_read_timeout(None);
+                if c.timed {
+                    let _ = c.stream.sock().set_read_timeout(None);
+                }
                 *handed = Some((attempt, c.stream));
             }
         }
@@ -220,8 +235,14 @@ fn wait(
         match poll(&mut fds, Some(&timeout)) {
             Ok(0) => return,
             Err(e) if e == rustix::io::Errno::INTR => return,
-            // A failed poll falls back to the timed reads.
-            Err(_) => live.clone(),
+            // A failed poll falls back to timed reads.
+            Err(_) => {
+                for &i in &live {
+                    let c = &mut conns[i];
+                    c.timed = c.timed || bound_reads(&c.stream);
+                }
+                live.clone()
+            }
             Ok(_) => live
                 .iter()
                 .zip(&fds)

@@ -26,18 +26,15 @@ impl Transport {
         }
     }
 
-    /// Sends close_notify (TLS) and shuts the socket down.
+    /// Sends close_notify (TLS) and closes the socket. Dropping it closes the one descriptor
+    /// (nothing here duplicates it), which sends the FIN as `shutdown` would, one system call
+    /// fewer per connection, as libpq closes.
     pub(crate) fn close(mut self) {
-        let sock = match &mut self {
-            Transport::Tls(t) => {
-                t.conn.send_close_notify();
-                let _ = t.conn.write_tls(&mut t.sock);
-                &t.sock
-            }
-            Transport::Plain(s) => s,
-        };
-        // Best effort: the peer may be gone already.
-        let _ = sock.shutdown(std::net::Shutdown::Both);
+        if let Transport::Tls(t) = &mut self {
+            t.conn.send_close_notify();
+            // Best effort: the peer may be gone already.
+            let _ = t.conn.write_tls(&mut t.sock);
+        }
     }
 
     /// Writes everything and flushes.

@@ -190,12 +190,15 @@ async fn drive(
     }
 }
 
-/// Terminate, then close (close_notify first under TLS).
+/// Terminate, then close (close_notify first under TLS). A plain socket is closed by the
+/// drop alone, which sends the FIN a `shutdown` would, one system call fewer, as libpq closes.
 async fn terminate(mut t: Transport) {
     let mut buf = BytesMut::new();
     pgyard_wire::frontend::encode_terminate(&mut buf);
     let _ = write_flush(&mut t, &buf).await;
-    let _ = t.shutdown().await;
+    if t.plain().is_none() {
+        let _ = t.shutdown().await;
+    }
 }
 
 /// The address and backend key of a session: enough to cancel its running query.
