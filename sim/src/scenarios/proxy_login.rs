@@ -3,16 +3,18 @@
 //! whether its certificate gives a channel-binding hash), trust or an auth file the scenario
 //! writes itself in PgBouncer's format (quotes doubled inside names, comment lines, fields past
 //! the second, a later line for a user overriding an earlier one, MD5 secrets and SCRAM
-//! verifiers, now and then a plain password), and its admin users; then connections that each
-//! open with an encryption prelude (none; SSLRequest, with plaintext stuffed behind it or not;
-//! GSSENCRequest; both; a request repeated; direct TLS with or without ALPN `postgresql`), log
-//! in as a listed user with the right or a wrong password or as nobody listed, to a database
-//! or to the console. The scenario plays the adapter (a TLS handshake is its outcome and ALPN)
-//! and the clients (their password exchanges by pgyard-wire's `AuthClient`), and judges every
-//! answer against its own reading of `docs/proxy.md` (PostgreSQL's and PgBouncer's rules), not
-//! against the machine: which byte answers a request, which FATAL ends a connection and in
-//! which words, which mechanisms a password check offers, who reaches a server or the console,
-//! and that the cancel key the adapter would register is the one the client was told.
+//! verifiers, now and then a plain password), and its admin users, and perhaps a CA for client
+//! certificates (with `verify-ca`, `verify-full` or the `cert` method); then connections that
+//! each open with an encryption prelude (none; SSLRequest, with plaintext stuffed behind it or
+//! not; GSSENCRequest; both; a request repeated; direct TLS with or without ALPN `postgresql`),
+//! log in as a listed user with the right or a wrong password or as nobody listed, to a
+//! database or to the console. The scenario plays the adapter (a TLS handshake is its outcome,
+//! ALPN and the client's certificate) and the clients (their password exchanges by
+//! pgyard-wire's `AuthClient`), and judges every answer against its own reading of
+//! `docs/proxy.md` (PostgreSQL's and PgBouncer's rules), not against the machine: which byte
+//! answers a request, which FATAL ends a connection and in which words, which mechanisms a
+//! password check offers, who reaches a server or the console, and that the cancel key the
+//! adapter would register is the one the client was told.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -20,7 +22,7 @@ use std::sync::Arc;
 use bytes::{Buf, BytesMut};
 use pgyard_proxy::admin::ClientState;
 use pgyard_proxy::{
-    CancelKey, ClientAuth, ClientConfig, ClientOut, ClientSession, ClientTls, TlsMode,
+    CancelKey, ClientAuth, ClientCert, ClientConfig, ClientOut, ClientSession, ClientTls, TlsMode,
 };
 use pgyard_types::{uniform_inclusive, Instant, Rng, RngCore};
 use pgyard_wire::frame::ProtocolVersion;
@@ -76,6 +78,8 @@ pub(super) struct Proxy {
     pub(super) admins: BTreeSet<String>,
     /// Transaction mode gives a server back after the welcome; session mode keeps it.
     pub(super) pool_mode: pgyard_proxy::PoolMode,
+    /// The proxy checks client certificates against a CA: its clients may show one.
+    pub(super) client_ca: bool,
 }
 
 /// One client connection: the proxy's session and what it sent back.
@@ -95,6 +99,10 @@ pub(super) struct Conn {
     released: bool,
     /// It wrote to its server (session mode: the settings the client asked for).
     to_server: bool,
+    /// Under a client CA, the stream this connection's certificate is drawn from.
+    pub(super) certs: Option<Rng>,
+    /// The certificate the client showed in its handshake.
+    pub(super) cert: Option<ClientCert>,
     now: Instant,
 }
 
@@ -297,12 +305,13 @@ fn draw_proxy(rng: &mut Rng, t: &mut Trace) -> Result<Proxy, Violation> {
         rng.fill_bytes(&mut h);
         Arc::from(&h[..])
     });
-    let login = auth::draw(rng, t)?;
+    let mut login = auth::draw(rng, t)?;
     let (mode, end_point) = match login.auth {
         // A Unix socket's clients: no TLS there, as the adapter offers none.
         ClientAuth::Peer { .. } => (TlsMode::Disable, None),
         _ => (mode, end_point),
     };
+    let (mode, client_ca) = auth::draw_client_ca(rng, t, mode, &mut login);
     let admins: BTreeSet<String> = login
         .users
         .iter()
@@ -325,6 +334,7 @@ fn draw_proxy(rng: &mut Rng, t: &mut Trace) -> Result<Proxy, Violation> {
         login,
         admins,
         pool_mode,
+        client_ca,
     })
 }
 
@@ -380,6 +390,8 @@ fn connection(
         acquired: false,
         released: false,
         to_server: false,
+        certs: p.client_ca.then(|| auth::cert_stream(rng, k)),
+        cert: None,
         now,
     };
     trace!(t, "conn {k} prelude {prelude:?}");
@@ -432,11 +444,17 @@ fn connection(
     let mut b = BytesMut::new();
     let _ = encode_startup(version, &params, &mut b);
     c.send(&b)?;
-    if p.mode == TlsMode::Require && !tls {
+    let tls_only = [TlsMode::Require, TlsMode::VerifyCa, TlsMode::VerifyFull];
+    if tls_only.contains(&p.mode) && !tls {
         return ends_with_fatal(&mut c, "08P01", "SSL required");
     }
     let end_point = p.end_point.as_deref().filter(|_| tls);
-    if !auth::log_in(&mut c, login, &who, end_point)? {
+    let shown = c.cert.clone();
+    let cert = shown.as_ref();
+    if !auth::cert_gate(&mut c, p.mode, &login.auth, cert)?
+        || !auth::log_in(&mut c, login, &who, end_point, cert)?
+        || !auth::full_verify(&mut c, p.mode, &login.auth, &who, cert)?
+    {
         return Ok(());
     }
     let app = (!app.is_empty()).then_some(app);

@@ -4,13 +4,16 @@
 //! for MD5, a SCRAM verifier or a plain password for SCRAM-SHA-256 (with SCRAM-SHA-256-PLUS
 //! first over TLS when the certificate has a channel-binding hash), a user the file does not
 //! list goes through the same SCRAM exchange as any other, and a wrong password or an
-//! unknown user ends with FATAL 28P01 `password authentication failed for user "NAME"`.
+//! unknown user ends with FATAL 28P01 `password authentication failed for user "NAME"`. Also
+//! the client certificates (`docs/simulation.md`, "Client certificates"): the proxy's CA and
+//! modes, the certificate each handshake shows, and PostgreSQL's checks of it around the
+//! method.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
 
 use bytes::BytesMut;
-use pgyard_proxy::{AuthFile, ClientAuth};
+use pgyard_proxy::{AuthFile, ClientAuth, ClientCert, TlsMode};
 use pgyard_types::{uniform_inclusive, Rng, RngCore};
 use pgyard_wire::auth::{
     md5_secret, scram_secret, AuthClient, AuthConfig, AuthRequest, AuthResponse, AuthStep,
@@ -199,13 +202,15 @@ pub(super) fn draw_client(rng: &mut Rng, login: &Login) -> Who {
     }
 }
 
-/// The password exchange after the StartupMessage: `Ok(true)` when the check passed (the
-/// caller judges what follows), `Ok(false)` when it ended with the FATAL it must.
+/// The login method after the StartupMessage (the password exchange, or none): `Ok(true)`
+/// when the check passed (the caller judges what follows), `Ok(false)` when it ended with the
+/// FATAL it must.
 pub(super) fn log_in(
     c: &mut Conn,
     login: &Login,
     who: &Who,
     end_point: Option<&[u8]>,
+    cert: Option<&ClientCert>,
 ) -> Result<bool, Violation> {
     match &login.auth {
         ClientAuth::Trust => return Ok(true),
@@ -218,11 +223,7 @@ pub(super) fn log_in(
             let text = format!("Peer authentication failed for user \"{}\"", who.user);
             return ends_with_fatal(c, "28000", &text).map(|()| false);
         }
-        // The world's clients show no certificate (yet): PostgreSQL's FATAL before anything.
-        ClientAuth::Cert => {
-            let text = "connection requires a valid client certificate";
-            return ends_with_fatal(c, "28000", text).map(|()| false);
-        }
+        ClientAuth::Cert => return cert_method(c, who, cert),
         ClientAuth::File(_) => {}
     }
     let entry = login.users.iter().find(|u| u.name == who.user);
@@ -357,4 +358,141 @@ fn judge_first(
         end_point.is_some()
     );
     Err(fail("login-method-as-stored", detail))
+}
+
+/// The stream certificate draws come from: a seed whose proxy has no client CA draws and
+/// prints what it did before certificates were drawn.
+const CERT_STREAM: u64 = 0x6365_7274_7321;
+
+/// The seed's client certificates, from a stream of their own: half the seeds that may see
+/// TLS give the proxy a CA to check clients' certificates against (`true`), and with it
+/// perhaps `verify-ca` or `verify-full` in place of the mode drawn (a proxy without TLS keeps
+/// it: no certificate can reach it), and in place of an auth file perhaps the `cert` method,
+/// whose users stay the names clients ask for.
+pub(super) fn draw_client_ca(
+    rng: &Rng,
+    t: &mut Trace,
+    mode: TlsMode,
+    login: &mut Login,
+) -> (TlsMode, bool) {
+    if matches!(login.auth, ClientAuth::Peer { .. }) {
+        return (mode, false);
+    }
+    let mut side = rng.clone();
+    side.set_stream(CERT_STREAM);
+    if uniform_inclusive(&mut side, 1) == 0 {
+        return (mode, false);
+    }
+    let mode = match (mode, uniform_inclusive(&mut side, 2)) {
+        (TlsMode::Disable, _) | (_, 0) => mode,
+        (_, 1) => TlsMode::VerifyCa,
+        _ => TlsMode::VerifyFull,
+    };
+    let cert = matches!(login.auth, ClientAuth::File(_)) && uniform_inclusive(&mut side, 2) == 0;
+    if cert {
+        login.auth = ClientAuth::Cert;
+    }
+    trace!(t, "client CA, auth cert={cert}");
+    (mode, true)
+}
+
+/// Connection `k`'s certificate draws: a stream of their own, one per connection, so that
+/// how much one connection draws never moves another's.
+pub(super) fn cert_stream(rng: &Rng, k: u64) -> Rng {
+    let mut side = rng.clone();
+    side.set_stream(CERT_STREAM + 1 + k);
+    side
+}
+
+/// The certificate a client shows in its handshake (the proxy has a client CA): none one
+/// time in five; else one without a Common Name, or naming the user the client is about to
+/// ask for (`next`), or that name in capitals (PostgreSQL compares the name byte for byte),
+/// another listed user, a stranger.
+pub(super) fn draw_cert(side: &mut Rng, next: &str, login: &Login) -> Option<ClientCert> {
+    let others: Vec<&str> = login
+        .users
+        .iter()
+        .map(|u| u.name.as_str())
+        .filter(|n| *n != next)
+        .collect();
+    let common_name = match uniform_inclusive(side, 9) {
+        0 | 1 => return None,
+        2 => None,
+        3..=6 => Some(next.to_owned()),
+        7 => Some(next.to_uppercase()),
+        8 if !others.is_empty() => Some(others[any_index(side, others.len())].to_owned()),
+        _ => Some("mallory".to_owned()),
+    };
+    Some(ClientCert { common_name })
+}
+
+/// Whether the certificate names exactly this user.
+fn names(cert: Option<&ClientCert>, who: &Who) -> bool {
+    cert.and_then(|c| c.common_name.as_deref()) == Some(who.user.as_str())
+}
+
+/// Before any method: where a certificate is required (PostgreSQL's `clientcert` under the
+/// `verify-*` modes, and the `cert` method) a client that showed none, or could not over
+/// plaintext, gets FATAL 28000 and nothing else; no password is asked first. `Ok(true)`:
+/// the method runs.
+pub(super) fn cert_gate(
+    c: &mut Conn,
+    mode: TlsMode,
+    auth: &ClientAuth,
+    cert: Option<&ClientCert>,
+) -> Result<bool, Violation> {
+    let required =
+        matches!(mode, TlsMode::VerifyCa | TlsMode::VerifyFull) || matches!(auth, ClientAuth::Cert);
+    if !required || cert.is_some() {
+        return Ok(true);
+    }
+    let text = "connection requires a valid client certificate";
+    ends_with_fatal(c, "28000", text).map(|()| false)
+}
+
+/// The `cert` method: no password; the Common Name is the user name or FATAL 28000. A
+/// certificate without a name names nobody.
+fn cert_method(c: &mut Conn, who: &Who, cert: Option<&ClientCert>) -> Result<bool, Violation> {
+    if names(cert, who) {
+        return Ok(true);
+    }
+    let text = format!(
+        "certificate authentication failed for user \"{}\"",
+        who.user
+    );
+    ends_with_fatal(c, "28000", &text).map(|()| false)
+}
+
+/// `verify-full` after a method that passed: a certificate naming someone else (or no one)
+/// ends the login with the FATAL the method gives when it fails, since PostgreSQL compares
+/// the name only once the method succeeded and reports the failure in the method's words.
+/// `verify-ca` and the modes without a CA never look at the name.
+pub(super) fn full_verify(
+    c: &mut Conn,
+    mode: TlsMode,
+    auth: &ClientAuth,
+    who: &Who,
+    cert: Option<&ClientCert>,
+) -> Result<bool, Violation> {
+    if mode != TlsMode::VerifyFull || names(cert, who) {
+        return Ok(true);
+    }
+    let user = &who.user;
+    let (code, text) = match auth {
+        // Its method already compared the name.
+        ClientAuth::Cert => return Ok(true),
+        ClientAuth::Trust => (
+            "28000",
+            format!("\"trust\" authentication failed for user \"{user}\""),
+        ),
+        ClientAuth::Peer { .. } => (
+            "28000",
+            format!("Peer authentication failed for user \"{user}\""),
+        ),
+        ClientAuth::File(_) => (
+            "28P01",
+            format!("password authentication failed for user \"{user}\""),
+        ),
+    };
+    ends_with_fatal(c, code, &text).map(|()| false)
 }

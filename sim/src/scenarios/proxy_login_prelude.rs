@@ -1,9 +1,10 @@
 //! `proxy-login`'s encryption preludes (`proxy_login.rs`): SSLRequest and GSSENCRequest,
 //! with plaintext stuffed behind them or not, repeated, and direct TLS, each answered as
-//! PostgreSQL answers it.
+//! PostgreSQL answers it; and each handshake's outcome (ALPN, and under a client CA the
+//! certificate the client showed).
 
 use bytes::BytesMut;
-use pgyard_proxy::TlsMode;
+use pgyard_proxy::{ClientCert, TlsMode};
 use pgyard_types::{uniform_inclusive, Rng};
 use pgyard_wire::frame::ProtocolVersion;
 use pgyard_wire::frontend::{encode_gssenc_request, encode_ssl_request, encode_startup};
@@ -22,14 +23,13 @@ pub(super) fn prelude(
     c: &mut Conn,
     prelude: Prelude,
 ) -> Result<Option<bool>, Violation> {
-    let on = p.mode != TlsMode::Disable;
     let mut ssl = BytesMut::new();
     encode_ssl_request(&mut ssl);
     let mut gss = BytesMut::new();
     encode_gssenc_request(&mut gss);
     match prelude {
         Prelude::Plain => Ok(Some(false)),
-        Prelude::Ssl => ssl_request(rng, t, c, on, &ssl),
+        Prelude::Ssl => ssl_request(rng, t, p, c, &ssl),
         Prelude::SslStuffed | Prelude::GssStuffed => {
             // A StartupMessage sent with the request, before its answer: whole, or only its
             // first bytes (the rest of it still to come).
@@ -60,17 +60,17 @@ pub(super) fn prelude(
         Prelude::GssThenSsl => {
             c.send(&gss)?;
             answered(c, b'N', "GSSENCRequest")?;
-            ssl_request(rng, t, c, on, &ssl)
+            ssl_request(rng, t, p, c, &ssl)
         }
         Prelude::SslTwice => {
-            let Some(_) = ssl_request(rng, t, c, on, &ssl)? else {
+            let Some(_) = ssl_request(rng, t, p, c, &ssl)? else {
                 return Ok(None);
             };
             c.send(&ssl)?;
             ends_with_fatal(c, "0A000", SECOND_SSL).map(|()| None)
         }
         Prelude::GssAfterTls => {
-            let Some(tls) = ssl_request(rng, t, c, on, &ssl)? else {
+            let Some(tls) = ssl_request(rng, t, p, c, &ssl)? else {
                 return Ok(None);
             };
             c.send(&gss)?;
@@ -80,7 +80,7 @@ pub(super) fn prelude(
             answered(c, b'N', "GSSENCRequest after N")?;
             Ok(Some(false))
         }
-        Prelude::Direct => direct(rng, t, c, on),
+        Prelude::Direct => direct(rng, t, p, c),
         Prelude::GssThenRecord => {
             // Direct TLS is known by the very first byte only: a TLS record after an answered
             // request is read as a startup packet, whose length word is far out of range.
@@ -106,12 +106,12 @@ pub(super) fn prelude(
 fn ssl_request(
     rng: &mut Rng,
     t: &mut Trace,
+    p: &Proxy,
     c: &mut Conn,
-    on: bool,
     ssl: &[u8],
 ) -> Result<Option<bool>, Violation> {
     c.send(ssl)?;
-    if !on {
+    if p.mode == TlsMode::Disable {
         answered(c, b'N', "SSLRequest without TLS")?;
         return Ok(Some(false));
     }
@@ -120,14 +120,19 @@ fn ssl_request(
         let detail = "an S was not followed by a handshake with nothing read ahead".to_owned();
         return Err(fail("login-answered-as-postgresql", detail));
     }
-    handshake(rng, t, c, false)
+    handshake(rng, t, p, c, false)
 }
 
 /// A connection whose first byte is a TLS record.
-fn direct(rng: &mut Rng, t: &mut Trace, c: &mut Conn, on: bool) -> Result<Option<bool>, Violation> {
+fn direct(
+    rng: &mut Rng,
+    t: &mut Trace,
+    p: &Proxy,
+    c: &mut Conn,
+) -> Result<Option<bool>, Violation> {
     let hello = [0x16, 0x03, 0x01, 0x00, 0x05, 0x01, 0x00, 0x00, 0x01, 0x03];
     c.send(&hello)?;
-    if !on {
+    if p.mode == TlsMode::Disable {
         let text = "direct SSL connection request received, but this pgyard proxy has no TLS \
                     configured";
         return ends_with_fatal(c, "08P01", text).map(|()| None);
@@ -136,13 +141,15 @@ fn direct(rng: &mut Rng, t: &mut Trace, c: &mut Conn, on: bool) -> Result<Option
         let detail = "direct TLS did not start a handshake with the record read".to_owned();
         return Err(fail("login-answered-as-postgresql", detail));
     }
-    handshake(rng, t, c, true)
+    handshake(rng, t, p, c, true)
 }
 
-/// The handshake's outcome: the ALPN protocol the client and the proxy agreed on.
+/// The handshake's outcome: the ALPN protocol the client and the proxy agreed on, and under a
+/// client CA the certificate the client showed.
 fn handshake(
     rng: &mut Rng,
     t: &mut Trace,
+    p: &Proxy,
     c: &mut Conn,
     direct: bool,
 ) -> Result<Option<bool>, Violation> {
@@ -156,7 +163,23 @@ fn handshake(
         "handshake direct={direct} alpn={:?}",
         alpn.map(String::from_utf8_lossy)
     );
-    c.s.handle_tls_established(alpn);
+    if let Some(side) = c.certs.as_mut() {
+        // The client's next draw is its user (the caller's, right after this handshake): a
+        // peek at it lets the certificate name the very user asked for, without moving it.
+        let next = super::proxy_login_auth::draw_client(&mut rng.clone(), &p.login).user;
+        let cert = super::proxy_login_auth::draw_cert(side, &next, &p.login);
+        match &cert {
+            None => trace!(t, "no client certificate"),
+            Some(ClientCert { common_name: None }) => trace!(t, "client certificate without a CN"),
+            Some(ClientCert {
+                common_name: Some(cn),
+            }) => trace!(t, "client certificate CN={cn:?}"),
+        }
+        c.cert.clone_from(&cert);
+        c.s.handle_tls_established_with_cert(alpn, cert);
+    } else {
+        c.s.handle_tls_established(alpn);
+    }
     c.pump()?;
     match alpn {
         Some(b"postgresql") => Ok(Some(true)),

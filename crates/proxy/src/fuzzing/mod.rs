@@ -5,11 +5,16 @@
 //! an auth file with an MD5 user), TLS (bits 2 and 3: off, offered, or required), whether a
 //! handshake agrees on ALPN `postgresql` (bit 4 clear) or on none, whether the auth
 //! file's user is an admin user (bit 5), and peer authentication instead (bit 6: the
-//! socket's owner is `u` with bit 1 clear, unknown with it set); then a sequence of
+//! socket's owner is `u` with bit 1 clear, unknown with it set). Bit 7 turns on client
+//! certificates: bits 2 and 3 then give off, offered, `verify-ca` or `verify-full`, and bit 6
+//! the `cert` method in place of peer authentication. Then a sequence of
 //! `[op][len][len bytes]` steps:
 //! op % 7 is 0 client bytes, 1 server bytes, 2 a server lent (its settings from the bytes) —
 //! or, while an admin command awaits the adapter, the adapter's reply (made from the bytes) —
 //! 3 the server lost, 4 the pool refusing, 5 the clock at the bytes' value, 6 the client gone.
+//! A step that starts a TLS handshake also says which certificate the client shows, by
+//! `op / 7 % 4`: none, one without a Common Name, one naming `u`, or one naming `U`. A login
+//! that passes must have kept the certificate rules (`Checks::login`).
 //!
 //! With the `fuzzing` feature, `structured_session` is the structure-aware counterpart
 //! (target `proxy_session`): well-formed requests and replies, judged against a reference
@@ -25,7 +30,8 @@ use pgyard_wire::frame::{decode_frame, Decoded};
 
 use crate::admin::{AdminError, AdminReply, ClientRow, Snapshot};
 use crate::client::{
-    ClientAuth, ClientConfig, ClientOut, ClientSession, ClientTls, Lent, PoolMode, TlsMode,
+    ClientAuth, ClientCert, ClientConfig, ClientOut, ClientSession, ClientTls, Lent, PoolMode,
+    TlsMode,
 };
 use crate::pool::{ClientId, PoolKey, ServerId};
 use crate::{AuthFile, Route};
@@ -45,8 +51,11 @@ pub fn client_session(data: &[u8]) {
     let Some((&first, mut rest)) = data.split_first() else {
         return;
     };
-    let mut s = session(first);
-    let mut check = Checks::default();
+    let (mut s, rules) = session(first);
+    let mut check = Checks {
+        rules,
+        ..Checks::default()
+    };
     let mut now = Instant(0);
     let mut next_server = 1;
     while let [op, len, tail @ ..] = rest {
@@ -85,19 +94,51 @@ pub fn client_session(data: &[u8]) {
         check.outputs(&mut s);
         if std::mem::take(&mut check.handshake) {
             let alpn = (first & 16 == 0).then_some(crate::client::ALPN_POSTGRESQL);
-            s.handle_tls_established(alpn);
+            let cert = shown_cert(*op);
+            check.cert.clone_from(&cert);
+            s.handle_tls_established_with_cert(alpn, cert);
             check.outputs(&mut s);
         }
+        check.login(&s);
     }
 }
 
-fn session(first: u8) -> ClientSession {
+/// The certificate a client shows at its handshake, chosen by the step that led to it: the
+/// op byte's quotient by 7 (which the op itself ignores) picks none, one without a Common
+/// Name, one naming `u`, or one naming `U` (names are compared exactly, so not `u`).
+fn shown_cert(op: u8) -> Option<ClientCert> {
+    let common_name = match op / 7 % 4 {
+        0 => return None,
+        1 => None,
+        2 => Some("u"),
+        _ => Some("U"),
+    };
+    Some(ClientCert {
+        common_name: common_name.map(str::to_owned),
+    })
+}
+
+/// What the proxy's certificate rules demand of a login that passes.
+#[derive(Default)]
+struct CertRules {
+    /// It ran over TLS (`require` and the `verify-*` modes).
+    tls: bool,
+    /// The client showed a certificate (the `verify-*` modes, the `cert` method).
+    cert: bool,
+    /// Its Common Name is the user name (`verify-full`, the `cert` method).
+    named: bool,
+}
+
+fn session(first: u8) -> (ClientSession, CertRules) {
+    let certs = first & 128 != 0;
     let pool_mode = if first & 1 == 0 {
         PoolMode::Transaction
     } else {
         PoolMode::Session
     };
-    let auth = if first & 64 != 0 {
+    let auth = if certs && first & 64 != 0 {
+        ClientAuth::Cert
+    } else if first & 64 != 0 {
         ClientAuth::Peer {
             os_user: (first & 2 == 0).then(|| "u".to_owned()),
         }
@@ -108,6 +149,7 @@ fn session(first: u8) -> ClientSession {
         let file = AuthFile::parse(text, &mut pgyard_types::rng_from_seed(1));
         ClientAuth::File(Arc::new(file.unwrap_or_default()))
     };
+    let by_cert = matches!(auth, ClientAuth::Cert);
     let config = ClientConfig {
         auth,
         pool_mode,
@@ -123,16 +165,27 @@ fn session(first: u8) -> ClientSession {
         ),
     };
     let (key, random) = fixed_key_and_random();
-    let mode = match first & 12 {
-        0 => TlsMode::Disable,
-        4 => TlsMode::Prefer,
+    let mode = match (first & 12, certs) {
+        (0, _) => TlsMode::Disable,
+        (4, _) => TlsMode::Prefer,
+        (8, true) => TlsMode::VerifyCa,
+        (_, true) => TlsMode::VerifyFull,
         _ => TlsMode::Require,
+    };
+    let rules = CertRules {
+        tls: matches!(
+            mode,
+            TlsMode::Require | TlsMode::VerifyCa | TlsMode::VerifyFull
+        ),
+        cert: matches!(mode, TlsMode::VerifyCa | TlsMode::VerifyFull) || by_cert,
+        named: mode == TlsMode::VerifyFull || by_cert,
     };
     let tls = ClientTls {
         mode,
         end_point: Some(Arc::from(&[5u8; 32][..])),
     };
-    ClientSession::new(Instant(0), ClientId(1), config, key, random).with_tls(tls)
+    let s = ClientSession::new(Instant(0), ClientId(1), config, key, random).with_tls(tls);
+    (s, rules)
 }
 
 /// The cancel key and login randomness of every fuzzed session: fixed, so that an input
@@ -226,6 +279,12 @@ struct Checks {
     handshake: bool,
     /// Whether a handshake was ever asked for (at most once a connection).
     tls_started: bool,
+    /// What a login that passes must have kept.
+    rules: CertRules,
+    /// The certificate the client showed at its handshake.
+    cert: Option<ClientCert>,
+    /// A login that passed was judged (once: what it was judged on cannot change after).
+    login_judged: bool,
 }
 
 impl Checks {
@@ -271,6 +330,28 @@ impl Checks {
                 ClientOut::Close => self.closed = true,
             }
         }
+    }
+
+    /// A login that passed kept the certificate rules: TLS where it is required, a
+    /// certificate where one is, and one naming the user where the name is checked.
+    fn login(&mut self, s: &ClientSession) {
+        if self.login_judged || !s.activity().logged_in {
+            return;
+        }
+        self.login_judged = true;
+        let user = s.identity().0;
+        let r = &self.rules;
+        assert!(!r.tls || s.is_tls(), "{user:?} logged in without TLS");
+        assert!(
+            !r.cert || self.cert.is_some(),
+            "{user:?} logged in without a certificate"
+        );
+        let named = self.cert.as_ref().and_then(|c| c.common_name.as_deref()) == Some(user);
+        assert!(
+            !r.named || named,
+            "{user:?} logged in with certificate {:?}",
+            self.cert
+        );
     }
 
     /// No middleware message and no Terminate ever reaches a server.
