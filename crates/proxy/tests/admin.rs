@@ -126,6 +126,7 @@ fn empty_snapshot(paused: bool) -> AdminReply {
         servers: Vec::new(),
         retired: Default::default(),
         config: Vec::new(),
+        databases: Vec::new(),
     }))
 }
 

@@ -1,7 +1,7 @@
 //! The admin console of `pgyard proxy` (database `pgyard`) through psql (libpq 18), in front
-//! of a real PostgreSQL 18: SHOW POOLS, CLIENTS, SERVERS, STATS and CONFIG against what the
-//! clients are doing, PAUSE and RESUME staged by what SHOW reports (never by sleeping), RELOAD
-//! without a file, and a user who is not an admin refused.
+//! of a real PostgreSQL 18: SHOW POOLS, CLIENTS, SERVERS, STATS, CONFIG, DATABASES and LISTS
+//! against what the clients are doing, PAUSE and RESUME staged by what SHOW reports (never by
+//! sleeping), RELOAD without a file, and a user who is not an admin refused.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -285,10 +285,47 @@ async fn the_console_shows_what_clients_do_and_pauses_lending() {
     assert!(out.contains("admin_users|ops||yes"), "{out}");
     let err = admin(addr, "RELOAD").await.expect_err("no file");
     assert!(err.to_string().contains("nothing to re-read"), "{err}");
-    let err = admin(addr, "SHOW DATABASES").await.expect_err("unknown");
+    let err = admin(addr, "SHOW USERS").await.expect_err("unknown");
     assert!(
         err.to_string()
-            .contains("invalid command 'SHOW DATABASES', use SHOW HELP;"),
+            .contains("invalid command 'SHOW USERS', use SHOW HELP;"),
         "{err}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_databases_and_lists_answer_with_pgbouncers_columns() {
+    let primary = Primary::start(Options::default()).expect("primary");
+    let addr = proxy(primary.port()).await;
+    let mut s = client(addr).await;
+    assert_eq!(one(&mut s, "select 1").await, "1");
+
+    // The columns' names and types are the render's tests' (crates/proxy); here the row.
+    let out = admin(addr, "SHOW DATABASES").await.expect("SHOW DATABASES");
+    let port = primary.port();
+    let row = format!("postgres|127.0.0.1|{port}|postgres||1|0|0|transaction|0|1|0|0");
+    assert_eq!(out, row, "the backend serves the one name in use");
+
+    let out = admin(addr, "SHOW LISTS").await.expect("SHOW LISTS");
+    let lists: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lists,
+        [
+            "databases|1",
+            "users|1",
+            "pools|1",
+            "free_clients|0",
+            // The client above and psql's own console session.
+            "used_clients|2",
+            "login_clients|0",
+            "free_servers|0",
+            "used_servers|1",
+            "dns_names|0",
+            "dns_zones|0",
+            "dns_queries|0",
+            "dns_pending|0",
+        ],
+        "{out}"
+    );
+    s.close().await;
 }

@@ -80,7 +80,16 @@ enum Want {
 
 /// A command as written, with what it must get.
 fn draw_command(rng: &mut Rng) -> (String, Want) {
-    let lists = ["POOLS", "CLIENTS", "SERVERS", "STATS", "STATE", "CONFIG"];
+    let lists = [
+        "POOLS",
+        "CLIENTS",
+        "SERVERS",
+        "STATS",
+        "STATE",
+        "CONFIG",
+        "DATABASES",
+        "LISTS",
+    ];
     let (words, want): (Vec<String>, Want) = match uniform_inclusive(rng, 13) {
         0 => (vec![], Want::Empty),
         1 => (vec!["show".into(), "help".into()], Want::Help),

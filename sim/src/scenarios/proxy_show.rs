@@ -4,14 +4,15 @@
 //! `docs/proxy.md`: a row per pool with its clients and servers counted by state and its
 //! longest wait in seconds and microseconds, a row per database with the counters of its
 //! logged-in clients plus those that left, the state's three flags, a row per connection with
-//! its times as `YYYY-MM-DD HH:MM:SS UTC`, and every column typed text, int4, int8 or numeric.
+//! its times as `YYYY-MM-DD HH:MM:SS UTC`, a row per database with its servers counted, the
+//! lists' counts, and every column typed text, int4, int8 or numeric.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use pgyard_proxy::admin::{
-    Activity, AdminReply, ClientRow, ClientState, ClientStats, ConfigRow, ServerRow, ServerState,
-    Snapshot,
+    Activity, AdminReply, ClientRow, ClientState, ClientStats, ConfigRow, DatabaseRow, ServerRow,
+    ServerState, Snapshot,
 };
 use pgyard_proxy::{ClientId, PoolKey, PoolMode, Route, ServerId};
 use pgyard_types::{uniform_inclusive, Rng, RngCore};
@@ -228,6 +229,34 @@ fn server(rng: &mut Rng, id: u64) -> ServerRow {
     }
 }
 
+/// The stream the made-up databases are drawn from, so that the rest of a seed draws as
+/// before they were shown.
+const DATABASE_STREAM: u64 = 0x6462_7321;
+
+/// A few of the names clients use, each as a configured database or served by the fallback:
+/// host lists, a port or the default, a name on the server of its own or not.
+fn databases(rng: &Rng) -> Vec<DatabaseRow> {
+    let mut side = rng.clone();
+    side.set_stream(DATABASE_STREAM);
+    let mut rows = Vec::new();
+    for name in DATABASES {
+        if uniform_inclusive(&mut side, 2) == 0 {
+            continue;
+        }
+        rows.push(DatabaseRow {
+            name: name.to_owned(),
+            host: pick(&mut side, &[Some("db1"), Some("db1,db2"), None]).map(str::to_owned),
+            port: pick(&mut side, &[None, Some(5433)]),
+            database: match uniform_inclusive(&mut side, 1) {
+                0 => name.to_owned(),
+                _ => format!("{name}_live"),
+            },
+            pool_size: 1 + uniform_inclusive(&mut side, 19) as usize,
+        });
+    }
+    rows
+}
+
 fn snapshot(rng: &mut Rng, paused: bool) -> Snapshot {
     let pools = (0..uniform_inclusive(rng, 2)).map(|_| key(rng)).collect();
     let clients = (0..uniform_inclusive(rng, 6))
@@ -253,6 +282,7 @@ fn snapshot(rng: &mut Rng, paused: bool) -> Snapshot {
             default: "session".into(),
             changeable: true,
         }],
+        databases: databases(rng),
     }
 }
 
@@ -282,6 +312,8 @@ pub(super) fn judge(
             .collect()
         }
         "CLIENTS" => s.clients.iter().map(client_cells).collect(),
+        "DATABASES" => database_cells(&s),
+        "LISTS" => list_cells(&s),
         "SERVERS" => s.servers.iter().map(server_cells).collect(),
         _ => s
             .config
@@ -416,6 +448,86 @@ fn pools(s: &Snapshot) -> Vec<Cells> {
             r
         })
         .collect()
+}
+
+/// SHOW DATABASES by the docs: PgBouncer 1.18's columns, a row per database, its servers
+/// counted from the snapshot's connections; what pgyard does not have is NULL or 0.
+fn database_cells(s: &Snapshot) -> Vec<Cells> {
+    let mode = match s.pool_mode {
+        PoolMode::Session => "session",
+        PoolMode::Transaction => "transaction",
+    };
+    s.databases
+        .iter()
+        .map(|d| {
+            let servers = s
+                .servers
+                .iter()
+                .filter(|v| v.key.database == d.name)
+                .count();
+            let mut r = row(&[
+                ("name", &d.name),
+                ("port", &d.port.unwrap_or(5432).to_string()),
+                ("database", &d.database),
+                ("pool_size", &d.pool_size.to_string()),
+                ("min_pool_size", "0"),
+                ("reserve_pool", "0"),
+                ("pool_mode", mode),
+                ("max_connections", "0"),
+                ("current_connections", &servers.to_string()),
+                ("paused", if s.paused { "1" } else { "0" }),
+                ("disabled", "0"),
+            ]);
+            r.insert("host".into(), d.host.clone());
+            r.insert("force_user".into(), None);
+            r
+        })
+        .collect()
+}
+
+/// SHOW LISTS by the docs: the databases shown, the users of the pools SHOW POOLS shows
+/// (pools the proxy has, those of logged-in clients, those of servers), the connections, and
+/// nothing in free lists or a DNS cache.
+fn list_cells(s: &Snapshot) -> Vec<Cells> {
+    let mut pools: std::collections::BTreeSet<(String, String, &str)> = Default::default();
+    let mut add = |k: &PoolKey| {
+        pools.insert((k.database.clone(), k.user.clone(), k.route.as_str()));
+    };
+    s.pools.iter().for_each(&mut add);
+    s.servers.iter().for_each(|v| add(&v.key));
+    for c in &s.clients {
+        let a = &c.activity;
+        if a.logged_in && !a.admin {
+            add(&PoolKey {
+                database: c.database.clone(),
+                user: c.user.clone(),
+                route: a.route,
+            });
+        }
+    }
+    let users: std::collections::BTreeSet<&String> = pools.iter().map(|p| &p.1).collect();
+    let login = s
+        .clients
+        .iter()
+        .filter(|c| c.activity.state == ClientState::Login)
+        .count();
+    [
+        ("databases", s.databases.len()),
+        ("users", users.len()),
+        ("pools", pools.len()),
+        ("free_clients", 0),
+        ("used_clients", s.clients.len()),
+        ("login_clients", login),
+        ("free_servers", 0),
+        ("used_servers", s.servers.len()),
+        ("dns_names", 0),
+        ("dns_zones", 0),
+        ("dns_queries", 0),
+        ("dns_pending", 0),
+    ]
+    .iter()
+    .map(|(list, n)| row(&[("list", list), ("items", &n.to_string())]))
+    .collect()
 }
 
 /// SHOW STATS by the docs: per database, the counters of its logged-in clients (not the

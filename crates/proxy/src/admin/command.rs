@@ -24,6 +24,10 @@ pub enum Show {
     Help,
     /// The proxy's version.
     Version,
+    /// One row per database.
+    Databases,
+    /// The counts of the proxy's lists.
+    Lists,
 }
 
 impl Show {
@@ -38,6 +42,8 @@ impl Show {
             Show::State => "STATE",
             Show::Help => "HELP",
             Show::Version => "VERSION",
+            Show::Databases => "DATABASES",
+            Show::Lists => "LISTS",
         }
     }
 
@@ -51,6 +57,8 @@ impl Show {
             Show::State,
             Show::Help,
             Show::Version,
+            Show::Databases,
+            Show::Lists,
         ]
         .into_iter()
         .find(|s| s.word().eq_ignore_ascii_case(word))
@@ -224,6 +232,8 @@ mod tests {
         assert_eq!(parse("show state"), Ok(Command::Show(Show::State)));
         assert_eq!(parse("show help"), Ok(Command::Show(Show::Help)));
         assert_eq!(parse("show version"), Ok(Command::Show(Show::Version)));
+        assert_eq!(parse("SHOW Databases;"), Ok(Command::Show(Show::Databases)));
+        assert_eq!(parse("show lists"), Ok(Command::Show(Show::Lists)));
         assert_eq!(parse("reload"), Ok(Command::Reload));
         assert_eq!(parse("PAUSE;"), Ok(Command::Pause));
         assert_eq!(parse("Resume"), Ok(Command::Resume));
@@ -235,7 +245,7 @@ mod tests {
     fn anything_else_gets_pgbouncers_text_with_the_query() {
         for q in [
             "show",
-            "show databases",
+            "show users",
             "show pools clients",
             "show pools;;",
             "select 1",

@@ -13,8 +13,8 @@ mod snapshot;
 pub use command::{parse, Command, Show};
 pub use render::{answer, timestamp};
 pub use snapshot::{
-    Activity, ClientAddr, ClientRow, ClientState, ClientStats, ConfigRow, PoolRow, ServerRow,
-    ServerState, Snapshot,
+    Activity, ClientAddr, ClientRow, ClientState, ClientStats, ConfigRow, DatabaseRow, PoolRow,
+    ServerRow, ServerState, Snapshot,
 };
 
 /// The database name that opens the admin console.

@@ -81,7 +81,7 @@ fn complete(tag: &str, buf: &mut BytesMut) {
 
 /// The commands, as a NOTICE (as PgBouncer's SHOW HELP).
 fn help(buf: &mut BytesMut) {
-    let detail = "\n\tSHOW HELP|POOLS|CLIENTS|SERVERS|STATS|CONFIG|STATE|VERSION\n\
+    let detail = "\n\tSHOW HELP|POOLS|CLIENTS|SERVERS|STATS|CONFIG|STATE|VERSION|DATABASES|LISTS\n\
                   \tRELOAD\n\tPAUSE\n\tRESUME";
     let fields: [(u8, &[u8]); 5] = [
         (b'S', b"NOTICE"),
@@ -165,7 +165,72 @@ fn show(what: Show, s: &Snapshot, buf: &mut BytesMut) {
             ];
             table(&[("key", Ty::Text), ("value", Ty::Text)], &rows, buf)
         }
+        Show::Databases => databases(s, buf),
+        Show::Lists => {
+            let rows: Vec<Row> = s
+                .lists()
+                .into_iter()
+                .map(|(list, items)| vec![text(list), num(items)])
+                .collect();
+            table(&[("list", Ty::Text), ("items", Ty::Int4)], &rows, buf)
+        }
         Show::Help | Show::Version => help(buf),
+    }
+}
+
+/// SHOW DATABASES in PgBouncer 1.18's columns. pgyard has no `force_user` (a user in a
+/// database's connection string is refused), no minimum or reserve pool, no per-database
+/// connection limit and no DISABLE, so those are NULL or 0; every database is paused at once.
+fn databases(s: &Snapshot, buf: &mut BytesMut) {
+    let mut cols = vec![
+        ("name", Ty::Text),
+        ("host", Ty::Text),
+        ("port", Ty::Int4),
+        ("database", Ty::Text),
+        ("force_user", Ty::Text),
+    ];
+    for name in ["pool_size", "min_pool_size", "reserve_pool"] {
+        cols.push((name, Ty::Int4));
+    }
+    cols.push(("pool_mode", Ty::Text));
+    for name in [
+        "max_connections",
+        "current_connections",
+        "paused",
+        "disabled",
+    ] {
+        cols.push((name, Ty::Int4));
+    }
+    let mode = mode_word(s.pool_mode);
+    let rows: Vec<Row> = s
+        .databases
+        .iter()
+        .map(|d| {
+            vec![
+                Some(d.name.clone()),
+                d.host.clone(),
+                num(d.port.unwrap_or(5432)),
+                Some(d.database.clone()),
+                None,
+                num(d.pool_size),
+                num(0),
+                num(0),
+                text(mode),
+                num(0),
+                num(s.connections(&d.name)),
+                num(u8::from(s.paused)),
+                num(0),
+            ]
+        })
+        .collect();
+    table(&cols, &rows, buf)
+}
+
+/// The pool mode as PgBouncer writes it.
+fn mode_word(mode: PoolMode) -> &'static str {
+    match mode {
+        PoolMode::Session => "session",
+        PoolMode::Transaction => "transaction",
     }
 }
 
@@ -194,10 +259,7 @@ fn pools(s: &Snapshot, buf: &mut BytesMut) {
     }
     cols.push(("pool_mode", Ty::Text));
     cols.push(("route", Ty::Text));
-    let mode = match s.pool_mode {
-        PoolMode::Session => "session",
-        PoolMode::Transaction => "transaction",
-    };
+    let mode = mode_word(s.pool_mode);
     let rows: Vec<Row> = s
         .pool_rows()
         .into_iter()

@@ -276,6 +276,22 @@ pub struct ConfigRow {
     pub changeable: bool,
 }
 
+/// One database as SHOW DATABASES shows it: a `[databases.NAME]` entry, or a name clients
+/// use that the fallback backend serves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DatabaseRow {
+    /// The name clients ask for.
+    pub name: String,
+    /// The connection string's host list as written (`None`: libpq's default, a Unix socket).
+    pub host: Option<String>,
+    /// The connection string's first port (`None`: 5432).
+    pub port: Option<u16>,
+    /// The database's name on the servers.
+    pub database: String,
+    /// Server connections per (database, user, route) pool.
+    pub pool_size: usize,
+}
+
 /// Everything the admin console shows, taken at one moment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Snapshot {
@@ -293,6 +309,8 @@ pub struct Snapshot {
     pub retired: BTreeMap<String, ClientStats>,
     /// The configuration in force.
     pub config: Vec<ConfigRow>,
+    /// The databases, by name.
+    pub databases: Vec<DatabaseRow>,
 }
 
 /// One pool's counts (SHOW POOLS).
@@ -345,6 +363,43 @@ impl Snapshot {
             }
         }
         rows
+    }
+
+    /// SHOW LISTS's counts, in PgBouncer's order. pgyard keeps no free lists of client or
+    /// server structures, and resolves names through the connect machine, not a DNS cache of
+    /// its own, so those counts are 0; `users` are the distinct users of the pools SHOW POOLS
+    /// lists (PgBouncer counts the users it has loaded).
+    pub fn lists(&self) -> [(&'static str, usize); 12] {
+        let pools = self.pool_rows();
+        let users: std::collections::BTreeSet<&str> =
+            pools.keys().map(|k| k.user.as_str()).collect();
+        let login = self
+            .clients
+            .iter()
+            .filter(|c| c.activity.state == ClientState::Login)
+            .count();
+        [
+            ("databases", self.databases.len()),
+            ("users", users.len()),
+            ("pools", pools.len()),
+            ("free_clients", 0),
+            ("used_clients", self.clients.len()),
+            ("login_clients", login),
+            ("free_servers", 0),
+            ("used_servers", self.servers.len()),
+            ("dns_names", 0),
+            ("dns_zones", 0),
+            ("dns_queries", 0),
+            ("dns_pending", 0),
+        ]
+    }
+
+    /// Server connections per database name (SHOW DATABASES's `current_connections`).
+    pub fn connections(&self, database: &str) -> usize {
+        self.servers
+            .iter()
+            .filter(|s| s.key.database == database)
+            .count()
     }
 
     /// The counters per database: those of clients that left, plus those of clients here.

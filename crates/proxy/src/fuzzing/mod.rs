@@ -258,6 +258,7 @@ fn admin_reply(s: &ClientSession, bytes: &[u8]) -> AdminReply {
                 servers: Vec::new(),
                 retired: Default::default(),
                 config: Vec::new(),
+                databases: Vec::new(),
             }))
         }
     }

@@ -11,7 +11,7 @@ use pgyard_wire::frame::frames;
 
 use super::*;
 use crate::admin::snapshot::{
-    Activity, ClientAddr, ClientState, ClientStats, ConfigRow, ServerState,
+    Activity, ClientAddr, ClientState, ClientStats, ConfigRow, DatabaseRow, ServerState,
 };
 use crate::classes::Route;
 use crate::pool::{ClientId, PoolKey, ServerId};
@@ -174,6 +174,22 @@ fn snapshot() -> Snapshot {
             default: "20".into(),
             changeable: true,
         }],
+        databases: vec![
+            DatabaseRow {
+                name: "reports".into(),
+                host: None,
+                port: None,
+                database: "reports".into(),
+                pool_size: 5,
+            },
+            DatabaseRow {
+                name: "shop".into(),
+                host: Some("db1,db2".into()),
+                port: Some(5433),
+                database: "shop_live".into(),
+                pool_size: 20,
+            },
+        ],
     }
 }
 
@@ -289,6 +305,86 @@ fn show_stats_sums_live_and_departed_clients_per_database() {
     assert_eq!(r.get(0, "total_received"), Some("100"));
     assert_eq!(r.get(0, "total_unknown_middleware"), Some("2"));
     assert_eq!(r.get(0, "total_middleware"), Some("3"));
+}
+
+#[test]
+fn show_databases_has_pgbouncers_columns_and_counts_each_ones_servers() {
+    let r = render(Command::Show(Show::Databases), snap());
+    let names: Vec<(&str, u32)> = r.columns.iter().map(|(n, t)| (n.as_str(), *t)).collect();
+    assert_eq!(
+        names,
+        [
+            ("name", 25),
+            ("host", 25),
+            ("port", 23),
+            ("database", 25),
+            ("force_user", 25),
+            ("pool_size", 23),
+            ("min_pool_size", 23),
+            ("reserve_pool", 23),
+            ("pool_mode", 25),
+            ("max_connections", 23),
+            ("current_connections", 23),
+            ("paused", 23),
+            ("disabled", 23),
+        ]
+    );
+    assert_eq!(r.rows.len(), 2);
+    let shop = [
+        Some("shop"),
+        Some("db1,db2"),
+        Some("5433"),
+        Some("shop_live"),
+        None,
+        Some("20"),
+        Some("0"),
+        Some("0"),
+        Some("transaction"),
+        Some("0"),
+        Some("4"),
+        Some("1"),
+        Some("0"),
+    ];
+    let got: Vec<Option<&str>> = r.rows[1].iter().map(|v| v.as_deref()).collect();
+    assert_eq!(got, shop);
+    assert_eq!(r.get(0, "host"), None, "no host: libpq's default socket");
+    assert_eq!(r.get(0, "port"), Some("5432"));
+    assert_eq!(r.get(0, "current_connections"), Some("0"));
+}
+
+#[test]
+fn show_lists_counts_what_the_snapshot_holds() {
+    let r = render(Command::Show(Show::Lists), snap());
+    assert_eq!(r.columns, [("list".into(), 25), ("items".into(), 23)]);
+    let got: Vec<(String, String)> = r
+        .rows
+        .iter()
+        .map(|row| {
+            (
+                row[0].clone().expect("list"),
+                row[1].clone().expect("items"),
+            )
+        })
+        .collect();
+    let want = [
+        ("databases", 2),
+        ("users", 1),
+        ("pools", 2),
+        ("free_clients", 0),
+        ("used_clients", 5),
+        ("login_clients", 1),
+        ("free_servers", 0),
+        ("used_servers", 4),
+        ("dns_names", 0),
+        ("dns_zones", 0),
+        ("dns_queries", 0),
+        ("dns_pending", 0),
+    ];
+    let want: Vec<(String, String)> = want
+        .iter()
+        .map(|(l, n)| ((*l).to_owned(), n.to_string()))
+        .collect();
+    assert_eq!(got, want);
 }
 
 #[test]

@@ -11,8 +11,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use pgyard_driver::{Clock, SessionInfo};
 use pgyard_proxy::admin::{
     Activity, AdminError, AdminReply, AdminRequest, ClientAddr, ClientRow, ClientState,
-    ClientStats, ConfigRow, ServerRow, ServerState, Snapshot, ALREADY_PAUSED, NOT_PAUSED, NO_FILE,
-    PAUSE_ENDED,
+    ClientStats, ConfigRow, DatabaseRow, ServerRow, ServerState, Snapshot, ALREADY_PAUSED,
+    NOT_PAUSED, NO_FILE, PAUSE_ENDED,
 };
 use pgyard_proxy::{ClientAuth, ClientId, ClientSession, Lent, PoolMode, ServerUse, TlsMode};
 use pgyard_types::Instant;
@@ -324,7 +324,7 @@ impl Shared {
                 r.clients.iter().map(|(id, s)| (*id, s.clone())).collect();
             (slots, r.retired.clone())
         };
-        let clients = slots
+        let clients: Vec<ClientRow> = slots
             .iter()
             .filter_map(|(id, slot)| slot.row(*id, wall, mono))
             .collect();
@@ -367,16 +367,69 @@ impl Shared {
                 }
             })
             .collect();
+        let pools = st.pools.keys();
+        let in_use: Vec<&str> = pools
+            .iter()
+            .map(|k| k.database.as_str())
+            .chain(
+                clients
+                    .iter()
+                    .filter(|c| c.activity.counted())
+                    .map(|c| c.database.as_str()),
+            )
+            .collect();
+        let databases = database_rows(&config, &in_use);
         Snapshot {
             pool_mode: self.mode,
             paused: st.pools.is_paused(),
-            pools: st.pools.keys(),
+            pools,
             clients,
             servers,
             retired,
             config: config_rows(&config, &self.addrs, self.unix_dir.as_deref()),
+            databases,
         }
     }
+}
+
+/// SHOW DATABASES's rows: every `[databases.NAME]` entry, and each other name in use
+/// (`in_use`) that the fallback backend serves, as PgBouncer lists the databases its `*`
+/// entry made.
+fn database_rows(c: &ProxyConfig, in_use: &[&str]) -> Vec<DatabaseRow> {
+    use pgyard_conninfo::Keyword;
+    let row = |name: &str, conninfo: &str, own: bool| {
+        let info = pgyard_conninfo::parse(conninfo.as_bytes()).ok();
+        let get = |kw| {
+            info.as_ref()
+                .and_then(|i| i.get(kw))
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+                .filter(|v| !v.is_empty())
+        };
+        let port = get(Keyword::Port).and_then(|p| p.split(',').next()?.trim().parse().ok());
+        // A database's own string may rename it on the server; the fallback's pools use the
+        // client's name.
+        let database = own.then(|| get(Keyword::Dbname)).flatten();
+        DatabaseRow {
+            name: name.to_owned(),
+            host: get(Keyword::Host).or_else(|| get(Keyword::Hostaddr)),
+            port,
+            database: database.unwrap_or_else(|| name.to_owned()),
+            pool_size: c.pool.size,
+        }
+    };
+    let mut rows: BTreeMap<&str, DatabaseRow> = c
+        .databases
+        .iter()
+        .map(|(name, conninfo)| (name.as_str(), row(name, conninfo, true)))
+        .collect();
+    if let Some(backend) = &c.backend {
+        for name in in_use {
+            if !rows.contains_key(name) {
+                rows.insert(name, row(name, backend, false));
+            }
+        }
+    }
+    rows.into_values().collect()
 }
 
 /// Whether the configured addresses are the ones listened on (port 0 was any port).
