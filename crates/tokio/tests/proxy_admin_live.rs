@@ -303,7 +303,7 @@ async fn show_databases_and_lists_answer_with_pgbouncers_columns() {
     // The columns' names and types are the render's tests' (crates/proxy); here the row.
     let out = admin(addr, "SHOW DATABASES").await.expect("SHOW DATABASES");
     let port = primary.port();
-    let row = format!("postgres|127.0.0.1|{port}|postgres||1|0|0|transaction|0|1|0|0");
+    let row = format!("postgres|127.0.0.1|{port}|postgres||1|0|0||0|1|0|0");
     assert_eq!(out, row, "the backend serves the one name in use");
 
     let out = admin(addr, "SHOW LISTS").await.expect("SHOW LISTS");

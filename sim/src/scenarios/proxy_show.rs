@@ -453,10 +453,6 @@ fn pools(s: &Snapshot) -> Vec<Cells> {
 /// SHOW DATABASES by the docs: PgBouncer 1.18's columns, a row per database, its servers
 /// counted from the snapshot's connections; what pgyard does not have is NULL or 0.
 fn database_cells(s: &Snapshot) -> Vec<Cells> {
-    let mode = match s.pool_mode {
-        PoolMode::Session => "session",
-        PoolMode::Transaction => "transaction",
-    };
     s.databases
         .iter()
         .map(|d| {
@@ -472,7 +468,6 @@ fn database_cells(s: &Snapshot) -> Vec<Cells> {
                 ("pool_size", &d.pool_size.to_string()),
                 ("min_pool_size", "0"),
                 ("reserve_pool", "0"),
-                ("pool_mode", mode),
                 ("max_connections", "0"),
                 ("current_connections", &servers.to_string()),
                 ("paused", if s.paused { "1" } else { "0" }),
@@ -480,6 +475,8 @@ fn database_cells(s: &Snapshot) -> Vec<Cells> {
             ]);
             r.insert("host".into(), d.host.clone());
             r.insert("force_user".into(), None);
+            // PgBouncer shows a database's own pool mode there; pgyard has none.
+            r.insert("pool_mode".into(), None);
             r
         })
         .collect()

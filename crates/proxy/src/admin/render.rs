@@ -179,7 +179,8 @@ fn show(what: Show, s: &Snapshot, buf: &mut BytesMut) {
 }
 
 /// SHOW DATABASES in PgBouncer 1.18's columns. pgyard has no `force_user` (a user in a
-/// database's connection string is refused), no minimum or reserve pool, no per-database
+/// database's connection string is refused), no minimum or reserve pool, no pool mode of a
+/// database's own (PgBouncer's column shows only such an override), no per-database
 /// connection limit and no DISABLE, so those are NULL or 0; every database is paused at once.
 fn databases(s: &Snapshot, buf: &mut BytesMut) {
     let mut cols = vec![
@@ -201,7 +202,6 @@ fn databases(s: &Snapshot, buf: &mut BytesMut) {
     ] {
         cols.push((name, Ty::Int4));
     }
-    let mode = mode_word(s.pool_mode);
     let rows: Vec<Row> = s
         .databases
         .iter()
@@ -215,7 +215,7 @@ fn databases(s: &Snapshot, buf: &mut BytesMut) {
                 num(d.pool_size),
                 num(0),
                 num(0),
-                text(mode),
+                None,
                 num(0),
                 num(s.connections(&d.name)),
                 num(u8::from(s.paused)),

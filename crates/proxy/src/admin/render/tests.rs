@@ -339,7 +339,7 @@ fn show_databases_has_pgbouncers_columns_and_counts_each_ones_servers() {
         Some("20"),
         Some("0"),
         Some("0"),
-        Some("transaction"),
+        None,
         Some("0"),
         Some("4"),
         Some("1"),
