@@ -248,14 +248,11 @@ impl ClientSession {
     fn cert_check(&mut self) -> Option<bool> {
         let needed =
             self.tls.mode().requires_cert() || matches!(self.config.auth, ClientAuth::Cert);
-        let Some(cert) = self.tls.client_cert() else {
-            if needed {
-                self.fatal(b"28000", "connection requires a valid client certificate");
-                return None;
-            }
-            return Some(false);
-        };
-        Some(cert.common_name.as_deref() == Some(self.who.user.as_str()))
+        if needed && self.tls.client_cert().is_none() {
+            self.fatal(b"28000", "connection requires a valid client certificate");
+            return None;
+        }
+        Some(self.tls.cert_names(&self.who.user))
     }
 
     /// In `verify-full`, the method's own failure when the certificate names someone else:
@@ -266,12 +263,7 @@ impl ClientSession {
         {
             return false;
         }
-        let named = self
-            .tls
-            .client_cert()
-            .and_then(|c| c.common_name.as_deref())
-            == Some(self.who.user.as_str());
-        if named {
+        if self.tls.cert_names(&self.who.user) {
             return false;
         }
         let user = &self.who.user;

@@ -165,6 +165,11 @@ impl TlsSide {
         }
     }
 
+    /// Whether that certificate's Common Name is `user`, byte for byte.
+    pub(super) fn cert_names(&self, user: &str) -> bool {
+        self.client_cert().and_then(|c| c.common_name.as_deref()) == Some(user)
+    }
+
     /// The channel-binding data to offer `-PLUS` with: only over TLS.
     pub(super) fn end_point(&self) -> Option<&[u8]> {
         match self.link {

@@ -208,17 +208,23 @@ fn connection_strings_are_checked() {
     assert!(e.contains("databases.shop"), "{e}");
 }
 
-#[test]
-fn tls_files_are_read_and_paired_and_each_mistake_named() {
+/// A folder with a self-signed certificate for localhost (`c.pem`) and its key (`k.pem`).
+fn certificate_folder() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("temp dir");
     let key = rcgen::KeyPair::generate().expect("key");
     let cert = rcgen::CertificateParams::new(vec!["localhost".into()])
         .expect("params")
         .self_signed(&key)
         .expect("cert");
-    let other = rcgen::KeyPair::generate().expect("another key");
     std::fs::write(dir.path().join("c.pem"), cert.pem()).expect("write");
     std::fs::write(dir.path().join("k.pem"), key.serialize_pem()).expect("write");
+    dir
+}
+
+#[test]
+fn tls_files_are_read_and_paired_and_each_mistake_named() {
+    let dir = certificate_folder();
+    let other = rcgen::KeyPair::generate().expect("another key");
     std::fs::write(dir.path().join("other.pem"), other.serialize_pem()).expect("write");
     std::fs::write(dir.path().join("junk.pem"), "not pem").expect("write");
     let with = |table: &str| parse_config(&format!("{MIN}[tls]\n{table}"), dir.path());
@@ -283,14 +289,7 @@ fn tls_files_are_read_and_paired_and_each_mistake_named() {
 
 #[test]
 fn client_certificates_need_a_ca_and_cert_auth_needs_client_certificates() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let key = rcgen::KeyPair::generate().expect("key");
-    let cert = rcgen::CertificateParams::new(vec!["localhost".into()])
-        .expect("params")
-        .self_signed(&key)
-        .expect("cert");
-    std::fs::write(dir.path().join("c.pem"), cert.pem()).expect("write");
-    std::fs::write(dir.path().join("k.pem"), key.serialize_pem()).expect("write");
+    let dir = certificate_folder();
     std::fs::write(dir.path().join("junk.pem"), "not pem").expect("write");
     let files = "cert_file = \"c.pem\"\nkey_file = \"k.pem\"\n";
     let with = |top: &str, table: &str| {
