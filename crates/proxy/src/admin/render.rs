@@ -190,18 +190,22 @@ fn databases(s: &Snapshot, buf: &mut BytesMut) {
         ("database", Ty::Text),
         ("force_user", Ty::Text),
     ];
-    for name in ["pool_size", "min_pool_size", "reserve_pool"] {
-        cols.push((name, Ty::Int4));
-    }
+    typed(
+        &mut cols,
+        &["pool_size", "min_pool_size", "reserve_pool"],
+        Ty::Int4,
+    );
     cols.push(("pool_mode", Ty::Text));
-    for name in [
-        "max_connections",
-        "current_connections",
-        "paused",
-        "disabled",
-    ] {
-        cols.push((name, Ty::Int4));
-    }
+    typed(
+        &mut cols,
+        &[
+            "max_connections",
+            "current_connections",
+            "paused",
+            "disabled",
+        ],
+        Ty::Int4,
+    );
     let rows: Vec<Row> = s
         .databases
         .iter()
@@ -234,6 +238,11 @@ fn mode_word(mode: PoolMode) -> &'static str {
     }
 }
 
+/// Appends columns of one type, in order.
+fn typed(cols: &mut Vec<(&'static str, Ty)>, names: &[&'static str], ty: Ty) {
+    cols.extend(names.iter().map(|name| (*name, ty)));
+}
+
 fn text(s: &str) -> Option<String> {
     Some(s.to_owned())
 }
@@ -244,19 +253,21 @@ fn num(n: impl ToString) -> Option<String> {
 
 fn pools(s: &Snapshot, buf: &mut BytesMut) {
     let mut cols = vec![("database", Ty::Text), ("user", Ty::Text)];
-    for name in [
-        "cl_active",
-        "cl_waiting",
-        "sv_active",
-        "sv_idle",
-        "sv_used",
-        "sv_tested",
-        "sv_login",
-        "maxwait",
-        "maxwait_us",
-    ] {
-        cols.push((name, Ty::Int4));
-    }
+    typed(
+        &mut cols,
+        &[
+            "cl_active",
+            "cl_waiting",
+            "sv_active",
+            "sv_idle",
+            "sv_used",
+            "sv_tested",
+            "sv_login",
+            "maxwait",
+            "maxwait_us",
+        ],
+        Ty::Int4,
+    );
     cols.push(("pool_mode", Ty::Text));
     cols.push(("route", Ty::Text));
     let mode = mode_word(s.pool_mode);
@@ -287,20 +298,22 @@ fn pools(s: &Snapshot, buf: &mut BytesMut) {
 
 fn stats(s: &Snapshot, buf: &mut BytesMut) {
     let mut cols = vec![("database", Ty::Text)];
-    for name in [
-        "total_server_assignment_count",
-        "total_xact_count",
-        "total_query_count",
-        "total_received",
-        "total_sent",
-        "total_xact_time",
-        "total_query_time",
-        "total_wait_time",
-        "total_middleware",
-        "total_unknown_middleware",
-    ] {
-        cols.push((name, Ty::Numeric));
-    }
+    typed(
+        &mut cols,
+        &[
+            "total_server_assignment_count",
+            "total_xact_count",
+            "total_query_count",
+            "total_received",
+            "total_sent",
+            "total_xact_time",
+            "total_query_time",
+            "total_wait_time",
+            "total_middleware",
+            "total_unknown_middleware",
+        ],
+        Ty::Numeric,
+    );
     let rows: Vec<Row> = s
         .stats()
         .into_iter()
