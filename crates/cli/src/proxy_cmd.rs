@@ -280,6 +280,7 @@ fn config(args: &ProxyArgs) -> Result<ProxyConfig, String> {
         default_route,
         login_timeout: Duration::from_secs(60),
         databases: Databases::Any,
+        disabled: Default::default(),
         admin_users: Arc::new(args.admin_user.iter().cloned().collect()),
     };
     let mut config = ProxyConfig::new(backend, client);

@@ -251,9 +251,14 @@ impl Pools {
     /// closed now and its busy ones when they come back, so that every later transaction
     /// runs on a server opened with the new settings.
     pub fn retire_database(&mut self, now: Instant, database: &str) {
+        self.retire(now, Some(database));
+    }
+
+    /// RECONNECT: as [`Pools::retire_database`] for `database`, or for every database.
+    pub fn retire(&mut self, now: Instant, database: Option<&str>) {
         let mut closing = Vec::new();
         for (id, s) in self.servers.iter_mut() {
-            if s.key.database != database {
+            if database.is_some_and(|d| s.key.database != d) {
                 continue;
             }
             s.retired = true;
@@ -265,6 +270,14 @@ impl Pools {
             self.broken(now, server);
             self.out.push_back(PoolOut::Close { server });
         }
+    }
+
+    /// Whether a retired server of `database` (of any database: `None`) is still open,
+    /// waiting to come back and be closed (what WAIT_CLOSE waits for).
+    pub fn retiring(&self, database: Option<&str>) -> bool {
+        self.servers
+            .values()
+            .any(|s| s.retired && database.is_none_or(|d| s.key.database == d))
     }
 
     /// The databases that have pools.

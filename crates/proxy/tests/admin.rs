@@ -29,6 +29,16 @@ fn ms(n: u64) -> Instant {
 }
 
 fn session_with(auth: ClientAuth, admins: &[&str], mode: PoolMode) -> ClientSession {
+    session_disabling(auth, admins, mode, &[])
+}
+
+/// [`session_with`], the databases in `disabled` DISABLEd when the client connected.
+fn session_disabling(
+    auth: ClientAuth,
+    admins: &[&str],
+    mode: PoolMode,
+    disabled: &[&str],
+) -> ClientSession {
     let admin_users: BTreeSet<String> = admins.iter().map(|s| s.to_string()).collect();
     let names: BTreeSet<String> = ["app".to_owned()].into();
     let config = ClientConfig {
@@ -38,6 +48,7 @@ fn session_with(auth: ClientAuth, admins: &[&str], mode: PoolMode) -> ClientSess
         login_timeout: Duration::from_secs(5),
         // `pgyard` needs no entry: the console is not a database of the backends.
         databases: Databases::Only(Arc::new(names)),
+        disabled: Arc::new(disabled.iter().map(|s| s.to_string()).collect()),
         admin_users: Arc::new(admin_users),
     };
     let key = CancelKey {
@@ -240,6 +251,18 @@ fn a_shutdown_closes_the_console() {
 
 /// Logs `user` in with MD5 against an auth file where bob and carol have password `pw`.
 fn md5_login(user: &str, admins: &[&str]) -> (ClientSession, Vec<ClientOut>) {
+    md5_login_to(user, "pgyard", "pw", admins, &[])
+}
+
+/// Logs `user` in to `database` with `password` (MD5, bob and carol have `pw`), with the
+/// databases in `disabled` DISABLEd.
+fn md5_login_to(
+    user: &str,
+    database: &str,
+    password: &str,
+    admins: &[&str],
+    disabled: &[&str],
+) -> (ClientSession, Vec<ClientOut>) {
     let file = format!(
         "\"bob\" \"{}\"\n\"carol\" \"{}\"\n",
         md5_secret("bob", "pw"),
@@ -247,11 +270,12 @@ fn md5_login(user: &str, admins: &[&str]) -> (ClientSession, Vec<ClientOut>) {
     );
     let file = AuthFile::parse(&file, &mut pgyard_types::rng_from_seed(1)).expect("auth file");
     let auth = ClientAuth::File(Arc::new(file));
-    let mut s = session_with(auth, admins, PoolMode::Session);
-    s.handle_client_bytes(T0, &startup(user, "pgyard"));
+    let mut s = session_disabling(auth, admins, PoolMode::Session, disabled);
+    s.handle_client_bytes(T0, &startup(user, database));
     outputs(&mut s);
     let mut b = BytesMut::new();
-    frontend::encode_password(md5_password(user, "pw", SALT).as_bytes(), &mut b).expect("p");
+    let proof = md5_password(user, password, SALT);
+    frontend::encode_password(proof.as_bytes(), &mut b).expect("p");
     s.handle_client_bytes(T0, &b);
     let out = outputs(&mut s);
     (s, out)
@@ -272,6 +296,33 @@ fn with_an_auth_file_only_admin_users_are_admitted_after_their_password() {
         "{err}"
     );
     assert!(s.is_closed() && !s.is_admin());
+}
+
+#[test]
+fn a_disabled_database_refuses_logins_after_the_password_check() {
+    // The right password: PgBouncer 1.18's FATAL, and no server is asked for.
+    let (s, out) = md5_login_to("bob", "app", "pw", &[], &["app"]);
+    never_acquires(&out);
+    let err = text(&to_client(&out));
+    assert!(
+        err.contains("SFATAL")
+            && err.contains("C08P01")
+            && err.contains("Mdatabase \"app\" is disabled\0"),
+        "{err}"
+    );
+    assert_eq!(out.last(), Some(&ClientOut::Close));
+    assert!(s.is_closed());
+    // A wrong password is told only that (nothing about the database).
+    let (_, out) = md5_login_to("bob", "app", "nope", &[], &["app"]);
+    let err = text(&to_client(&out));
+    assert!(err.contains("C28P01") && !err.contains("disabled"), "{err}");
+    // Another database, and the console, are not affected.
+    let (s, out) = md5_login_to("bob", "app", "pw", &[], &["shop"]);
+    assert!(matches!(out.last(), Some(ClientOut::Acquire(_))), "{out:?}");
+    assert!(!s.is_closed());
+    let (s, out) = md5_login_to("bob", "pgyard", "pw", &["bob"], &["app"]);
+    assert_eq!(tags(&to_client(&out)).last(), Some(&b'Z'));
+    assert!(s.is_admin());
 }
 
 fn lent(id: u64) -> Lent {

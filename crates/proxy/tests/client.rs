@@ -584,6 +584,7 @@ fn a_database_without_a_backend_is_refused_after_the_password_check() {
         default_route: Route::Primary,
         login_timeout: Duration::from_secs(5),
         databases: pgyard_proxy::Databases::Only(std::sync::Arc::new(names)),
+        disabled: Default::default(),
         admin_users: Default::default(),
     };
     let random = LoginRandom {

@@ -31,6 +31,7 @@ fn session(mode: TlsMode, auth: ClientAuth) -> ClientSession {
         default_route: Route::Primary,
         login_timeout: Duration::from_secs(5),
         databases: pgyard_proxy::Databases::Any,
+        disabled: Default::default(),
         admin_users: Default::default(),
     };
     let key = CancelKey {

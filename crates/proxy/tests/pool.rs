@@ -220,6 +220,24 @@ fn new_settings_shrink_and_grow_the_pools() {
 }
 
 #[test]
+fn reconnect_retires_every_database_and_is_waited_for_until_the_last_closes() {
+    let mut p = pools(3);
+    let idle = opened_for(&mut p, 1, 0);
+    let busy = opened_for(&mut p, 2, 2);
+    p.release(ms(4), idle, true);
+    assert!(!p.retiring(None) && !p.retiring(Some("app")));
+    p.retire(ms(5), None);
+    assert_eq!(drain(&mut p), [PoolOut::Close { server: idle }]);
+    // The lent one is still open, marked: WAIT_CLOSE of its database, or of all, waits.
+    assert!(p.retiring(None) && p.retiring(Some("app")));
+    assert!(!p.retiring(Some("other")));
+    assert!(p.servers().iter().any(|s| s.id == busy && s.retired));
+    p.release(ms(6), busy, true);
+    assert_eq!(drain(&mut p), [PoolOut::Close { server: busy }]);
+    assert!(!p.retiring(None) && !p.retiring(Some("app")));
+}
+
+#[test]
 fn a_retired_database_never_lends_its_old_servers_again() {
     let mut p = pools(3);
     let idle = opened_for(&mut p, 1, 0);

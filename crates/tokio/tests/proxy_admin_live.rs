@@ -76,6 +76,7 @@ async fn proxy(port: u16) -> SocketAddr {
         default_route: Route::Primary,
         login_timeout: Duration::from_secs(10),
         databases: Databases::Any,
+        disabled: Default::default(),
         admin_users: Arc::new(["ops".to_owned()].into()),
     };
     let mut config = ProxyConfig::new(format!("host=127.0.0.1 port={port}"), client);

@@ -90,6 +90,7 @@ async fn proxy(primary: &Primary, f: &Files, auth: ClientAuth, mode: TlsMode) ->
         default_route: Route::Primary,
         login_timeout: Duration::from_secs(10),
         databases: Databases::Any,
+        disabled: Default::default(),
         admin_users: Arc::new(Default::default()),
     };
     let backend = format!("host=127.0.0.1 port={} sslmode=disable", primary.port());

@@ -29,6 +29,7 @@ fn config(backend: String, mode: PoolMode, auth: ClientAuth, size: usize) -> Pro
         default_route: Route::Primary,
         login_timeout: Duration::from_secs(10),
         databases: Databases::Any,
+        disabled: Default::default(),
         admin_users: Default::default(),
     };
     let mut config = ProxyConfig::new(backend, client);

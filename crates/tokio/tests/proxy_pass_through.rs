@@ -47,6 +47,7 @@ async fn proxy(primary: &Primary, auth_file: &str) -> Proxy {
         default_route: Route::Primary,
         login_timeout: Duration::from_secs(10),
         databases: Databases::Any,
+        disabled: Default::default(),
         admin_users: Arc::new(Default::default()),
     };
     let backend = format!(

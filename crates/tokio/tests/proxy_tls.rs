@@ -60,6 +60,7 @@ fn config(port: u16, tls: Option<ProxyTls>) -> ProxyConfig {
         login_timeout: Duration::from_secs(10),
         databases: Databases::Any,
         // The admin console shows which clients use TLS.
+        disabled: Default::default(),
         admin_users: Arc::new(["postgres".to_owned()].into()),
     };
     let mut config = ProxyConfig::new(format!("host=127.0.0.1 port={port}"), client);

@@ -39,6 +39,7 @@ fn config(backend: String, tls: Option<ProxyTls>) -> ProxyConfig {
         default_route: Route::Primary,
         login_timeout: Duration::from_secs(10),
         databases: Databases::Any,
+        disabled: Default::default(),
         admin_users: Default::default(),
     };
     let mut config = ProxyConfig::new(backend, client);

@@ -37,6 +37,7 @@ pub(super) fn client_config(pool_mode: PoolMode) -> ClientConfig {
         default_route: Route::Primary,
         login_timeout: Duration::from_secs(60),
         databases: pgyard_proxy::Databases::Any,
+        disabled: Default::default(),
         admin_users: Default::default(),
     }
 }

@@ -6,7 +6,9 @@
 //! SHOW's lists with a snapshot it makes up (`proxy_show.rs`).
 
 use bytes::BytesMut;
-use pgyard_proxy::admin::{AdminError, AdminReply, AdminRequest, ALREADY_PAUSED};
+use pgyard_proxy::admin::{
+    no_such_database, AdminError, AdminReply, AdminRequest, ALREADY_PAUSED, DATABASE_REQUIRED,
+};
 use pgyard_proxy::CancelKey;
 use pgyard_types::{uniform_inclusive, Rng};
 use pgyard_wire::frame::ProtocolVersion;
@@ -90,7 +92,7 @@ fn draw_command(rng: &mut Rng) -> (String, Want) {
         "DATABASES",
         "LISTS",
     ];
-    let (words, want): (Vec<String>, Want) = match uniform_inclusive(rng, 13) {
+    let (words, want): (Vec<String>, Want) = match uniform_inclusive(rng, 15) {
         0 => (vec![], Want::Empty),
         1 => (vec!["show".into(), "help".into()], Want::Help),
         2 => (vec!["show".into(), "version".into()], Want::Version),
@@ -127,9 +129,47 @@ fn draw_command(rng: &mut Rng) -> (String, Want) {
             Want::Invalid,
         ),
         12 => (vec!["show".into(), "\"POOLS\"".into()], Want::Invalid),
+        13 | 14 => database_command(rng),
         _ => (vec!["vacuum".into()], Want::Invalid),
     };
     (decorate(rng, &words), want)
+}
+
+/// RECONNECT, WAIT_CLOSE, DISABLE or ENABLE, with or without a database: a name the adapter
+/// is asked about (quoted, or a bare word without letters, since `decorate` changes the case
+/// of letters and a bare name keeps its case), the console's own database (refused with
+/// PgBouncer 1.18's texts, ENABLE's borrowed from DISABLE), or one word too many.
+fn database_command(rng: &mut Rng) -> (Vec<String>, Want) {
+    let verb = ["reconnect", "wait_close", "disable", "enable"][uniform_inclusive(rng, 3) as usize];
+    let (arg, name) = match uniform_inclusive(rng, 4) {
+        0 => (None, None),
+        1 => (Some("\"app\""), Some("app")),
+        2 => (Some("\"My \"\"db\"\"\""), Some("My \"db\"")),
+        3 => (Some("_1"), Some("_1")),
+        _ => {
+            let refused = match verb {
+                "reconnect" => "cannot reconnect admin db: pgyard",
+                "wait_close" => "cannot wait in admin db: pgyard",
+                _ => "cannot disable admin db: pgyard",
+            };
+            let words = vec![verb.into(), "\"pgyard\"".into()];
+            return (words, Want::Error(refused.into()));
+        }
+    };
+    let mut words: Vec<String> = std::iter::once(verb).chain(arg).map(String::from).collect();
+    if arg.is_some() && uniform_inclusive(rng, 5) == 0 {
+        words.push("now".into());
+        return (words, Want::Invalid);
+    }
+    let db = name.map(String::from);
+    let want = match (verb, db) {
+        ("reconnect", db) => Want::Ask(AdminRequest::Reconnect(db), "RECONNECT"),
+        ("wait_close", db) => Want::Ask(AdminRequest::WaitClose(db), "WAIT_CLOSE"),
+        (_, None) => Want::Error(DATABASE_REQUIRED.into()),
+        ("disable", Some(db)) => Want::Ask(AdminRequest::Disable(db), "DISABLE"),
+        (_, Some(db)) => Want::Ask(AdminRequest::Enable(db), "ENABLE"),
+    };
+    (words, want)
 }
 
 /// The words in random case, between random whitespace, with or without a `;`.
@@ -225,14 +265,24 @@ fn answer(
     let mut expect: Vec<(u8, Option<Vec<u8>>)> = Vec::new();
     match want {
         Want::Ask(request, tag) => {
-            if asked != Some(*request) {
+            if asked.as_ref() != Some(request) {
                 return Err(bad(format!("{text:?} asked the adapter {asked:?}")));
             }
             // A PAUSE while paused is the adapter's refusal; RELOAD fails now and then.
-            let refusal = match request {
-                AdminRequest::Pause if *paused => Some(ALREADY_PAUSED),
-                AdminRequest::Reload if uniform_inclusive(rng, 1) == 0 => Some("no file"),
+            let named = match request {
+                AdminRequest::Reconnect(Some(d))
+                | AdminRequest::WaitClose(Some(d))
+                | AdminRequest::Disable(d)
+                | AdminRequest::Enable(d) => Some(d),
                 _ => None,
+            };
+            let unknown = named
+                .filter(|_| uniform_inclusive(rng, 1) == 0)
+                .map(|d| no_such_database(d));
+            let refusal = match request {
+                AdminRequest::Pause if *paused => Some(ALREADY_PAUSED.to_owned()),
+                AdminRequest::Reload if uniform_inclusive(rng, 1) == 0 => Some("no file".into()),
+                _ => unknown,
             };
             *paused = match request {
                 AdminRequest::Pause => true,
@@ -241,8 +291,8 @@ fn answer(
             };
             match refusal {
                 Some(e) => {
-                    c.s.handle_admin(AdminReply::Failed(AdminError::pooler(e)));
-                    expect.push((b'E', Some(error_fields("ERROR", "08P01", e))));
+                    c.s.handle_admin(AdminReply::Failed(AdminError::pooler(e.clone())));
+                    expect.push((b'E', Some(error_fields("ERROR", "08P01", &e))));
                 }
                 None => {
                     c.s.handle_admin(AdminReply::Done);

@@ -372,6 +372,7 @@ fn connection(
     let login = own.as_ref().unwrap_or(&p.login);
     let config = ClientConfig {
         auth: login.auth.clone(),
+        disabled: Default::default(),
         admin_users: Arc::new(p.admins.clone()),
         ..super::proxy_client::client_config(p.pool_mode)
     };

@@ -252,6 +252,7 @@ fn databases(rng: &Rng) -> Vec<DatabaseRow> {
                 _ => format!("{name}_live"),
             },
             pool_size: 1 + uniform_inclusive(&mut side, 19) as usize,
+            disabled: uniform_inclusive(&mut side, 3) == 0,
         });
     }
     rows
@@ -471,7 +472,7 @@ fn database_cells(s: &Snapshot) -> Vec<Cells> {
                 ("max_connections", "0"),
                 ("current_connections", &servers.to_string()),
                 ("paused", if s.paused { "1" } else { "0" }),
-                ("disabled", "0"),
+                ("disabled", if d.disabled { "1" } else { "0" }),
             ]);
             r.insert("host".into(), d.host.clone());
             r.insert("force_user".into(), None);

@@ -66,7 +66,7 @@ impl Show {
 }
 
 /// A parsed admin command.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
     /// Nothing but whitespace and `;`: answered like PostgreSQL, with EmptyQueryResponse.
     Empty,
@@ -78,29 +78,64 @@ pub enum Command {
     Pause,
     /// `RESUME`: lend servers again.
     Resume,
+    /// `RECONNECT [db]`: close the database's servers (every database's without a name)
+    /// as they come back, so that later transactions run on newly opened ones.
+    Reconnect(Option<String>),
+    /// `WAIT_CLOSE [db]`: answered once no server of the database (of any without a name)
+    /// is waiting to be closed by a RECONNECT or a reload.
+    WaitClose(Option<String>),
+    /// `DISABLE db`: refuse clients that log in to the database from now on.
+    Disable(String),
+    /// `ENABLE db`: admit them again.
+    Enable(String),
 }
 
 impl Command {
     /// What the adapter must do or tell before the command can be answered (`None`: the
     /// session answers alone).
-    pub fn request(self) -> Option<AdminRequest> {
+    pub fn request(&self) -> Option<AdminRequest> {
         match self {
             Command::Empty | Command::Show(Show::Help | Show::Version) => None,
             Command::Show(_) => Some(AdminRequest::Snapshot),
             Command::Reload => Some(AdminRequest::Reload),
             Command::Pause => Some(AdminRequest::Pause),
             Command::Resume => Some(AdminRequest::Resume),
+            Command::Reconnect(db) => Some(AdminRequest::Reconnect(db.clone())),
+            Command::WaitClose(db) => Some(AdminRequest::WaitClose(db.clone())),
+            Command::Disable(db) => Some(AdminRequest::Disable(db.clone())),
+            Command::Enable(db) => Some(AdminRequest::Enable(db.clone())),
         }
     }
 
     /// The tag of the CommandComplete that answers it.
-    pub fn tag(self) -> &'static str {
+    pub fn tag(&self) -> &'static str {
         match self {
             Command::Empty | Command::Show(_) => "SHOW",
             Command::Reload => "RELOAD",
             Command::Pause => "PAUSE",
             Command::Resume => "RESUME",
+            Command::Reconnect(_) => "RECONNECT",
+            Command::WaitClose(_) => "WAIT_CLOSE",
+            Command::Disable(_) => "DISABLE",
+            Command::Enable(_) => "ENABLE",
         }
+    }
+}
+
+/// PgBouncer's answer to DISABLE, ENABLE (and KILL) without a database.
+pub const DATABASE_REQUIRED: &str = "a database is required";
+
+/// A command naming a database at most: `None` for a bare command, the name (a bare word
+/// as written, case kept, or a quoted one) otherwise; the admin console's own database is
+/// refused with PgBouncer's text for the command (`verb`: ENABLE shares DISABLE's, as in
+/// PgBouncer 1.18).
+fn database_arg(arg: Option<&Word>, verb: &str) -> Result<Option<String>, String> {
+    match arg {
+        None => Ok(None),
+        Some(w) if w.text == super::ADMIN_DATABASE => {
+            Err(format!("cannot {verb} admin db: {}", super::ADMIN_DATABASE))
+        }
+        Some(w) => Ok(Some(w.text.clone())),
     }
 }
 
@@ -123,6 +158,13 @@ pub fn parse(query: &str) -> Result<Command, String> {
         (Some("reload"), None, 1) => Ok(Command::Reload),
         (Some("pause"), None, 1) => Ok(Command::Pause),
         (Some("resume"), None, 1) => Ok(Command::Resume),
+        (Some("reconnect"), a, 1 | 2) => database_arg(a, "reconnect").map(Command::Reconnect),
+        (Some("wait_close"), a, 1 | 2) => database_arg(a, "wait in").map(Command::WaitClose),
+        (Some(word @ ("disable" | "enable")), a, 1 | 2) => match database_arg(a, "disable")? {
+            None => Err(DATABASE_REQUIRED.into()),
+            Some(db) if word == "disable" => Ok(Command::Disable(db)),
+            Some(db) => Ok(Command::Enable(db)),
+        },
         (Some(word @ ("pause" | "resume")), Some(_), 2) => Err(format!(
             "{} of a single database is not supported: pgyard proxy pauses and resumes every \
              database at once ({} without a name)",
@@ -271,6 +313,59 @@ mod tests {
         assert!(e.starts_with("PAUSE of a single database"), "{e}");
         let e = parse("resume \"Shop\"").expect_err("one database");
         assert!(e.starts_with("RESUME of a single database"), "{e}");
+    }
+
+    #[test]
+    fn database_commands_take_a_name_as_written() {
+        let some = |s: &str| Some(s.to_owned());
+        assert_eq!(parse("RECONNECT"), Ok(Command::Reconnect(None)));
+        assert_eq!(
+            parse("reconnect shop;"),
+            Ok(Command::Reconnect(some("shop")))
+        );
+        // A bare name keeps its case, as PgBouncer's (`DISABLE POSTGRES` names `POSTGRES`).
+        assert_eq!(
+            parse("Wait_Close Shop"),
+            Ok(Command::WaitClose(some("Shop")))
+        );
+        assert_eq!(parse("wait_close"), Ok(Command::WaitClose(None)));
+        assert_eq!(
+            parse("DISABLE \"my db\""),
+            Ok(Command::Disable("my db".into()))
+        );
+        assert_eq!(parse("enable _1"), Ok(Command::Enable("_1".into())));
+        assert_eq!(Command::WaitClose(None).tag(), "WAIT_CLOSE");
+        assert_eq!(
+            Command::Disable("a".into()).request(),
+            Some(AdminRequest::Disable("a".into()))
+        );
+    }
+
+    #[test]
+    fn database_commands_refuse_what_pgbouncer_refuses() {
+        assert_eq!(parse("disable"), Err(DATABASE_REQUIRED.into()));
+        assert_eq!(parse("ENABLE ;"), Err(DATABASE_REQUIRED.into()));
+        for (q, e) in [
+            ("reconnect pgyard", "cannot reconnect admin db: pgyard"),
+            ("wait_close \"pgyard\"", "cannot wait in admin db: pgyard"),
+            ("disable pgyard", "cannot disable admin db: pgyard"),
+            // PgBouncer 1.18 answers ENABLE with DISABLE's words.
+            ("enable pgyard", "cannot disable admin db: pgyard"),
+        ] {
+            assert_eq!(parse(q), Err(e.into()), "{q}");
+        }
+        // Another case is another database, as for PgBouncer.
+        assert_eq!(
+            parse("RECONNECT PGYARD"),
+            Ok(Command::Reconnect(Some("PGYARD".into())))
+        );
+        for q in ["reconnect a b", "disable a b", "wait_close ,", "enable \"a"] {
+            assert_eq!(
+                parse(q),
+                Err(format!("invalid command '{q}', use SHOW HELP;")),
+                "{q}"
+            );
+        }
     }
 
     #[test]

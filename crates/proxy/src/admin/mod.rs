@@ -10,7 +10,7 @@ mod command;
 mod render;
 mod snapshot;
 
-pub use command::{parse, Command, Show};
+pub use command::{parse, Command, Show, DATABASE_REQUIRED};
 pub use render::{answer, timestamp};
 pub use snapshot::{
     Activity, ClientAddr, ClientRow, ClientState, ClientStats, ConfigRow, DatabaseRow, PoolRow,
@@ -40,7 +40,7 @@ pub const NO_FILE: &str =
 pub const ADMIN_MESSAGE_MAX: usize = 64 * 1024;
 
 /// What an admin command needs from the adapter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AdminRequest {
     /// A [`Snapshot`] of the proxy now.
     Snapshot,
@@ -50,6 +50,25 @@ pub enum AdminRequest {
     Pause,
     /// Lend servers again.
     Resume,
+    /// Close the servers of a database (of every one: `None`) when they are next idle;
+    /// an unknown database is refused with [`no_such_database`].
+    Reconnect(Option<String>),
+    /// Reply once no server of the database (of any: `None`) is waiting to be closed.
+    WaitClose(Option<String>),
+    /// Refuse new logins to the database.
+    Disable(String),
+    /// Admit new logins to the database again.
+    Enable(String),
+}
+
+/// PgBouncer's answer to a command naming a database it does not know (08P01).
+pub fn no_such_database(name: &str) -> String {
+    format!("no such database: {name}")
+}
+
+/// PgBouncer's FATAL (08P01) for a client logging in to a DISABLEd database.
+pub fn database_disabled(name: &str) -> String {
+    format!("database \"{name}\" is disabled")
 }
 
 /// The adapter's answer to an [`AdminRequest`].

@@ -39,7 +39,7 @@ type Row = Vec<Option<String>>;
 
 /// Writes the answer to `command`, with the adapter's `reply` when it needed one.
 pub fn answer(command: Command, reply: Option<AdminReply>, buf: &mut BytesMut) {
-    match (command, reply) {
+    match (&command, reply) {
         (_, Some(AdminReply::Failed(e))) => error(&e, buf),
         (Command::Empty, _) => encode_empty(tag::EMPTY_QUERY_RESPONSE, buf),
         (Command::Show(Show::Help), _) => help(buf),
@@ -47,10 +47,17 @@ pub fn answer(command: Command, reply: Option<AdminReply>, buf: &mut BytesMut) {
             let version = format!("pgyard {}", env!("CARGO_PKG_VERSION"));
             table(&[("version", Ty::Text)], &[vec![Some(version)]], buf);
         }
-        (Command::Show(what), Some(AdminReply::Snapshot(s))) => show(what, &s, buf),
-        (Command::Reload | Command::Pause | Command::Resume, Some(AdminReply::Done)) => {
-            complete(command.tag(), buf)
-        }
+        (Command::Show(what), Some(AdminReply::Snapshot(s))) => show(*what, &s, buf),
+        (
+            Command::Reload
+            | Command::Pause
+            | Command::Resume
+            | Command::Reconnect(_)
+            | Command::WaitClose(_)
+            | Command::Disable(_)
+            | Command::Enable(_),
+            Some(AdminReply::Done),
+        ) => complete(command.tag(), buf),
         (_, other) => {
             let message = format!(
                 "internal error: {} was answered with {:?}",
@@ -82,7 +89,8 @@ fn complete(tag: &str, buf: &mut BytesMut) {
 /// The commands, as a NOTICE (as PgBouncer's SHOW HELP).
 fn help(buf: &mut BytesMut) {
     let detail = "\n\tSHOW HELP|POOLS|CLIENTS|SERVERS|STATS|CONFIG|STATE|VERSION|DATABASES|LISTS\n\
-                  \tRELOAD\n\tPAUSE\n\tRESUME";
+                  \tRELOAD\n\tPAUSE\n\tRESUME\n\tDISABLE <db>\n\tENABLE <db>\n\tRECONNECT [<db>]\n\t\
+                  WAIT_CLOSE [<db>]";
     let fields: [(u8, &[u8]); 5] = [
         (b'S', b"NOTICE"),
         (b'V', b"NOTICE"),
@@ -223,7 +231,7 @@ fn databases(s: &Snapshot, buf: &mut BytesMut) {
                 num(0),
                 num(s.connections(&d.name)),
                 num(u8::from(s.paused)),
-                num(0),
+                num(u8::from(d.disabled)),
             ]
         })
         .collect();

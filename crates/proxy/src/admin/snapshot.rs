@@ -290,6 +290,8 @@ pub struct DatabaseRow {
     pub database: String,
     /// Server connections per (database, user, route) pool.
     pub pool_size: usize,
+    /// Whether DISABLE refuses new logins to it.
+    pub disabled: bool,
 }
 
 /// Everything the admin console shows, taken at one moment.

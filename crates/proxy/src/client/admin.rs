@@ -122,13 +122,12 @@ impl ClientSession {
     /// The adapter's answer to the [`ClientOut::Admin`] asked last; ignored when none is
     /// awaited (the session closed meanwhile).
     pub fn handle_admin(&mut self, reply: AdminReply) {
-        let Phase::Admin {
-            pending: Some(command),
-        } = self.phase
-        else {
+        let Phase::Admin { pending } = &mut self.phase else {
             return;
         };
-        self.phase = Phase::Admin { pending: None };
+        let Some(command) = pending.take() else {
+            return;
+        };
         let mut buf = BytesMut::new();
         admin::answer(command, Some(reply), &mut buf);
         self.out.push_back(ClientOut::ToClient(buf.freeze()));

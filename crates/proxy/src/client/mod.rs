@@ -107,6 +107,9 @@ pub struct ClientConfig {
     /// The users who may open the admin console (database `pgyard`); under trust, every
     /// user may.
     pub admin_users: Arc<BTreeSet<String>>,
+    /// Databases DISABLEd on the admin console when the client connected: a login to one
+    /// gets FATAL 08P01 `database "NAME" is disabled` after the password check.
+    pub disabled: Arc<BTreeSet<String>>,
 }
 
 /// A server lent to the client, with the settings it has.

@@ -295,7 +295,11 @@ impl ClientSession {
             return self.admin_logged_in();
         }
         if !self.config.databases.allows(&self.who.database) {
-            let text = format!("no such database: {}", self.who.database);
+            let text = crate::admin::no_such_database(&self.who.database);
+            return self.fatal(b"08P01", &text);
+        }
+        if self.config.disabled.contains(&self.who.database) {
+            let text = crate::admin::database_disabled(&self.who.database);
             return self.fatal(b"08P01", &text);
         }
         if self.draining {

@@ -157,6 +157,7 @@ fn session(first: u8) -> (ClientSession, CertRules) {
         login_timeout: Duration::from_secs(60),
         databases: crate::client::Databases::Any,
         // Bit 5: the auth file's user may open the admin console.
+        disabled: Default::default(),
         admin_users: Arc::new(
             (first & 32 != 0)
                 .then(|| "u".to_owned())

@@ -164,6 +164,7 @@ fn run(
         default_route: Route::Primary,
         login_timeout: Duration::from_secs(60),
         databases: Databases::Any,
+        disabled: Default::default(),
         admin_users: Arc::default(),
     };
     let (key, random) = super::fixed_key_and_random();

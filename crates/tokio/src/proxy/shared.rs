@@ -117,6 +117,8 @@ struct State {
     resetting: BTreeSet<ServerId>,
     /// PAUSEs waiting for every server to come back.
     pause_waiters: Vec<oneshot::Sender<Result<(), String>>>,
+    /// WAIT_CLOSEs waiting for retired servers to close.
+    close_waiters: Vec<admin::CloseWaiter>,
     /// Per user, what its clients proved at login (MD5 secret or SCRAM keys): servers of its
     /// pools log in with it when the auth file has no plain-text password and the backend
     /// string none either. Cleared on a reload, refilled by the next transaction.
@@ -173,6 +175,7 @@ impl Shared {
                 stopped: false,
                 resetting: BTreeSet::new(),
                 pause_waiters: Vec::new(),
+                close_waiters: Vec::new(),
                 secrets: HashMap::new(),
             }),
             mode: config.client.pool_mode,
@@ -251,6 +254,7 @@ impl Shared {
         let slot = ClientSlot::new(peer, local, self.clock);
         let slot = Arc::new(slot);
         let mut client = config.client.clone();
+        client.disabled = self.disabled();
         if let (ClientIo::Unix(sock), true) = (&io, config.unix_peer) {
             let uid = sock.peer_cred().ok().map(|c| c.uid());
             let os_user = uid.and_then(pgyard_driver::user_name);
@@ -624,6 +628,7 @@ impl Shared {
                 let _ = waiter.send(Ok(()));
             }
         }
+        admin::answer_close_waiters(&st.pools, &mut st.close_waiters);
         let next = st.pools.poll_timeout();
         if next.is_some_and(|n| st.armed.is_none_or(|a| n < a)) {
             st.armed = next;

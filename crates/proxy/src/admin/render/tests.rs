@@ -181,6 +181,7 @@ fn snapshot() -> Snapshot {
                 port: None,
                 database: "reports".into(),
                 pool_size: 5,
+                disabled: true,
             },
             DatabaseRow {
                 name: "shop".into(),
@@ -188,6 +189,7 @@ fn snapshot() -> Snapshot {
                 port: Some(5433),
                 database: "shop_live".into(),
                 pool_size: 20,
+                disabled: false,
             },
         ],
     }
@@ -350,6 +352,7 @@ fn show_databases_has_pgbouncers_columns_and_counts_each_ones_servers() {
     assert_eq!(r.get(0, "host"), None, "no host: libpq's default socket");
     assert_eq!(r.get(0, "port"), Some("5432"));
     assert_eq!(r.get(0, "current_connections"), Some("0"));
+    assert_eq!(r.get(0, "disabled"), Some("1"), "DISABLEd");
 }
 
 #[test]

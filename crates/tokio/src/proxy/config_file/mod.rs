@@ -189,6 +189,7 @@ pub fn parse_config(text: &str, dir: &Path) -> Result<FileConfig, String> {
         },
         login_timeout: positive("client_login_timeout", raw.client_login_timeout, 60.0)?,
         databases: Databases::Any,
+        disabled: Default::default(),
         admin_users: Arc::new(admin_users(raw.admin_users)?),
     };
     let proxy = ProxyConfig {

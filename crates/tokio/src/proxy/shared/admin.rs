@@ -1,20 +1,23 @@
 //! The admin console's side of the shared state: what each client task publishes about its
 //! session (a [`ClientSlot`]), what is known of each server connection ([`ServerInfo`]), the
-//! [`Snapshot`] built from them and the pools for `SHOW …`, and the actions `RELOAD`, `PAUSE`
-//! and `RESUME`. The machines decide; this gathers and converts (clocks to wall time).
+//! [`Snapshot`] built from them and the pools for `SHOW …`, and the actions `RELOAD`, `PAUSE`,
+//! `RESUME`, `RECONNECT`, `WAIT_CLOSE`, `DISABLE` and `ENABLE`. The machines decide; this
+//! gathers and converts (clocks to wall time).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use pgyard_driver::{Clock, SessionInfo};
 use pgyard_proxy::admin::{
-    Activity, AdminError, AdminReply, AdminRequest, ClientAddr, ClientRow, ClientState,
-    ClientStats, ConfigRow, DatabaseRow, ServerRow, ServerState, Snapshot, ALREADY_PAUSED,
-    NOT_PAUSED, NO_FILE, PAUSE_ENDED,
+    no_such_database, Activity, AdminError, AdminReply, AdminRequest, ClientAddr, ClientRow,
+    ClientState, ClientStats, ConfigRow, DatabaseRow, ServerRow, ServerState, Snapshot,
+    ALREADY_PAUSED, NOT_PAUSED, NO_FILE, PAUSE_ENDED,
 };
-use pgyard_proxy::{ClientAuth, ClientId, ClientSession, Lent, PoolMode, ServerUse, TlsMode};
+use pgyard_proxy::{
+    ClientAuth, ClientId, ClientSession, Lent, PoolMode, Pools, ServerUse, TlsMode,
+};
 use pgyard_types::Instant;
 use tokio::sync::oneshot;
 
@@ -142,6 +145,26 @@ fn unix(t: SystemTime) -> Option<u64> {
 pub(in crate::proxy) struct Registry {
     clients: BTreeMap<ClientId, Arc<ClientSlot>>,
     retired: BTreeMap<String, ClientStats>,
+    /// The databases DISABLEd (kept across reloads, by name), handed to each new client.
+    disabled: Arc<BTreeSet<String>>,
+}
+
+/// A WAIT_CLOSE: its database (`None`: every one) and where its answer goes.
+pub(in crate::proxy) type CloseWaiter = (Option<String>, oneshot::Sender<Result<(), String>>);
+
+/// Answers the WAIT_CLOSEs whose database has no retired server left open.
+pub(in crate::proxy) fn answer_close_waiters(pools: &Pools, waiters: &mut Vec<CloseWaiter>) {
+    if waiters.is_empty() {
+        return;
+    }
+    let (done, waiting): (Vec<CloseWaiter>, Vec<CloseWaiter>) = std::mem::take(waiters)
+        .into_iter()
+        .partition(|(db, _)| !pools.retiring(db.as_deref()));
+    *waiters = waiting;
+    for (db, tx) in done {
+        tracing::info!(database = ?db, "WAIT_CLOSE complete: no retired server left");
+        let _ = tx.send(Ok(()));
+    }
 }
 
 /// What is known of a server connection beyond the pools' books.
@@ -252,8 +275,88 @@ impl Shared {
                 Ok(()) => AdminReply::Done,
                 Err(e) => failed(e),
             },
+            AdminRequest::Reconnect(db) => match self.reconnect(db.as_deref()) {
+                Ok(()) => AdminReply::Done,
+                Err(e) => failed(e),
+            },
+            AdminRequest::WaitClose(db) => match self.wait_close(db) {
+                Ok(Some(rx)) => return AdminOutcome::Later(rx),
+                Ok(None) => AdminReply::Done,
+                Err(e) => failed(e),
+            },
+            AdminRequest::Disable(db) => match self.set_disabled(&db, true) {
+                Ok(()) => AdminReply::Done,
+                Err(e) => failed(e),
+            },
+            AdminRequest::Enable(db) => match self.set_disabled(&db, false) {
+                Ok(()) => AdminReply::Done,
+                Err(e) => failed(e),
+            },
         };
         AdminOutcome::Now(reply)
+    }
+
+    /// The databases DISABLEd now.
+    pub(in crate::proxy) fn disabled(&self) -> Arc<BTreeSet<String>> {
+        lock(&self.registry).disabled.clone()
+    }
+
+    /// A command's database must be one SHOW DATABASES lists (`None`: every database).
+    fn known_database(&self, database: Option<&str>) -> Result<(), String> {
+        match database {
+            Some(d) if !self.snapshot().databases.iter().any(|r| r.name == d) => {
+                Err(no_such_database(d))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// RECONNECT: the database's servers (every server: `None`) close as they come back,
+    /// the idle ones at once; later transactions get servers opened anew.
+    fn reconnect(self: &Arc<Self>, database: Option<&str>) -> Result<(), String> {
+        self.known_database(database)?;
+        let mut st = self.lock();
+        let now = self.clock.now();
+        st.pools.retire(now, database);
+        tracing::info!(database = ?database, "RECONNECT: servers close as they come back");
+        self.perform(&mut st, None, now);
+        Ok(())
+    }
+
+    /// WAIT_CLOSE: `None` when no retired server of the database (of any) is open, else
+    /// the receiver answered once none is.
+    fn wait_close(
+        &self,
+        database: Option<String>,
+    ) -> Result<Option<oneshot::Receiver<Result<(), String>>>, String> {
+        self.known_database(database.as_deref())?;
+        let mut st = self.lock();
+        if !st.pools.retiring(database.as_deref()) {
+            return Ok(None);
+        }
+        let (tx, rx) = oneshot::channel();
+        st.close_waiters.push((database, tx));
+        Ok(Some(rx))
+    }
+
+    /// DISABLE (`true`) or ENABLE a database: clients connecting from now on are refused
+    /// (or admitted) when they log in to it.
+    fn set_disabled(&self, database: &str, disabled: bool) -> Result<(), String> {
+        self.known_database(Some(database))?;
+        let mut r = lock(&self.registry);
+        let set = Arc::make_mut(&mut r.disabled);
+        if disabled {
+            set.insert(database.to_owned());
+        } else {
+            set.remove(database);
+        }
+        tracing::info!(
+            database,
+            disabled,
+            "logins to the database {}",
+            if disabled { "refused" } else { "admitted" }
+        );
+        Ok(())
     }
 
     /// Re-reads the configuration file the proxy was started with and applies it (RELOAD,
@@ -318,11 +421,11 @@ impl Shared {
     /// Everything the admin console shows, now.
     fn snapshot(&self) -> Snapshot {
         let (wall, mono) = (SystemTime::now(), std::time::Instant::now());
-        let (slots, retired) = {
+        let (slots, retired, disabled) = {
             let r = lock(&self.registry);
             let slots: Vec<(ClientId, Arc<ClientSlot>)> =
                 r.clients.iter().map(|(id, s)| (*id, s.clone())).collect();
-            (slots, r.retired.clone())
+            (slots, r.retired.clone(), r.disabled.clone())
         };
         let clients: Vec<ClientRow> = slots
             .iter()
@@ -377,8 +480,12 @@ impl Shared {
                     .filter(|c| c.activity.counted())
                     .map(|c| c.database.as_str()),
             )
+            .chain(disabled.iter().map(String::as_str))
             .collect();
-        let databases = database_rows(&config, &in_use);
+        let mut databases = database_rows(&config, &in_use);
+        for row in &mut databases {
+            row.disabled = disabled.contains(&row.name);
+        }
         Snapshot {
             pool_mode: self.mode,
             paused: st.pools.is_paused(),
@@ -415,6 +522,7 @@ fn database_rows(c: &ProxyConfig, in_use: &[&str]) -> Vec<DatabaseRow> {
             port,
             database: database.unwrap_or_else(|| name.to_owned()),
             pool_size: c.pool.size,
+            disabled: false,
         }
     };
     let mut rows: BTreeMap<&str, DatabaseRow> = c
@@ -597,6 +705,7 @@ mod tests {
             default_route: Route::Standby,
             login_timeout: Duration::from_millis(1500),
             databases: Databases::Any,
+            disabled: Default::default(),
             admin_users: Arc::new(["ops".to_owned(), "root".to_owned()].into()),
         };
         let mut c = ProxyConfig::new("host=db1 password=s3cret", client);

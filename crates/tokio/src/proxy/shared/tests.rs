@@ -21,6 +21,7 @@ fn shared(backend: &Backend) -> Arc<Shared> {
         default_route: Route::Primary,
         login_timeout: Duration::from_secs(5),
         databases: Databases::Any,
+        disabled: Default::default(),
         admin_users: Default::default(),
     };
     let conninfo = format!("host=127.0.0.1 port={} sslmode=disable", backend.port);
