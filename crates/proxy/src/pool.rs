@@ -11,7 +11,7 @@
 //! being opened are forgotten (closed when they arrive), lent ones close when they come back,
 //! and clients wait (their wait timeout still runs) until [`Pools::resume`].
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use pgyard_types::Instant;
@@ -201,6 +201,14 @@ pub struct Pools {
     next: u64,
     /// PAUSE is in force: nothing is lent or opened.
     paused: bool,
+    /// Databases paused by name (`PAUSE db`): their pools lend and open nothing.
+    paused_databases: BTreeSet<String>,
+}
+
+/// Whether `database`'s pools lend nothing: every database is paused, or it is by name.
+/// (A free function, so that it borrows only the two fields while a pool is borrowed.)
+fn held(paused: bool, by_name: &BTreeSet<String>, database: &str) -> bool {
+    paused || (!by_name.is_empty() && by_name.contains(database))
 }
 
 /// First pause after a failed open; it doubles per failure, up to [`RETRY_CAP`].
@@ -217,6 +225,7 @@ impl Pools {
             out: VecDeque::new(),
             next: 1,
             paused: false,
+            paused_databases: BTreeSet::new(),
         }
     }
 
@@ -307,7 +316,7 @@ impl Pools {
     /// It adds no deadline (the idle list's oldest entry stays, or the list empties), so
     /// [`Pools::poll_timeout`] can only move later and a caller need not re-arm its timer.
     pub fn lend_idle(&mut self, client: ClientId, key: &PoolKey) -> Option<ServerId> {
-        if self.paused {
+        if held(self.paused, &self.paused_databases, &key.database) {
             return None;
         }
         let pool = self.pools.get_mut(key)?;
@@ -328,12 +337,12 @@ impl Pools {
     /// deadline it can add is the idle timeout of a server joining an empty idle list
     /// (behind others, the oldest one's comes first), which it reports.
     pub fn return_idle(&mut self, now: Instant, server: ServerId) -> Returned {
-        if self.paused {
-            return Returned::No;
-        }
         let Some(s) = self.servers.get_mut(&server) else {
             return Returned::No;
         };
+        if held(self.paused, &self.paused_databases, &s.key.database) {
+            return Returned::No;
+        }
         let too_old = self.settings.lifetime.is_some_and(|l| now >= s.born + l);
         if s.cancels > 0 || too_old || s.retired {
             return Returned::No;
@@ -373,7 +382,7 @@ impl Pools {
         let key = s.key.clone();
         let pool = self.pools.entry(key.clone()).or_default();
         match result {
-            Ok(()) if s.retired || self.paused => {
+            Ok(()) if s.retired || held(self.paused, &self.paused_databases, &key.database) => {
                 // Opened with the settings from before a reload: not for lending.
                 self.servers.remove(&server);
                 pool.count -= 1;
@@ -435,7 +444,8 @@ impl Pools {
             self.pools.insert(s.key.clone(), Pool::default());
             return self.release(now, server, reusable);
         };
-        let keep = reusable && !too_old && !s.retired && !self.paused;
+        let paused = held(self.paused, &self.paused_databases, &s.key.database);
+        let keep = reusable && !too_old && !s.retired && !paused;
         let stays = keep && pool.count <= self.settings.size;
         if stays {
             s.state = State::Idle { since: now };
@@ -488,7 +498,7 @@ impl Pools {
 
     /// Grants idle servers to waiters, opens new ones while below the size.
     fn serve(&mut self, now: Instant, key: &PoolKey) {
-        if self.paused {
+        if held(self.paused, &self.paused_databases, &key.database) {
             return;
         }
         let size = self.settings.size;
@@ -559,7 +569,8 @@ impl Pools {
             // past, would wake the timer again and again until an open under way ends. (The
             // opens under way are counted only for a pool with a retry set: this runs on
             // every acquire and release.)
-            if let (Some(r), false) = (pool.retry_at, self.paused) {
+            let paused = held(self.paused, &self.paused_databases, &key.database);
+            if let (Some(r), false) = (pool.retry_at, paused) {
                 let opening = || {
                     self.servers
                         .values()
@@ -617,10 +628,57 @@ impl Pools {
             return false;
         }
         self.paused = true;
+        self.let_go(now, None);
+        true
+    }
+
+    /// `PAUSE db`: [`Pools::pause`] for one database's pools. False (and nothing changes)
+    /// when that database is paused by name already.
+    pub fn pause_database(&mut self, now: Instant, database: &str) -> bool {
+        if !self.paused_databases.insert(database.to_owned()) {
+            return false;
+        }
+        self.let_go(now, Some(database));
+        true
+    }
+
+    /// `RESUME db`: lending starts again for a database paused by name (a PAUSE of every
+    /// database still holds it). False when it is not paused by name.
+    pub fn resume_database(&mut self, now: Instant, database: &str) -> bool {
+        if !self.paused_databases.remove(database) {
+            return false;
+        }
+        let keys: Vec<PoolKey> = self
+            .pools
+            .keys()
+            .filter(|k| k.database == database)
+            .cloned()
+            .collect();
+        for key in keys {
+            self.serve(now, &key);
+        }
+        true
+    }
+
+    /// Whether `database` is paused by name.
+    pub fn is_paused_by_name(&self, database: &str) -> bool {
+        self.paused_databases.contains(database)
+    }
+
+    /// Whether a `PAUSE db` is complete: paused by name, and no server of it left.
+    pub fn pause_complete_for(&self, database: &str) -> bool {
+        self.is_paused_by_name(database)
+            && self.servers.values().all(|s| s.key.database != database)
+    }
+
+    /// Closes the idle servers of `database` (of every database: `None`) and forgets the
+    /// ones being opened, which are closed when they arrive.
+    fn let_go(&mut self, now: Instant, database: Option<&str>) {
         let gone: Vec<(ServerId, State)> = self
             .servers
             .iter()
             .filter(|(_, s)| !matches!(s.state, State::Busy(_)))
+            .filter(|(_, s)| database.is_none_or(|d| s.key.database == d))
             .map(|(id, s)| (*id, s.state))
             .collect();
         for (server, state) in gone {
@@ -629,7 +687,6 @@ impl Pools {
                 self.out.push_back(PoolOut::Close { server });
             }
         }
-        true
     }
 
     /// RESUME: lending starts again, and waiting clients are served. False when not paused.

@@ -403,3 +403,48 @@ fn a_client_reports_its_state_route_tag_and_counters() {
     assert!(a.stats.received > 0 && a.stats.sent > 0);
     assert!(a.counted());
 }
+
+#[test]
+fn kill_closes_a_client_in_a_transaction_and_gives_its_server_back_unclean() {
+    let mut s = session_with(ClientAuth::Trust, &[], PoolMode::Transaction);
+    s.handle_client_bytes(T0, &startup("alice", "app"));
+    outputs(&mut s);
+    s.handle_server(ms(1), lent(1));
+    outputs(&mut s);
+    s.handle_client_bytes(ms(2), &query("begin"));
+    s.handle_server(ms(3), lent(2));
+    s.handle_server_bytes(ms(4), reply(TransactionStatus::InTransaction));
+    outputs(&mut s);
+
+    s.handle_kill();
+    let out = outputs(&mut s);
+    let err = text(&to_client(&out));
+    assert!(
+        err.contains("SFATAL") && err.contains("C08P01") && err.contains("Mdatabase removed\0"),
+        "{err}"
+    );
+    // Inside a transaction: the server may not serve anyone else.
+    assert!(
+        out.iter().any(|o| matches!(
+            o,
+            ClientOut::Release { server, reusable: false } if server.id == ServerId(2)
+        )),
+        "{out:?}"
+    );
+    assert_eq!(out.last(), Some(&ClientOut::Close));
+    assert!(s.is_closed());
+
+    // An idle client between transactions is closed too; a console is not a client of any
+    // database and stays.
+    let mut idle = session_with(ClientAuth::Trust, &[], PoolMode::Transaction);
+    idle.handle_client_bytes(T0, &startup("bob", "app"));
+    idle.handle_server(ms(1), lent(3));
+    outputs(&mut idle);
+    idle.handle_kill();
+    assert!(text(&to_client(&outputs(&mut idle))).contains("database removed"));
+    assert!(idle.is_closed());
+    let mut console = admin();
+    console.handle_kill();
+    assert!(outputs(&mut console).is_empty());
+    assert!(!console.is_closed());
+}

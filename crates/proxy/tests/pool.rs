@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use pgyard_proxy::{ClientId, PoolKey, PoolOut, PoolSettings, Pools, Route, ServerId, ServerUse};
+use pgyard_proxy::{
+    ClientId, PoolKey, PoolOut, PoolSettings, Pools, Returned, Route, ServerId, ServerUse,
+};
 use pgyard_types::Instant;
 
 fn key() -> PoolKey {
@@ -273,6 +275,60 @@ fn a_retired_database_never_lends_its_old_servers_again() {
             client: ClientId(3),
             server: fresh
         }]
+    );
+}
+
+#[test]
+fn a_database_paused_by_name_holds_only_its_own_pools() {
+    let mut p = pools(3);
+    let shop = PoolKey {
+        database: "shop".into(),
+        ..key()
+    };
+    let idle = opened_for(&mut p, 1, 0);
+    let busy = opened_for(&mut p, 2, 2);
+    p.release(ms(4), idle, true);
+    p.acquire(ms(5), ClientId(3), &shop);
+    let PoolOut::Open { server: other, .. } = drain(&mut p)[0].clone() else {
+        panic!("an open for shop")
+    };
+    p.opened(ms(5), other, Ok(()));
+    drain(&mut p);
+
+    assert!(p.pause_database(ms(6), "app"));
+    assert!(!p.pause_database(ms(6), "app"), "paused by name already");
+    assert!(p.is_paused_by_name("app") && !p.is_paused() && !p.is_paused_by_name("shop"));
+    assert_eq!(drain(&mut p), [PoolOut::Close { server: idle }]);
+    assert!(!p.pause_complete_for("app"), "one of its servers is lent");
+    // Another database lends as before; this one's clients wait, and its lent server
+    // closes when it comes back.
+    p.release(ms(7), other, true);
+    assert_eq!(p.lend_idle(ClientId(4), &shop), Some(other));
+    assert_eq!(p.lend_idle(ClientId(5), &key()), None);
+    p.acquire(ms(8), ClientId(5), &key());
+    assert!(
+        drain(&mut p).is_empty(),
+        "nothing opened for a paused database"
+    );
+    assert_eq!(p.return_idle(ms(9), busy), Returned::No);
+    p.release(ms(9), busy, true);
+    assert_eq!(drain(&mut p), [PoolOut::Close { server: busy }]);
+    assert!(p.pause_complete_for("app") && !p.pause_complete_for("shop"));
+
+    // A PAUSE of every database and its RESUME leave the named one paused; RESUME of it
+    // serves its waiter.
+    assert!(p.pause(ms(10)) && p.resume(ms(11)));
+    assert!(drain(&mut p)
+        .iter()
+        .all(|o| matches!(o, PoolOut::Close { .. })));
+    assert!(
+        !p.resume_database(ms(12), "shop"),
+        "shop was never paused by name"
+    );
+    assert!(p.resume_database(ms(12), "app"));
+    assert!(
+        matches!(drain(&mut p)[..], [PoolOut::Open { .. }]),
+        "a server is opened for the waiter"
     );
 }
 

@@ -9,9 +9,10 @@ use std::time::Duration;
 use pgyard_proxy::{ClientId, PoolKey, PoolOut, PoolSettings, Pools, Returned, Route, ServerId};
 use pgyard_types::Instant;
 
+/// Pool 0 and 1 of database `app` (users alice and bob), pool 2 of database `shop`.
 fn key(n: u64) -> PoolKey {
     PoolKey {
-        database: "app".into(),
+        database: if n == 2 { "shop" } else { "app" }.into(),
         user: if n == 0 { "alice" } else { "bob" }.into(),
         route: Route::Primary,
     }
@@ -154,8 +155,11 @@ impl Twins {
     }
 
     fn step(&mut self, rng: &mut Rng) {
-        match rng.below(10) {
-            0..=3 if self.waiting.len() < 2 => self.acquire(rng.below(4).min(1)),
+        match rng.below(11) {
+            0..=3 if self.waiting.len() < 2 => {
+                let pool = [0, 0, 2, 1, 1, 1, 1, 1][rng.below(8) as usize];
+                self.acquire(pool)
+            }
             4..=6 if !self.held.is_empty() => {
                 let reusable = rng.below(8) != 0;
                 self.release(rng.below(64) as usize, reusable);
@@ -188,6 +192,18 @@ impl Twins {
                     assert!(self.fast.pause(now) && self.slow.pause(now));
                 }
                 self.settle("a pause or resume");
+            }
+            // A pause by name (PAUSE db, KILL db), of a database taking shortcuts or not.
+            10 if self.fast.is_paused_by_name("app") || rng.below(20) == 0 => {
+                let (now, db) = (self.at(), "app");
+                if self.fast.is_paused_by_name(db) {
+                    assert!(self.fast.resume_database(now, db));
+                    assert!(self.slow.resume_database(now, db));
+                } else {
+                    assert!(self.fast.pause_database(now, db));
+                    assert!(self.slow.pause_database(now, db));
+                }
+                self.settle("a pause or resume of one database");
             }
             _ => {
                 self.now += rng.below(40);

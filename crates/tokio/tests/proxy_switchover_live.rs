@@ -224,3 +224,130 @@ async fn database_commands_are_refused_with_pgbouncers_texts() {
     assert_eq!(admin(addr, "ENABLE postgres").await.expect("ENABLE"), "");
     s.close().await;
 }
+
+/// SHOW POOLS's `cl_waiting` and `sv_active` of `database`'s pool (user postgres, primary).
+async fn pool_counts(addr: SocketAddr, database: &str) -> Option<(String, String)> {
+    let out = admin(addr, "SHOW POOLS").await.expect("SHOW POOLS");
+    let prefix = format!("{database}|postgres|");
+    out.lines()
+        .find(|l| l.starts_with(&prefix) && l.ends_with("|primary"))
+        .map(|l| {
+            let c: Vec<&str> = l.split('|').collect();
+            (c[3].to_owned(), c[4].to_owned())
+        })
+}
+
+/// SHOW DATABASES's `paused` of `database`.
+async fn paused(addr: SocketAddr, database: &str) -> String {
+    let out = admin(addr, "SHOW DATABASES").await.expect("SHOW DATABASES");
+    let row = out
+        .lines()
+        .find(|l| l.starts_with(&format!("{database}|")))
+        .unwrap_or_else(|| panic!("no {database} in:\n{out}"));
+    row.split('|').nth(11).expect("paused").to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_resume_and_kill_of_one_database_leave_the_others_served() {
+    let primary = Primary::start(Options::default()).expect("primary");
+    let addr = proxy(primary.port()).await;
+    let mut a = connect(&conninfo(addr, "postgres")).await.expect("a");
+    let mut t = connect(&conninfo(addr, "template1")).await.expect("t");
+
+    // PAUSE postgres while a holds a server in a transaction: not answered until a commits;
+    // template1 is served meanwhile, and only postgres shows paused.
+    a.simple_query("begin").await.expect("begin");
+    one(&mut a, "select 1").await;
+    let pausing = tokio::spawn(admin(addr, "PAUSE postgres"));
+    until("postgres paused", || async {
+        paused(addr, "postgres").await == "1"
+    })
+    .await;
+    assert_eq!(paused(addr, "template1").await, "0");
+    assert_eq!(one(&mut t, "select current_database()").await, "template1");
+    assert!(
+        !pausing.is_finished(),
+        "PAUSE answered while a server is lent"
+    );
+    a.simple_query("commit").await.expect("commit");
+    let answer = tokio::time::timeout(Duration::from_secs(30), pausing)
+        .await
+        .expect("PAUSE answered after the commit")
+        .expect("task");
+    assert_eq!(answer.expect("PAUSE"), "");
+
+    // a's next transaction waits; RESUME postgres lets it run.
+    let waiting = tokio::spawn(async move {
+        let db = one(&mut a, "select current_database()").await;
+        (a, db)
+    });
+    until("a waiting", || async {
+        pool_counts(addr, "postgres")
+            .await
+            .is_some_and(|c| c.0 == "1")
+    })
+    .await;
+    assert!(!waiting.is_finished(), "a query ran on a paused database");
+    assert_eq!(admin(addr, "RESUME postgres").await.expect("RESUME"), "");
+    let (a, db) = tokio::time::timeout(Duration::from_secs(30), waiting)
+        .await
+        .expect("a runs after RESUME")
+        .expect("task");
+    assert_eq!(db, "postgres");
+    let err = admin(addr, "RESUME postgres")
+        .await
+        .expect_err("not paused");
+    assert!(
+        err.to_string().contains("database postgres is not paused"),
+        "{err}"
+    );
+
+    // KILL postgres while psql runs a query there: psql is told `database removed` at once.
+    let victim = conninfo(addr, "postgres");
+    let sleeping = tokio::task::spawn_blocking(move || psql(&victim, "select pg_sleep(20)"));
+    until("psql's query running", || async {
+        pool_counts(addr, "postgres")
+            .await
+            .is_some_and(|c| c.1 == "1")
+    })
+    .await;
+    assert_eq!(admin(addr, "KILL postgres").await.expect("KILL"), "");
+    let killed = tokio::time::timeout(Duration::from_secs(15), sleeping)
+        .await
+        .expect("the killed psql ends before its query would")
+        .expect("psql thread")
+        .expect_err("killed");
+    assert!(
+        killed.to_string().contains("FATAL:  database removed"),
+        "{killed}"
+    );
+    assert_eq!(paused(addr, "postgres").await, "1", "KILL pauses");
+    assert_eq!(
+        one(&mut t, "select 1").await,
+        "1",
+        "template1 is still served"
+    );
+
+    // A new client of the killed database waits for RESUME.
+    let late = tokio::spawn(connect_owned(conninfo(addr, "postgres")));
+    until("the new client waiting", || async {
+        pool_counts(addr, "postgres")
+            .await
+            .is_some_and(|c| c.0 == "1")
+    })
+    .await;
+    assert!(!late.is_finished(), "logged in to a killed database");
+    assert_eq!(admin(addr, "RESUME postgres").await.expect("RESUME"), "");
+    let mut late = tokio::time::timeout(Duration::from_secs(30), late)
+        .await
+        .expect("logged in after RESUME")
+        .expect("task");
+    assert_eq!(one(&mut late, "select 1").await, "1");
+    for s in [a, t, late] {
+        s.close().await;
+    }
+}
+
+async fn connect_owned(conninfo: String) -> Session {
+    connect(&conninfo).await.expect("connect")
+}

@@ -86,7 +86,7 @@ pub(super) enum Ev {
     /// Session mode: the answer to the `DISCARD ALL` sent to a server has come back.
     ResetDone { server: ServerId },
     /// The admin console's PAUSE, lifted by a RESUME this long after.
-    Pause { resume_after: u64 },
+    Pause { resume_after: u64, by_name: bool },
     /// The admin console's RESUME.
     Resume,
 }
@@ -187,6 +187,8 @@ pub(super) struct World {
     /// PAUSE is in force; the connects it made the pools forget (closed when they arrive,
     /// counted in no pool's size, as `docs/proxy.md` says).
     pub(super) paused: bool,
+    /// The PAUSE names the clients' database (`PAUSE app`), rather than every database.
+    pub(super) paused_by_name: bool,
     pub(super) forgotten: BTreeSet<ServerId>,
     /// The clients, by plan.
     pub(super) clients: Vec<Client>,
@@ -256,6 +258,7 @@ pub fn run_proxy(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Violatio
         idle_since: BTreeMap::new(),
         fault: None,
         paused: false,
+        paused_by_name: false,
         forgotten: BTreeSet::new(),
         clients: Vec::new(),
         next_session: 0,
@@ -268,8 +271,14 @@ pub fn run_proxy(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Violatio
         w.clients
             .push(Client::new(c as u64, session, txns, limits.session));
     }
-    if let Some((at, resume_after)) = limits.pause_ns {
-        w.q.push(Instant(at), Ev::Pause { resume_after });
+    if let Some((at, resume_after, by_name)) = limits.pause_ns {
+        w.q.push(
+            Instant(at),
+            Ev::Pause {
+                resume_after,
+                by_name,
+            },
+        );
     }
     w.run(t)?;
     w.finish()?;
@@ -433,8 +442,11 @@ impl World {
             }
             Ev::Leave { client, gen, txn } => self.leave(t, client, gen, txn),
             Ev::ResetDone { server } => self.reset_done(t, server),
-            Ev::Pause { resume_after } => {
-                self.pause(t, resume_after);
+            Ev::Pause {
+                resume_after,
+                by_name,
+            } => {
+                self.pause(t, resume_after, by_name);
                 Ok(())
             }
             Ev::Resume => {

@@ -7,7 +7,8 @@
 
 use bytes::BytesMut;
 use pgyard_proxy::admin::{
-    no_such_database, AdminError, AdminReply, AdminRequest, ALREADY_PAUSED, DATABASE_REQUIRED,
+    no_such_database, not_paused, AdminError, AdminReply, AdminRequest, ALREADY_PAUSED,
+    DATABASE_REQUIRED,
 };
 use pgyard_proxy::CancelKey;
 use pgyard_types::{uniform_inclusive, Rng};
@@ -112,16 +113,7 @@ fn draw_command(rng: &mut Rng) -> (String, Want) {
             let l = lists[uniform_inclusive(rng, lists.len() as u64 - 1) as usize];
             (vec!["show".into(), l.into()], Want::Show(l))
         }
-        9 => {
-            let word = ["pause", "resume"][uniform_inclusive(rng, 1) as usize];
-            let arg = ["app", "\"my db\""][uniform_inclusive(rng, 1) as usize];
-            let w = word.to_ascii_uppercase();
-            let text = format!(
-                "{w} of a single database is not supported: pgyard proxy pauses and resumes \
-                 every database at once ({w} without a name)"
-            );
-            (vec![word.into(), arg.into()], Want::Error(text))
-        }
+        9 => one_database(rng),
         // Not commands: the query comes back in PgBouncer's error.
         10 => (vec!["show".into()], Want::Invalid),
         11 => (
@@ -133,6 +125,39 @@ fn draw_command(rng: &mut Rng) -> (String, Want) {
         _ => (vec!["vacuum".into()], Want::Invalid),
     };
     (decorate(rng, &words), want)
+}
+
+/// PAUSE, RESUME or KILL of one database: a name the adapter is asked about, or the
+/// console's own, which PgBouncer 1.18 refuses (RESUME of it: never paused); KILL without
+/// a name needs one.
+fn one_database(rng: &mut Rng) -> (Vec<String>, Want) {
+    let verb = ["pause", "resume", "kill"][uniform_inclusive(rng, 2) as usize];
+    let (arg, db) = match uniform_inclusive(rng, 3) {
+        0 => ("\"app\"", "app"),
+        1 => ("_1", "_1"),
+        2 => ("\"my db\"", "my db"),
+        _ => {
+            let refused = match verb {
+                "pause" => "cannot pause admin db: pgyard",
+                "resume" => "database pgyard is not paused",
+                _ => "cannot kill admin db: pgyard",
+            };
+            return (
+                vec![verb.into(), "\"pgyard\"".into()],
+                Want::Error(refused.into()),
+            );
+        }
+    };
+    if verb == "kill" && uniform_inclusive(rng, 4) == 0 {
+        return (vec![verb.into()], Want::Error(DATABASE_REQUIRED.into()));
+    }
+    let db = db.to_owned();
+    let want = match verb {
+        "pause" => Want::Ask(AdminRequest::PauseDatabase(db), "PAUSE"),
+        "resume" => Want::Ask(AdminRequest::ResumeDatabase(db), "RESUME"),
+        _ => Want::Ask(AdminRequest::Kill(db), "KILL"),
+    };
+    (vec![verb.into(), arg.into()], want)
 }
 
 /// RECONNECT, WAIT_CLOSE, DISABLE or ENABLE, with or without a database: a name the adapter
@@ -273,12 +298,21 @@ fn answer(
                 AdminRequest::Reconnect(Some(d))
                 | AdminRequest::WaitClose(Some(d))
                 | AdminRequest::Disable(d)
-                | AdminRequest::Enable(d) => Some(d),
+                | AdminRequest::Enable(d)
+                | AdminRequest::PauseDatabase(d)
+                | AdminRequest::ResumeDatabase(d)
+                | AdminRequest::Kill(d) => Some(d),
                 _ => None,
             };
+            // A name the adapter does not know, or (RESUME) one not paused by name.
             let unknown = named
                 .filter(|_| uniform_inclusive(rng, 1) == 0)
-                .map(|d| no_such_database(d));
+                .map(|d| match request {
+                    AdminRequest::ResumeDatabase(_) if uniform_inclusive(rng, 1) == 0 => {
+                        not_paused(d)
+                    }
+                    _ => no_such_database(d),
+                });
             let refusal = match request {
                 AdminRequest::Pause if *paused => Some(ALREADY_PAUSED.to_owned()),
                 AdminRequest::Reload if uniform_inclusive(rng, 1) == 0 => Some("no file".into()),

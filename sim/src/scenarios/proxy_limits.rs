@@ -18,6 +18,9 @@ use super::proxy::{violation, Ev, World};
 use super::proxy_connect::hop;
 use crate::{trace, Trace, Violation};
 
+/// Every client of this world logs in as `app` to the database of its name.
+const CLIENTS_DATABASE: &str = "app";
+
 impl World {
     /// Puts `server` on the adapter's idle list; `returned` when it comes back from a client
     /// (not freshly opened), which is when the pools judge its lifetime.
@@ -96,9 +99,15 @@ impl World {
     }
 
     /// The admin console's PAUSE: idle servers close now, lent ones when they come back.
-    pub(super) fn pause(&mut self, t: &mut Trace, resume_after: u64) {
-        trace!(t, "t={} PAUSE", self.now.0);
-        self.paused = self.pools.pause(self.now);
+    pub(super) fn pause(&mut self, t: &mut Trace, resume_after: u64, by_name: bool) {
+        self.paused_by_name = by_name;
+        if by_name {
+            trace!(t, "t={} PAUSE {CLIENTS_DATABASE}", self.now.0);
+            self.paused = self.pools.pause_database(self.now, CLIENTS_DATABASE);
+        } else {
+            trace!(t, "t={} PAUSE", self.now.0);
+            self.paused = self.pools.pause(self.now);
+        }
         self.forgotten.extend(self.openings.keys().copied());
         self.perform_pools(t, None);
         let at = Instant(self.now.0 + resume_after);
@@ -109,7 +118,11 @@ impl World {
     pub(super) fn resume(&mut self, t: &mut Trace) {
         trace!(t, "t={} RESUME", self.now.0);
         self.paused = false;
-        self.pools.resume(self.now);
+        if self.paused_by_name {
+            self.pools.resume_database(self.now, CLIENTS_DATABASE);
+        } else {
+            self.pools.resume(self.now);
+        }
         self.perform_pools(t, None);
     }
 
@@ -133,7 +146,11 @@ impl World {
             let detail = format!("server {} is idle in the pools while paused", s.id.0);
             return Err(violation("nothing-lent-while-paused", detail));
         }
-        let done = self.pools.pause_complete();
+        let done = if self.paused_by_name {
+            self.pools.pause_complete_for(CLIENTS_DATABASE)
+        } else {
+            self.pools.pause_complete()
+        };
         if done != self.conns.is_empty() {
             let detail = format!(
                 "the PAUSE reports complete={done} with {} server connections open",

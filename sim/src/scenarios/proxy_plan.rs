@@ -100,6 +100,9 @@ impl PlanMix {
     }
 }
 
+/// The stream that draws whether a PAUSE names the database.
+const PAUSE_BY_NAME_STREAM: u64 = 0x7061_7573_6562_796e;
+
 /// The pools' part of the mix: the pool mode and the idle and lifetime limits.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct PoolMix {
@@ -109,8 +112,9 @@ pub(super) struct PoolMix {
     pub(super) idle_ns: Option<u64>,
     /// `server_lifetime`, when there is one.
     pub(super) lifetime_ns: Option<u64>,
-    /// When the admin console's PAUSE comes, and how long until its RESUME.
-    pub(super) pause_ns: Option<(u64, u64)>,
+    /// When the admin console's PAUSE comes, how long until its RESUME, and whether it
+    /// names the clients' database (PAUSE db, RESUME db) rather than pausing every one.
+    pub(super) pause_ns: Option<(u64, u64, bool)>,
 }
 
 impl PoolMix {
@@ -130,7 +134,11 @@ impl PoolMix {
         };
         let pause_ns = (uniform_inclusive(rng, 3) == 0).then(|| {
             let at = 300_000 + uniform_inclusive(rng, 20_000_000);
-            (at, 100_000 + uniform_inclusive(rng, 30_000_000))
+            // From a stream of its own: the main stream draws what it drew before.
+            let mut side = rng.clone();
+            side.set_stream(PAUSE_BY_NAME_STREAM);
+            let by_name = uniform_inclusive(&mut side, 1) == 0;
+            (at, 100_000 + uniform_inclusive(rng, 30_000_000), by_name)
         });
         PoolMix {
             session,

@@ -252,6 +252,7 @@ fn databases(rng: &Rng) -> Vec<DatabaseRow> {
                 _ => format!("{name}_live"),
             },
             pool_size: 1 + uniform_inclusive(&mut side, 19) as usize,
+            paused: uniform_inclusive(&mut side, 3) == 0,
             disabled: uniform_inclusive(&mut side, 3) == 0,
         });
     }
@@ -471,7 +472,7 @@ fn database_cells(s: &Snapshot) -> Vec<Cells> {
                 ("reserve_pool", "0"),
                 ("max_connections", "0"),
                 ("current_connections", &servers.to_string()),
-                ("paused", if s.paused { "1" } else { "0" }),
+                ("paused", if s.paused || d.paused { "1" } else { "0" }),
                 ("disabled", if d.disabled { "1" } else { "0" }),
             ]);
             r.insert("host".into(), d.host.clone());

@@ -88,6 +88,12 @@ pub enum Command {
     Disable(String),
     /// `ENABLE db`: admit them again.
     Enable(String),
+    /// `PAUSE db`: PAUSE for one database; answered once none of its servers is left.
+    PauseDatabase(String),
+    /// `RESUME db`: lend that database's servers again.
+    ResumeDatabase(String),
+    /// `KILL db`: close the database's clients and servers now and pause it.
+    Kill(String),
 }
 
 impl Command {
@@ -104,6 +110,9 @@ impl Command {
             Command::WaitClose(db) => Some(AdminRequest::WaitClose(db.clone())),
             Command::Disable(db) => Some(AdminRequest::Disable(db.clone())),
             Command::Enable(db) => Some(AdminRequest::Enable(db.clone())),
+            Command::PauseDatabase(db) => Some(AdminRequest::PauseDatabase(db.clone())),
+            Command::ResumeDatabase(db) => Some(AdminRequest::ResumeDatabase(db.clone())),
+            Command::Kill(db) => Some(AdminRequest::Kill(db.clone())),
         }
     }
 
@@ -112,8 +121,9 @@ impl Command {
         match self {
             Command::Empty | Command::Show(_) => "SHOW",
             Command::Reload => "RELOAD",
-            Command::Pause => "PAUSE",
-            Command::Resume => "RESUME",
+            Command::Pause | Command::PauseDatabase(_) => "PAUSE",
+            Command::Resume | Command::ResumeDatabase(_) => "RESUME",
+            Command::Kill(_) => "KILL",
             Command::Reconnect(_) => "RECONNECT",
             Command::WaitClose(_) => "WAIT_CLOSE",
             Command::Disable(_) => "DISABLE",
@@ -122,7 +132,7 @@ impl Command {
     }
 }
 
-/// PgBouncer's answer to DISABLE, ENABLE (and KILL) without a database.
+/// PgBouncer's answer to DISABLE, ENABLE and KILL without a database.
 pub const DATABASE_REQUIRED: &str = "a database is required";
 
 /// A command naming a database at most: `None` for a bare command, the name (a bare word
@@ -165,12 +175,18 @@ pub fn parse(query: &str) -> Result<Command, String> {
             Some(db) if word == "disable" => Ok(Command::Disable(db)),
             Some(db) => Ok(Command::Enable(db)),
         },
-        (Some(word @ ("pause" | "resume")), Some(_), 2) => Err(format!(
-            "{} of a single database is not supported: pgyard proxy pauses and resumes every \
-             database at once ({} without a name)",
-            word.to_ascii_uppercase(),
-            word.to_ascii_uppercase()
+        (Some("pause"), a @ Some(_), 2) => Ok(Command::PauseDatabase(
+            database_arg(a, "pause")?.unwrap_or_default(),
         )),
+        // The console's database is never paused: PgBouncer 1.18's answer for any such.
+        (Some("resume"), Some(a), 2) if a.text == super::ADMIN_DATABASE => {
+            Err(super::not_paused(&a.text))
+        }
+        (Some("resume"), Some(a), 2) => Ok(Command::ResumeDatabase(a.text.clone())),
+        (Some("kill"), a, 1 | 2) => match database_arg(a, "kill")? {
+            None => Err(DATABASE_REQUIRED.into()),
+            Some(db) => Ok(Command::Kill(db)),
+        },
         _ => Err(invalid(query)),
     }
 }
@@ -295,7 +311,7 @@ mod tests {
             "show \"pools\"",
             "show\"pools\"",
             "show pools, clients",
-            "kill",
+            "kill a b",
             "\"reload\"",
             "show \"pools",
         ] {
@@ -308,11 +324,32 @@ mod tests {
     }
 
     #[test]
-    fn pausing_one_database_is_refused_by_name() {
-        let e = parse("PAUSE shop").expect_err("one database");
-        assert!(e.starts_with("PAUSE of a single database"), "{e}");
-        let e = parse("resume \"Shop\"").expect_err("one database");
-        assert!(e.starts_with("RESUME of a single database"), "{e}");
+    fn one_database_is_paused_resumed_and_killed_by_name() {
+        assert_eq!(
+            parse("PAUSE shop"),
+            Ok(Command::PauseDatabase("shop".into()))
+        );
+        assert_eq!(
+            parse("resume \"Shop\";"),
+            Ok(Command::ResumeDatabase("Shop".into()))
+        );
+        assert_eq!(parse("Kill shop"), Ok(Command::Kill("shop".into())));
+        assert_eq!(Command::PauseDatabase("a".into()).tag(), "PAUSE");
+        assert_eq!(Command::Kill("a".into()).tag(), "KILL");
+        // PgBouncer 1.18's answers about the console's own database.
+        assert_eq!(
+            parse("pause pgyard"),
+            Err("cannot pause admin db: pgyard".into())
+        );
+        assert_eq!(
+            parse("RESUME pgyard"),
+            Err("database pgyard is not paused".into())
+        );
+        assert_eq!(
+            parse("kill pgyard"),
+            Err("cannot kill admin db: pgyard".into())
+        );
+        assert_eq!(parse("KILL"), Err(DATABASE_REQUIRED.into()));
     }
 
     #[test]

@@ -59,6 +59,20 @@ pub enum AdminRequest {
     Disable(String),
     /// Admit new logins to the database again.
     Enable(String),
+    /// Pause one database; reply once none of its servers is left.
+    PauseDatabase(String),
+    /// Resume a database paused by name; refused with [`not_paused`] otherwise.
+    ResumeDatabase(String),
+    /// Close the database's clients (FATAL [`KILLED`]) and servers now, and pause it.
+    Kill(String),
+}
+
+/// PgBouncer's FATAL (08P01) to the clients of a database KILLed on the console.
+pub const KILLED: &str = "database removed";
+
+/// PgBouncer's answer to RESUME of a database that is not paused by name.
+pub fn not_paused(name: &str) -> String {
+    format!("database {name} is not paused")
 }
 
 /// PgBouncer's answer to a command naming a database it does not know (08P01).

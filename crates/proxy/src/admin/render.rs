@@ -55,7 +55,10 @@ pub fn answer(command: Command, reply: Option<AdminReply>, buf: &mut BytesMut) {
             | Command::Reconnect(_)
             | Command::WaitClose(_)
             | Command::Disable(_)
-            | Command::Enable(_),
+            | Command::Enable(_)
+            | Command::PauseDatabase(_)
+            | Command::ResumeDatabase(_)
+            | Command::Kill(_),
             Some(AdminReply::Done),
         ) => complete(command.tag(), buf),
         (_, other) => {
@@ -89,7 +92,7 @@ fn complete(tag: &str, buf: &mut BytesMut) {
 /// The commands, as a NOTICE (as PgBouncer's SHOW HELP).
 fn help(buf: &mut BytesMut) {
     let detail = "\n\tSHOW HELP|POOLS|CLIENTS|SERVERS|STATS|CONFIG|STATE|VERSION|DATABASES|LISTS\n\
-                  \tRELOAD\n\tPAUSE\n\tRESUME\n\tDISABLE <db>\n\tENABLE <db>\n\tRECONNECT [<db>]\n\t\
+                  \tRELOAD\n\tPAUSE [<db>]\n\tRESUME [<db>]\n\tKILL <db>\n\tDISABLE <db>\n\tENABLE <db>\n\tRECONNECT [<db>]\n\t\
                   WAIT_CLOSE [<db>]";
     let fields: [(u8, &[u8]); 5] = [
         (b'S', b"NOTICE"),
@@ -230,7 +233,7 @@ fn databases(s: &Snapshot, buf: &mut BytesMut) {
                 None,
                 num(0),
                 num(s.connections(&d.name)),
-                num(u8::from(s.paused)),
+                num(u8::from(s.paused || d.paused)),
                 num(u8::from(d.disabled)),
             ]
         })

@@ -290,6 +290,9 @@ pub struct DatabaseRow {
     pub database: String,
     /// Server connections per (database, user, route) pool.
     pub pool_size: usize,
+    /// Whether it is paused by name (PAUSE db, KILL db); PAUSE of every database shows
+    /// as [`Snapshot::paused`].
+    pub paused: bool,
     /// Whether DISABLE refuses new logins to it.
     pub disabled: bool,
 }

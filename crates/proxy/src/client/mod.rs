@@ -429,6 +429,16 @@ impl ClientSession {
         }
     }
 
+    /// KILL of the client's database on the admin console: FATAL 08P01 `database removed`
+    /// (PgBouncer's text) now, whatever the client is doing; a server it holds goes back,
+    /// reusable only between transactions (the pools close it: the database is paused).
+    /// A console session is not a client of any database and is left alone.
+    pub fn handle_kill(&mut self) {
+        if !self.admin {
+            self.fatal(b"08P01", crate::admin::KILLED);
+        }
+    }
+
     /// Whether [`ClientSession::handle_shutdown`] was called.
     pub fn is_draining(&self) -> bool {
         self.draining

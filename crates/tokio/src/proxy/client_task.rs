@@ -138,14 +138,19 @@ impl ClientTask {
                 .await;
             self.now = self.clock.now();
             match turn {
-                Turn::Kicked => match *self.phase.borrow_and_update() {
-                    Phase::Running => {}
-                    Phase::Draining if !self.session.is_draining() => {
-                        self.session.handle_shutdown();
+                Turn::Kicked => {
+                    if self.slot.take_killed() {
+                        self.session.handle_kill();
                     }
-                    Phase::Draining => {}
-                    Phase::Stopped => break,
-                },
+                    match *self.phase.borrow_and_update() {
+                        Phase::Running => {}
+                        Phase::Draining if !self.session.is_draining() => {
+                            self.session.handle_shutdown();
+                        }
+                        Phase::Draining => {}
+                        Phase::Stopped => break,
+                    }
+                }
                 Turn::Admin(r) => {
                     self.admin_wait = None;
                     let reply = match r {

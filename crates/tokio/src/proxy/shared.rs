@@ -8,6 +8,7 @@
 //! admin console shows and does is in [`admin`].
 
 mod admin;
+mod databases;
 #[cfg(test)]
 mod tests;
 
@@ -117,8 +118,8 @@ struct State {
     resetting: BTreeSet<ServerId>,
     /// PAUSEs waiting for every server to come back.
     pause_waiters: Vec<oneshot::Sender<Result<(), String>>>,
-    /// WAIT_CLOSEs waiting for retired servers to close.
-    close_waiters: Vec<admin::CloseWaiter>,
+    /// WAIT_CLOSEs and PAUSEs of one database, waiting for its servers to close.
+    db_waiters: Vec<(databases::Wait, databases::Answer)>,
     /// Per user, what its clients proved at login (MD5 secret or SCRAM keys): servers of its
     /// pools log in with it when the auth file has no plain-text password and the backend
     /// string none either. Cleared on a reload, refilled by the next transaction.
@@ -175,7 +176,7 @@ impl Shared {
                 stopped: false,
                 resetting: BTreeSet::new(),
                 pause_waiters: Vec::new(),
-                close_waiters: Vec::new(),
+                db_waiters: Vec::new(),
                 secrets: HashMap::new(),
             }),
             mode: config.client.pool_mode,
@@ -628,7 +629,7 @@ impl Shared {
                 let _ = waiter.send(Ok(()));
             }
         }
-        admin::answer_close_waiters(&st.pools, &mut st.close_waiters);
+        databases::answer_waiters(&st.pools, &mut st.db_waiters);
         let next = st.pools.poll_timeout();
         if next.is_some_and(|n| st.armed.is_none_or(|a| n < a)) {
             st.armed = next;

@@ -181,6 +181,7 @@ fn snapshot() -> Snapshot {
                 port: None,
                 database: "reports".into(),
                 pool_size: 5,
+                paused: true,
                 disabled: true,
             },
             DatabaseRow {
@@ -189,6 +190,7 @@ fn snapshot() -> Snapshot {
                 port: Some(5433),
                 database: "shop_live".into(),
                 pool_size: 20,
+                paused: false,
                 disabled: false,
             },
         ],
@@ -353,6 +355,16 @@ fn show_databases_has_pgbouncers_columns_and_counts_each_ones_servers() {
     assert_eq!(r.get(0, "port"), Some("5432"));
     assert_eq!(r.get(0, "current_connections"), Some("0"));
     assert_eq!(r.get(0, "disabled"), Some("1"), "DISABLEd");
+    // PAUSE of every database shows on every row; a PAUSE by name on its own row.
+    assert_eq!(r.get(1, "paused"), Some("1"), "every database paused");
+    let mut unpaused = snapshot();
+    unpaused.paused = false;
+    let r = render(
+        Command::Show(Show::Databases),
+        Some(AdminReply::Snapshot(Box::new(unpaused))),
+    );
+    assert_eq!(r.get(0, "paused"), Some("1"), "paused by name");
+    assert_eq!(r.get(1, "paused"), Some("0"));
 }
 
 #[test]

@@ -6,18 +6,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use pgyard_driver::{Clock, SessionInfo};
 use pgyard_proxy::admin::{
-    no_such_database, Activity, AdminError, AdminReply, AdminRequest, ClientAddr, ClientRow,
-    ClientState, ClientStats, ConfigRow, DatabaseRow, ServerRow, ServerState, Snapshot,
-    ALREADY_PAUSED, NOT_PAUSED, NO_FILE, PAUSE_ENDED,
+    Activity, AdminError, AdminReply, AdminRequest, ClientAddr, ClientRow, ClientState,
+    ClientStats, ConfigRow, DatabaseRow, ServerRow, ServerState, Snapshot, ALREADY_PAUSED,
+    NOT_PAUSED, NO_FILE, PAUSE_ENDED,
 };
-use pgyard_proxy::{
-    ClientAuth, ClientId, ClientSession, Lent, PoolMode, Pools, ServerUse, TlsMode,
-};
+use pgyard_proxy::{ClientAuth, ClientId, ClientSession, Lent, PoolMode, ServerUse, TlsMode};
 use pgyard_types::Instant;
 use tokio::sync::oneshot;
 
@@ -35,8 +34,10 @@ pub(in crate::proxy) struct ClientSlot {
     /// The clock the session's instants are on.
     clock: Clock,
     report: Mutex<Report>,
-    /// Given when the proxy's phase changes.
+    /// Given when the proxy's phase changes, or the client is KILLed.
     pub(in crate::proxy) kick: Kick,
+    /// KILL of the client's database: its task closes the session at the kick.
+    killed: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -50,7 +51,7 @@ struct Report {
     tls: Option<String>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // What is behind these locks is copied in whole values: a panic cannot leave it torn.
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -70,7 +71,13 @@ impl ClientSlot {
             clock,
             report: Mutex::default(),
             kick: Kick::new(),
+            killed: AtomicBool::new(false),
         }
+    }
+
+    /// Whether the client's database was KILLed since the last call.
+    pub(in crate::proxy) fn take_killed(&self) -> bool {
+        self.killed.swap(false, Ordering::AcqRel)
     }
 
     /// The clock the client's session runs on.
@@ -130,6 +137,21 @@ impl ClientSlot {
     }
 }
 
+impl Registry {
+    /// KILL: marks and wakes every client of `database`; how many there were.
+    pub(super) fn kill(&self, database: &str) -> usize {
+        let mut n = 0;
+        for slot in self.clients.values() {
+            if lock(&slot.report).database == database {
+                slot.killed.store(true, Ordering::Release);
+                slot.kick.kick();
+                n += 1;
+            }
+        }
+        n
+    }
+}
+
 /// The wall time of `at` on `clock`, given the same moment on both clocks.
 fn wall_time(clock: Clock, at: Instant, wall: SystemTime, mono: std::time::Instant) -> SystemTime {
     wall - mono.saturating_duration_since(clock.deadline(at))
@@ -146,25 +168,7 @@ pub(in crate::proxy) struct Registry {
     clients: BTreeMap<ClientId, Arc<ClientSlot>>,
     retired: BTreeMap<String, ClientStats>,
     /// The databases DISABLEd (kept across reloads, by name), handed to each new client.
-    disabled: Arc<BTreeSet<String>>,
-}
-
-/// A WAIT_CLOSE: its database (`None`: every one) and where its answer goes.
-pub(in crate::proxy) type CloseWaiter = (Option<String>, oneshot::Sender<Result<(), String>>);
-
-/// Answers the WAIT_CLOSEs whose database has no retired server left open.
-pub(in crate::proxy) fn answer_close_waiters(pools: &Pools, waiters: &mut Vec<CloseWaiter>) {
-    if waiters.is_empty() {
-        return;
-    }
-    let (done, waiting): (Vec<CloseWaiter>, Vec<CloseWaiter>) = std::mem::take(waiters)
-        .into_iter()
-        .partition(|(db, _)| !pools.retiring(db.as_deref()));
-    *waiters = waiting;
-    for (db, tx) in done {
-        tracing::info!(database = ?db, "WAIT_CLOSE complete: no retired server left");
-        let _ = tx.send(Ok(()));
-    }
+    pub(super) disabled: Arc<BTreeSet<String>>,
 }
 
 /// What is known of a server connection beyond the pools' books.
@@ -292,71 +296,20 @@ impl Shared {
                 Ok(()) => AdminReply::Done,
                 Err(e) => failed(e),
             },
+            AdminRequest::PauseDatabase(db) => match self.pause_database(&db) {
+                Ok(rx) => return AdminOutcome::Later(rx),
+                Err(e) => failed(e),
+            },
+            AdminRequest::ResumeDatabase(db) => match self.resume_database(&db) {
+                Ok(()) => AdminReply::Done,
+                Err(e) => failed(e),
+            },
+            AdminRequest::Kill(db) => match self.kill(&db) {
+                Ok(()) => AdminReply::Done,
+                Err(e) => failed(e),
+            },
         };
         AdminOutcome::Now(reply)
-    }
-
-    /// The databases DISABLEd now.
-    pub(in crate::proxy) fn disabled(&self) -> Arc<BTreeSet<String>> {
-        lock(&self.registry).disabled.clone()
-    }
-
-    /// A command's database must be one SHOW DATABASES lists (`None`: every database).
-    fn known_database(&self, database: Option<&str>) -> Result<(), String> {
-        match database {
-            Some(d) if !self.snapshot().databases.iter().any(|r| r.name == d) => {
-                Err(no_such_database(d))
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// RECONNECT: the database's servers (every server: `None`) close as they come back,
-    /// the idle ones at once; later transactions get servers opened anew.
-    fn reconnect(self: &Arc<Self>, database: Option<&str>) -> Result<(), String> {
-        self.known_database(database)?;
-        let mut st = self.lock();
-        let now = self.clock.now();
-        st.pools.retire(now, database);
-        tracing::info!(database = ?database, "RECONNECT: servers close as they come back");
-        self.perform(&mut st, None, now);
-        Ok(())
-    }
-
-    /// WAIT_CLOSE: `None` when no retired server of the database (of any) is open, else
-    /// the receiver answered once none is.
-    fn wait_close(
-        &self,
-        database: Option<String>,
-    ) -> Result<Option<oneshot::Receiver<Result<(), String>>>, String> {
-        self.known_database(database.as_deref())?;
-        let mut st = self.lock();
-        if !st.pools.retiring(database.as_deref()) {
-            return Ok(None);
-        }
-        let (tx, rx) = oneshot::channel();
-        st.close_waiters.push((database, tx));
-        Ok(Some(rx))
-    }
-
-    /// DISABLE (`true`) or ENABLE a database: clients connecting from now on are refused
-    /// (or admitted) when they log in to it.
-    fn set_disabled(&self, database: &str, disabled: bool) -> Result<(), String> {
-        self.known_database(Some(database))?;
-        let mut r = lock(&self.registry);
-        let set = Arc::make_mut(&mut r.disabled);
-        if disabled {
-            set.insert(database.to_owned());
-        } else {
-            set.remove(database);
-        }
-        tracing::info!(
-            database,
-            disabled,
-            "logins to the database {}",
-            if disabled { "refused" } else { "admitted" }
-        );
-        Ok(())
     }
 
     /// Re-reads the configuration file the proxy was started with and applies it (RELOAD,
@@ -419,7 +372,7 @@ impl Shared {
     }
 
     /// Everything the admin console shows, now.
-    fn snapshot(&self) -> Snapshot {
+    pub(super) fn snapshot(&self) -> Snapshot {
         let (wall, mono) = (SystemTime::now(), std::time::Instant::now());
         let (slots, retired, disabled) = {
             let r = lock(&self.registry);
@@ -485,6 +438,7 @@ impl Shared {
         let mut databases = database_rows(&config, &in_use);
         for row in &mut databases {
             row.disabled = disabled.contains(&row.name);
+            row.paused = st.pools.is_paused_by_name(&row.name);
         }
         Snapshot {
             pool_mode: self.mode,
@@ -522,6 +476,7 @@ fn database_rows(c: &ProxyConfig, in_use: &[&str]) -> Vec<DatabaseRow> {
             port,
             database: database.unwrap_or_else(|| name.to_owned()),
             pool_size: c.pool.size,
+            paused: false,
             disabled: false,
         }
     };
