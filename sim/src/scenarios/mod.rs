@@ -16,6 +16,7 @@ mod proxy_login;
 mod proxy_login_auth;
 mod proxy_login_prelude;
 mod proxy_plan;
+mod proxy_reconnect;
 mod proxy_server;
 mod proxy_show;
 pub mod slotsync;

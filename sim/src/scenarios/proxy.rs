@@ -89,6 +89,8 @@ pub(super) enum Ev {
     Pause { resume_after: u64, by_name: bool },
     /// The admin console's RESUME.
     Resume,
+    /// The admin console's RECONNECT, of the clients' database or of every one.
+    Reconnect { by_name: bool },
 }
 
 /// A pooled server connection (the proxy's end and the server's).
@@ -190,6 +192,8 @@ pub(super) struct World {
     /// The PAUSE names the clients' database (`PAUSE app`), rather than every database.
     pub(super) paused_by_name: bool,
     pub(super) forgotten: BTreeSet<ServerId>,
+    /// The servers a RECONNECT found open (the judge's record, see `proxy_reconnect.rs`).
+    pub(super) retired: BTreeSet<ServerId>,
     /// The clients, by plan.
     pub(super) clients: Vec<Client>,
     /// Session ids handed out so far.
@@ -260,6 +264,7 @@ pub fn run_proxy(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Violatio
         paused: false,
         paused_by_name: false,
         forgotten: BTreeSet::new(),
+        retired: BTreeSet::new(),
         clients: Vec::new(),
         next_session: 0,
     };
@@ -270,6 +275,9 @@ pub fn run_proxy(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Violatio
         let session = new_session(w.now, sid, &mut w.rng, bug, mode);
         w.clients
             .push(Client::new(c as u64, session, txns, limits.session));
+    }
+    if let Some((at, by_name)) = limits.reconnect_ns {
+        w.q.push(Instant(at), Ev::Reconnect { by_name });
     }
     if let Some((at, resume_after, by_name)) = limits.pause_ns {
         w.q.push(
@@ -451,6 +459,10 @@ impl World {
             }
             Ev::Resume => {
                 self.resume(t);
+                Ok(())
+            }
+            Ev::Reconnect { by_name } => {
+                self.console_reconnect(t, by_name);
                 Ok(())
             }
         }

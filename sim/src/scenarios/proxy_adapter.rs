@@ -191,11 +191,14 @@ impl World {
         // nothing else to perform; the general path otherwise.
         self.waiting.insert(sid, key.clone());
         let now_lent = match self.pools.lend_idle(sid, key) {
-            Some(server) => self.unidle(server).map(|lent| {
-                self.waiting.remove(&sid);
-                self.holding.insert(sid, server);
-                (server, lent)
-            }),
+            Some(server) => {
+                self.judge_lend_retired("lent (shortcut)", server);
+                self.unidle(server).map(|lent| {
+                    self.waiting.remove(&sid);
+                    self.holding.insert(sid, server);
+                    (server, lent)
+                })
+            }
             None => {
                 self.pools.acquire(self.now, sid, key);
                 self.perform_pools(t, Some(sid))
@@ -225,6 +228,7 @@ impl World {
                 }
                 PoolOut::Grant { client, server } => {
                     self.judge_paused("lent", server);
+                    self.judge_lend_retired("lent", server);
                     let Some(lent) = self.unidle(server) else {
                         continue;
                     };

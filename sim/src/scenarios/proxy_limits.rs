@@ -165,7 +165,8 @@ impl World {
     /// database; a PAUSE closes them all): one closed before its limit was closed for a wrong
     /// reason.
     fn judge_idle_close(&mut self, server: ServerId) {
-        if self.paused {
+        // A PAUSE closes idle servers, and a RECONNECT those it retired.
+        if self.paused || self.retired.contains(&server) {
             return;
         }
         let Some(&(since, returned)) = self.idle_since.get(&server) else {
@@ -206,6 +207,7 @@ impl World {
         }
         self.judge_sizes()?;
         self.judge_pause()?;
+        self.judge_retired()?;
         let now = self.now.0;
         let (idle, life) = (self.limits.idle_ns, self.limits.lifetime_ns);
         let suspect = |(server, &(since, returned)): (&ServerId, &(Instant, bool))| {

@@ -100,6 +100,9 @@ impl PlanMix {
     }
 }
 
+/// The stream that draws the RECONNECT.
+const RECONNECT_STREAM: u64 = 0x7265_636f_6e6e_6563;
+
 /// The stream that draws whether a PAUSE names the database.
 const PAUSE_BY_NAME_STREAM: u64 = 0x7061_7573_6562_796e;
 
@@ -115,6 +118,8 @@ pub(super) struct PoolMix {
     /// When the admin console's PAUSE comes, how long until its RESUME, and whether it
     /// names the clients' database (PAUSE db, RESUME db) rather than pausing every one.
     pub(super) pause_ns: Option<(u64, u64, bool)>,
+    /// When the admin console's RECONNECT comes, and whether it names the clients' database.
+    pub(super) reconnect_ns: Option<(u64, bool)>,
 }
 
 impl PoolMix {
@@ -140,11 +145,19 @@ impl PoolMix {
             let by_name = uniform_inclusive(&mut side, 1) == 0;
             (at, 100_000 + uniform_inclusive(rng, 30_000_000), by_name)
         });
+        // From a stream of its own too: the main stream draws what it drew before.
+        let mut side = rng.clone();
+        side.set_stream(RECONNECT_STREAM);
+        let reconnect_ns = (uniform_inclusive(&mut side, 3) == 0).then(|| {
+            let at = 300_000 + uniform_inclusive(&mut side, 20_000_000);
+            (at, uniform_inclusive(&mut side, 1) == 0)
+        });
         PoolMix {
             session,
             idle_ns,
             lifetime_ns,
             pause_ns,
+            reconnect_ns,
         }
     }
 }
