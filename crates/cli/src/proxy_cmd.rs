@@ -148,7 +148,8 @@ pub enum AuthArg {
 }
 
 /// Runs the proxy until a signal stops it: SIGHUP re-reads the configuration file, SIGTERM
-/// drains (clients finish their transactions, up to `shutdown_timeout`), SIGINT stops at once.
+/// drains (clients finish their transactions, up to `shutdown_timeout`), SIGINT stops at once,
+/// and so does SHUTDOWN on the admin console.
 pub fn run(args: ProxyArgs) -> ExitCode {
     crate::logging::init();
     let loaded = match &args.config {
@@ -220,6 +221,8 @@ impl Signals {
                     running.stop();
                     return ExitCode::SUCCESS;
                 }
+                // SHUTDOWN on the admin console.
+                _ = running.stopped() => return ExitCode::SUCCESS,
             }
         }
         let bound = running.config().shutdown_timeout;

@@ -304,6 +304,41 @@ fn sigint_stops_at_once() {
     assert!(busy.simple_query("commit").is_err(), "cut off");
 }
 
+#[test]
+fn shutdown_on_the_console_stops_at_once_unanswered() {
+    let primary = Primary::start(Options::default()).expect("primary");
+    let port = free_port();
+    let toml = format!(
+        "listen = \"127.0.0.1:{port}\"\nauth = \"trust\"\nbackend = \"host=127.0.0.1 port={}\"\n\
+         shutdown_timeout = 600\n",
+        primary.port()
+    );
+    let mut proxy = Configured::start("shutdown", &toml, port);
+    let mut busy = client(port, "postgres").expect("client");
+    busy.simple_query("begin").expect("begin");
+    // As PgBouncer 1.18: no answer, the connection just closes.
+    let err = console(port, "postgres", "SHUTDOWN").expect_err("unanswered");
+    assert!(
+        err.to_string()
+            .contains("server closed the connection unexpectedly"),
+        "{err}"
+    );
+    // A transaction is open and the drain bound is ten minutes: only an immediate stop
+    // exits within this bound.
+    let status = proxy.exit(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(0), "{}", proxy.log());
+    assert!(
+        proxy.log().contains("SHUTDOWN on the console"),
+        "{}",
+        proxy.log()
+    );
+    assert!(busy.simple_query("commit").is_err(), "cut off");
+    assert!(
+        TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "still listening"
+    );
+}
+
 /// psql against the admin console of the proxy on `port` as `user`.
 fn console(port: u16, user: &str, sql: &str) -> std::io::Result<String> {
     let conninfo =

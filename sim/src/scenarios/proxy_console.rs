@@ -236,8 +236,8 @@ fn query(text: &str) -> Vec<u8> {
     b
 }
 
-/// Commands, one or two to a write, then an ending: Terminate, or a message the console
-/// refuses.
+/// Commands, one or two to a write, then an ending: Terminate, a message the console
+/// refuses, or SHUTDOWN.
 pub(super) fn commands(rng: &mut Rng, t: &mut Trace, c: &mut Conn) -> Result<(), Violation> {
     let mut paused = false;
     for _ in 0..1 + uniform_inclusive(rng, 5) {
@@ -255,7 +255,18 @@ pub(super) fn commands(rng: &mut Rng, t: &mut Trace, c: &mut Conn) -> Result<(),
             return Err(bad(detail));
         }
     }
-    match uniform_inclusive(rng, 2) {
+    match uniform_inclusive(rng, 3) {
+        // SHUTDOWN: asked of the adapter, which stops the proxy; nothing is answered.
+        3 => {
+            let text = decorate(rng, &["shutdown".into()]);
+            trace!(t, "console {text:?} -> the proxy stops");
+            c.send(&query(&text))?;
+            if c.asks == [AdminRequest::Shutdown] && c.rx.is_empty() && !c.closed {
+                return Ok(());
+            }
+            let detail = format!("SHUTDOWN asked {:?}, {} bytes back", c.asks, c.rx.len());
+            Err(bad(detail))
+        }
         0 => {
             c.send(b"X\0\0\0\x04")?;
             if c.closed && c.rx.is_empty() {

@@ -94,6 +94,9 @@ pub enum Command {
     ResumeDatabase(String),
     /// `KILL db`: close the database's clients and servers now and pause it.
     Kill(String),
+    /// `SHUTDOWN`: the proxy stops at once; as PgBouncer, nothing is answered (the
+    /// connection closes).
+    Shutdown,
 }
 
 impl Command {
@@ -113,6 +116,7 @@ impl Command {
             Command::PauseDatabase(db) => Some(AdminRequest::PauseDatabase(db.clone())),
             Command::ResumeDatabase(db) => Some(AdminRequest::ResumeDatabase(db.clone())),
             Command::Kill(db) => Some(AdminRequest::Kill(db.clone())),
+            Command::Shutdown => Some(AdminRequest::Shutdown),
         }
     }
 
@@ -124,6 +128,7 @@ impl Command {
             Command::Pause | Command::PauseDatabase(_) => "PAUSE",
             Command::Resume | Command::ResumeDatabase(_) => "RESUME",
             Command::Kill(_) => "KILL",
+            Command::Shutdown => "SHUTDOWN",
             Command::Reconnect(_) => "RECONNECT",
             Command::WaitClose(_) => "WAIT_CLOSE",
             Command::Disable(_) => "DISABLE",
@@ -168,6 +173,7 @@ pub fn parse(query: &str) -> Result<Command, String> {
         (Some("reload"), None, 1) => Ok(Command::Reload),
         (Some("pause"), None, 1) => Ok(Command::Pause),
         (Some("resume"), None, 1) => Ok(Command::Resume),
+        (Some("shutdown"), None, 1) => Ok(Command::Shutdown),
         (Some("reconnect"), a, 1 | 2) => database_arg(a, "reconnect").map(Command::Reconnect),
         (Some("wait_close"), a, 1 | 2) => database_arg(a, "wait in").map(Command::WaitClose),
         (Some(word @ ("disable" | "enable")), a, 1 | 2) => match database_arg(a, "disable")? {
@@ -295,6 +301,8 @@ mod tests {
         assert_eq!(parse("reload"), Ok(Command::Reload));
         assert_eq!(parse("PAUSE;"), Ok(Command::Pause));
         assert_eq!(parse("Resume"), Ok(Command::Resume));
+        assert_eq!(parse("shutdown;"), Ok(Command::Shutdown));
+        assert_eq!(Command::Shutdown.request(), Some(AdminRequest::Shutdown));
         assert_eq!(parse(""), Ok(Command::Empty));
         assert_eq!(parse("  ; "), Ok(Command::Empty));
     }
@@ -312,6 +320,7 @@ mod tests {
             "show\"pools\"",
             "show pools, clients",
             "kill a b",
+            "shutdown now",
             "\"reload\"",
             "show \"pools",
         ] {

@@ -65,6 +65,8 @@ pub enum AdminRequest {
     ResumeDatabase(String),
     /// Close the database's clients (FATAL [`KILLED`]) and servers now, and pause it.
     Kill(String),
+    /// Stop the proxy at once. Never answered: the asking connection closes with the rest.
+    Shutdown,
 }
 
 /// PgBouncer's FATAL (08P01) to the clients of a database KILLed on the console.

@@ -92,7 +92,7 @@ fn complete(tag: &str, buf: &mut BytesMut) {
 /// The commands, as a NOTICE (as PgBouncer's SHOW HELP).
 fn help(buf: &mut BytesMut) {
     let detail = "\n\tSHOW HELP|POOLS|CLIENTS|SERVERS|STATS|CONFIG|STATE|VERSION|DATABASES|LISTS\n\
-                  \tRELOAD\n\tPAUSE [<db>]\n\tRESUME [<db>]\n\tKILL <db>\n\tDISABLE <db>\n\tENABLE <db>\n\tRECONNECT [<db>]\n\t\
+                  \tRELOAD\n\tPAUSE [<db>]\n\tRESUME [<db>]\n\tKILL <db>\n\tSHUTDOWN\n\tDISABLE <db>\n\tENABLE <db>\n\tRECONNECT [<db>]\n\t\
                   WAIT_CLOSE [<db>]";
     let fields: [(u8, &[u8]); 5] = [
         (b'S', b"NOTICE"),

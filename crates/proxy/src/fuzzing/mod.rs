@@ -11,7 +11,9 @@
 //! `[op][len][len bytes]` steps:
 //! op % 7 is 0 client bytes, 1 server bytes, 2 a server lent (its settings from the bytes) —
 //! or, while an admin command awaits the adapter, the adapter's reply (made from the bytes) —
-//! 3 the server lost, 4 the pool refusing, 5 the clock at the bytes' value, 6 the client gone.
+//! 3 the server lost, 4 the pool refusing, 5 the clock at the bytes' value, 6 the client gone
+//! (or, with `op / 7` odd, a KILL of its database). The database `off` is DISABLEd: no login
+//! to it may pass.
 //! A step that starts a TLS handshake also says which certificate the client shows, by
 //! `op / 7 % 4`: none, one without a Common Name, one naming `u`, or one naming `U`. A login
 //! that passes must have kept the certificate rules (`Checks::login`).
@@ -45,6 +47,9 @@ mod structured;
 pub use structured::structured_session_with_bug;
 #[cfg(feature = "fuzzing")]
 pub use structured::{structured_session, structured_session_without_faults, SessionOutcome};
+
+/// The database every fuzzed session has DISABLEd.
+const DISABLED: &str = "off";
 
 /// Drives a client session with `data`; panics only when an invariant breaks.
 pub fn client_session(data: &[u8]) {
@@ -87,6 +92,16 @@ pub fn client_session(data: &[u8]) {
                     .fold(0u64, |a, &b| a * 256 + u64::from(b));
                 now = Instant(now.0.max(ms.saturating_mul(1_000_000)));
                 s.handle_timeout(now);
+            }
+            // The op's quotient by 7 (free for this op) picks a KILL of the client's database.
+            6 if op / 7 % 2 == 1 => {
+                s.handle_kill();
+                check.outputs(&mut s);
+                // (A console that never asked the adapter anything is one all the same.)
+                assert!(
+                    s.is_admin() || (s.is_closed() && check.lent.is_none()),
+                    "a KILLed client stays open or keeps its server"
+                );
             }
             6 => s.handle_client_gone(),
             _ => {}
@@ -156,8 +171,9 @@ fn session(first: u8) -> (ClientSession, CertRules) {
         default_route: Route::Primary,
         login_timeout: Duration::from_secs(60),
         databases: crate::client::Databases::Any,
+        // Logins to `off` are refused (DISABLE), whatever the input.
+        disabled: Arc::new([DISABLED.to_owned()].into()),
         // Bit 5: the auth file's user may open the admin console.
-        disabled: Default::default(),
         admin_users: Arc::new(
             (first & 32 != 0)
                 .then(|| "u".to_owned())
@@ -341,7 +357,11 @@ impl Checks {
             return;
         }
         self.login_judged = true;
-        let user = s.identity().0;
+        let (user, database) = s.identity();
+        assert!(
+            s.is_admin() || database != DISABLED,
+            "{user:?} logged in to the DISABLEd database"
+        );
         let r = &self.rules;
         assert!(!r.tls || s.is_tls(), "{user:?} logged in without TLS");
         assert!(

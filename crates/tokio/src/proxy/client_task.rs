@@ -299,14 +299,17 @@ impl ClientTask {
         self.session.handle_server(self.now, lent);
     }
 
-    /// An admin command's request: answered now, or (PAUSE) once the pools say so.
-    fn admin(&mut self, request: AdminRequest) {
+    /// An admin command's request: answered now, or (PAUSE) once the pools say so; false
+    /// when the proxy stopped (SHUTDOWN), which closes this connection unanswered.
+    fn admin(&mut self, request: AdminRequest) -> bool {
         // SHOW CLIENTS shows this session as it is now.
         self.slot.publish(&self.session, &mut self.published);
         match self.pool.admin(request) {
             AdminOutcome::Now(reply) => self.session.handle_admin(reply),
             AdminOutcome::Later(rx) => self.admin_wait = Some(rx),
+            AdminOutcome::Stopped => return false,
         }
+        true
     }
 
     /// Tells the pool task the cancel key once the client has been given it.
@@ -346,7 +349,11 @@ impl ClientTask {
                     self.pool.release(self.id, server, conn, reusable, self.now);
                 }
                 ClientOut::Cancel { pid, key } => self.pool.cancel(pid, &key),
-                ClientOut::Admin(request) => self.admin(request),
+                ClientOut::Admin(request) => {
+                    if !self.admin(request) {
+                        return false;
+                    }
+                }
                 ClientOut::StartTls { early } => self.start_tls(sock, early).await,
                 ClientOut::Close => {
                     linger(sock).await;

@@ -225,6 +225,13 @@ impl Proxy {
         self.shared.set_phase(Phase::Stopped);
         self.shared.close_idle();
     }
+
+    /// Resolves once the proxy has stopped: [`Proxy::stop`], the end of
+    /// [`Proxy::shutdown`], or SHUTDOWN on its admin console.
+    pub async fn stopped(&self) {
+        let mut phase = self.shared.phase();
+        let _ = phase.wait_for(|p| *p == Phase::Stopped).await;
+    }
 }
 
 /// Reads an auth file (PgBouncer's format), salting the verifiers of plain passwords with

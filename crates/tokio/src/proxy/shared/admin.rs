@@ -232,6 +232,8 @@ impl ServerInfo {
 pub(in crate::proxy) enum AdminOutcome {
     Now(AdminReply),
     Later(oneshot::Receiver<Result<(), String>>),
+    /// SHUTDOWN: the proxy has stopped; nothing is answered.
+    Stopped,
 }
 
 impl Shared {
@@ -308,6 +310,12 @@ impl Shared {
                 Ok(()) => AdminReply::Done,
                 Err(e) => failed(e),
             },
+            AdminRequest::Shutdown => {
+                tracing::info!("SHUTDOWN on the console: stopping now");
+                self.set_phase(super::Phase::Stopped);
+                self.close_idle();
+                return AdminOutcome::Stopped;
+            }
         };
         AdminOutcome::Now(reply)
     }
