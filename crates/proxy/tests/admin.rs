@@ -187,11 +187,11 @@ fn under_trust_any_user_gets_a_console_that_never_asks_for_a_server() {
 #[test]
 fn a_wrong_command_is_an_error_and_the_console_goes_on() {
     let mut s = admin();
-    s.handle_client_bytes(T0, &query("SHOW USERS"));
+    s.handle_client_bytes(T0, &query("SHOW MEM"));
     let out = to_client(&outputs(&mut s));
     assert_eq!(tags(&out), b"EZ");
     assert!(
-        text(&out).contains("invalid command 'SHOW USERS', use SHOW HELP;"),
+        text(&out).contains("invalid command 'SHOW MEM', use SHOW HELP;"),
         "{}",
         text(&out)
     );

@@ -286,10 +286,10 @@ async fn the_console_shows_what_clients_do_and_pauses_lending() {
     assert!(out.contains("admin_users|ops||yes"), "{out}");
     let err = admin(addr, "RELOAD").await.expect_err("no file");
     assert!(err.to_string().contains("nothing to re-read"), "{err}");
-    let err = admin(addr, "SHOW USERS").await.expect_err("unknown");
+    let err = admin(addr, "SHOW MEM").await.expect_err("unknown");
     assert!(
         err.to_string()
-            .contains("invalid command 'SHOW USERS', use SHOW HELP;"),
+            .contains("invalid command 'SHOW MEM', use SHOW HELP;"),
         "{err}"
     );
 }
@@ -328,5 +328,23 @@ async fn show_databases_and_lists_answer_with_pgbouncers_columns() {
         ],
         "{out}"
     );
+
+    // SHOW USERS, STATS_TOTALS and TOTALS: the one user, and the database's counters as
+    // SHOW STATS counts them (transactions, queries, bytes from and to the client).
+    let out = admin(addr, "SHOW USERS").await.expect("SHOW USERS");
+    assert_eq!(out, "postgres|", "one user, no pool mode of its own");
+    let stats = admin(addr, "SHOW STATS").await.expect("SHOW STATS");
+    let stats: Vec<&str> = stats.lines().next().expect("a row").split('|').collect();
+    let out = admin(addr, "SHOW STATS_TOTALS")
+        .await
+        .expect("SHOW STATS_TOTALS");
+    let totals: Vec<&str> = out.lines().next().expect("a row").split('|').collect();
+    assert_eq!(totals[0], "postgres");
+    assert_eq!(totals[1..], stats[2..9], "{out}");
+    let out = admin(addr, "SHOW TOTALS").await.expect("SHOW TOTALS");
+    let named: Vec<&str> = out.lines().collect();
+    assert_eq!(named.len(), 7, "{out}");
+    assert_eq!(named[0], format!("total_xact_count|{}", totals[1]));
+    assert_eq!(named[2], format!("total_client_bytes|{}", totals[3]));
     s.close().await;
 }

@@ -92,6 +92,9 @@ fn draw_command(rng: &mut Rng) -> (String, Want) {
         "CONFIG",
         "DATABASES",
         "LISTS",
+        "USERS",
+        "TOTALS",
+        "STATS_TOTALS",
     ];
     let (words, want): (Vec<String>, Want) = match uniform_inclusive(rng, 15) {
         0 => (vec![], Want::Empty),

@@ -316,6 +316,9 @@ pub(super) fn judge(
         "CLIENTS" => s.clients.iter().map(client_cells).collect(),
         "DATABASES" => database_cells(&s),
         "LISTS" => list_cells(&s),
+        "USERS" => user_cells(&s),
+        "TOTALS" => totals_rows(&s),
+        "STATS_TOTALS" => stats_totals_rows(&s),
         "SERVERS" => s.servers.iter().map(server_cells).collect(),
         _ => s
             .config
@@ -487,7 +490,9 @@ fn database_cells(s: &Snapshot) -> Vec<Cells> {
 /// SHOW LISTS by the docs: the databases shown, the users of the pools SHOW POOLS shows
 /// (pools the proxy has, those of logged-in clients, those of servers), the connections, and
 /// nothing in free lists or a DNS cache.
-fn list_cells(s: &Snapshot) -> Vec<Cells> {
+/// The pools by the docs: those the proxy has had, those of its servers, and those of its
+/// logged-in, non-console clients' current routes.
+fn pool_set(s: &Snapshot) -> std::collections::BTreeSet<(String, String, &str)> {
     let mut pools: std::collections::BTreeSet<(String, String, &str)> = Default::default();
     let mut add = |k: &PoolKey| {
         pools.insert((k.database.clone(), k.user.clone(), k.route.as_str()));
@@ -504,6 +509,24 @@ fn list_cells(s: &Snapshot) -> Vec<Cells> {
             });
         }
     }
+    pools
+}
+
+/// SHOW USERS by the docs: the distinct users of the pools, each once, no pool mode.
+fn user_cells(s: &Snapshot) -> Vec<Cells> {
+    let users: std::collections::BTreeSet<String> = pool_set(s).into_iter().map(|p| p.1).collect();
+    users
+        .into_iter()
+        .map(|u| {
+            let mut r = row(&[("name", &u)]);
+            r.insert("pool_mode".into(), None);
+            r
+        })
+        .collect()
+}
+
+fn list_cells(s: &Snapshot) -> Vec<Cells> {
+    let pools = pool_set(s);
     let users: std::collections::BTreeSet<&String> = pools.iter().map(|p| &p.1).collect();
     let login = s
         .clients
@@ -532,6 +555,76 @@ fn list_cells(s: &Snapshot) -> Vec<Cells> {
 /// SHOW STATS by the docs: per database, the counters of its logged-in clients (not the
 /// consoles) and of those that left.
 fn stats_rows(s: &Snapshot) -> Vec<Cells> {
+    let names = [
+        "total_server_assignment_count",
+        "total_xact_count",
+        "total_query_count",
+        "total_received",
+        "total_sent",
+        "total_xact_time",
+        "total_query_time",
+        "total_wait_time",
+        "total_middleware",
+        "total_unknown_middleware",
+    ];
+    named_sums(sums(s), &names)
+}
+
+/// SHOW STATS_TOTALS by the docs: SHOW STATS's seven PgBouncer totals under its short names.
+fn stats_totals_rows(s: &Snapshot) -> Vec<Cells> {
+    let names = [
+        "",
+        "xact_count",
+        "query_count",
+        "bytes_received",
+        "bytes_sent",
+        "xact_time",
+        "query_time",
+        "wait_time",
+    ];
+    named_sums(sums(s), &names)
+}
+
+/// SHOW TOTALS by the docs: each of those seven summed over every database.
+fn totals_rows(s: &Snapshot) -> Vec<Cells> {
+    let names = [
+        "total_xact_count",
+        "total_query_count",
+        "total_client_bytes",
+        "total_server_bytes",
+        "total_xact_time",
+        "total_query_time",
+        "total_wait_time",
+    ];
+    let all = sums(s).into_values().fold([0u64; 10], |mut a, v| {
+        a.iter_mut().zip(v).for_each(|(x, y)| *x += y);
+        a
+    });
+    names
+        .iter()
+        .zip(&all[1..8])
+        .map(|(n, v)| row(&[("name", n), ("value", &v.to_string())]))
+        .collect()
+}
+
+/// Per database, its rows' cells: each counter under its name (an empty name: not shown).
+fn named_sums(m: BTreeMap<String, [u64; 10]>, names: &[&str]) -> Vec<Cells> {
+    m.into_iter()
+        .map(|(db, v)| {
+            let mut r: Cells = names
+                .iter()
+                .zip(v)
+                .filter(|(n, _)| !n.is_empty())
+                .map(|(n, x)| ((*n).to_owned(), Some(x.to_string())))
+                .collect();
+            r.insert("database".into(), Some(db));
+            r
+        })
+        .collect()
+}
+
+/// The ten counters per database, as SHOW STATS orders them.
+fn sums(s: &Snapshot) -> BTreeMap<String, [u64; 10]> {
     let mut m: BTreeMap<String, [u64; 10]> = BTreeMap::new();
     let mut add = |db: &str, st: &ClientStats| {
         let e = m.entry(db.to_owned()).or_default();
@@ -559,29 +652,7 @@ fn stats_rows(s: &Snapshot) -> Vec<Cells> {
             add(&c.database, &c.activity.stats);
         }
     }
-    let names = [
-        "total_server_assignment_count",
-        "total_xact_count",
-        "total_query_count",
-        "total_received",
-        "total_sent",
-        "total_xact_time",
-        "total_query_time",
-        "total_wait_time",
-        "total_middleware",
-        "total_unknown_middleware",
-    ];
-    m.into_iter()
-        .map(|(db, v)| {
-            let mut r: Cells = names
-                .iter()
-                .zip(v)
-                .map(|(n, x)| ((*n).to_owned(), Some(x.to_string())))
-                .collect();
-            r.insert("database".into(), Some(db));
-            r
-        })
-        .collect()
+    m
 }
 
 /// `YYYY-MM-DD HH:MM:SS UTC` of seconds since the Unix epoch, counted out year by year and

@@ -28,6 +28,12 @@ pub enum Show {
     Databases,
     /// The counts of the proxy's lists.
     Lists,
+    /// One row per user of the pools.
+    Users,
+    /// The totals over every database, a row per counter.
+    Totals,
+    /// SHOW STATS's totals with PgBouncer's shorter names.
+    StatsTotals,
 }
 
 impl Show {
@@ -44,6 +50,9 @@ impl Show {
             Show::Version => "VERSION",
             Show::Databases => "DATABASES",
             Show::Lists => "LISTS",
+            Show::Users => "USERS",
+            Show::Totals => "TOTALS",
+            Show::StatsTotals => "STATS_TOTALS",
         }
     }
 
@@ -59,6 +68,9 @@ impl Show {
             Show::Version,
             Show::Databases,
             Show::Lists,
+            Show::Users,
+            Show::Totals,
+            Show::StatsTotals,
         ]
         .into_iter()
         .find(|s| s.word().eq_ignore_ascii_case(word))
@@ -298,6 +310,12 @@ mod tests {
         assert_eq!(parse("show version"), Ok(Command::Show(Show::Version)));
         assert_eq!(parse("SHOW Databases;"), Ok(Command::Show(Show::Databases)));
         assert_eq!(parse("show lists"), Ok(Command::Show(Show::Lists)));
+        assert_eq!(parse("show users"), Ok(Command::Show(Show::Users)));
+        assert_eq!(parse("SHOW totals;"), Ok(Command::Show(Show::Totals)));
+        assert_eq!(
+            parse("show Stats_Totals"),
+            Ok(Command::Show(Show::StatsTotals))
+        );
         assert_eq!(parse("reload"), Ok(Command::Reload));
         assert_eq!(parse("PAUSE;"), Ok(Command::Pause));
         assert_eq!(parse("Resume"), Ok(Command::Resume));
@@ -311,7 +329,7 @@ mod tests {
     fn anything_else_gets_pgbouncers_text_with_the_query() {
         for q in [
             "show",
-            "show users",
+            "show stats_averages",
             "show pools clients",
             "show pools;;",
             "select 1",

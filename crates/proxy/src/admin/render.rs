@@ -10,7 +10,7 @@ use pgyard_wire::backend::{
 use pgyard_wire::error_fields::{encode_error_response, encode_notice_response};
 
 use super::command::{Command, Show};
-use super::snapshot::{ClientRow, ServerRow, Snapshot};
+use super::snapshot::{ClientRow, ClientStats, ServerRow, Snapshot};
 use super::{AdminError, AdminReply};
 use crate::client::PoolMode;
 
@@ -92,6 +92,7 @@ fn complete(tag: &str, buf: &mut BytesMut) {
 /// The commands, as a NOTICE (as PgBouncer's SHOW HELP).
 fn help(buf: &mut BytesMut) {
     let detail = "\n\tSHOW HELP|POOLS|CLIENTS|SERVERS|STATS|CONFIG|STATE|VERSION|DATABASES|LISTS\n\
+                  \tSHOW USERS|TOTALS|STATS_TOTALS\n\
                   \tRELOAD\n\tPAUSE [<db>]\n\tRESUME [<db>]\n\tKILL <db>\n\tSHUTDOWN\n\tDISABLE <db>\n\tENABLE <db>\n\tRECONNECT [<db>]\n\t\
                   WAIT_CLOSE [<db>]";
     let fields: [(u8, &[u8]); 5] = [
@@ -145,6 +146,13 @@ fn show(what: Show, s: &Snapshot, buf: &mut BytesMut) {
             table(&server_columns(), &rows, buf)
         }
         Show::Stats => stats(s, buf),
+        Show::StatsTotals => stats_totals(s, buf),
+        Show::Totals => totals(s, buf),
+        Show::Users => {
+            let cols = [("name", Ty::Text), ("pool_mode", Ty::Text)];
+            let rows: Vec<Row> = s.users().into_iter().map(|u| vec![Some(u), None]).collect();
+            table(&cols, &rows, buf)
+        }
         Show::Config => {
             let cols = [
                 ("key", Ty::Text),
@@ -345,6 +353,67 @@ fn stats(s: &Snapshot, buf: &mut BytesMut) {
         })
         .collect();
     table(&cols, &rows, buf)
+}
+
+/// SHOW STATS_TOTALS: PgBouncer 1.18's eight columns, SHOW STATS's totals under them.
+fn stats_totals(s: &Snapshot, buf: &mut BytesMut) {
+    let mut cols = vec![("database", Ty::Text)];
+    typed(&mut cols, &TOTAL_NAMES, Ty::Numeric);
+    let rows: Vec<Row> = s
+        .stats()
+        .into_iter()
+        .map(|(database, t)| {
+            std::iter::once(Some(database))
+                .chain(totals_of(&t))
+                .collect()
+        })
+        .collect();
+    table(&cols, &rows, buf)
+}
+
+/// SHOW TOTALS: a `name`, `value` row per counter over every database, PgBouncer's
+/// `total_*` rows (its `avg_*` rows need averages over a period, which pgyard does not keep).
+fn totals(s: &Snapshot, buf: &mut BytesMut) {
+    let cols = [("name", Ty::Text), ("value", Ty::Numeric)];
+    let names = [
+        "total_xact_count",
+        "total_query_count",
+        "total_client_bytes",
+        "total_server_bytes",
+        "total_xact_time",
+        "total_query_time",
+        "total_wait_time",
+    ];
+    let rows: Vec<Row> = names
+        .iter()
+        .zip(totals_of(&s.totals()))
+        .map(|(n, v)| vec![text(n), v])
+        .collect();
+    table(&cols, &rows, buf)
+}
+
+/// SHOW STATS_TOTALS's counters after the database.
+const TOTAL_NAMES: [&str; 7] = [
+    "xact_count",
+    "query_count",
+    "bytes_received",
+    "bytes_sent",
+    "xact_time",
+    "query_time",
+    "wait_time",
+];
+
+/// The seven counters PgBouncer totals, in its order.
+fn totals_of(t: &ClientStats) -> [Option<String>; 7] {
+    [
+        num(t.xacts),
+        num(t.queries),
+        num(t.received),
+        num(t.sent),
+        num(t.xact_us),
+        num(t.query_us),
+        num(t.wait_us),
+    ]
 }
 
 /// PgBouncer's columns of SHOW CLIENTS and SHOW SERVERS.

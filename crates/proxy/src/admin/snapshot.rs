@@ -376,8 +376,7 @@ impl Snapshot {
     /// lists (PgBouncer counts the users it has loaded).
     pub fn lists(&self) -> [(&'static str, usize); 12] {
         let pools = self.pool_rows();
-        let users: std::collections::BTreeSet<&str> =
-            pools.keys().map(|k| k.user.as_str()).collect();
+        let users = self.users();
         let login = self
             .clients
             .iter()
@@ -397,6 +396,20 @@ impl Snapshot {
             ("dns_queries", 0),
             ("dns_pending", 0),
         ]
+    }
+
+    /// The distinct users of the pools SHOW POOLS lists, in order (SHOW USERS's rows).
+    pub fn users(&self) -> std::collections::BTreeSet<String> {
+        self.pool_rows().into_keys().map(|k| k.user).collect()
+    }
+
+    /// Every database's counters added up (SHOW TOTALS).
+    pub fn totals(&self) -> ClientStats {
+        let mut all = ClientStats::default();
+        for t in self.stats().values() {
+            all.add(t);
+        }
+        all
     }
 
     /// Server connections per database name (SHOW DATABASES's `current_connections`).

@@ -312,6 +312,72 @@ fn show_stats_sums_live_and_departed_clients_per_database() {
 }
 
 #[test]
+fn show_stats_totals_and_totals_have_pgbouncers_names_and_show_statss_sums() {
+    let r = render(Command::Show(Show::StatsTotals), snap());
+    let names: Vec<(&str, u32)> = r.columns.iter().map(|(n, t)| (n.as_str(), *t)).collect();
+    assert_eq!(
+        names,
+        [
+            ("database", 25),
+            ("xact_count", 1700),
+            ("query_count", 1700),
+            ("bytes_received", 1700),
+            ("bytes_sent", 1700),
+            ("xact_time", 1700),
+            ("query_time", 1700),
+            ("wait_time", 1700),
+        ]
+    );
+    let stats = render(Command::Show(Show::Stats), snap());
+    assert_eq!(r.rows.len(), stats.rows.len());
+    for (short, long) in [
+        ("database", "database"),
+        ("xact_count", "total_xact_count"),
+        ("query_count", "total_query_count"),
+        ("bytes_received", "total_received"),
+        ("bytes_sent", "total_sent"),
+        ("xact_time", "total_xact_time"),
+        ("query_time", "total_query_time"),
+        ("wait_time", "total_wait_time"),
+    ] {
+        assert_eq!(r.get(0, short), stats.get(0, long), "{short}");
+    }
+    // One database here: SHOW TOTALS's values are its row's, named as PgBouncer names them.
+    let t = render(Command::Show(Show::Totals), snap());
+    assert_eq!(t.columns, [("name".into(), 25), ("value".into(), 1700)]);
+    let got: Vec<(Option<&str>, Option<&str>)> = (0..t.rows.len())
+        .map(|i| (t.get(i, "name"), t.get(i, "value")))
+        .collect();
+    let want: Vec<(Option<&str>, Option<&str>)> = [
+        ("total_xact_count", "xact_count"),
+        ("total_query_count", "query_count"),
+        ("total_client_bytes", "bytes_received"),
+        ("total_server_bytes", "bytes_sent"),
+        ("total_xact_time", "xact_time"),
+        ("total_query_time", "query_time"),
+        ("total_wait_time", "wait_time"),
+    ]
+    .into_iter()
+    .map(|(name, column)| (Some(name), r.get(0, column)))
+    .collect();
+    assert_eq!(got, want);
+    assert_eq!(t.get(0, "value"), Some("14"));
+}
+
+#[test]
+fn show_users_lists_the_pools_users_once_each() {
+    let r = render(Command::Show(Show::Users), snap());
+    assert_eq!(r.columns, [("name".into(), 25), ("pool_mode".into(), 25)]);
+    let lists = render(Command::Show(Show::Lists), snap());
+    assert_eq!(
+        Some(r.rows.len().to_string().as_str()),
+        lists.get(1, "items")
+    );
+    assert_eq!(r.get(0, "name"), Some("alice"));
+    assert_eq!(r.get(0, "pool_mode"), None);
+}
+
+#[test]
 fn show_databases_has_pgbouncers_columns_and_counts_each_ones_servers() {
     let r = render(Command::Show(Show::Databases), snap());
     let names: Vec<(&str, u32)> = r.columns.iter().map(|(n, t)| (n.as_str(), *t)).collect();
