@@ -284,8 +284,11 @@ fn sigterm_lets_an_open_transaction_commit_then_exits() {
     assert_eq!(fatal.tag, b'E');
 }
 
-#[test]
-fn sigint_stops_at_once() {
+/// A proxy started as `name` whose drain bound is ten minutes, and a client of it holding a
+/// transaction open: only an immediate stop exits within the tests' bounds.
+fn proxy_with_a_transaction_open(
+    name: &str,
+) -> (Primary, u16, Configured, pgyard_blocking::Session) {
     let primary = Primary::start(Options::default()).expect("primary");
     let port = free_port();
     let toml = format!(
@@ -293,12 +296,16 @@ fn sigint_stops_at_once() {
          shutdown_timeout = 600\n",
         primary.port()
     );
-    let mut proxy = Configured::start("sigint", &toml, port);
+    let proxy = Configured::start(name, &toml, port);
     let mut busy = client(port, "postgres").expect("client");
     busy.simple_query("begin").expect("begin");
+    (primary, port, proxy, busy)
+}
+
+#[test]
+fn sigint_stops_at_once() {
+    let (_primary, _port, mut proxy, mut busy) = proxy_with_a_transaction_open("sigint");
     proxy.signal("INT");
-    // A transaction is open and the drain bound is ten minutes: only an immediate stop
-    // exits within this bound.
     let status = proxy.exit(Duration::from_secs(30));
     assert_eq!(status.code(), Some(0), "{}", proxy.log());
     assert!(busy.simple_query("commit").is_err(), "cut off");
@@ -306,16 +313,7 @@ fn sigint_stops_at_once() {
 
 #[test]
 fn shutdown_on_the_console_stops_at_once_unanswered() {
-    let primary = Primary::start(Options::default()).expect("primary");
-    let port = free_port();
-    let toml = format!(
-        "listen = \"127.0.0.1:{port}\"\nauth = \"trust\"\nbackend = \"host=127.0.0.1 port={}\"\n\
-         shutdown_timeout = 600\n",
-        primary.port()
-    );
-    let mut proxy = Configured::start("shutdown", &toml, port);
-    let mut busy = client(port, "postgres").expect("client");
-    busy.simple_query("begin").expect("begin");
+    let (_primary, port, mut proxy, mut busy) = proxy_with_a_transaction_open("shutdown");
     // As PgBouncer 1.18: no answer, the connection just closes.
     let err = console(port, "postgres", "SHUTDOWN").expect_err("unanswered");
     assert!(
@@ -323,8 +321,6 @@ fn shutdown_on_the_console_stops_at_once_unanswered() {
             .contains("server closed the connection unexpectedly"),
         "{err}"
     );
-    // A transaction is open and the drain bound is ten minutes: only an immediate stop
-    // exits within this bound.
     let status = proxy.exit(Duration::from_secs(30));
     assert_eq!(status.code(), Some(0), "{}", proxy.log());
     assert!(

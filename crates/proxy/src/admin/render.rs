@@ -337,19 +337,13 @@ fn stats(s: &Snapshot, buf: &mut BytesMut) {
         .stats()
         .into_iter()
         .map(|(database, t)| {
-            vec![
-                Some(database),
-                num(t.assignments),
-                num(t.xacts),
-                num(t.queries),
-                num(t.received),
-                num(t.sent),
-                num(t.xact_us),
-                num(t.query_us),
-                num(t.wait_us),
-                num(t.middleware),
-                num(t.unknown_classes),
-            ]
+            let assignments = [Some(database), num(t.assignments)];
+            let pgyards = [num(t.middleware), num(t.unknown_classes)];
+            assignments
+                .into_iter()
+                .chain(totals_of(&t))
+                .chain(pgyards)
+                .collect()
         })
         .collect();
     table(&cols, &rows, buf)
