@@ -84,31 +84,9 @@ pub enum Command {
     Empty,
     /// `SHOW …`.
     Show(Show),
-    /// `RELOAD`: re-read the configuration file.
-    Reload,
-    /// `PAUSE`: lend no more servers; answered once none is lent.
-    Pause,
-    /// `RESUME`: lend servers again.
-    Resume,
-    /// `RECONNECT [db]`: close the database's servers (every database's without a name)
-    /// as they come back, so that later transactions run on newly opened ones.
-    Reconnect(Option<String>),
-    /// `WAIT_CLOSE [db]`: answered once no server of the database (of any without a name)
-    /// is waiting to be closed by a RECONNECT or a reload.
-    WaitClose(Option<String>),
-    /// `DISABLE db`: refuse clients that log in to the database from now on.
-    Disable(String),
-    /// `ENABLE db`: admit them again.
-    Enable(String),
-    /// `PAUSE db`: PAUSE for one database; answered once none of its servers is left.
-    PauseDatabase(String),
-    /// `RESUME db`: lend that database's servers again.
-    ResumeDatabase(String),
-    /// `KILL db`: close the database's clients and servers now and pause it.
-    Kill(String),
-    /// `SHUTDOWN`: the proxy stops at once; as PgBouncer, nothing is answered (the
-    /// connection closes).
-    Shutdown,
+    /// An action of the adapter's (RELOAD, PAUSE, RECONNECT, KILL, …), answered with its
+    /// tag once done.
+    Act(AdminRequest),
 }
 
 impl Command {
@@ -118,17 +96,7 @@ impl Command {
         match self {
             Command::Empty | Command::Show(Show::Help | Show::Version) => None,
             Command::Show(_) => Some(AdminRequest::Snapshot),
-            Command::Reload => Some(AdminRequest::Reload),
-            Command::Pause => Some(AdminRequest::Pause),
-            Command::Resume => Some(AdminRequest::Resume),
-            Command::Reconnect(db) => Some(AdminRequest::Reconnect(db.clone())),
-            Command::WaitClose(db) => Some(AdminRequest::WaitClose(db.clone())),
-            Command::Disable(db) => Some(AdminRequest::Disable(db.clone())),
-            Command::Enable(db) => Some(AdminRequest::Enable(db.clone())),
-            Command::PauseDatabase(db) => Some(AdminRequest::PauseDatabase(db.clone())),
-            Command::ResumeDatabase(db) => Some(AdminRequest::ResumeDatabase(db.clone())),
-            Command::Kill(db) => Some(AdminRequest::Kill(db.clone())),
-            Command::Shutdown => Some(AdminRequest::Shutdown),
+            Command::Act(r) => Some(r.clone()),
         }
     }
 
@@ -136,17 +104,14 @@ impl Command {
     pub fn tag(&self) -> &'static str {
         match self {
             Command::Empty | Command::Show(_) => "SHOW",
-            Command::Reload => "RELOAD",
-            Command::Pause | Command::PauseDatabase(_) => "PAUSE",
-            Command::Resume | Command::ResumeDatabase(_) => "RESUME",
-            Command::Kill(_) => "KILL",
-            Command::Shutdown => "SHUTDOWN",
-            Command::Reconnect(_) => "RECONNECT",
-            Command::WaitClose(_) => "WAIT_CLOSE",
-            Command::Disable(_) => "DISABLE",
-            Command::Enable(_) => "ENABLE",
+            Command::Act(r) => r.tag(),
         }
     }
+}
+
+/// A command the adapter carries out.
+fn act(request: AdminRequest) -> Command {
+    Command::Act(request)
 }
 
 /// PgBouncer's answer to DISABLE, ENABLE and KILL without a database.
@@ -182,28 +147,32 @@ pub fn parse(query: &str) -> Result<Command, String> {
         (Some("show"), Some(a), 2) if !a.quoted => Show::parse(&a.text)
             .map(Command::Show)
             .ok_or_else(|| invalid(query)),
-        (Some("reload"), None, 1) => Ok(Command::Reload),
-        (Some("pause"), None, 1) => Ok(Command::Pause),
-        (Some("resume"), None, 1) => Ok(Command::Resume),
-        (Some("shutdown"), None, 1) => Ok(Command::Shutdown),
-        (Some("reconnect"), a, 1 | 2) => database_arg(a, "reconnect").map(Command::Reconnect),
-        (Some("wait_close"), a, 1 | 2) => database_arg(a, "wait in").map(Command::WaitClose),
+        (Some("reload"), None, 1) => Ok(act(AdminRequest::Reload)),
+        (Some("pause"), None, 1) => Ok(act(AdminRequest::Pause)),
+        (Some("resume"), None, 1) => Ok(act(AdminRequest::Resume)),
+        (Some("shutdown"), None, 1) => Ok(act(AdminRequest::Shutdown)),
+        (Some("reconnect"), a, 1 | 2) => {
+            database_arg(a, "reconnect").map(|d| act(AdminRequest::Reconnect(d)))
+        }
+        (Some("wait_close"), a, 1 | 2) => {
+            database_arg(a, "wait in").map(|d| act(AdminRequest::WaitClose(d)))
+        }
         (Some(word @ ("disable" | "enable")), a, 1 | 2) => match database_arg(a, "disable")? {
             None => Err(DATABASE_REQUIRED.into()),
-            Some(db) if word == "disable" => Ok(Command::Disable(db)),
-            Some(db) => Ok(Command::Enable(db)),
+            Some(db) if word == "disable" => Ok(act(AdminRequest::Disable(db))),
+            Some(db) => Ok(act(AdminRequest::Enable(db))),
         },
-        (Some("pause"), a @ Some(_), 2) => Ok(Command::PauseDatabase(
+        (Some("pause"), a @ Some(_), 2) => Ok(act(AdminRequest::PauseDatabase(
             database_arg(a, "pause")?.unwrap_or_default(),
-        )),
+        ))),
         // The console's database is never paused: PgBouncer 1.18's answer for any such.
         (Some("resume"), Some(a), 2) if a.text == super::ADMIN_DATABASE => {
             Err(super::not_paused(&a.text))
         }
-        (Some("resume"), Some(a), 2) => Ok(Command::ResumeDatabase(a.text.clone())),
+        (Some("resume"), Some(a), 2) => Ok(act(AdminRequest::ResumeDatabase(a.text.clone()))),
         (Some("kill"), a, 1 | 2) => match database_arg(a, "kill")? {
             None => Err(DATABASE_REQUIRED.into()),
-            Some(db) => Ok(Command::Kill(db)),
+            Some(db) => Ok(act(AdminRequest::Kill(db))),
         },
         _ => Err(invalid(query)),
     }
@@ -316,11 +285,14 @@ mod tests {
             parse("show Stats_Totals"),
             Ok(Command::Show(Show::StatsTotals))
         );
-        assert_eq!(parse("reload"), Ok(Command::Reload));
-        assert_eq!(parse("PAUSE;"), Ok(Command::Pause));
-        assert_eq!(parse("Resume"), Ok(Command::Resume));
-        assert_eq!(parse("shutdown;"), Ok(Command::Shutdown));
-        assert_eq!(Command::Shutdown.request(), Some(AdminRequest::Shutdown));
+        assert_eq!(parse("reload"), Ok(act(AdminRequest::Reload)));
+        assert_eq!(parse("PAUSE;"), Ok(act(AdminRequest::Pause)));
+        assert_eq!(parse("Resume"), Ok(act(AdminRequest::Resume)));
+        assert_eq!(parse("shutdown;"), Ok(act(AdminRequest::Shutdown)));
+        assert_eq!(
+            act(AdminRequest::Shutdown).request(),
+            Some(AdminRequest::Shutdown)
+        );
         assert_eq!(parse(""), Ok(Command::Empty));
         assert_eq!(parse("  ; "), Ok(Command::Empty));
     }
@@ -354,15 +326,18 @@ mod tests {
     fn one_database_is_paused_resumed_and_killed_by_name() {
         assert_eq!(
             parse("PAUSE shop"),
-            Ok(Command::PauseDatabase("shop".into()))
+            Ok(act(AdminRequest::PauseDatabase("shop".into())))
         );
         assert_eq!(
             parse("resume \"Shop\";"),
-            Ok(Command::ResumeDatabase("Shop".into()))
+            Ok(act(AdminRequest::ResumeDatabase("Shop".into())))
         );
-        assert_eq!(parse("Kill shop"), Ok(Command::Kill("shop".into())));
-        assert_eq!(Command::PauseDatabase("a".into()).tag(), "PAUSE");
-        assert_eq!(Command::Kill("a".into()).tag(), "KILL");
+        assert_eq!(
+            parse("Kill shop"),
+            Ok(act(AdminRequest::Kill("shop".into())))
+        );
+        assert_eq!(act(AdminRequest::PauseDatabase("a".into())).tag(), "PAUSE");
+        assert_eq!(act(AdminRequest::Kill("a".into())).tag(), "KILL");
         // PgBouncer 1.18's answers about the console's own database.
         assert_eq!(
             parse("pause pgyard"),
@@ -382,25 +357,28 @@ mod tests {
     #[test]
     fn database_commands_take_a_name_as_written() {
         let some = |s: &str| Some(s.to_owned());
-        assert_eq!(parse("RECONNECT"), Ok(Command::Reconnect(None)));
+        assert_eq!(parse("RECONNECT"), Ok(act(AdminRequest::Reconnect(None))));
         assert_eq!(
             parse("reconnect shop;"),
-            Ok(Command::Reconnect(some("shop")))
+            Ok(act(AdminRequest::Reconnect(some("shop"))))
         );
         // A bare name keeps its case, as PgBouncer's (`DISABLE POSTGRES` names `POSTGRES`).
         assert_eq!(
             parse("Wait_Close Shop"),
-            Ok(Command::WaitClose(some("Shop")))
+            Ok(act(AdminRequest::WaitClose(some("Shop"))))
         );
-        assert_eq!(parse("wait_close"), Ok(Command::WaitClose(None)));
+        assert_eq!(parse("wait_close"), Ok(act(AdminRequest::WaitClose(None))));
         assert_eq!(
             parse("DISABLE \"my db\""),
-            Ok(Command::Disable("my db".into()))
+            Ok(act(AdminRequest::Disable("my db".into())))
         );
-        assert_eq!(parse("enable _1"), Ok(Command::Enable("_1".into())));
-        assert_eq!(Command::WaitClose(None).tag(), "WAIT_CLOSE");
         assert_eq!(
-            Command::Disable("a".into()).request(),
+            parse("enable _1"),
+            Ok(act(AdminRequest::Enable("_1".into())))
+        );
+        assert_eq!(act(AdminRequest::WaitClose(None)).tag(), "WAIT_CLOSE");
+        assert_eq!(
+            act(AdminRequest::Disable("a".into())).request(),
             Some(AdminRequest::Disable("a".into()))
         );
     }
@@ -421,7 +399,7 @@ mod tests {
         // Another case is another database, as for PgBouncer.
         assert_eq!(
             parse("RECONNECT PGYARD"),
-            Ok(Command::Reconnect(Some("PGYARD".into())))
+            Ok(act(AdminRequest::Reconnect(Some("PGYARD".into()))))
         );
         for q in ["reconnect a b", "disable a b", "wait_close ,", "enable \"a"] {
             assert_eq!(
@@ -459,8 +437,11 @@ mod tests {
             Command::Show(Show::Pools).request(),
             Some(AdminRequest::Snapshot)
         );
-        assert_eq!(Command::Pause.request(), Some(AdminRequest::Pause));
-        assert_eq!(Command::Resume.tag(), "RESUME");
+        assert_eq!(
+            act(AdminRequest::Pause).request(),
+            Some(AdminRequest::Pause)
+        );
+        assert_eq!(act(AdminRequest::Resume).tag(), "RESUME");
         assert_eq!(Command::Show(Show::Stats).tag(), "SHOW");
     }
 }

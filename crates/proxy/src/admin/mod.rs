@@ -69,6 +69,24 @@ pub enum AdminRequest {
     Shutdown,
 }
 
+impl AdminRequest {
+    /// The tag of the CommandComplete that answers the command asking it.
+    pub fn tag(&self) -> &'static str {
+        match self {
+            AdminRequest::Snapshot => "SHOW",
+            AdminRequest::Reload => "RELOAD",
+            AdminRequest::Pause | AdminRequest::PauseDatabase(_) => "PAUSE",
+            AdminRequest::Resume | AdminRequest::ResumeDatabase(_) => "RESUME",
+            AdminRequest::Reconnect(_) => "RECONNECT",
+            AdminRequest::WaitClose(_) => "WAIT_CLOSE",
+            AdminRequest::Disable(_) => "DISABLE",
+            AdminRequest::Enable(_) => "ENABLE",
+            AdminRequest::Kill(_) => "KILL",
+            AdminRequest::Shutdown => "SHUTDOWN",
+        }
+    }
+}
+
 /// PgBouncer's FATAL (08P01) to the clients of a database KILLed on the console.
 pub const KILLED: &str = "database removed";
 

@@ -48,19 +48,7 @@ pub fn answer(command: Command, reply: Option<AdminReply>, buf: &mut BytesMut) {
             table(&[("version", Ty::Text)], &[vec![Some(version)]], buf);
         }
         (Command::Show(what), Some(AdminReply::Snapshot(s))) => show(*what, &s, buf),
-        (
-            Command::Reload
-            | Command::Pause
-            | Command::Resume
-            | Command::Reconnect(_)
-            | Command::WaitClose(_)
-            | Command::Disable(_)
-            | Command::Enable(_)
-            | Command::PauseDatabase(_)
-            | Command::ResumeDatabase(_)
-            | Command::Kill(_),
-            Some(AdminReply::Done),
-        ) => complete(command.tag(), buf),
+        (Command::Act(_), Some(AdminReply::Done)) => complete(command.tag(), buf),
         (_, other) => {
             let message = format!(
                 "internal error: {} was answered with {:?}",

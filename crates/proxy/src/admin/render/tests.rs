@@ -13,6 +13,7 @@ use super::*;
 use crate::admin::snapshot::{
     Activity, ClientAddr, ClientState, ClientStats, ConfigRow, DatabaseRow, ServerState,
 };
+use crate::admin::AdminRequest;
 use crate::classes::Route;
 use crate::pool::{ClientId, PoolKey, ServerId};
 
@@ -494,13 +495,13 @@ fn help_version_and_empty_need_no_snapshot() {
 
 #[test]
 fn actions_complete_with_their_tag_and_failures_are_errors_the_session_survives() {
-    let r = render(Command::Pause, Some(AdminReply::Done));
+    let r = render(Command::Act(AdminRequest::Pause), Some(AdminReply::Done));
     assert_eq!(
         (r.tag.as_deref(), &r.types[..]),
         (Some("PAUSE"), &b"CZ"[..])
     );
     let failed = AdminReply::Failed(AdminError::reload("RELOAD failed: bad file"));
-    let r = render(Command::Reload, Some(failed));
+    let r = render(Command::Act(AdminRequest::Reload), Some(failed));
     assert_eq!(
         r.error,
         Some(("F0000".into(), "RELOAD failed: bad file".into()))
@@ -509,7 +510,7 @@ fn actions_complete_with_their_tag_and_failures_are_errors_the_session_survives(
     // A reply of the wrong kind is an internal error, not a panic.
     let r = render(Command::Show(Show::Pools), Some(AdminReply::Done));
     assert_eq!(r.error.map(|e| e.0).as_deref(), Some("XX000"));
-    let r = render(Command::Resume, snap());
+    let r = render(Command::Act(AdminRequest::Resume), snap());
     assert_eq!(r.types, b"EZ");
 }
 
