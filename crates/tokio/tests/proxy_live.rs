@@ -151,7 +151,18 @@ async fn routes_pools_by_transaction_and_keeps_each_clients_settings() {
     assert_eq!(one(&mut b, "show TimeZone").await, zone);
     assert_eq!(one(&mut a, "show TimeZone").await, "Asia/Tokyo");
     assert_eq!(one(&mut b, "show TimeZone").await, zone);
-    drop((a, b, c));
+
+    // A client that connects after a's SET is welcomed on the server a last used (one
+    // connection in the pool) and must be shown, and run with, the server's own TimeZone,
+    // as a direct connection would: a's SET is a's alone.
+    a.simple_query("set TimeZone = 'Asia/Tokyo'")
+        .await
+        .expect("set again, the last to use the server");
+    let mut d = connect(&via(addr, "postgres")).await.expect("d");
+    assert_eq!(d.parameter("TimeZone"), Some(zone.as_str()));
+    assert_eq!(one(&mut d, "show TimeZone").await, zone);
+    assert_eq!(one(&mut a, "show TimeZone").await, "Asia/Tokyo");
+    drop((a, b, c, d));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -36,10 +36,15 @@ fn slot(name: &str) -> Option<usize> {
 /// Settings by name, with the tracked ones also kept in fixed slots: a transaction's
 /// alignment compares six values instead of looking names up in two maps. (The slots are
 /// boxed: a lent server's record moves between the pools and its client every transaction.)
-/// Equality is by content; the count of changes to the tracked values is history.
+/// Equality is by the current values; the count of changes to the tracked values and the
+/// values a server logged in with are history.
 #[derive(Clone, Debug, Default)]
 pub struct Settings {
     all: BTreeMap<String, String>,
+    /// The tracked values as [`Settings::insert`] set them: for a server, what its login
+    /// reported, which is what `DISCARD ALL` returns it to and what a direct connection is
+    /// shown, whatever an earlier client `SET` since ([`Settings::report`]).
+    made_with: Box<[Option<String>; 6]>,
     tracked: Box<[Option<String>; 6]>,
     hot_standby: Option<bool>,
     /// How many times a tracked value changed: a client that found this server aligned
@@ -66,6 +71,16 @@ impl Settings {
     /// Sets `name` to `value`, returning the value it replaces.
     pub fn insert(&mut self, name: String, value: String) -> Option<String> {
         if let Some(i) = slot(&name) {
+            self.made_with[i] = Some(value.clone());
+        }
+        self.report(name, value)
+    }
+
+    /// Sets `name` to `value` as a lent server reported it while a client used it (after that
+    /// client's `SET`, or a promotion), returning the value it replaces: unlike
+    /// [`Settings::insert`], what a new client is shown stays as it was.
+    pub fn report(&mut self, name: String, value: String) -> Option<String> {
+        if let Some(i) = slot(&name) {
             if self.tracked[i].as_deref() != Some(value.as_str()) {
                 self.changes += 1;
             }
@@ -89,6 +104,19 @@ impl Settings {
     /// Whether `in_hot_standby` says `on`, when it was reported.
     pub fn in_hot_standby(&self) -> Option<bool> {
         self.hot_standby
+    }
+
+    /// What a new client is shown of a server with these settings: the tracked ones as the
+    /// server reported them at login, not as an earlier client's `SET` left them (each client
+    /// gets its own values of those by alignment, so a direct connection's defaults are what
+    /// it starts from), the others as the server reports them now (`in_hot_standby` after a
+    /// promotion).
+    pub fn shown_to_new_client(&self) -> Settings {
+        let untracked = self.all.iter().filter(|(n, _)| slot(n).is_none());
+        let untracked = untracked.map(|(n, v)| (n.as_str(), v.as_str()));
+        let tracked = TRACKED.iter().zip(self.made_with.iter());
+        let tracked = tracked.filter_map(|(n, v)| Some((*n, v.as_deref()?)));
+        untracked.chain(tracked).collect()
     }
 
     /// Every setting, in the order of the names' bytes.

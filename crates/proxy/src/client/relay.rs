@@ -431,7 +431,7 @@ impl ClientSession {
             return;
         };
         if let Some(s) = self.server.as_mut() {
-            s.settings.insert(name.clone(), value.clone());
+            s.settings.report(name.clone(), value.clone());
         }
         if !aligning && params::tracked(&name).is_some() {
             if name == "application_name" && self.wanted.get(&name) != Some(&value) {

@@ -340,7 +340,10 @@ impl ClientSession {
     pub(super) fn welcome(&mut self) {
         let mut buf = BytesMut::new();
         let _ = Authentication::Ok.encode(&mut buf);
-        let server = self.server.as_ref().map(|s| s.settings.clone());
+        let server = self
+            .server
+            .as_ref()
+            .map(|s| s.settings.shown_to_new_client());
         let mut shown = server.unwrap_or_default();
         for (name, value) in &self.wanted {
             shown.insert(name.clone(), value.clone());

@@ -1,0 +1,112 @@
+//! Session settings across clients in transaction mode: what one client `SET` on a server
+//! never becomes what the next client of that server is shown or runs with.
+
+use bytes::{Bytes, BytesMut};
+use pgyard_proxy::{ClientOut, ClientSession, Lent, PoolMode};
+use pgyard_wire::backend::{self, ParameterStatus, TransactionStatus};
+use pgyard_wire::frame::{frames, ProtocolVersion};
+use pgyard_wire::frontend;
+
+mod common;
+
+use common::{outputs, query, released, server, session, T0};
+
+/// A logged-in transaction-mode client, welcomed on `lent`; the server it gave back.
+fn welcomed(lent: Lent) -> (ClientSession, Vec<u8>, Lent) {
+    let mut s = session(PoolMode::Transaction);
+    let params: [(&[u8], &[u8]); 2] = [(b"user", b"alice"), (b"database", b"app")];
+    let mut b = BytesMut::new();
+    frontend::encode_startup(ProtocolVersion::V3_0, &params, &mut b).expect("startup");
+    s.handle_client_bytes(T0, &b);
+    outputs(&mut s);
+    s.handle_server(T0, lent);
+    let out = outputs(&mut s);
+    let Some(ClientOut::ToClient(welcome)) = out.first() else {
+        panic!("{out:?}")
+    };
+    let welcome = welcome.to_vec();
+    let back = released(out).expect("transaction mode gives the welcome server back");
+    (s, welcome, back)
+}
+
+/// The value of every ParameterStatus `name` in `bytes`, in order.
+fn reported(bytes: &[u8], name: &str) -> Vec<String> {
+    frames(bytes, 1 << 20)
+        .map(|f| f.expect("frame"))
+        .filter(|f| f.tag == b'S')
+        .filter_map(|f| {
+            let mut parts = f.body.split(|&b| b == 0);
+            (parts.next() == Some(name.as_bytes()))
+                .then(|| String::from_utf8_lossy(parts.next().unwrap_or_default()).into_owned())
+        })
+        .collect()
+}
+
+/// What PostgreSQL answers a query string of `sets` statements: a CommandComplete each, then
+/// (before ReadyForQuery, where it reports what changed) each changed setting's new value.
+fn set_reply(sets: usize, changed: &[(&[u8], &[u8])]) -> Bytes {
+    let mut b = BytesMut::new();
+    for _ in 0..sets {
+        backend::encode_command_complete(b"SET", &mut b).expect("C");
+    }
+    for &(name, value) in changed {
+        ParameterStatus { name, value }.encode(&mut b).expect("S");
+    }
+    backend::encode_ready_for_query(TransactionStatus::Idle, &mut b);
+    b.freeze()
+}
+
+#[test]
+fn a_new_client_is_shown_the_servers_login_settings_not_an_earlier_clients_set() {
+    let login = [
+        ("TimeZone", "Etc/UTC"),
+        ("application_name", ""),
+        ("session_authorization", "alice"),
+    ];
+    let (mut a, welcome, back) = welcomed(server(1, &login));
+    assert_eq!(reported(&welcome, "TimeZone"), ["Etc/UTC"]);
+
+    // The first client sets its TimeZone and its application_name on the server.
+    a.handle_client_bytes(
+        T0,
+        &query("set timezone to 'Asia/Tokyo'; set application_name to 'a'"),
+    );
+    outputs(&mut a);
+    a.handle_server(T0, back);
+    let out = outputs(&mut a);
+    assert!(matches!(&out[..], [ClientOut::ToServer(_)]), "{out:?}");
+    let changed: [(&[u8], &[u8]); 2] = [(b"TimeZone", b"Asia/Tokyo"), (b"application_name", b"a")];
+    a.handle_server_bytes(T0, set_reply(2, &changed));
+    let out = outputs(&mut a);
+    let dirty = released(out).expect("the transaction ended");
+    assert_eq!(
+        dirty.settings.tracked("TimeZone").map(String::as_str),
+        Some("Asia/Tokyo"),
+        "the server's record follows what it reported"
+    );
+
+    // A second client welcomed on that server sees the tracked settings as the server
+    // reported them at login, as a direct connection would; the others (which alignment does
+    // not carry: `SET SESSION AUTHORIZATION` here, `in_hot_standby` after a promotion) as the
+    // server reports them now.
+    let mut dirty = dirty;
+    dirty
+        .settings
+        .insert("session_authorization".into(), "bob".into());
+    let (mut b, welcome, back) = welcomed(dirty);
+    assert_eq!(reported(&welcome, "TimeZone"), ["Etc/UTC"]);
+    assert_eq!(reported(&welcome, "application_name"), [""]);
+    assert_eq!(reported(&welcome, "session_authorization"), ["bob"]);
+
+    // ... and runs with them: its next transaction there first undoes the first client's.
+    b.handle_client_bytes(T0, &query("select now()"));
+    outputs(&mut b);
+    b.handle_server(T0, back);
+    let out = outputs(&mut b);
+    let [ClientOut::ToServer(set)] = &out[..] else {
+        panic!("{out:?}")
+    };
+    let sql = String::from_utf8_lossy(&set[5..]).into_owned();
+    assert!(sql.contains("SET TimeZone TO 'Etc/UTC';"), "{sql}");
+    assert!(sql.contains("SET application_name TO '';"), "{sql}");
+}
