@@ -198,6 +198,16 @@ mod registry {
             "session-on-one-server",
         ),
         entry(
+            Proxy(P::WelcomeShowsCurrentSettings),
+            "proxy",
+            "settings-private",
+        ),
+        entry(
+            Proxy(P::TrustServerAlignedOnce),
+            "proxy",
+            "settings-follow-the-client",
+        ),
+        entry(
             Follow(F::ReportWriteAsFlush),
             "delayq",
             "flushed-survives-crash",

@@ -1,15 +1,17 @@
-//! Session mode's ROUTE rule at the edge the simulator found: a ROUTE read while the welcome
-//! waits for the server it already asked for.
+//! Session mode's ROUTE rule at the edges the simulator found: a ROUTE read while the welcome
+//! waits for the server it already asked for, and one read while the proxy aligns that
+//! server's settings with the client's.
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use pgyard_proxy::classes::ROUTE;
 use pgyard_proxy::{ClientOut, Lent, PoolMode, Route, ServerId};
+use pgyard_wire::backend::{self, ParameterStatus, TransactionStatus};
 use pgyard_wire::frame::{frames, ProtocolVersion};
 use pgyard_wire::frontend;
 use pgyard_wire::middleware::encode_middleware;
 
 mod common;
-use common::{outputs, session, T0};
+use common::{outputs, query, server, session, T0};
 
 fn startup_with_route(route: &[u8]) -> Vec<u8> {
     let params: [(&[u8], &[u8]); 2] = [(b"user", b"alice"), (b"database", b"app")];
@@ -60,5 +62,65 @@ fn a_route_behind_the_startup_message_in_session_mode_is_ignored_with_a_notice()
         s.route(),
         Route::Primary,
         "the route in force is the session's"
+    );
+}
+
+/// Found when the simulator's clients began to send a TimeZone of their own (session 32): in
+/// session mode the server is aligned with the client's settings right after the welcome, and
+/// a ROUTE read meanwhile was held as if the client's stream stood inside a server frame (the
+/// alignment's replies are the proxy's, never the client's), so its NOTICE reached the client
+/// only after the ReadyForQuery of the query sent with it.
+#[test]
+fn a_route_read_while_the_settings_are_aligned_gets_its_notice_before_the_reply() {
+    let mut s = session(PoolMode::Session);
+    let params: [(&[u8], &[u8]); 3] = [
+        (b"user", b"alice"),
+        (b"database", b"app"),
+        (b"TimeZone", b"Asia/Tokyo"),
+    ];
+    let mut b = BytesMut::new();
+    frontend::encode_startup(ProtocolVersion::V3_0, &params, &mut b).expect("startup");
+    s.handle_client_bytes(T0, &b);
+    outputs(&mut s);
+    s.handle_server(T0, server(1, &[("TimeZone", "UTC")]));
+    let out = outputs(&mut s);
+    assert!(
+        matches!(&out[..], [ClientOut::ToClient(_), ClientOut::ToServer(set)]
+            if String::from_utf8_lossy(set).contains("SET TimeZone TO 'Asia/Tokyo';")),
+        "the welcome, then the alignment: {out:?}"
+    );
+    // Part of the alignment's answer, cut inside a frame; then the client's ROUTE and query.
+    let mut answer = BytesMut::new();
+    backend::encode_command_complete(b"SET", &mut answer).expect("C");
+    ParameterStatus {
+        name: b"TimeZone",
+        value: b"Asia/Tokyo",
+    }
+    .encode(&mut answer)
+    .expect("S");
+    backend::encode_ready_for_query(TransactionStatus::Idle, &mut answer);
+    let answer = answer.freeze();
+    s.handle_server_bytes(T0, answer.slice(..3));
+    let mut input = BytesMut::new();
+    encode_middleware(ROUTE, b"standby", &mut input).expect("M");
+    input.extend_from_slice(&query("select 1"));
+    s.handle_client_bytes(T0, &input);
+    s.handle_server_bytes(T0, answer.slice(3..));
+    let mut reply = BytesMut::new();
+    backend::encode_command_complete(b"SELECT 1", &mut reply).expect("C");
+    backend::encode_ready_for_query(TransactionStatus::Idle, &mut reply);
+    s.handle_server_bytes(T0, Bytes::from(reply));
+    let to_client: Vec<u8> = outputs(&mut s)
+        .into_iter()
+        .filter_map(|o| match o {
+            ClientOut::ToClient(b) => Some(b.to_vec()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(
+        tags(&to_client),
+        b"NCZ",
+        "the NOTICE, then the query's reply"
     );
 }

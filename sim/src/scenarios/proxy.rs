@@ -24,7 +24,7 @@ pub use super::proxy_client::Bug;
 use super::proxy_client::{new_session, Client};
 use super::proxy_cluster::{Change, Cluster, ClusterMix};
 use super::proxy_connect::{NetEv, Opening, Routes};
-use super::proxy_plan::{plan, PlanMix, PoolMix};
+use super::proxy_plan::{plan, startup_zone, PlanMix, PoolMix};
 use super::proxy_server::{FakeServer, Placement};
 use crate::world::{pg, Queue};
 use crate::{trace, Scenario, Trace, Violation};
@@ -269,12 +269,13 @@ pub fn run_proxy(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Violatio
         next_session: 0,
     };
     for c in 0..clients {
+        let zone = startup_zone(rng, &pmix);
         let txns = plan(rng, &pmix, limits.session);
         let sid = w.new_session_id(c);
         let mode = w.mode();
         let session = new_session(w.now, sid, &mut w.rng, bug, mode);
         w.clients
-            .push(Client::new(c as u64, session, txns, limits.session));
+            .push(Client::new(c as u64, session, txns, limits.session, zone));
     }
     if let Some((at, by_name)) = limits.reconnect_ns {
         w.q.push(Instant(at), Ev::Reconnect { by_name });
@@ -627,8 +628,9 @@ impl World {
         if self.cluster.wal != before {
             self.cluster.committed(now);
         }
-        for key in started {
+        for (key, zone) in started {
             self.check_placement(key, server, node)?;
+            self.check_settings(key, &zone, server)?;
         }
         Ok(())
     }
@@ -664,6 +666,31 @@ impl World {
             }
         }
         Ok(())
+    }
+
+    /// A transaction's first message reached `server` while its `TimeZone` was `zone`: the
+    /// client's own, what it sent at startup or `SET` since, or else the servers' login value
+    /// (never what another client left there).
+    fn check_settings(
+        &self,
+        key: (u64, u64),
+        zone: &str,
+        server: ServerId,
+    ) -> Result<(), Violation> {
+        let Some(client) = self.clients.get(key.0 as usize) else {
+            return Ok(());
+        };
+        if zone == client.zone() {
+            return Ok(());
+        }
+        let detail = format!(
+            "client {} transaction {} ran on server {} with TimeZone {zone}; the client's is {}",
+            key.0,
+            key.1,
+            server.0,
+            client.zone()
+        );
+        Err(violation("settings-follow-the-client", detail))
     }
 
     /// A slow query's time is up.

@@ -19,6 +19,7 @@ use pgyard_wire::frame::{decode_frame, Decoded, ProtocolVersion};
 use pgyard_wire::frontend;
 use pgyard_wire::middleware::encode_middleware;
 
+use super::proxy_cluster::ZONE;
 use super::proxy_plan::{Kind, Pre, Txn};
 use crate::Violation;
 
@@ -137,6 +138,11 @@ pub(super) struct Client {
     m_sent: (u64, u64),
     /// A request's answer ended since the session's counters were last judged.
     ended: bool,
+    /// The `TimeZone` it sends in its StartupMessage, if any.
+    startup_zone: Option<String>,
+    /// Its `TimeZone` on this connection: the startup one or else the servers' login value,
+    /// then what its own `settz` set. Its transactions must run with it.
+    zone: String,
 }
 
 impl Client {
@@ -146,8 +152,11 @@ impl Client {
         session: ClientSession,
         txns: Vec<Txn>,
         session_mode: bool,
+        startup_zone: Option<String>,
     ) -> Client {
         Client {
+            zone: startup_zone.clone().unwrap_or_else(|| ZONE.to_owned()),
+            startup_zone,
             c,
             session,
             gen: 0,
@@ -216,6 +225,12 @@ impl Client {
         self.set_var = false;
         self.notices_owed = 0;
         self.cancel_sent = false;
+        self.zone = self.startup_zone.clone().unwrap_or_else(|| ZONE.to_owned());
+    }
+
+    /// Its `TimeZone` on this connection.
+    pub(super) fn zone(&self) -> &str {
+        &self.zone
     }
 
     /// Whether its connection ended in the middle of a message (the proxy had nothing
@@ -234,7 +249,10 @@ impl Client {
         if self.startup {
             self.startup = false;
             let mut b = BytesMut::new();
-            let params: [(&[u8], &[u8]); 1] = [(b"user", b"app")];
+            let mut params: Vec<(&[u8], &[u8])> = vec![(b"user", b"app")];
+            if let Some(zone) = &self.startup_zone {
+                params.push((b"TimeZone", zone.as_bytes()));
+            }
             let _ = frontend::encode_startup(ProtocolVersion::V3_0, &params, &mut b);
             if self.session_mode && (self.c + u64::from(self.gen)) % 2 == 1 {
                 // Pipelined behind the StartupMessage: the server is being asked for already,
@@ -291,6 +309,7 @@ impl Client {
             Kind::Sleep { ns } => query(&mut b, format!("sleep {c} t{t} n0 d{ns}").into_bytes()),
             Kind::SetVar => query(&mut b, format!("set {c} t{t} n0").into_bytes()),
             Kind::ShowVar => query(&mut b, format!("show {c} t{t} n0").into_bytes()),
+            Kind::SetZone(k) => query(&mut b, format!("settz z{k} {c} t{t} n0").into_bytes()),
         };
         let first_of = (self.at == 0).then_some(t);
         Some(self.request(b, vec![tag], first_of, min_lsn))
@@ -347,6 +366,7 @@ impl Client {
                 }
                 Ok(Heard::Nothing)
             }
+            b'S' => self.setting(body),
             b'N' => {
                 if self.notices_owed == 0 {
                     let text = String::from_utf8_lossy(body).replace('\0', " ");
@@ -392,6 +412,30 @@ impl Client {
         }
     }
 
+    /// A ParameterStatus. A `TimeZone` the client hears is its own: in the welcome the one it
+    /// sent or else the servers' login value, afterwards only its own `settz`'s (the proxy's
+    /// alignment answers are the proxy's, and what another client set is never shown).
+    fn setting(&mut self, body: &[u8]) -> Result<Heard, Violation> {
+        let mut parts = body.split(|b| *b == 0);
+        if parts.next() != Some(b"TimeZone") {
+            return Ok(Heard::Nothing);
+        }
+        let heard = String::from_utf8_lossy(parts.next().unwrap_or_default()).into_owned();
+        let own = match self.current().map(|t| t.kind) {
+            _ if !self.welcomed => Some(self.zone.clone()),
+            Some(Kind::SetZone(k)) => Some(format!("z{k}")),
+            _ => None,
+        };
+        if own.as_deref() == Some(heard.as_str()) {
+            return Ok(Heard::Nothing);
+        }
+        let detail = format!(
+            "client {} heard TimeZone {heard} (welcomed {}); its own is {}, and it expected {own:?}",
+            self.c, self.welcomed, self.zone
+        );
+        Err(violation("settings-private", detail))
+    }
+
     /// A ReadyForQuery: the welcome, or the end of the request under way.
     fn ready(&mut self, status: Option<u8>) {
         self.waiting = false;
@@ -404,6 +448,9 @@ impl Client {
         self.ended = true;
         if self.txns.front().is_some_and(|t| t.kind == Kind::SetVar) {
             self.set_var = true;
+        }
+        if let Some(Kind::SetZone(k)) = self.txns.front().map(|t| t.kind) {
+            self.zone = format!("z{k}");
         }
         self.at += 1;
         if self.txns.front().is_some_and(|t| self.at >= t.requests()) {
@@ -603,7 +650,7 @@ mod tests {
             txn(1, Kind::Read),
             txn(2, Kind::Named(1)),
         ];
-        let mut c = Client::new(4, session, plan, false);
+        let mut c = Client::new(4, session, plan, false, None);
         let startup = c.next_request().expect("startup");
         assert!(startup.first_of.is_none() && c.waiting);
         c.read(&[b'Z', 0, 0, 0, 5, b'I']).expect("welcome");
@@ -629,5 +676,47 @@ mod tests {
         c.read(&[b'Z', 0, 0, 0, 5, b'I']).expect("welcome");
         let again = c.next_request().expect("named again");
         assert_eq!(again.bytes[0], b'P', "a new connection parses again");
+    }
+
+    /// A ParameterStatus `TimeZone` body.
+    fn zone_status(value: &str) -> Vec<u8> {
+        let mut b = BytesMut::new();
+        let status = pgyard_wire::backend::ParameterStatus {
+            name: b"TimeZone",
+            value: value.as_bytes(),
+        };
+        status.encode(&mut b).expect("S");
+        b.to_vec()
+    }
+
+    #[test]
+    fn a_client_hears_only_its_own_time_zone() {
+        let mut rng = pgyard_types::rng_from_seed(5);
+        let mode = PoolMode::Transaction;
+        let session = new_session(Instant(0), ClientId(0), &mut rng, None, mode);
+        let plan = vec![Txn {
+            n: 0,
+            pre: Vec::new(),
+            kind: Kind::SetZone(2),
+            cancel_after: None,
+            leave_after: None,
+        }];
+        let mut c = Client::new(1, session, plan, false, Some("z1".into()));
+        let startup = c.next_request().expect("startup");
+        assert!(String::from_utf8_lossy(&startup.bytes).contains("TimeZone\0z1"));
+        let wrong = c.read(&zone_status(ZONE));
+        assert_eq!(wrong.map_err(|v| v.invariant), Err("settings-private"));
+        c.inbox.clear();
+        c.read(&zone_status("z1")).expect("its startup zone");
+        c.read(&[b'Z', 0, 0, 0, 5, b'I']).expect("welcome");
+        let set = c.next_request().expect("settz");
+        assert!(String::from_utf8_lossy(&set.bytes).contains("settz z2 c1 t0 n0"));
+        assert_eq!(c.zone(), "z1", "until the answer comes");
+        c.read(&zone_status("z2")).expect("its own settz");
+        c.expect.clear();
+        c.read(&[b'Z', 0, 0, 0, 5, b'I']).expect("done");
+        assert_eq!(c.zone(), "z2");
+        let late = c.read(&zone_status("z3"));
+        assert_eq!(late.map_err(|v| v.invariant), Err("settings-private"));
     }
 }

@@ -100,6 +100,9 @@ pub(super) enum Change {
     Up(usize),
 }
 
+/// The `TimeZone` every server logs in with (what `DISCARD ALL` returns a session to).
+pub(super) const ZONE: &str = "UTC";
+
 /// The servers, the WAL and the replay positions.
 #[derive(Debug)]
 pub(super) struct Cluster {
@@ -124,8 +127,10 @@ impl Cluster {
                 } else {
                     NodeState::Standby
                 };
+                let mut node = Node::new(format!("pg{i}"), state, 0, 1, rng);
+                node.zone = Some(ZONE);
                 Member {
-                    node: Node::new(format!("pg{i}"), state, 0, 1, rng),
+                    node,
                     life: 0,
                     lag_ns: if i == 0 { 0 } else { mix.lag_ns[i - 1] },
                     frozen: None,

@@ -43,6 +43,8 @@ pub(super) enum Kind {
     SetVar,
     /// Session mode: reads the session variable back.
     ShowVar,
+    /// `settz zK`: sets the client's `TimeZone` to `zK` (the server reports it).
+    SetZone(u8),
 }
 
 /// One transaction of a client's plan.
@@ -83,6 +85,9 @@ pub(super) struct PlanMix {
     pub(super) cancel_pct: u64,
     /// Percent of transactions the client may walk away from.
     pub(super) leave_pct: u64,
+    /// Percent of transactions that set the client's `TimeZone`; when not 0, a quarter of
+    /// the clients also send one in their StartupMessage.
+    pub(super) zone_pct: u64,
 }
 
 impl PlanMix {
@@ -96,8 +101,27 @@ impl PlanMix {
             sleep_pct: pick(rng, &[0, 10, 30]),
             cancel_pct: pick(rng, &[0, 50, 100]),
             leave_pct: pick(rng, &[0, 0, 5, 15]),
+            // From a stream of its own: the main stream draws what it drew before.
+            zone_pct: pick(&mut side(rng, ZONE_STREAM), &[0, 10, 30]),
         }
     }
+}
+
+/// The stream that draws the settings a client changes.
+const ZONE_STREAM: u64 = 0x7469_6d65_7a6f_6e65;
+
+/// A stream of its own beside `rng`, which it leaves as it was.
+fn side(rng: &Rng, stream: u64) -> Rng {
+    let mut side = rng.clone();
+    side.set_stream(stream);
+    side
+}
+
+/// The `TimeZone` a client sends in its StartupMessage, if any (its own stream).
+pub(super) fn startup_zone(rng: &Rng, mix: &PlanMix) -> Option<String> {
+    let mut side = side(rng, ZONE_STREAM ^ 1);
+    (mix.zone_pct > 0 && uniform_inclusive(&mut side, 3) == 0)
+        .then(|| format!("z{}", 1 + uniform_inclusive(&mut side, 2)))
 }
 
 /// The stream that draws the RECONNECT.
@@ -164,6 +188,7 @@ impl PoolMix {
 
 /// The transactions of one client.
 pub(super) fn plan(rng: &mut Rng, mix: &PlanMix, session: bool) -> Vec<Txn> {
+    let mut zones = side(rng, ZONE_STREAM ^ 2);
     let txns = 3 + uniform_inclusive(rng, 7);
     let mut out = Vec::with_capacity(txns as usize);
     for n in 0..txns {
@@ -199,6 +224,15 @@ pub(super) fn plan(rng: &mut Rng, mix: &PlanMix, session: bool) -> Vec<Txn> {
             .then(|| uniform_inclusive(rng, 6_000_000));
         let leave_after =
             (uniform_inclusive(rng, 99) < mix.leave_pct).then(|| uniform_inclusive(rng, 3_000_000));
+        // Drawn over what the main stream drew, which stays as it was.
+        let (kind, cancel_after) = if uniform_inclusive(&mut zones, 99) < mix.zone_pct {
+            (
+                Kind::SetZone(1 + uniform_inclusive(&mut zones, 2) as u8),
+                None,
+            )
+        } else {
+            (kind, cancel_after)
+        };
         out.push(Txn {
             n,
             pre,

@@ -20,6 +20,7 @@ use pgyard_wire::error_fields::encode_error_response;
 use pgyard_wire::frame::{decode_frame, Decoded};
 use pgyard_wire::frontend::{Bind, Parse, TargetName};
 
+use super::proxy_cluster::ZONE;
 use crate::Violation;
 
 /// Where each transaction ran: `(client, txn)` → server.
@@ -29,8 +30,9 @@ pub type Placement = BTreeMap<(u64, u64), u64>;
 pub struct Ctx<'a> {
     /// Where every transaction ran so far.
     pub placed: &'a mut Placement,
-    /// Transactions whose first message reached this server in this delivery.
-    pub started: Vec<(u64, u64)>,
+    /// Transactions whose first message reached this server in this delivery, each with the
+    /// server's `TimeZone` then.
+    pub started: Vec<((u64, u64), String)>,
     /// Whether the node is in recovery now (a standby, or a standby being promoted).
     pub in_recovery: bool,
     /// The cluster's WAL position, advanced by a write on the primary.
@@ -68,6 +70,11 @@ pub struct FakeServer {
     session: Option<(u64, u64)>,
     /// The session variable (`set …`): the client connection that set it.
     var: Option<(u64, u64)>,
+    /// Its `TimeZone` (`settz`, the proxy's `SET TimeZone TO …`, `DISCARD ALL`), and the
+    /// value last reported: a change is reported before the next ReadyForQuery, as
+    /// PostgreSQL reports a changed `GUC_REPORT` setting.
+    zone: String,
+    reported_zone: String,
 }
 
 fn violation(invariant: &'static str, detail: String) -> Violation {
@@ -126,6 +133,8 @@ impl FakeServer {
             reported_recovery: in_recovery,
             session: None,
             var: None,
+            zone: ZONE.to_owned(),
+            reported_zone: ZONE.to_owned(),
         }
     }
 
@@ -223,7 +232,7 @@ impl FakeServer {
             )),
             Some(_) => Ok(()),
             None => {
-                ctx.started.push(key);
+                ctx.started.push((key, self.zone.clone()));
                 Ok(())
             }
         }
@@ -275,8 +284,13 @@ impl FakeServer {
             _ if self.skipping => {}
             b'Q' => {
                 let text = body.strip_suffix(&[0]).unwrap_or(body);
-                self.place(text, ctx)?;
-                self.query(text, ctx, out);
+                if text.starts_with(b"SET ") {
+                    self.align(text, out)?;
+                    self.ready(ctx.in_recovery, out);
+                } else {
+                    self.place(text, ctx)?;
+                    self.query(text, ctx, out);
+                }
             }
             b'P' => {
                 let p = Parse::decode(body).map_err(|e| bad(self.id, e))?;
@@ -333,6 +347,10 @@ impl FakeServer {
             self.statements.clear();
             self.session = None;
             self.var = None;
+            ZONE.clone_into(&mut self.zone);
+        } else if text.starts_with(b"settz ") {
+            let zone = text.split(|b| *b == b' ').nth(1).unwrap_or_default();
+            self.zone = String::from_utf8_lossy(zone).into_owned();
         } else if text.starts_with(b"set ") {
             self.var = session_of(text);
         } else if text.starts_with(b"show ") {
@@ -365,14 +383,42 @@ impl FakeServer {
             let lsn = ctx.wal.to_string();
             let _ = backend::encode_data_row(&[Some(lsn.as_bytes())], out);
         }
-        if !text.starts_with(b"SET ") {
-            let _ = backend::encode_command_complete(text, out);
-        }
+        let _ = backend::encode_command_complete(text, out);
         self.ready(ctx.in_recovery, out);
     }
 
-    /// ReadyForQuery, after the `in_hot_standby` report when the role changed.
+    /// The proxy's alignment: `SET name TO 'value';` statements, a CommandComplete each. Only
+    /// `TimeZone` changes here (the world's clients change no other tracked setting); anything
+    /// else the server could not parse is a broken promise of the proxy's.
+    fn align(&mut self, text: &[u8], out: &mut BytesMut) -> Result<(), Violation> {
+        let text = String::from_utf8_lossy(text);
+        for statement in text.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+            let parsed = statement
+                .strip_prefix("SET ")
+                .and_then(|s| s.split_once(" TO "))
+                .and_then(|(name, v)| Some((name, v.strip_prefix('\'')?.strip_suffix('\'')?)));
+            let Some((name, value)) = parsed else {
+                let detail = format!("server {} got an alignment it cannot read: {text}", self.id);
+                return Err(violation("settings-follow-the-client", detail));
+            };
+            if name == "TimeZone" {
+                self.zone = value.replace("''", "'");
+            }
+            let _ = backend::encode_command_complete(b"SET", out);
+        }
+        Ok(())
+    }
+
+    /// ReadyForQuery, after the `in_hot_standby` and `TimeZone` reports when they changed.
     fn ready(&mut self, in_recovery: bool, out: &mut BytesMut) {
+        if self.zone != self.reported_zone {
+            self.reported_zone.clone_from(&self.zone);
+            let _ = ParameterStatus {
+                name: b"TimeZone",
+                value: self.zone.as_bytes(),
+            }
+            .encode(out);
+        }
         if in_recovery != self.reported_recovery {
             self.reported_recovery = in_recovery;
             let value: &[u8] = if in_recovery { b"on" } else { b"off" };
@@ -445,7 +491,7 @@ mod tests {
         let mut ctx = world.ctx();
         s.receive(&query("begin c1 t2"), &mut ctx, &mut out)
             .expect("begin");
-        assert_eq!(ctx.started, [(1, 2)]);
+        assert_eq!(ctx.started, [((1, 2), ZONE.to_owned())]);
         assert_eq!(s.open_block(), Some((1, 2)));
         let mixed = s.receive(&query("c3 t0 n0"), &mut ctx, &mut out);
         assert_eq!(
@@ -502,5 +548,42 @@ mod tests {
         let mut t = FakeServer::new(4, false);
         let moved = t.receive(&query("c2 g0 t2 n0"), &mut ctx, &mut out);
         assert_eq!(moved.map_err(|v| v.invariant), Err("session-on-one-server"));
+    }
+
+    #[test]
+    fn the_time_zone_is_set_aligned_reset_and_reported_when_it_changes() {
+        let mut world = Fixture::new();
+        let mut s = FakeServer::new(5, false);
+        let mut out = BytesMut::new();
+        let mut ctx = world.ctx();
+        s.receive(&query("settz z2 c1 t0 n0"), &mut ctx, &mut out)
+            .expect("settz");
+        assert!(String::from_utf8_lossy(&out).contains("TimeZone\0z2"));
+        out.clear();
+        s.receive(
+            &query("SET TimeZone TO 'z1';SET application_name TO 'o''k';"),
+            &mut ctx,
+            &mut out,
+        )
+        .expect("alignment");
+        let text = String::from_utf8_lossy(&out).into_owned();
+        assert_eq!(text.matches("SET\0").count(), 2, "{text}");
+        assert!(text.contains("TimeZone\0z1"), "{text}");
+        out.clear();
+        s.receive(&query("c2 t0 n0"), &mut ctx, &mut out)
+            .expect("query");
+        assert_eq!(ctx.started.last(), Some(&((2, 0), "z1".to_owned())));
+        assert!(
+            !String::from_utf8_lossy(&out).contains("TimeZone"),
+            "no change, no report"
+        );
+        s.receive(&query("DISCARD ALL"), &mut ctx, &mut out)
+            .expect("reset");
+        assert!(String::from_utf8_lossy(&out).contains(&format!("TimeZone\0{ZONE}")));
+        let bad = s.receive(&query("SET TimeZone = z1"), &mut ctx, &mut out);
+        assert_eq!(
+            bad.map_err(|v| v.invariant),
+            Err("settings-follow-the-client")
+        );
     }
 }

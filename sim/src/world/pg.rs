@@ -202,6 +202,10 @@ pub struct Node {
     pub lag_ms: u64,
     /// What an `M` message does here.
     pub middleware: MiddlewareStance,
+    /// The `TimeZone` its logins report, as every real server's do. Only the `proxy` world's
+    /// nodes report it (its clients change theirs); the other worlds never read it, and their
+    /// traces stay as they were.
+    pub zone: Option<&'static str>,
     /// `M` messages that reached this server (must stay 0 for `Reject` servers).
     pub middleware_seen: u64,
     next_pid: i32,
@@ -241,6 +245,7 @@ impl Node {
             sessions: 0,
             hang: false,
             lag_ms: 0,
+            zone: None,
             middleware: MiddlewareStance::Reject,
             middleware_seen: 0,
             next_pid: 1000,
@@ -639,7 +644,8 @@ impl Session {
         let reported = if node.old_version { 3 } else { 5 };
         self.reported_role = !node.old_version;
         let mut told = Told::default();
-        for &(name, value) in &params[..reported] {
+        let zone = node.zone.map(|z| (&b"TimeZone"[..], z.as_bytes()));
+        for &(name, value) in params[..reported].iter().chain(&zone) {
             put(out, |b| ParameterStatus { name, value }.encode(b));
             let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
             told.params.push((text(name), text(value)));

@@ -190,6 +190,12 @@ pub enum PlantedBug {
     /// In session mode, give the server back at the ReadyForQuery that ends each transaction,
     /// as in transaction mode, so the session's state stays behind on a server others get.
     ReleaseSessionAtReady,
+    /// Show a new client the welcome server's tracked settings as they are now, so what an
+    /// earlier client `SET` there becomes the new client's (the bug fixed in session 32).
+    WelcomeShowsCurrentSettings,
+    /// Take a server found aligned once as aligned for good, though another client changed
+    /// its settings since.
+    TrustServerAlignedOnce,
 }
 
 /// The planted bug in force (never anything without the `planted-bugs` feature).

@@ -119,6 +119,15 @@ impl Settings {
         untracked.chain(tracked).collect()
     }
 
+    /// The same values with no count of changes (a planted bug's view of a server).
+    #[cfg(feature = "planted-bugs")]
+    pub(super) fn without_history(&self) -> Settings {
+        Settings {
+            changes: 0,
+            ..self.clone()
+        }
+    }
+
     /// Every setting, in the order of the names' bytes.
     pub fn iter(&self) -> std::collections::btree_map::Iter<'_, String, String> {
         self.all.iter()

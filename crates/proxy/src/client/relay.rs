@@ -56,8 +56,12 @@ impl ClientSession {
             return;
         }
         // Inside a server frame the notice would be read as that frame's rest; before the
-        // welcome, libpq would take it for a broken authentication exchange.
-        let mid_frame = self.server.is_some() && !self.server_scan.at_boundary();
+        // welcome, libpq would take it for a broken authentication exchange. While the
+        // settings are aligned the server's stream is the proxy's, not the client's (which
+        // stands between frames): held then, it would reach the client only after the reply
+        // to the request that came with it.
+        let aligning = matches!(self.phase, Phase::Aligning);
+        let mid_frame = self.server.is_some() && !aligning && !self.server_scan.at_boundary();
         if mid_frame || matches!(self.phase, Phase::Welcome) {
             self.held_notices.extend_from_slice(&buf);
         } else {
@@ -292,16 +296,22 @@ impl ClientSession {
     fn alignment(&mut self) -> Option<String> {
         let server = self.server.as_ref()?;
         let remember = self.shortcuts && self.config.pool_mode == PoolMode::Transaction;
-        if remember
-            && self
-                .verified
-                .holds(&self.wanted, server.id, &server.settings)
-        {
+        #[allow(unused_mut)]
+        let mut settings = &server.settings;
+        #[cfg(feature = "planted-bugs")]
+        let made;
+        #[cfg(feature = "planted-bugs")]
+        if self.planted(super::PlantedBug::TrustServerAlignedOnce) {
+            // The server's changes uncounted: once found aligned, it stays so.
+            made = server.settings.without_history();
+            settings = &made;
+        }
+        if remember && self.verified.holds(&self.wanted, server.id, settings) {
             return None;
         }
         let sql = params::alignment(&self.wanted, &server.settings);
         if sql.is_none() && remember {
-            self.verified.record(server.id, &server.settings);
+            self.verified.record(server.id, settings);
         }
         sql
     }

@@ -340,10 +340,15 @@ impl ClientSession {
     pub(super) fn welcome(&mut self) {
         let mut buf = BytesMut::new();
         let _ = Authentication::Ok.encode(&mut buf);
-        let server = self
+        #[allow(unused_mut)]
+        let mut server = self
             .server
             .as_ref()
             .map(|s| s.settings.shown_to_new_client());
+        #[cfg(feature = "planted-bugs")]
+        if self.planted(super::PlantedBug::WelcomeShowsCurrentSettings) {
+            server = self.server.as_ref().map(|s| s.settings.clone());
+        }
         let mut shown = server.unwrap_or_default();
         for (name, value) in &self.wanted {
             shown.insert(name.clone(), value.clone());
