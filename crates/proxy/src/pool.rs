@@ -388,6 +388,15 @@ impl Pools {
                 pool.count -= 1;
                 self.out.push_back(PoolOut::Close { server });
             }
+            Ok(()) if pool.count > self.settings.size && pool.waiting.is_empty() => {
+                // Asked for before a reload made the pool smaller, and nobody waits for it
+                // now: idle, it would keep the pool over its size until its idle limit.
+                self.servers.remove(&server);
+                pool.count -= 1;
+                pool.failures = 0;
+                pool.retry_at = None;
+                self.out.push_back(PoolOut::Close { server });
+            }
             Ok(()) => {
                 s.state = State::Idle { since: now };
                 pool.idle_push(server, now);

@@ -221,6 +221,43 @@ fn new_settings_shrink_and_grow_the_pools() {
     );
 }
 
+/// Found by the simulator's reloads (session 32): a server being opened when a reload made
+/// the pool smaller arrived after its waiter had been served by another, and was kept idle,
+/// holding the pool over its size until its idle limit.
+#[test]
+fn a_server_opened_for_a_pool_a_reload_made_smaller_is_closed_if_nobody_waits() {
+    let mut p = pools(2);
+    let a = opened_for(&mut p, 1, 0);
+    p.acquire(ms(2), ClientId(2), &key());
+    let out = drain(&mut p);
+    let [PoolOut::Open { server: b, .. }] = out[..] else {
+        panic!("{out:?}")
+    };
+    // The first server comes back and goes to the waiter; then the pool shrinks.
+    p.release(ms(3), a, true);
+    assert_eq!(
+        drain(&mut p),
+        [PoolOut::Grant {
+            client: ClientId(2),
+            server: a
+        }]
+    );
+    let smaller = PoolSettings {
+        size: 1,
+        ..p.settings()
+    };
+    p.set_settings(ms(4), smaller);
+    assert!(drain(&mut p).is_empty(), "nothing idle to close");
+    p.opened(ms(5), b, Ok(()));
+    assert_eq!(drain(&mut p), [PoolOut::Close { server: b }]);
+    assert_eq!(p.counts()[&key()].idle, 0);
+
+    // Within the size, an arrival nobody waits for is kept idle, as always.
+    p.release(ms(6), a, true);
+    assert!(drain(&mut p).is_empty());
+    assert_eq!(p.counts()[&key()].idle, 1);
+}
+
 #[test]
 fn reconnect_retires_every_database_and_is_waited_for_until_the_last_closes() {
     let mut p = pools(3);

@@ -17,6 +17,7 @@ mod proxy_login_auth;
 mod proxy_login_prelude;
 mod proxy_plan;
 mod proxy_reconnect;
+mod proxy_reload;
 mod proxy_server;
 mod proxy_show;
 pub mod slotsync;

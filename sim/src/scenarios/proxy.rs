@@ -91,6 +91,8 @@ pub(super) enum Ev {
     Resume,
     /// The admin console's RECONNECT, of the clients' database or of every one.
     Reconnect { by_name: bool },
+    /// A configuration reload that sets the pool size.
+    Reload { size: usize },
 }
 
 /// A pooled server connection (the proxy's end and the server's).
@@ -194,6 +196,8 @@ pub(super) struct World {
     pub(super) forgotten: BTreeSet<ServerId>,
     /// The servers a RECONNECT found open (the judge's record, see `proxy_reconnect.rs`).
     pub(super) retired: BTreeSet<ServerId>,
+    /// The servers open or being opened when a reload shrank the pools (`proxy_reload.rs`).
+    pub(super) shrunk_from: BTreeSet<ServerId>,
     /// The clients, by plan.
     pub(super) clients: Vec<Client>,
     /// Session ids handed out so far.
@@ -265,6 +269,7 @@ pub fn run_proxy(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Violatio
         paused_by_name: false,
         forgotten: BTreeSet::new(),
         retired: BTreeSet::new(),
+        shrunk_from: BTreeSet::new(),
         clients: Vec::new(),
         next_session: 0,
     };
@@ -279,6 +284,9 @@ pub fn run_proxy(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Violatio
     }
     if let Some((at, by_name)) = limits.reconnect_ns {
         w.q.push(Instant(at), Ev::Reconnect { by_name });
+    }
+    if let Some((at, size)) = limits.reload_ns {
+        w.q.push(Instant(at), Ev::Reload { size });
     }
     if let Some((at, resume_after, by_name)) = limits.pause_ns {
         w.q.push(
@@ -464,6 +472,10 @@ impl World {
             }
             Ev::Reconnect { by_name } => {
                 self.console_reconnect(t, by_name);
+                Ok(())
+            }
+            Ev::Reload { size } => {
+                self.console_reload(t, size);
                 Ok(())
             }
         }

@@ -10,7 +10,7 @@
 //! and the PAUSE completes once no server connection is left; after RESUME every client must
 //! still finish.
 
-use pgyard_proxy::{Lent, Route, ServerId, ServerUse};
+use pgyard_proxy::{Lent, ServerId, ServerUse};
 use pgyard_types::Instant;
 use pgyard_wire::frame::{decode_frame, Decoded};
 
@@ -161,12 +161,13 @@ impl World {
         Ok(())
     }
 
-    /// Nothing in this world but the idle limit closes an idle server (no reload or retired
-    /// database; a PAUSE closes them all): one closed before its limit was closed for a wrong
-    /// reason.
+    /// Nothing in this world but the idle limit closes an idle server (but a PAUSE, which
+    /// closes them all, a RECONNECT and a reload that shrinks the pools): one closed before
+    /// its limit was closed for a wrong reason.
     fn judge_idle_close(&mut self, server: ServerId) {
-        // A PAUSE closes idle servers, and a RECONNECT those it retired.
-        if self.paused || self.retired.contains(&server) {
+        // A PAUSE closes idle servers, a RECONNECT those it retired, and a pool over the size
+        // a reload set those beyond it.
+        if self.paused || self.retired.contains(&server) || self.over_size(server) {
             return;
         }
         let Some(&(since, returned)) = self.idle_since.get(&server) else {
@@ -251,27 +252,6 @@ impl World {
             "lifetime-kept"
         };
         Err(violation(invariant, detail))
-    }
-
-    /// No pool has more connections (open, being opened, or being reset) than its size.
-    fn judge_sizes(&self) -> Result<(), Violation> {
-        let size = self.pools.settings().size;
-        for route in [Route::Primary, Route::Standby, Route::Any] {
-            let open = self.conns.values().filter(|c| c.route == route).count();
-            let opening = self
-                .openings
-                .iter()
-                .filter(|(id, o)| o.route == route && !self.forgotten.contains(id))
-                .count();
-            if open + opening > size {
-                let detail = format!(
-                    "the {route:?} pool of size {size} has {open} connections and {opening} \
-                     being opened"
-                );
-                return Err(violation("pool-within-size", detail));
-            }
-        }
-        Ok(())
     }
 }
 

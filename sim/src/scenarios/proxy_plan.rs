@@ -127,6 +127,9 @@ pub(super) fn startup_zone(rng: &Rng, mix: &PlanMix) -> Option<String> {
 /// The stream that draws the RECONNECT.
 const RECONNECT_STREAM: u64 = 0x7265_636f_6e6e_6563;
 
+/// The stream that draws the configuration reload.
+const RELOAD_STREAM: u64 = 0x7265_6c6f_6164_7369;
+
 /// The stream that draws whether a PAUSE names the database.
 const PAUSE_BY_NAME_STREAM: u64 = 0x7061_7573_6562_796e;
 
@@ -144,6 +147,8 @@ pub(super) struct PoolMix {
     pub(super) pause_ns: Option<(u64, u64, bool)>,
     /// When the admin console's RECONNECT comes, and whether it names the clients' database.
     pub(super) reconnect_ns: Option<(u64, bool)>,
+    /// When a configuration reload comes, and the pool size it sets.
+    pub(super) reload_ns: Option<(u64, usize)>,
 }
 
 impl PoolMix {
@@ -176,12 +181,19 @@ impl PoolMix {
             let at = 300_000 + uniform_inclusive(&mut side, 20_000_000);
             (at, uniform_inclusive(&mut side, 1) == 0)
         });
+        // From a stream of its own too.
+        let mut reload = self::side(rng, RELOAD_STREAM);
+        let reload_ns = (uniform_inclusive(&mut reload, 3) == 0).then(|| {
+            let at = 200_000 + uniform_inclusive(&mut reload, 20_000_000);
+            (at, 1 + uniform_inclusive(&mut reload, 2) as usize)
+        });
         PoolMix {
             session,
             idle_ns,
             lifetime_ns,
             pause_ns,
             reconnect_ns,
+            reload_ns,
         }
     }
 }

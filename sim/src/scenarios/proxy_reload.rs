@@ -1,0 +1,92 @@
+//! A configuration reload in the `proxy` world: once, at a drawn moment, the pool size
+//! changes, as `shared.rs` hands a reloaded file's limits to the pools (`set_settings`).
+//! Judged against the world's own record: a pool never holds more connections than the size
+//! in force, but for the servers a shrink found open, which may stay until they come back;
+//! a pool over its size keeps none of them idle (an idle one is closed at the reload, a lent
+//! one when it comes back); a grown pool serves its waiting clients (every client must still
+//! finish). The reload changes the size only: idle and lifetime limits stay as drawn.
+
+use std::collections::BTreeSet;
+
+use pgyard_proxy::{PoolSettings, Route, ServerId, ServerUse};
+
+use super::proxy::{violation, World};
+use crate::{trace, Trace, Violation};
+
+impl World {
+    /// RELOAD with pool size `size`; a shrink records the servers open or being opened.
+    pub(super) fn console_reload(&mut self, t: &mut Trace, size: usize) {
+        let before = self.pools.settings();
+        trace!(
+            t,
+            "t={} RELOAD pool_size {} -> {size}",
+            self.now.0,
+            before.size
+        );
+        if size < before.size {
+            let open = self.conns.keys().copied();
+            let opening = self.openings.keys().filter(|s| !self.forgotten.contains(s));
+            let found: BTreeSet<ServerId> = open.chain(opening.copied()).collect();
+            self.shrunk_from.extend(found);
+        }
+        self.pools
+            .set_settings(self.now, PoolSettings { size, ..before });
+        self.perform_pools(t, None);
+    }
+
+    /// Whether the pool of `server` holds more connections (open or being opened) than the
+    /// size in force: what a shrink leaves, closed as it comes back or goes idle.
+    pub(super) fn over_size(&self, server: ServerId) -> bool {
+        let Some(route) = self.conns.get(&server).map(|c| c.route) else {
+            return false;
+        };
+        let open = self.conns.values().filter(|c| c.route == route).count();
+        let opening = self
+            .openings
+            .iter()
+            .filter(|(id, o)| o.route == route && !self.forgotten.contains(id))
+            .count();
+        open + opening > self.pools.settings().size
+    }
+
+    /// After every step, per route: the connections (open, being opened, being reset) within
+    /// the size in force, or within the servers a shrink found that are still open; and with
+    /// more than the size, none of them idle in the pools.
+    pub(super) fn judge_sizes(&self) -> Result<(), Violation> {
+        let size = self.pools.settings().size;
+        let views = self.pools.servers();
+        for route in [Route::Primary, Route::Standby, Route::Any] {
+            let conns = self.conns.iter().filter(|(_, c)| c.route == route);
+            let open: Vec<ServerId> = conns.map(|(id, _)| *id).collect();
+            let opening: Vec<ServerId> = self
+                .openings
+                .iter()
+                .filter(|(id, o)| o.route == route && !self.forgotten.contains(id))
+                .map(|(id, _)| *id)
+                .collect();
+            let both = open.iter().chain(&opening);
+            let left = both.filter(|s| self.shrunk_from.contains(s)).count();
+            let (count, opening) = (open.len() + opening.len(), opening.len());
+            if count > size.max(left) {
+                let detail = format!(
+                    "the {route:?} pool of size {size} has {} connections and {opening} being \
+                     opened ({left} of them there since a shrink)",
+                    open.len()
+                );
+                return Err(violation("pool-within-size", detail));
+            }
+            let idle = views
+                .iter()
+                .find(|v| v.key.route == route && v.state == ServerUse::Idle);
+            if let (true, Some(v)) = (count > size, idle) {
+                let detail = format!(
+                    "the {route:?} pool of size {size} keeps server {} idle with {count} \
+                     connections",
+                    v.id.0
+                );
+                return Err(violation("over-size-never-idle", detail));
+            }
+        }
+        Ok(())
+    }
+}
