@@ -68,7 +68,8 @@ impl Settings {
         Self::default()
     }
 
-    /// Sets `name` to `value`, returning the value it replaces.
+    /// Sets `name` to `value` as a server's login (or its `DISCARD ALL`) reported it, or as a
+    /// client asked for it, returning the value it replaces.
     pub fn insert(&mut self, name: String, value: String) -> Option<String> {
         if let Some(i) = slot(&name) {
             self.made_with[i] = Some(value.clone());
