@@ -50,35 +50,42 @@ impl World {
     }
 
     /// After every step, per route: the connections (open, being opened, being reset) within
-    /// the size in force, or within the servers a shrink found that are still open; and with
-    /// more than the size, none of them idle in the pools.
+    /// the size in force, or within the servers a shrink found that are still there; and with
+    /// more than the size, none of them idle in the pools. (Counted without allocating: this
+    /// runs after every step.)
     pub(super) fn judge_sizes(&self) -> Result<(), Violation> {
         let size = self.pools.settings().size;
-        let views = self.pools.servers();
         for route in [Route::Primary, Route::Standby, Route::Any] {
-            let conns = self.conns.iter().filter(|(_, c)| c.route == route);
-            let open: Vec<ServerId> = conns.map(|(id, _)| *id).collect();
-            let opening: Vec<ServerId> = self
+            let open = self.conns.iter().filter(|(_, c)| c.route == route);
+            let opening = self
                 .openings
                 .iter()
-                .filter(|(id, o)| o.route == route && !self.forgotten.contains(id))
-                .map(|(id, _)| *id)
-                .collect();
-            let both = open.iter().chain(&opening);
-            let left = both.filter(|s| self.shrunk_from.contains(s)).count();
-            let (count, opening) = (open.len() + opening.len(), opening.len());
-            if count > size.max(left) {
+                .filter(|(id, o)| o.route == route && !self.forgotten.contains(id));
+            let (mut open_n, mut opening_n, mut left) = (0, 0, 0);
+            for (id, _) in open {
+                open_n += 1;
+                left += usize::from(self.shrunk_from.contains(id));
+            }
+            for (id, _) in opening {
+                opening_n += 1;
+                left += usize::from(self.shrunk_from.contains(id));
+            }
+            let count = open_n + opening_n;
+            if count <= size {
+                continue;
+            }
+            if count > left {
                 let detail = format!(
-                    "the {route:?} pool of size {size} has {} connections and {opening} being \
-                     opened ({left} of them there since a shrink)",
-                    open.len()
+                    "the {route:?} pool of size {size} has {open_n} connections and {opening_n} \
+                     being opened ({left} of them there since a shrink)"
                 );
                 return Err(violation("pool-within-size", detail));
             }
+            let views = self.pools.servers();
             let idle = views
                 .iter()
                 .find(|v| v.key.route == route && v.state == ServerUse::Idle);
-            if let (true, Some(v)) = (count > size, idle) {
+            if let Some(v) = idle {
                 let detail = format!(
                     "the {route:?} pool of size {size} keeps server {} idle with {count} \
                      connections",
