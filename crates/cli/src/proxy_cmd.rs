@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pgyard_proxy::{ClientAuth, ClientConfig, Databases, PoolMode, PoolSettings, Route, TlsMode};
+use pgyard_proxy::{ClientAuth, ClientConfig, PoolMode, PoolSettings, Route, TlsMode};
 use pgyard_tokio::proxy::{self, Proxy, ProxyConfig, ProxyTls, TlsFile};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
@@ -278,13 +278,9 @@ fn config(args: &ProxyArgs) -> Result<ProxyConfig, String> {
     };
     let backend = args.backend.clone().unwrap_or_default();
     let client = ClientConfig {
-        auth,
-        pool_mode,
         default_route,
-        login_timeout: Duration::from_secs(60),
-        databases: Databases::Any,
-        disabled: Default::default(),
         admin_users: Arc::new(args.admin_user.iter().cloned().collect()),
+        ..ClientConfig::new(auth, pool_mode)
     };
     let mut config = ProxyConfig::new(backend, client);
     config.pool = PoolSettings {

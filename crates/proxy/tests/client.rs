@@ -579,13 +579,9 @@ fn a_database_without_a_backend_is_refused_after_the_password_check() {
     let mut names = std::collections::BTreeSet::new();
     names.insert("shop".to_owned());
     let config = ClientConfig {
-        auth: ClientAuth::Trust,
-        pool_mode: PoolMode::Transaction,
-        default_route: Route::Primary,
         login_timeout: Duration::from_secs(5),
         databases: pgyard_proxy::Databases::Only(std::sync::Arc::new(names)),
-        disabled: Default::default(),
-        admin_users: Default::default(),
+        ..ClientConfig::new(ClientAuth::Trust, PoolMode::Transaction)
     };
     let random = LoginRandom {
         salt: [1; 4],

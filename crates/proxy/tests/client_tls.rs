@@ -10,7 +10,7 @@ use bytes::BytesMut;
 use pgyard_proxy::admin::AdminRequest;
 use pgyard_proxy::{
     AuthFile, CancelKey, ClientAuth, ClientCert, ClientConfig, ClientId, ClientOut, ClientSession,
-    ClientTls, PoolMode, Route, TlsMode,
+    ClientTls, PoolMode, TlsMode,
 };
 use pgyard_types::Instant;
 use pgyard_wire::auth::{
@@ -26,13 +26,9 @@ const END_POINT: [u8; 32] = [0x42; 32];
 
 fn session(mode: TlsMode, auth: ClientAuth) -> ClientSession {
     let config = ClientConfig {
-        auth,
-        pool_mode: PoolMode::Transaction,
-        default_route: Route::Primary,
         login_timeout: Duration::from_secs(5),
         databases: pgyard_proxy::Databases::Any,
-        disabled: Default::default(),
-        admin_users: Default::default(),
+        ..ClientConfig::new(auth, PoolMode::Transaction)
     };
     let key = CancelKey {
         pid: 77,

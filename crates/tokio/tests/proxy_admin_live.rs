@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pgyard_proxy::classes::TAG;
-use pgyard_proxy::{AuthFile, ClientAuth, ClientConfig, Databases, PoolMode, PoolSettings, Route};
+use pgyard_proxy::{AuthFile, ClientAuth, ClientConfig, PoolMode, PoolSettings};
 use pgyard_testkit::cluster::{psql, Options, Primary};
 use pgyard_tokio::proxy::{spawn, ProxyConfig};
 use pgyard_tokio::{connect_with, ConnectOptions, Session};
@@ -71,13 +71,9 @@ async fn proxy(port: u16) -> SocketAddr {
     let text = "\"postgres\" \"pw\"\n\"ops\" \"opspw\"\n";
     let file = AuthFile::parse(text, &mut pgyard_types::rng_from_seed(5)).expect("auth file");
     let client = ClientConfig {
-        auth: ClientAuth::File(Arc::new(file)),
-        pool_mode: PoolMode::Transaction,
-        default_route: Route::Primary,
         login_timeout: Duration::from_secs(10),
-        databases: Databases::Any,
-        disabled: Default::default(),
         admin_users: Arc::new(["ops".to_owned()].into()),
+        ..ClientConfig::new(ClientAuth::File(Arc::new(file)), PoolMode::Transaction)
     };
     let mut config = ProxyConfig::new(format!("host=127.0.0.1 port={port}"), client);
     config.pool = PoolSettings {

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pgyard_proxy::{AuthFile, ClientAuth, ClientConfig, Databases, PoolMode, Route, TlsMode};
+use pgyard_proxy::{AuthFile, ClientAuth, ClientConfig, PoolMode, TlsMode};
 use pgyard_testkit::cluster::{Options, Primary};
 use pgyard_testkit::fixtures::{psql_outcome, serve_certificate, write_for_server, TestCa};
 use pgyard_tokio::proxy::{spawn, Proxy, ProxyConfig, ProxyTls};
@@ -85,13 +85,9 @@ async fn proxy(primary: &Primary, f: &Files, auth: ClientAuth, mode: TlsMode) ->
     let tls = ProxyTls::from_files_with_ca(mode, &f.server_cert, &f.server_key, Some(&f.ca))
         .expect("certificate, key and CA");
     let client = ClientConfig {
-        auth,
-        pool_mode: PoolMode::Transaction,
-        default_route: Route::Primary,
         login_timeout: Duration::from_secs(10),
-        databases: Databases::Any,
-        disabled: Default::default(),
         admin_users: Arc::new(Default::default()),
+        ..ClientConfig::new(auth, PoolMode::Transaction)
     };
     let backend = format!("host=127.0.0.1 port={} sslmode=disable", primary.port());
     let mut config = ProxyConfig::new(backend, client);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pgyard_proxy::classes::{ROUTE, TAG};
-use pgyard_proxy::{AuthFile, ClientAuth, ClientConfig, Databases, PoolMode, PoolSettings, Route};
+use pgyard_proxy::{AuthFile, ClientAuth, ClientConfig, PoolMode, PoolSettings};
 use pgyard_testkit::cluster::{psql, Options, Primary};
 use pgyard_tokio::proxy::{spawn, ProxyConfig};
 use pgyard_tokio::{connect, connect_with, ConnectOptions, Session, SessionInfo};
@@ -24,13 +24,8 @@ async fn with_middleware(conninfo: &str) -> Session {
 
 fn config(backend: String, mode: PoolMode, auth: ClientAuth, size: usize) -> ProxyConfig {
     let client = ClientConfig {
-        auth,
-        pool_mode: mode,
-        default_route: Route::Primary,
         login_timeout: Duration::from_secs(10),
-        databases: Databases::Any,
-        disabled: Default::default(),
-        admin_users: Default::default(),
+        ..ClientConfig::new(auth, mode)
     };
     let mut config = ProxyConfig::new(backend, client);
     config.pool = PoolSettings {

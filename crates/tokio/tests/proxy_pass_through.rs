@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pgyard_proxy::{AuthFile, ClientAuth, ClientConfig, Databases, PoolMode, Route};
+use pgyard_proxy::{AuthFile, ClientAuth, ClientConfig, PoolMode};
 use pgyard_testkit::cluster::{psql, Auth, Options, Primary};
 use pgyard_tokio::proxy::{spawn, Proxy, ProxyConfig};
 
@@ -42,13 +42,9 @@ async fn proxy(primary: &Primary, auth_file: &str) -> Proxy {
     let mut rng = pgyard_types::rng_from_seed(3);
     let file = AuthFile::parse(auth_file, &mut rng).expect("auth file");
     let client = ClientConfig {
-        auth: ClientAuth::File(Arc::new(file)),
-        pool_mode: PoolMode::Transaction,
-        default_route: Route::Primary,
         login_timeout: Duration::from_secs(10),
-        databases: Databases::Any,
-        disabled: Default::default(),
         admin_users: Arc::new(Default::default()),
+        ..ClientConfig::new(ClientAuth::File(Arc::new(file)), PoolMode::Transaction)
     };
     let backend = format!(
         "host=127.0.0.1 port={} passfile=/nonexistent/pgpass connect_timeout=5",

@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use pgyard_proxy::{ClientAuth, ClientConfig, Databases, PoolMode, PoolSettings, Route};
+use pgyard_proxy::{ClientAuth, ClientConfig, PoolMode, PoolSettings};
 use pgyard_testkit::cluster::{psql, Options, Primary};
 use pgyard_tokio::proxy::{spawn, ProxyConfig};
 use pgyard_tokio::{connect, Session};
@@ -17,13 +17,8 @@ use pgyard_tokio::{connect, Session};
 /// console).
 async fn proxy(port: u16) -> SocketAddr {
     let client = ClientConfig {
-        auth: ClientAuth::Trust,
-        pool_mode: PoolMode::Transaction,
-        default_route: Route::Primary,
         login_timeout: Duration::from_secs(10),
-        databases: Databases::Any,
-        disabled: Default::default(),
-        admin_users: Default::default(),
+        ..ClientConfig::new(ClientAuth::Trust, PoolMode::Transaction)
     };
     let mut config = ProxyConfig::new(format!("host=127.0.0.1 port={port}"), client);
     config.pool = PoolSettings {

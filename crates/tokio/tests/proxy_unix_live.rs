@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use pgyard_proxy::{ClientAuth, ClientConfig, Databases, PoolMode, Route, TlsMode};
+use pgyard_proxy::{ClientAuth, ClientConfig, PoolMode, TlsMode};
 use pgyard_testkit::cluster::{psql, Options, Primary};
 use pgyard_testkit::fixtures::TestCa;
 use pgyard_tokio::proxy::{socket_path, spawn_listening, Proxy, ProxyConfig, ProxyTls};
@@ -34,13 +34,8 @@ impl Drop for SocketDir {
 
 fn config(backend: String, tls: Option<ProxyTls>) -> ProxyConfig {
     let client = ClientConfig {
-        auth: ClientAuth::Trust,
-        pool_mode: PoolMode::Transaction,
-        default_route: Route::Primary,
         login_timeout: Duration::from_secs(10),
-        databases: Databases::Any,
-        disabled: Default::default(),
-        admin_users: Default::default(),
+        ..ClientConfig::new(ClientAuth::Trust, PoolMode::Transaction)
     };
     let mut config = ProxyConfig::new(backend, client);
     config.pool.size = 1;

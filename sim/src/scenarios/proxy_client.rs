@@ -8,7 +8,6 @@
 //! after its server is assigned must be answered with the proxy's NOTICE.
 
 use std::collections::{BTreeSet, VecDeque};
-use std::time::Duration;
 
 use bytes::BytesMut;
 use pgyard_proxy::classes::{MIN_LSN, ROUTE, TAG};
@@ -33,13 +32,8 @@ fn violation(invariant: &'static str, detail: String) -> Violation {
 /// The proxy's configuration of every client session of the scenario.
 pub(super) fn client_config(pool_mode: PoolMode) -> ClientConfig {
     ClientConfig {
-        auth: ClientAuth::Trust,
-        pool_mode,
-        default_route: Route::Primary,
-        login_timeout: Duration::from_secs(60),
         databases: pgyard_proxy::Databases::Any,
-        disabled: Default::default(),
-        admin_users: Default::default(),
+        ..ClientConfig::new(ClientAuth::Trust, pool_mode)
     }
 }
 

@@ -112,6 +112,23 @@ pub struct ClientConfig {
     pub disabled: Arc<BTreeSet<String>>,
 }
 
+impl ClientConfig {
+    /// `auth` and `pool_mode` with the defaults of `pgyard proxy`: the `primary` route,
+    /// PgBouncer's `client_login_timeout` of 60 s, every database, nothing disabled, no admin
+    /// users (under trust every user may open the console).
+    pub fn new(auth: ClientAuth, pool_mode: PoolMode) -> Self {
+        ClientConfig {
+            auth,
+            pool_mode,
+            default_route: Route::Primary,
+            login_timeout: Duration::from_secs(60),
+            databases: Databases::Any,
+            admin_users: Default::default(),
+            disabled: Default::default(),
+        }
+    }
+}
+
 /// A server lent to the client, with the settings it has.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Lent {

@@ -19,7 +19,6 @@
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
 use std::time::Duration;
 
 use arbitrary::Unstructured;
@@ -31,7 +30,6 @@ use super::backend::Backend;
 use crate::arb::{pick, WellFormedClient};
 use crate::client::{ClientAuth, ClientConfig, ClientOut, ClientSession, Lent, PoolMode};
 use crate::pool::{ClientId, ServerId};
-use crate::{Databases, Route};
 
 /// Steps no input can exceed: every step but a delivery consumes input, and deliveries end.
 const MAX_STEPS: usize = 50_000;
@@ -158,15 +156,7 @@ fn run(
     } else {
         PoolMode::Transaction
     };
-    let config = ClientConfig {
-        auth: ClientAuth::Trust,
-        pool_mode,
-        default_route: Route::Primary,
-        login_timeout: Duration::from_secs(60),
-        databases: Databases::Any,
-        disabled: Default::default(),
-        admin_users: Arc::default(),
-    };
+    let config = ClientConfig::new(ClientAuth::Trust, pool_mode);
     let (key, random) = super::fixed_key_and_random();
     let session = ClientSession::new(Instant(0), ClientId(1), config, key, random);
     let client = WellFormedClient::arbitrary(&mut u);

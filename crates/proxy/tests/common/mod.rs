@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use pgyard_proxy::{
-    CancelKey, ClientAuth, ClientConfig, ClientId, ClientOut, ClientSession, Lent, PoolMode, Route,
+    CancelKey, ClientAuth, ClientConfig, ClientId, ClientOut, ClientSession, Lent, PoolMode,
 };
 use pgyard_types::Instant;
 use pgyard_wire::auth::LoginRandom;
@@ -20,13 +20,9 @@ pub fn session(mode: PoolMode) -> ClientSession {
 /// A client session in `mode` that checks passwords with `auth`, before its startup packet.
 pub fn session_with(mode: PoolMode, auth: ClientAuth) -> ClientSession {
     let config = ClientConfig {
-        auth,
-        pool_mode: mode,
-        default_route: Route::Primary,
         login_timeout: Duration::from_secs(5),
         databases: pgyard_proxy::Databases::Any,
-        disabled: Default::default(),
-        admin_users: Default::default(),
+        ..ClientConfig::new(auth, mode)
     };
     let key = CancelKey {
         pid: 77,

@@ -658,18 +658,15 @@ pub(in crate::proxy) fn config_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pgyard_proxy::{ClientConfig, Databases, Route};
+    use pgyard_proxy::{ClientConfig, Route};
 
     #[test]
     fn config_rows_mask_passwords_and_write_seconds_as_the_file_does() {
         let client = ClientConfig {
-            auth: ClientAuth::Trust,
-            pool_mode: PoolMode::Transaction,
             default_route: Route::Standby,
             login_timeout: Duration::from_millis(1500),
-            databases: Databases::Any,
-            disabled: Default::default(),
             admin_users: Arc::new(["ops".to_owned(), "root".to_owned()].into()),
+            ..ClientConfig::new(ClientAuth::Trust, PoolMode::Transaction)
         };
         let mut c = ProxyConfig::new("host=db1 password=s3cret", client);
         c.databases

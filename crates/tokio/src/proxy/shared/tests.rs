@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pgyard_proxy::{ClientAuth, ClientConfig, ClientId, Databases, PoolKey, PoolMode, Route};
+use pgyard_proxy::{ClientAuth, ClientConfig, ClientId, PoolKey, PoolMode, Route};
 use tokio::sync::oneshot;
 
 use super::{Acquired, Granted, Shared};
@@ -16,13 +16,8 @@ use crate::Session;
 
 fn shared(backend: &Backend) -> Arc<Shared> {
     let client = ClientConfig {
-        auth: ClientAuth::Trust,
-        pool_mode: PoolMode::Transaction,
-        default_route: Route::Primary,
         login_timeout: Duration::from_secs(5),
-        databases: Databases::Any,
-        disabled: Default::default(),
-        admin_users: Default::default(),
+        ..ClientConfig::new(ClientAuth::Trust, PoolMode::Transaction)
     };
     let conninfo = format!("host=127.0.0.1 port={} sslmode=disable", backend.port);
     let mut config = ProxyConfig::new(conninfo, client);
