@@ -54,6 +54,15 @@ pub fn rng_from_seed(seed: u64) -> Rng {
     ChaCha8Rng::seed_from_u64(seed)
 }
 
+/// A second source beside `rng` (its position, another stream), which leaves `rng` as it was:
+/// a draw added to a simulation takes it from here, so every draw made before stays the same
+/// and old seeds keep their traces.
+pub fn side_stream(rng: &Rng, stream: u64) -> Rng {
+    let mut side = rng.clone();
+    side.set_stream(stream);
+    side
+}
+
 /// `len` bytes drawn from the project RNG seeded with `seed`: the reproducible stand-in for a
 /// fuzzer's input in seeded tests and examples.
 pub fn seeded_bytes(seed: u64, len: usize) -> Vec<u8> {

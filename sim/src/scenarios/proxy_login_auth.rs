@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use bytes::BytesMut;
 use pgyard_proxy::{AuthFile, ClientAuth, ClientCert, TlsMode};
-use pgyard_types::{uniform_inclusive, Rng, RngCore};
+use pgyard_types::{side_stream, uniform_inclusive, Rng, RngCore};
 use pgyard_wire::auth::{
     md5_secret, scram_secret, AuthClient, AuthConfig, AuthRequest, AuthResponse, AuthStep,
     ChannelBinding,
@@ -378,8 +378,7 @@ pub(super) fn draw_client_ca(
     if matches!(login.auth, ClientAuth::Peer { .. }) {
         return (mode, false);
     }
-    let mut side = rng.clone();
-    side.set_stream(CERT_STREAM);
+    let mut side = side_stream(rng, CERT_STREAM);
     if uniform_inclusive(&mut side, 1) == 0 {
         return (mode, false);
     }
@@ -399,9 +398,7 @@ pub(super) fn draw_client_ca(
 /// Connection `k`'s certificate draws: a stream of their own, one per connection, so that
 /// how much one connection draws never moves another's.
 pub(super) fn cert_stream(rng: &Rng, k: u64) -> Rng {
-    let mut side = rng.clone();
-    side.set_stream(CERT_STREAM + 1 + k);
-    side
+    side_stream(rng, CERT_STREAM + 1 + k)
 }
 
 /// The certificate a client shows in its handshake (the proxy has a client CA): none one

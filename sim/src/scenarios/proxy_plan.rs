@@ -6,7 +6,7 @@
 //! write).
 
 use pgyard_proxy::Route;
-use pgyard_types::{uniform_inclusive, Rng};
+use pgyard_types::{side_stream, uniform_inclusive, Rng};
 
 /// A middleware message sent before a transaction's first request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,7 +102,7 @@ impl PlanMix {
             cancel_pct: pick(rng, &[0, 50, 100]),
             leave_pct: pick(rng, &[0, 0, 5, 15]),
             // From a stream of its own: the main stream draws what it drew before.
-            zone_pct: pick(&mut side(rng, ZONE_STREAM), &[0, 10, 30]),
+            zone_pct: pick(&mut side_stream(rng, ZONE_STREAM), &[0, 10, 30]),
         }
     }
 }
@@ -110,16 +110,9 @@ impl PlanMix {
 /// The stream that draws the settings a client changes.
 const ZONE_STREAM: u64 = 0x7469_6d65_7a6f_6e65;
 
-/// A stream of its own beside `rng`, which it leaves as it was.
-fn side(rng: &Rng, stream: u64) -> Rng {
-    let mut side = rng.clone();
-    side.set_stream(stream);
-    side
-}
-
 /// The `TimeZone` a client sends in its StartupMessage, if any (its own stream).
 pub(super) fn startup_zone(rng: &Rng, mix: &PlanMix) -> Option<String> {
-    let mut side = side(rng, ZONE_STREAM ^ 1);
+    let mut side = side_stream(rng, ZONE_STREAM ^ 1);
     (mix.zone_pct > 0 && uniform_inclusive(&mut side, 3) == 0)
         .then(|| format!("z{}", 1 + uniform_inclusive(&mut side, 2)))
 }
@@ -169,20 +162,18 @@ impl PoolMix {
         let pause_ns = (uniform_inclusive(rng, 3) == 0).then(|| {
             let at = 300_000 + uniform_inclusive(rng, 20_000_000);
             // From a stream of its own: the main stream draws what it drew before.
-            let mut side = rng.clone();
-            side.set_stream(PAUSE_BY_NAME_STREAM);
+            let mut side = side_stream(rng, PAUSE_BY_NAME_STREAM);
             let by_name = uniform_inclusive(&mut side, 1) == 0;
             (at, 100_000 + uniform_inclusive(rng, 30_000_000), by_name)
         });
         // From a stream of its own too: the main stream draws what it drew before.
-        let mut side = rng.clone();
-        side.set_stream(RECONNECT_STREAM);
+        let mut side = side_stream(rng, RECONNECT_STREAM);
         let reconnect_ns = (uniform_inclusive(&mut side, 3) == 0).then(|| {
             let at = 300_000 + uniform_inclusive(&mut side, 20_000_000);
             (at, uniform_inclusive(&mut side, 1) == 0)
         });
         // From a stream of its own too.
-        let mut reload = self::side(rng, RELOAD_STREAM);
+        let mut reload = side_stream(rng, RELOAD_STREAM);
         let reload_ns = (uniform_inclusive(&mut reload, 3) == 0).then(|| {
             let at = 200_000 + uniform_inclusive(&mut reload, 20_000_000);
             (at, 1 + uniform_inclusive(&mut reload, 2) as usize)
@@ -200,7 +191,7 @@ impl PoolMix {
 
 /// The transactions of one client.
 pub(super) fn plan(rng: &mut Rng, mix: &PlanMix, session: bool) -> Vec<Txn> {
-    let mut zones = side(rng, ZONE_STREAM ^ 2);
+    let mut zones = side_stream(rng, ZONE_STREAM ^ 2);
     let txns = 3 + uniform_inclusive(rng, 7);
     let mut out = Vec::with_capacity(txns as usize);
     for n in 0..txns {

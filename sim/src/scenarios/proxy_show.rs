@@ -15,7 +15,7 @@ use pgyard_proxy::admin::{
     ServerState, Snapshot,
 };
 use pgyard_proxy::{ClientId, PoolKey, PoolMode, Route, ServerId};
-use pgyard_types::{uniform_inclusive, Rng, RngCore};
+use pgyard_types::{side_stream, uniform_inclusive, Rng, RngCore};
 
 use super::proxy_login::{fail, Conn};
 use crate::Violation;
@@ -236,8 +236,7 @@ const DATABASE_STREAM: u64 = 0x6462_7321;
 /// A few of the names clients use, each as a configured database or served by the fallback:
 /// host lists, a port or the default, a name on the server of its own or not.
 fn databases(rng: &Rng) -> Vec<DatabaseRow> {
-    let mut side = rng.clone();
-    side.set_stream(DATABASE_STREAM);
+    let mut side = side_stream(rng, DATABASE_STREAM);
     let mut rows = Vec::new();
     for name in DATABASES {
         if uniform_inclusive(&mut side, 2) == 0 {

@@ -24,7 +24,7 @@ use std::time::Duration;
 use pgyard_delayq::apply::{ApplyConfig, ApplyMachine};
 use pgyard_delayq::follow::{FollowConfig, FollowMachine};
 use pgyard_delayq::{Config, DelayQueue, Error, SimFaults, SimStorage};
-use pgyard_types::{rng_from_seed, uniform_inclusive, Lsn, Rng, RngCore, UnixTime};
+use pgyard_types::{rng_from_seed, side_stream, uniform_inclusive, Lsn, Rng, RngCore, UnixTime};
 
 use crate::planted::{ApplyBug, FollowBug};
 use crate::publisher::{Fate, Publisher, Workload};
@@ -521,8 +521,7 @@ impl Run<'_> {
         let new = self.publ.finish_all(self.rng, self.now);
         self.published(new);
         // WAL no subscriber decodes (tables outside the publication) after the last commit.
-        let mut idle = self.rng.clone();
-        idle.set_stream(IDLE_WAL_STREAM);
+        let mut idle = side_stream(self.rng, IDLE_WAL_STREAM);
         self.publ
             .append_wal(1 + uniform_inclusive(&mut idle, 16 << 10));
         let mut settled_rounds = 0u32;

@@ -9,7 +9,7 @@
 //! ran before these existed.
 
 use pgyard_delayq::apply::{ApplyControls, Until};
-use pgyard_types::{uniform_inclusive, Lsn, PgTimestamp, Rng};
+use pgyard_types::{side_stream, uniform_inclusive, Lsn, PgTimestamp, Rng};
 
 use crate::publisher::Commit;
 
@@ -42,8 +42,7 @@ pub(super) struct Operator {
 impl Operator {
     /// A seed's operator, drawn from `rng`'s own stream (the caller's draws are untouched).
     pub(super) fn new(rng: &Rng) -> Operator {
-        let mut rng = rng.clone();
-        rng.set_stream(STREAM);
+        let mut rng = side_stream(rng, STREAM);
         let r = |rng: &mut Rng, max: u64| uniform_inclusive(rng, max);
         let mix = if r(&mut rng, 2) == 0 {
             OperatorMix {

@@ -20,7 +20,7 @@
 use std::collections::BTreeMap;
 
 use pgyard_delayq::Event;
-use pgyard_types::{uniform_inclusive, Rng};
+use pgyard_types::{side_stream, uniform_inclusive, Rng};
 
 use super::public::{take_groups, Group, Public};
 use super::walsender::{column_count, Catalog, RELATIONS};
@@ -188,8 +188,7 @@ pub(super) struct Ops {
 impl Ops {
     /// A seed's ops, drawn from `rng`'s own stream (the caller's draws are untouched).
     pub(super) fn new(rng: &Rng) -> Ops {
-        let mut rng = rng.clone();
-        rng.set_stream(STREAM);
+        let mut rng = side_stream(rng, STREAM);
         Ops {
             mix: ChangeMix::draw(&mut rng),
             rng,

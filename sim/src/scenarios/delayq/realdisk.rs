@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use pgyard_delayq::{verify, Config, DelayQueue, FsStorage, SimStorage, Storage};
-use pgyard_types::{uniform_inclusive, Rng};
+use pgyard_types::{side_stream, uniform_inclusive, Rng};
 
 use super::fail;
 use crate::Violation;
@@ -22,8 +22,7 @@ static NEXT_DIR: AtomicU64 = AtomicU64::new(0);
 
 /// Whether this seed also recovers on the real file system.
 pub(super) fn chosen(rng: &Rng) -> bool {
-    let mut rng = rng.clone();
-    rng.set_stream(STREAM);
+    let mut rng = side_stream(rng, STREAM);
     uniform_inclusive(&mut rng, 15) == 0
 }
 

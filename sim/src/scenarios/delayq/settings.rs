@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use pgyard_delayq::{Config, DelayQueue, Error, SimStorage, Storage};
-use pgyard_types::{uniform_inclusive, Rng};
+use pgyard_types::{side_stream, uniform_inclusive, Rng};
 
 use super::fail;
 use crate::Violation;
@@ -43,8 +43,7 @@ fn variant(base: &Config, rng: &mut Rng) -> Config {
 
 /// Judges `validate` and `open` on a few variants of the seed's configuration.
 pub(super) fn judge(base: &Config, rng: &Rng) -> Result<(), Violation> {
-    let mut rng = rng.clone();
-    rng.set_stream(STREAM);
+    let mut rng = side_stream(rng, STREAM);
     let variants = std::iter::once(base.clone())
         .chain((0..3).map(|_| variant(base, &mut rng)))
         .collect::<Vec<_>>();

@@ -32,7 +32,7 @@ use pgyard_slotsync::{
     promote, sync_cycle, sync_function, Caller, Outcome, PlanInput, SlotRow, Standby,
     StandbySlotList, SyncError, Version,
 };
-use pgyard_types::{uniform_inclusive, Instant, Lsn, Rng, RngCore, UnixTime};
+use pgyard_types::{side_stream, uniform_inclusive, Instant, Lsn, Rng, RngCore, UnixTime};
 
 use crate::planted::{ScenarioBug, SyncBug};
 use crate::publisher::{Publisher, Workload};
@@ -155,26 +155,21 @@ pub fn run_slotsync(
     let mut mix = draw_mix(rng);
     // Whether the standbys decode comes from a stream of its own, so the rest of the world
     // draws as it did before they could.
-    let mut dec = rng.clone();
-    dec.set_stream(DECODE_STREAM);
+    let mut dec = side_stream(rng, DECODE_STREAM);
     mix.decoding = (r(&mut dec, 3) != 0).then(|| 5 + r(&mut dec, 55));
     // So does the moment the subscription turns two_phase on, in half the seeds.
-    let mut alter = rng.clone();
-    alter.set_stream(ALTER_STREAM);
-    let mut users = rng.clone();
-    users.set_stream(USER_STREAM);
+    let mut alter = side_stream(rng, ALTER_STREAM);
+    let mut users = side_stream(rng, USER_STREAM);
     mix.two_phase_tick = (r(&mut alter, 1) == 0).then(|| r(&mut alter, mix.ticks));
     // The moments of the check come from a stream of their own, so asking more or less often
     // never changes what the world does.
-    let mut asks = rng.clone();
-    asks.set_stream(ASK_STREAM);
+    let mut asks = side_stream(rng, ASK_STREAM);
     trace!(t, "mix {mix:?}");
     let misconfig = Misconfig::draw(rng, mix.ticks, mix.standbys);
     if let Some(m) = misconfig {
         trace!(t, "misconfigured {m:?}");
     }
-    let mut ops = rng.clone();
-    ops.set_stream(OPS_STREAM);
+    let ops = side_stream(rng, OPS_STREAM);
     let mut publ = Publisher::new(mix.workload.clone(), START);
     for i in 0..mix.standbys as usize {
         publ.add_standby(&format!("standby{}", i + 1), mix.stall_percent[i]);

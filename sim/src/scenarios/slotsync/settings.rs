@@ -16,7 +16,7 @@ use pgyard_slotsync::engine::worker_launch_check;
 use pgyard_slotsync::{
     sync_function, Outcome, SlotRow, Standby, StandbySlotList, SyncError, WalLevel,
 };
-use pgyard_types::{uniform_inclusive, Rng};
+use pgyard_types::{side_stream, uniform_inclusive, Rng};
 
 use super::cluster::Cluster;
 use super::{fail, primary_rows, standby_input, Facts, SLOT};
@@ -35,8 +35,7 @@ const SPELL_STREAM: u64 = 0x7370_656c;
 /// (unquoted names fold to lowercase), double-quoted, with spaces and tabs around it and
 /// around the commas. Drawn from a stream of its own.
 pub(super) fn spell_list<'a>(rng: &Rng, names: impl Iterator<Item = &'a String>) -> String {
-    let mut rng = rng.clone();
-    rng.set_stream(SPELL_STREAM);
+    let mut rng = side_stream(rng, SPELL_STREAM);
     let r = |rng: &mut Rng, max: u64| uniform_inclusive(rng, max);
     let pad = |rng: &mut Rng| ["", " ", "  ", "\t", " \t "][r(rng, 4) as usize];
     let mut out = String::new();
@@ -101,8 +100,7 @@ pub(super) struct Misconfig {
 impl Misconfig {
     /// Draws one in a third of the seeds, from a stream of its own.
     pub fn draw(rng: &Rng, ticks: u64, standbys: u64) -> Option<Misconfig> {
-        let mut rng = rng.clone();
-        rng.set_stream(STREAM);
+        let mut rng = side_stream(rng, STREAM);
         let r = |rng: &mut Rng, max: u64| uniform_inclusive(rng, max);
         if r(&mut rng, 2) != 0 {
             return None;
@@ -298,8 +296,7 @@ pub(super) fn draw_slots_max(
     rng: &Rng,
     slots_max: &mut [Option<usize>],
 ) -> Option<(usize, Option<usize>)> {
-    let mut full = rng.clone();
-    full.set_stream(FULL_STREAM);
+    let mut full = side_stream(rng, FULL_STREAM);
     if uniform_inclusive(&mut full, 11) != 0 || slots_max.is_empty() {
         return None;
     }
