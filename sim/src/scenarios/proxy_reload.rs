@@ -40,36 +40,38 @@ impl World {
         let Some(route) = self.conns.get(&server).map(|c| c.route) else {
             return false;
         };
-        let open = self.conns.values().filter(|c| c.route == route).count();
+        let (open, opening, _) = self.route_load(route);
+        open + opening > self.pools.settings().size
+    }
+
+    /// A route's connections: open (being reset included), being opened (but those a PAUSE
+    /// forgot), and of both those a shrink found. Counted without allocating: this runs
+    /// after every step.
+    fn route_load(&self, route: Route) -> (usize, usize, usize) {
+        let open = self.conns.iter().filter(|(_, c)| c.route == route);
         let opening = self
             .openings
             .iter()
-            .filter(|(id, o)| o.route == route && !self.forgotten.contains(id))
-            .count();
-        open + opening > self.pools.settings().size
+            .filter(|(id, o)| o.route == route && !self.forgotten.contains(id));
+        let (mut open_n, mut opening_n, mut left) = (0, 0, 0);
+        for (id, _) in open {
+            open_n += 1;
+            left += usize::from(self.shrunk_from.contains(id));
+        }
+        for (id, _) in opening {
+            opening_n += 1;
+            left += usize::from(self.shrunk_from.contains(id));
+        }
+        (open_n, opening_n, left)
     }
 
     /// After every step, per route: the connections (open, being opened, being reset) within
     /// the size in force, or within the servers a shrink found that are still there; and with
-    /// more than the size, none of them idle in the pools. (Counted without allocating: this
-    /// runs after every step.)
+    /// more than the size, none of them idle in the pools.
     pub(super) fn judge_sizes(&self) -> Result<(), Violation> {
         let size = self.pools.settings().size;
         for route in [Route::Primary, Route::Standby, Route::Any] {
-            let open = self.conns.iter().filter(|(_, c)| c.route == route);
-            let opening = self
-                .openings
-                .iter()
-                .filter(|(id, o)| o.route == route && !self.forgotten.contains(id));
-            let (mut open_n, mut opening_n, mut left) = (0, 0, 0);
-            for (id, _) in open {
-                open_n += 1;
-                left += usize::from(self.shrunk_from.contains(id));
-            }
-            for (id, _) in opening {
-                opening_n += 1;
-                left += usize::from(self.shrunk_from.contains(id));
-            }
+            let (open_n, opening_n, left) = self.route_load(route);
             let count = open_n + opening_n;
             if count <= size {
                 continue;
