@@ -208,6 +208,11 @@ mod registry {
             "settings-follow-the-client",
         ),
         entry(
+            Proxy(P::WelcomeShowsClientSpelling),
+            "proxy",
+            "settings-private",
+        ),
+        entry(
             Follow(F::ReportWriteAsFlush),
             "delayq",
             "flushed-survives-crash",

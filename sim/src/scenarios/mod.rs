@@ -15,6 +15,7 @@ mod proxy_limits;
 mod proxy_login;
 mod proxy_login_auth;
 mod proxy_login_prelude;
+mod proxy_login_settings;
 mod proxy_plan;
 mod proxy_reconnect;
 mod proxy_reload;

@@ -139,6 +139,12 @@ pub(super) struct Client {
     zone: String,
 }
 
+/// The zone a client starts with: the one it sends, as the servers spell it,
+/// or the servers' own.
+fn spelt(startup_zone: Option<&str>) -> String {
+    startup_zone.map_or_else(|| ZONE.to_owned(), super::proxy_cluster::spell_zone)
+}
+
 impl Client {
     /// A client with its plan, connecting with `session`.
     pub(super) fn new(
@@ -149,7 +155,7 @@ impl Client {
         startup_zone: Option<String>,
     ) -> Client {
         Client {
-            zone: startup_zone.clone().unwrap_or_else(|| ZONE.to_owned()),
+            zone: spelt(startup_zone.as_deref()),
             startup_zone,
             c,
             session,
@@ -219,7 +225,7 @@ impl Client {
         self.set_var = false;
         self.notices_owed = 0;
         self.cancel_sent = false;
-        self.zone = self.startup_zone.clone().unwrap_or_else(|| ZONE.to_owned());
+        self.zone = spelt(self.startup_zone.as_deref());
     }
 
     /// Its `TimeZone` on this connection.
@@ -407,7 +413,8 @@ impl Client {
     }
 
     /// A ParameterStatus. A `TimeZone` the client hears is its own: in the welcome the one it
-    /// sent or else the servers' login value, afterwards only its own `settz`'s (the proxy's
+    /// sent, as the servers spell it (a direct login reports it so), or else the servers'
+    /// login value, afterwards only its own `settz`'s (the proxy's
     /// alignment answers are the proxy's, and what another client set is never shown).
     fn setting(&mut self, body: &[u8]) -> Result<Heard, Violation> {
         let mut parts = body.split(|b| *b == 0);

@@ -103,6 +103,16 @@ pub(super) enum Change {
 /// The `TimeZone` every server logs in with (what `DISCARD ALL` returns a session to).
 pub(super) const ZONE: &str = "UTC";
 
+/// A zone as the servers spell it, whatever case it was written in: `UTC`, and the clients'
+/// own zones in lower case (`z2`).
+pub(super) fn spell_zone(zone: &str) -> String {
+    if zone.eq_ignore_ascii_case(ZONE) {
+        ZONE.to_owned()
+    } else {
+        zone.to_lowercase()
+    }
+}
+
 /// The servers, the WAL and the replay positions.
 #[derive(Debug)]
 pub(super) struct Cluster {

@@ -95,10 +95,10 @@ pub(super) struct Conn {
     pub(super) asks: Vec<pgyard_proxy::admin::AdminRequest>,
     /// The session asked for a server (a database login passed).
     pub(super) acquired: bool,
-    /// It gave its server back (transaction mode, after the welcome).
-    released: bool,
-    /// It wrote to its server (session mode: the settings the client asked for).
-    to_server: bool,
+    /// It gave its server back (transaction mode, after the welcome), with these settings.
+    released: Option<pgyard_proxy::client::Settings>,
+    /// What it wrote to its server (the settings the client asked for), not answered yet.
+    to_server: Vec<u8>,
     /// Under a client CA, the stream this connection's certificate is drawn from.
     pub(super) certs: Option<Rng>,
     /// The certificate the client showed in its handshake.
@@ -118,8 +118,11 @@ impl Conn {
         while let Some(o) = self.s.poll_output() {
             match o {
                 ClientOut::ToClient(b) => self.rx.extend_from_slice(&b),
-                ClientOut::Release { .. } if !self.released => self.released = true,
-                ClientOut::ToServer(_) => self.to_server = true,
+                ClientOut::Release { server, .. } if self.released.is_none() => {
+                    self.released = Some(server.settings);
+                }
+                ClientOut::ToServer(b) => self.to_server.extend_from_slice(&b),
+                ClientOut::Close => self.closed = true,
                 other => {
                     let detail = format!("a welcomed session asked for {other:?}");
                     return Err(fail("login-outputs", detail));
@@ -389,8 +392,8 @@ fn connection(
         started_tls: None,
         asks: Vec::new(),
         acquired: false,
-        released: false,
-        to_server: false,
+        released: None,
+        to_server: Vec::new(),
         certs: p.client_ca.then(|| auth::cert_stream(rng, k)),
         cert: None,
         now,
@@ -426,15 +429,7 @@ fn connection(
         // Ignored, as PgBouncer's `ignore_startup_parameters` ignores it.
         params.push((b"options", b"-c geqo=off"));
     }
-    // Tracked settings the client asks for (any case in the name, as GUC names are).
-    let asked: Vec<(&str, &str)> = [
-        ("datestyle", "SQL, DMY"),
-        ("TimeZone", "Europe/Paris"),
-        ("client_encoding", "LATIN1"),
-    ]
-    .into_iter()
-    .filter(|_| uniform_inclusive(rng, 2) == 0)
-    .collect();
+    let asked = super::proxy_login_settings::draw_asked(rng);
     for (n, v) in &asked {
         params.push((n.as_bytes(), v.as_bytes()));
     }
@@ -569,9 +564,10 @@ fn lend(
     };
     c.s.handle_server(c.now, lent);
     c.pump_lent()?;
-    // The docs: the server's values, the client's own in place of the tracked ones it sent,
-    // `middleware_messages=on` when asked for, in the order of the names.
-    let mut shown: std::collections::BTreeMap<String, String> = server
+    // The docs: the server first takes the tracked values the client sent that differ from
+    // its own (nothing reaches the client meanwhile); a value it refuses ends the login with
+    // its error, after AuthenticationOk, as a direct login ends.
+    let mut have: std::collections::BTreeMap<String, String> = server
         .iter()
         .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
         .collect();
@@ -580,14 +576,33 @@ fn lend(
             .into_iter()
             .find(|t| t.eq_ignore_ascii_case(n))
     };
-    for (n, v) in asked {
-        if let Some(n) = canonical(n) {
-            shown.insert(n.to_owned(), (*v).to_owned());
+    let differs = asked
+        .iter()
+        .filter_map(|(n, v)| Some((canonical(n)?, *v)))
+        .chain(app.map(|a| ("application_name", a)))
+        .any(|(n, v)| have.get(n).map(String::as_str) != Some(v));
+    if differs {
+        let sql = std::mem::take(&mut c.to_server);
+        if sql.is_empty() || !c.rx.is_empty() || c.released.is_some() || c.closed {
+            let detail = format!(
+                "the welcome did not wait for the client's settings: wrote {} bytes to the \
+                 server, {} to the client, released={}",
+                sql.len(),
+                c.rx.len(),
+                c.released.is_some()
+            );
+            return Err(fail("welcome-as-documented", detail));
+        }
+        let (reply, refused) = super::proxy_login_settings::answer(&sql, &mut have)?;
+        c.s.handle_server_bytes(c.now, reply);
+        c.pump_lent()?;
+        if let Some(text) = refused {
+            return refused_at_welcome(c, &text);
         }
     }
-    if let Some(a) = app {
-        shown.insert("application_name".into(), a.to_owned());
-    }
+    // The server's values as it now has them (the client's as the server spells them),
+    // `middleware_messages=on` when asked for, in the order of the names.
+    let mut shown = have.clone();
     if middleware {
         shown.insert("middleware_messages".into(), "on".into());
     }
@@ -598,21 +613,17 @@ fn lend(
     );
     let got = c.messages();
     judge_key(c, key, version)?;
-    // Transaction mode gives the server back at once; session mode keeps it, and sets on it
-    // what the client asked for that differs from what it reports.
+    // Transaction mode gives the server back at once, with the client's settings; session
+    // mode keeps it.
     let keeps = c.s.server() == Some(pgyard_proxy::ServerId(k));
-    let holds = if session {
-        let differs = !asked.is_empty() || app.is_some();
-        keeps && !c.released && c.to_server == differs
-    } else {
-        !keeps && c.released && !c.to_server
-    };
-    if got == want && !c.closed && holds {
-        return if session {
-            aligned_then_gone(c, &shown)
+    let holds = c.to_server.is_empty()
+        && if session {
+            keeps && c.released.is_none()
         } else {
-            Ok(())
+            !keeps && c.released.as_ref().is_some_and(|s| has(s, &have))
         };
+    if got == want && !c.closed && holds {
+        return if session { gone(c, &have) } else { Ok(()) };
     }
     let show = |l: &[(u8, Vec<u8>)]| -> Vec<String> {
         l.iter()
@@ -620,47 +631,56 @@ fn lend(
             .collect()
     };
     let detail = format!(
-        "welcome {:?} (closed={}, released={}, server {:?}, wrote to it {}, session mode {session}), \
-         expected {:?}",
+        "welcome {:?} (closed={}, released={:?}, server {:?}, wrote {} more bytes to it, \
+         session mode {session}), expected {:?}",
         show(&got),
         c.closed,
         c.released,
         c.s.server(),
-        c.to_server,
+        c.to_server.len(),
         show(&want)
     );
     Err(fail("welcome-as-documented", detail))
 }
 
-/// Session mode: the server answers the alignment (each setting it changed, then
-/// ReadyForQuery), which the client never sees; the client then leaves, and the server goes
-/// back with the settings it now has — the client's.
-fn aligned_then_gone(
-    c: &mut Conn,
-    shown: &std::collections::BTreeMap<String, String>,
-) -> Result<(), Violation> {
-    let tracked = [
+/// Whether a server's settings record holds the tracked values `have`.
+fn has(
+    settings: &pgyard_proxy::client::Settings,
+    have: &std::collections::BTreeMap<String, String>,
+) -> bool {
+    [
         "DateStyle",
         "TimeZone",
         "application_name",
         "client_encoding",
-    ];
-    if c.to_server {
-        let mut reply = Vec::new();
-        for name in tracked {
-            let body = [name.as_bytes(), b"\0", shown[name].as_bytes(), b"\0"].concat();
-            reply.push(b'S');
-            reply.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
-            reply.extend_from_slice(&body);
-        }
-        reply.extend_from_slice(b"C\0\0\0\x08SET\0Z\0\0\0\x05I");
-        c.s.handle_server_bytes(c.now, bytes::Bytes::from(reply));
-        c.pump_lent()?;
+    ]
+    .into_iter()
+    .all(|n| settings.get(n) == have.get(n))
+}
+
+/// The server refused a value the client sent: AuthenticationOk, then the server's error as
+/// FATAL and the end; the server goes back clean (the failed `SET`s changed nothing).
+fn refused_at_welcome(c: &mut Conn, text: &str) -> Result<(), Violation> {
+    let ok = c.message();
+    if ok != Some((b'R', 0u32.to_be_bytes().to_vec())) {
+        let detail = format!("a refused startup setting: {ok:?} before the error");
+        return Err(fail("login-answered-as-postgresql", detail));
     }
+    ends_with_fatal(c, "22023", text)?;
+    if c.released.is_none() {
+        let detail = "a refused startup setting kept its server".to_owned();
+        return Err(fail("welcome-as-documented", detail));
+    }
+    Ok(())
+}
+
+/// Session mode: the client leaves, and the server goes back with the settings it now has —
+/// the client's.
+fn gone(c: &mut Conn, have: &std::collections::BTreeMap<String, String>) -> Result<(), Violation> {
     let state = c.s.activity().state;
     if !c.rx.is_empty() || state != ClientState::Active {
         let detail = format!(
-            "after the alignment the client got {} bytes, the session is {state:?}",
+            "after the welcome the client got {} bytes, the session is {state:?}",
             c.rx.len()
         );
         return Err(fail("alignment-is-the-proxys", detail));
@@ -675,10 +695,8 @@ fn aligned_then_gone(
         }
     }
     let settings = back.ok_or_else(|| fail("alignment-is-the-proxys", "no server back".into()))?;
-    let got: Vec<Option<&String>> = tracked.iter().map(|n| settings.get(n)).collect();
-    let want: Vec<Option<&String>> = tracked.iter().map(|n| shown.get(*n)).collect();
-    if got != want || !c.closed {
-        let detail = format!("the server went back with {got:?}, it reported {want:?}");
+    if !has(&settings, have) || !c.closed {
+        let detail = format!("the server went back with {settings:?}, it reported {have:?}");
         return Err(fail("alignment-is-the-proxys", detail));
     }
     Ok(())

@@ -110,11 +110,17 @@ impl PlanMix {
 /// The stream that draws the settings a client changes.
 const ZONE_STREAM: u64 = 0x7469_6d65_7a6f_6e65;
 
-/// The `TimeZone` a client sends in its StartupMessage, if any (its own stream).
+/// The `TimeZone` a client sends in its StartupMessage, if any (its own stream): half the
+/// time spelt otherwise than the servers spell it (`Z2` for `z2`).
 pub(super) fn startup_zone(rng: &Rng, mix: &PlanMix) -> Option<String> {
     let mut side = side_stream(rng, ZONE_STREAM ^ 1);
-    (mix.zone_pct > 0 && uniform_inclusive(&mut side, 3) == 0)
-        .then(|| format!("z{}", 1 + uniform_inclusive(&mut side, 2)))
+    let zone = (mix.zone_pct > 0 && uniform_inclusive(&mut side, 3) == 0)
+        .then(|| format!("z{}", 1 + uniform_inclusive(&mut side, 2)))?;
+    Some(if uniform_inclusive(&mut side, 1) == 0 {
+        zone.to_uppercase()
+    } else {
+        zone
+    })
 }
 
 /// The stream that draws the RECONNECT.

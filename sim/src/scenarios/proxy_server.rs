@@ -388,7 +388,8 @@ impl FakeServer {
     }
 
     /// The proxy's alignment: `SET name TO 'value';` statements, a CommandComplete each. Only
-    /// `TimeZone` changes here (the world's clients change no other tracked setting); anything
+    /// `TimeZone` changes here (the world's clients change no other tracked setting), spelt
+    /// the server's way (in lower case, as a client's startup value may not be); anything
     /// else the server could not parse is a broken promise of the proxy's.
     fn align(&mut self, text: &[u8], out: &mut BytesMut) -> Result<(), Violation> {
         let text = String::from_utf8_lossy(text);
@@ -402,7 +403,7 @@ impl FakeServer {
                 return Err(violation("settings-follow-the-client", detail));
             };
             if name == "TimeZone" {
-                self.zone = value.replace("''", "'");
+                self.zone = super::proxy_cluster::spell_zone(&value.replace("''", "'"));
             }
             let _ = backend::encode_command_complete(b"SET", out);
         }

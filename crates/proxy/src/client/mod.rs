@@ -213,6 +213,10 @@ pub enum PlantedBug {
     /// Take a server found aligned once as aligned for good, though another client changed
     /// its settings since.
     TrustServerAlignedOnce,
+    /// Show and compare a client's startup settings as it spelt them, not as the server
+    /// spells them after taking them (the bug fixed in session 33: a client that sent
+    /// `DateStyle=ISO` had it set again before every transaction).
+    WelcomeShowsClientSpelling,
 }
 
 /// The planted bug in force (never anything without the `planted-bugs` feature).
@@ -243,13 +247,23 @@ enum Phase {
     /// Waiting for a server, holding what the client sent.
     Waiting,
     /// Aligning the lent server's settings; its replies are not the client's.
-    Aligning,
+    Aligning(Alignment),
     /// Relaying between the client and its server.
     Active,
     /// An admin console session, and the command whose answer the adapter owes.
     Admin { pending: Option<Command> },
     /// Done: nothing more is read.
     Closed,
+}
+
+/// An alignment under way.
+#[derive(Debug, Default)]
+struct Alignment {
+    /// The welcome waits for it: it sets the client's startup values, which the server may
+    /// refuse (as it would refuse them in a direct StartupMessage) or spell otherwise.
+    welcome: bool,
+    /// The server's ErrorResponse body: the `SET`s failed.
+    failed: Option<Bytes>,
 }
 
 /// Who the client is, from its StartupMessage.
@@ -448,7 +462,7 @@ impl ClientSession {
         match self.phase {
             Phase::Startup | Phase::Login(_) | Phase::Welcome | Phase::Idle => self.shut(),
             Phase::Admin { .. } => self.shut(),
-            Phase::Waiting | Phase::Aligning | Phase::Active | Phase::Closed => {}
+            Phase::Waiting | Phase::Aligning(_) | Phase::Active | Phase::Closed => {}
         }
     }
 
@@ -565,7 +579,7 @@ impl ClientSession {
             Phase::Startup | Phase::Login(_) => ClientState::Login,
             Phase::Welcome | Phase::Waiting => ClientState::Waiting,
             Phase::Idle | Phase::Admin { pending: None } => ClientState::Idle,
-            Phase::Aligning | Phase::Active | Phase::Admin { pending: Some(_) } => {
+            Phase::Aligning(_) | Phase::Active | Phase::Admin { pending: Some(_) } => {
                 ClientState::Active
             }
             Phase::Closed => ClientState::Closed,
@@ -671,7 +685,7 @@ impl ClientSession {
                 && self.status == b'I'
                 && self.server_scan.at_boundary()
                 && !self.client_scan.inside_frame()
-                && !matches!(self.phase, Phase::Aligning);
+                && !matches!(self.phase, Phase::Aligning(_));
             self.out.push_back(ClientOut::Release {
                 server,
                 reusable: clean,

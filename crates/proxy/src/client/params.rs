@@ -222,13 +222,19 @@ pub fn alignment(wanted: &Settings, server: &Settings) -> Option<String> {
     (!sql.is_empty()).then_some(sql)
 }
 
-/// A standard-conforming string literal (E'' is not needed: quotes double, backslashes are
-/// plain under `standard_conforming_strings=on`, which every supported server has).
+/// A string literal read the same whatever the server's `standard_conforming_strings`: a
+/// client may have left it `off` on the server, where a backslash in a plain literal starts
+/// an escape, so a value with one is written as an escape string (`E'…'`, backslashes
+/// doubled); quotes double in both forms.
 fn push_literal(sql: &mut String, value: &str) {
+    let escape = value.contains('\\');
+    if escape {
+        sql.push('E');
+    }
     sql.push('\'');
     for c in value.chars() {
-        if c == '\'' {
-            sql.push('\'');
+        if c == '\'' || (escape && c == '\\') {
+            sql.push(c);
         }
         sql.push(c);
     }
@@ -268,6 +274,15 @@ mod tests {
             Some("SET application_name TO 'o''k';")
         );
         assert_eq!(alignment(&wanted, &wanted), None);
+    }
+
+    #[test]
+    fn a_backslash_makes_an_escape_string_read_alike_under_either_quoting_rule() {
+        let wanted = settings(&[("application_name", r"C:\dir\it's")]);
+        assert_eq!(
+            alignment(&wanted, &Settings::new()).as_deref(),
+            Some(r"SET application_name TO E'C:\\dir\\it''s';")
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@ use pgyard_wire::frontend::encode_query;
 use pgyard_wire::frame::{decode_frame, Decoded};
 
 use super::prepared::{self, Rewrite};
-use super::{params, ClientOut, ClientSession, Lent, Phase, PoolMode};
+use super::{params, Alignment, ClientOut, ClientSession, Lent, Phase, PoolMode};
 use crate::scan::Frame;
 
 /// Largest client message in transaction mode, where messages are read whole.
@@ -25,8 +25,10 @@ impl ClientSession {
             Ok(Directive::Route(r)) => {
                 // In session mode the server is asked for at login: a ROUTE read while the
                 // welcome waits for it comes too late to choose the pool.
-                let assigned =
-                    matches!(self.phase, Phase::Welcome | Phase::Active | Phase::Aligning);
+                let assigned = matches!(
+                    self.phase,
+                    Phase::Welcome | Phase::Active | Phase::Aligning(_)
+                );
                 if self.config.pool_mode == PoolMode::Session && assigned {
                     let text = "ROUTE ignored: in session mode the route is fixed once a server is assigned";
                     self.notice(text);
@@ -60,9 +62,13 @@ impl ClientSession {
         // settings are aligned the server's stream is the proxy's, not the client's (which
         // stands between frames): held then, it would reach the client only after the reply
         // to the request that came with it.
-        let aligning = matches!(self.phase, Phase::Aligning);
+        let aligning = matches!(self.phase, Phase::Aligning(_));
         let mid_frame = self.server.is_some() && !aligning && !self.server_scan.at_boundary();
-        if mid_frame || matches!(self.phase, Phase::Welcome) {
+        let welcome = matches!(
+            self.phase,
+            Phase::Welcome | Phase::Aligning(Alignment { welcome: true, .. })
+        );
+        if mid_frame || welcome {
             self.held_notices.extend_from_slice(&buf);
         } else {
             self.out.push_back(ClientOut::ToClient(buf.freeze()));
@@ -271,21 +277,23 @@ impl ClientSession {
         let welcome = matches!(self.phase, Phase::Welcome);
         self.server = Some(server);
         self.status = b'I';
-        if welcome {
-            self.welcome();
-            if self.config.pool_mode == PoolMode::Transaction {
-                return;
-            }
-        }
         self.min_lsn = None;
+        // The welcome's server first takes the client's startup values, so that the login
+        // fails where a direct one would and the client is shown them as the server spells
+        // them (libpq-era drivers send `DateStyle=ISO`, which a server reports as
+        // `ISO, MDY`: compared as sent, every transaction would set it again).
         match self.alignment() {
             Some(sql) => {
                 let mut buf = BytesMut::new();
                 if encode_query(sql.as_bytes(), &mut buf).is_ok() {
                     self.out.push_back(ClientOut::ToServer(buf.freeze()));
                 }
-                self.phase = Phase::Aligning;
+                self.phase = Phase::Aligning(Alignment {
+                    welcome,
+                    failed: None,
+                });
             }
+            None if welcome => self.welcome(true),
             None => self.go_active(),
         }
     }
@@ -324,6 +332,75 @@ impl ClientSession {
         }
     }
 
+    /// The alignment's ReadyForQuery came; `rest` followed it in the same chunk.
+    fn aligned(&mut self, rest: Bytes) {
+        let Phase::Aligning(alignment) = std::mem::replace(&mut self.phase, Phase::Active) else {
+            return;
+        };
+        if let Some(error) = alignment.failed {
+            return self.refused_settings(alignment.welcome, &error);
+        }
+        if alignment.welcome {
+            self.take_server_spelling();
+            // A frame begun after the ReadyForQuery may be held whole in the scanner.
+            self.welcome(rest.is_empty() && self.server_scan.at_boundary());
+            if self.config.pool_mode == PoolMode::Transaction {
+                // The server went back (unusable if it said more): nothing it said is the
+                // client's.
+                return;
+            }
+        } else {
+            self.go_active();
+        }
+        // What the server said after the alignment's end was said between requests.
+        if !rest.is_empty() && !self.is_closed() {
+            self.out.push_back(ClientOut::ToClient(rest));
+        }
+    }
+
+    /// After the welcome's alignment: the client's startup values are shown and compared
+    /// from now on as the server spells them (`ISO, MDY` for `ISO`, `UTF8` for `utf8`), which
+    /// is what a direct login reports and what every later report will say.
+    fn take_server_spelling(&mut self) {
+        #[cfg(feature = "planted-bugs")]
+        if self.planted(super::PlantedBug::WelcomeShowsClientSpelling) {
+            return;
+        }
+        let Some(server) = self.server.as_ref() else {
+            return;
+        };
+        let names: Vec<String> = self.wanted.iter().map(|(n, _)| n.clone()).collect();
+        for name in names {
+            if let Some(value) = server.settings.tracked(&name) {
+                self.wanted.insert(name, value.clone());
+            }
+        }
+    }
+
+    /// The server refused the client's settings (a value it does not know, which a direct
+    /// login would have refused at startup, or which this server does not take though
+    /// another did): the client cannot have its session here and is ended with the server's
+    /// own error, made FATAL — after an AuthenticationOk at the welcome, as a server that
+    /// refuses a startup setting sends one first. The failed `SET`s changed nothing (the
+    /// statements of one simple query roll back together), so the server goes back clean.
+    fn refused_settings(&mut self, welcome: bool, error: &[u8]) {
+        if welcome {
+            let mut buf = BytesMut::new();
+            let _ = pgyard_wire::backend::Authentication::Ok.encode(&mut buf);
+            self.out.push_back(ClientOut::ToClient(buf.freeze()));
+        }
+        let fields = pgyard_wire::error_fields::ErrorFields::decode(error).ok();
+        let field = |code: u8| fields.and_then(|f| f.get(code));
+        let code = field(b'C').unwrap_or(b"08P01");
+        let message = field(b'M').map(String::from_utf8_lossy);
+        let message = message.unwrap_or("the server refused the client's session settings".into());
+        // What the client sent meanwhile was held, never sent: the server owes it nothing.
+        self.pending.clear();
+        self.outstanding = 0;
+        self.unsynced = false;
+        self.fatal(code, &message);
+    }
+
     fn go_active(&mut self) {
         self.phase = Phase::Active;
         if !self.pending.is_empty() {
@@ -359,7 +436,7 @@ impl ClientSession {
 
     /// The frames of one server chunk (`bytes`), relayed to the client.
     fn relay_server_frames(&mut self, bytes: Bytes, frames: &[Frame]) {
-        let aligning = matches!(self.phase, Phase::Aligning);
+        let aligning = matches!(self.phase, Phase::Aligning(_));
         let mut ready_at = None;
         // Transaction mode: the ReadyForQuery that ends the transaction. What follows it in
         // the chunk was said by a server between transactions (a shutdown's FATAL): it is
@@ -372,6 +449,13 @@ impl ClientSession {
             let body = f.body.as_deref().unwrap_or_default();
             match f.tag {
                 b'S' => self.note_setting(body, aligning),
+                b'E' if aligning => {
+                    // Its text when it came whole in this chunk (a SET's error is short).
+                    let text = f.start.map(|s| bytes.slice(s + 5..f.end));
+                    if let Phase::Aligning(a) = &mut self.phase {
+                        a.failed.get_or_insert(text.unwrap_or_default());
+                    }
+                }
                 b'Z' if aligning => {
                     ready_at = Some(f.end);
                     break;
@@ -409,13 +493,8 @@ impl ClientSession {
             }
         }
         if aligning {
-            // The alignment's replies are the proxy's; what follows them is the client's.
             if let Some(end) = ready_at {
-                self.go_active();
-                let rest = bytes.slice(end..);
-                if !rest.is_empty() && !self.is_closed() {
-                    self.out.push_back(ClientOut::ToClient(rest));
-                }
+                self.aligned(bytes.slice(end..));
             }
             return;
         }
@@ -512,13 +591,15 @@ impl ClientSession {
         }
     }
 
-    pub(super) fn release_between_transactions(&mut self) {
+    /// Gives the server back between transactions: unusable when it said something nobody
+    /// asked for (a shutdown's FATAL), whose rest the scanner must not carry over.
+    pub(super) fn release_between_transactions(&mut self, reusable: bool) {
         self.prepared.reset_queue();
         if let Some(server) = self.server.take() {
-            self.out.push_back(ClientOut::Release {
-                server,
-                reusable: true,
-            });
+            self.out.push_back(ClientOut::Release { server, reusable });
+        }
+        if !reusable {
+            self.server_scan = super::server_scanner();
         }
     }
 
@@ -534,6 +615,12 @@ impl ClientSession {
             server,
             reusable: false,
         });
+        if matches!(self.phase, Phase::Aligning(Alignment { welcome: true, .. })) {
+            // Nothing of the client's reached it: the welcome waits for another server.
+            self.server_scan = super::server_scanner();
+            self.phase = Phase::Welcome;
+            return self.acquire(self.route);
+        }
         let owed = self.outstanding > 0 || self.unsynced || self.status != b'I';
         let session = self.config.pool_mode == PoolMode::Session;
         // Header bytes held back never reached the client.

@@ -14,7 +14,7 @@ use pgyard_wire::frame::{decode_frame, Decoded, ProtocolVersion};
 use pgyard_wire::frontend::{is_protocol_option, StartupMessage, StartupPacket};
 use pgyard_wire::middleware::SplitItem;
 
-use super::{params, ClientAuth, ClientOut, ClientSession, Identity, Phase, PoolMode};
+use super::{params, Alignment, ClientAuth, ClientOut, ClientSession, Identity, Phase, PoolMode};
 
 /// The protocol option a client asks for middleware messages with.
 pub const MIDDLEWARE_OPTION: &[u8] = b"_pq_.middleware_messages";
@@ -56,7 +56,9 @@ impl ClientSession {
         match self.phase {
             Phase::Startup => self.startup_packet(now, bytes),
             Phase::Login(_) => self.login_bytes(&bytes),
-            Phase::Welcome => self.fatal(b"08P01", "message received before the server was ready"),
+            Phase::Welcome | Phase::Aligning(Alignment { welcome: true, .. }) => {
+                self.fatal(b"08P01", "message received before the server was ready")
+            }
             Phase::Admin { .. } => self.admin_bytes(&bytes),
             _ => self.client_frames(now, bytes),
         }
@@ -336,8 +338,9 @@ impl ClientSession {
     }
 
     /// AuthenticationOk, the settings a direct connection would report, the proxy's cancel
-    /// key, and ReadyForQuery.
-    pub(super) fn welcome(&mut self) {
+    /// key, and ReadyForQuery; in transaction mode the server goes back, reusable when
+    /// `clean` (it said nothing after the alignment's end).
+    pub(super) fn welcome(&mut self, clean: bool) {
         let mut buf = BytesMut::new();
         let _ = Authentication::Ok.encode(&mut buf);
         #[allow(unused_mut)]
@@ -370,7 +373,7 @@ impl ClientSession {
         }
         match self.config.pool_mode {
             PoolMode::Transaction => {
-                self.release_between_transactions();
+                self.release_between_transactions(clean);
                 self.phase = Phase::Idle;
                 if self.draining {
                     self.shut();

@@ -82,3 +82,33 @@ pub fn query(sql: &str) -> Vec<u8> {
     pgyard_wire::frontend::encode_query(sql.as_bytes(), &mut b).expect("query");
     b.to_vec()
 }
+
+/// What a server answers to the proxy's alignment (a Query of `SET name TO 'value';`
+/// statements): a `SET` tag each, a ParameterStatus for each value as `spell` writes it (a
+/// server reports its own spelling), and ReadyForQuery `I`.
+#[allow(dead_code)] // not every test binary aligns
+pub fn answer_alignment(query: &[u8], spell: impl Fn(&str, &str) -> String) -> bytes::Bytes {
+    use pgyard_wire::backend;
+    let sql = String::from_utf8_lossy(&query[5..query.len() - 1]).into_owned();
+    let mut b = bytes::BytesMut::new();
+    let mut reports = Vec::new();
+    for statement in sql.split(';').filter(|s| !s.is_empty()) {
+        let (name, literal) = statement
+            .strip_prefix("SET ")
+            .and_then(|s| s.split_once(" TO "))
+            .expect("an alignment statement");
+        let value = literal.trim_matches('\'').replace("''", "'");
+        backend::encode_command_complete(b"SET", &mut b).expect("C");
+        reports.push((name.to_owned(), spell(name, &value)));
+    }
+    for (name, value) in reports {
+        backend::ParameterStatus {
+            name: name.as_bytes(),
+            value: value.as_bytes(),
+        }
+        .encode(&mut b)
+        .expect("S");
+    }
+    backend::encode_ready_for_query(backend::TransactionStatus::Idle, &mut b);
+    b.freeze()
+}

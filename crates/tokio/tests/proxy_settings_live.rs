@@ -1,0 +1,183 @@
+//! A client's startup settings through `pgyard proxy` in transaction mode, against a real
+//! PostgreSQL 18 (session 33): shown as the server spells them, as a direct login shows them;
+//! set once, not before every transaction; refused at login when the server refuses them;
+//! and a value with a backslash set intact on a server another client left with
+//! `standard_conforming_strings = off`.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use pgyard_proxy::{ClientAuth, ClientConfig, PoolMode, PoolSettings};
+use pgyard_testkit::cluster::{Options, Primary};
+use pgyard_tokio::proxy::{spawn, ProxyConfig};
+use pgyard_wire::error_fields::ErrorFields;
+use pgyard_wire::frame::ProtocolVersion;
+use pgyard_wire::frontend;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// A transaction-mode proxy with one server connection in front of the server on `port`.
+async fn proxy(port: u16) -> SocketAddr {
+    let client = ClientConfig {
+        login_timeout: Duration::from_secs(10),
+        ..ClientConfig::new(ClientAuth::Trust, PoolMode::Transaction)
+    };
+    let mut config = ProxyConfig::new(format!("host=127.0.0.1 port={port}"), client);
+    config.pool = PoolSettings {
+        size: 1,
+        wait_timeout: Duration::from_secs(30),
+        ..PoolSettings::default()
+    };
+    config.seed = Some(3);
+    let proxy = spawn(config, "127.0.0.1:0".parse().expect("an address"));
+    proxy.await.expect("proxy").addr
+}
+
+/// A client speaking the protocol by hand, so that its StartupMessage says exactly what a
+/// driver's would.
+struct Raw {
+    sock: TcpStream,
+    buf: BytesMut,
+}
+
+impl Raw {
+    /// Connects and sends a StartupMessage with `extra` beside user and database.
+    async fn start(addr: SocketAddr, extra: &[(&str, &str)]) -> Raw {
+        let mut params: Vec<(&[u8], &[u8])> =
+            vec![(b"user", b"postgres"), (b"database", b"postgres")];
+        params.extend(extra.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())));
+        let mut b = BytesMut::new();
+        frontend::encode_startup(ProtocolVersion::V3_0, &params, &mut b).expect("startup");
+        let mut sock = TcpStream::connect(addr).await.expect("connect");
+        sock.write_all(&b).await.expect("write");
+        Raw {
+            sock,
+            buf: BytesMut::new(),
+        }
+    }
+
+    /// The next message (tag, body); `None` at the end of the stream.
+    async fn message(&mut self) -> Option<(u8, Vec<u8>)> {
+        loop {
+            if self.buf.len() >= 5 {
+                let len = u32::from_be_bytes(self.buf[1..5].try_into().expect("4 bytes")) as usize;
+                if self.buf.len() > len {
+                    let frame = self.buf.split_to(1 + len);
+                    return Some((frame[0], frame[5..].to_vec()));
+                }
+            }
+            let read =
+                tokio::time::timeout(Duration::from_secs(20), self.sock.read_buf(&mut self.buf));
+            if read.await.expect("an answer in time").expect("read") == 0 {
+                return None;
+            }
+        }
+    }
+
+    /// Messages up to and including ReadyForQuery (or the end of the stream).
+    async fn until_ready(&mut self) -> Vec<(u8, Vec<u8>)> {
+        let mut all = Vec::new();
+        while let Some(m) = self.message().await {
+            let done = m.0 == b'Z';
+            all.push(m);
+            if done {
+                break;
+            }
+        }
+        all
+    }
+
+    /// The first column of the first row of `sql`.
+    async fn one(&mut self, sql: &str) -> String {
+        let mut b = BytesMut::new();
+        frontend::encode_query(sql.as_bytes(), &mut b).expect("query");
+        self.sock.write_all(&b).await.expect("write");
+        let reply = self.until_ready().await;
+        let row = reply
+            .iter()
+            .find(|(t, _)| *t == b'D')
+            .unwrap_or_else(|| panic!("{sql}: {reply:?}"));
+        let len = i32::from_be_bytes(row.1[2..6].try_into().expect("4 bytes")) as usize;
+        String::from_utf8_lossy(&row.1[6..6 + len]).into_owned()
+    }
+}
+
+/// The value of ParameterStatus `name` among `messages`.
+fn status(messages: &[(u8, Vec<u8>)], name: &str) -> Option<String> {
+    messages.iter().find_map(|(tag, body)| {
+        let mut parts = body.split(|&b| b == 0);
+        (*tag == b'S' && parts.next() == Some(name.as_bytes()))
+            .then(|| String::from_utf8_lossy(parts.next().unwrap_or_default()).into_owned())
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn startup_settings_are_spelt_as_the_server_spells_them_set_once_or_refused() {
+    let primary =
+        Primary::start(Options::default().conf("log_statement = 'all'")).expect("primary");
+    let p = primary.port();
+    let addr = proxy(p).await;
+    let asked = [
+        ("DateStyle", "ISO"),
+        ("TimeZone", "europe/paris"),
+        ("client_encoding", "utf8"),
+    ];
+
+    // What a direct login shows, then the same through the proxy.
+    let mut direct = Raw::start(format!("127.0.0.1:{p}").parse().expect("addr"), &asked).await;
+    let direct_welcome = direct.until_ready().await;
+    let mut c = Raw::start(addr, &asked).await;
+    let welcome = c.until_ready().await;
+    for name in ["DateStyle", "TimeZone", "client_encoding"] {
+        let shown = status(&welcome, name);
+        assert!(shown.is_some(), "{name}: {welcome:?}");
+        assert_eq!(shown, status(&direct_welcome, name), "{name}");
+    }
+    assert_eq!(status(&welcome, "DateStyle").as_deref(), Some("ISO, MDY"));
+
+    // Three transactions on the one server: the settings were set before the welcome and are
+    // never set again.
+    for _ in 0..3 {
+        assert_eq!(c.one("show DateStyle").await, "ISO, MDY");
+    }
+    assert_eq!(c.one("show TimeZone").await, "Europe/Paris");
+    let sets = primary.log_text().matches("SET DateStyle TO 'ISO'").count();
+    assert_eq!(sets, 1, "the alignment ran once");
+
+    // A value the server refuses ends the login with the server's own error, as directly.
+    let bad = [("TimeZone", "Not/AZone")];
+    let mut d = Raw::start(addr, &bad).await;
+    let refused = d.until_ready().await;
+    let mut direct = Raw::start(format!("127.0.0.1:{p}").parse().expect("addr"), &bad).await;
+    let direct_refused = direct.until_ready().await;
+    let error = |m: &[(u8, Vec<u8>)]| {
+        let (_, body) = m.iter().find(|(t, _)| *t == b'E').expect("an error");
+        let f = ErrorFields::decode(body).expect("fields");
+        let text = |v: Option<&[u8]>| String::from_utf8_lossy(v.unwrap_or_default()).into_owned();
+        (text(f.severity()), text(f.code()), text(f.message()))
+    };
+    assert_eq!(error(&refused), error(&direct_refused));
+    assert_eq!(refused.first().map(|m| m.0), Some(b'R'));
+    assert_eq!(
+        refused.last().map(|m| m.0),
+        Some(b'E'),
+        "and then the end: {refused:?}"
+    );
+
+    // The server the refusal used is still good: the next transaction runs on it.
+    assert_eq!(c.one("show TimeZone").await, "Europe/Paris");
+
+    // One client leaves the server with standard_conforming_strings off; a backslash in the
+    // next client's application_name must still reach the server as written.
+    let mut e = Raw::start(addr, &[]).await;
+    e.until_ready().await;
+    e.one("select set_config('standard_conforming_strings', 'off', false)")
+        .await;
+    let app = r"C:\temp\it's";
+    let mut f = Raw::start(addr, &[("application_name", app)]).await;
+    let welcome = f.until_ready().await;
+    assert_eq!(status(&welcome, "application_name").as_deref(), Some(app));
+    assert_eq!(f.one("show application_name").await, app);
+    assert_eq!(f.one("show standard_conforming_strings").await, "on");
+}

@@ -1,0 +1,188 @@
+//! The settings a client sends in its StartupMessage, as the simulated PostgreSQL 18 behind
+//! the proxy takes them when the proxy sets them before the welcome: spelt the server's own
+//! way (`ISO` becomes `ISO, MDY`, `utf8` becomes `UTF8`), or refused, as a direct login
+//! would refuse them.
+
+use std::collections::BTreeMap;
+
+use bytes::{Bytes, BytesMut};
+use pgyard_types::Rng;
+use pgyard_wire::backend::{self, ParameterStatus, TransactionStatus};
+use pgyard_wire::error_fields::encode_error_response;
+
+use super::proxy_login::fail;
+use crate::Violation;
+use pgyard_types::uniform_inclusive;
+
+/// Tracked settings a client asks for (any case in the name, as GUC names are), each value
+/// spelt as the server spells it, otherwise, or one the server refuses.
+pub(super) fn draw_asked(rng: &mut Rng) -> Vec<(&'static str, &'static str)> {
+    let choices: [(&str, [&str; 3]); 3] = [
+        ("datestyle", ["SQL, DMY", "sql,dmy", "ISO"]),
+        ("TimeZone", ["Europe/Paris", "europe/paris", "Not/AZone"]),
+        ("client_encoding", ["LATIN1", "latin1", "utf8"]),
+    ];
+    let mut asked = Vec::new();
+    for (name, values) in choices {
+        if uniform_inclusive(rng, 2) == 0 {
+            // The refused zone is the rarest: one client in eighteen that sends a zone.
+            let pick = match uniform_inclusive(rng, 5) {
+                0..=2 => 0,
+                3 | 4 => 1,
+                _ => 2,
+            };
+            asked.push((name, values[pick]));
+        }
+    }
+    asked
+}
+
+/// The server's spelling of `value` for the tracked setting `name` (PostgreSQL's spelling of
+/// the name), or the text of its refusal; `have` is what the server has now.
+fn spell(name: &str, value: &str, have: &BTreeMap<String, String>) -> Result<String, String> {
+    let refused = || format!("invalid value for parameter \"{name}\": \"{value}\"");
+    match name {
+        "DateStyle" => {
+            let parts: Vec<String> = value.split(',').map(|p| p.trim().to_uppercase()).collect();
+            let style = ["ISO", "SQL", "POSTGRES", "GERMAN"];
+            let order = ["DMY", "MDY", "YMD"];
+            let current = have
+                .get(name)
+                .and_then(|v| v.split(", ").nth(1))
+                .unwrap_or("MDY");
+            let s = parts.iter().find(|p| style.contains(&p.as_str()));
+            let o = parts.iter().find(|p| order.contains(&p.as_str()));
+            let s = s.ok_or_else(refused)?;
+            Ok(format!("{s}, {}", o.map_or(current, String::as_str)))
+        }
+        "TimeZone" => ["Europe/Paris", "UTC"]
+            .into_iter()
+            .find(|z| z.eq_ignore_ascii_case(value))
+            .map(str::to_owned)
+            .ok_or_else(refused),
+        "client_encoding" => {
+            let upper = value.to_uppercase();
+            ["UTF8", "LATIN1"]
+                .contains(&upper.as_str())
+                .then_some(upper)
+                .ok_or_else(refused)
+        }
+        _ => Ok(value.to_owned()),
+    }
+}
+
+/// The server's answer to the proxy's alignment, a Query of `SET name TO 'value';`
+/// statements: a `SET` tag each, then each setting whose value changed as it spells it, then
+/// ReadyForQuery; or, when it refuses a value, ERROR 22023 and ReadyForQuery, with nothing
+/// changed (the statements of one query string roll back together). `have` is updated; the
+/// refusal's text is returned with the answer.
+pub(super) fn answer(
+    query: &[u8],
+    have: &mut BTreeMap<String, String>,
+) -> Result<(Bytes, Option<String>), Violation> {
+    let unreadable = || {
+        let text = String::from_utf8_lossy(query);
+        fail(
+            "welcome-as-documented",
+            format!("an alignment the server cannot read: {text:?}"),
+        )
+    };
+    let body = query
+        .get(5..query.len().saturating_sub(1))
+        .ok_or_else(unreadable)?;
+    let sql = std::str::from_utf8(body).map_err(|_| unreadable())?;
+    let mut spelt = Vec::new();
+    for statement in sql.split(';').filter(|s| !s.is_empty()) {
+        let (name, literal) = statement
+            .strip_prefix("SET ")
+            .and_then(|s| s.split_once(" TO "))
+            .ok_or_else(unreadable)?;
+        let value = literal
+            .strip_prefix('\'')
+            .and_then(|v| v.strip_suffix('\''))
+            .ok_or_else(unreadable)?;
+        spelt.push((name.to_owned(), spell(name, value, have)));
+    }
+    let mut out = BytesMut::new();
+    if let Some(Err(text)) = spelt.iter().map(|(_, s)| s).find(|s| s.is_err()) {
+        let fields: [(u8, &[u8]); 4] = [
+            (b'S', b"ERROR"),
+            (b'V', b"ERROR"),
+            (b'C', b"22023"),
+            (b'M', text.as_bytes()),
+        ];
+        let _ = encode_error_response(&fields, &mut out);
+        backend::encode_ready_for_query(TransactionStatus::Idle, &mut out);
+        return Ok((out.freeze(), Some(text.clone())));
+    }
+    for _ in &spelt {
+        let _ = backend::encode_command_complete(b"SET", &mut out);
+    }
+    for (name, value) in spelt {
+        let value = value.unwrap_or_default();
+        if have.get(&name) != Some(&value) {
+            let _ = ParameterStatus {
+                name: name.as_bytes(),
+                value: value.as_bytes(),
+            }
+            .encode(&mut out);
+            have.insert(name, value);
+        }
+    }
+    backend::encode_ready_for_query(TransactionStatus::Idle, &mut out);
+    Ok((out.freeze(), None))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_server_spells_values_its_way_and_refuses_unknown_ones() {
+        let have: BTreeMap<String, String> = [("DateStyle".to_owned(), "ISO, MDY".to_owned())]
+            .into_iter()
+            .collect();
+        assert_eq!(
+            spell("DateStyle", "sql,dmy", &have).as_deref(),
+            Ok("SQL, DMY")
+        );
+        assert_eq!(spell("DateStyle", "ISO", &have).as_deref(), Ok("ISO, MDY"));
+        assert_eq!(
+            spell("TimeZone", "europe/paris", &have).as_deref(),
+            Ok("Europe/Paris")
+        );
+        assert_eq!(
+            spell("client_encoding", "utf8", &have).as_deref(),
+            Ok("UTF8")
+        );
+        assert!(spell("TimeZone", "Not/AZone", &have).is_err());
+    }
+
+    #[test]
+    fn a_refusal_changes_nothing_and_a_change_is_reported_once() {
+        let mut have: BTreeMap<String, String> = [
+            ("DateStyle".to_owned(), "ISO, MDY".to_owned()),
+            ("TimeZone".to_owned(), "UTC".to_owned()),
+        ]
+        .into_iter()
+        .collect();
+        let mut q = BytesMut::new();
+        let sql = b"SET DateStyle TO 'ISO';SET TimeZone TO 'Not/AZone';";
+        pgyard_wire::frontend::encode_query(sql, &mut q).expect("Q");
+        let before = have.clone();
+        let (_, refused) = answer(&q, &mut have).expect("readable");
+        assert!(refused.is_some_and(|t| t.contains("Not/AZone")));
+        assert_eq!(have, before);
+        let mut q = BytesMut::new();
+        let sql = b"SET DateStyle TO 'ISO';SET TimeZone TO 'europe/paris';";
+        pgyard_wire::frontend::encode_query(sql, &mut q).expect("Q");
+        let (reply, refused) = answer(&q, &mut have).expect("readable");
+        assert!(refused.is_none());
+        let text = String::from_utf8_lossy(&reply);
+        assert!(text.contains("TimeZone\0Europe/Paris\0"), "{text:?}");
+        assert!(
+            !text.contains("DateStyle"),
+            "unchanged, so not reported: {text:?}"
+        );
+    }
+}
