@@ -88,12 +88,19 @@ impl Raw {
         all
     }
 
-    /// The first column of the first row of `sql`.
-    async fn one(&mut self, sql: &str) -> String {
+    /// Runs `sql`, which must not fail; its reply.
+    async fn exec(&mut self, sql: &str) -> Vec<(u8, Vec<u8>)> {
         let mut b = BytesMut::new();
         frontend::encode_query(sql.as_bytes(), &mut b).expect("query");
         self.sock.write_all(&b).await.expect("write");
         let reply = self.until_ready().await;
+        assert!(reply.iter().all(|(t, _)| *t != b'E'), "{sql}: {reply:?}");
+        reply
+    }
+
+    /// The first column of the first row of `sql`.
+    async fn one(&mut self, sql: &str) -> String {
+        let reply = self.exec(sql).await;
         let row = reply
             .iter()
             .find(|(t, _)| *t == b'D')
@@ -180,4 +187,60 @@ async fn startup_settings_are_spelt_as_the_server_spells_them_set_once_or_refuse
     assert_eq!(status(&welcome, "application_name").as_deref(), Some(app));
     assert_eq!(f.one("show application_name").await, app);
     assert_eq!(f.one("show standard_conforming_strings").await, "on");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_path_follows_the_client_where_the_server_reports_it() {
+    let primary = Primary::start(Options::default()).expect("primary");
+    let addr = proxy(primary.port()).await;
+
+    // One server connection: what a client sets is on it when the next client comes.
+    let mut a = Raw::start(addr, &[]).await;
+    let login = status(&a.until_ready().await, "search_path").expect("PostgreSQL 18 reports it");
+    a.exec("set search_path to pg_catalog, public").await;
+    let mut b = Raw::start(addr, &[]).await;
+    assert_eq!(
+        status(&b.until_ready().await, "search_path"),
+        Some(login.clone())
+    );
+    assert_eq!(b.one("show search_path").await, login);
+    assert_eq!(a.one("show search_path").await, "pg_catalog, public");
+
+    // pg_dump's way of emptying it (GitLab's outage through PgBouncer, its issue #89).
+    a.one("select pg_catalog.set_config('search_path', '', false)")
+        .await;
+    assert_eq!(b.one("show search_path").await, login);
+    assert_eq!(a.one("show search_path").await, "");
+
+    // A startup search_path is taken, as a direct login takes it.
+    let mut c = Raw::start(addr, &[("search_path", "information_schema, public")]).await;
+    let welcome = c.until_ready().await;
+    assert_eq!(
+        status(&welcome, "search_path").as_deref(),
+        Some("information_schema, public")
+    );
+    assert_eq!(c.one("select count(*) > 0 from tables").await, "t");
+    assert_eq!(b.one("show search_path").await, login);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_does_not_report_search_path_neither_shows_nor_sets_it() {
+    let options = Options::default()
+        .major(pgyard_testkit::postgres::Major::V17)
+        .conf("log_statement = 'all'");
+    let primary = Primary::start(options).expect("a PostgreSQL 17 primary");
+    let addr = proxy(primary.port()).await;
+    let mut c = Raw::start(addr, &[("search_path", "information_schema, public")]).await;
+    let welcome = c.until_ready().await;
+    assert_eq!(
+        status(&welcome, "server_version").map(|v| v.starts_with("17")),
+        Some(true)
+    );
+    assert_eq!(status(&welcome, "search_path"), None, "{welcome:?}");
+    assert_eq!(c.one("show search_path").await, r#""$user", public"#);
+    assert_eq!(c.one("show search_path").await, r#""$user", public"#);
+    assert!(
+        !primary.log_text().contains("set_config"),
+        "nothing tried to set it"
+    );
 }

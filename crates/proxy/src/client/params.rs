@@ -1,20 +1,28 @@
 //! The session settings that follow a client from server to server in transaction mode:
 //! what the client should see (from its StartupMessage and from every ParameterStatus its
 //! servers sent it), compared with what a server has, turned into the `SET`s that align them.
+//!
+//! Besides the six settings every supported server reports, `search_path` follows the client
+//! where the server reports it (PostgreSQL 18 does; 17 does not, and there it is neither
+//! compared nor set, nor shown to a client that asked for it at startup).
 
 use std::collections::BTreeMap;
 
 use crate::pool::ServerId;
 
 /// The reported settings a client's view is kept for, with PostgreSQL's spelling.
-pub const TRACKED: [&str; 6] = [
+pub const TRACKED: [&str; 7] = [
     "client_encoding",
     "DateStyle",
     "TimeZone",
     "IntervalStyle",
     "standard_conforming_strings",
     "application_name",
+    "search_path",
 ];
+
+/// `search_path`'s slot: tracked only where the server reports it.
+const SEARCH_PATH: usize = 6;
 
 /// PostgreSQL's spelling of a tracked name in any case (GUC names are case-insensitive).
 pub fn tracked(name: &str) -> Option<&'static str> {
@@ -26,7 +34,7 @@ pub fn tracked(name: &str) -> Option<&'static str> {
 
 /// `TRACKED`'s indices in the order of the names' bytes, so the `SET`s come out in the order
 /// a map of the names would list them.
-const BY_NAME: [usize; 6] = [1, 3, 2, 5, 0, 4];
+const BY_NAME: [usize; 7] = [1, 3, 2, 5, 0, 6, 4];
 
 /// The slot of a tracked name in PostgreSQL's spelling (servers report them so).
 fn slot(name: &str) -> Option<usize> {
@@ -34,7 +42,7 @@ fn slot(name: &str) -> Option<usize> {
 }
 
 /// Settings by name, with the tracked ones also kept in fixed slots: a transaction's
-/// alignment compares six values instead of looking names up in two maps. (The slots are
+/// alignment compares seven values instead of looking names up in two maps. (The slots are
 /// boxed: a lent server's record moves between the pools and its client every transaction.)
 /// Equality is by the current values; the count of changes to the tracked values and the
 /// values a server logged in with are history.
@@ -44,8 +52,8 @@ pub struct Settings {
     /// The tracked values as [`Settings::insert`] set them: for a server, what its login
     /// reported, which is what `DISCARD ALL` returns it to and what a direct connection is
     /// shown, whatever an earlier client `SET` since ([`Settings::report`]).
-    made_with: Box<[Option<String>; 6]>,
-    tracked: Box<[Option<String>; 6]>,
+    made_with: Box<[Option<String>; 7]>,
+    tracked: Box<[Option<String>; 7]>,
     hot_standby: Option<bool>,
     /// How many times a tracked value changed: a client that found this server aligned
     /// with it knows it still is while the count stands ([`Verified`]).
@@ -90,6 +98,18 @@ impl Settings {
             self.hot_standby = Some(value == "on");
         }
         self.all.insert(name, value)
+    }
+
+    /// Drops `name` (a client's startup `search_path` where the server does not report it,
+    /// so it is neither shown nor set).
+    pub fn forget(&mut self, name: &str) {
+        if let Some(i) = slot(name) {
+            if self.tracked[i].take().is_some() {
+                self.changes += 1;
+            }
+            self.made_with[i] = None;
+        }
+        self.all.remove(name);
     }
 
     /// The value of `name`.
@@ -168,7 +188,7 @@ const VERIFIED_MAX: usize = 64;
 
 /// The servers a client found aligned with what it wants (by [`alignment`]), each with the
 /// count of its settings' changes then, for the count of the client's own changes then:
-/// while neither count moves, the server is still aligned and the six comparisons can be
+/// while neither count moves, the server is still aligned and the seven comparisons can be
 /// skipped. Server ids are never reused, and a server's record keeps its count for its life.
 #[derive(Debug, Default)]
 pub(super) struct Verified {
@@ -203,14 +223,24 @@ impl Verified {
 }
 
 /// One `SET` per tracked setting the client wants and the server has otherwise, as one
-/// simple-query string (`None` when they agree). Only the tracked settings are compared.
+/// simple-query string (`None` when they agree). Only the tracked settings are compared, and
+/// `search_path` only on a server that reports it. `search_path` is set with `set_config`,
+/// whose value is read as the list it is (`SET search_path TO '"$user", public'` would name
+/// one schema); its row is the proxy's, as every reply to the alignment is.
 pub fn alignment(wanted: &Settings, server: &Settings) -> Option<String> {
     let mut sql = String::new();
     for i in BY_NAME {
         let Some(value) = &wanted.tracked[i] else {
             continue;
         };
-        if server.tracked[i].as_ref() == Some(value) {
+        let theirs = server.tracked[i].as_ref();
+        if theirs == Some(value) || (i == SEARCH_PATH && theirs.is_none()) {
+            continue;
+        }
+        if i == SEARCH_PATH {
+            sql.push_str("SELECT pg_catalog.set_config('search_path', ");
+            push_literal(&mut sql, value);
+            sql.push_str(", false);");
             continue;
         }
         sql.push_str("SET ");
@@ -277,6 +307,21 @@ mod tests {
     }
 
     #[test]
+    fn search_path_is_set_as_a_list_and_only_where_the_server_reports_it() {
+        let wanted = settings(&[("search_path", r#""$user", public"#)]);
+        assert_eq!(
+            alignment(&wanted, &Settings::new()),
+            None,
+            "PostgreSQL 17 reports none"
+        );
+        let server = settings(&[("search_path", "")]);
+        assert_eq!(
+            alignment(&wanted, &server).as_deref(),
+            Some(r#"SELECT pg_catalog.set_config('search_path', '"$user", public', false);"#)
+        );
+    }
+
+    #[test]
     fn a_backslash_makes_an_escape_string_read_alike_under_either_quoting_rule() {
         let wanted = settings(&[("application_name", r"C:\dir\it's")]);
         assert_eq!(
@@ -293,14 +338,19 @@ mod tests {
         assert_eq!(by_name, names);
         let all: Vec<(&str, &str)> = TRACKED.iter().map(|&n| (n, "x")).collect();
         let mut wanted = settings(&all);
-        wanted.insert("search_path".into(), "s".into());
-        let sql = alignment(&wanted, &Settings::new()).expect("every setting differs");
+        wanted.insert("extra_float_digits".into(), "3".into());
+        let server: Settings = [("search_path", "y")].into_iter().collect();
+        let sql = alignment(&wanted, &server).expect("every setting differs");
         let order: Vec<&str> = sql
             .split(';')
-            .filter_map(|s| s.strip_prefix("SET "))
-            .map(|s| s.split(' ').next().unwrap_or_default())
+            .filter(|s| !s.is_empty())
+            .map(|s| match s.strip_prefix("SET ") {
+                Some(set) => set.split(' ').next().unwrap_or_default(),
+                None => "search_path",
+            })
             .collect();
         assert_eq!(order, names);
+        assert!(sql.contains("SELECT pg_catalog.set_config('search_path', 'x', false);"));
     }
 
     #[test]
@@ -332,7 +382,8 @@ mod tests {
     fn names_are_matched_without_case() {
         assert_eq!(tracked("timezone"), Some("TimeZone"));
         assert_eq!(tracked("DATESTYLE"), Some("DateStyle"));
-        assert_eq!(tracked("search_path"), None);
+        assert_eq!(tracked("Search_Path"), Some("search_path"));
+        assert_eq!(tracked("extra_float_digits"), None);
     }
 
     #[test]

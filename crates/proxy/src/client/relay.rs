@@ -278,6 +278,15 @@ impl ClientSession {
         self.server = Some(server);
         self.status = b'I';
         self.min_lsn = None;
+        if welcome
+            && self
+                .server
+                .as_ref()
+                .is_some_and(|s| s.settings.get("search_path").is_none())
+        {
+            // A server that does not report it (PostgreSQL 17) neither shows nor takes it.
+            self.wanted.forget("search_path");
+        }
         // The welcome's server first takes the client's startup values, so that the login
         // fails where a direct one would and the client is shown them as the server spells
         // them (libpq-era drivers send `DateStyle=ISO`, which a server reports as
