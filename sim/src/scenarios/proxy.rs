@@ -640,9 +640,9 @@ impl World {
         if self.cluster.wal != before {
             self.cluster.committed(now);
         }
-        for (key, zone) in started {
+        for (key, zone, path) in started {
             self.check_placement(key, server, node)?;
-            self.check_settings(key, &zone, server)?;
+            self.check_settings(key, (&zone, &path), server)?;
         }
         Ok(())
     }
@@ -680,27 +680,29 @@ impl World {
         Ok(())
     }
 
-    /// A transaction's first message reached `server` while its `TimeZone` was `zone`: the
-    /// client's own, what it sent at startup or `SET` since, or else the servers' login value
-    /// (never what another client left there).
+    /// A transaction's first message reached `server` while its `TimeZone` and `search_path`
+    /// were `(zone, path)`: the client's own, what it sent at startup or set since, or else
+    /// the servers' login values (never what another client left there).
     fn check_settings(
         &self,
         key: (u64, u64),
-        zone: &str,
+        (zone, path): (&str, &str),
         server: ServerId,
     ) -> Result<(), Violation> {
         let Some(client) = self.clients.get(key.0 as usize) else {
             return Ok(());
         };
-        if zone == client.zone() {
+        if zone == client.zone() && path == client.path() {
             return Ok(());
         }
         let detail = format!(
-            "client {} transaction {} ran on server {} with TimeZone {zone}; the client's is {}",
+            "client {} transaction {} ran on server {} with TimeZone {zone} and search_path \
+             {path}; the client's are {} and {}",
             key.0,
             key.1,
             server.0,
-            client.zone()
+            client.zone(),
+            client.path()
         );
         Err(violation("settings-follow-the-client", detail))
     }

@@ -18,7 +18,7 @@ use pgyard_wire::frame::{decode_frame, Decoded, ProtocolVersion};
 use pgyard_wire::frontend;
 use pgyard_wire::middleware::encode_middleware;
 
-use super::proxy_cluster::ZONE;
+use super::proxy_cluster::{PATH, ZONE};
 use super::proxy_plan::{Kind, Pre, Txn};
 use crate::Violation;
 
@@ -137,6 +137,9 @@ pub(super) struct Client {
     /// Its `TimeZone` on this connection: the startup one or else the servers' login value,
     /// then what its own `settz` set. Its transactions must run with it.
     zone: String,
+    /// Its `search_path` on this connection: the servers' login value, then what its own
+    /// `setsp` set. Its transactions must run with it.
+    path: String,
 }
 
 /// The zone a client starts with: the one it sends, as the servers spell it,
@@ -157,6 +160,7 @@ impl Client {
         Client {
             zone: spelt(startup_zone.as_deref()),
             startup_zone,
+            path: PATH.to_owned(),
             c,
             session,
             gen: 0,
@@ -226,11 +230,17 @@ impl Client {
         self.notices_owed = 0;
         self.cancel_sent = false;
         self.zone = spelt(self.startup_zone.as_deref());
+        PATH.clone_into(&mut self.path);
     }
 
     /// Its `TimeZone` on this connection.
     pub(super) fn zone(&self) -> &str {
         &self.zone
+    }
+
+    /// Its `search_path` on this connection.
+    pub(super) fn path(&self) -> &str {
+        &self.path
     }
 
     /// Whether its connection ended in the middle of a message (the proxy had nothing
@@ -310,6 +320,7 @@ impl Client {
             Kind::SetVar => query(&mut b, format!("set {c} t{t} n0").into_bytes()),
             Kind::ShowVar => query(&mut b, format!("show {c} t{t} n0").into_bytes()),
             Kind::SetZone(k) => query(&mut b, format!("settz z{k} {c} t{t} n0").into_bytes()),
+            Kind::SetPath(k) => query(&mut b, format!("setsp {k} {c} t{t} n0").into_bytes()),
         };
         let first_of = (self.at == 0).then_some(t);
         Some(self.request(b, vec![tag], first_of, min_lsn))
@@ -412,27 +423,36 @@ impl Client {
         }
     }
 
-    /// A ParameterStatus. A `TimeZone` the client hears is its own: in the welcome the one it
+    /// A ParameterStatus. A `TimeZone` (or `search_path`, likewise) the client hears is its own: in the welcome the one it
     /// sent, as the servers spell it (a direct login reports it so), or else the servers'
     /// login value, afterwards only its own `settz`'s (the proxy's
     /// alignment answers are the proxy's, and what another client set is never shown).
     fn setting(&mut self, body: &[u8]) -> Result<Heard, Violation> {
         let mut parts = body.split(|b| *b == 0);
-        if parts.next() != Some(b"TimeZone") {
-            return Ok(Heard::Nothing);
-        }
+        let name = parts.next().unwrap_or_default();
         let heard = String::from_utf8_lossy(parts.next().unwrap_or_default()).into_owned();
-        let own = match self.current().map(|t| t.kind) {
-            _ if !self.welcomed => Some(self.zone.clone()),
-            Some(Kind::SetZone(k)) => Some(format!("z{k}")),
-            _ => None,
+        let kind = self.current().map(|t| t.kind);
+        let (own, mine) = match name {
+            b"TimeZone" => match kind {
+                _ if !self.welcomed => (Some(self.zone.clone()), &self.zone),
+                Some(Kind::SetZone(k)) => (Some(format!("z{k}")), &self.zone),
+                _ => (None, &self.zone),
+            },
+            b"search_path" => match kind {
+                _ if !self.welcomed => (Some(self.path.clone()), &self.path),
+                Some(Kind::SetPath(k)) => (Some(super::proxy_plan::path(k)), &self.path),
+                _ => (None, &self.path),
+            },
+            _ => return Ok(Heard::Nothing),
         };
         if own.as_deref() == Some(heard.as_str()) {
             return Ok(Heard::Nothing);
         }
         let detail = format!(
-            "client {} heard TimeZone {heard} (welcomed {}); its own is {}, and it expected {own:?}",
-            self.c, self.welcomed, self.zone
+            "client {} heard {} {heard} (welcomed {}); its own is {mine}, and it expected {own:?}",
+            self.c,
+            String::from_utf8_lossy(name),
+            self.welcomed,
         );
         Err(violation("settings-private", detail))
     }
@@ -450,8 +470,10 @@ impl Client {
         if self.txns.front().is_some_and(|t| t.kind == Kind::SetVar) {
             self.set_var = true;
         }
-        if let Some(Kind::SetZone(k)) = self.txns.front().map(|t| t.kind) {
-            self.zone = format!("z{k}");
+        match self.txns.front().map(|t| t.kind) {
+            Some(Kind::SetZone(k)) => self.zone = format!("z{k}"),
+            Some(Kind::SetPath(k)) => self.path = super::proxy_plan::path(k),
+            _ => {}
         }
         self.at += 1;
         if self.txns.front().is_some_and(|t| self.at >= t.requests()) {

@@ -103,6 +103,10 @@ pub(super) enum Change {
 /// The `TimeZone` every server logs in with (what `DISCARD ALL` returns a session to).
 pub(super) const ZONE: &str = "UTC";
 
+/// The `search_path` every server logs in with (PostgreSQL's default, which PostgreSQL 18
+/// reports).
+pub(super) const PATH: &str = "\"$user\", public";
+
 /// A zone as the servers spell it, whatever case it was written in: `UTC`, and the clients'
 /// own zones in lower case (`z2`).
 pub(super) fn spell_zone(zone: &str) -> String {
@@ -139,6 +143,7 @@ impl Cluster {
                 };
                 let mut node = Node::new(format!("pg{i}"), state, 0, 1, rng);
                 node.zone = Some(ZONE);
+                node.path = Some(PATH);
                 Member {
                     node,
                     life: 0,

@@ -45,6 +45,14 @@ pub(super) enum Kind {
     ShowVar,
     /// `settz zK`: sets the client's `TimeZone` to `zK` (the server reports it).
     SetZone(u8),
+    /// `setsp K`: sets the client's `search_path` to [`path`]`(K)` (the server reports it).
+    SetPath(u8),
+}
+
+/// The `search_path` a `setsp K` sets: a list with a quoted name holding a quote, so that its
+/// way back onto another server must quote it right.
+pub(super) fn path(k: u8) -> String {
+    format!("\"it's {k}\", public")
 }
 
 /// One transaction of a client's plan.
@@ -235,10 +243,12 @@ pub(super) fn plan(rng: &mut Rng, mix: &PlanMix, session: bool) -> Vec<Txn> {
             (uniform_inclusive(rng, 99) < mix.leave_pct).then(|| uniform_inclusive(rng, 3_000_000));
         // Drawn over what the main stream drew, which stays as it was.
         let (kind, cancel_after) = if uniform_inclusive(&mut zones, 99) < mix.zone_pct {
-            (
-                Kind::SetZone(1 + uniform_inclusive(&mut zones, 2) as u8),
-                None,
-            )
+            let k = 1 + uniform_inclusive(&mut zones, 2) as u8;
+            if uniform_inclusive(&mut zones, 1) == 0 {
+                (Kind::SetZone(k), None)
+            } else {
+                (Kind::SetPath(k), None)
+            }
         } else {
             (kind, cancel_after)
         };

@@ -20,7 +20,7 @@ use pgyard_wire::error_fields::encode_error_response;
 use pgyard_wire::frame::{decode_frame, Decoded};
 use pgyard_wire::frontend::{Bind, Parse, TargetName};
 
-use super::proxy_cluster::ZONE;
+use super::proxy_cluster::{PATH, ZONE};
 use crate::Violation;
 
 /// Where each transaction ran: `(client, txn)` → server.
@@ -31,8 +31,8 @@ pub struct Ctx<'a> {
     /// Where every transaction ran so far.
     pub placed: &'a mut Placement,
     /// Transactions whose first message reached this server in this delivery, each with the
-    /// server's `TimeZone` then.
-    pub started: Vec<((u64, u64), String)>,
+    /// server's `TimeZone` and `search_path` then.
+    pub started: Vec<((u64, u64), String, String)>,
     /// Whether the node is in recovery now (a standby, or a standby being promoted).
     pub in_recovery: bool,
     /// The cluster's WAL position, advanced by a write on the primary.
@@ -75,7 +75,28 @@ pub struct FakeServer {
     /// PostgreSQL reports a changed `GUC_REPORT` setting.
     zone: String,
     reported_zone: String,
+    /// Its `search_path` (`setsp`, the proxy's `set_config`, `DISCARD ALL`), and the value
+    /// last reported, likewise.
+    path: String,
+    reported_path: String,
 }
+
+/// The value inside a string literal's quotes, where a quote can only come doubled (a lone
+/// one would end the literal on a real server, and the rest be read as SQL).
+fn unquote(inner: &str) -> Option<String> {
+    let mut value = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        if c == '\'' && chars.next() != Some('\'') {
+            return None;
+        }
+        value.push(c);
+    }
+    Some(value)
+}
+
+/// How the proxy's alignment sets `search_path` (a list, which a quoted `SET` would not be).
+const SET_PATH: &[u8] = b"SELECT pg_catalog.set_config('search_path', ";
 
 fn violation(invariant: &'static str, detail: String) -> Violation {
     Violation { invariant, detail }
@@ -135,6 +156,8 @@ impl FakeServer {
             var: None,
             zone: ZONE.to_owned(),
             reported_zone: ZONE.to_owned(),
+            path: PATH.to_owned(),
+            reported_path: PATH.to_owned(),
         }
     }
 
@@ -232,7 +255,8 @@ impl FakeServer {
             )),
             Some(_) => Ok(()),
             None => {
-                ctx.started.push((key, self.zone.clone()));
+                ctx.started
+                    .push((key, self.zone.clone(), self.path.clone()));
                 Ok(())
             }
         }
@@ -284,7 +308,7 @@ impl FakeServer {
             _ if self.skipping => {}
             b'Q' => {
                 let text = body.strip_suffix(&[0]).unwrap_or(body);
-                if text.starts_with(b"SET ") {
+                if text.starts_with(b"SET ") || text.starts_with(SET_PATH) {
                     self.align(text, out)?;
                     self.ready(ctx.in_recovery, out);
                 } else {
@@ -348,6 +372,11 @@ impl FakeServer {
             self.session = None;
             self.var = None;
             ZONE.clone_into(&mut self.zone);
+            PATH.clone_into(&mut self.path);
+        } else if text.starts_with(b"setsp ") {
+            let k = text.split(|b| *b == b' ').nth(1).unwrap_or_default();
+            let k = std::str::from_utf8(k).ok().and_then(|k| k.parse().ok());
+            self.path = super::proxy_plan::path(k.unwrap_or_default());
         } else if text.starts_with(b"settz ") {
             let zone = text.split(|b| *b == b' ').nth(1).unwrap_or_default();
             self.zone = String::from_utf8_lossy(zone).into_owned();
@@ -387,31 +416,69 @@ impl FakeServer {
         self.ready(ctx.in_recovery, out);
     }
 
-    /// The proxy's alignment: `SET name TO 'value';` statements, a CommandComplete each. Only
-    /// `TimeZone` changes here (the world's clients change no other tracked setting), spelt
-    /// the server's way (in lower case, as a client's startup value may not be); anything
-    /// else the server could not parse is a broken promise of the proxy's.
+    /// The proxy's alignment: `SET name TO 'value';` statements, a CommandComplete each, and
+    /// for `search_path` `SELECT pg_catalog.set_config('search_path', 'value', false);`, a
+    /// row and `SELECT 1`. Only `TimeZone` (spelt the server's way: in lower case, as a
+    /// client's startup value may not be) and `search_path` change here (the world's clients
+    /// change no other tracked setting); anything else the server could not parse is a broken
+    /// promise of the proxy's. Values hold a quote and no backslash: a literal is read by
+    /// doubling quotes only.
     fn align(&mut self, text: &[u8], out: &mut BytesMut) -> Result<(), Violation> {
         let text = String::from_utf8_lossy(text);
+        let literal = |v: &str| unquote(v.strip_prefix('\'')?.strip_suffix('\'')?);
         for statement in text.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+            if let Some(rest) = statement.strip_prefix(std::str::from_utf8(SET_PATH).unwrap_or(""))
+            {
+                let value = rest.strip_suffix(", false)").and_then(literal);
+                let Some(value) = value else {
+                    let detail = format!(
+                        "server {} got a search_path it cannot read: {text}",
+                        self.id
+                    );
+                    return Err(violation("settings-follow-the-client", detail));
+                };
+                let column = backend::FieldDescription {
+                    name: b"set_config",
+                    table_oid: 0,
+                    column_id: 0,
+                    type_oid: 25,
+                    type_size: -1,
+                    type_modifier: -1,
+                    format: 0,
+                };
+                let _ = backend::encode_row_description(&[column], out);
+                let _ = backend::encode_data_row(&[Some(value.as_bytes())], out);
+                let _ = backend::encode_command_complete(b"SELECT 1", out);
+                self.path = value;
+                continue;
+            }
             let parsed = statement
                 .strip_prefix("SET ")
                 .and_then(|s| s.split_once(" TO "))
-                .and_then(|(name, v)| Some((name, v.strip_prefix('\'')?.strip_suffix('\'')?)));
+                .and_then(|(name, v)| Some((name, literal(v)?)));
             let Some((name, value)) = parsed else {
                 let detail = format!("server {} got an alignment it cannot read: {text}", self.id);
                 return Err(violation("settings-follow-the-client", detail));
             };
             if name == "TimeZone" {
-                self.zone = super::proxy_cluster::spell_zone(&value.replace("''", "'"));
+                self.zone = super::proxy_cluster::spell_zone(&value);
             }
             let _ = backend::encode_command_complete(b"SET", out);
         }
         Ok(())
     }
 
-    /// ReadyForQuery, after the `in_hot_standby` and `TimeZone` reports when they changed.
+    /// ReadyForQuery, after the `in_hot_standby`, `TimeZone` and `search_path` reports when
+    /// they changed.
     fn ready(&mut self, in_recovery: bool, out: &mut BytesMut) {
+        if self.path != self.reported_path {
+            self.reported_path.clone_from(&self.path);
+            let _ = ParameterStatus {
+                name: b"search_path",
+                value: self.path.as_bytes(),
+            }
+            .encode(out);
+        }
         if self.zone != self.reported_zone {
             self.reported_zone.clone_from(&self.zone);
             let _ = ParameterStatus {
@@ -492,7 +559,7 @@ mod tests {
         let mut ctx = world.ctx();
         s.receive(&query("begin c1 t2"), &mut ctx, &mut out)
             .expect("begin");
-        assert_eq!(ctx.started, [((1, 2), ZONE.to_owned())]);
+        assert_eq!(ctx.started, [((1, 2), ZONE.to_owned(), PATH.to_owned())]);
         assert_eq!(s.open_block(), Some((1, 2)));
         let mixed = s.receive(&query("c3 t0 n0"), &mut ctx, &mut out);
         assert_eq!(
@@ -552,7 +619,7 @@ mod tests {
     }
 
     #[test]
-    fn the_time_zone_is_set_aligned_reset_and_reported_when_it_changes() {
+    fn the_time_zone_and_search_path_are_set_aligned_reset_and_reported_when_they_change() {
         let mut world = Fixture::new();
         let mut s = FakeServer::new(5, false);
         let mut out = BytesMut::new();
@@ -561,19 +628,30 @@ mod tests {
             .expect("settz");
         assert!(String::from_utf8_lossy(&out).contains("TimeZone\0z2"));
         out.clear();
+        s.receive(&query("setsp 3 c1 t1 n0"), &mut ctx, &mut out)
+            .expect("setsp");
+        let path = crate::scenarios::proxy_plan::path(3);
+        assert!(String::from_utf8_lossy(&out).contains(&format!("search_path\0{path}")));
+        out.clear();
+        let set_path = "SELECT pg_catalog.set_config('search_path', '\"it''s 1\", public', false);";
         s.receive(
-            &query("SET TimeZone TO 'z1';SET application_name TO 'o''k';"),
+            &query(&format!(
+                "SET TimeZone TO 'z1';SET application_name TO 'o''k';{set_path}"
+            )),
             &mut ctx,
             &mut out,
         )
         .expect("alignment");
         let text = String::from_utf8_lossy(&out).into_owned();
         assert_eq!(text.matches("SET\0").count(), 2, "{text}");
+        assert!(text.contains("SELECT 1\0"), "{text}");
         assert!(text.contains("TimeZone\0z1"), "{text}");
+        let path = crate::scenarios::proxy_plan::path(1);
+        assert!(text.contains(&format!("search_path\0{path}")), "{text}");
         out.clear();
         s.receive(&query("c2 t0 n0"), &mut ctx, &mut out)
             .expect("query");
-        assert_eq!(ctx.started.last(), Some(&((2, 0), "z1".to_owned())));
+        assert_eq!(ctx.started.last(), Some(&((2, 0), "z1".to_owned(), path)));
         assert!(
             !String::from_utf8_lossy(&out).contains("TimeZone"),
             "no change, no report"
@@ -581,6 +659,7 @@ mod tests {
         s.receive(&query("DISCARD ALL"), &mut ctx, &mut out)
             .expect("reset");
         assert!(String::from_utf8_lossy(&out).contains(&format!("TimeZone\0{ZONE}")));
+        assert!(String::from_utf8_lossy(&out).contains(&format!("search_path\0{PATH}")));
         let bad = s.receive(&query("SET TimeZone = z1"), &mut ctx, &mut out);
         assert_eq!(
             bad.map_err(|v| v.invariant),

@@ -206,6 +206,9 @@ pub struct Node {
     /// nodes report it (its clients change theirs); the other worlds never read it, and their
     /// traces stay as they were.
     pub zone: Option<&'static str>,
+    /// The `search_path` its logins report (PostgreSQL 18 reports it); the `proxy` world's
+    /// nodes only, as with `zone`.
+    pub path: Option<&'static str>,
     /// `M` messages that reached this server (must stay 0 for `Reject` servers).
     pub middleware_seen: u64,
     next_pid: i32,
@@ -246,6 +249,7 @@ impl Node {
             hang: false,
             lag_ms: 0,
             zone: None,
+            path: None,
             middleware: MiddlewareStance::Reject,
             middleware_seen: 0,
             next_pid: 1000,
@@ -645,7 +649,8 @@ impl Session {
         self.reported_role = !node.old_version;
         let mut told = Told::default();
         let zone = node.zone.map(|z| (&b"TimeZone"[..], z.as_bytes()));
-        for &(name, value) in params[..reported].iter().chain(&zone) {
+        let path = node.path.map(|p| (&b"search_path"[..], p.as_bytes()));
+        for &(name, value) in params[..reported].iter().chain(&zone).chain(&path) {
             put(out, |b| ParameterStatus { name, value }.encode(b));
             let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
             told.params.push((text(name), text(value)));
