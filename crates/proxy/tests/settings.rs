@@ -110,3 +110,70 @@ fn a_new_client_is_shown_the_servers_login_settings_not_an_earlier_clients_set()
     assert!(sql.contains("SET TimeZone TO 'Etc/UTC';"), "{sql}");
     assert!(sql.contains("SET application_name TO '';"), "{sql}");
 }
+
+/// Found against PostgreSQL 18 in session 33 (PgBouncer 1.18 alike): a client's
+/// `SET default_transaction_read_only = on` stayed on the server, so the next client of it
+/// could not write (25006 `cannot execute CREATE TABLE in a read-only transaction`), and was
+/// even welcomed with `on`. It is now tracked where reported: the first client carries it, and
+/// a client that never set it gets each server's own login value back.
+#[test]
+fn a_read_only_default_one_client_set_never_reaches_the_next() {
+    let login = [
+        ("TimeZone", "Etc/UTC"),
+        ("default_transaction_read_only", "off"),
+    ];
+    let (mut a, _, back) = welcomed(server(1, &login));
+    a.handle_client_bytes(T0, &query("set default_transaction_read_only = on"));
+    outputs(&mut a);
+    a.handle_server(T0, back);
+    assert!(matches!(&outputs(&mut a)[..], [ClientOut::ToServer(_)]));
+    a.handle_server_bytes(
+        T0,
+        set_reply(1, &[(b"default_transaction_read_only", b"on")]),
+    );
+    let dirty = released(outputs(&mut a)).expect("the transaction ended");
+
+    // The next client welcomed there: the server gets its own value back first.
+    let mut b = session(PoolMode::Transaction);
+    let params: [(&[u8], &[u8]); 2] = [(b"user", b"alice"), (b"database", b"app")];
+    let mut start = BytesMut::new();
+    frontend::encode_startup(ProtocolVersion::V3_0, &params, &mut start).expect("startup");
+    b.handle_client_bytes(T0, &start);
+    outputs(&mut b);
+    b.handle_server(T0, dirty);
+    let out = outputs(&mut b);
+    let [ClientOut::ToServer(set)] = &out[..] else {
+        panic!("{out:?}")
+    };
+    let sql = String::from_utf8_lossy(&set[5..]).into_owned();
+    assert_eq!(sql, "SET default_transaction_read_only TO 'off';\0");
+    b.handle_server_bytes(
+        T0,
+        set_reply(1, &[(b"default_transaction_read_only", b"off")]),
+    );
+    let out = outputs(&mut b);
+    let Some(ClientOut::ToClient(welcome)) = out.first() else {
+        panic!("{out:?}")
+    };
+    assert_eq!(reported(welcome, "default_transaction_read_only"), ["off"]);
+    let back = released(out).expect("transaction mode gives the welcome server back");
+    b.handle_client_bytes(T0, &query("create table t (x int)"));
+    outputs(&mut b);
+    b.handle_server(T0, back);
+    let out = outputs(&mut b);
+    assert!(
+        matches!(&out[..], [ClientOut::ToServer(q)] if q.starts_with(b"Q") && q.ends_with(b"(x int)\0")),
+        "nothing more to set: {out:?}"
+    );
+
+    // The first client still runs read-only wherever it lands.
+    let again = server(2, &login);
+    a.handle_client_bytes(T0, &query("select 1"));
+    outputs(&mut a);
+    a.handle_server(T0, again);
+    let out = outputs(&mut a);
+    let [ClientOut::ToServer(set)] = &out[..] else {
+        panic!("{out:?}")
+    };
+    assert!(String::from_utf8_lossy(set).contains("SET default_transaction_read_only TO 'on';"));
+}

@@ -244,3 +244,31 @@ async fn a_server_that_does_not_report_search_path_neither_shows_nor_sets_it() {
         "nothing tried to set it"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_default_stays_with_the_client_that_set_it() {
+    let primary = Primary::start(Options::default()).expect("primary");
+    let addr = proxy(primary.port()).await;
+    let mut a = Raw::start(addr, &[]).await;
+    a.until_ready().await;
+    a.exec("set default_transaction_read_only = on").await;
+    let mut b = Raw::start(addr, &[]).await;
+    let welcome = b.until_ready().await;
+    assert_eq!(
+        status(&welcome, "default_transaction_read_only").as_deref(),
+        Some("off")
+    );
+    b.exec("create temp table t (x int)").await;
+    assert_eq!(b.one("show default_transaction_read_only").await, "off");
+    assert_eq!(a.one("show default_transaction_read_only").await, "on");
+    let mut q = BytesMut::new();
+    frontend::encode_query(b"create temp table u (x int)", &mut q).expect("query");
+    a.sock.write_all(&q).await.expect("write");
+    let refused = a.until_ready().await;
+    let (_, body) = refused.iter().find(|(t, _)| *t == b'E').expect("read-only");
+    let code = ErrorFields::decode(body)
+        .expect("fields")
+        .code()
+        .map(<[u8]>::to_vec);
+    assert_eq!(code.as_deref(), Some(&b"25006"[..]));
+}

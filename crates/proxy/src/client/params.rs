@@ -2,16 +2,22 @@
 //! what the client should see (from its StartupMessage and from every ParameterStatus its
 //! servers sent it), compared with what a server has, turned into the `SET`s that align them.
 //!
-//! Besides the six settings every supported server reports, `search_path` follows the client
-//! where the server reports it (PostgreSQL 18 does; 17 does not, and there it is neither
-//! compared nor set, nor shown to a client that asked for it at startup).
+//! Besides the six settings every supported server reports, which a client carries from its
+//! welcome on, two more are tracked where the server reports them: `search_path`
+//! (PostgreSQL 18 reports it; 17 does not, and there it is neither compared nor set, nor
+//! shown to a client that asked for it at startup) and `default_transaction_read_only`
+//! (reported since PostgreSQL 14). A client carries these only once it set them (at startup
+//! or by its own `SET`); until then each server gets back its own login value, so one
+//! client's change never reaches the next client of that server, and a value one server is
+//! configured with (a standby's read-only default) never follows a client to another.
 
 use std::collections::BTreeMap;
 
 use crate::pool::ServerId;
 
-/// The reported settings a client's view is kept for, with PostgreSQL's spelling.
-pub const TRACKED: [&str; 7] = [
+/// The reported settings a client's view is kept for, with PostgreSQL's spelling: the first
+/// [`CARRIED`] from the welcome on, the others as the module says.
+pub const TRACKED: [&str; 8] = [
     "client_encoding",
     "DateStyle",
     "TimeZone",
@@ -19,9 +25,13 @@ pub const TRACKED: [&str; 7] = [
     "standard_conforming_strings",
     "application_name",
     "search_path",
+    "default_transaction_read_only",
 ];
 
-/// `search_path`'s slot: tracked only where the server reports it.
+/// How many of [`TRACKED`] a client carries from its welcome on.
+pub const CARRIED: usize = 6;
+
+/// `search_path`'s slot (set by `set_config`, being a list).
 const SEARCH_PATH: usize = 6;
 
 /// PostgreSQL's spelling of a tracked name in any case (GUC names are case-insensitive).
@@ -34,7 +44,7 @@ pub fn tracked(name: &str) -> Option<&'static str> {
 
 /// `TRACKED`'s indices in the order of the names' bytes, so the `SET`s come out in the order
 /// a map of the names would list them.
-const BY_NAME: [usize; 7] = [1, 3, 2, 5, 0, 6, 4];
+const BY_NAME: [usize; 8] = [1, 3, 2, 5, 0, 7, 6, 4];
 
 /// The slot of a tracked name in PostgreSQL's spelling (servers report them so).
 fn slot(name: &str) -> Option<usize> {
@@ -42,7 +52,7 @@ fn slot(name: &str) -> Option<usize> {
 }
 
 /// Settings by name, with the tracked ones also kept in fixed slots: a transaction's
-/// alignment compares seven values instead of looking names up in two maps. (The slots are
+/// alignment compares eight values instead of looking names up in two maps. (The slots are
 /// boxed: a lent server's record moves between the pools and its client every transaction.)
 /// Equality is by the current values; the count of changes to the tracked values and the
 /// values a server logged in with are history.
@@ -52,8 +62,8 @@ pub struct Settings {
     /// The tracked values as [`Settings::insert`] set them: for a server, what its login
     /// reported, which is what `DISCARD ALL` returns it to and what a direct connection is
     /// shown, whatever an earlier client `SET` since ([`Settings::report`]).
-    made_with: Box<[Option<String>; 7]>,
-    tracked: Box<[Option<String>; 7]>,
+    made_with: Box<[Option<String>; 8]>,
+    tracked: Box<[Option<String>; 8]>,
     hot_standby: Option<bool>,
     /// How many times a tracked value changed: a client that found this server aligned
     /// with it knows it still is while the count stands ([`Verified`]).
@@ -188,7 +198,7 @@ const VERIFIED_MAX: usize = 64;
 
 /// The servers a client found aligned with what it wants (by [`alignment`]), each with the
 /// count of its settings' changes then, for the count of the client's own changes then:
-/// while neither count moves, the server is still aligned and the seven comparisons can be
+/// while neither count moves, the server is still aligned and the eight comparisons can be
 /// skipped. Server ids are never reused, and a server's record keeps its count for its life.
 #[derive(Debug, Default)]
 pub(super) struct Verified {
@@ -223,18 +233,25 @@ impl Verified {
 }
 
 /// One `SET` per tracked setting the client wants and the server has otherwise, as one
-/// simple-query string (`None` when they agree). Only the tracked settings are compared, and
-/// `search_path` only on a server that reports it. `search_path` is set with `set_config`,
-/// whose value is read as the list it is (`SET search_path TO '"$user", public'` would name
-/// one schema); its row is the proxy's, as every reply to the alignment is.
+/// simple-query string (`None` when they agree). Only the tracked settings are compared; those
+/// past [`CARRIED`] only on a server that reports them, and where the client never set one,
+/// against the server's own login value. `search_path` is set with `set_config`, whose value
+/// is read as the list it is (`SET search_path TO '"$user", public'` would name one schema);
+/// its row is the proxy's, as every reply to the alignment is.
 pub fn alignment(wanted: &Settings, server: &Settings) -> Option<String> {
     let mut sql = String::new();
     for i in BY_NAME {
-        let Some(value) = &wanted.tracked[i] else {
-            continue;
+        let extra = i >= CARRIED;
+        let value = match &wanted.tracked[i] {
+            Some(v) => v,
+            None if extra => match &server.made_with[i] {
+                Some(v) => v,
+                None => continue,
+            },
+            None => continue,
         };
         let theirs = server.tracked[i].as_ref();
-        if theirs == Some(value) || (i == SEARCH_PATH && theirs.is_none()) {
+        if theirs == Some(value) || (extra && theirs.is_none()) {
             continue;
         }
         if i == SEARCH_PATH {
@@ -307,6 +324,29 @@ mod tests {
     }
 
     #[test]
+    fn an_extra_setting_the_client_never_set_goes_back_to_the_servers_login_value() {
+        let mut server = settings(&[("default_transaction_read_only", "off")]);
+        server.report("default_transaction_read_only".into(), "on".into());
+        assert_eq!(
+            alignment(&Settings::new(), &server).as_deref(),
+            Some("SET default_transaction_read_only TO 'off';")
+        );
+        let wanted = settings(&[("default_transaction_read_only", "on")]);
+        assert_eq!(
+            alignment(&wanted, &server),
+            None,
+            "a client that set it carries it"
+        );
+        let mut zoned = settings(&[("TimeZone", "UTC")]);
+        zoned.report("TimeZone".into(), "Asia/Tokyo".into());
+        assert_eq!(
+            alignment(&Settings::new(), &zoned),
+            None,
+            "the six follow the welcome"
+        );
+    }
+
+    #[test]
     fn search_path_is_set_as_a_list_and_only_where_the_server_reports_it() {
         let wanted = settings(&[("search_path", r#""$user", public"#)]);
         assert_eq!(
@@ -339,7 +379,9 @@ mod tests {
         let all: Vec<(&str, &str)> = TRACKED.iter().map(|&n| (n, "x")).collect();
         let mut wanted = settings(&all);
         wanted.insert("extra_float_digits".into(), "3".into());
-        let server: Settings = [("search_path", "y")].into_iter().collect();
+        let server: Settings = [("search_path", "y"), ("default_transaction_read_only", "y")]
+            .into_iter()
+            .collect();
         let sql = alignment(&wanted, &server).expect("every setting differs");
         let order: Vec<&str> = sql
             .split(';')

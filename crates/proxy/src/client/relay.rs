@@ -278,14 +278,8 @@ impl ClientSession {
         self.server = Some(server);
         self.status = b'I';
         self.min_lsn = None;
-        if welcome
-            && self
-                .server
-                .as_ref()
-                .is_some_and(|s| s.settings.get("search_path").is_none())
-        {
-            // A server that does not report it (PostgreSQL 17) neither shows nor takes it.
-            self.wanted.forget("search_path");
+        if welcome {
+            self.forget_unreported();
         }
         // The welcome's server first takes the client's startup values, so that the login
         // fails where a direct one would and the client is shown them as the server spells
@@ -364,6 +358,20 @@ impl ClientSession {
         // What the server said after the alignment's end was said between requests.
         if !rest.is_empty() && !self.is_closed() {
             self.out.push_back(ClientOut::ToClient(rest));
+        }
+    }
+
+    /// Startup values of the settings tracked only where reported (`search_path`, which
+    /// PostgreSQL 17 does not report) that the welcome's server does not report: neither
+    /// shown nor set.
+    fn forget_unreported(&mut self) {
+        let Some(server) = self.server.as_ref() else {
+            return;
+        };
+        for name in &params::TRACKED[params::CARRIED..] {
+            if server.settings.get(name).is_none() {
+                self.wanted.forget(name);
+            }
         }
     }
 
