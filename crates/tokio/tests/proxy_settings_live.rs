@@ -272,3 +272,37 @@ async fn a_read_only_default_stays_with_the_client_that_set_it() {
         .map(<[u8]>::to_vec);
     assert_eq!(code.as_deref(), Some(&b"25006"[..]));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_are_read_in_the_clients_encoding_whatever_the_last_client_left() {
+    let primary = Primary::start(Options::default()).expect("primary");
+    let p = primary.port();
+    let addr = proxy(p).await;
+    let asked = [
+        ("client_encoding", "UTF8"),
+        ("application_name", "caf\u{e9}"),
+        ("search_path", "\"sch\u{e9}ma\", public"),
+    ];
+    let mut direct = Raw::start(format!("127.0.0.1:{p}").parse().expect("addr"), &asked).await;
+    let direct_welcome = direct.until_ready().await;
+
+    // The one server connection is left in LATIN1, where the bytes of `é` in UTF-8 would be
+    // read as two other letters.
+    let mut a = Raw::start(addr, &[]).await;
+    a.until_ready().await;
+    a.exec("set client_encoding to 'LATIN1'").await;
+    let mut b = Raw::start(addr, &asked).await;
+    let welcome = b.until_ready().await;
+    for name in ["application_name", "search_path", "client_encoding"] {
+        assert_eq!(
+            status(&welcome, name),
+            status(&direct_welcome, name),
+            "{name}"
+        );
+    }
+    assert_eq!(
+        b.one("show application_name").await,
+        direct.one("show application_name").await
+    );
+    assert_eq!(b.one("show search_path").await, "\"sch\u{e9}ma\", public");
+}

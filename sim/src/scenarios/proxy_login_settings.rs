@@ -71,39 +71,51 @@ fn spell(name: &str, value: &str, have: &BTreeMap<String, String>) -> Result<Str
     }
 }
 
-/// The server's answer to the proxy's alignment, a Query of `SET name TO 'value';`
-/// statements: a `SET` tag each, then each setting whose value changed as it spells it, then
+/// The server's answer to the proxy's alignment, one or two Query messages (the encoding in
+/// a query of its own, first) of `SET name TO 'value';` statements: for each query, a `SET`
+/// tag a statement, then each setting whose value changed as it spells it, then
 /// ReadyForQuery; or, when it refuses a value, ERROR 22023 and ReadyForQuery, with nothing
-/// changed (the statements of one query string roll back together). `have` is updated; the
-/// refusal's text is returned with the answer.
+/// of that query changed (the statements of one query string roll back together). `have` is
+/// updated; the first refusal's text is returned with the answer.
 pub(super) fn answer(
-    query: &[u8],
+    bytes: &[u8],
     have: &mut BTreeMap<String, String>,
 ) -> Result<(Bytes, Option<String>), Violation> {
     let unreadable = || {
-        let text = String::from_utf8_lossy(query);
+        let text = String::from_utf8_lossy(bytes);
         fail(
             "welcome-as-documented",
             format!("an alignment the server cannot read: {text:?}"),
         )
     };
-    let body = query
-        .get(5..query.len().saturating_sub(1))
-        .ok_or_else(unreadable)?;
-    let sql = std::str::from_utf8(body).map_err(|_| unreadable())?;
+    let mut out = BytesMut::new();
+    let mut refused = None;
+    for frame in pgyard_wire::frame::frames(bytes, 1 << 20) {
+        let frame = frame.map_err(|_| unreadable())?;
+        let body = frame.body.strip_suffix(&[0]).filter(|_| frame.tag == b'Q');
+        let sql = body
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .ok_or_else(unreadable)?;
+        if let Some(text) = answer_one(sql, have, &mut out).ok_or_else(unreadable)? {
+            refused.get_or_insert(text);
+        }
+    }
+    Ok((out.freeze(), refused))
+}
+
+/// One query of the alignment answered into `out`: `None` when it cannot be read, else its
+/// refusal's text, if any.
+fn answer_one(
+    sql: &str,
+    have: &mut BTreeMap<String, String>,
+    out: &mut BytesMut,
+) -> Option<Option<String>> {
     let mut spelt = Vec::new();
     for statement in sql.split(';').filter(|s| !s.is_empty()) {
-        let (name, literal) = statement
-            .strip_prefix("SET ")
-            .and_then(|s| s.split_once(" TO "))
-            .ok_or_else(unreadable)?;
-        let value = literal
-            .strip_prefix('\'')
-            .and_then(|v| v.strip_suffix('\''))
-            .ok_or_else(unreadable)?;
+        let (name, literal) = statement.strip_prefix("SET ")?.split_once(" TO ")?;
+        let value = literal.strip_prefix('\'')?.strip_suffix('\'')?;
         spelt.push((name.to_owned(), spell(name, value, have)));
     }
-    let mut out = BytesMut::new();
     if let Some(Err(text)) = spelt.iter().map(|(_, s)| s).find(|s| s.is_err()) {
         let fields: [(u8, &[u8]); 4] = [
             (b'S', b"ERROR"),
@@ -111,12 +123,12 @@ pub(super) fn answer(
             (b'C', b"22023"),
             (b'M', text.as_bytes()),
         ];
-        let _ = encode_error_response(&fields, &mut out);
-        backend::encode_ready_for_query(TransactionStatus::Idle, &mut out);
-        return Ok((out.freeze(), Some(text.clone())));
+        let _ = encode_error_response(&fields, out);
+        backend::encode_ready_for_query(TransactionStatus::Idle, out);
+        return Some(Some(text.clone()));
     }
     for _ in &spelt {
-        let _ = backend::encode_command_complete(b"SET", &mut out);
+        let _ = backend::encode_command_complete(b"SET", out);
     }
     for (name, value) in spelt {
         let value = value.unwrap_or_default();
@@ -125,12 +137,12 @@ pub(super) fn answer(
                 name: name.as_bytes(),
                 value: value.as_bytes(),
             }
-            .encode(&mut out);
+            .encode(out);
             have.insert(name, value);
         }
     }
-    backend::encode_ready_for_query(TransactionStatus::Idle, &mut out);
-    Ok((out.freeze(), None))
+    backend::encode_ready_for_query(TransactionStatus::Idle, out);
+    Some(None)
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ use pgyard_wire::error_fields::encode_error_response;
 use pgyard_wire::frame::{Limits, ProtocolVersion};
 use pgyard_wire::middleware::Splitter;
 
-pub use params::{alignment, tracked, Settings, TRACKED};
+pub use params::{alignment, split_encoding, tracked, Settings, TRACKED};
 pub use tls::{ClientCert, ClientTls, TlsMode, ALPN_POSTGRESQL};
 
 pub use crate::admin::ClientStats;
@@ -207,8 +207,9 @@ pub enum PlantedBug {
     /// In session mode, give the server back at the ReadyForQuery that ends each transaction,
     /// as in transaction mode, so the session's state stays behind on a server others get.
     ReleaseSessionAtReady,
-    /// Show a new client the welcome server's tracked settings as they are now, so what an
-    /// earlier client `SET` there becomes the new client's (the bug fixed in session 32).
+    /// Take a new client's settings from the welcome server's tracked settings as they are
+    /// now, so what an earlier client `SET` there becomes the new client's (the bug fixed in
+    /// session 32; since session 33 those settings are the welcome's alignment's target).
     WelcomeShowsCurrentSettings,
     /// Take a server found aligned once as aligned for good, though another client changed
     /// its settings since.
@@ -264,6 +265,8 @@ struct Alignment {
     welcome: bool,
     /// The server's ErrorResponse body: the `SET`s failed.
     failed: Option<Bytes>,
+    /// ReadyForQuerys still to come (two when the encoding went in a query of its own).
+    readies: u8,
 }
 
 /// Who the client is, from its StartupMessage.

@@ -42,9 +42,12 @@ pub fn tracked(name: &str) -> Option<&'static str> {
         .find(|t| t.eq_ignore_ascii_case(name))
 }
 
-/// `TRACKED`'s indices in the order of the names' bytes, so the `SET`s come out in the order
-/// a map of the names would list them.
-const BY_NAME: [usize; 8] = [1, 3, 2, 5, 0, 7, 6, 4];
+/// `TRACKED`'s indices in the order the `SET`s come out: `client_encoding` first, then the
+/// others in the order of the names' bytes (as a map of the names would list them). A server
+/// reads a whole query string in the client encoding it has when the string arrives, so the
+/// values of the other settings (in the client's own encoding: a schema in `search_path` may
+/// be any text) go in a second string once the first has set it ([`split_encoding`]).
+const ORDER: [usize; 8] = [0, 1, 3, 2, 5, 7, 6, 4];
 
 /// The slot of a tracked name in PostgreSQL's spelling (servers report them so).
 fn slot(name: &str) -> Option<usize> {
@@ -240,7 +243,7 @@ impl Verified {
 /// its row is the proxy's, as every reply to the alignment is.
 pub fn alignment(wanted: &Settings, server: &Settings) -> Option<String> {
     let mut sql = String::new();
-    for i in BY_NAME {
+    for i in ORDER {
         let extra = i >= CARRIED;
         let value = match &wanted.tracked[i] {
             Some(v) => v,
@@ -267,6 +270,21 @@ pub fn alignment(wanted: &Settings, server: &Settings) -> Option<String> {
         sql.push(';');
     }
     (!sql.is_empty()).then_some(sql)
+}
+
+/// An alignment split where a server must read the rest in the client's encoding: its
+/// `client_encoding` statement, then the others (`None` when there is nothing after it, or
+/// it does not set the encoding).
+pub fn split_encoding(sql: &str) -> (&str, Option<&str>) {
+    if !sql.starts_with("SET client_encoding TO ") {
+        return (sql, None);
+    }
+    // The statement ends at the first `;` after its literal, which has no `;` unquoted and
+    // holds an encoding name (letters, digits, `_`, `-`).
+    match sql.find(';') {
+        Some(end) if end + 1 < sql.len() => (&sql[..=end], Some(&sql[end + 1..])),
+        _ => (sql, None),
+    }
 }
 
 /// A string literal read the same whatever the server's `standard_conforming_strings`: a
@@ -371,11 +389,14 @@ mod tests {
     }
 
     #[test]
-    fn sets_come_in_name_order_and_untracked_names_are_not_set() {
+    fn sets_come_encoding_first_then_in_name_order_and_untracked_names_are_not_set() {
         let mut names: Vec<&str> = TRACKED.to_vec();
         names.sort_unstable();
-        let by_name: Vec<&str> = BY_NAME.iter().map(|&i| TRACKED[i]).collect();
+        let by_name: Vec<&str> = ORDER[1..].iter().map(|&i| TRACKED[i]).collect();
+        assert_eq!(TRACKED[ORDER[0]], "client_encoding");
+        names.retain(|n| *n != "client_encoding");
         assert_eq!(by_name, names);
+        names.insert(0, "client_encoding");
         let all: Vec<(&str, &str)> = TRACKED.iter().map(|&n| (n, "x")).collect();
         let mut wanted = settings(&all);
         wanted.insert("extra_float_digits".into(), "3".into());
@@ -393,6 +414,26 @@ mod tests {
             .collect();
         assert_eq!(order, names);
         assert!(sql.contains("SELECT pg_catalog.set_config('search_path', 'x', false);"));
+    }
+
+    #[test]
+    fn the_encoding_goes_in_a_string_of_its_own_before_values_read_in_it() {
+        let wanted = settings(&[
+            ("client_encoding", "LATIN1"),
+            ("application_name", "caf\u{e9}"),
+        ]);
+        let sql = alignment(&wanted, &Settings::new()).expect("both differ");
+        assert_eq!(
+            split_encoding(&sql),
+            (
+                "SET client_encoding TO 'LATIN1';",
+                Some("SET application_name TO 'caf\u{e9}';")
+            )
+        );
+        let alone = "SET client_encoding TO 'UTF8';";
+        assert_eq!(split_encoding(alone), (alone, None));
+        let other = "SET TimeZone TO 'UTC';";
+        assert_eq!(split_encoding(other), (other, None));
     }
 
     #[test]

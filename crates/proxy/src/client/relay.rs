@@ -280,6 +280,7 @@ impl ClientSession {
         self.min_lsn = None;
         if welcome {
             self.forget_unreported();
+            self.login_values_unless_sent();
         }
         // The welcome's server first takes the client's startup values, so that the login
         // fails where a direct one would and the client is shown them as the server spells
@@ -288,12 +289,18 @@ impl ClientSession {
         match self.alignment() {
             Some(sql) => {
                 let mut buf = BytesMut::new();
-                if encode_query(sql.as_bytes(), &mut buf).is_ok() {
-                    self.out.push_back(ClientOut::ToServer(buf.freeze()));
+                let (first, rest) = params::split_encoding(&sql);
+                let mut readies = 0;
+                for part in std::iter::once(first).chain(rest) {
+                    if encode_query(part.as_bytes(), &mut buf).is_ok() {
+                        readies += 1;
+                    }
                 }
+                self.out.push_back(ClientOut::ToServer(buf.freeze()));
                 self.phase = Phase::Aligning(Alignment {
                     welcome,
                     failed: None,
+                    readies,
                 });
             }
             None if welcome => self.welcome(true),
@@ -371,6 +378,29 @@ impl ClientSession {
         for name in &params::TRACKED[params::CARRIED..] {
             if server.settings.get(name).is_none() {
                 self.wanted.forget(name);
+            }
+        }
+    }
+
+    /// The settings a client carries that it did not send at startup: the welcome's server's
+    /// login values, which it will be shown. Wanted before the welcome's alignment, so that
+    /// a server another client left with other values (its `client_encoding` above all, in
+    /// which the server reads the values the client did send) is set back before the welcome.
+    fn login_values_unless_sent(&mut self) {
+        let Some(server) = self.server.as_ref() else {
+            return;
+        };
+        #[allow(unused_mut)]
+        let mut shown = server.settings.shown_to_new_client();
+        #[cfg(feature = "planted-bugs")]
+        if self.planted(super::PlantedBug::WelcomeShowsCurrentSettings) {
+            shown = server.settings.clone();
+        }
+        for name in &params::TRACKED[..params::CARRIED] {
+            if self.wanted.get(name).is_none() {
+                if let Some(value) = shown.get(name) {
+                    self.wanted.insert((*name).to_owned(), value.clone());
+                }
             }
         }
     }
@@ -474,6 +504,12 @@ impl ClientSession {
                     }
                 }
                 b'Z' if aligning => {
+                    if let Phase::Aligning(a) = &mut self.phase {
+                        a.readies = a.readies.saturating_sub(1);
+                        if a.readies > 0 {
+                            continue;
+                        }
+                    }
                     ready_at = Some(f.end);
                     break;
                 }

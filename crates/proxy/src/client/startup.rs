@@ -343,15 +343,10 @@ impl ClientSession {
     pub(super) fn welcome(&mut self, clean: bool) {
         let mut buf = BytesMut::new();
         let _ = Authentication::Ok.encode(&mut buf);
-        #[allow(unused_mut)]
-        let mut server = self
+        let server = self
             .server
             .as_ref()
             .map(|s| s.settings.shown_to_new_client());
-        #[cfg(feature = "planted-bugs")]
-        if self.planted(super::PlantedBug::WelcomeShowsCurrentSettings) {
-            server = self.server.as_ref().map(|s| s.settings.clone());
-        }
         let mut shown = server.unwrap_or_default();
         for (name, value) in &self.wanted {
             shown.insert(name.clone(), value.clone());
