@@ -112,3 +112,16 @@ pub fn answer_alignment(query: &[u8], spell: impl Fn(&str, &str) -> String) -> b
     backend::encode_ready_for_query(backend::TransactionStatus::Idle, &mut b);
     b.freeze()
 }
+
+/// The session's outputs once a server was lent for its welcome, the server's answer given
+/// first to the alignment the welcome waits for when the server's settings differ from what
+/// the client will be shown.
+#[allow(dead_code)] // not every test binary welcomes by hand
+pub fn welcome_outputs(s: &mut ClientSession) -> Vec<ClientOut> {
+    let out = outputs(s);
+    if let [ClientOut::ToServer(set)] = &out[..] {
+        s.handle_server_bytes(T0, answer_alignment(set, |_, v| v.to_owned()));
+        return outputs(s);
+    }
+    out
+}
