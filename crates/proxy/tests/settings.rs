@@ -9,7 +9,7 @@ use pgyard_wire::frontend;
 
 mod common;
 
-use common::{outputs, query, released, server, session, welcome_outputs, T0};
+use common::{outputs, query, released, server, session, set_reply, welcome_outputs, T0};
 
 /// A logged-in transaction-mode client, welcomed on `lent`; the server it gave back.
 fn welcomed(lent: Lent) -> (ClientSession, Vec<u8>, Lent) {
@@ -41,20 +41,6 @@ fn reported(bytes: &[u8], name: &str) -> Vec<String> {
                 .then(|| String::from_utf8_lossy(parts.next().unwrap_or_default()).into_owned())
         })
         .collect()
-}
-
-/// What PostgreSQL answers a query string of `sets` statements: a CommandComplete each, then
-/// (before ReadyForQuery, where it reports what changed) each changed setting's new value.
-fn set_reply(sets: usize, changed: &[(&[u8], &[u8])]) -> Bytes {
-    let mut b = BytesMut::new();
-    for _ in 0..sets {
-        backend::encode_command_complete(b"SET", &mut b).expect("C");
-    }
-    for &(name, value) in changed {
-        ParameterStatus { name, value }.encode(&mut b).expect("S");
-    }
-    backend::encode_ready_for_query(TransactionStatus::Idle, &mut b);
-    b.freeze()
 }
 
 #[test]

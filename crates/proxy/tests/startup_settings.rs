@@ -13,7 +13,7 @@ use pgyard_wire::frontend;
 
 mod common;
 
-use common::{outputs, query, released, server, session, T0};
+use common::{outputs, query, released, server, session, set_reply, T0};
 
 /// A client of `mode` that sent `extra` in its StartupMessage, waiting for its welcome server.
 fn starting(mode: PoolMode, extra: &[(&[u8], &[u8])]) -> ClientSession {
@@ -53,19 +53,6 @@ fn status(bytes: &[u8], name: &str) -> Option<String> {
     })
 }
 
-/// A server's answer: `sets` SET tags, the `changed` reports, ReadyForQuery `I`.
-fn answer(sets: usize, changed: &[(&[u8], &[u8])]) -> Bytes {
-    let mut b = BytesMut::new();
-    for _ in 0..sets {
-        backend::encode_command_complete(b"SET", &mut b).expect("C");
-    }
-    for &(name, value) in changed {
-        ParameterStatus { name, value }.encode(&mut b).expect("S");
-    }
-    backend::encode_ready_for_query(TransactionStatus::Idle, &mut b);
-    b.freeze()
-}
-
 /// PostgreSQL's answer to a `SET` of a value it does not take (the statements of the query
 /// string roll back together, so nothing is reported).
 fn refusal(message: &str) -> Bytes {
@@ -96,7 +83,7 @@ fn startup_values_are_shown_as_the_server_spells_them_and_not_set_again() {
         "SET DateStyle TO 'ISO';SET TimeZone TO 'europe/paris';"
     );
     // DateStyle was already ISO, MDY: only the TimeZone changed, as the server spells it.
-    s.handle_server_bytes(T0, answer(2, &[(b"TimeZone", b"Europe/Paris")]));
+    s.handle_server_bytes(T0, set_reply(2, &[(b"TimeZone", b"Europe/Paris")]));
     let out = outputs(&mut s);
     let Some(ClientOut::ToClient(welcome)) = out.first() else {
         panic!("{out:?}")
@@ -151,7 +138,7 @@ fn a_setting_a_later_server_refuses_ends_the_client_and_the_server_goes_back_cle
     outputs(&mut s);
     s.handle_server(T0, back);
     outputs(&mut s);
-    s.handle_server_bytes(T0, answer(1, &[(b"TimeZone", b"Mars/Base")]));
+    s.handle_server_bytes(T0, set_reply(1, &[(b"TimeZone", b"Mars/Base")]));
     outputs(&mut s);
     // ...and its next transaction lands on a server that does not know it.
     s.handle_client_bytes(T0, &query("select now()"));
@@ -212,7 +199,7 @@ fn a_welcome_server_lost_while_it_takes_the_settings_is_replaced() {
         the_query(&outputs(&mut s)),
         "SET application_name TO 'app';"
     );
-    s.handle_server_bytes(T0, answer(1, &[(b"application_name", b"app")]));
+    s.handle_server_bytes(T0, set_reply(1, &[(b"application_name", b"app")]));
     let out = outputs(&mut s);
     let [ClientOut::ToClient(welcome)] = &out[..] else {
         panic!("session mode keeps the server: {out:?}")
@@ -252,7 +239,7 @@ fn a_welcome_server_that_speaks_after_the_settings_goes_back_unusable() {
     let mut s = starting(PoolMode::Transaction, &[(b"TimeZone", b"Asia/Tokyo")]);
     s.handle_server(T0, server(1, &[("TimeZone", "Etc/UTC")]));
     outputs(&mut s);
-    let mut chunk = BytesMut::from(&answer(1, &[(b"TimeZone", b"Asia/Tokyo")])[..]);
+    let mut chunk = BytesMut::from(&set_reply(1, &[(b"TimeZone", b"Asia/Tokyo")])[..]);
     chunk.extend_from_slice(b"E\0");
     s.handle_server_bytes(T0, chunk.freeze());
     let out = outputs(&mut s);

@@ -437,15 +437,7 @@ impl FakeServer {
                     );
                     return Err(violation("settings-follow-the-client", detail));
                 };
-                let column = backend::FieldDescription {
-                    name: b"set_config",
-                    table_oid: 0,
-                    column_id: 0,
-                    type_oid: 25,
-                    type_size: -1,
-                    type_modifier: -1,
-                    format: 0,
-                };
+                let column = backend::FieldDescription::text(b"set_config");
                 let _ = backend::encode_row_description(&[column], out);
                 let _ = backend::encode_data_row(&[Some(value.as_bytes())], out);
                 let _ = backend::encode_command_complete(b"SELECT 1", out);

@@ -600,18 +600,7 @@ impl Session {
             _ => (b"?column?", b"1", b"SELECT 1"),
         };
         put(out, |b| {
-            encode_row_description(
-                &[FieldDescription {
-                    name: column,
-                    table_oid: 0,
-                    column_id: 0,
-                    type_oid: 25,
-                    type_size: -1,
-                    type_modifier: -1,
-                    format: 0,
-                }],
-                b,
-            )
+            encode_row_description(&[FieldDescription::text(column)], b)
         });
         put(out, |b| encode_data_row(&[Some(value)], b));
         put(out, |b| encode_command_complete(command, b));

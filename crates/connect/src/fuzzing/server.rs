@@ -374,15 +374,7 @@ impl Session {
             }
             _ => (b"?column?", b"1", b"SELECT 1"),
         };
-        let field = FieldDescription {
-            name: column,
-            table_oid: 0,
-            column_id: 0,
-            type_oid: 25,
-            type_size: -1,
-            type_modifier: -1,
-            format: 0,
-        };
+        let field = FieldDescription::text(column);
         put(out, |b| encode_row_description(&[field], b));
         put(out, |b| encode_data_row(&[Some(value)], b));
         put(out, |b| encode_command_complete(command, b));

@@ -113,6 +113,24 @@ pub fn answer_alignment(query: &[u8], spell: impl Fn(&str, &str) -> String) -> b
     b.freeze()
 }
 
+/// What PostgreSQL answers a query string of `sets` statements: a CommandComplete each, then
+/// (before ReadyForQuery, where it reports what changed) each changed setting's new value.
+#[allow(dead_code)] // not every test binary answers SETs
+pub fn set_reply(sets: usize, changed: &[(&[u8], &[u8])]) -> bytes::Bytes {
+    use pgyard_wire::backend;
+    let mut b = bytes::BytesMut::new();
+    for _ in 0..sets {
+        backend::encode_command_complete(b"SET", &mut b).expect("C");
+    }
+    for &(name, value) in changed {
+        backend::ParameterStatus { name, value }
+            .encode(&mut b)
+            .expect("S");
+    }
+    backend::encode_ready_for_query(backend::TransactionStatus::Idle, &mut b);
+    b.freeze()
+}
+
 /// The session's outputs once a server was lent for its welcome, the server's answer given
 /// first to the alignment the welcome waits for when the server's settings differ from what
 /// the client will be shown.

@@ -175,6 +175,22 @@ pub struct FieldDescription<'a> {
     pub format: i16,
 }
 
+impl<'a> FieldDescription<'a> {
+    /// A `text` column of no table, in text format: how a server describes a computed
+    /// column such as `SELECT set_config(…)` or `SHOW …`.
+    pub fn text(name: &'a [u8]) -> Self {
+        FieldDescription {
+            name,
+            table_oid: 0,
+            column_id: 0,
+            type_oid: 25,
+            type_size: -1,
+            type_modifier: -1,
+            format: 0,
+        }
+    }
+}
+
 /// Fixed bytes after a RowDescription field's name.
 const FIELD_FIXED_BYTES: usize = 18;
 
