@@ -1,9 +1,8 @@
 //! Session settings across clients in transaction mode: what one client `SET` on a server
 //! never becomes what the next client of that server is shown or runs with.
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use pgyard_proxy::{ClientOut, ClientSession, Lent, PoolMode};
-use pgyard_wire::backend::{self, ParameterStatus, TransactionStatus};
 use pgyard_wire::frame::{frames, ProtocolVersion};
 use pgyard_wire::frontend;
 

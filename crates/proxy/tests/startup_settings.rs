@@ -6,7 +6,7 @@
 
 use bytes::{Bytes, BytesMut};
 use pgyard_proxy::{ClientOut, ClientSession, PoolMode};
-use pgyard_wire::backend::{self, ParameterStatus, TransactionStatus};
+use pgyard_wire::backend::{self, TransactionStatus};
 use pgyard_wire::error_fields::{encode_error_response, ErrorFields};
 use pgyard_wire::frame::{frames, ProtocolVersion};
 use pgyard_wire::frontend;
