@@ -276,15 +276,37 @@ pub fn alignment(wanted: &Settings, server: &Settings) -> Option<String> {
 /// `client_encoding` statement, then the others (`None` when there is nothing after it, or
 /// it does not set the encoding).
 pub fn split_encoding(sql: &str) -> (&str, Option<&str>) {
-    if !sql.starts_with("SET client_encoding TO ") {
+    const SET: &str = "SET client_encoding TO ";
+    let Some(rest) = sql.strip_prefix(SET) else {
         return (sql, None);
-    }
-    // The statement ends at the first `;` after its literal, which has no `;` unquoted and
-    // holds an encoding name (letters, digits, `_`, `-`).
-    match sql.find(';') {
-        Some(end) if end + 1 < sql.len() => (&sql[..=end], Some(&sql[end + 1..])),
+    };
+    // The statement ends after its literal (as `push_literal` wrote it), which may hold a
+    // `;` of a client's startup value: split there, not at the first `;`, or the value would
+    // be cut and its tail read as SQL.
+    let end = SET.len() + literal_len(rest) + 1;
+    match (sql.get(..end), sql.get(end..)) {
+        (Some(first), Some(after)) if first.ends_with(';') && !after.is_empty() => {
+            (first, Some(after))
+        }
         _ => (sql, None),
     }
+}
+
+/// The length of the literal `push_literal` wrote at the start of `sql`: an optional `E`,
+/// then a quote, quotes inside doubled (and in the `E` form backslashes too), a quote.
+fn literal_len(sql: &str) -> usize {
+    let bytes = sql.as_bytes();
+    let escape = bytes.first() == Some(&b'E');
+    let mut i = usize::from(escape) + 1;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\'' if bytes.get(i + 1) == Some(&b'\'') => i += 2,
+            b'\'' => return i + 1,
+            b'\\' if escape => i += 2,
+            _ => i += 1,
+        }
+    }
+    bytes.len()
 }
 
 /// A string literal read the same whatever the server's `standard_conforming_strings`: a
@@ -428,6 +450,28 @@ mod tests {
             (
                 "SET client_encoding TO 'LATIN1';",
                 Some("SET application_name TO 'caf\u{e9}';")
+            )
+        );
+        // A startup value with a `;` (and a comment after it) stays one literal.
+        let wanted = settings(&[
+            ("client_encoding", "a;select pg_sleep(9)--"),
+            ("application_name", "x"),
+        ]);
+        let sql = alignment(&wanted, &Settings::new()).expect("both differ");
+        assert_eq!(
+            split_encoding(&sql),
+            (
+                "SET client_encoding TO 'a;select pg_sleep(9)--';",
+                Some("SET application_name TO 'x';")
+            )
+        );
+        let quoted = settings(&[("client_encoding", r"it's;\"), ("TimeZone", "UTC")]);
+        let sql = alignment(&quoted, &Settings::new()).expect("both differ");
+        assert_eq!(
+            split_encoding(&sql),
+            (
+                r"SET client_encoding TO E'it''s;\\';",
+                Some("SET TimeZone TO 'UTC';")
             )
         );
         let alone = "SET client_encoding TO 'UTF8';";
