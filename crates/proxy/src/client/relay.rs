@@ -428,8 +428,9 @@ impl ClientSession {
     /// login would have refused at startup, or which this server does not take though
     /// another did): the client cannot have its session here and is ended with the server's
     /// own error, made FATAL — after an AuthenticationOk at the welcome, as a server that
-    /// refuses a startup setting sends one first. The failed `SET`s changed nothing (the
-    /// statements of one simple query roll back together), so the server goes back clean.
+    /// refuses a startup setting sends one first. The failed query's `SET`s changed nothing
+    /// (the statements of one query string roll back together; an encoding set by the query
+    /// before it was reported and is in the server's record), so the server goes back clean.
     fn refused_settings(&mut self, welcome: bool, error: &[u8]) {
         if welcome {
             let mut buf = BytesMut::new();
