@@ -1,23 +1,16 @@
 //! Session settings across clients in transaction mode: what one client `SET` on a server
 //! never becomes what the next client of that server is shown or runs with.
 
-use bytes::BytesMut;
 use pgyard_proxy::{ClientOut, ClientSession, Lent, PoolMode};
-use pgyard_wire::frame::{frames, ProtocolVersion};
-use pgyard_wire::frontend;
+use pgyard_wire::frame::frames;
 
 mod common;
 
-use common::{outputs, query, released, server, session, set_reply, welcome_outputs, T0};
+use common::{outputs, query, released, server, set_reply, starting, welcome_outputs, T0};
 
 /// A logged-in transaction-mode client, welcomed on `lent`; the server it gave back.
 fn welcomed(lent: Lent) -> (ClientSession, Vec<u8>, Lent) {
-    let mut s = session(PoolMode::Transaction);
-    let params: [(&[u8], &[u8]); 2] = [(b"user", b"alice"), (b"database", b"app")];
-    let mut b = BytesMut::new();
-    frontend::encode_startup(ProtocolVersion::V3_0, &params, &mut b).expect("startup");
-    s.handle_client_bytes(T0, &b);
-    outputs(&mut s);
+    let mut s = starting(PoolMode::Transaction, &[]);
     s.handle_server(T0, lent);
     // Another client may have left the server otherwise: it is set back before the welcome.
     let out = welcome_outputs(&mut s);
@@ -123,12 +116,7 @@ fn a_read_only_default_one_client_set_never_reaches_the_next() {
     let dirty = released(outputs(&mut a)).expect("the transaction ended");
 
     // The next client welcomed there: the server gets its own value back first.
-    let mut b = session(PoolMode::Transaction);
-    let params: [(&[u8], &[u8]); 2] = [(b"user", b"alice"), (b"database", b"app")];
-    let mut start = BytesMut::new();
-    frontend::encode_startup(ProtocolVersion::V3_0, &params, &mut start).expect("startup");
-    b.handle_client_bytes(T0, &start);
-    outputs(&mut b);
+    let mut b = starting(PoolMode::Transaction, &[]);
     b.handle_server(T0, dirty);
     let out = outputs(&mut b);
     let [ClientOut::ToServer(set)] = &out[..] else {

@@ -5,28 +5,14 @@
 //! says `ISO, MDY`.
 
 use bytes::{Bytes, BytesMut};
-use pgyard_proxy::{ClientOut, ClientSession, PoolMode};
+use pgyard_proxy::{ClientOut, PoolMode};
 use pgyard_wire::backend::{self, TransactionStatus};
 use pgyard_wire::error_fields::{encode_error_response, ErrorFields};
-use pgyard_wire::frame::{frames, ProtocolVersion};
-use pgyard_wire::frontend;
+use pgyard_wire::frame::frames;
 
 mod common;
 
-use common::{outputs, query, released, server, session, set_reply, T0};
-
-/// A client of `mode` that sent `extra` in its StartupMessage, waiting for its welcome server.
-fn starting(mode: PoolMode, extra: &[(&[u8], &[u8])]) -> ClientSession {
-    let mut s = session(mode);
-    let mut params: Vec<(&[u8], &[u8])> = vec![(b"user", b"alice"), (b"database", b"app")];
-    params.extend_from_slice(extra);
-    let mut b = BytesMut::new();
-    frontend::encode_startup(ProtocolVersion::V3_0, &params, &mut b).expect("startup");
-    s.handle_client_bytes(T0, &b);
-    let out = outputs(&mut s);
-    assert!(matches!(&out[..], [ClientOut::Acquire(_)]), "{out:?}");
-    s
-}
+use common::{outputs, query, released, server, set_reply, starting, T0};
 
 /// The SQL of the one Query in `out`.
 fn the_query(out: &[ClientOut]) -> String {

@@ -463,22 +463,8 @@ impl FakeServer {
     /// ReadyForQuery, after the `in_hot_standby`, `TimeZone` and `search_path` reports when
     /// they changed.
     fn ready(&mut self, in_recovery: bool, out: &mut BytesMut) {
-        if self.path != self.reported_path {
-            self.reported_path.clone_from(&self.path);
-            let _ = ParameterStatus {
-                name: b"search_path",
-                value: self.path.as_bytes(),
-            }
-            .encode(out);
-        }
-        if self.zone != self.reported_zone {
-            self.reported_zone.clone_from(&self.zone);
-            let _ = ParameterStatus {
-                name: b"TimeZone",
-                value: self.zone.as_bytes(),
-            }
-            .encode(out);
-        }
+        report(b"search_path", &self.path, &mut self.reported_path, out);
+        report(b"TimeZone", &self.zone, &mut self.reported_zone, out);
         if in_recovery != self.reported_recovery {
             self.reported_recovery = in_recovery;
             let value: &[u8] = if in_recovery { b"on" } else { b"off" };
@@ -494,6 +480,19 @@ impl FakeServer {
             TransactionStatus::Idle
         };
         backend::encode_ready_for_query(status, out);
+    }
+}
+
+/// A ParameterStatus for `name` when `value` is not what was `reported` last, as PostgreSQL
+/// reports a changed `GUC_REPORT` setting before ReadyForQuery.
+fn report(name: &[u8], value: &str, reported: &mut String, out: &mut BytesMut) {
+    if value != reported {
+        value.clone_into(reported);
+        let _ = ParameterStatus {
+            name,
+            value: value.as_bytes(),
+        }
+        .encode(out);
     }
 }
 

@@ -27,7 +27,7 @@ use pgyard_wire::error_fields::encode_error_response;
 use pgyard_wire::frame::{Limits, ProtocolVersion};
 use pgyard_wire::middleware::Splitter;
 
-pub use params::{alignment, split_encoding, tracked, Settings, CARRIED, TRACKED};
+pub use params::{alignment, alignment_queries, tracked, Settings, CARRIED, TRACKED};
 pub use tls::{ClientCert, ClientTls, TlsMode, ALPN_POSTGRESQL};
 
 pub use crate::admin::ClientStats;

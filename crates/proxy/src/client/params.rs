@@ -34,6 +34,9 @@ pub const CARRIED: usize = 6;
 /// `search_path`'s slot (set by `set_config`, being a list).
 const SEARCH_PATH: usize = 6;
 
+/// `client_encoding`'s slot (set in a query string of its own, first).
+const ENCODING: usize = 0;
+
 /// PostgreSQL's spelling of a tracked name in any case (GUC names are case-insensitive).
 pub fn tracked(name: &str) -> Option<&'static str> {
     TRACKED
@@ -42,11 +45,9 @@ pub fn tracked(name: &str) -> Option<&'static str> {
         .find(|t| t.eq_ignore_ascii_case(name))
 }
 
-/// `TRACKED`'s indices in the order the `SET`s come out: `client_encoding` first, then the
-/// others in the order of the names' bytes (as a map of the names would list them). A server
-/// reads a whole query string in the client encoding it has when the string arrives, so the
-/// values of the other settings (in the client's own encoding: a schema in `search_path` may
-/// be any text) go in a second string once the first has set it ([`split_encoding`]).
+/// `TRACKED`'s indices in the order the `SET`s come out: `client_encoding` first (see
+/// [`alignment_queries`]), then the others in the order of the names' bytes (as a map of the
+/// names would list them).
 const ORDER: [usize; 8] = [0, 1, 3, 2, 5, 7, 6, 4];
 
 /// The slot of a tracked name in PostgreSQL's spelling (servers report them so).
@@ -133,6 +134,12 @@ impl Settings {
     /// The value of a tracked setting (one of [`TRACKED`]), read from its slot.
     pub fn tracked(&self, name: &str) -> Option<&String> {
         slot(name).and_then(|i| self.tracked[i].as_ref())
+    }
+
+    /// The value of a tracked setting as [`Settings::insert`] last set it: for a server, what
+    /// its login reported.
+    pub fn login_value(&self, name: &str) -> Option<&String> {
+        slot(name).and_then(|i| self.made_with[i].as_ref())
     }
 
     /// Whether `in_hot_standby` says `on`, when it was reported.
@@ -236,12 +243,23 @@ impl Verified {
 }
 
 /// One `SET` per tracked setting the client wants and the server has otherwise, as one
-/// simple-query string (`None` when they agree). Only the tracked settings are compared; those
+/// simple-query string (`None` when they agree): [`alignment_queries`] joined.
+pub fn alignment(wanted: &Settings, server: &Settings) -> Option<String> {
+    let sql = alignment_queries(wanted, server).concat();
+    (!sql.is_empty()).then_some(sql)
+}
+
+/// The alignment as the server must be sent it: no query string when the settings agree,
+/// else one, or two when `client_encoding` changes. A server reads a whole query string in
+/// the client encoding it has when the string arrives, and the other values are in the
+/// client's own encoding (a schema in `search_path` may be any text), so the encoding's
+/// `SET` goes in a string of its own, first. Only the tracked settings are compared; those
 /// past [`CARRIED`] only on a server that reports them, and where the client never set one,
 /// against the server's own login value. `search_path` is set with `set_config`, whose value
 /// is read as the list it is (`SET search_path TO '"$user", public'` would name one schema);
 /// its row is the proxy's, as every reply to the alignment is.
-pub fn alignment(wanted: &Settings, server: &Settings) -> Option<String> {
+pub fn alignment_queries(wanted: &Settings, server: &Settings) -> Vec<String> {
+    let mut queries = Vec::new();
     let mut sql = String::new();
     for i in ORDER {
         let extra = i >= CARRIED;
@@ -268,45 +286,14 @@ pub fn alignment(wanted: &Settings, server: &Settings) -> Option<String> {
         sql.push_str(" TO ");
         push_literal(&mut sql, value);
         sql.push(';');
-    }
-    (!sql.is_empty()).then_some(sql)
-}
-
-/// An alignment split where a server must read the rest in the client's encoding: its
-/// `client_encoding` statement, then the others (`None` when there is nothing after it, or
-/// it does not set the encoding).
-pub fn split_encoding(sql: &str) -> (&str, Option<&str>) {
-    const SET: &str = "SET client_encoding TO ";
-    let Some(rest) = sql.strip_prefix(SET) else {
-        return (sql, None);
-    };
-    // The statement ends after its literal (as `push_literal` wrote it), which may hold a
-    // `;` of a client's startup value: split there, not at the first `;`, or the value would
-    // be cut and its tail read as SQL.
-    let end = SET.len() + literal_len(rest) + 1;
-    match (sql.get(..end), sql.get(end..)) {
-        (Some(first), Some(after)) if first.ends_with(';') && !after.is_empty() => {
-            (first, Some(after))
-        }
-        _ => (sql, None),
-    }
-}
-
-/// The length of the literal `push_literal` wrote at the start of `sql`: an optional `E`,
-/// then a quote, quotes inside doubled (and in the `E` form backslashes too), a quote.
-fn literal_len(sql: &str) -> usize {
-    let bytes = sql.as_bytes();
-    let escape = bytes.first() == Some(&b'E');
-    let mut i = usize::from(escape) + 1;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'\'' if bytes.get(i + 1) == Some(&b'\'') => i += 2,
-            b'\'' => return i + 1,
-            b'\\' if escape => i += 2,
-            _ => i += 1,
+        if i == ENCODING {
+            queries.push(std::mem::take(&mut sql));
         }
     }
-    bytes.len()
+    if !sql.is_empty() {
+        queries.push(sql);
+    }
+    queries
 }
 
 /// A string literal read the same whatever the server's `standard_conforming_strings`: a
@@ -444,40 +431,44 @@ mod tests {
             ("client_encoding", "LATIN1"),
             ("application_name", "caf\u{e9}"),
         ]);
-        let sql = alignment(&wanted, &Settings::new()).expect("both differ");
         assert_eq!(
-            split_encoding(&sql),
-            (
+            alignment_queries(&wanted, &Settings::new()),
+            [
                 "SET client_encoding TO 'LATIN1';",
-                Some("SET application_name TO 'caf\u{e9}';")
-            )
+                "SET application_name TO 'caf\u{e9}';"
+            ]
         );
         // A startup value with a `;` (and a comment after it) stays one literal.
         let wanted = settings(&[
             ("client_encoding", "a;select pg_sleep(9)--"),
             ("application_name", "x"),
         ]);
-        let sql = alignment(&wanted, &Settings::new()).expect("both differ");
         assert_eq!(
-            split_encoding(&sql),
-            (
+            alignment_queries(&wanted, &Settings::new()),
+            [
                 "SET client_encoding TO 'a;select pg_sleep(9)--';",
-                Some("SET application_name TO 'x';")
-            )
+                "SET application_name TO 'x';"
+            ]
         );
         let quoted = settings(&[("client_encoding", r"it's;\"), ("TimeZone", "UTC")]);
-        let sql = alignment(&quoted, &Settings::new()).expect("both differ");
         assert_eq!(
-            split_encoding(&sql),
-            (
+            alignment_queries(&quoted, &Settings::new()),
+            [
                 r"SET client_encoding TO E'it''s;\\';",
-                Some("SET TimeZone TO 'UTC';")
-            )
+                "SET TimeZone TO 'UTC';"
+            ]
         );
-        let alone = "SET client_encoding TO 'UTF8';";
-        assert_eq!(split_encoding(alone), (alone, None));
-        let other = "SET TimeZone TO 'UTC';";
-        assert_eq!(split_encoding(other), (other, None));
+        let alone = settings(&[("client_encoding", "UTF8")]);
+        assert_eq!(
+            alignment_queries(&alone, &Settings::new()),
+            ["SET client_encoding TO 'UTF8';"]
+        );
+        let other = settings(&[("TimeZone", "UTC")]);
+        assert_eq!(
+            alignment_queries(&other, &Settings::new()),
+            ["SET TimeZone TO 'UTC';"]
+        );
+        assert!(alignment_queries(&other, &other).is_empty());
     }
 
     #[test]

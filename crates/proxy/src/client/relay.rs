@@ -286,33 +286,37 @@ impl ClientSession {
         // fails where a direct one would and the client is shown them as the server spells
         // them (libpq-era drivers send `DateStyle=ISO`, which a server reports as
         // `ISO, MDY`: compared as sent, every transaction would set it again).
-        match self.alignment() {
-            Some(sql) => {
-                let mut buf = BytesMut::new();
-                let (first, rest) = params::split_encoding(&sql);
-                let mut readies = 0;
-                for part in std::iter::once(first).chain(rest) {
-                    if encode_query(part.as_bytes(), &mut buf).is_ok() {
-                        readies += 1;
-                    }
-                }
-                self.out.push_back(ClientOut::ToServer(buf.freeze()));
-                self.phase = Phase::Aligning(Alignment {
-                    welcome,
-                    failed: None,
-                    readies,
-                });
-            }
-            None if welcome => self.welcome(true),
-            None => self.go_active(),
+        let queries = self.alignment();
+        if queries.is_empty() {
+            return if welcome {
+                self.welcome(true)
+            } else {
+                self.go_active()
+            };
         }
+        let mut buf = BytesMut::new();
+        let mut readies = 0;
+        for sql in &queries {
+            if encode_query(sql.as_bytes(), &mut buf).is_ok() {
+                readies += 1;
+            }
+        }
+        self.out.push_back(ClientOut::ToServer(buf.freeze()));
+        self.phase = Phase::Aligning(Alignment {
+            welcome,
+            failed: None,
+            readies,
+        });
     }
 
-    /// The `SET`s the lent server needs to have the client's settings, if any. In
+    /// The query strings the lent server needs to have the client's settings (none when it
+    /// has them; see `params::alignment_queries`). In
     /// transaction mode a server found aligned before is skipped while neither side's
     /// settings changed since (most transactions land on a server the client has used).
-    fn alignment(&mut self) -> Option<String> {
-        let server = self.server.as_ref()?;
+    fn alignment(&mut self) -> Vec<String> {
+        let Some(server) = self.server.as_ref() else {
+            return Vec::new();
+        };
         let remember = self.shortcuts && self.config.pool_mode == PoolMode::Transaction;
         #[allow(unused_mut)]
         let mut settings = &server.settings;
@@ -325,13 +329,13 @@ impl ClientSession {
             settings = &made;
         }
         if remember && self.verified.holds(&self.wanted, server.id, settings) {
-            return None;
+            return Vec::new();
         }
-        let sql = params::alignment(&self.wanted, &server.settings);
-        if sql.is_none() && remember {
+        let queries = params::alignment_queries(&self.wanted, &server.settings);
+        if queries.is_empty() && remember {
             self.verified.record(server.id, settings);
         }
-        sql
+        queries
     }
 
     /// The pool could not lend a server (its wait timed out): the client gets the error.
@@ -390,17 +394,21 @@ impl ClientSession {
         let Some(server) = self.server.as_ref() else {
             return;
         };
-        #[allow(unused_mut)]
-        let mut shown = server.settings.shown_to_new_client();
         #[cfg(feature = "planted-bugs")]
-        if self.planted(super::PlantedBug::WelcomeShowsCurrentSettings) {
-            shown = server.settings.clone();
-        }
+        let current = self.planted(super::PlantedBug::WelcomeShowsCurrentSettings);
+        #[cfg(not(feature = "planted-bugs"))]
+        let current = false;
         for name in &params::TRACKED[..params::CARRIED] {
-            if self.wanted.get(name).is_none() {
-                if let Some(value) = shown.get(name) {
-                    self.wanted.insert((*name).to_owned(), value.clone());
-                }
+            if self.wanted.get(name).is_some() {
+                continue;
+            }
+            let value = if current {
+                server.settings.tracked(name)
+            } else {
+                server.settings.login_value(name)
+            };
+            if let Some(value) = value {
+                self.wanted.insert((*name).to_owned(), value.clone());
             }
         }
     }

@@ -360,13 +360,6 @@ impl ClientSession {
             let held = self.held_notices.split().freeze();
             self.out.push_back(ClientOut::ToClient(held));
         }
-        // What the client saw is what it wants from now on (the other tracked settings only
-        // once it sets them: `params`).
-        for name in &super::TRACKED[..super::params::CARRIED] {
-            if let Some(v) = shown.get(name) {
-                self.wanted.insert((*name).to_owned(), v.clone());
-            }
-        }
         match self.config.pool_mode {
             PoolMode::Transaction => {
                 self.release_between_transactions(clean);

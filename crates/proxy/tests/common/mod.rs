@@ -113,6 +113,26 @@ pub fn answer_alignment(query: &[u8], spell: impl Fn(&str, &str) -> String) -> b
     b.freeze()
 }
 
+/// A client of `mode` that sent `extra` beside user `alice` and database `app` in its
+/// StartupMessage, waiting for its welcome server.
+#[allow(dead_code)] // not every test binary logs in by hand
+pub fn starting(mode: PoolMode, extra: &[(&[u8], &[u8])]) -> ClientSession {
+    let mut s = session(mode);
+    let mut params: Vec<(&[u8], &[u8])> = vec![(b"user", b"alice"), (b"database", b"app")];
+    params.extend_from_slice(extra);
+    let mut b = bytes::BytesMut::new();
+    pgyard_wire::frontend::encode_startup(
+        pgyard_wire::frame::ProtocolVersion::V3_0,
+        &params,
+        &mut b,
+    )
+    .expect("startup");
+    s.handle_client_bytes(T0, &b);
+    let out = outputs(&mut s);
+    assert!(matches!(&out[..], [ClientOut::Acquire(_)]), "{out:?}");
+    s
+}
+
 /// What PostgreSQL answers a query string of `sets` statements: a CommandComplete each, then
 /// (before ReadyForQuery, where it reports what changed) each changed setting's new value.
 #[allow(dead_code)] // not every test binary answers SETs
