@@ -8,30 +8,18 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use pgyard_proxy::{ClientAuth, ClientConfig, PoolMode, PoolSettings};
 use pgyard_testkit::cluster::{Options, Primary};
-use pgyard_tokio::proxy::{spawn, ProxyConfig};
 use pgyard_wire::error_fields::ErrorFields;
 use pgyard_wire::frame::ProtocolVersion;
 use pgyard_wire::frontend;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+mod common;
+
 /// A transaction-mode proxy with one server connection in front of the server on `port`.
 async fn proxy(port: u16) -> SocketAddr {
-    let client = ClientConfig {
-        login_timeout: Duration::from_secs(10),
-        ..ClientConfig::new(ClientAuth::Trust, PoolMode::Transaction)
-    };
-    let mut config = ProxyConfig::new(format!("host=127.0.0.1 port={port}"), client);
-    config.pool = PoolSettings {
-        size: 1,
-        wait_timeout: Duration::from_secs(30),
-        ..PoolSettings::default()
-    };
-    config.seed = Some(3);
-    let proxy = spawn(config, "127.0.0.1:0".parse().expect("an address"));
-    proxy.await.expect("proxy").addr
+    common::transaction_proxy(port, 1, 3).await
 }
 
 /// A client speaking the protocol by hand, so that its StartupMessage says exactly what a

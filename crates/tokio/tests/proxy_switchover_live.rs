@@ -8,27 +8,15 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use pgyard_proxy::{ClientAuth, ClientConfig, PoolMode, PoolSettings};
 use pgyard_testkit::cluster::{psql, Options, Primary};
-use pgyard_tokio::proxy::{spawn, ProxyConfig};
 use pgyard_tokio::{connect, Session};
+
+mod common;
 
 /// A transaction-mode proxy of pool size 2 over `port`, under trust (every user may use the
 /// console).
 async fn proxy(port: u16) -> SocketAddr {
-    let client = ClientConfig {
-        login_timeout: Duration::from_secs(10),
-        ..ClientConfig::new(ClientAuth::Trust, PoolMode::Transaction)
-    };
-    let mut config = ProxyConfig::new(format!("host=127.0.0.1 port={port}"), client);
-    config.pool = PoolSettings {
-        size: 2,
-        wait_timeout: Duration::from_secs(60),
-        ..PoolSettings::default()
-    };
-    config.seed = Some(23);
-    let proxy = spawn(config, "127.0.0.1:0".parse().expect("address"));
-    proxy.await.expect("proxy").addr
+    common::transaction_proxy(port, 2, 23).await
 }
 
 fn conninfo(addr: SocketAddr, dbname: &str) -> String {
