@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use pgyard_slotsync::decoding::parse_running_xacts_description;
 use pgyard_slotsync::engine::{check_user_op, promote, UserOp};
@@ -18,6 +18,9 @@ use pgyard_testkit::cluster::{self, Node, Options, Primary};
 use pgyard_testkit::postgres::Major;
 use pgyard_types::{rng_from_seed, uniform_inclusive, Lsn, Rng, Xid};
 use serde_json::Value;
+
+#[path = "differential/snapfiles.rs"]
+mod snapfiles;
 
 /// Columns whose values depend on wall time or process ids, which the engine does not predict.
 const VOLATILE: [&str; 4] = ["inactive_since", "active", "active_pid", "safe_wal_size"];
@@ -188,17 +191,31 @@ impl Harness {
     /// Predicts, calls `pg_sync_replication_slots()`, compares. Returns the server's error.
     fn sync(&mut self, step: &str) -> Option<String> {
         self.syncs += 1;
+        let captured_at = SystemTime::now();
         let mut input = self.collect();
         input.standby.effective_catalog_xmins = self.effective.clone();
         self.carried += usize::from(!self.effective.is_empty());
         let outcome = input.plan();
         self.effective = outcome.effective_catalog_xmins.clone();
         let log_start = self.standby().log_text().len();
+        let called_at = SystemTime::now();
         let result = self.standby().psql("select pg_sync_replication_slots()");
         // The LOG lines of the call: a temporary slot's skip shows the local catalog_xmin the
         // server computed (the initial one for a new slot), which the view never shows.
         if let Some(stale) = self.input_went_stale(&input) {
             self.mismatches.push(format!("[{step}] {stale}"));
+        }
+        if let Some(files) = snapfiles::check(
+            self.standby(),
+            outcome.serialized_snapshots.as_deref(),
+            captured_at,
+            called_at,
+        ) {
+            self.mismatches.push(format!(
+                "[{step}] {files}\n  input: {}\n  actions: {:?}",
+                input.to_json(),
+                outcome.actions
+            ));
         }
         let log = self.standby().log_text();
         let logged = sync_skip_logs(log.get(log_start..).unwrap_or(""));

@@ -2,7 +2,8 @@
 //! PostgreSQL 18 (session 33): shown as the server spells them, as a direct login shows them;
 //! set once, not before every transaction; refused at login when the server refuses them;
 //! and a value with a backslash set intact on a server another client left with
-//! `standard_conforming_strings = off`.
+//! `standard_conforming_strings = off`. A session-level `SET SESSION AUTHORIZATION` (session
+//! 34) stays with the client that ran it.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -293,4 +294,37 @@ async fn values_are_read_in_the_clients_encoding_whatever_the_last_client_left()
         direct.one("show application_name").await
     );
     assert_eq!(b.one("show search_path").await, "\"sch\u{e9}ma\", public");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_authorization_stays_with_the_client_that_set_it() {
+    let primary = Primary::start(Options::default()).expect("primary");
+    let addr = proxy(primary.port()).await;
+    let mut a = Raw::start(addr, &[]).await;
+    a.until_ready().await;
+    a.exec("create role pgyard_bob").await;
+    let set = a.exec("set session authorization pgyard_bob").await;
+    assert_eq!(
+        status(&set, "session_authorization").as_deref(),
+        Some("pgyard_bob")
+    );
+    a.exec("set scram_iterations = 8192").await;
+    // One server: every transaction below finds it as the other client left it.
+    let mut b = Raw::start(addr, &[]).await;
+    let welcome = b.until_ready().await;
+    assert_eq!(
+        status(&welcome, "session_authorization").as_deref(),
+        Some("postgres")
+    );
+    assert_eq!(status(&welcome, "is_superuser").as_deref(), Some("on"));
+    assert_eq!(b.one("select current_user").await, "postgres");
+    assert_eq!(b.one("show scram_iterations").await, "4096");
+    let again = a.exec("select session_user").await;
+    assert!(
+        again.iter().all(|(t, _)| *t != b'S'),
+        "the alignment's reports are the proxy's: {again:?}"
+    );
+    assert_eq!(a.one("select session_user").await, "pgyard_bob");
+    assert_eq!(a.one("show scram_iterations").await, "8192");
+    assert_eq!(b.one("select session_user").await, "postgres");
 }

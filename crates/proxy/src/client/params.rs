@@ -3,13 +3,16 @@
 //! servers sent it), compared with what a server has, turned into the `SET`s that align them.
 //!
 //! Besides the six settings every supported server reports, which a client carries from its
-//! welcome on, two more are tracked where the server reports them: `search_path`
+//! welcome on, four more are tracked where the server reports them: `search_path`
 //! (PostgreSQL 18 reports it; 17 does not, and there it is neither compared nor set, nor
-//! shown to a client that asked for it at startup) and `default_transaction_read_only`
-//! (reported since PostgreSQL 14). A client carries these only once it set them (at startup
+//! shown to a client that asked for it at startup), `default_transaction_read_only`
+//! (reported since PostgreSQL 14), `session_authorization` (always reported) and
+//! `scram_iterations` (since 16). A client carries these only once it set them (at startup
 //! or by its own `SET`); until then each server gets back its own login value, so one
-//! client's change never reaches the next client of that server, and a value one server is
-//! configured with (a standby's read-only default) never follows a client to another.
+//! client's change never reaches the next client of that server (a `SET SESSION
+//! AUTHORIZATION` would run the next client's queries as another role), and a value one
+//! server is configured with (a standby's read-only default) never follows a client to
+//! another. `role` is not reported, so a session-level `SET ROLE` is not followed.
 
 use std::collections::BTreeMap;
 
@@ -17,7 +20,7 @@ use crate::pool::ServerId;
 
 /// The reported settings a client's view is kept for, with PostgreSQL's spelling: the first
 /// [`CARRIED`] from the welcome on, the others as the module says.
-pub const TRACKED: [&str; 8] = [
+pub const TRACKED: [&str; SLOTS] = [
     "client_encoding",
     "DateStyle",
     "TimeZone",
@@ -26,7 +29,12 @@ pub const TRACKED: [&str; 8] = [
     "application_name",
     "search_path",
     "default_transaction_read_only",
+    "session_authorization",
+    "scram_iterations",
 ];
+
+/// How many settings are tracked.
+const SLOTS: usize = 10;
 
 /// How many of [`TRACKED`] a client carries from its welcome on.
 pub const CARRIED: usize = 6;
@@ -48,7 +56,7 @@ pub fn tracked(name: &str) -> Option<&'static str> {
 /// `TRACKED`'s indices in the order the `SET`s come out: `client_encoding` first (see
 /// [`alignment_queries`]), then the others in the order of the names' bytes (as a map of the
 /// names would list them).
-const ORDER: [usize; 8] = [0, 1, 3, 2, 5, 7, 6, 4];
+const ORDER: [usize; SLOTS] = [0, 1, 3, 2, 5, 7, 9, 6, 8, 4];
 
 /// The slot of a tracked name in PostgreSQL's spelling (servers report them so).
 fn slot(name: &str) -> Option<usize> {
@@ -56,7 +64,7 @@ fn slot(name: &str) -> Option<usize> {
 }
 
 /// Settings by name, with the tracked ones also kept in fixed slots: a transaction's
-/// alignment compares eight values instead of looking names up in two maps. (The slots are
+/// alignment compares ten values instead of looking names up in two maps. (The slots are
 /// boxed: a lent server's record moves between the pools and its client every transaction.)
 /// Equality is by the current values; the count of changes to the tracked values and the
 /// values a server logged in with are history.
@@ -66,8 +74,8 @@ pub struct Settings {
     /// The tracked values as [`Settings::insert`] set them: for a server, what its login
     /// reported, which is what `DISCARD ALL` returns it to and what a direct connection is
     /// shown, whatever an earlier client `SET` since ([`Settings::report`]).
-    made_with: Box<[Option<String>; 8]>,
-    tracked: Box<[Option<String>; 8]>,
+    made_with: Box<[Option<String>; SLOTS]>,
+    tracked: Box<[Option<String>; SLOTS]>,
     hot_standby: Option<bool>,
     /// How many times a tracked value changed: a client that found this server aligned
     /// with it knows it still is while the count stands ([`Verified`]).
@@ -208,7 +216,7 @@ const VERIFIED_MAX: usize = 64;
 
 /// The servers a client found aligned with what it wants (by [`alignment`]), each with the
 /// count of its settings' changes then, for the count of the client's own changes then:
-/// while neither count moves, the server is still aligned and the eight comparisons can be
+/// while neither count moves, the server is still aligned and the comparisons can be
 /// skipped. Server ids are never reused, and a server's record keeps its count for its life.
 #[derive(Debug, Default)]
 pub(super) struct Verified {
@@ -351,6 +359,30 @@ mod tests {
     }
 
     #[test]
+    fn another_clients_session_authorization_is_undone_and_the_clients_own_carried() {
+        let mut server = settings(&[
+            ("session_authorization", "postgres"),
+            ("scram_iterations", "4096"),
+        ]);
+        server.report("session_authorization".into(), "bob".into());
+        server.report("scram_iterations".into(), "8192".into());
+        assert_eq!(
+            alignment(&Settings::new(), &server).as_deref(),
+            Some("SET scram_iterations TO '4096';SET session_authorization TO 'postgres';")
+        );
+        let wanted = settings(&[("session_authorization", "bob")]);
+        assert_eq!(
+            alignment(&wanted, &settings(&[("session_authorization", "postgres")])).as_deref(),
+            Some("SET session_authorization TO 'bob';")
+        );
+        assert_eq!(
+            alignment(&wanted, &Settings::new()),
+            None,
+            "a server that does not report it is not asked"
+        );
+    }
+
+    #[test]
     fn an_extra_setting_the_client_never_set_goes_back_to_the_servers_login_value() {
         let mut server = settings(&[("default_transaction_read_only", "off")]);
         server.report("default_transaction_read_only".into(), "on".into());
@@ -409,9 +441,8 @@ mod tests {
         let all: Vec<(&str, &str)> = TRACKED.iter().map(|&n| (n, "x")).collect();
         let mut wanted = settings(&all);
         wanted.insert("extra_float_digits".into(), "3".into());
-        let server: Settings = [("search_path", "y"), ("default_transaction_read_only", "y")]
-            .into_iter()
-            .collect();
+        let extras = TRACKED[CARRIED..].iter().map(|&n| (n, "y"));
+        let server: Settings = extras.collect();
         let sql = alignment(&wanted, &server).expect("every setting differs");
         let order: Vec<&str> = sql
             .split(';')
