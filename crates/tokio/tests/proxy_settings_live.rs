@@ -327,4 +327,25 @@ async fn a_session_authorization_stays_with_the_client_that_set_it() {
     assert_eq!(a.one("select session_user").await, "pgyard_bob");
     assert_eq!(a.one("show scram_iterations").await, "8192");
     assert_eq!(b.one("select session_user").await, "postgres");
+    // A direct login ignores a StartupMessage's session_authorization; so does the proxy.
+    let asked = [("session_authorization", "pgyard_bob")];
+    let mut direct = Raw::start(
+        format!("127.0.0.1:{}", primary.port())
+            .parse()
+            .expect("addr"),
+        &asked,
+    )
+    .await;
+    let direct_welcome = direct.until_ready().await;
+    assert_eq!(
+        status(&direct_welcome, "session_authorization").as_deref(),
+        Some("postgres")
+    );
+    let mut c = Raw::start(addr, &asked).await;
+    let welcome = c.until_ready().await;
+    assert_eq!(
+        status(&welcome, "session_authorization").as_deref(),
+        Some("postgres")
+    );
+    assert_eq!(c.one("select session_user").await, "postgres");
 }

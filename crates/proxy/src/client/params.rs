@@ -53,6 +53,13 @@ pub fn tracked(name: &str) -> Option<&'static str> {
         .find(|t| t.eq_ignore_ascii_case(name))
 }
 
+/// A tracked name a StartupMessage sets, in PostgreSQL's spelling: any but
+/// `session_authorization`, which a direct login sets to the role that logged in whatever
+/// the packet says (PostgreSQL 18 shows `postgres` to a packet asking for another role).
+pub fn startup_setting(name: &str) -> Option<&'static str> {
+    tracked(name).filter(|t| *t != "session_authorization")
+}
+
 /// `TRACKED`'s indices in the order the `SET`s come out: `client_encoding` first (see
 /// [`alignment_queries`]), then the others in the order of the names' bytes (as a map of the
 /// names would list them).
@@ -370,6 +377,8 @@ mod tests {
             alignment(&Settings::new(), &server).as_deref(),
             Some("SET scram_iterations TO '4096';SET session_authorization TO 'postgres';")
         );
+        assert_eq!(startup_setting("Session_Authorization"), None);
+        assert_eq!(startup_setting("scram_iterations"), Some("scram_iterations"));
         let wanted = settings(&[("session_authorization", "bob")]);
         assert_eq!(
             alignment(&wanted, &settings(&[("session_authorization", "postgres")])).as_deref(),

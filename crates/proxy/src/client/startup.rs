@@ -138,7 +138,8 @@ impl ClientSession {
                     // Other settings (`options`, `extra_float_digits`, …) are ignored, as
                     // PgBouncer's `ignore_startup_parameters` does; the tracked ones follow
                     // the client.
-                    if let Some(t) = std::str::from_utf8(n).ok().and_then(params::tracked) {
+                    let name = std::str::from_utf8(n).ok();
+                    if let Some(t) = name.and_then(params::startup_setting) {
                         self.wanted.insert(t.to_owned(), text);
                     }
                 }

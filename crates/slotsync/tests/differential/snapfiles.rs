@@ -31,8 +31,10 @@ fn micros(from: SystemTime, to: SystemTime) -> i128 {
 /// call). `captured_at` and `called_at` are the clock before the input was read and before
 /// the call: a file the engine did not expect is placed in time by its modification time
 /// (the kernel's coarse clock, a few milliseconds behind), which names whose fault it is.
-/// A predicted file that is missing counts only at or past the standby's redo position,
-/// since a restartpoint removes older ones at any time.
+/// A restartpoint may remove a file at any time below both its redo position and the lowest
+/// `restart_lsn` of the valid logical slots (all of them when there are none), so a predicted
+/// file that is missing counts only at or past both as they stand after the call (a
+/// restartpoint under way has a newer redo, never a lower slot position).
 pub fn check(
     standby: &Node,
     predicted: Option<&[Lsn]>,
@@ -43,6 +45,8 @@ pub fn check(
     let text = standby
         .psql(
             "select json_build_object('redo', (select redo_lsn from pg_control_checkpoint()), \
+             'kept_from', (select min(restart_lsn) from pg_replication_slots \
+               where slot_type = 'logical' and invalidation_reason is null), \
              'files', (select coalesce(json_agg(name order by name), '[]') \
              from pg_ls_logicalsnapdir()))",
         )
@@ -52,6 +56,8 @@ pub fn check(
         .as_str()
         .and_then(|s| s.parse().ok())
         .expect("redo_lsn");
+    // No valid logical slot: a restartpoint removes every file.
+    let kept_from: Option<Lsn> = v["kept_from"].as_str().and_then(|s| s.parse().ok());
     let dir = standby.data_dir().join("pg_logical/snapshots");
     let listed: Vec<Listed> = v["files"]
         .as_array()
@@ -85,14 +91,14 @@ pub fn check(
             l.name
         ));
     }
-    for lsn in predicted
-        .iter()
-        .filter(|l| **l >= redo && !on_disk.contains(l))
-    {
-        found.push(format!(
-            "the engine predicted a snapshot file at {lsn} (at or past redo {redo}), the \
-             standby has none"
-        ));
+    if let Some(kept) = kept_from {
+        let safe = |l: &Lsn| *l >= redo && *l >= kept;
+        for lsn in predicted.iter().filter(|l| safe(l) && !on_disk.contains(l)) {
+            found.push(format!(
+                "the engine predicted a snapshot file at {lsn} (at or past redo {redo} and \
+                 the slots' lowest restart_lsn {kept}), the standby has none"
+            ));
+        }
     }
     (!found.is_empty()).then(|| {
         format!(
