@@ -8,6 +8,7 @@
 
 mod admin;
 mod fast;
+mod options;
 mod params;
 mod prepared;
 mod relay;
@@ -303,6 +304,9 @@ pub struct ClientSession {
     verified: params::Verified,
     /// The proxy's own notices, held while a server's reply to the client is mid-frame.
     held_notices: BytesMut,
+    /// Why the StartupMessage's `options` end the login once the password is right, as a
+    /// server ends it.
+    options_refused: Option<options::OptionsError>,
     out: VecDeque<ClientOut>,
     /// Login buffer (password messages are read whole).
     login_buf: BytesMut,
@@ -401,6 +405,7 @@ impl ClientSession {
             keys: Vec::new(),
             verified: params::Verified::default(),
             held_notices: BytesMut::new(),
+            options_refused: None,
             out: VecDeque::new(),
             login_buf: BytesMut::new(),
             min_lsn: None,
@@ -653,13 +658,21 @@ impl ClientSession {
 
     /// Writes an ErrorResponse to the client.
     fn error(&mut self, severity: &[u8], code: &[u8], message: &str) {
+        self.error_hinted(severity, code, message, None);
+    }
+
+    /// An ErrorResponse with a hint when there is one.
+    fn error_hinted(&mut self, severity: &[u8], code: &[u8], message: &str, hint: Option<&str>) {
         let mut buf = BytesMut::new();
-        let fields: [(u8, &[u8]); 4] = [
+        let mut fields: Vec<(u8, &[u8])> = vec![
             (b'S', severity),
             (b'V', severity),
             (b'C', code),
             (b'M', message.as_bytes()),
         ];
+        if let Some(h) = hint {
+            fields.push((b'H', h.as_bytes()));
+        }
         if encode_error_response(&fields, &mut buf).is_ok() {
             self.out.push_back(ClientOut::ToClient(buf.freeze()));
         }
@@ -671,6 +684,11 @@ impl ClientSession {
             return;
         }
         self.error(b"FATAL", code, message);
+        self.fatal_sent();
+    }
+
+    /// The connection closes after a FATAL error already queued.
+    fn fatal_sent(&mut self) {
         self.release_for_good();
         self.out.push_back(ClientOut::Close);
         self.close();

@@ -378,7 +378,10 @@ mod tests {
             Some("SET scram_iterations TO '4096';SET session_authorization TO 'postgres';")
         );
         assert_eq!(startup_setting("Session_Authorization"), None);
-        assert_eq!(startup_setting("scram_iterations"), Some("scram_iterations"));
+        assert_eq!(
+            startup_setting("scram_iterations"),
+            Some("scram_iterations")
+        );
         let wanted = settings(&[("session_authorization", "bob")]);
         assert_eq!(
             alignment(&wanted, &settings(&[("session_authorization", "postgres")])).as_deref(),

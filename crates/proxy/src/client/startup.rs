@@ -123,6 +123,8 @@ impl ClientSession {
             ..Identity::default()
         };
         let mut unsupported: Vec<&[u8]> = Vec::new();
+        let mut options: Option<String> = None;
+        let mut named: Vec<&'static str> = Vec::new();
         for (name, value) in m.params.iter() {
             let text = String::from_utf8_lossy(value).into_owned();
             match name {
@@ -133,17 +135,21 @@ impl ClientSession {
                     return self.fatal(b"08P01", msg);
                 }
                 MIDDLEWARE_OPTION => who.middleware = value == b"on",
+                b"options" => options = Some(text),
                 n if is_protocol_option(n) => unsupported.push(n),
                 n => {
-                    // Other settings (`options`, `extra_float_digits`, …) are ignored, as
-                    // PgBouncer's `ignore_startup_parameters` does; the tracked ones follow
-                    // the client.
+                    // Other settings (`extra_float_digits`, …) are ignored, as PgBouncer's
+                    // `ignore_startup_parameters` does; the tracked ones follow the client.
                     let name = std::str::from_utf8(n).ok();
                     if let Some(t) = name.and_then(params::startup_setting) {
                         self.wanted.insert(t.to_owned(), text);
+                        named.push(t);
                     }
                 }
             }
+        }
+        if let Some(text) = options {
+            self.take_options(&text, &named);
         }
         if who.user.is_empty() {
             return self.fatal(
@@ -198,6 +204,25 @@ impl ClientSession {
         self.phase = Phase::Login(Box::new(login));
         if step == LoginStep::Done {
             self.logged_in();
+        }
+    }
+
+    /// The tracked settings `options` gives, where the StartupMessage does not name them
+    /// itself (a server reads `options` first, then the other parameters over it); or the
+    /// error that ends the login once the password is right.
+    fn take_options(&mut self, text: &str, named: &[&str]) {
+        match super::options::settings(text) {
+            Ok(found) => {
+                for (name, value) in found {
+                    match params::startup_setting(&name) {
+                        Some(t) if !named.contains(&t) => {
+                            self.wanted.insert(t.to_owned(), value);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Err(e) => self.options_refused = Some(e),
         }
     }
 
@@ -307,6 +332,14 @@ impl ClientSession {
         }
         if self.draining {
             return self.shut();
+        }
+        if let Some(e) = self.options_refused.take() {
+            // A server reads `options` after it has let the client in.
+            let mut buf = BytesMut::new();
+            let _ = Authentication::Ok.encode(&mut buf);
+            self.out.push_back(ClientOut::ToClient(buf.freeze()));
+            self.error_hinted(b"FATAL", e.code, &e.message, e.hint);
+            return self.fatal_sent();
         }
         self.logged_in = true;
         self.labels = self.labels.wrapping_add(1);

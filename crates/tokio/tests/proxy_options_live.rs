@@ -1,0 +1,114 @@
+//! A StartupMessage's `options` through `pgyard proxy` in transaction mode, against a direct
+//! login to the same PostgreSQL 18 (session 34): each `options` text either gives the same
+//! welcome (the tracked settings, as the server spells them) or ends the login with the same
+//! error after the same AuthenticationOk.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use pgyard_proxy::client::TRACKED;
+use pgyard_testkit::cluster::{Options, Primary};
+use pgyard_wire::error_fields::ErrorFields;
+
+mod common;
+#[path = "common/raw.rs"]
+mod raw;
+
+use raw::{status, Raw};
+
+/// What a login with `extra` in its StartupMessage ended with: the tracked settings of its
+/// welcome, or AuthenticationOk (whether it came first) and the error's code, message and
+/// hint.
+#[derive(Debug, PartialEq, Eq)]
+enum Login {
+    Welcome(BTreeMap<&'static str, Option<String>>),
+    Refused {
+        authenticated: bool,
+        fields: (String, String, Option<String>),
+    },
+}
+
+async fn login(addr: SocketAddr, extra: &[(&str, &str)]) -> Login {
+    let mut c = Raw::start(addr, extra).await;
+    let messages = c.until_ready().await;
+    if let Some(i) = messages.iter().position(|(t, _)| *t == b'E') {
+        let f = ErrorFields::decode(&messages[i].1).expect("error fields");
+        let text = |code: u8| f.get(code).map(|v| String::from_utf8_lossy(v).into_owned());
+        let authenticated = messages[..i]
+            .iter()
+            .any(|(t, b)| *t == b'R' && b.as_slice() == [0, 0, 0, 0]);
+        return Login::Refused {
+            authenticated,
+            fields: (
+                text(b'C').unwrap_or_default(),
+                text(b'M').unwrap_or_default(),
+                text(b'H'),
+            ),
+        };
+    }
+    Login::Welcome(TRACKED.iter().map(|&n| (n, status(&messages, n))).collect())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn options_give_what_a_direct_login_gets() {
+    let primary = Primary::start(Options::default()).expect("primary");
+    let direct: SocketAddr = format!("127.0.0.1:{}", primary.port())
+        .parse()
+        .expect("address");
+    let proxied = common::transaction_proxy(primary.port(), 1, 5).await;
+    let cases: &[&[(&str, &str)]] = &[
+        &[(
+            "options",
+            r"-c search_path=s1 -c application_name=my\ app --DateStyle=German",
+        )],
+        &[("options", "-csearch_path=x,y")],
+        &[("options", "--default-transaction-read-only=on")],
+        &[("options", "-e")],
+        &[("options", "-ec application_name=g -E -j -d 5 --")],
+        &[("options", "-c Application_Name=v -c TIMEZONE=europe/paris")],
+        &[("options", "-c application_name=a -c application_name=b")],
+        &[(
+            "options",
+            r"-c application_name=a\\b -c IntervalStyle=iso_8601",
+        )],
+        &[("options", "-c client_encoding=LATIN1")],
+        &[
+            ("application_name", "top"),
+            ("options", "-c application_name=fromopt"),
+        ],
+        &[
+            ("options", "-c application_name=fromopt"),
+            ("application_name", "top"),
+        ],
+        &[("options", "-c TimeZone=Not/AZone")],
+        &[("options", "-c foo")],
+        &[("options", "--foo")],
+        &[("options", "-z")],
+        &[("options", "abc -c application_name=zz")],
+        &[("options", "-c application_name=1 -c")],
+        &[("options", "-zc foo")],
+        &[("options", "-- -c application_name=q")],
+        &[("options", "-c =x")],
+    ];
+    let mut welcomed = 0;
+    for extra in cases {
+        let want = login(direct, extra).await;
+        let got = login(proxied, extra).await;
+        assert_eq!(got, want, "{extra:?}");
+        welcomed += usize::from(matches!(want, Login::Welcome(_)));
+    }
+    assert_eq!(welcomed, 11, "the cases that log in");
+    // The settings hold on the server the client's transactions run on.
+    let options = [("options", "-c search_path=pg_catalog,public -e")];
+    let mut shown = Vec::new();
+    for addr in [direct, proxied] {
+        let mut c = Raw::start(addr, &options).await;
+        c.until_ready().await;
+        shown.push((
+            c.one("show search_path").await,
+            c.one("show DateStyle").await,
+        ));
+    }
+    assert_eq!(shown[1], shown[0]);
+    assert_eq!(shown[1].1, "ISO, DMY");
+}
