@@ -265,3 +265,30 @@ async fn a_session_authorization_stays_with_the_client_that_set_it() {
     );
     assert_eq!(c.one("select session_user").await, "postgres");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partial_startup_date_style_starts_from_the_servers_login_value() {
+    let primary = Primary::start(Options::default()).expect("primary");
+    let direct: SocketAddr = format!("127.0.0.1:{}", primary.port())
+        .parse()
+        .expect("address");
+    let addr = proxy(primary.port()).await;
+    let mut a = Raw::start(addr, &[]).await;
+    a.until_ready().await;
+    a.exec("set DateStyle = 'SQL, DMY'").await;
+    // pgJDBC sends `ISO`, `-e` asks for `euro`: each names half of a DateStyle, which a
+    // server puts over its login value, not over what another client left.
+    let cases: [&[(&str, &str)]; 2] = [&[("DateStyle", "ISO")], &[("options", "-e")]];
+    for asked in cases {
+        // The one server takes a's value again.
+        a.exec("select 1").await;
+        let mut d = Raw::start(direct, asked).await;
+        let want = status(&d.until_ready().await, "DateStyle");
+        let mut b = Raw::start(addr, asked).await;
+        let got = status(&b.until_ready().await, "DateStyle");
+        assert_eq!(got, want, "{asked:?}");
+        let sql = "select '01/02/2024'::date::text";
+        assert_eq!(b.one(sql).await, d.one(sql).await, "{asked:?}");
+    }
+    assert_eq!(a.one("show DateStyle").await, "SQL, DMY");
+}

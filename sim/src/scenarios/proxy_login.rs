@@ -556,7 +556,13 @@ fn lend(
             return Err(fail("welcome-as-documented", detail));
         }
     }
-    let settings = settings_of("off");
+    let mut settings = settings_of("off");
+    // One server in four was left by an earlier client with a DateStyle of its own.
+    let leftover = (uniform_inclusive(rng, 3) == 0)
+        .then(|| ["SQL, DMY", "German, YMD", "Postgres, DMY"][uniform_inclusive(rng, 2) as usize]);
+    if let Some(left) = leftover {
+        settings.report("DateStyle".to_owned(), left.to_owned());
+    }
     let lent = pgyard_proxy::Lent {
         id: pgyard_proxy::ServerId(k),
         settings,
@@ -567,10 +573,14 @@ fn lend(
     // The docs: the server first takes the tracked values the client sent that differ from
     // its own (nothing reaches the client meanwhile); a value it refuses ends the login with
     // its error, after AuthenticationOk, as a direct login ends.
-    let mut have: std::collections::BTreeMap<String, String> = server
+    let login: std::collections::BTreeMap<String, String> = server
         .iter()
         .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
         .collect();
+    let mut have = login.clone();
+    if let Some(left) = leftover {
+        have.insert("DateStyle".to_owned(), left.to_owned());
+    }
     let canonical = |n: &str| {
         ["DateStyle", "TimeZone", "client_encoding"]
             .into_iter()
@@ -581,7 +591,7 @@ fn lend(
         .filter_map(|(n, v)| Some((canonical(n)?, *v)))
         .chain(app.map(|a| ("application_name", a)))
         .any(|(n, v)| have.get(n).map(String::as_str) != Some(v));
-    if differs {
+    if differs || leftover.is_some() {
         let sql = std::mem::take(&mut c.to_server);
         if sql.is_empty() || !c.rx.is_empty() || c.released.is_some() || c.closed {
             let detail = format!(
@@ -600,6 +610,7 @@ fn lend(
             return refused_at_welcome(c, &text);
         }
     }
+    direct_date_style(asked, &login, &have)?;
     // The server's values as it now has them (the client's as the server spells them),
     // `middleware_messages=on` when asked for, in the order of the names.
     let mut shown = have.clone();
@@ -641,6 +652,32 @@ fn lend(
         show(&want)
     );
     Err(fail("welcome-as-documented", detail))
+}
+
+/// A direct login puts the client's DateStyle (which may name half of one) over the
+/// server's login value, never over what an earlier client left: the welcomed server must
+/// have what a direct login would.
+fn direct_date_style(
+    asked: &[(&str, &str)],
+    login: &std::collections::BTreeMap<String, String>,
+    have: &std::collections::BTreeMap<String, String>,
+) -> Result<(), Violation> {
+    let asked = asked
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case("DateStyle"));
+    let direct = match asked {
+        Some((_, v)) => super::proxy_login_settings::spell("DateStyle", v, login).ok(),
+        None => login.get("DateStyle").cloned(),
+    };
+    if direct.is_some() && have.get("DateStyle") != direct.as_ref() {
+        let detail = format!(
+            "the welcome left DateStyle {:?} on the server, a direct login {direct:?} \
+             (asked {asked:?})",
+            have.get("DateStyle")
+        );
+        return Err(fail("welcome-as-documented", detail));
+    }
+    Ok(())
 }
 
 /// Whether a server's settings record holds the tracked values `have`.

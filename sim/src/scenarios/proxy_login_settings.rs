@@ -39,7 +39,11 @@ pub(super) fn draw_asked(rng: &mut Rng) -> Vec<(&'static str, &'static str)> {
 
 /// The server's spelling of `value` for the tracked setting `name` (PostgreSQL's spelling of
 /// the name), or the text of its refusal; `have` is what the server has now.
-fn spell(name: &str, value: &str, have: &BTreeMap<String, String>) -> Result<String, String> {
+pub(super) fn spell(
+    name: &str,
+    value: &str,
+    have: &BTreeMap<String, String>,
+) -> Result<String, String> {
     let refused = || format!("invalid value for parameter \"{name}\": \"{value}\"");
     match name {
         "DateStyle" => {
@@ -104,41 +108,56 @@ pub(super) fn answer(
 }
 
 /// One query of the alignment answered into `out`: `None` when it cannot be read, else its
-/// refusal's text, if any.
+/// refusal's text, if any. Each statement reads what the ones before it set (a `DateStyle`
+/// naming half of one keeps the other half as it stands), and the server reports each
+/// setting whose value at the end differs from before, once, as PostgreSQL reports changes
+/// before ReadyForQuery.
 fn answer_one(
     sql: &str,
     have: &mut BTreeMap<String, String>,
     out: &mut BytesMut,
 ) -> Option<Option<String>> {
-    let mut spelt = Vec::new();
+    let mut statements = Vec::new();
     for statement in sql.split(';').filter(|s| !s.is_empty()) {
         let (name, literal) = statement.strip_prefix("SET ")?.split_once(" TO ")?;
         let value = literal.strip_prefix('\'')?.strip_suffix('\'')?;
-        spelt.push((name.to_owned(), spell(name, value, have)));
+        statements.push((name, value));
     }
-    if let Some(Err(text)) = spelt.iter().map(|(_, s)| s).find(|s| s.is_err()) {
-        let fields: [(u8, &[u8]); 4] = [
-            (b'S', b"ERROR"),
-            (b'V', b"ERROR"),
-            (b'C', b"22023"),
-            (b'M', text.as_bytes()),
-        ];
-        let _ = encode_error_response(&fields, out);
-        backend::encode_ready_for_query(TransactionStatus::Idle, out);
-        return Some(Some(text.clone()));
+    let mut scratch = have.clone();
+    let mut changed: Vec<&str> = Vec::new();
+    for (name, value) in &statements {
+        match spell(name, value, &scratch) {
+            Ok(v) => {
+                scratch.insert((*name).to_owned(), v);
+                if !changed.contains(name) {
+                    changed.push(name);
+                }
+            }
+            Err(text) => {
+                let fields: [(u8, &[u8]); 4] = [
+                    (b'S', b"ERROR"),
+                    (b'V', b"ERROR"),
+                    (b'C', b"22023"),
+                    (b'M', text.as_bytes()),
+                ];
+                let _ = encode_error_response(&fields, out);
+                backend::encode_ready_for_query(TransactionStatus::Idle, out);
+                return Some(Some(text));
+            }
+        }
     }
-    for _ in &spelt {
+    for _ in &statements {
         let _ = backend::encode_command_complete(b"SET", out);
     }
-    for (name, value) in spelt {
-        let value = value.unwrap_or_default();
-        if have.get(&name) != Some(&value) {
+    for name in changed {
+        let value = scratch.get(name).cloned().unwrap_or_default();
+        if have.get(name) != Some(&value) {
             let _ = ParameterStatus {
                 name: name.as_bytes(),
                 value: value.as_bytes(),
             }
             .encode(out);
-            have.insert(name, value);
+            have.insert(name.to_owned(), value);
         }
     }
     backend::encode_ready_for_query(TransactionStatus::Idle, out);

@@ -45,6 +45,9 @@ const SEARCH_PATH: usize = 6;
 /// `client_encoding`'s slot (set in a query string of its own, first).
 const ENCODING: usize = 0;
 
+/// `DateStyle`'s slot (a value may name half of one).
+const DATE_STYLE: usize = 1;
+
 /// PostgreSQL's spelling of a tracked name in any case (GUC names are case-insensitive).
 pub fn tracked(name: &str) -> Option<&'static str> {
     TRACKED
@@ -274,6 +277,19 @@ pub fn alignment(wanted: &Settings, server: &Settings) -> Option<String> {
 /// is read as the list it is (`SET search_path TO '"$user", public'` would name one schema);
 /// its row is the proxy's, as every reply to the alignment is.
 pub fn alignment_queries(wanted: &Settings, server: &Settings) -> Vec<String> {
+    queries(wanted, server, false)
+}
+
+/// [`alignment_queries`] for a client's welcome, whose wanted values are its startup ones: a
+/// `DateStyle` there may name only half of one (pgJDBC sends `ISO`, `-e` asks for `euro`),
+/// which a server puts over its own login value. So on a server another client left with
+/// another `DateStyle` the login value is set back first; over `SQL, DMY` a client asking
+/// for `ISO` would get `ISO, DMY` and read `01/02/2024` as the first of February.
+pub fn welcome_alignment_queries(wanted: &Settings, server: &Settings) -> Vec<String> {
+    queries(wanted, server, true)
+}
+
+fn queries(wanted: &Settings, server: &Settings, welcome: bool) -> Vec<String> {
     let mut queries = Vec::new();
     let mut sql = String::new();
     for i in ORDER {
@@ -287,7 +303,12 @@ pub fn alignment_queries(wanted: &Settings, server: &Settings) -> Vec<String> {
             None => continue,
         };
         let theirs = server.tracked[i].as_ref();
-        if theirs == Some(value) || (extra && theirs.is_none()) {
+        let login = server.made_with[i].as_ref();
+        if welcome && i == DATE_STYLE && theirs != login && login != Some(value) {
+            if let Some(login) = login {
+                push_set(&mut sql, i, login);
+            }
+        } else if theirs == Some(value) || (extra && theirs.is_none()) {
             continue;
         }
         if i == SEARCH_PATH {
@@ -296,11 +317,7 @@ pub fn alignment_queries(wanted: &Settings, server: &Settings) -> Vec<String> {
             sql.push_str(", false);");
             continue;
         }
-        sql.push_str("SET ");
-        sql.push_str(TRACKED[i]);
-        sql.push_str(" TO ");
-        push_literal(&mut sql, value);
-        sql.push(';');
+        push_set(&mut sql, i, value);
         if i == ENCODING {
             queries.push(std::mem::take(&mut sql));
         }
@@ -309,6 +326,15 @@ pub fn alignment_queries(wanted: &Settings, server: &Settings) -> Vec<String> {
         queries.push(sql);
     }
     queries
+}
+
+/// `SET name TO 'value';` for slot `i`.
+fn push_set(sql: &mut String, i: usize, value: &str) {
+    sql.push_str("SET ");
+    sql.push_str(TRACKED[i]);
+    sql.push_str(" TO ");
+    push_literal(sql, value);
+    sql.push(';');
 }
 
 /// A string literal read the same whatever the server's `standard_conforming_strings`: a
@@ -363,6 +389,33 @@ mod tests {
             Some("SET application_name TO 'o''k';")
         );
         assert_eq!(alignment(&wanted, &wanted), None);
+    }
+
+    #[test]
+    fn a_welcome_sets_a_left_date_style_back_before_the_clients_half_of_one() {
+        let mut server = settings(&[("DateStyle", "ISO, MDY")]);
+        let wanted = settings(&[("DateStyle", "ISO")]);
+        assert_eq!(
+            welcome_alignment_queries(&wanted, &server),
+            ["SET DateStyle TO 'ISO';"],
+            "over the login value, the client's value alone"
+        );
+        server.report("DateStyle".into(), "SQL, DMY".into());
+        assert_eq!(
+            welcome_alignment_queries(&wanted, &server),
+            ["SET DateStyle TO 'ISO, MDY';SET DateStyle TO 'ISO';"]
+        );
+        assert_eq!(
+            alignment_queries(&wanted, &server),
+            ["SET DateStyle TO 'ISO';"],
+            "later transactions compare whole values, as the server spells them"
+        );
+        let login = settings(&[("DateStyle", "ISO, MDY")]);
+        assert_eq!(
+            welcome_alignment_queries(&login, &server),
+            ["SET DateStyle TO 'ISO, MDY';"],
+            "a client asking for the login value needs one SET"
+        );
     }
 
     #[test]

@@ -286,7 +286,7 @@ impl ClientSession {
         // fails where a direct one would and the client is shown them as the server spells
         // them (libpq-era drivers send `DateStyle=ISO`, which a server reports as
         // `ISO, MDY`: compared as sent, every transaction would set it again).
-        let queries = self.alignment();
+        let queries = self.alignment(welcome);
         if queries.is_empty() {
             return if welcome {
                 self.welcome(true)
@@ -313,7 +313,7 @@ impl ClientSession {
     /// has them; see `params::alignment_queries`). In
     /// transaction mode a server found aligned before is skipped while neither side's
     /// settings changed since (most transactions land on a server the client has used).
-    fn alignment(&mut self) -> Vec<String> {
+    fn alignment(&mut self, welcome: bool) -> Vec<String> {
         let Some(server) = self.server.as_ref() else {
             return Vec::new();
         };
@@ -331,7 +331,11 @@ impl ClientSession {
         if remember && self.verified.holds(&self.wanted, server.id, settings) {
             return Vec::new();
         }
-        let queries = params::alignment_queries(&self.wanted, &server.settings);
+        let queries = if welcome {
+            params::welcome_alignment_queries(&self.wanted, &server.settings)
+        } else {
+            params::alignment_queries(&self.wanted, &server.settings)
+        };
         if queries.is_empty() && remember {
             self.verified.record(server.id, settings);
         }
