@@ -1,7 +1,8 @@
 //! A StartupMessage's `options` through `pgyard proxy` in transaction mode, against a direct
 //! login to the same PostgreSQL 18 (session 34): each `options` text either gives the same
 //! welcome (the tracked settings, as the server spells them) or ends the login with the same
-//! error after the same AuthenticationOk.
+//! error after the same AuthenticationOk. So does a `replication` parameter a server reads as
+//! a plain session or refuses.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -89,6 +90,12 @@ async fn options_give_what_a_direct_login_gets() {
         &[("options", "-zc foo")],
         &[("options", "-- -c application_name=q")],
         &[("options", "-c =x")],
+        // `replication` off in a server's spellings is a plain session; a value a server
+        // cannot read is refused before the password, in its words.
+        &[("replication", "false")],
+        &[("replication", "of")],
+        &[("replication", "o")],
+        &[("replication", "")],
     ];
     let mut welcomed = 0;
     for extra in cases {
@@ -97,7 +104,7 @@ async fn options_give_what_a_direct_login_gets() {
         assert_eq!(got, want, "{extra:?}");
         welcomed += usize::from(matches!(want, Login::Welcome(_)));
     }
-    assert_eq!(welcomed, 11, "the cases that log in");
+    assert_eq!(welcomed, 13, "the cases that log in");
     // The settings hold on the server the client's transactions run on.
     let options = [("options", "-c search_path=pg_catalog,public -e")];
     let mut shown = Vec::new();

@@ -130,10 +130,21 @@ impl ClientSession {
             match name {
                 b"user" => who.user = text,
                 b"database" => who.database = text,
-                b"replication" => {
-                    let msg = "replication connections are not supported by pgyard proxy";
-                    return self.fatal(b"08P01", msg);
-                }
+                b"replication" => match replication(value) {
+                    // `false` in any of a server's spellings asks for a plain session.
+                    Some(false) => {}
+                    Some(true) => {
+                        let msg = "replication connections are not supported by pgyard proxy";
+                        return self.fatal(b"08P01", msg);
+                    }
+                    None => {
+                        let msg =
+                            format!("invalid value for parameter \"replication\": \"{text}\"");
+                        let hint = "Valid values are: \"false\", 0, \"true\", 1, \"database\".";
+                        self.error_hinted(b"FATAL", b"22023", &msg, Some(hint));
+                        return self.fatal_sent();
+                    }
+                },
                 MIDDLEWARE_OPTION => who.middleware = value == b"on",
                 b"options" => options = Some(text),
                 n if is_protocol_option(n) => unsupported.push(n),
@@ -403,6 +414,48 @@ impl ClientSession {
                 }
             }
             PoolMode::Session => self.phase = Phase::Active,
+        }
+    }
+}
+
+/// A StartupMessage's `replication` as a server reads it: `database` (exactly) or a boolean
+/// in any of `parse_bool`'s spellings — a non-empty prefix of `true`, `false`, `yes` or `no`
+/// in any case, `on`, `off` or `of`, `1` or `0`; `None` for anything else.
+fn replication(value: &[u8]) -> Option<bool> {
+    if value == b"database" {
+        return Some(true);
+    }
+    let lower = value.to_ascii_lowercase();
+    let prefix_of = |word: &[u8], least: usize| {
+        lower.len() >= least && lower.len() <= word.len() && word.starts_with(&lower)
+    };
+    match lower.first()? {
+        b't' if prefix_of(b"true", 1) => Some(true),
+        b'f' if prefix_of(b"false", 1) => Some(false),
+        b'y' if prefix_of(b"yes", 1) => Some(true),
+        b'n' if prefix_of(b"no", 1) => Some(false),
+        b'o' if prefix_of(b"on", 2) => Some(true),
+        b'o' if prefix_of(b"off", 2) => Some(false),
+        b'1' if lower.len() == 1 => Some(true),
+        b'0' if lower.len() == 1 => Some(false),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::replication;
+
+    #[test]
+    fn replication_is_read_as_a_server_reads_it() {
+        for v in ["false", "FALSE", "f", "no", "N", "off", "of", "0"] {
+            assert_eq!(replication(v.as_bytes()), Some(false), "{v}");
+        }
+        for v in ["database", "true", "tr", "Yes", "on", "1"] {
+            assert_eq!(replication(v.as_bytes()), Some(true), "{v}");
+        }
+        for v in ["", "o", "Database", "truex", "offf", "01", "garbage"] {
+            assert_eq!(replication(v.as_bytes()), None, "{v}");
         }
     }
 }
