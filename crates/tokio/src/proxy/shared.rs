@@ -25,6 +25,7 @@ use pgyard_proxy::{
 };
 use pgyard_types::Instant;
 use pgyard_wire::auth::LoginSecret;
+use pgyard_wire::error_fields::SqlState;
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, watch, Notify};
 
@@ -686,7 +687,7 @@ impl Shared {
                     .await
                     .map(Box::new)
                     .map_err(|e| Failed {
-                        login: e.kind() == ErrorKind::Authentication,
+                        login: refused_for_good(e.kind()),
                         text: e.to_string().trim_end().to_owned(),
                     }),
                 Err(text) => Err(Failed { login: false, text }),
@@ -694,6 +695,18 @@ impl Shared {
             shared.opened(server, &key, result);
         });
     }
+}
+
+/// A login refusal retrying will not cure, which the pool's waiting clients hear at once (as
+/// from PgBouncer) instead of at their wait timeout: the credentials (class 28), a database
+/// that does not exist (3D000) or may not be connected to (42501).
+fn refused_for_good(kind: ErrorKind) -> bool {
+    let never = [
+        SqlState::INVALID_CATALOG_NAME,
+        SqlState::INSUFFICIENT_PRIVILEGE,
+    ];
+    matches!(kind, ErrorKind::Authentication)
+        || matches!(kind, ErrorKind::Refused(s) if never.contains(&s))
 }
 
 /// Why a server could not be opened.
