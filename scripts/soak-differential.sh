@@ -20,7 +20,8 @@ for i in $(seq 1 "$runs"); do
     cargo test -p pgyard-slotsync --test differential -- --nocapture >"target/soak/run$i.log" 2>&1
     rc=$?
     [ ${#load_pids[@]} -gt 0 ] && kill "${load_pids[@]}"
-    summary=$(grep -o 'differential: .*exempted' "target/soak/run$i.log" | head -c 300)
+    summary=$(grep -o 'differential (PostgreSQL [0-9]*): [0-9]* sync calls, [0-9]* slot rows' \
+        "target/soak/run$i.log" | tr '\n' ' ')
     if [ $rc -ne 0 ]; then
         echo "run $i$note: FAILED after $(( $(date +%s) - start )) s (target/soak/run$i.log)"
         exit 1
