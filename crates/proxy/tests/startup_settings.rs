@@ -249,3 +249,71 @@ fn a_welcome_server_that_speaks_after_the_settings_goes_back_unusable() {
         "the next server's answer is read from its first byte: {out:?}"
     );
 }
+
+/// The fields of the FATAL error that ends `out` (before a Close), and whether
+/// AuthenticationOk came before it.
+fn fatal_in(out: &[ClientOut]) -> (bool, Vec<(u8, Vec<u8>)>) {
+    let bytes: Vec<u8> = out
+        .iter()
+        .filter_map(|o| match o {
+            ClientOut::ToClient(b) => Some(b.to_vec()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert!(matches!(out.last(), Some(ClientOut::Close)), "{out:?}");
+    let frames = frames_of(&bytes);
+    let authenticated = frames.iter().any(|(t, b)| *t == b'R' && b == &[0, 0, 0, 0]);
+    let (_, body) = frames.iter().find(|(t, _)| *t == b'E').expect("an error");
+    let fields = ErrorFields::decode(body).expect("fields");
+    let all = [b'S', b'C', b'M', b'H']
+        .into_iter()
+        .filter_map(|c| Some((c, fields.get(c)?.to_vec())))
+        .collect();
+    (authenticated, all)
+}
+
+#[test]
+fn startup_packets_a_server_refuses_are_refused_in_its_words() {
+    let with_params = |params: &[u8]| {
+        let mut p = Vec::new();
+        p.extend_from_slice(&(8 + params.len() as u32).to_be_bytes());
+        p.extend_from_slice(&0x0003_0000u32.to_be_bytes());
+        p.extend_from_slice(params);
+        p
+    };
+    let layout = b"invalid startup packet layout: expected terminator as last byte".to_vec();
+    for params in [&b"user\0postgres\0"[..], b"user\0", b"user\0postgres\0\0x"] {
+        let mut s = common::session(PoolMode::Transaction);
+        s.handle_client_bytes(T0, &with_params(params));
+        let (authenticated, fields) = fatal_in(&outputs(&mut s));
+        assert!(!authenticated);
+        assert_eq!(
+            fields,
+            [
+                (b'S', b"FATAL".to_vec()),
+                (b'C', b"08P01".to_vec()),
+                (b'M', layout.clone())
+            ],
+            "{params:?}"
+        );
+    }
+    // `replication` a server cannot read: refused before the password, with its hint.
+    let mut s = common::session(PoolMode::Transaction);
+    s.handle_client_bytes(T0, &with_params(b"user\0postgres\0replication\0o\0\0"));
+    let (authenticated, fields) = fatal_in(&outputs(&mut s));
+    assert!(!authenticated);
+    assert_eq!(fields[1], (b'C', b"22023".to_vec()));
+    assert_eq!(
+        fields[2].1,
+        b"invalid value for parameter \"replication\": \"o\"".to_vec()
+    );
+    assert_eq!(
+        fields[3].1,
+        b"Valid values are: \"false\", 0, \"true\", 1, \"database\".".to_vec()
+    );
+    // `replication=off` is a plain session, which goes on to want a server.
+    let mut s = common::session(PoolMode::Transaction);
+    s.handle_client_bytes(T0, &with_params(b"user\0postgres\0replication\0off\0\0"));
+    assert!(matches!(&outputs(&mut s)[..], [ClientOut::Acquire(_)]));
+}

@@ -10,7 +10,7 @@ use pgyard_wire::backend::{
     encode_negotiate_protocol_version, encode_ready_for_query, Authentication, BackendKeyData,
     ParameterStatus, TransactionStatus,
 };
-use pgyard_wire::frame::{decode_frame, Decoded, ProtocolVersion};
+use pgyard_wire::frame::{decode_frame, Decoded, ProtocolVersion, StartupKind};
 use pgyard_wire::frontend::{is_protocol_option, StartupMessage, StartupPacket};
 use pgyard_wire::middleware::SplitItem;
 
@@ -101,7 +101,17 @@ impl ClientSession {
                     self.client_item(now, rest);
                 }
             }
-            Err(e) => self.fatal(b"08P01", &format!("invalid startup packet layout: {e}")),
+            Err(e) => {
+                let code = body.first_chunk::<4>().map(|c| u32::from_be_bytes(*c));
+                let startup = code.map(StartupKind::from_code);
+                if let Some(StartupKind::Startup(_)) = startup {
+                    // A server reads parameters up to a name it cannot end and then wants
+                    // the list's terminator to be the last byte; it says only that.
+                    let text = "invalid startup packet layout: expected terminator as last byte";
+                    return self.fatal(b"08P01", text);
+                }
+                self.fatal(b"08P01", &format!("invalid startup packet layout: {e}"))
+            }
         }
     }
 
