@@ -197,14 +197,7 @@ fn terminate_and_middleware_messages_never_reach_the_server() {
     input.extend([b'X', 0, 0, 0, 4]);
     s.handle_client_bytes(T0, &input);
     let out = outputs(&mut s);
-    let sent: Vec<u8> = out
-        .iter()
-        .filter_map(|o| match o {
-            ClientOut::ToServer(b) => Some(b.to_vec()),
-            _ => None,
-        })
-        .flatten()
-        .collect();
+    let sent = common::sent_to_server(&out);
     assert_eq!(tags(&sent), b"Q");
     assert_eq!(s.tag(), Some("batch"));
     assert_eq!(s.stats().middleware, 3);

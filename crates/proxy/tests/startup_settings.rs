@@ -253,14 +253,7 @@ fn a_welcome_server_that_speaks_after_the_settings_goes_back_unusable() {
 /// The fields of the FATAL error that ends `out` (before a Close), and whether
 /// AuthenticationOk came before it.
 fn fatal_in(out: &[ClientOut]) -> (bool, Vec<(u8, Vec<u8>)>) {
-    let bytes: Vec<u8> = out
-        .iter()
-        .filter_map(|o| match o {
-            ClientOut::ToClient(b) => Some(b.to_vec()),
-            _ => None,
-        })
-        .flatten()
-        .collect();
+    let bytes = common::sent_to_client(out);
     assert!(matches!(out.last(), Some(ClientOut::Close)), "{out:?}");
     let frames = frames_of(&bytes);
     let authenticated = frames.iter().any(|(t, b)| *t == b'R' && b == &[0, 0, 0, 0]);

@@ -53,6 +53,18 @@ pub fn sent_to_server(out: &[ClientOut]) -> Vec<u8> {
     all
 }
 
+/// The bytes `out` sends to the client, joined.
+#[allow(dead_code)] // not every test binary reads them
+pub fn sent_to_client(out: &[ClientOut]) -> Vec<u8> {
+    let mut all = Vec::new();
+    for o in out {
+        if let ClientOut::ToClient(b) = o {
+            all.extend_from_slice(b);
+        }
+    }
+    all
+}
+
 /// The server `out` gives back, if any.
 #[allow(dead_code)] // not every test binary reads it
 pub fn released(out: Vec<ClientOut>) -> Option<Lent> {
