@@ -63,6 +63,9 @@ pub struct AttemptReport {
     pub cancelled: bool,
     /// What the entry's failure means.
     pub kind: FailureKind,
+    /// The server's SQLSTATE and primary message when the server ended the attempt with an
+    /// ErrorResponse.
+    pub server_error: Option<(SqlState, String)>,
 }
 
 impl AttemptReport {
@@ -99,11 +102,20 @@ impl ConnectError {
     /// What the failure means: the kind of the last entry libpq renders (the one that ended
     /// the connect), or [`FailureKind::Transient`] when nothing was rendered.
     pub fn kind(&self) -> FailureKind {
+        self.last().map_or(FailureKind::Transient, |r| r.kind)
+    }
+
+    /// The server's SQLSTATE and primary message, when the entry that ended the connect is a
+    /// server's ErrorResponse.
+    pub fn server_error(&self) -> Option<&(SqlState, String)> {
+        self.last().and_then(|r| r.server_error.as_ref())
+    }
+
+    fn last(&self) -> Option<&AttemptReport> {
         self.reports
             .iter()
             .rev()
             .find(|r| !r.cancelled && !r.text.is_empty())
-            .map_or(FailureKind::Transient, |r| r.kind)
     }
 }
 
@@ -231,6 +243,7 @@ mod tests {
             text: text.into(),
             cancelled,
             kind,
+            server_error: None,
         }
     }
 

@@ -40,7 +40,7 @@
 //! pools.acquire(t0, three, &key);
 //! assert_eq!(pools.poll_timeout(), Some(t0 + wait_timeout));
 //! pools.handle_timeout(t0 + wait_timeout);
-//! let Some(PoolOut::Refuse { client, message }) = pools.poll_output() else { panic!() };
+//! let Some(PoolOut::Refuse { client, message, .. }) = pools.poll_output() else { panic!() };
 //! assert_eq!((client, message.as_str()), (three, "query_wait_timeout"));
 //! ```
 

@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use pgyard_types::Instant;
+use pgyard_wire::error_fields::SqlState;
 
 use crate::classes::Route;
 
@@ -78,12 +79,16 @@ pub enum PoolOut {
         /// The server.
         server: ServerId,
     },
-    /// `client` waited too long: send it the error and let it go.
+    /// `client` waited too long, or its server's login was refused: send it the error and
+    /// let it go.
     Refuse {
         /// The client.
         client: ClientId,
-        /// PgBouncer's text (SQLSTATE 08P01).
+        /// PgBouncer's text (SQLSTATE 08P01), or the server's own message.
         message: String,
+        /// With the server's own message, its SQLSTATE: the client is answered as the
+        /// server answered (a database that does not exist is 3D000, as on a direct login).
+        sqlstate: Option<SqlState>,
     },
     /// Close a server connection (idle too long, too old, or broken).
     Close {
@@ -420,9 +425,20 @@ impl Pools {
     /// now with the server's words (`server login failed: …`), as PgBouncer ends the logins
     /// waiting on a pool whose server refused its own, instead of holding them to their wait
     /// timeout. The next demand tries again after the backoff (a reload may have fixed it).
-    pub fn login_refused(&mut self, now: Instant, server: ServerId, error: String) {
+    /// `answer` is the server's SQLSTATE and message where the refusal concerns what the
+    /// client asked for (its database), which the client is then given as the server gave it.
+    pub fn login_refused(
+        &mut self,
+        now: Instant,
+        server: ServerId,
+        error: String,
+        answer: Option<(SqlState, String)>,
+    ) {
         let key = self.servers.get(&server).map(|s| s.key.clone());
-        let message = format!("server login failed: {error}");
+        let (sqlstate, message) = match answer {
+            Some((code, message)) => (Some(code), message),
+            None => (None, format!("server login failed: {error}")),
+        };
         self.opened(now, server, Err(error));
         let Some(pool) = key.and_then(|k| self.pools.get_mut(&k)) else {
             return;
@@ -431,6 +447,7 @@ impl Pools {
             self.out.push_back(PoolOut::Refuse {
                 client,
                 message: message.clone(),
+                sqlstate,
             });
         }
     }
@@ -610,7 +627,11 @@ impl Pools {
                     Some(e) => format!("query_wait_timeout (server connect failed: {e})"),
                     None => "query_wait_timeout".to_owned(),
                 };
-                self.out.push_back(PoolOut::Refuse { client, message });
+                self.out.push_back(PoolOut::Refuse {
+                    client,
+                    message,
+                    sqlstate: None,
+                });
             }
             self.serve(now, &key);
         }

@@ -145,7 +145,8 @@ fn a_wait_times_out_with_the_last_connect_error() {
     assert!(
         out.contains(&PoolOut::Refuse {
             client: ClientId(1),
-            message: "query_wait_timeout (server connect failed: connection refused)".into()
+            message: "query_wait_timeout (server connect failed: connection refused)".into(),
+            sqlstate: None,
         }),
         "{out:?}"
     );
@@ -482,13 +483,19 @@ fn a_refused_login_refuses_every_waiter_now_and_retries_on_later_demand() {
         })
         .collect();
     assert_eq!(opens.len(), 2, "one open per waiter within the size");
-    p.login_refused(ms(5), opens[0], "password authentication failed".into());
+    p.login_refused(
+        ms(5),
+        opens[0],
+        "password authentication failed".into(),
+        None,
+    );
     let refused = drain(&mut p);
     assert_eq!(
         refused,
         [1, 2].map(|c| PoolOut::Refuse {
             client: ClientId(c),
             message: "server login failed: password authentication failed".into(),
+            sqlstate: None,
         }),
         "both waiters hear it at once, not at their wait timeout"
     );
@@ -549,4 +556,29 @@ fn a_server_with_a_cancel_on_its_way_is_lent_to_no_one_else_until_it_is_done() {
     p.cancel_sent(server);
     p.release(ms(9), server, false);
     assert_eq!(drain(&mut p), [PoolOut::Close { server }]);
+}
+
+#[test]
+fn a_login_refused_over_the_clients_database_answers_in_the_servers_words() {
+    let mut p = pools(1);
+    p.acquire(ms(0), ClientId(1), &key());
+    let [PoolOut::Open { server, .. }] = drain(&mut p)[..] else {
+        panic!()
+    };
+    let words = "database \"nope\" does not exist".to_owned();
+    let code = pgyard_wire::error_fields::SqlState::INVALID_CATALOG_NAME;
+    p.login_refused(
+        ms(3),
+        server,
+        "FATAL: …".into(),
+        Some((code, words.clone())),
+    );
+    assert_eq!(
+        drain(&mut p),
+        [PoolOut::Refuse {
+            client: ClientId(1),
+            message: words,
+            sqlstate: Some(code),
+        }]
+    );
 }

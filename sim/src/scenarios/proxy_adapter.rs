@@ -246,7 +246,9 @@ impl World {
                         self.channel.insert(client, Granted::Server(server, lent));
                     }
                 }
-                PoolOut::Refuse { client, message } => {
+                PoolOut::Refuse {
+                    client, message, ..
+                } => {
                     if self.waiting.remove(&client).is_some() {
                         self.channel.insert(client, Granted::Refused(message));
                     }
@@ -643,7 +645,7 @@ impl World {
                 trace!(t, "t={} s{} failed: {words}", now.0, server.0);
                 // As `shared.rs`: a refused login refuses the pool's waiting clients at once.
                 if login {
-                    self.pools.login_refused(now, server, text);
+                    self.pools.login_refused(now, server, text, None);
                 } else {
                     self.pools.opened(now, server, Err(text));
                 }

@@ -19,7 +19,7 @@ impl Conn {
     pub(super) fn on_auth_phase(&mut self, tag: u8, body: &[u8], out: &mut Vec<Out>) -> Verdict {
         match tag {
             b'E' => {
-                let (text, code) = Self::render_error(body);
+                let (text, code) = self.refusal(body);
                 self.messages.push_str(&text);
                 if code == Some(SqlState::INVALID_PASSWORD) {
                     if let Some(path) = &self.params.password_from_file {

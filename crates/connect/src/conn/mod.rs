@@ -149,6 +149,9 @@ pub(crate) struct Conn {
     pub role: Option<ServerRole>,
     /// Lines to append to the error buffer (each ends with a newline).
     pub messages: String,
+    /// The server's own SQLSTATE and primary message when it refused the connection with an
+    /// ErrorResponse (a pooler passes them on to its client as the server said them).
+    pub server_error: Option<(SqlState, String)>,
     /// Bytes after ReadyForQuery that belong to the session.
     pub leftover: Vec<u8>,
     /// Planted-bug switch: accept every server.
@@ -190,6 +193,7 @@ impl Conn {
             startup_sent: false,
             role: None,
             messages: String::new(),
+            server_error: None,
             leftover: Vec::new(),
             #[cfg(feature = "planted-bugs")]
             ignore_check: false,
@@ -460,6 +464,16 @@ impl Conn {
             self.rx = rx;
         }
         verdict
+    }
+
+    /// [`Conn::render_error`] of the ErrorResponse that refuses the connection, whose
+    /// SQLSTATE and primary message are kept as the server said them.
+    pub(super) fn refusal(&mut self, body: &[u8]) -> (String, Option<SqlState>) {
+        if let Ok(f) = ErrorFields::decode(body) {
+            let message = f.get(b'M').map(|m| String::from_utf8_lossy(m).into_owned());
+            self.server_error = f.sqlstate().zip(message);
+        }
+        Self::render_error(body)
     }
 
     pub(super) fn render_error(body: &[u8]) -> (String, Option<SqlState>) {

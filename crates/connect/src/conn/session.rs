@@ -133,7 +133,7 @@ impl Conn {
             }
             b'N' => Verdict::Pending,
             b'E' => {
-                let (text, code) = Self::render_error(body);
+                let (text, code) = self.refusal(body);
                 let class = FailClass::for_startup_error(code, ConnectStage::AfterAuthOk);
                 self.fail(class, kinds::server_error(code), &text)
             }

@@ -157,6 +157,7 @@ impl Connector {
         let mut run = self.runs.remove(i);
         if let Some(rep) = self.reports.get_mut(run.report) {
             rep.kind = kind;
+            rep.server_error = run.conn.server_error.take();
         }
         self.actions.push_back(Action::Close { attempt: run.id });
         #[cfg(feature = "planted-bugs")]
@@ -358,6 +359,7 @@ impl Connector {
             text: String::new(),
             cancelled: false,
             kind: FailureKind::Transient,
+            server_error: None,
         });
         self.reports.len() - 1
     }

@@ -339,6 +339,7 @@ impl Connector {
             text,
             cancelled: false,
             kind,
+            server_error: None,
         });
     }
 }

@@ -4,7 +4,7 @@
 use bytes::{Bytes, BytesMut};
 use pgyard_types::Instant;
 use pgyard_wire::backend::TransactionStatus;
-use pgyard_wire::error_fields::encode_notice_response;
+use pgyard_wire::error_fields::{encode_notice_response, SqlState};
 use pgyard_wire::frontend::encode_query;
 
 use pgyard_wire::frame::{decode_frame, Decoded};
@@ -348,6 +348,22 @@ impl ClientSession {
         if !self.is_closed() {
             self.fatal(b"08P01", message);
         }
+    }
+
+    /// The pool's server refused what the client asked for (its database): the client gets
+    /// the server's SQLSTATE and words, after AuthenticationOk if it was still waiting for
+    /// its welcome, as a direct login answers (`3D000 database "x" does not exist`).
+    pub fn handle_refused_as(&mut self, sqlstate: SqlState, message: &str) {
+        self.wait_since = None;
+        if self.is_closed() {
+            return;
+        }
+        if matches!(self.phase, Phase::Welcome) {
+            let mut buf = BytesMut::new();
+            let _ = pgyard_wire::backend::Authentication::Ok.encode(&mut buf);
+            self.out.push_back(ClientOut::ToClient(buf.freeze()));
+        }
+        self.fatal(&sqlstate.bytes(), message);
     }
 
     /// The alignment's ReadyForQuery came; `rest` followed it in the same chunk.

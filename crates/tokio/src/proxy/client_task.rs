@@ -164,7 +164,10 @@ impl ClientTask {
                     self.waiting = None;
                     match g {
                         Some(Granted::Server(conn, lent)) => self.take(conn, lent).await,
-                        Some(Granted::Refused(text)) => self.session.handle_refused(&text),
+                        Some(Granted::Refused(text, None)) => self.session.handle_refused(&text),
+                        Some(Granted::Refused(text, Some(code))) => {
+                            self.session.handle_refused_as(code, &text)
+                        }
                         None => self.session.handle_refused("the pools are gone"),
                     }
                 }

@@ -10,6 +10,7 @@ mod client_io;
 mod client_task;
 mod config_file;
 mod kick;
+mod refusal;
 mod shared;
 #[cfg(test)]
 mod stand_in;

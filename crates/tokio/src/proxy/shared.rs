@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use pgyard_driver::{Clock, ConnectOptions, ErrorKind, SessionInfo};
+use pgyard_driver::{Clock, ConnectOptions, SessionInfo};
 use pgyard_proxy::admin::ClientAddr;
 use pgyard_proxy::{
     ClientAuth, ClientId, Lent, PoolKey, PoolMode, PoolOut, Pools, Returned, Route, ServerId,
@@ -64,6 +64,7 @@ impl Accepted {
 }
 
 use super::client_io::ClientIo;
+use super::refusal::Failed;
 use super::{client_task, Phase, ProxyConfig};
 use crate::{CancelToken, Session};
 
@@ -71,8 +72,9 @@ use crate::{CancelToken, Session};
 pub(super) enum Granted {
     /// The server's connection and settings.
     Server(Box<Session>, Lent),
-    /// The wait timed out: the text for the client.
-    Refused(String),
+    /// The wait timed out, or the login was refused: the text for the client, and the
+    /// server's SQLSTATE when the text is the server's own.
+    Refused(String, Option<SqlState>),
 }
 
 /// An acquire's outcome: a server now, or later through the receiver.
@@ -555,7 +557,11 @@ impl Shared {
                 st.servers.insert(server, Entry::idle(session, lent));
                 st.pools.opened(now, server, Ok(()));
             }
-            Err(Failed { login, text }) => {
+            Err(Failed {
+                login,
+                text,
+                answer,
+            }) => {
                 tracing::warn!(
                     database = %key.database,
                     user = %key.user,
@@ -565,7 +571,7 @@ impl Shared {
                     "server connection failed"
                 );
                 if login {
-                    st.pools.login_refused(now, server, text);
+                    st.pools.login_refused(now, server, text, answer);
                 } else {
                     st.pools.opened(now, server, Err(text));
                 }
@@ -610,11 +616,15 @@ impl Shared {
                         }
                     }
                 }
-                PoolOut::Refuse { client, message } => {
+                PoolOut::Refuse {
+                    client,
+                    message,
+                    sqlstate,
+                } => {
                     if Some(client) == me {
-                        mine = Some(Granted::Refused(message));
+                        mine = Some(Granted::Refused(message, sqlstate));
                     } else if let Some((_, reply)) = st.waiting.remove(&client) {
-                        let _ = reply.send(Granted::Refused(message));
+                        let _ = reply.send(Granted::Refused(message, sqlstate));
                     }
                 }
                 PoolOut::Close { server } => {
@@ -686,34 +696,12 @@ impl Shared {
                 Ok(c) => crate::connect_with(&c, &options)
                     .await
                     .map(Box::new)
-                    .map_err(|e| Failed {
-                        login: refused_for_good(e.kind()),
-                        text: e.to_string().trim_end().to_owned(),
-                    }),
-                Err(text) => Err(Failed { login: false, text }),
+                    .map_err(|e| Failed::of(&e)),
+                Err(text) => Err(Failed::unusable(text)),
             };
             shared.opened(server, &key, result);
         });
     }
-}
-
-/// A login refusal retrying will not cure, which the pool's waiting clients hear at once (as
-/// from PgBouncer) instead of at their wait timeout: the credentials (class 28), a database
-/// that does not exist (3D000) or may not be connected to (42501).
-fn refused_for_good(kind: ErrorKind) -> bool {
-    let never = [
-        SqlState::INVALID_CATALOG_NAME,
-        SqlState::INSUFFICIENT_PRIVILEGE,
-    ];
-    matches!(kind, ErrorKind::Authentication)
-        || matches!(kind, ErrorKind::Refused(s) if never.contains(&s))
-}
-
-/// Why a server could not be opened.
-struct Failed {
-    /// The server (or the proxy's credentials) refused the login: retrying will not cure it.
-    login: bool,
-    text: String,
 }
 
 /// Keeps an idle connection in its server's entry (made anew should it be missing).
