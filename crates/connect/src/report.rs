@@ -42,6 +42,18 @@ impl FailureKind {
             _ => false,
         }
     }
+
+    /// Whether the server refused the connection, or the credentials, and trying again will
+    /// not change that: an authentication failure, or a refusal that is not retryable (a
+    /// database that does not exist, no right to connect to it). A pooler ends the logins
+    /// waiting on such a server at once instead of holding them to their wait timeout.
+    pub fn is_refusal_for_good(&self) -> bool {
+        match self {
+            FailureKind::Authentication => true,
+            FailureKind::Refused(_) => !self.is_retryable(),
+            _ => false,
+        }
+    }
 }
 
 /// One entry of the error buffer: either an attempt (a host-identity prefix plus the lines

@@ -133,6 +133,12 @@ fn client_side_authentication_refusals_are_authentication() {
         format!("{P1}channel binding required, but server authenticated client without channel binding\n")
     );
     assert_kinds(&e, auth, false, &[auth]);
+    assert!(e.kind().is_refusal_for_good());
+    assert_eq!(
+        e.server_error(),
+        None,
+        "the client gave up, no server said it"
+    );
 }
 
 #[test]
@@ -146,6 +152,14 @@ fn too_many_clients_is_a_retryable_refusal() {
         format!("{P1}FATAL:  sorry, too many clients already\n")
     );
     assert_kinds(&e, refused(b"53300"), true, &[refused(b"53300")]);
+    assert!(!e.kind().is_refusal_for_good(), "a pooler waits this out");
+    let code = SqlState::from_bytes(b"53300").expect("code");
+    let said = "sorry, too many clients already".to_owned();
+    assert_eq!(
+        e.server_error(),
+        Some(&(code, said)),
+        "before authentication too"
+    );
 }
 
 #[test]
@@ -171,6 +185,14 @@ fn missing_database_after_authentication_is_a_final_refusal() {
         format!("{P1}FATAL:  database \"shop\" does not exist\n")
     );
     assert_kinds(&e, refused(b"3D000"), false, &[refused(b"3D000")]);
+    assert!(e.kind().is_refusal_for_good());
+    let code = SqlState::INVALID_CATALOG_NAME;
+    let said = "database \"shop\" does not exist".to_owned();
+    assert_eq!(
+        e.server_error(),
+        Some(&(code, said)),
+        "the server's own words"
+    );
 }
 
 #[test]

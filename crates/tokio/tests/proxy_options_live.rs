@@ -15,7 +15,7 @@ mod common;
 #[path = "common/raw.rs"]
 mod raw;
 
-use raw::{status, Raw};
+use raw::{loopback, status, Raw};
 
 /// What a login with `extra` in its StartupMessage ended with: the tracked settings of its
 /// welcome, or AuthenticationOk (whether it came first) and the error's code, message and
@@ -53,9 +53,7 @@ async fn login(addr: SocketAddr, extra: &[(&str, &str)]) -> Login {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn options_give_what_a_direct_login_gets() {
     let primary = Primary::start(Options::default()).expect("primary");
-    let direct: SocketAddr = format!("127.0.0.1:{}", primary.port())
-        .parse()
-        .expect("address");
+    let direct = loopback(primary.port());
     let proxied = common::transaction_proxy(primary.port(), 1, 5).await;
     let cases: &[&[(&str, &str)]] = &[
         &[(
@@ -123,9 +121,7 @@ async fn options_give_what_a_direct_login_gets() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_that_does_not_exist_is_refused_at_once_as_a_server_refuses_it() {
     let primary = Primary::start(Options::default()).expect("primary");
-    let direct: SocketAddr = format!("127.0.0.1:{}", primary.port())
-        .parse()
-        .expect("address");
+    let direct = loopback(primary.port());
     // Clients wait up to 60 s for a server; the answer must come long before (Raw gives
     // up after 20 s of silence).
     let proxied = common::transaction_proxy(primary.port(), 2, 7).await;

@@ -17,7 +17,7 @@ mod common;
 #[path = "common/raw.rs"]
 mod raw;
 
-use raw::{status, Raw};
+use raw::{loopback, status, Raw};
 
 /// A transaction-mode proxy with one server connection in front of the server on `port`.
 async fn proxy(port: u16) -> SocketAddr {
@@ -37,7 +37,7 @@ async fn startup_settings_are_spelt_as_the_server_spells_them_set_once_or_refuse
     ];
 
     // What a direct login shows, then the same through the proxy.
-    let mut direct = Raw::start(format!("127.0.0.1:{p}").parse().expect("addr"), &asked).await;
+    let mut direct = Raw::start(loopback(p), &asked).await;
     let direct_welcome = direct.until_ready().await;
     let mut c = Raw::start(addr, &asked).await;
     let welcome = c.until_ready().await;
@@ -61,7 +61,7 @@ async fn startup_settings_are_spelt_as_the_server_spells_them_set_once_or_refuse
     let bad = [("TimeZone", "Not/AZone")];
     let mut d = Raw::start(addr, &bad).await;
     let refused = d.until_ready().await;
-    let mut direct = Raw::start(format!("127.0.0.1:{p}").parse().expect("addr"), &bad).await;
+    let mut direct = Raw::start(loopback(p), &bad).await;
     let direct_refused = direct.until_ready().await;
     let error = |m: &[(u8, Vec<u8>)]| {
         let (_, body) = m.iter().find(|(t, _)| *t == b'E').expect("an error");
@@ -188,7 +188,7 @@ async fn values_are_read_in_the_clients_encoding_whatever_the_last_client_left()
         ("application_name", "caf\u{e9}"),
         ("search_path", "\"sch\u{e9}ma\", public"),
     ];
-    let mut direct = Raw::start(format!("127.0.0.1:{p}").parse().expect("addr"), &asked).await;
+    let mut direct = Raw::start(loopback(p), &asked).await;
     let direct_welcome = direct.until_ready().await;
 
     // The one server connection is left in LATIN1, where the bytes of `é` in UTF-8 would be
@@ -245,13 +245,7 @@ async fn a_session_authorization_stays_with_the_client_that_set_it() {
     assert_eq!(b.one("select session_user").await, "postgres");
     // A direct login ignores a StartupMessage's session_authorization; so does the proxy.
     let asked = [("session_authorization", "pgyard_bob")];
-    let mut direct = Raw::start(
-        format!("127.0.0.1:{}", primary.port())
-            .parse()
-            .expect("addr"),
-        &asked,
-    )
-    .await;
+    let mut direct = Raw::start(loopback(primary.port()), &asked).await;
     let direct_welcome = direct.until_ready().await;
     assert_eq!(
         status(&direct_welcome, "session_authorization").as_deref(),
@@ -269,9 +263,7 @@ async fn a_session_authorization_stays_with_the_client_that_set_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partial_startup_date_style_starts_from_the_servers_login_value() {
     let primary = Primary::start(Options::default()).expect("primary");
-    let direct: SocketAddr = format!("127.0.0.1:{}", primary.port())
-        .parse()
-        .expect("address");
+    let direct = loopback(primary.port());
     let addr = proxy(primary.port()).await;
     let mut a = Raw::start(addr, &[]).await;
     a.until_ready().await;

@@ -326,7 +326,7 @@ impl Opening {
                 Step::Failed(e) => {
                     self.close_all(cluster);
                     let text = e.to_string();
-                    let login = e.kind() == pgyard_driver::ErrorKind::Authentication;
+                    let login = e.kind().is_refusal_for_good();
                     return Ok(Some(Outcome::Failed(text.trim_end().to_owned(), login)));
                 }
             }

@@ -134,7 +134,6 @@ impl ClientSession {
         };
         let mut unsupported: Vec<&[u8]> = Vec::new();
         let mut options: Option<String> = None;
-        let mut named: Vec<&'static str> = Vec::new();
         for (name, value) in m.params.iter() {
             let text = String::from_utf8_lossy(value).into_owned();
             match name {
@@ -164,13 +163,12 @@ impl ClientSession {
                     let name = std::str::from_utf8(n).ok();
                     if let Some(t) = name.and_then(params::startup_setting) {
                         self.wanted.insert(t.to_owned(), text);
-                        named.push(t);
                     }
                 }
             }
         }
         if let Some(text) = options {
-            self.take_options(&text, &named);
+            self.take_options(&text);
         }
         if who.user.is_empty() {
             return self.fatal(
@@ -228,19 +226,20 @@ impl ClientSession {
         }
     }
 
-    /// The tracked settings `options` gives, where the StartupMessage does not name them
-    /// itself (a server reads `options` first, then the other parameters over it); or the
-    /// error that ends the login once the password is right.
-    fn take_options(&mut self, text: &str, named: &[&str]) {
+    /// The tracked settings `options` gives, under those the StartupMessage names itself (a
+    /// server reads `options` first, then the other parameters over it); or the error that
+    /// ends the login once the password is right.
+    fn take_options(&mut self, text: &str) {
         match super::options::settings(text) {
             Ok(found) => {
+                let own = std::mem::take(&mut self.wanted);
                 for (name, value) in found {
-                    match params::startup_setting(&name) {
-                        Some(t) if !named.contains(&t) => {
-                            self.wanted.insert(t.to_owned(), value);
-                        }
-                        _ => {}
+                    if let Some(t) = params::startup_setting(&name) {
+                        self.wanted.insert(t.to_owned(), value);
                     }
+                }
+                for (name, value) in &own {
+                    self.wanted.insert(name.clone(), value.clone());
                 }
             }
             Err(e) => self.options_refused = Some(e),

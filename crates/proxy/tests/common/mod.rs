@@ -44,25 +44,27 @@ pub fn outputs(s: &mut ClientSession) -> Vec<ClientOut> {
 /// The bytes `out` sends to the server, joined.
 #[allow(dead_code)] // not every test binary reads them
 pub fn sent_to_server(out: &[ClientOut]) -> Vec<u8> {
-    let mut all = Vec::new();
-    for o in out {
-        if let ClientOut::ToServer(b) = o {
-            all.extend_from_slice(b);
-        }
-    }
-    all
+    joined(out, |o| match o {
+        ClientOut::ToServer(b) => Some(b),
+        _ => None,
+    })
 }
 
 /// The bytes `out` sends to the client, joined.
 #[allow(dead_code)] // not every test binary reads them
 pub fn sent_to_client(out: &[ClientOut]) -> Vec<u8> {
-    let mut all = Vec::new();
-    for o in out {
-        if let ClientOut::ToClient(b) = o {
-            all.extend_from_slice(b);
-        }
-    }
-    all
+    joined(out, |o| match o {
+        ClientOut::ToClient(b) => Some(b),
+        _ => None,
+    })
+}
+
+#[allow(dead_code)] // not every test binary reads them
+fn joined(out: &[ClientOut], pick: impl Fn(&ClientOut) -> Option<&bytes::Bytes>) -> Vec<u8> {
+    out.iter()
+        .filter_map(pick)
+        .flat_map(|b| b.iter().copied())
+        .collect()
 }
 
 /// The server `out` gives back, if any.

@@ -3,18 +3,6 @@
 use pgyard_driver::ErrorKind;
 use pgyard_wire::error_fields::SqlState;
 
-/// A login refusal retrying will not cure, which the pool's waiting clients hear at once (as
-/// from PgBouncer) instead of at their wait timeout: the credentials (class 28), a database
-/// that does not exist (3D000) or may not be connected to (42501).
-fn refused_for_good(kind: ErrorKind) -> bool {
-    let never = [
-        SqlState::INVALID_CATALOG_NAME,
-        SqlState::INSUFFICIENT_PRIVILEGE,
-    ];
-    matches!(kind, ErrorKind::Authentication)
-        || matches!(kind, ErrorKind::Refused(s) if never.contains(&s))
-}
-
 /// The server's SQLSTATE and words for the client, when the server refused what the client
 /// asked for (not the proxy's own credentials, class 28, which stay `server login failed`).
 fn answer_for_client(e: &crate::Error) -> Option<(SqlState, String)> {
@@ -39,7 +27,7 @@ impl Failed {
     /// The failure of a connect.
     pub(super) fn of(e: &crate::Error) -> Failed {
         Failed {
-            login: refused_for_good(e.kind()),
+            login: e.kind().is_refusal_for_good(),
             answer: answer_for_client(e),
             text: e.to_string().trim_end().to_owned(),
         }

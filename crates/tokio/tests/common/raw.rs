@@ -94,3 +94,8 @@ pub fn status(messages: &[(u8, Vec<u8>)], name: &str) -> Option<String> {
             .then(|| String::from_utf8_lossy(parts.next().unwrap_or_default()).into_owned())
     })
 }
+
+/// A server's loopback address, for the direct login the proxy's answers are compared with.
+pub fn loopback(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
