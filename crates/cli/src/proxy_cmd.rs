@@ -13,7 +13,7 @@ use pgyard_tokio::proxy::{self, Proxy, ProxyConfig, ProxyTls, TlsFile};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 /// The shortcut flags, which `--config` replaces.
-const FLAGS: [&str; 16] = [
+const FLAGS: [&str; 17] = [
     "listen",
     "unix_socket_dir",
     "unix_auth",
@@ -25,6 +25,7 @@ const FLAGS: [&str; 16] = [
     "auth",
     "wait_timeout",
     "max_client_conn",
+    "server_reset_query_always",
     "admin_user",
     "tls_cert",
     "tls_key",
@@ -76,6 +77,10 @@ pub struct ProxyArgs {
     /// Clients connected at once; more get FATAL 53300 (PgBouncer's `max_client_conn`).
     #[arg(long, default_value_t = 100)]
     pub max_client_conn: usize,
+    /// In transaction mode too, `DISCARD ALL` on every server a client gives back, before
+    /// anyone else may use it (PgBouncer's `server_reset_query_always`).
+    #[arg(long)]
+    pub server_reset_query_always: bool,
     /// A user who may open the admin console (database `pgyard`); repeatable. Under
     /// `--auth trust` every user may.
     #[arg(long = "admin-user", value_name = "NAME")]
@@ -289,6 +294,7 @@ fn config(args: &ProxyArgs) -> Result<ProxyConfig, String> {
         ..PoolSettings::default()
     };
     config.max_client_conn = args.max_client_conn;
+    config.server_reset_query_always = args.server_reset_query_always;
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
         let mode = match args.tls_mode.unwrap_or(TlsModeArg::Prefer) {
             TlsModeArg::Disable => TlsMode::Disable,

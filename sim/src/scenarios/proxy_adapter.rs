@@ -317,6 +317,16 @@ impl World {
             );
             return Err(violation("transaction-on-one-server", detail));
         }
+        if let Some((c, x)) = conn.fake.served_since_reset() {
+            if self.limits.reset_always {
+                let detail = format!(
+                    "server {} lent to c{i} after client {c} transaction {x} without a \
+                     DISCARD ALL between them",
+                    server.0
+                );
+                return Err(violation("reset-between-lendings", detail));
+            }
+        }
         if let Some(need) = self.clients[i].session.needs_lsn() {
             // `select pg_last_wal_replay_lsn() where pg_is_in_recovery()`: no row (a server
             // out of recovery) has every write; a dead server cannot answer.
@@ -350,12 +360,12 @@ impl World {
         Ok(())
     }
 
-    /// `shared.rs`'s `release`: a reusable server goes to the idle list (in session mode
-    /// after its `DISCARD ALL`), any other is closed.
+    /// `shared.rs`'s `release`: a reusable server goes to the idle list (in session mode, or
+    /// with `server_reset_query_always`, after its `DISCARD ALL`), any other is closed.
     pub(super) fn give_back(&mut self, t: &mut Trace, sid: ClientId, lent: Lent, reusable: bool) {
         self.holding.remove(&sid);
         let server = lent.id;
-        if reusable && self.limits.session {
+        if reusable && (self.limits.session || self.limits.reset_always) {
             return self.reset(t, lent);
         }
         if reusable {

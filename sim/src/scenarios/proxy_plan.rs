@@ -140,11 +140,16 @@ const RELOAD_STREAM: u64 = 0x7265_6c6f_6164_7369;
 /// The stream that draws whether a PAUSE names the database.
 const PAUSE_BY_NAME_STREAM: u64 = 0x7061_7573_6562_796e;
 
+/// The stream that draws `server_reset_query_always`.
+const RESET_STREAM: u64 = 0x7265_7365_7461_6c77;
+
 /// The pools' part of the mix: the pool mode and the idle and lifetime limits.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct PoolMix {
     /// Session mode (else transaction mode).
     pub(super) session: bool,
+    /// Transaction mode with `server_reset_query_always`: `DISCARD ALL` after every lending.
+    pub(super) reset_always: bool,
     /// `server_idle_timeout`, when there is one.
     pub(super) idle_ns: Option<u64>,
     /// `server_lifetime`, when there is one.
@@ -192,8 +197,12 @@ impl PoolMix {
             let at = 200_000 + uniform_inclusive(&mut reload, 20_000_000);
             (at, 1 + uniform_inclusive(&mut reload, 2) as usize)
         });
+        // From a stream of its own too; a quarter of the transaction-mode seeds.
+        let mut reset = side_stream(rng, RESET_STREAM);
+        let reset_always = !session && uniform_inclusive(&mut reset, 3) == 0;
         PoolMix {
             session,
+            reset_always,
             idle_ns,
             lifetime_ns,
             pause_ns,

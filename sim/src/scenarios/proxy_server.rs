@@ -79,6 +79,8 @@ pub struct FakeServer {
     /// last reported, likewise.
     path: String,
     reported_path: String,
+    /// A transaction it served since its login or its last `DISCARD ALL`.
+    served: Option<(u64, u64)>,
 }
 
 /// The value inside a string literal's quotes, where a quote can only come doubled (a lone
@@ -158,6 +160,7 @@ impl FakeServer {
             reported_zone: ZONE.to_owned(),
             path: PATH.to_owned(),
             reported_path: PATH.to_owned(),
+            served: None,
         }
     }
 
@@ -178,6 +181,11 @@ impl FakeServer {
     /// The transaction whose block is open on the server, if any.
     pub fn open_block(&self) -> Option<(u64, u64)> {
         self.block
+    }
+
+    /// A transaction it served since its login or its last `DISCARD ALL`, if any.
+    pub fn served_since_reset(&self) -> Option<(u64, u64)> {
+        self.served
     }
 
     /// Whether a slow query is running.
@@ -245,6 +253,7 @@ impl FakeServer {
         if let Some(s) = session_of(text) {
             self.claim(s, ctx)?;
         }
+        self.served = Some(key);
         match ctx.placed.insert(key, self.id) {
             Some(other) if other != self.id => Err(violation(
                 "transaction-on-one-server",
@@ -367,8 +376,10 @@ impl FakeServer {
     /// A simple query: blocks, writes, sleeps, the proxy's alignment, plain queries.
     fn query(&mut self, text: &[u8], ctx: &mut Ctx<'_>, out: &mut BytesMut) {
         if text == b"DISCARD ALL" {
-            // The reset the adapter runs before a session-mode server serves anyone else.
+            // The reset the adapter runs before a server serves anyone else (session mode,
+            // or `server_reset_query_always`).
             self.statements.clear();
+            self.served = None;
             self.session = None;
             self.var = None;
             ZONE.clone_into(&mut self.zone);

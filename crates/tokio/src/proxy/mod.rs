@@ -69,6 +69,11 @@ pub struct ProxyConfig {
     /// socket's other end must run as the user it asks for) instead of `client.auth`, which
     /// TCP clients keep. Read when a client connects.
     pub unix_peer: bool,
+    /// PgBouncer's `server_reset_query_always`: in transaction mode too, a server runs
+    /// `DISCARD ALL` after every lending before anyone else may use it, so that what a
+    /// client changed beyond the tracked settings (`SET ROLE`, other settings, temporary
+    /// tables, advisory locks, LISTEN) never reaches the next one. Session mode always does.
+    pub server_reset_query_always: bool,
 }
 
 impl ProxyConfig {
@@ -87,6 +92,7 @@ impl ProxyConfig {
             file: None,
             tls: None,
             unix_peer: false,
+            server_reset_query_always: false,
         }
     }
 

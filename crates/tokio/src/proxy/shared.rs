@@ -14,7 +14,7 @@ mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -117,7 +117,7 @@ struct State {
     armed: Option<Instant>,
     /// The proxy stopped: servers that come back are closed.
     stopped: bool,
-    /// Servers running `DISCARD ALL` (session mode).
+    /// Servers running `DISCARD ALL` (see [`Shared::discard`]).
     resetting: BTreeSet<ServerId>,
     /// PAUSEs waiting for every server to come back.
     pause_waiters: Vec<oneshot::Sender<Result<(), String>>>,
@@ -135,6 +135,8 @@ pub(super) struct Shared {
     config: Mutex<Arc<ProxyConfig>>,
     /// Fixed at start: sessions of both modes must never share servers.
     mode: PoolMode,
+    /// `server_reset_query_always` of the configuration in force (read on every release).
+    reset_always: AtomicBool,
     seed: u64,
     clock: Clock,
     state: Mutex<State>,
@@ -183,6 +185,7 @@ impl Shared {
                 secrets: HashMap::new(),
             }),
             mode: config.client.pool_mode,
+            reset_always: AtomicBool::new(config.server_reset_query_always),
             seed: config.seed.unwrap_or_else(pgyard_driver::os_seed),
             config: Mutex::new(config),
             clock: Clock::new(),
@@ -306,6 +309,8 @@ impl Shared {
             new.file.clone_from(&old.file);
         }
         let settings = new.pool;
+        let always = new.server_reset_query_always;
+        self.reset_always.store(always, Ordering::Relaxed);
         let new = Arc::new(new);
         *self.config.lock().unwrap_or_else(|p| p.into_inner()) = new.clone();
         let mut st = self.lock();
@@ -434,7 +439,7 @@ impl Shared {
         }
         match conn {
             Some(session) if reusable && !st.stopped => {
-                if self.mode == PoolMode::Session {
+                if self.mode == PoolMode::Session || self.reset_always.load(Ordering::Relaxed) {
                     st.resetting.insert(server);
                     drop(st);
                     let shared = self.clone();
@@ -460,16 +465,22 @@ impl Shared {
         self.perform(&mut st, None, now);
     }
 
-    /// Session mode: `DISCARD ALL` before the server serves anyone else.
+    /// `DISCARD ALL` before the server serves anyone else (session mode, or
+    /// `server_reset_query_always`).
     async fn discard(self: Arc<Self>, mut session: Box<Session>, lent: Lent) {
+        // The server as its client left it, amended below by what DISCARD reports: what it
+        // does not reset (`in_hot_standby` after a promotion) stays as last reported.
+        for (name, value) in lent.settings.iter() {
+            session.note_parameter(name.as_bytes(), value.as_bytes());
+        }
         let ok = session.simple_query("DISCARD ALL").await.is_ok();
         let server = lent.id;
         let mut st = self.lock();
         st.resetting.remove(&server);
         let now = self.clock.now();
         if ok && !st.stopped {
-            // DISCARD ALL restores the settings of the login, which the session's own record
-            // holds (with what DISCARD reported).
+            // DISCARD ALL returns the tracked settings to the login's, which they count as
+            // from now on (statements the proxy prepared there are gone with it).
             let lent = lent_of(server, &session);
             park(&mut st, server, session, lent);
         }

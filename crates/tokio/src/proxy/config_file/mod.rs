@@ -59,6 +59,8 @@ struct Raw {
     failover_timeout: Option<f64>,
     shutdown_timeout: Option<f64>,
     #[serde(default)]
+    server_reset_query_always: bool,
+    #[serde(default)]
     admin_users: Vec<String>,
     tls: Option<RawTls>,
 }
@@ -208,6 +210,7 @@ pub fn parse_config(text: &str, dir: &Path) -> Result<FileConfig, String> {
         file: None,
         tls,
         unix_peer,
+        server_reset_query_always: raw.server_reset_query_always,
     };
     Ok(FileConfig {
         listen,

@@ -22,6 +22,7 @@ server_idle_timeout = 0
 server_lifetime = 120
 failover_timeout = 20
 shutdown_timeout = 5
+server_reset_query_always = true
 admin_users = ["ops", "root"]
 
 [databases.shop]
@@ -76,6 +77,7 @@ fn every_key_is_read() {
     assert_eq!(p.max_client_conn, 50);
     assert_eq!(p.failover_timeout, Some(Duration::from_secs(20)));
     assert_eq!(p.shutdown_timeout, Duration::from_secs(5));
+    assert!(p.server_reset_query_always);
     let admins: Vec<&str> = p.client.admin_users.iter().map(String::as_str).collect();
     assert_eq!(admins, ["ops", "root"]);
     assert_eq!(p.file, None, "parsed from text, not read from a file");
@@ -98,6 +100,10 @@ fn defaults_fill_what_is_left_out() {
     assert_eq!(p.max_client_conn, 100);
     assert_eq!(p.failover_timeout, None);
     assert_eq!(p.shutdown_timeout, Duration::from_secs(30));
+    assert!(
+        !p.server_reset_query_always,
+        "transaction mode resets nothing unless asked"
+    );
     assert!(p.client.admin_users.is_empty());
     let one = parse(&format!("listen = \"127.0.0.2:7000\"\n{MIN}")).expect("one address");
     assert_eq!(one.listen, vec!["127.0.0.2:7000".parse().unwrap()]);

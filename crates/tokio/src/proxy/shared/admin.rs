@@ -585,6 +585,12 @@ pub(in crate::proxy) fn config_rows(
         row("pool_mode", mode.into(), "transaction", false),
         row("pool_size", c.pool.size.to_string(), "20", true),
         row(
+            "server_reset_query_always",
+            u8::from(c.server_reset_query_always).to_string(),
+            "0",
+            true,
+        ),
+        row(
             "default_route",
             c.client.default_route.as_str().into(),
             "primary",
@@ -700,6 +706,8 @@ mod tests {
             "the socket's clients use `auth`"
         );
         assert_eq!(get("default_route").value, "standby");
+        let reset = get("server_reset_query_always");
+        assert_eq!((reset.value.as_str(), reset.changeable), ("0", true));
         assert!(!get("listen").changeable && get("pool_size").changeable);
         // No `[tls]` table: TLS is off.
         assert_eq!(get("tls.mode").value, "disable");

@@ -1,6 +1,6 @@
 //! The shared pools against the stand-in backend (`stand_in.rs`), a primary that holds every
 //! CancelRequest until told: the two races the simulator's `proxy` scenario found in
-//! this adapter, each played step by step, and where a cancel goes.
+//! this adapter, each played step by step, where a cancel goes, and what a reset server keeps.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -129,5 +129,46 @@ async fn a_cancel_reaches_only_the_server_its_client_holds_now() {
     assert!(
         reached.is_ok(),
         "the cancel of a client holding a server never went out"
+    );
+}
+
+/// With `server_reset_query_always` a server given back in transaction mode runs DISCARD ALL
+/// before it is lent again: the proxy's statements there are forgotten, and what the server
+/// reported while lent that DISCARD does not reset (here a promotion's `in_hot_standby`)
+/// stays as reported; the login's value came back until session 35.
+#[tokio::test]
+async fn a_reset_server_keeps_what_it_reported_while_lent_and_forgets_statements() {
+    use crate::proxy::stand_in::Role;
+    let standby = Role {
+        in_recovery: true,
+        replay: None,
+    };
+    let backend = Backend::start(standby).await;
+    let client = ClientConfig {
+        login_timeout: Duration::from_secs(5),
+        ..ClientConfig::new(ClientAuth::Trust, PoolMode::Transaction)
+    };
+    let conninfo = format!("host=127.0.0.1 port={} sslmode=disable", backend.port);
+    let mut config = ProxyConfig::new(conninfo, client);
+    config.pool.size = 1;
+    config.seed = Some(7);
+    config.server_reset_query_always = true;
+    let shared = Shared::start(Arc::new(config), Vec::new(), None);
+    let any = PoolKey {
+        route: Route::Any,
+        ..key()
+    };
+    let (session, mut lent) = granted(shared.acquire(ClientId(1), &any, None, shared.now())).await;
+    assert_eq!(lent.in_recovery(), Some(true), "a standby logged in");
+    lent.settings.report("in_hot_standby".into(), "off".into());
+    lent.prepared.insert("pgyard_s1".into(), 1);
+    shared.release(ClientId(1), lent, Some(session), true, shared.now());
+    // Being reset, the pool's one server is not lent at once.
+    let rx = later(shared.acquire(ClientId(2), &any, None, shared.now()));
+    let (_, lent) = granted(Acquired::Later(rx)).await;
+    assert_eq!(lent.in_recovery(), Some(false), "as it reported while lent");
+    assert!(
+        lent.prepared.is_empty(),
+        "DISCARD ALL removed the proxy's statements"
     );
 }
