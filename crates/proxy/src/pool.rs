@@ -10,6 +10,10 @@
 //! [`Pools::pause`] (the admin console's PAUSE) stops lending: idle servers close, servers
 //! being opened are forgotten (closed when they arrive), lent ones close when they come back,
 //! and clients wait (their wait timeout still runs) until [`Pools::resume`].
+//!
+//! A pool that holds nothing (no server, no waiter, no retry pause running) may be forgotten
+//! when a new one is made (`forget.rs`): any client can name any database, and the pools of
+//! names the server refuses must not pile up.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
@@ -18,6 +22,9 @@ use pgyard_types::Instant;
 use pgyard_wire::error_fields::SqlState;
 
 use crate::classes::Route;
+
+mod forget;
+mod pause;
 
 /// A client connection of the proxy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -208,6 +215,9 @@ pub struct Pools {
     paused: bool,
     /// Databases paused by name (`PAUSE db`): their pools lend and open nothing.
     paused_databases: BTreeSet<String>,
+    /// How many pools there may be before the next new one makes [`Pools`] forget the
+    /// empty ones (see `forget.rs`).
+    forget_at: usize,
 }
 
 /// Whether `database`'s pools lend nothing: every database is paused, or it is by name.
@@ -231,6 +241,7 @@ impl Pools {
             next: 1,
             paused: false,
             paused_databases: BTreeSet::new(),
+            forget_at: forget::FORGET_MIN,
         }
     }
 
@@ -306,6 +317,7 @@ impl Pools {
         match self.pools.get_mut(key) {
             Some(pool) => pool.waiting.push_back((client, deadline)),
             None => {
+                self.forget_empty(now);
                 let mut pool = Pool::default();
                 pool.waiting.push_back((client, deadline));
                 self.pools.insert(key.clone(), pool);
@@ -650,99 +662,7 @@ impl Pools {
         }
     }
 
-    /// PAUSE: nothing more is lent or opened; idle servers are closed now, servers being
-    /// opened are forgotten (each is closed when [`Pools::opened`] reports it), lent ones are
-    /// closed when they come back. False (and nothing changes) when already paused.
-    pub fn pause(&mut self, now: Instant) -> bool {
-        if self.paused {
-            return false;
-        }
-        self.paused = true;
-        self.let_go(now, None);
-        true
-    }
-
-    /// `PAUSE db`: [`Pools::pause`] for one database's pools. False (and nothing changes)
-    /// when that database is paused by name already.
-    pub fn pause_database(&mut self, now: Instant, database: &str) -> bool {
-        if !self.paused_databases.insert(database.to_owned()) {
-            return false;
-        }
-        self.let_go(now, Some(database));
-        true
-    }
-
-    /// `RESUME db`: lending starts again for a database paused by name (a PAUSE of every
-    /// database still holds it). False when it is not paused by name.
-    pub fn resume_database(&mut self, now: Instant, database: &str) -> bool {
-        if !self.paused_databases.remove(database) {
-            return false;
-        }
-        let keys: Vec<PoolKey> = self
-            .pools
-            .keys()
-            .filter(|k| k.database == database)
-            .cloned()
-            .collect();
-        for key in keys {
-            self.serve(now, &key);
-        }
-        true
-    }
-
-    /// Whether `database` is paused by name.
-    pub fn is_paused_by_name(&self, database: &str) -> bool {
-        self.paused_databases.contains(database)
-    }
-
-    /// Whether a `PAUSE db` is complete: paused by name, and no server of it left.
-    pub fn pause_complete_for(&self, database: &str) -> bool {
-        self.is_paused_by_name(database)
-            && self.servers.values().all(|s| s.key.database != database)
-    }
-
-    /// Closes the idle servers of `database` (of every database: `None`) and forgets the
-    /// ones being opened, which are closed when they arrive.
-    fn let_go(&mut self, now: Instant, database: Option<&str>) {
-        let gone: Vec<(ServerId, State)> = self
-            .servers
-            .iter()
-            .filter(|(_, s)| !matches!(s.state, State::Busy(_)))
-            .filter(|(_, s)| database.is_none_or(|d| s.key.database == d))
-            .map(|(id, s)| (*id, s.state))
-            .collect();
-        for (server, state) in gone {
-            self.broken(now, server);
-            if state != State::Opening {
-                self.out.push_back(PoolOut::Close { server });
-            }
-        }
-    }
-
-    /// RESUME: lending starts again, and waiting clients are served. False when not paused.
-    pub fn resume(&mut self, now: Instant) -> bool {
-        if !self.paused {
-            return false;
-        }
-        self.paused = false;
-        let keys: Vec<PoolKey> = self.pools.keys().cloned().collect();
-        for key in keys {
-            self.serve(now, &key);
-        }
-        true
-    }
-
-    /// Whether PAUSE is in force.
-    pub fn is_paused(&self) -> bool {
-        self.paused
-    }
-
-    /// Whether a PAUSE is complete: paused, and no server connection left (none lent).
-    pub fn pause_complete(&self) -> bool {
-        self.paused && self.servers.is_empty()
-    }
-
-    /// Every pool the proxy has had.
+    /// Every pool the proxy has (an empty one may be forgotten, see `forget.rs`).
     pub fn keys(&self) -> Vec<PoolKey> {
         self.pools.keys().cloned().collect()
     }

@@ -582,3 +582,54 @@ fn a_login_refused_over_the_clients_database_answers_in_the_servers_words() {
         }]
     );
 }
+
+/// A client looping over made-up database names, each refused by the server (3D000), used to
+/// leave a pool behind for every name. Pools that hold nothing are forgotten now, once there
+/// are enough of them; a pool with a server lent or being opened, and one whose retry pause
+/// still runs, are kept.
+#[test]
+fn pools_that_hold_nothing_are_forgotten() {
+    let mut p = pools(1);
+    opened_for(&mut p, 1, 0);
+    let opening = PoolKey {
+        database: "opening".into(),
+        ..key()
+    };
+    p.acquire(ms(1), ClientId(2), &opening);
+    assert_eq!(drain(&mut p).len(), 1, "an open for the second pool");
+    let code = pgyard_wire::error_fields::SqlState::INVALID_CATALOG_NAME;
+    let name = |n: u64| PoolKey {
+        database: format!("nodb_{n}"),
+        ..key()
+    };
+    let mut sweeps = 0;
+    for n in 0..1_000u64 {
+        // 40 ms apart: the first retry pause after a refusal is 100 ms, so the pools of
+        // the last two names still have theirs running at each new name.
+        let at = 10 + 40 * n;
+        let before = p.keys().len();
+        p.acquire(ms(at), ClientId(100 + n), &name(n));
+        let [PoolOut::Open { server, .. }] = drain(&mut p)[..] else {
+            panic!("one open for {n}")
+        };
+        p.login_refused(ms(at), server, "FATAL".into(), Some((code, "no".into())));
+        assert_eq!(drain(&mut p).len(), 1, "the client is refused");
+        let keys = p.keys();
+        assert!(
+            keys.len() <= 2 * 64 + 1,
+            "{} pools after {n} names",
+            keys.len()
+        );
+        if keys.len() < before {
+            sweeps += 1;
+            for kept in [key(), opening.clone(), name(n - 1), name(n - 2)] {
+                assert!(keys.contains(&kept), "{kept:?} forgotten at {n}");
+            }
+            assert!(!keys.contains(&name(n - 3)), "an empty pool kept at {n}");
+        }
+    }
+    assert!(sweeps > 10, "{sweeps} sweeps");
+    // A forgotten pool is made again by its next client.
+    p.acquire(ms(100_000), ClientId(5_000), &name(0));
+    assert!(matches!(drain(&mut p)[..], [PoolOut::Open { .. }]));
+}

@@ -1,7 +1,8 @@
 //! The admin console of `pgyard proxy` (database `pgyard`) through psql (libpq 18), in front
 //! of a real PostgreSQL 18: SHOW POOLS, CLIENTS, SERVERS, STATS, CONFIG, DATABASES and LISTS
 //! against what the clients are doing, PAUSE and RESUME staged by what SHOW reports (never by
-//! sleeping), RELOAD without a file, and a user who is not an admin refused.
+//! sleeping), RELOAD without a file, a user who is not an admin refused, and the pools of
+//! databases that do not exist forgotten.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -343,4 +344,32 @@ async fn show_databases_and_lists_answer_with_pgbouncers_columns() {
     assert_eq!(named[0], format!("total_xact_count|{}", totals[1]));
     assert_eq!(named[2], format!("total_client_bytes|{}", totals[3]));
     s.close().await;
+}
+
+/// A client looping over database names that do not exist leaves no pool behind for ever
+/// (session 35): SHOW POOLS used to keep one row for every name ever asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pools_of_databases_that_do_not_exist_are_forgotten() {
+    let primary = Primary::start(Options::default()).expect("primary");
+    let addr = proxy(primary.port()).await;
+    let names = 200;
+    for batch in 0..2 {
+        for n in 0..names / 2 {
+            let conninfo = format!(
+                "host=127.0.0.1 port={} user=postgres password=pw dbname=nodb_{batch}_{n} \
+                 sslmode=disable",
+                addr.port()
+            );
+            let Err(error) = connect_with(&conninfo, &ConnectOptions::default()).await else {
+                panic!("nodb_{batch}_{n} let in");
+            };
+            assert!(error.to_string().contains("does not exist"), "{error}");
+        }
+        // Past the first retry pause (100 ms) of every pool the batch made.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let out = admin(addr, "SHOW POOLS").await.expect("SHOW POOLS");
+    let rows = out.lines().filter(|l| l.starts_with("nodb_")).count();
+    assert!(rows > 0, "the last names' pools are still there:\n{out}");
+    assert!(rows < names, "{rows} pools kept of {names} names:\n{out}");
 }
