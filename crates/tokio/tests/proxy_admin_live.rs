@@ -1,8 +1,8 @@
 //! The admin console of `pgyard proxy` (database `pgyard`) through psql (libpq 18), in front
 //! of a real PostgreSQL 18: SHOW POOLS, CLIENTS, SERVERS, STATS, CONFIG, DATABASES and LISTS
 //! against what the clients are doing, PAUSE and RESUME staged by what SHOW reports (never by
-//! sleeping), RELOAD without a file, a user who is not an admin refused, and the pools of
-//! databases that do not exist forgotten.
+//! sleeping), RELOAD without a file, a user who is not an admin refused, and the pools and
+//! counters of databases that do not exist forgotten.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -372,4 +372,25 @@ async fn pools_of_databases_that_do_not_exist_are_forgotten() {
     let rows = out.lines().filter(|l| l.starts_with("nodb_")).count();
     assert!(rows > 0, "the last names' pools are still there:\n{out}");
     assert!(rows < names, "{rows} pools kept of {names} names:\n{out}");
+    // Nor do their clients' counters: no server of theirs ever served one.
+    let stats = admin(addr, "SHOW STATS").await.expect("SHOW STATS");
+    assert!(!stats.contains("nodb_"), "{stats}");
+    // A client its database served still counts once it has gone.
+    let mut c = client(addr).await;
+    assert_eq!(one(&mut c, "select 1").await, "1");
+    c.close().await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while admin(addr, "SHOW CLIENTS")
+        .await
+        .expect("SHOW CLIENTS")
+        .lines()
+        .any(|l| l.split('|').nth(2) == Some("postgres"))
+    {
+        assert!(Instant::now() < deadline, "the client stays listed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let stats = admin(addr, "SHOW STATS").await.expect("SHOW STATS");
+    let row = stats.lines().find(|l| l.starts_with("postgres|"));
+    let xacts = row.and_then(|l| l.split('|').nth(2)).unwrap_or_default();
+    assert_eq!(xacts, "1", "total_xact_count, select 1: {stats}");
 }

@@ -250,14 +250,18 @@ impl Shared {
         }
     }
 
-    /// The client left: its counters join its database's totals.
+    /// The client left: its counters join its database's totals, if a server of it ever
+    /// served the client. A client may name any database, and the names the server refuses
+    /// (3D000) would otherwise each keep a SHOW STATS row for ever (session 35), as their
+    /// pools did before they were forgotten.
     pub(in crate::proxy) fn forget_client(&self, id: ClientId) {
         let mut registry = lock(&self.registry);
         let Some(slot) = registry.clients.remove(&id) else {
             return;
         };
         let r = lock(&slot.report);
-        if let Some(a) = r.activity.filter(Activity::counted) {
+        let served = |a: &Activity| a.counted() && a.stats.assignments > 0;
+        if let Some(a) = r.activity.filter(served) {
             let totals = registry.retired.entry(r.database.clone()).or_default();
             totals.add(&a.stats);
         }
