@@ -15,6 +15,11 @@ use crate::proxy::ProxyConfig;
 use crate::Session;
 
 fn shared(backend: &Backend) -> Arc<Shared> {
+    shared_with(backend, |_| {})
+}
+
+/// [`shared`] with `change` made to the configuration first.
+fn shared_with(backend: &Backend, change: impl FnOnce(&mut ProxyConfig)) -> Arc<Shared> {
     let client = ClientConfig {
         login_timeout: Duration::from_secs(5),
         ..ClientConfig::new(ClientAuth::Trust, PoolMode::Transaction)
@@ -23,6 +28,7 @@ fn shared(backend: &Backend) -> Arc<Shared> {
     let mut config = ProxyConfig::new(conninfo, client);
     config.pool.size = 1;
     config.seed = Some(7);
+    change(&mut config);
     Shared::start(
         Arc::new(config.checked().expect("config")),
         Vec::new(),
@@ -144,16 +150,7 @@ async fn a_reset_server_keeps_what_it_reported_while_lent_and_forgets_statements
         replay: None,
     };
     let backend = Backend::start(standby).await;
-    let client = ClientConfig {
-        login_timeout: Duration::from_secs(5),
-        ..ClientConfig::new(ClientAuth::Trust, PoolMode::Transaction)
-    };
-    let conninfo = format!("host=127.0.0.1 port={} sslmode=disable", backend.port);
-    let mut config = ProxyConfig::new(conninfo, client);
-    config.pool.size = 1;
-    config.seed = Some(7);
-    config.server_reset_query_always = true;
-    let shared = Shared::start(Arc::new(config), Vec::new(), None);
+    let shared = shared_with(&backend, |c| c.server_reset_query_always = true);
     let any = PoolKey {
         route: Route::Any,
         ..key()
