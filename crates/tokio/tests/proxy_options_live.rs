@@ -54,7 +54,7 @@ async fn login(addr: SocketAddr, extra: &[(&str, &str)]) -> Login {
 async fn options_give_what_a_direct_login_gets() {
     let primary = Primary::start(Options::default()).expect("primary");
     let direct = loopback(primary.port());
-    let proxied = common::transaction_proxy(primary.port(), 1, 5).await;
+    let proxied = common::transaction_proxy(primary.port(), 1, 5, |_| {}).await;
     let cases: &[&[(&str, &str)]] = &[
         &[(
             "options",
@@ -124,7 +124,7 @@ async fn a_database_that_does_not_exist_is_refused_at_once_as_a_server_refuses_i
     let direct = loopback(primary.port());
     // Clients wait up to 60 s for a server; the answer must come long before (Raw gives
     // up after 20 s of silence).
-    let proxied = common::transaction_proxy(primary.port(), 2, 7).await;
+    let proxied = common::transaction_proxy(primary.port(), 2, 7, |_| {}).await;
     // A later `database` in a StartupMessage wins, on a server as in the proxy.
     let asked = [("database", "pgyard_no_such_db")];
     let want = login(direct, &asked).await;

@@ -5,15 +5,13 @@
 //! still follow their client, and a named statement is prepared again where it was discarded.
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use bytes::BytesMut;
-use pgyard_proxy::{ClientAuth, ClientConfig, PoolMode, PoolSettings};
 use pgyard_testkit::cluster::{Options, Primary};
-use pgyard_tokio::proxy::{spawn, ProxyConfig};
 use pgyard_wire::frontend;
 use tokio::io::AsyncWriteExt;
 
+mod common;
 #[path = "common/raw.rs"]
 mod raw;
 
@@ -21,20 +19,7 @@ use raw::{status, Raw};
 
 /// A transaction-mode proxy with one server connection to the server on `port`.
 async fn proxy(port: u16, reset_always: bool) -> SocketAddr {
-    let client = ClientConfig {
-        login_timeout: Duration::from_secs(10),
-        ..ClientConfig::new(ClientAuth::Trust, PoolMode::Transaction)
-    };
-    let mut config = ProxyConfig::new(format!("host=127.0.0.1 port={port}"), client);
-    config.pool = PoolSettings {
-        size: 1,
-        wait_timeout: Duration::from_secs(60),
-        ..PoolSettings::default()
-    };
-    config.seed = Some(35);
-    config.server_reset_query_always = reset_always;
-    let proxy = spawn(config, "127.0.0.1:0".parse().expect("an address"));
-    proxy.await.expect("proxy").addr
+    common::transaction_proxy(port, 1, 35, |c| c.server_reset_query_always = reset_always).await
 }
 
 /// What client B finds on the one server after client A's session-level changes: the

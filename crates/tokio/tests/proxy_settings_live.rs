@@ -21,7 +21,7 @@ use raw::{loopback, status, Raw};
 
 /// A transaction-mode proxy with one server connection in front of the server on `port`.
 async fn proxy(port: u16) -> SocketAddr {
-    common::transaction_proxy(port, 1, 3).await
+    common::transaction_proxy(port, 1, 3, |_| {}).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

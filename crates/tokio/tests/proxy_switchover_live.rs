@@ -16,7 +16,7 @@ mod common;
 /// A transaction-mode proxy of pool size 2 over `port`, under trust (every user may use the
 /// console).
 async fn proxy(port: u16) -> SocketAddr {
-    common::transaction_proxy(port, 2, 23).await
+    common::transaction_proxy(port, 2, 23, |_| {}).await
 }
 
 fn conninfo(addr: SocketAddr, dbname: &str) -> String {

@@ -7,8 +7,14 @@ use pgyard_proxy::{ClientAuth, ClientConfig, PoolMode, PoolSettings};
 use pgyard_tokio::proxy::{spawn, ProxyConfig};
 
 /// A transaction-mode proxy under trust on a free loopback port, with `size` server
-/// connections to the server on `port` and the machine's randomness seeded with `seed`.
-pub async fn transaction_proxy(port: u16, size: usize, seed: u64) -> SocketAddr {
+/// connections to the server on `port`, the machine's randomness seeded with `seed`, and
+/// `change` made to its configuration last.
+pub async fn transaction_proxy(
+    port: u16,
+    size: usize,
+    seed: u64,
+    change: impl FnOnce(&mut ProxyConfig),
+) -> SocketAddr {
     let client = ClientConfig {
         login_timeout: Duration::from_secs(10),
         ..ClientConfig::new(ClientAuth::Trust, PoolMode::Transaction)
@@ -20,6 +26,7 @@ pub async fn transaction_proxy(port: u16, size: usize, seed: u64) -> SocketAddr 
         ..PoolSettings::default()
     };
     config.seed = Some(seed);
+    change(&mut config);
     let proxy = spawn(config, "127.0.0.1:0".parse().expect("an address"));
     proxy.await.expect("proxy").addr
 }
