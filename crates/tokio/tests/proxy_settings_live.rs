@@ -3,7 +3,8 @@
 //! set once, not before every transaction; refused at login when the server refuses them;
 //! and a value with a backslash set intact on a server another client left with
 //! `standard_conforming_strings = off`. A session-level `SET SESSION AUTHORIZATION` (session
-//! 34) stays with the client that ran it.
+//! 34) stays with the client that ran it. A startup `application_name` of any bytes is shown
+//! as a direct login shows it (session 35).
 
 use std::net::SocketAddr;
 
@@ -283,4 +284,25 @@ async fn a_partial_startup_date_style_starts_from_the_servers_login_value() {
         assert_eq!(b.one(sql).await, d.one(sql).await, "{asked:?}");
     }
     assert_eq!(a.one("show DateStyle").await, "SQL, DMY");
+}
+
+/// A startup `application_name` that is not UTF-8 (LATIN1's `café`), or holds control
+/// characters, is shown and kept as a direct login shows it (session 35: the proxy read it
+/// lossily, and the server then cleaned the replacement character's three bytes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_application_name_of_any_bytes_is_shown_as_a_direct_login_shows_it() {
+    let primary = Primary::start(Options::default()).expect("primary");
+    let addr = proxy(primary.port()).await;
+    let values: [&[u8]; 3] = [b"caf\xe9", b"caf\xc3\xa9", b"a\x01b\x7f~ z"];
+    for value in values {
+        let asked: [(&[u8], &[u8]); 1] = [(b"application_name", value)];
+        let mut direct = Raw::start_bytes(loopback(primary.port()), &asked).await;
+        let direct_shown = status(&direct.until_ready().await, "application_name");
+        let mut c = Raw::start_bytes(addr, &asked).await;
+        let shown = status(&c.until_ready().await, "application_name");
+        assert!(direct_shown.is_some(), "{value:?}");
+        assert_eq!(shown, direct_shown, "{value:?}");
+        let kept = c.one("show application_name").await;
+        assert_eq!(Some(kept), direct_shown, "{value:?}");
+    }
 }

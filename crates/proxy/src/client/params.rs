@@ -63,6 +63,24 @@ pub fn startup_setting(name: &str) -> Option<&'static str> {
     tracked(name).filter(|t| *t != "session_authorization")
 }
 
+/// A startup `application_name` as PostgreSQL 16 and later keep it: each byte outside
+/// printable ASCII (32 to 126) written `\xHH`, in lower case. A server cleans the packet's
+/// raw bytes so; done here before the value becomes text, a value that is not UTF-8 (a
+/// LATIN1 `caf\xe9`) reaches the server's `SET` and the welcome as a direct login shows it,
+/// where a lossy reading would have made `caf\xef\xbf\xbd` of it.
+pub fn clean_application_name(raw: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(raw.len());
+    for &b in raw {
+        if (32..=126).contains(&b) {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "\\x{b:02x}");
+        }
+    }
+    out
+}
+
 /// `TRACKED`'s indices in the order the `SET`s come out: `client_encoding` first (see
 /// [`alignment_queries`]), then the others in the order of the names' bytes (as a map of the
 /// names would list them).
@@ -373,6 +391,29 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    /// What PostgreSQL 18 showed for these startup values, direct (session 35).
+    #[test]
+    fn an_application_name_is_cleaned_as_a_server_cleans_it() {
+        let cases: [(&[u8], &str); 4] = [
+            (b"caf\xe9", "caf\\xe9"),
+            (b"caf\xc3\xa9", "caf\\xc3\\xa9"),
+            (b"a\x01b\x7f~ z", "a\\x01b\\x7f~ z"),
+            (b"psql", "psql"),
+        ];
+        for (raw, shown) in cases {
+            assert_eq!(clean_application_name(raw), shown, "{raw:?}");
+        }
+        // Plain ASCII, so its SET reads the same in any client encoding.
+        let sql = alignment(
+            &settings(&[("application_name", &clean_application_name(b"caf\xe9"))]),
+            &settings(&[("application_name", "")]),
+        );
+        assert_eq!(
+            sql.as_deref(),
+            Some("SET application_name TO E'caf\\\\xe9';")
+        );
     }
 
     #[test]

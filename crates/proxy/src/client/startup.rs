@@ -135,7 +135,10 @@ impl ClientSession {
         let mut unsupported: Vec<&[u8]> = Vec::new();
         let mut options: Option<String> = None;
         for (name, value) in m.params.iter() {
-            let text = String::from_utf8_lossy(value).into_owned();
+            let text = match name {
+                b"application_name" => params::clean_application_name(value),
+                _ => String::from_utf8_lossy(value).into_owned(),
+            };
             match name {
                 b"user" => who.user = text,
                 b"database" => who.database = text,

@@ -20,9 +20,18 @@ pub struct Raw {
 impl Raw {
     /// Connects and sends a StartupMessage with `extra` beside user and database.
     pub async fn start(addr: SocketAddr, extra: &[(&str, &str)]) -> Raw {
+        let extra: Vec<(&[u8], &[u8])> = extra
+            .iter()
+            .map(|(n, v)| (n.as_bytes(), v.as_bytes()))
+            .collect();
+        Raw::start_bytes(addr, &extra).await
+    }
+
+    /// [`Raw::start`] with values of any bytes (a client encoding's, not UTF-8's).
+    pub async fn start_bytes(addr: SocketAddr, extra: &[(&[u8], &[u8])]) -> Raw {
         let mut params: Vec<(&[u8], &[u8])> =
             vec![(b"user", b"postgres"), (b"database", b"postgres")];
-        params.extend(extra.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())));
+        params.extend_from_slice(extra);
         let mut b = BytesMut::new();
         frontend::encode_startup(ProtocolVersion::V3_0, &params, &mut b).expect("startup");
         let mut sock = TcpStream::connect(addr).await.expect("connect");
