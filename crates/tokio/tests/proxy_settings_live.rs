@@ -293,9 +293,15 @@ async fn a_partial_startup_date_style_starts_from_the_servers_login_value() {
 async fn an_application_name_of_any_bytes_is_shown_as_a_direct_login_shows_it() {
     let primary = Primary::start(Options::default()).expect("primary");
     let addr = proxy(primary.port()).await;
-    let values: [&[u8]; 3] = [b"caf\xe9", b"caf\xc3\xa9", b"a\x01b\x7f~ z"];
-    for value in values {
-        let asked: [(&[u8], &[u8]); 1] = [(b"application_name", value)];
+    // A server takes the name in any case.
+    let values: [(&[u8], &[u8]); 4] = [
+        (b"application_name", b"caf\xe9"),
+        (b"application_name", b"caf\xc3\xa9"),
+        (b"application_name", b"a\x01b\x7f~ z"),
+        (b"Application_Name", b"caf\xe9"),
+    ];
+    for (name, value) in values {
+        let asked = [(name, value)];
         let mut direct = Raw::start_bytes(loopback(primary.port()), &asked).await;
         let direct_shown = status(&direct.until_ready().await, "application_name");
         let mut c = Raw::start_bytes(addr, &asked).await;

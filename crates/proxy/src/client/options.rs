@@ -220,22 +220,11 @@ mod tests {
                 format!("invalid command-line argument for server process: {w}"),
             )
         };
-        assert_eq!(
-            refused("-c foo"),
-            ("42601".into(), "-c foo requires a value".into())
-        );
-        assert_eq!(
-            refused("--foo"),
-            ("42601".into(), "--foo requires a value".into())
-        );
-        assert_eq!(
-            refused("-cE"),
-            ("42601".into(), "-c E requires a value".into())
-        );
-        assert_eq!(
-            refused("abc -c foo"),
-            ("42601".into(), "-c foo requires a value".into())
-        );
+        let requires = |w: &str| ("42601".to_owned(), format!("{w} requires a value"));
+        assert_eq!(refused("-c foo"), requires("-c foo"));
+        assert_eq!(refused("--foo"), requires("--foo"));
+        assert_eq!(refused("-cE"), requires("-c E"));
+        assert_eq!(refused("abc -c foo"), requires("-c foo"));
         assert_eq!(refused("-c"), invalid("-c"));
         assert_eq!(refused("-c application_name=1 -c"), invalid("-c"));
         assert_eq!(refused("-z -c foo"), invalid("-z"));

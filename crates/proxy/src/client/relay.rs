@@ -359,11 +359,10 @@ impl ClientSession {
             return;
         }
         if matches!(self.phase, Phase::Welcome) {
-            let mut buf = BytesMut::new();
-            let _ = pgyard_wire::backend::Authentication::Ok.encode(&mut buf);
-            self.out.push_back(ClientOut::ToClient(buf.freeze()));
+            self.fatal_after_auth_ok(&sqlstate.bytes(), message, None);
+        } else {
+            self.fatal(&sqlstate.bytes(), message);
         }
-        self.fatal(&sqlstate.bytes(), message);
     }
 
     /// The alignment's ReadyForQuery came; `rest` followed it in the same chunk.

@@ -135,10 +135,7 @@ impl ClientSession {
         let mut unsupported: Vec<&[u8]> = Vec::new();
         let mut options: Option<String> = None;
         for (name, value) in m.params.iter() {
-            let text = match name {
-                b"application_name" => params::clean_application_name(value),
-                _ => String::from_utf8_lossy(value).into_owned(),
-            };
+            let text = String::from_utf8_lossy(value).into_owned();
             match name {
                 b"user" => who.user = text,
                 b"database" => who.database = text,
@@ -165,6 +162,12 @@ impl ClientSession {
                     // `ignore_startup_parameters` does; the tracked ones follow the client.
                     let name = std::str::from_utf8(n).ok();
                     if let Some(t) = name.and_then(params::startup_setting) {
+                        // A server cleans a startup `application_name`'s own bytes, under
+                        // any spelling of the name.
+                        let text = match t {
+                            "application_name" => params::clean_application_name(value),
+                            _ => text,
+                        };
                         self.wanted.insert(t.to_owned(), text);
                     }
                 }
@@ -358,11 +361,7 @@ impl ClientSession {
         }
         if let Some(e) = self.options_refused.take() {
             // A server reads `options` after it has let the client in.
-            let mut buf = BytesMut::new();
-            let _ = Authentication::Ok.encode(&mut buf);
-            self.out.push_back(ClientOut::ToClient(buf.freeze()));
-            self.error_hinted(b"FATAL", e.code, &e.message, e.hint);
-            return self.fatal_sent();
+            return self.fatal_after_auth_ok(e.code, &e.message, e.hint);
         }
         self.logged_in = true;
         self.labels = self.labels.wrapping_add(1);
