@@ -18,7 +18,8 @@
 //!
 //! let wait_timeout = Duration::from_secs(5);
 //! let mut pools = Pools::new(PoolSettings { size: 1, wait_timeout, ..Default::default() });
-//! let key = PoolKey { database: "shop".into(), user: "app".into(), route: Route::Primary };
+//! let key = PoolKey { database: "shop".into(), user: "app".into(), route: Route::Primary,
+//!                     options: String::new() };
 //! let t0 = Instant::ZERO;
 //!
 //! let (one, two, three) = (ClientId(1), ClientId(2), ClientId(3));

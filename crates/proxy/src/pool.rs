@@ -43,6 +43,9 @@ pub struct PoolKey {
     pub user: String,
     /// The route.
     pub route: Route,
+    /// The `options` its servers log in with: the client's switches and settings other
+    /// than the tracked ones (empty: none), so each client gets what it asked a server for.
+    pub options: String,
 }
 
 /// Limits of every pool.

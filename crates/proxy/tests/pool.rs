@@ -14,6 +14,7 @@ fn key() -> PoolKey {
         database: "app".into(),
         user: "alice".into(),
         route: Route::Primary,
+        options: String::new(),
     }
 }
 

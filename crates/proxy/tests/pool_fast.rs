@@ -15,6 +15,7 @@ fn key(n: u64) -> PoolKey {
         database: if n == 2 { "shop" } else { "app" }.into(),
         user: if n == 0 { "alice" } else { "bob" }.into(),
         route: Route::Primary,
+        options: String::new(),
     }
 }
 

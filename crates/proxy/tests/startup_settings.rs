@@ -12,7 +12,7 @@ use pgyard_wire::frame::frames;
 
 mod common;
 
-use common::{outputs, query, released, server, set_reply, starting, T0};
+use common::{outputs, query, released, server, session, set_reply, starting, T0};
 
 /// The SQL of the one Query in `out`.
 fn the_query(out: &[ClientOut]) -> String {
@@ -309,4 +309,55 @@ fn startup_packets_a_server_refuses_are_refused_in_its_words() {
     let mut s = common::session(PoolMode::Transaction);
     s.handle_client_bytes(T0, &with_params(b"user\0postgres\0replication\0off\0\0"));
     assert!(matches!(&outputs(&mut s)[..], [ClientOut::Acquire(_)]));
+}
+
+/// The pool `options` puts a client in: the key of its first Acquire, and the session.
+fn pool_options(options: &str) -> (String, pgyard_proxy::ClientSession) {
+    let mut s = session(PoolMode::Transaction);
+    let params: [(&[u8], &[u8]); 3] = [
+        (b"user", b"alice"),
+        (b"database", b"app"),
+        (b"options", options.as_bytes()),
+    ];
+    let mut b = BytesMut::new();
+    pgyard_wire::frontend::encode_startup(
+        pgyard_wire::frame::ProtocolVersion::V3_0,
+        &params,
+        &mut b,
+    )
+    .expect("startup");
+    s.handle_client_bytes(T0, &b);
+    let out = outputs(&mut s);
+    let [ClientOut::Acquire(key)] = &out[..] else {
+        panic!("{options:?}: {out:?}")
+    };
+    assert_eq!(key.options, s.server_options());
+    (key.options.clone(), s)
+}
+
+#[test]
+fn options_beyond_the_tracked_settings_choose_a_pool_whose_servers_log_in_with_them() {
+    let text = r"-c search_path=x --statement-timeout=5s -c app.note=a\ b -S1MB -e";
+    let (options, mut s) = pool_options(text);
+    // Written again as a server reads them: `-c` for each setting, the switch and its
+    // argument apart, the escaped space kept.
+    assert_eq!(options, r"-c statement_timeout=5s -c app.note=a\ b -S 1MB");
+    // The tracked ones still follow the client from server to server.
+    let login = [
+        ("search_path", "\"$user\", public"),
+        ("DateStyle", "ISO, MDY"),
+    ];
+    s.handle_server(T0, server(1, &login));
+    assert_eq!(
+        the_query(&outputs(&mut s)),
+        "SET DateStyle TO 'euro';SELECT pg_catalog.set_config('search_path', 'x', false);"
+    );
+    // Only tracked settings, or none: the one pool every such client shares.
+    assert_eq!(pool_options("-c application_name=a -c TimeZone=UTC").0, "");
+    assert_eq!(pool_options("").0, "");
+    // Other switches than settings go to the server as they are, for it to take or refuse.
+    assert_eq!(
+        pool_options("-E -j -d 5 -c Bogus=1").0,
+        "-E -j -d 5 -c Bogus=1"
+    );
 }

@@ -15,7 +15,7 @@ use pgyard_tokio::proxy::{spawn, ProxyConfig};
 use pgyard_tokio::{connect_with, ConnectOptions, Session};
 
 /// PgBouncer's SHOW POOLS columns as pgyard orders them.
-const POOL_COLUMNS: [&str; 13] = [
+const POOL_COLUMNS: [&str; 14] = [
     "database",
     "user",
     "cl_active",
@@ -29,6 +29,7 @@ const POOL_COLUMNS: [&str; 13] = [
     "maxwait_us",
     "pool_mode",
     "route",
+    "options",
 ];
 
 /// Where `column` is in a SHOW CLIENTS row (PgBouncer's 21 columns, then pgyard's).
@@ -117,7 +118,7 @@ async fn pool(addr: SocketAddr) -> Vec<(&'static str, String)> {
     let out = admin(addr, "SHOW POOLS").await.expect("SHOW POOLS");
     let line = out
         .lines()
-        .find(|l| l.starts_with("postgres|postgres|") && l.ends_with("|primary"))
+        .find(|l| l.starts_with("postgres|postgres|") && l.ends_with("|primary|"))
         .unwrap_or_else(|| panic!("no postgres pool in:\n{out}"));
     POOL_COLUMNS
         .iter()

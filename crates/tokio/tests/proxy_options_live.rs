@@ -88,6 +88,16 @@ async fn options_give_what_a_direct_login_gets() {
         &[("options", "-zc foo")],
         &[("options", "-- -c application_name=q")],
         &[("options", "-c =x")],
+        // Settings and switches a pooled server cannot track: the servers of the client's
+        // own pool log in with them, so the server takes or refuses them as it does here.
+        &[(
+            "options",
+            r"-c statement_timeout=5s -c app.note=a\ b -S 1MB -E -d 0",
+        )],
+        &[("options", "-c bogus=1")],
+        &[("options", "-c statement_timeout=abc")],
+        &[("options", "-B 100")],
+        &[("options", "-c Transaction_Isolation=serializable")],
         // `replication` off in a server's spellings is a plain session; a value a server
         // cannot read is refused before the password, in its words.
         &[("replication", "false")],
@@ -102,7 +112,7 @@ async fn options_give_what_a_direct_login_gets() {
         assert_eq!(got, want, "{extra:?}");
         welcomed += usize::from(matches!(want, Login::Welcome(_)));
     }
-    assert_eq!(welcomed, 13, "the cases that log in");
+    assert_eq!(welcomed, 15, "the cases that log in");
     // The settings hold on the server the client's transactions run on.
     let options = [("options", "-c search_path=pg_catalog,public -e")];
     let mut shown = Vec::new();
@@ -116,6 +126,55 @@ async fn options_give_what_a_direct_login_gets() {
     }
     assert_eq!(shown[1], shown[0]);
     assert_eq!(shown[1].1, "ISO, DMY");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_a_pool_cannot_track_hold_for_the_client_that_asked_and_no_other() {
+    let primary = Primary::start(Options::default()).expect("primary");
+    let port = primary.port();
+    // The operator's own `options` in the backend's conninfo: a client's come after them.
+    let proxied = common::transaction_proxy(port, 1, 7, |c| {
+        let backend = format!(
+            "host=127.0.0.1 port={port} options='-c statement_timeout=9s -c lock_timeout=7s'"
+        );
+        c.backend = Some(backend);
+    })
+    .await;
+    let mut timed = Raw::start(
+        proxied,
+        &[("options", r"-c statement_timeout=250ms -c app.note=a\ b")],
+    )
+    .await;
+    timed.until_ready().await;
+    let mut plain = Raw::start(proxied, &[]).await;
+    plain.until_ready().await;
+    // One server per pool: each client's transactions alternate on the server of its own.
+    for _ in 0..3 {
+        assert_eq!(timed.one("show statement_timeout").await, "250ms");
+        assert_eq!(timed.one("show lock_timeout").await, "7s");
+        assert_eq!(timed.one("select current_setting('app.note')").await, "a b");
+        assert_eq!(plain.one("show statement_timeout").await, "9s");
+        assert_eq!(
+            plain
+                .one("select coalesce(current_setting('app.note', true), 'unset')")
+                .await,
+            "unset"
+        );
+    }
+    // The limit is the server's: a longer statement is cancelled there.
+    let mut b = bytes::BytesMut::new();
+    pgyard_wire::frontend::encode_query(b"select pg_sleep(5)", &mut b).expect("query");
+    tokio::io::AsyncWriteExt::write_all(&mut timed.sock, &b)
+        .await
+        .expect("write");
+    let reply = timed.until_ready().await;
+    let error = reply.iter().find(|(t, _)| *t == b'E').expect("an error");
+    let f = ErrorFields::decode(&error.1).expect("error fields");
+    assert_eq!(f.get(b'C'), Some(&b"57014"[..]), "{reply:?}");
+    // A `SET` in a transaction is the client's own, as on a direct login, and a plain
+    // client's next transaction still has the operator's value.
+    timed.exec("set statement_timeout = '1min'").await;
+    assert_eq!(plain.one("show statement_timeout").await, "9s");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

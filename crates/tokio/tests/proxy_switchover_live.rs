@@ -213,7 +213,7 @@ async fn pool_counts(addr: SocketAddr, database: &str) -> Option<(String, String
     let out = admin(addr, "SHOW POOLS").await.expect("SHOW POOLS");
     let prefix = format!("{database}|postgres|");
     out.lines()
-        .find(|l| l.starts_with(&prefix) && l.ends_with("|primary"))
+        .find(|l| l.starts_with(&prefix) && l.ends_with("|primary|"))
         .map(|l| {
             let c: Vec<&str> = l.split('|').collect();
             (c[3].to_owned(), c[4].to_owned())

@@ -24,7 +24,7 @@ use pgyard_proxy::admin::ClientState;
 use pgyard_proxy::{
     CancelKey, ClientAuth, ClientCert, ClientConfig, ClientOut, ClientSession, ClientTls, TlsMode,
 };
-use pgyard_types::{uniform_inclusive, Instant, Rng, RngCore};
+use pgyard_types::{side_stream, uniform_inclusive, Instant, Rng, RngCore};
 use pgyard_wire::frame::ProtocolVersion;
 use pgyard_wire::frontend::encode_startup;
 
@@ -56,6 +56,18 @@ pub(super) enum Prelude {
     Direct,
     GssThenRecord,
 }
+
+/// A client's `options`, and what its pool's servers log in with: the settings and switches
+/// the proxy does not track, written as a server reads them back.
+const OPTIONS: [(&str, &str); 4] = [
+    ("-c geqo=off", "-c geqo=off"),
+    ("--work-mem=1MB -E", "-c work_mem=1MB -E"),
+    (r"-c app.note=a\ b -d5", r"-c app.note=a\ b -d 5"),
+    ("-c search_path=s1", ""),
+];
+
+/// The stream a client's `options` text is drawn from.
+const OPTIONS_STREAM: u64 = 0x6f70_7431;
 
 const PRELUDES: [Prelude; 10] = [
     Prelude::Plain,
@@ -93,8 +105,9 @@ pub(super) struct Conn {
     pub(super) started_tls: Option<Vec<u8>>,
     /// Admin requests asked of the adapter, oldest first.
     pub(super) asks: Vec<pgyard_proxy::admin::AdminRequest>,
-    /// The session asked for a server (a database login passed).
-    pub(super) acquired: bool,
+    /// The session asked for a server (a database login passed), of the pool with these
+    /// `options`.
+    pub(super) acquired: Option<String>,
     /// It gave its server back (transaction mode, after the welcome), with these settings.
     released: Option<pgyard_proxy::client::Settings>,
     /// What it wrote to its server (the settings the client asked for), not answered yet.
@@ -138,7 +151,7 @@ impl Conn {
             match o {
                 ClientOut::ToClient(b) => self.rx.extend_from_slice(&b),
                 ClientOut::StartTls { early } => self.started_tls = Some(early.to_vec()),
-                ClientOut::Acquire(_) => self.acquired = true,
+                ClientOut::Acquire(key) => self.acquired = Some(key.options.clone()),
                 ClientOut::Admin(r) => self.asks.push(r),
                 ClientOut::Close => self.closed = true,
                 other => {
@@ -391,7 +404,7 @@ fn connection(
         closed: false,
         started_tls: None,
         asks: Vec::new(),
-        acquired: false,
+        acquired: None,
         released: None,
         to_server: Vec::new(),
         certs: p.client_ca.then(|| auth::cert_stream(rng, k)),
@@ -425,9 +438,14 @@ fn connection(
     if !app.is_empty() {
         params.push((b"application_name", app.as_bytes()));
     }
-    if uniform_inclusive(rng, 3) == 0 {
-        // Ignored, as PgBouncer's `ignore_startup_parameters` ignores it.
-        params.push((b"options", b"-c geqo=off"));
+    let options = (uniform_inclusive(rng, 3) == 0).then(|| {
+        // Which text is drawn on a side stream, so that the other draws stay as they were
+        // when every client's `options` was `-c geqo=off`.
+        let side = &mut side_stream(rng, OPTIONS_STREAM);
+        OPTIONS[uniform_inclusive(side, OPTIONS.len() as u64 - 1) as usize]
+    });
+    if let Some((text, _)) = options {
+        params.push((b"options", text.as_bytes()));
     }
     let asked = super::proxy_login_settings::draw_asked(rng);
     for (n, v) in &asked {
@@ -456,7 +474,16 @@ fn connection(
     let app = (!app.is_empty()).then_some(app);
     let drain = uniform_inclusive(rng, 9) == 0;
     if who.database != pgyard_proxy::admin::ADMIN_DATABASE {
-        if c.acquired && c.rx.is_empty() && !c.closed {
+        if let Some(got) = c.acquired.as_deref() {
+            // docs/proxy.md: settings and switches of `options` that are not tracked make
+            // a pool of their own, whose servers log in with them, written again.
+            let want = options.map_or("", |(_, rest)| rest);
+            if got != want {
+                let detail = format!("options {options:?}: a pool with options {got:?}");
+                return Err(fail("pool-per-options", detail));
+            }
+        }
+        if c.acquired.is_some() && c.rx.is_empty() && !c.closed {
             judge_activity(&c, ClientState::Waiting, false, app)?;
             if drain {
                 return drained(&mut c);

@@ -137,11 +137,23 @@ fn pick<T: Copy>(rng: &mut Rng, of: &[T]) -> T {
     of[uniform_inclusive(rng, of.len() as u64 - 1) as usize]
 }
 
+/// A pool's `options`: most have none; two kinds of client `options` make pools of their own.
+const OPTIONS: [&str; 4] = [
+    "",
+    "",
+    "-c statement_timeout=5s",
+    r"-c app.note=a\ b -S 1MB",
+];
+
 fn key(rng: &mut Rng) -> PoolKey {
+    // Drawn on a side stream, so that the other draws stay as they were before pools had
+    // `options`.
+    let options = pick(&mut side_stream(rng, OPTIONS_STREAM), &OPTIONS).to_owned();
     PoolKey {
         database: pick(rng, &DATABASES).to_owned(),
         user: pick(rng, &USERS).to_owned(),
         route: pick(rng, &ROUTES),
+        options,
     }
 }
 
@@ -202,6 +214,7 @@ fn client(rng: &mut Rng, id: u64) -> ClientRow {
         tls: None,
         application_name: ["", "psql", "batch job"][uniform_inclusive(rng, 2) as usize].into(),
         tag: None,
+        options: k.options,
     }
 }
 
@@ -232,6 +245,9 @@ fn server(rng: &mut Rng, id: u64) -> ServerRow {
 /// The stream the made-up databases are drawn from, so that the rest of a seed draws as
 /// before they were shown.
 const DATABASE_STREAM: u64 = 0x6462_7321;
+
+/// The stream a pool's `options` are drawn from (see [`key`]).
+const OPTIONS_STREAM: u64 = 0x6f70_7473;
 
 /// A few of the names clients use, each as a configured database or served by the fallback:
 /// host lists, a port or the default, a name on the server of its own or not.
@@ -389,8 +405,11 @@ fn pools(s: &Snapshot) -> Vec<Cells> {
         by_state: [u64; 4],
         maxwait: Duration,
     }
-    let name = |k: &PoolKey| (k.database.clone(), k.user.clone(), k.route.as_str());
-    let mut m: BTreeMap<(String, String, &str), Count> = BTreeMap::new();
+    let name = |k: &PoolKey| {
+        let who = (k.database.clone(), k.user.clone());
+        (who, k.route.as_str(), k.options.clone())
+    };
+    let mut m: BTreeMap<((String, String), &str, String), Count> = BTreeMap::new();
     for k in &s.pools {
         m.entry(name(k)).or_default();
     }
@@ -403,6 +422,7 @@ fn pools(s: &Snapshot) -> Vec<Cells> {
             database: c.database.clone(),
             user: c.user.clone(),
             route: a.route,
+            options: c.options.clone(),
         };
         let e = m.entry(name(&k)).or_default();
         match a.state {
@@ -428,7 +448,7 @@ fn pools(s: &Snapshot) -> Vec<Cells> {
         PoolMode::Transaction => "transaction",
     };
     m.iter()
-        .map(|((db, user, route), n)| {
+        .map(|(((db, user), route, options), n)| {
             let t = |v: u64| v.to_string();
             let cells: [(&str, String); 12] = [
                 ("database", db.clone()),
@@ -449,6 +469,7 @@ fn pools(s: &Snapshot) -> Vec<Cells> {
                 .map(|(k, v)| (k.to_owned(), Some(v)))
                 .collect();
             r.insert("route".into(), Some((*route).to_owned()));
+            r.insert("options".into(), Some(options.clone()));
             r
         })
         .collect()
@@ -491,10 +512,10 @@ fn database_cells(s: &Snapshot) -> Vec<Cells> {
 /// nothing in free lists or a DNS cache.
 /// The pools by the docs: those the proxy has had, those of its servers, and those of its
 /// logged-in, non-console clients' current routes.
-fn pool_set(s: &Snapshot) -> std::collections::BTreeSet<(String, String, &str)> {
-    let mut pools: std::collections::BTreeSet<(String, String, &str)> = Default::default();
+fn pool_set(s: &Snapshot) -> std::collections::BTreeSet<PoolKey> {
+    let mut pools: std::collections::BTreeSet<PoolKey> = Default::default();
     let mut add = |k: &PoolKey| {
-        pools.insert((k.database.clone(), k.user.clone(), k.route.as_str()));
+        pools.insert(k.clone());
     };
     s.pools.iter().for_each(&mut add);
     s.servers.iter().for_each(|v| add(&v.key));
@@ -505,6 +526,7 @@ fn pool_set(s: &Snapshot) -> std::collections::BTreeSet<(String, String, &str)> 
                 database: c.database.clone(),
                 user: c.user.clone(),
                 route: a.route,
+                options: c.options.clone(),
             });
         }
     }
@@ -513,7 +535,8 @@ fn pool_set(s: &Snapshot) -> std::collections::BTreeSet<(String, String, &str)> 
 
 /// SHOW USERS by the docs: the distinct users of the pools, each once, no pool mode.
 fn user_cells(s: &Snapshot) -> Vec<Cells> {
-    let users: std::collections::BTreeSet<String> = pool_set(s).into_iter().map(|p| p.1).collect();
+    let users: std::collections::BTreeSet<String> =
+        pool_set(s).into_iter().map(|p| p.user).collect();
     users
         .into_iter()
         .map(|u| {
@@ -526,7 +549,7 @@ fn user_cells(s: &Snapshot) -> Vec<Cells> {
 
 fn list_cells(s: &Snapshot) -> Vec<Cells> {
     let pools = pool_set(s);
-    let users: std::collections::BTreeSet<&String> = pools.iter().map(|p| &p.1).collect();
+    let users: std::collections::BTreeSet<&String> = pools.iter().map(|p| &p.user).collect();
     let login = s
         .clients
         .iter()
@@ -723,6 +746,7 @@ fn client_cells(c: &ClientRow) -> Cells {
         "middleware".into(),
         Some(c.activity.stats.middleware.to_string()),
     );
+    r.insert("options".into(), Some(c.options.clone()));
     r
 }
 
@@ -737,6 +761,7 @@ fn server_cells(s: &ServerRow) -> Cells {
     r.insert("connect_time".into(), opt_time(s.connect_time));
     r.insert("request_time".into(), opt_time(s.request_time));
     r.insert("remote_pid".into(), s.pid.map(|p| p.to_string()));
+    r.insert("options".into(), Some(s.key.options.clone()));
     r
 }
 

@@ -277,6 +277,7 @@ fn pools(s: &Snapshot, buf: &mut BytesMut) {
     );
     cols.push(("pool_mode", Ty::Text));
     cols.push(("route", Ty::Text));
+    cols.push(("options", Ty::Text));
     let mode = mode_word(s.pool_mode);
     let rows: Vec<Row> = s
         .pool_rows()
@@ -297,6 +298,7 @@ fn pools(s: &Snapshot, buf: &mut BytesMut) {
                 num(p.maxwait.subsec_micros()),
                 text(mode),
                 text(key.route.as_str()),
+                Some(key.options),
             ]
         })
         .collect();
@@ -433,6 +435,7 @@ fn client_columns() -> Vec<(&'static str, Ty)> {
         ("tag", Ty::Text),
         ("middleware", Ty::Int8),
         ("unknown_middleware", Ty::Int8),
+        ("options", Ty::Text),
     ]);
     cols
 }
@@ -440,6 +443,7 @@ fn client_columns() -> Vec<(&'static str, Ty)> {
 fn server_columns() -> Vec<(&'static str, Ty)> {
     let mut cols = socket_columns();
     cols.push(("route", Ty::Text));
+    cols.push(("options", Ty::Text));
     cols
 }
 
@@ -477,6 +481,7 @@ fn client_row(c: &ClientRow) -> Row {
         c.tag.clone(),
         num(a.stats.middleware),
         num(a.stats.unknown_classes),
+        Some(c.options.clone()),
     ]);
     row
 }
@@ -505,6 +510,7 @@ fn server_row(s: &ServerRow) -> Row {
         num(s.prepared),
         num(s.id.0),
         text(s.key.route.as_str()),
+        Some(s.key.options.clone()),
     ]
 }
 

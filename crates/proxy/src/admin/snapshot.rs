@@ -193,6 +193,9 @@ pub struct ClientRow {
     pub application_name: String,
     /// Its TAG.
     pub tag: Option<String>,
+    /// What its `options` asks of its servers beyond the tracked settings (its pool's
+    /// `options`).
+    pub options: String,
 }
 
 impl ClientRow {
@@ -203,6 +206,7 @@ impl ClientRow {
             database: self.database.clone(),
             user: self.user.clone(),
             route: a.route,
+            options: self.options.clone(),
         })
     }
 }

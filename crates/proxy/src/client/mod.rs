@@ -278,6 +278,9 @@ struct Identity {
     version: Option<ProtocolVersion>,
     /// Whether it asked for middleware messages (`_pq_.middleware_messages=on`).
     middleware: bool,
+    /// What its `options` asks of a server beyond the tracked settings, written out again
+    /// (empty: nothing); its pool's servers log in with it.
+    options: String,
 }
 
 /// One client connection.
@@ -517,6 +520,12 @@ impl ClientSession {
         (&self.who.user, &self.who.database)
     }
 
+    /// What the client's `options` asks of its servers beyond the tracked settings, as the
+    /// `options` its pool's servers log in with (empty: nothing).
+    pub fn server_options(&self) -> &str {
+        &self.who.options
+    }
+
     /// The cancel secret the client was given (4 bytes under protocol 3.0, all of it under
     /// 3.2), once its StartupMessage said which; a CancelRequest must carry exactly this.
     pub fn cancel_secret(&self) -> Option<&[u8]> {
@@ -747,6 +756,7 @@ impl ClientSession {
             database: self.who.database.clone(),
             user: self.who.user.clone(),
             route,
+            options: self.who.options.clone(),
         });
         self.keys.push(key.clone());
         key

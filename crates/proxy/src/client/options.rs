@@ -7,9 +7,11 @@
 //!
 //! Two switches name a setting, `-c name=value` and `--name=value` (dashes in the name read
 //! as underscores, names in any case), and `-e` sets `DateStyle` to `euro`. The proxy takes
-//! those of the settings it tracks (see `params`); the other switches and settings are
-//! ignored, as other startup parameters are. Text a server would refuse before it looks at a
-//! setting's name is refused with the server's words.
+//! those of the settings it tracks (see `params`), which follow the client from server to
+//! server; every other switch and setting is written out again ([`server_text`]) for the
+//! servers of the client's own pool to log in with, so the server applies or refuses them as
+//! it would on a direct login. Text a server would refuse before it looks at a setting's name
+//! is refused with the server's words.
 
 /// The switches of PostgreSQL's `getopt` string that take an argument (`-` is `--name`).
 const WITH_ARGUMENT: &[u8] = b"BCcDdfhkNprStvW-";
@@ -52,7 +54,7 @@ pub fn words(text: &str) -> Vec<String> {
                 }
                 open = true;
             }
-            ' ' | '\t' | '\n' | '\r' | '\x0b' | '\x0c' => {
+            c if is_space(c) => {
                 if open {
                     out.push(std::mem::take(&mut word));
                     open = false;
@@ -70,9 +72,19 @@ pub fn words(text: &str) -> Vec<String> {
     out
 }
 
-/// The settings `options` gives, in order (a later one of a name wins), each name with its
-/// dashes read as underscores; or the error the server would end the login with.
-pub fn settings(text: &str) -> Result<Vec<(String, String)>, OptionsError> {
+/// One switch of `options`, as a server reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Switch {
+    /// A setting: `-c name=value` or `--name=value` (the name's dashes read as underscores),
+    /// or `-e` (`DateStyle` `euro`).
+    Setting(String, String),
+    /// Any other switch, with its argument where it takes one.
+    Other(char, Option<String>),
+}
+
+/// The switches `options` gives, in order (a later setting of a name wins); or the error the
+/// server would end the login with.
+pub fn parse(text: &str) -> Result<Vec<Switch>, OptionsError> {
     let words = words(text);
     let mut found = Vec::new();
     let mut first_operand: Option<usize> = None;
@@ -100,11 +112,7 @@ pub fn settings(text: &str) -> Result<Vec<(String, String)>, OptionsError> {
 }
 
 /// Reads the switches of word `i` into `found`; whether it took the next word as an argument.
-fn switches(
-    words: &[String],
-    i: usize,
-    found: &mut Vec<(String, String)>,
-) -> Result<bool, OptionsError> {
+fn switches(words: &[String], i: usize, found: &mut Vec<Switch>) -> Result<bool, OptionsError> {
     let word = &words[i];
     let bytes = word.as_bytes();
     for (j, &c) in bytes.iter().enumerate().skip(1) {
@@ -119,7 +127,10 @@ fn switches(
                 },
             };
             if c == b'c' || c == b'-' {
-                found.push(named(c, arg)?);
+                let (name, value) = named(c, arg)?;
+                found.push(Switch::Setting(name, value));
+            } else {
+                found.push(Switch::Other(char::from(c), Some(arg.to_owned())));
             }
             return Ok(took_next);
         }
@@ -135,11 +146,58 @@ fn switches(
             };
             return Err(invalid(named));
         }
-        if c == b'e' {
-            found.push(("DateStyle".to_owned(), "euro".to_owned()));
-        }
+        found.push(if c == b'e' {
+            Switch::Setting("DateStyle".to_owned(), "euro".to_owned())
+        } else {
+            Switch::Other(char::from(c), None)
+        });
     }
     Ok(false)
+}
+
+/// `switches` written out as `options` text that a server reads back as the same switches,
+/// in the same order: each setting as `-c name=value`, each other switch as itself followed
+/// by its argument, every white-space character and backslash escaped by a backslash.
+pub fn server_text<'a>(switches: impl IntoIterator<Item = &'a Switch>) -> String {
+    let mut out = String::new();
+    for s in switches {
+        match s {
+            Switch::Setting(name, value) => {
+                push_word(&mut out, "-c");
+                push_word(&mut out, &format!("{name}={value}"));
+            }
+            Switch::Other(c, arg) => {
+                push_word(&mut out, &format!("-{c}"));
+                if let Some(a) = arg {
+                    push_word(&mut out, a);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Appends `w` to `out` as one word of `options` text.
+fn push_word(out: &mut String, w: &str) {
+    if !out.is_empty() {
+        out.push(' ');
+    }
+    if w.is_empty() {
+        // Only a backslash at the very end of the client's text makes an empty word, so it
+        // is the last one here too, and a lone backslash at the end makes it again.
+        out.push('\\');
+    }
+    for c in w.chars() {
+        if c == '\\' || is_space(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+}
+
+/// The characters a server splits `options` on.
+fn is_space(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\n' | '\r' | '\x0b' | '\x0c')
 }
 
 /// `-c name=value` (`flag` `c`) or `--name=value` (`flag` `-`).
@@ -167,11 +225,18 @@ mod tests {
     use super::*;
 
     fn ok(text: &str) -> Vec<(String, String)> {
-        settings(text).unwrap_or_else(|e| panic!("{text:?}: {e:?}"))
+        let found = parse(text).unwrap_or_else(|e| panic!("{text:?}: {e:?}"));
+        found
+            .into_iter()
+            .filter_map(|s| match s {
+                Switch::Setting(n, v) => Some((n, v)),
+                Switch::Other(..) => None,
+            })
+            .collect()
     }
 
     fn refused(text: &str) -> (String, String) {
-        let e = settings(text).expect_err(text);
+        let e = parse(text).expect_err(text);
         (String::from_utf8_lossy(e.code).into_owned(), e.message)
     }
 
@@ -243,7 +308,57 @@ mod tests {
         );
         assert_eq!(refused("-c =x"), unnamed);
         assert_eq!(refused("--=x"), unnamed);
-        let hint = settings("-z").expect_err("-z").hint;
+        let hint = parse("-z").expect_err("-z").hint;
         assert_eq!(hint, Some("Try \"postgres --help\" for more information."));
+    }
+
+    #[test]
+    fn other_switches_are_kept_with_their_arguments() {
+        let other = |c: char, a: Option<&str>| Switch::Other(c, a.map(str::to_owned));
+        assert_eq!(
+            parse("-ec application_name=g -E -j -d 5 -S1MB -fs --").unwrap(),
+            [
+                Switch::Setting("DateStyle".into(), "euro".into()),
+                Switch::Setting("application_name".into(), "g".into()),
+                other('E', None),
+                other('j', None),
+                other('d', Some("5")),
+                other('S', Some("1MB")),
+                other('f', Some("s")),
+            ]
+        );
+        assert_eq!(parse(r"-B \").unwrap(), [other('B', Some(""))]);
+    }
+
+    #[test]
+    fn server_text_is_read_back_as_the_same_switches() {
+        let texts = [
+            r"-c statement_timeout=5s --work-mem=1MB -d 5 -E",
+            r"-c app.note=a\ b\\c -c x.y=\	z -fs",
+            r"-P -c a=b -B \",
+            r"-Wx -S 1MB -c lock_timeout=1",
+            "",
+        ];
+        for text in texts {
+            let switches = parse(text).unwrap();
+            let written = server_text(&switches);
+            assert_eq!(
+                parse(&written).unwrap(),
+                switches,
+                "{text:?} as {written:?}"
+            );
+        }
+        let s = [Switch::Setting("a.b".into(), "x y\\z".into())];
+        assert_eq!(server_text(&s), r"-c a.b=x\ y\\z");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_read_is_written_back_to_the_same_switches(text in r"[-a-cEdSj=.\\ \t]{0,40}") {
+            if let Ok(switches) = parse(&text) {
+                let written = server_text(&switches);
+                proptest::prop_assert_eq!(parse(&written).unwrap(), switches);
+            }
+        }
     }
 }

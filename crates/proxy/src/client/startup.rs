@@ -14,6 +14,7 @@ use pgyard_wire::frame::{decode_frame, Decoded, ProtocolVersion, StartupKind};
 use pgyard_wire::frontend::{is_protocol_option, StartupMessage, StartupPacket};
 use pgyard_wire::middleware::SplitItem;
 
+use super::options::Switch;
 use super::{params, Alignment, ClientAuth, ClientOut, ClientSession, Identity, Phase, PoolMode};
 
 /// The protocol option a client asks for middleware messages with.
@@ -174,7 +175,7 @@ impl ClientSession {
             }
         }
         if let Some(text) = options {
-            self.take_options(&text);
+            who.options = self.take_options(&text);
         }
         if who.user.is_empty() {
             return self.fatal(
@@ -233,22 +234,34 @@ impl ClientSession {
     }
 
     /// The tracked settings `options` gives, under those the StartupMessage names itself (a
-    /// server reads `options` first, then the other parameters over it); or the error that
-    /// ends the login once the password is right.
-    fn take_options(&mut self, text: &str) {
-        match super::options::settings(text) {
+    /// server reads `options` first, then the other parameters over it), and the rest written
+    /// out for the servers of the client's pool; or the error that ends the login once the
+    /// password is right.
+    fn take_options(&mut self, text: &str) -> String {
+        match super::options::parse(text) {
             Ok(found) => {
                 let own = std::mem::take(&mut self.wanted);
-                for (name, value) in found {
-                    if let Some(t) = params::startup_setting(&name) {
-                        self.wanted.insert(t.to_owned(), value);
+                let mut rest = Vec::new();
+                for s in found {
+                    match s {
+                        Switch::Setting(name, value) => match params::startup_setting(&name) {
+                            Some(t) => {
+                                self.wanted.insert(t.to_owned(), value);
+                            }
+                            None => rest.push(Switch::Setting(name, value)),
+                        },
+                        other => rest.push(other),
                     }
                 }
                 for (name, value) in &own {
                     self.wanted.insert(name.clone(), value.clone());
                 }
+                super::options::server_text(&rest)
             }
-            Err(e) => self.options_refused = Some(e),
+            Err(e) => {
+                self.options_refused = Some(e);
+                String::new()
+            }
         }
     }
 

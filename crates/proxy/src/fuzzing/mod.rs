@@ -261,11 +261,13 @@ fn admin_reply(s: &ClientSession, bytes: &[u8]) -> AdminReply {
                     .then(|| "TLSv1.3/TLS_AES_128_GCM_SHA256".to_owned()),
                 application_name: text.clone(),
                 tag: s.tag().map(str::to_owned),
+                options: s.server_options().to_owned(),
             };
             let pool = PoolKey {
                 database: text.clone(),
-                user: text,
+                user: text.clone(),
                 route: Route::Any,
+                options: text,
             };
             AdminReply::Snapshot(Box::new(Snapshot {
                 pool_mode: PoolMode::Transaction,

@@ -8,6 +8,7 @@
 //! admin console shows and does is in [`admin`].
 
 mod admin;
+mod conninfo;
 mod databases;
 #[cfg(test)]
 mod tests;
@@ -21,7 +22,7 @@ use std::time::Duration;
 use pgyard_driver::{Clock, ConnectOptions, SessionInfo};
 use pgyard_proxy::admin::ClientAddr;
 use pgyard_proxy::{
-    ClientAuth, ClientId, Lent, PoolKey, PoolMode, PoolOut, Pools, Returned, Route, ServerId,
+    ClientAuth, ClientId, Lent, PoolKey, PoolMode, PoolOut, Pools, Returned, ServerId,
 };
 use pgyard_types::Instant;
 use pgyard_wire::auth::LoginSecret;
@@ -67,6 +68,7 @@ use super::client_io::ClientIo;
 use super::refusal::Failed;
 use super::{client_task, Phase, ProxyConfig};
 use crate::{CancelToken, Session};
+pub use conninfo::server_conninfo;
 
 /// The answer to an acquire.
 pub(super) enum Granted {
@@ -759,41 +761,4 @@ fn lent_of(id: ServerId, session: &Session) -> Lent {
         settings,
         prepared: BTreeMap::new(),
     }
-}
-
-/// The connection string of a pool's servers: its database's backend with the pool's user,
-/// the client's database name (unless the database's own entry names one), and the route's
-/// settings; the auth file's plain password is used only when the string names none.
-pub fn server_conninfo(
-    config: &ProxyConfig,
-    key: &PoolKey,
-    password: Option<&str>,
-) -> Result<String, String> {
-    use pgyard_conninfo::Keyword;
-    let Some((backend, own)) = config.backend_of(&key.database) else {
-        return Err(format!("no such database: {}", key.database));
-    };
-    let mut info = pgyard_conninfo::parse(backend.as_bytes()).map_err(|e| {
-        String::from_utf8_lossy(&e.libpq_message())
-            .trim_end()
-            .to_owned()
-    })?;
-    info.set(Keyword::User, &key.user);
-    if !own || info.get(Keyword::Dbname).is_none() {
-        info.set(Keyword::Dbname, &key.database);
-    }
-    let tsa = match key.route {
-        Route::Primary => "read-write",
-        Route::Standby => "prefer-standby",
-        Route::Any => "any",
-    };
-    info.set(Keyword::TargetSessionAttrs, tsa);
-    if key.route == Route::Any {
-        info.set(Keyword::LoadBalanceHosts, "random");
-    }
-    if let (Some(p), None) = (password, info.get(Keyword::Password)) {
-        info.set(Keyword::Password, p);
-    }
-    let text = pgyard_conninfo::serialize::to_keyword_value(&info);
-    Ok(String::from_utf8_lossy(&text).into_owned())
 }

@@ -75,6 +75,7 @@ fn key(database: &str, route: Route) -> PoolKey {
         database: database.into(),
         user: "alice".into(),
         route,
+        options: String::new(),
     }
 }
 
@@ -108,6 +109,7 @@ fn client(id: u64, database: &str, state: ClientState) -> ClientRow {
         tls: None,
         application_name: "psql".into(),
         tag: None,
+        options: String::new(),
     }
 }
 
@@ -221,7 +223,8 @@ fn show_pools_counts_clients_and_servers_per_route() {
             "maxwait",
             "maxwait_us",
             "pool_mode",
-            "route"
+            "route",
+            "options"
         ]
     );
     assert_eq!(r.columns[2].1, 23, "counts are int4, as PgBouncer's");
@@ -252,8 +255,14 @@ fn show_clients_has_pgbouncers_columns_then_pgyards() {
         ["type", "user", "database", "replication", "state"]
     );
     assert_eq!(
-        &names[names.len() - 4..],
-        ["route", "tag", "middleware", "unknown_middleware"]
+        &names[names.len() - 5..],
+        [
+            "route",
+            "tag",
+            "middleware",
+            "unknown_middleware",
+            "options"
+        ]
     );
     assert_eq!(r.rows.len(), 5);
     assert_eq!(r.get(0, "type"), Some("C"));
@@ -282,6 +291,35 @@ fn show_clients_has_pgbouncers_columns_then_pgyards() {
     assert_eq!(r.get(4, "state"), Some("login"));
     assert_eq!(r.get(4, "user"), Some("(nouser)"));
     assert_eq!(r.get(4, "database"), Some("(nodb)"));
+}
+
+#[test]
+fn pools_of_other_options_are_rows_of_their_own() {
+    let mut s = snapshot();
+    let timeout = "-c statement_timeout=5s";
+    let mut own = key("shop", Route::Primary);
+    own.options = timeout.into();
+    s.pools.push(own.clone());
+    s.clients[2].options = timeout.into();
+    s.servers[1].key = own;
+    let reply = || Some(AdminReply::Snapshot(Box::new(s.clone())));
+    let pools = render(Command::Show(Show::Pools), reply());
+    assert_eq!(pools.rows.len(), 3);
+    // Sorted by database, user, route, then options.
+    assert_eq!(pools.get(0, "options"), Some(""));
+    assert_eq!(pools.get(0, "cl_waiting"), Some("0"));
+    assert_eq!(pools.get(0, "sv_idle"), Some("0"));
+    assert_eq!(pools.get(1, "route"), Some("primary"));
+    assert_eq!(pools.get(1, "options"), Some(timeout));
+    assert_eq!(pools.get(1, "cl_waiting"), Some("1"));
+    assert_eq!(pools.get(1, "sv_idle"), Some("1"));
+    assert_eq!(pools.get(2, "route"), Some("standby"));
+    let clients = render(Command::Show(Show::Clients), reply());
+    assert_eq!(clients.get(0, "options"), Some(""));
+    assert_eq!(clients.get(2, "options"), Some(timeout));
+    let servers = render(Command::Show(Show::Servers), reply());
+    assert_eq!(servers.get(0, "options"), Some(""));
+    assert_eq!(servers.get(1, "options"), Some(timeout));
 }
 
 #[test]

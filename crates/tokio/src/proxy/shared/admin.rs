@@ -47,6 +47,8 @@ struct Report {
     database: String,
     tag: Option<String>,
     application_name: String,
+    /// What its `options` asks of its servers (see `ClientRow::options`).
+    options: String,
     /// The client connection's TLS session, described once its handshake is done.
     tls: Option<String>,
 }
@@ -100,6 +102,7 @@ impl ClientSlot {
             r.database = database.to_owned();
             r.tag = session.tag().map(str::to_owned);
             r.application_name = session.application_name().unwrap_or_default().to_owned();
+            r.options = session.server_options().to_owned();
         }
     }
 
@@ -133,6 +136,7 @@ impl ClientSlot {
             tls: r.tls.clone(),
             application_name: r.application_name.clone(),
             tag: r.tag.clone(),
+            options: r.options.clone(),
         })
     }
 }

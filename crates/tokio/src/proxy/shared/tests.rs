@@ -41,6 +41,7 @@ fn key() -> PoolKey {
         database: "app".into(),
         user: "app".into(),
         route: Route::Primary,
+        options: String::new(),
     }
 }
 
