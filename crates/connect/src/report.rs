@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use pgyard_wire::error_fields::SqlState;
+use pgyard_wire::error_fields::{OwnedErrorFields, SqlState};
 
 use crate::{AttemptId, OpenTarget};
 
@@ -78,6 +78,8 @@ pub struct AttemptReport {
     /// The server's SQLSTATE and primary message when the server ended the attempt with an
     /// ErrorResponse.
     pub server_error: Option<(SqlState, String)>,
+    /// That ErrorResponse whole (every field as the server sent it).
+    pub server_fields: Option<OwnedErrorFields>,
 }
 
 impl AttemptReport {
@@ -121,6 +123,12 @@ impl ConnectError {
     /// server's ErrorResponse.
     pub fn server_error(&self) -> Option<&(SqlState, String)> {
         self.last().and_then(|r| r.server_error.as_ref())
+    }
+
+    /// The whole ErrorResponse of [`ConnectError::server_error`], as the server sent it: a
+    /// pooler gives it to its client so, DETAIL and HINT included.
+    pub fn server_fields(&self) -> Option<&OwnedErrorFields> {
+        self.last().and_then(|r| r.server_fields.as_ref())
     }
 
     fn last(&self) -> Option<&AttemptReport> {
@@ -256,6 +264,7 @@ mod tests {
             cancelled,
             kind,
             server_error: None,
+            server_fields: None,
         }
     }
 

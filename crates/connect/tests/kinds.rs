@@ -139,6 +139,7 @@ fn client_side_authentication_refusals_are_authentication() {
         None,
         "the client gave up, no server said it"
     );
+    assert_eq!(e.server_fields(), None);
 }
 
 #[test]
@@ -190,9 +191,14 @@ fn missing_database_after_authentication_is_a_final_refusal() {
     let said = "database \"shop\" does not exist".to_owned();
     assert_eq!(
         e.server_error(),
-        Some(&(code, said)),
+        Some(&(code, said.clone())),
         "the server's own words"
     );
+    // The whole response, for a pooler to pass on as the server sent it.
+    let fields = e.server_fields().expect("the server's response").fields();
+    assert_eq!(fields.sqlstate(), Some(code));
+    assert_eq!(fields.message(), Some(said.as_bytes()));
+    assert_eq!(fields.severity(), Some(&b"FATAL"[..]));
 }
 
 #[test]

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use pgyard_types::Instant;
-use pgyard_wire::error_fields::SqlState;
+use pgyard_wire::error_fields::OwnedErrorFields;
 
 use crate::classes::Route;
 
@@ -96,9 +96,10 @@ pub enum PoolOut {
         client: ClientId,
         /// PgBouncer's text (SQLSTATE 08P01), or the server's own message.
         message: String,
-        /// With the server's own message, its SQLSTATE: the client is answered as the
-        /// server answered (a database that does not exist is 3D000, as on a direct login).
-        sqlstate: Option<SqlState>,
+        /// With the server's own message, its whole ErrorResponse: the client is answered as
+        /// the server answered (a database that does not exist is 3D000, a setting of its
+        /// `options` the server refuses comes with the server's HINT, as on a direct login).
+        answer: Option<OwnedErrorFields>,
     },
     /// Close a server connection (idle too long, too old, or broken).
     Close {
@@ -440,20 +441,22 @@ impl Pools {
     /// now with the server's words (`server login failed: …`), as PgBouncer ends the logins
     /// waiting on a pool whose server refused its own, instead of holding them to their wait
     /// timeout. The next demand tries again after the backoff (a reload may have fixed it).
-    /// `answer` is the server's SQLSTATE and message where the refusal concerns what the
-    /// client asked for (its database), which the client is then given as the server gave it.
+    /// `answer` is the server's ErrorResponse where the refusal concerns what the client
+    /// asked for (its database, its `options`), which the client is then given as the server
+    /// gave it.
     pub fn login_refused(
         &mut self,
         now: Instant,
         server: ServerId,
         error: String,
-        answer: Option<(SqlState, String)>,
+        answer: Option<OwnedErrorFields>,
     ) {
         let key = self.servers.get(&server).map(|s| s.key.clone());
-        let (sqlstate, message) = match answer {
-            Some((code, message)) => (Some(code), message),
-            None => (None, format!("server login failed: {error}")),
-        };
+        let said = answer.as_ref().and_then(|a| {
+            let m = a.fields().message()?;
+            Some(String::from_utf8_lossy(m).into_owned())
+        });
+        let message = said.unwrap_or_else(|| format!("server login failed: {error}"));
         self.opened(now, server, Err(error));
         let Some(pool) = key.and_then(|k| self.pools.get_mut(&k)) else {
             return;
@@ -462,7 +465,7 @@ impl Pools {
             self.out.push_back(PoolOut::Refuse {
                 client,
                 message: message.clone(),
-                sqlstate,
+                answer: answer.clone(),
             });
         }
     }
@@ -645,7 +648,7 @@ impl Pools {
                 self.out.push_back(PoolOut::Refuse {
                     client,
                     message,
-                    sqlstate: None,
+                    answer: None,
                 });
             }
             self.serve(now, &key);

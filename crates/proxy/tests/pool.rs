@@ -8,6 +8,7 @@ use pgyard_proxy::{
     ClientId, PoolKey, PoolOut, PoolSettings, Pools, Returned, Route, ServerId, ServerUse,
 };
 use pgyard_types::Instant;
+use pgyard_wire::error_fields::{encode_error_response, OwnedErrorFields};
 
 fn key() -> PoolKey {
     PoolKey {
@@ -147,7 +148,7 @@ fn a_wait_times_out_with_the_last_connect_error() {
         out.contains(&PoolOut::Refuse {
             client: ClientId(1),
             message: "query_wait_timeout (server connect failed: connection refused)".into(),
-            sqlstate: None,
+            answer: None,
         }),
         "{out:?}"
     );
@@ -496,7 +497,7 @@ fn a_refused_login_refuses_every_waiter_now_and_retries_on_later_demand() {
         [1, 2].map(|c| PoolOut::Refuse {
             client: ClientId(c),
             message: "server login failed: password authentication failed".into(),
-            sqlstate: None,
+            answer: None,
         }),
         "both waiters hear it at once, not at their wait timeout"
     );
@@ -567,21 +568,32 @@ fn a_login_refused_over_the_clients_database_answers_in_the_servers_words() {
         panic!()
     };
     let words = "database \"nope\" does not exist".to_owned();
-    let code = pgyard_wire::error_fields::SqlState::INVALID_CATALOG_NAME;
-    p.login_refused(
-        ms(3),
-        server,
-        "FATAL: …".into(),
-        Some((code, words.clone())),
-    );
+    let answer = server_said(b"3D000", &words, Some("a hint"));
+    p.login_refused(ms(3), server, "FATAL: …".into(), Some(answer.clone()));
     assert_eq!(
         drain(&mut p),
         [PoolOut::Refuse {
             client: ClientId(1),
             message: words,
-            sqlstate: Some(code),
+            answer: Some(answer),
         }]
     );
+}
+
+/// A server's FATAL ErrorResponse with `code`, `message` and `hint`.
+fn server_said(code: &[u8], message: &str, hint: Option<&str>) -> OwnedErrorFields {
+    let mut fields: Vec<(u8, &[u8])> = vec![
+        (b'S', b"FATAL"),
+        (b'V', b"FATAL"),
+        (b'C', code),
+        (b'M', message.as_bytes()),
+    ];
+    if let Some(h) = hint {
+        fields.push((b'H', h.as_bytes()));
+    }
+    let mut b = bytes::BytesMut::new();
+    encode_error_response(&fields, &mut b).expect("E");
+    OwnedErrorFields::decode(b.freeze().slice(5..)).expect("fields")
 }
 
 /// A client looping over made-up database names, each refused by the server (3D000), used to
@@ -598,7 +610,6 @@ fn pools_that_hold_nothing_are_forgotten() {
     };
     p.acquire(ms(1), ClientId(2), &opening);
     assert_eq!(drain(&mut p).len(), 1, "an open for the second pool");
-    let code = pgyard_wire::error_fields::SqlState::INVALID_CATALOG_NAME;
     let name = |n: u64| PoolKey {
         database: format!("nodb_{n}"),
         ..key()
@@ -613,7 +624,8 @@ fn pools_that_hold_nothing_are_forgotten() {
         let [PoolOut::Open { server, .. }] = drain(&mut p)[..] else {
             panic!("one open for {n}")
         };
-        p.login_refused(ms(at), server, "FATAL".into(), Some((code, "no".into())));
+        let answer = server_said(b"3D000", "no", None);
+        p.login_refused(ms(at), server, "FATAL".into(), Some(answer));
         assert_eq!(drain(&mut p).len(), 1, "the client is refused");
         let keys = p.keys();
         assert!(

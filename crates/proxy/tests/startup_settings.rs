@@ -361,3 +361,44 @@ fn options_beyond_the_tracked_settings_choose_a_pool_whose_servers_log_in_with_t
         "-E -j -d 5 -c Bogus=1"
     );
 }
+
+#[test]
+fn a_server_refusing_the_clients_options_is_passed_on_whole_after_authentication_ok() {
+    let (options, mut s) = pool_options("-c statement_timeout=5parsecs");
+    assert_eq!(options, "-c statement_timeout=5parsecs");
+    // What PostgreSQL 18 answers such a login, every field as it sends them.
+    let fields: [(u8, &[u8]); 9] = [
+        (b'S', b"FATAL"),
+        (b'V', b"FATAL"),
+        (b'C', b"22023"),
+        (
+            b'M',
+            b"invalid value for parameter \"statement_timeout\": \"5parsecs\"",
+        ),
+        (
+            b'H',
+            b"Valid units for this parameter are \"us\", \"ms\", \"s\", \"min\", \"h\", and \"d\".",
+        ),
+        (b'D', b"a detail"),
+        (b'F', b"guc.c"),
+        (b'L', b"3291"),
+        (b'R', b"parse_and_validate_value"),
+    ];
+    let mut e = BytesMut::new();
+    encode_error_response(&fields, &mut e).expect("E");
+    let body = e.clone().freeze().slice(5..);
+    let answer = pgyard_wire::error_fields::OwnedErrorFields::decode(body).expect("fields");
+    s.handle_refused_as(&answer);
+    let out = outputs(&mut s);
+    let Some(ClientOut::ToClient(sent)) = out.first() else {
+        panic!("{out:?}")
+    };
+    let mut want = BytesMut::new();
+    pgyard_wire::backend::Authentication::Ok
+        .encode(&mut want)
+        .expect("R");
+    want.extend_from_slice(&e);
+    assert_eq!(&sent[..], &want[..]);
+    assert!(matches!(out.last(), Some(ClientOut::Close)), "{out:?}");
+    assert!(s.is_closed());
+}

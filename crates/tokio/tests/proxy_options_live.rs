@@ -96,6 +96,8 @@ async fn options_give_what_a_direct_login_gets() {
         )],
         &[("options", "-c bogus=1")],
         &[("options", "-c statement_timeout=abc")],
+        &[("options", "-c statement_timeout=5parsecs")],
+        &[("options", "-c default_transaction_isolation=foo")],
         &[("options", "-B 100")],
         &[("options", "-c Transaction_Isolation=serializable")],
         // `replication` off in a server's spellings is a plain session; a value a server

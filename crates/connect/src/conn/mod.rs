@@ -152,6 +152,8 @@ pub(crate) struct Conn {
     /// The server's own SQLSTATE and primary message when it refused the connection with an
     /// ErrorResponse (a pooler passes them on to its client as the server said them).
     pub server_error: Option<(SqlState, String)>,
+    /// That ErrorResponse whole, for a pooler that passes it on to its client as it is.
+    pub server_fields: Option<pgyard_wire::error_fields::OwnedErrorFields>,
     /// Bytes after ReadyForQuery that belong to the session.
     pub leftover: Vec<u8>,
     /// Planted-bug switch: accept every server.
@@ -194,6 +196,7 @@ impl Conn {
             role: None,
             messages: String::new(),
             server_error: None,
+            server_fields: None,
             leftover: Vec::new(),
             #[cfg(feature = "planted-bugs")]
             ignore_check: false,
@@ -472,6 +475,8 @@ impl Conn {
         if let Ok(f) = ErrorFields::decode(body) {
             let message = f.get(b'M').map(|m| String::from_utf8_lossy(m).into_owned());
             self.server_error = f.sqlstate().zip(message);
+            let body = bytes::Bytes::copy_from_slice(body);
+            self.server_fields = pgyard_wire::error_fields::OwnedErrorFields::decode(body).ok();
         }
         Self::render_error(body)
     }

@@ -158,6 +158,7 @@ impl Connector {
         if let Some(rep) = self.reports.get_mut(run.report) {
             rep.kind = kind;
             rep.server_error = run.conn.server_error.take();
+            rep.server_fields = run.conn.server_fields.take();
         }
         self.actions.push_back(Action::Close { attempt: run.id });
         #[cfg(feature = "planted-bugs")]
@@ -360,6 +361,7 @@ impl Connector {
             cancelled: false,
             kind: FailureKind::Transient,
             server_error: None,
+            server_fields: None,
         });
         self.reports.len() - 1
     }

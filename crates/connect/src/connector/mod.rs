@@ -340,6 +340,7 @@ impl Connector {
             cancelled: false,
             kind,
             server_error: None,
+            server_fields: None,
         });
     }
 }

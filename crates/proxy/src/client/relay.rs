@@ -4,7 +4,7 @@
 use bytes::{Bytes, BytesMut};
 use pgyard_types::Instant;
 use pgyard_wire::backend::TransactionStatus;
-use pgyard_wire::error_fields::{encode_notice_response, SqlState};
+use pgyard_wire::error_fields::{encode_error_response, encode_notice_response, OwnedErrorFields};
 use pgyard_wire::frontend::encode_query;
 
 use pgyard_wire::frame::{decode_frame, Decoded};
@@ -350,19 +350,26 @@ impl ClientSession {
         }
     }
 
-    /// The pool's server refused what the client asked for (its database): the client gets
-    /// the server's SQLSTATE and words, after AuthenticationOk if it was still waiting for
-    /// its welcome, as a direct login answers (`3D000 database "x" does not exist`).
-    pub fn handle_refused_as(&mut self, sqlstate: SqlState, message: &str) {
+    /// The pool's server refused what the client asked for (its database, its `options`):
+    /// the client gets the server's ErrorResponse, every field as the server sent it, after
+    /// AuthenticationOk if it was still waiting for its welcome, as a direct login answers
+    /// (`3D000 database "x" does not exist`; `22023 invalid value for parameter …` with the
+    /// server's HINT), and the connection closes.
+    pub fn handle_refused_as(&mut self, answer: &OwnedErrorFields) {
         self.wait_since = None;
         if self.is_closed() {
             return;
         }
+        let mut buf = BytesMut::new();
         if matches!(self.phase, Phase::Welcome) {
-            self.fatal_after_auth_ok(&sqlstate.bytes(), message, None);
-        } else {
-            self.fatal(&sqlstate.bytes(), message);
+            let _ = pgyard_wire::backend::Authentication::Ok.encode(&mut buf);
         }
+        let fields = answer.fields();
+        let fields: Vec<(u8, &[u8])> = fields.iter().map(|(c, v)| (c.byte(), v)).collect();
+        if encode_error_response(&fields, &mut buf).is_ok() {
+            self.out.push_back(ClientOut::ToClient(buf.freeze()));
+        }
+        self.fatal_sent();
     }
 
     /// The alignment's ReadyForQuery came; `rest` followed it in the same chunk.

@@ -83,7 +83,13 @@ pub fn client_session(data: &[u8]) {
             3 => s.handle_server_gone(),
             4 if check.acquiring => {
                 check.acquiring = false;
-                s.handle_refused("query_wait_timeout");
+                // The op's quotient by 7 picks a server's own refusal, when the bytes are an
+                // ErrorResponse's fields.
+                let body = Bytes::copy_from_slice(bytes);
+                match pgyard_wire::error_fields::OwnedErrorFields::decode(body) {
+                    Ok(answer) if op / 7 % 2 == 1 => s.handle_refused_as(&answer),
+                    _ => s.handle_refused("query_wait_timeout"),
+                }
             }
             5 => {
                 let ms = bytes

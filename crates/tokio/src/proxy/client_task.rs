@@ -165,8 +165,8 @@ impl ClientTask {
                     match g {
                         Some(Granted::Server(conn, lent)) => self.take(conn, lent).await,
                         Some(Granted::Refused(text, None)) => self.session.handle_refused(&text),
-                        Some(Granted::Refused(text, Some(code))) => {
-                            self.session.handle_refused_as(code, &text)
+                        Some(Granted::Refused(_, Some(answer))) => {
+                            self.session.handle_refused_as(&answer)
                         }
                         None => self.session.handle_refused("the pools are gone"),
                     }

@@ -1,14 +1,14 @@
 //! Why a pool's server could not be opened, and what the clients waiting on it are told.
 
 use pgyard_driver::ErrorKind;
-use pgyard_wire::error_fields::SqlState;
+use pgyard_wire::error_fields::OwnedErrorFields;
 
-/// The server's SQLSTATE and words for the client, when the server refused what the client
+/// The server's ErrorResponse for the client, when the server refused what the client
 /// asked for (not the proxy's own credentials, class 28, which stay `server login failed`).
-fn answer_for_client(e: &crate::Error) -> Option<(SqlState, String)> {
+fn answer_for_client(e: &crate::Error) -> Option<OwnedErrorFields> {
     match e {
         crate::Error::Connect(c) if matches!(c.kind(), ErrorKind::Refused(_)) => {
-            c.server_error().cloned()
+            c.server_fields().cloned()
         }
         _ => None,
     }
@@ -19,7 +19,7 @@ pub(super) struct Failed {
     /// The server (or the proxy's credentials) refused the login: retrying will not cure it.
     pub login: bool,
     /// The server's own answer, for the waiting clients (see [`answer_for_client`]).
-    pub answer: Option<(SqlState, String)>,
+    pub answer: Option<OwnedErrorFields>,
     pub text: String,
 }
 

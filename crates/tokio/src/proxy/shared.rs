@@ -26,7 +26,7 @@ use pgyard_proxy::{
 };
 use pgyard_types::Instant;
 use pgyard_wire::auth::LoginSecret;
-use pgyard_wire::error_fields::SqlState;
+use pgyard_wire::error_fields::OwnedErrorFields;
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, watch, Notify};
 
@@ -75,8 +75,8 @@ pub(super) enum Granted {
     /// The server's connection and settings.
     Server(Box<Session>, Lent),
     /// The wait timed out, or the login was refused: the text for the client, and the
-    /// server's SQLSTATE when the text is the server's own.
-    Refused(String, Option<SqlState>),
+    /// server's ErrorResponse when the text is the server's own.
+    Refused(String, Option<OwnedErrorFields>),
 }
 
 /// An acquire's outcome: a server now, or later through the receiver.
@@ -632,12 +632,12 @@ impl Shared {
                 PoolOut::Refuse {
                     client,
                     message,
-                    sqlstate,
+                    answer,
                 } => {
                     if Some(client) == me {
-                        mine = Some(Granted::Refused(message, sqlstate));
+                        mine = Some(Granted::Refused(message, answer));
                     } else if let Some((_, reply)) = st.waiting.remove(&client) {
-                        let _ = reply.send(Granted::Refused(message, sqlstate));
+                        let _ = reply.send(Granted::Refused(message, answer));
                     }
                 }
                 PoolOut::Close { server } => {
