@@ -13,7 +13,7 @@ use pgyard_tokio::proxy::{self, Proxy, ProxyConfig, ProxyTls, TlsFile};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 /// The shortcut flags, which `--config` replaces.
-const FLAGS: [&str; 17] = [
+const FLAGS: [&str; 18] = [
     "listen",
     "unix_socket_dir",
     "unix_auth",
@@ -27,6 +27,7 @@ const FLAGS: [&str; 17] = [
     "max_client_conn",
     "server_reset_query_always",
     "admin_user",
+    "ignore_startup_parameters",
     "tls_cert",
     "tls_key",
     "tls_mode",
@@ -85,6 +86,11 @@ pub struct ProxyArgs {
     /// `--auth trust` every user may.
     #[arg(long = "admin-user", value_name = "NAME")]
     pub admin_user: Vec<String>,
+    /// StartupMessage settings to ignore, comma-separated (PgBouncer's
+    /// `ignore_startup_parameters`); every other one the proxy does not track reaches the
+    /// client's servers. Empty: none ignored.
+    #[arg(long, value_name = "NAMES", default_value = "extra_float_digits")]
+    pub ignore_startup_parameters: String,
     /// TLS to clients: the proxy's certificate chain (PEM, its own certificate first).
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -285,6 +291,13 @@ fn config(args: &ProxyArgs) -> Result<ProxyConfig, String> {
     let client = ClientConfig {
         default_route,
         admin_users: Arc::new(args.admin_user.iter().cloned().collect()),
+        ignore_startup_parameters: Arc::new(
+            args.ignore_startup_parameters
+                .split(',')
+                .map(|n| n.trim().to_ascii_lowercase())
+                .filter(|n| !n.is_empty())
+                .collect(),
+        ),
         ..ClientConfig::new(auth, pool_mode)
     };
     let mut config = ProxyConfig::new(backend, client);

@@ -42,14 +42,13 @@ fn session_disabling(
     let admin_users: BTreeSet<String> = admins.iter().map(|s| s.to_string()).collect();
     let names: BTreeSet<String> = ["app".to_owned()].into();
     let config = ClientConfig {
-        auth,
-        pool_mode: mode,
         default_route: Route::Primary,
         login_timeout: Duration::from_secs(5),
         // `pgyard` needs no entry: the console is not a database of the backends.
         databases: Databases::Only(Arc::new(names)),
         disabled: Arc::new(disabled.iter().map(|s| s.to_string()).collect()),
         admin_users: Arc::new(admin_users),
+        ..ClientConfig::new(auth, mode)
     };
     let key = CancelKey {
         pid: 77,

@@ -12,7 +12,11 @@ use pgyard_wire::frame::frames;
 
 mod common;
 
-use common::{outputs, query, released, server, session, set_reply, starting, T0};
+use common::{
+    outputs, query, released, server, session, session_configured, set_reply, starting, T0,
+};
+use pgyard_proxy::{ClientAuth, ClientConfig};
+use std::sync::Arc;
 
 /// The SQL of the one Query in `out`.
 fn the_query(out: &[ClientOut]) -> String {
@@ -313,12 +317,20 @@ fn startup_packets_a_server_refuses_are_refused_in_its_words() {
 
 /// The pool `options` puts a client in: the key of its first Acquire, and the session.
 fn pool_options(options: &str) -> (String, pgyard_proxy::ClientSession) {
-    let mut s = session(PoolMode::Transaction);
-    let params: [(&[u8], &[u8]); 3] = [
-        (b"user", b"alice"),
-        (b"database", b"app"),
-        (b"options", options.as_bytes()),
-    ];
+    pool_of(
+        session(PoolMode::Transaction),
+        &[(b"options", options.as_bytes())],
+    )
+}
+
+/// The pool a StartupMessage with `extra` puts session `s` in (the options of the key of its
+/// first Acquire), and the session.
+fn pool_of(
+    mut s: pgyard_proxy::ClientSession,
+    extra: &[(&[u8], &[u8])],
+) -> (String, pgyard_proxy::ClientSession) {
+    let mut params: Vec<(&[u8], &[u8])> = vec![(b"user", b"alice"), (b"database", b"app")];
+    params.extend_from_slice(extra);
     let mut b = BytesMut::new();
     pgyard_wire::frontend::encode_startup(
         pgyard_wire::frame::ProtocolVersion::V3_0,
@@ -329,7 +341,7 @@ fn pool_options(options: &str) -> (String, pgyard_proxy::ClientSession) {
     s.handle_client_bytes(T0, &b);
     let out = outputs(&mut s);
     let [ClientOut::Acquire(key)] = &out[..] else {
-        panic!("{options:?}: {out:?}")
+        panic!("{extra:?}: {out:?}")
     };
     assert_eq!(key.options, s.server_options());
     (key.options.clone(), s)
@@ -401,4 +413,33 @@ fn a_server_refusing_the_clients_options_is_passed_on_whole_after_authentication
     assert_eq!(&sent[..], &want[..]);
     assert!(matches!(out.last(), Some(ClientOut::Close)), "{out:?}");
     assert!(s.is_closed());
+}
+
+#[test]
+fn startup_settings_the_proxy_does_not_track_go_to_the_pools_servers_unless_ignored() {
+    let startup: [(&[u8], &[u8]); 5] = [
+        (b"statement_timeout", b"5s"),
+        (b"extra_float_digits", b"3"),
+        (b"Geqo", b"off"),
+        // `-c` cannot carry a name with `=` in it: left out, as an ignored one is.
+        (b"a=b", b"c"),
+        (b"TimeZone", b"UTC"),
+    ];
+    let (options, _) = pool_of(session(PoolMode::Transaction), &startup);
+    assert_eq!(options, "-c statement_timeout=5s -c Geqo=off");
+    // A server reads the StartupMessage after `options`, so they come last and win.
+    let mut both = vec![(&b"options"[..], &b"-c statement_timeout=1s -S 1MB"[..])];
+    both.extend_from_slice(&startup[..1]);
+    let (options, _) = pool_of(session(PoolMode::Transaction), &both);
+    assert_eq!(
+        options,
+        "-c statement_timeout=1s -S 1MB -c statement_timeout=5s"
+    );
+    // Nothing ignored: pgJDBC's `extra_float_digits` too; a name any case.
+    let config = ClientConfig {
+        ignore_startup_parameters: Arc::new(["geqo".to_owned()].into()),
+        ..ClientConfig::new(ClientAuth::Trust, PoolMode::Transaction)
+    };
+    let (options, _) = pool_of(session_configured(config), &startup);
+    assert_eq!(options, "-c statement_timeout=5s -c extra_float_digits=3");
 }

@@ -98,6 +98,15 @@ async fn options_give_what_a_direct_login_gets() {
         &[("options", "-c statement_timeout=abc")],
         &[("options", "-c statement_timeout=5parsecs")],
         &[("options", "-c default_transaction_isolation=foo")],
+        // So do the StartupMessage's own settings the proxy does not track, but for
+        // `extra_float_digits` (ignored, which changes nothing a client is shown).
+        &[("statement_timeout", "5s"), ("Geqo", "off")],
+        &[("bogus", "1")],
+        &[("extra_float_digits", "3")],
+        &[
+            ("options", "-c statement_timeout=1s"),
+            ("statement_timeout", "soon"),
+        ],
         &[("options", "-B 100")],
         &[("options", "-c Transaction_Isolation=serializable")],
         // `replication` off in a server's spellings is a plain session; a value a server
@@ -114,7 +123,7 @@ async fn options_give_what_a_direct_login_gets() {
         assert_eq!(got, want, "{extra:?}");
         welcomed += usize::from(matches!(want, Login::Welcome(_)));
     }
-    assert_eq!(welcomed, 15, "the cases that log in");
+    assert_eq!(welcomed, 17, "the cases that log in");
     // The settings hold on the server the client's transactions run on.
     let options = [("options", "-c search_path=pg_catalog,public -e")];
     let mut shown = Vec::new();
@@ -163,6 +172,13 @@ async fn settings_a_pool_cannot_track_hold_for_the_client_that_asked_and_no_othe
             "unset"
         );
     }
+    // Settings of the StartupMessage likewise, but for the ignored `extra_float_digits`.
+    let extra = [("statement_timeout", "300ms"), ("extra_float_digits", "3")];
+    let mut startup = Raw::start(proxied, &extra).await;
+    startup.until_ready().await;
+    assert_eq!(startup.one("show statement_timeout").await, "300ms");
+    assert_eq!(startup.one("show extra_float_digits").await, "1");
+    assert_eq!(plain.one("show statement_timeout").await, "9s");
     // The limit is the server's: a longer statement is cancelled there.
     let mut b = bytes::BytesMut::new();
     pgyard_wire::frontend::encode_query(b"select pg_sleep(5)", &mut b).expect("query");

@@ -54,14 +54,13 @@ fn config(port: u16, tls: Option<ProxyTls>) -> ProxyConfig {
     let mut rng = pgyard_types::rng_from_seed(5);
     let file = AuthFile::parse("\"postgres\" \"s3cret\"\n", &mut rng).expect("auth file");
     let client = ClientConfig {
-        auth: ClientAuth::File(Arc::new(file)),
-        pool_mode: PoolMode::Transaction,
         default_route: Route::Primary,
         login_timeout: Duration::from_secs(10),
         databases: Databases::Any,
         // The admin console shows which clients use TLS.
         disabled: Default::default(),
         admin_users: Arc::new(["postgres".to_owned()].into()),
+        ..ClientConfig::new(ClientAuth::File(Arc::new(file)), PoolMode::Transaction)
     };
     let mut config = ProxyConfig::new(format!("host=127.0.0.1 port={port}"), client);
     config.seed = Some(11);

@@ -111,12 +111,21 @@ pub struct ClientConfig {
     /// Databases DISABLEd on the admin console when the client connected: a login to one
     /// gets FATAL 08P01 `database "NAME" is disabled` after the password check.
     pub disabled: Arc<BTreeSet<String>>,
+    /// StartupMessage settings the proxy ignores (PgBouncer's `ignore_startup_parameters`;
+    /// names in lower case). Every other setting of the StartupMessage that the proxy does
+    /// not track goes to the servers of the client's pool, in its `options`.
+    pub ignore_startup_parameters: Arc<BTreeSet<String>>,
 }
+
+/// The StartupMessage settings ignored unless the configuration says otherwise: pgJDBC sends
+/// `extra_float_digits=3` unasked, and from PostgreSQL 12 on any value above 0 prints the
+/// same shortest exact text, so honouring it would only split each JDBC client's pool off.
+pub const IGNORED_BY_DEFAULT: &[&str] = &["extra_float_digits"];
 
 impl ClientConfig {
     /// `auth` and `pool_mode` with the defaults of `pgyard proxy`: the `primary` route,
     /// PgBouncer's `client_login_timeout` of 60 s, every database, nothing disabled, no admin
-    /// users (under trust every user may open the console).
+    /// users (under trust every user may open the console), [`IGNORED_BY_DEFAULT`] ignored.
     pub fn new(auth: ClientAuth, pool_mode: PoolMode) -> Self {
         ClientConfig {
             auth,
@@ -126,6 +135,9 @@ impl ClientConfig {
             databases: Databases::Any,
             admin_users: Default::default(),
             disabled: Default::default(),
+            ignore_startup_parameters: Arc::new(
+                IGNORED_BY_DEFAULT.iter().map(|&n| n.to_owned()).collect(),
+            ),
         }
     }
 }

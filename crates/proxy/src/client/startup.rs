@@ -135,6 +135,7 @@ impl ClientSession {
         };
         let mut unsupported: Vec<&[u8]> = Vec::new();
         let mut options: Option<String> = None;
+        let mut passed: Vec<Switch> = Vec::new();
         for (name, value) in m.params.iter() {
             let text = String::from_utf8_lossy(value).into_owned();
             match name {
@@ -159,10 +160,11 @@ impl ClientSession {
                 b"options" => options = Some(text),
                 n if is_protocol_option(n) => unsupported.push(n),
                 n => {
-                    // Other settings (`extra_float_digits`, …) are ignored, as PgBouncer's
-                    // `ignore_startup_parameters` does; the tracked ones follow the client.
-                    let name = std::str::from_utf8(n).ok();
-                    if let Some(t) = name.and_then(params::startup_setting) {
+                    // The tracked settings follow the client; the others go to the servers
+                    // of its pool, but for those the configuration ignores, as PgBouncer's
+                    // `ignore_startup_parameters`.
+                    let name = String::from_utf8_lossy(n);
+                    if let Some(t) = params::startup_setting(&name) {
                         // A server cleans a startup `application_name`'s own bytes, under
                         // any spelling of the name.
                         let text = match t {
@@ -170,13 +172,19 @@ impl ClientSession {
                             _ => text,
                         };
                         self.wanted.insert(t.to_owned(), text);
+                    } else if self.passes_on(&name) {
+                        passed.push(Switch::Setting(name.into_owned(), text));
                     }
                 }
             }
         }
-        if let Some(text) = options {
-            who.options = self.take_options(&text);
-        }
+        let mut rest = match options {
+            Some(text) => self.take_options(&text),
+            None => Vec::new(),
+        };
+        // A server reads the StartupMessage's settings after `options`: later, they win.
+        rest.extend(passed);
+        who.options = super::options::server_text(&rest);
         if who.user.is_empty() {
             return self.fatal(
                 b"28000",
@@ -233,11 +241,19 @@ impl ClientSession {
         }
     }
 
+    /// Whether the StartupMessage setting `name`, which the proxy does not track, goes to
+    /// the servers of the client's pool. Not one the configuration ignores, and not a name
+    /// that `-c name=value` cannot carry (one with `=` in it, which a server would refuse).
+    fn passes_on(&self, name: &str) -> bool {
+        let ignored = &self.config.ignore_startup_parameters;
+        !name.contains('=') && !ignored.contains(&name.to_ascii_lowercase())
+    }
+
     /// The tracked settings `options` gives, under those the StartupMessage names itself (a
-    /// server reads `options` first, then the other parameters over it), and the rest written
-    /// out for the servers of the client's pool; or the error that ends the login once the
-    /// password is right.
-    fn take_options(&mut self, text: &str) -> String {
+    /// server reads `options` first, then the other parameters over it), and the rest for
+    /// the servers of the client's pool; or the error that ends the login once the password
+    /// is right.
+    fn take_options(&mut self, text: &str) -> Vec<Switch> {
         match super::options::parse(text) {
             Ok(found) => {
                 let own = std::mem::take(&mut self.wanted);
@@ -256,11 +272,11 @@ impl ClientSession {
                 for (name, value) in &own {
                     self.wanted.insert(name.clone(), value.clone());
                 }
-                super::options::server_text(&rest)
+                rest
             }
             Err(e) => {
                 self.options_refused = Some(e);
-                String::new()
+                Vec::new()
             }
         }
     }

@@ -186,6 +186,14 @@ fn session(first: u8) -> (ClientSession, CertRules) {
                 .into_iter()
                 .collect(),
         ),
+        // Bits 4 and 5 both: nothing ignored, so every untracked setting goes into the
+        // pool's options.
+        ignore_startup_parameters: Arc::new(
+            (first & 48 != 48)
+                .then(|| "extra_float_digits".to_owned())
+                .into_iter()
+                .collect(),
+        ),
     };
     let (key, random) = fixed_key_and_random();
     let mode = match (first & 12, certs) {

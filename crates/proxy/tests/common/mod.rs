@@ -19,11 +19,15 @@ pub fn session(mode: PoolMode) -> ClientSession {
 
 /// A client session in `mode` that checks passwords with `auth`, before its startup packet.
 pub fn session_with(mode: PoolMode, auth: ClientAuth) -> ClientSession {
-    let config = ClientConfig {
+    session_configured(ClientConfig {
         login_timeout: Duration::from_secs(5),
         databases: pgyard_proxy::Databases::Any,
         ..ClientConfig::new(auth, mode)
-    };
+    })
+}
+
+/// A client session under `config`, before its startup packet.
+pub fn session_configured(config: ClientConfig) -> ClientSession {
     let key = CancelKey {
         pid: 77,
         secret: vec![9; 32],

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use pgyard_proxy::client::IGNORED_BY_DEFAULT;
 use pgyard_proxy::{ClientAuth, ClientConfig, Databases, PoolMode, PoolSettings, Route, TlsMode};
 use serde::Deserialize;
 
@@ -62,6 +63,7 @@ struct Raw {
     server_reset_query_always: bool,
     #[serde(default)]
     admin_users: Vec<String>,
+    ignore_startup_parameters: Option<Vec<String>>,
     tls: Option<RawTls>,
 }
 
@@ -193,6 +195,7 @@ pub fn parse_config(text: &str, dir: &Path) -> Result<FileConfig, String> {
         databases: Databases::Any,
         disabled: Default::default(),
         admin_users: Arc::new(admin_users(raw.admin_users)?),
+        ignore_startup_parameters: Arc::new(ignored(raw.ignore_startup_parameters)?),
     };
     let proxy = ProxyConfig {
         backend: raw.backend,
@@ -225,6 +228,18 @@ fn admin_users(names: Vec<String>) -> Result<BTreeSet<String>, String> {
         return Err("admin_users: an empty user name".into());
     }
     Ok(names.into_iter().collect())
+}
+
+/// The StartupMessage settings ignored: [`IGNORED_BY_DEFAULT`] unless the file names them,
+/// in lower case (a server's setting names are).
+fn ignored(names: Option<Vec<String>>) -> Result<BTreeSet<String>, String> {
+    let Some(names) = names else {
+        return Ok(IGNORED_BY_DEFAULT.iter().map(|&n| n.to_owned()).collect());
+    };
+    if names.iter().any(String::is_empty) {
+        return Err("ignore_startup_parameters: an empty name".into());
+    }
+    Ok(names.iter().map(|n| n.to_ascii_lowercase()).collect())
 }
 
 fn listen(raw: Option<Listen>) -> Result<Vec<SocketAddr>, String> {

@@ -24,6 +24,7 @@ failover_timeout = 20
 shutdown_timeout = 5
 server_reset_query_always = true
 admin_users = ["ops", "root"]
+ignore_startup_parameters = ["Extra_Float_Digits", "geqo"]
 
 [databases.shop]
 conninfo = "host=a,b,c port=5433 dbname=shop_live"
@@ -80,6 +81,13 @@ fn every_key_is_read() {
     assert!(p.server_reset_query_always);
     let admins: Vec<&str> = p.client.admin_users.iter().map(String::as_str).collect();
     assert_eq!(admins, ["ops", "root"]);
+    let ignored: Vec<&str> = p
+        .client
+        .ignore_startup_parameters
+        .iter()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(ignored, ["extra_float_digits", "geqo"], "in lower case");
     assert_eq!(p.file, None, "parsed from text, not read from a file");
 }
 
@@ -105,6 +113,20 @@ fn defaults_fill_what_is_left_out() {
         "transaction mode resets nothing unless asked"
     );
     assert!(p.client.admin_users.is_empty());
+    let ignored: Vec<&str> = p
+        .client
+        .ignore_startup_parameters
+        .iter()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(ignored, ["extra_float_digits"], "pgJDBC's unasked setting");
+    let none = parse(&format!("ignore_startup_parameters = []\n{MIN}")).expect("none");
+    assert!(none.proxy.client.ignore_startup_parameters.is_empty());
+    let e = error(&format!("ignore_startup_parameters = [\"\"]\n{MIN}"));
+    assert!(
+        e.contains("ignore_startup_parameters: an empty name"),
+        "{e}"
+    );
     let one = parse(&format!("listen = \"127.0.0.2:7000\"\n{MIN}")).expect("one address");
     assert_eq!(one.listen, vec!["127.0.0.2:7000".parse().unwrap()]);
 }

@@ -589,6 +589,12 @@ pub(in crate::proxy) fn config_rows(
         ClientAuth::Cert => "cert".to_owned(),
     };
     let admins: Vec<&str> = c.client.admin_users.iter().map(String::as_str).collect();
+    let ignored: Vec<&str> = c
+        .client
+        .ignore_startup_parameters
+        .iter()
+        .map(String::as_str)
+        .collect();
     rows.extend([
         row("pool_mode", mode.into(), "transaction", false),
         row("pool_size", c.pool.size.to_string(), "20", true),
@@ -612,6 +618,12 @@ pub(in crate::proxy) fn config_rows(
             true,
         ),
         row("admin_users", admins.join(", "), "", true),
+        row(
+            "ignore_startup_parameters",
+            ignored.join(", "),
+            &pgyard_proxy::client::IGNORED_BY_DEFAULT.join(", "),
+            true,
+        ),
         row(
             "max_client_conn",
             c.max_client_conn.to_string(),
@@ -714,6 +726,12 @@ mod tests {
             "the socket's clients use `auth`"
         );
         assert_eq!(get("default_route").value, "standby");
+        let ignored = get("ignore_startup_parameters");
+        assert_eq!(ignored.value, "extra_float_digits");
+        assert_eq!(
+            (ignored.default.as_str(), ignored.changeable),
+            ("extra_float_digits", true)
+        );
         let reset = get("server_reset_query_always");
         assert_eq!((reset.value.as_str(), reset.changeable), ("0", true));
         assert!(!get("listen").changeable && get("pool_size").changeable);
