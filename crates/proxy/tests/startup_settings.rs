@@ -13,7 +13,7 @@ use pgyard_wire::frame::frames;
 mod common;
 
 use common::{
-    outputs, query, released, server, session, session_configured, set_reply, starting, T0,
+    outputs, query, released, server, session, session_configured, set_reply, start, starting, T0,
 };
 use pgyard_proxy::{ClientAuth, ClientConfig};
 use std::sync::Arc;
@@ -329,17 +329,7 @@ fn pool_of(
     mut s: pgyard_proxy::ClientSession,
     extra: &[(&[u8], &[u8])],
 ) -> (String, pgyard_proxy::ClientSession) {
-    let mut params: Vec<(&[u8], &[u8])> = vec![(b"user", b"alice"), (b"database", b"app")];
-    params.extend_from_slice(extra);
-    let mut b = BytesMut::new();
-    pgyard_wire::frontend::encode_startup(
-        pgyard_wire::frame::ProtocolVersion::V3_0,
-        &params,
-        &mut b,
-    )
-    .expect("startup");
-    s.handle_client_bytes(T0, &b);
-    let out = outputs(&mut s);
+    let out = start(&mut s, extra);
     let [ClientOut::Acquire(key)] = &out[..] else {
         panic!("{extra:?}: {out:?}")
     };

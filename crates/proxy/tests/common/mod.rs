@@ -136,6 +136,14 @@ pub fn answer_alignment(query: &[u8], spell: impl Fn(&str, &str) -> String) -> b
 #[allow(dead_code)] // not every test binary logs in by hand
 pub fn starting(mode: PoolMode, extra: &[(&[u8], &[u8])]) -> ClientSession {
     let mut s = session(mode);
+    let out = start(&mut s, extra);
+    assert!(matches!(&out[..], [ClientOut::Acquire(_)]), "{out:?}");
+    s
+}
+
+/// Sends `s` alice's StartupMessage for `app` with `extra` beside; what it asks for then.
+#[allow(dead_code)] // not every test binary logs in by hand
+pub fn start(s: &mut ClientSession, extra: &[(&[u8], &[u8])]) -> Vec<ClientOut> {
     let mut params: Vec<(&[u8], &[u8])> = vec![(b"user", b"alice"), (b"database", b"app")];
     params.extend_from_slice(extra);
     let mut b = bytes::BytesMut::new();
@@ -146,9 +154,7 @@ pub fn starting(mode: PoolMode, extra: &[(&[u8], &[u8])]) -> ClientSession {
     )
     .expect("startup");
     s.handle_client_bytes(T0, &b);
-    let out = outputs(&mut s);
-    assert!(matches!(&out[..], [ClientOut::Acquire(_)]), "{out:?}");
-    s
+    outputs(s)
 }
 
 /// What PostgreSQL answers a query string of `sets` statements: a CommandComplete each, then

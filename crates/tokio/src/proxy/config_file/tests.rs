@@ -33,6 +33,12 @@ conninfo = "host=a,b,c port=5433 dbname=shop_live"
 conninfo = "postgresql://x:5434/other"
 "#;
 
+/// The StartupMessage settings `p` ignores, in order.
+fn ignored(p: &ProxyConfig) -> Vec<&str> {
+    let names = p.client.ignore_startup_parameters.iter();
+    names.map(String::as_str).collect()
+}
+
 fn parse(text: &str) -> Result<FileConfig, String> {
     parse_config(text, Path::new("/nonexistent"))
 }
@@ -81,13 +87,7 @@ fn every_key_is_read() {
     assert!(p.server_reset_query_always);
     let admins: Vec<&str> = p.client.admin_users.iter().map(String::as_str).collect();
     assert_eq!(admins, ["ops", "root"]);
-    let ignored: Vec<&str> = p
-        .client
-        .ignore_startup_parameters
-        .iter()
-        .map(String::as_str)
-        .collect();
-    assert_eq!(ignored, ["extra_float_digits", "geqo"], "in lower case");
+    assert_eq!(ignored(p), ["extra_float_digits", "geqo"], "in lower case");
     assert_eq!(p.file, None, "parsed from text, not read from a file");
 }
 
@@ -113,13 +113,11 @@ fn defaults_fill_what_is_left_out() {
         "transaction mode resets nothing unless asked"
     );
     assert!(p.client.admin_users.is_empty());
-    let ignored: Vec<&str> = p
-        .client
-        .ignore_startup_parameters
-        .iter()
-        .map(String::as_str)
-        .collect();
-    assert_eq!(ignored, ["extra_float_digits"], "pgJDBC's unasked setting");
+    assert_eq!(
+        ignored(p),
+        ["extra_float_digits"],
+        "pgJDBC's unasked setting"
+    );
     let none = parse(&format!("ignore_startup_parameters = []\n{MIN}")).expect("none");
     assert!(none.proxy.client.ignore_startup_parameters.is_empty());
     let e = error(&format!("ignore_startup_parameters = [\"\"]\n{MIN}"));
