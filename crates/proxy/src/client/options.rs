@@ -157,10 +157,15 @@ fn switches(words: &[String], i: usize, found: &mut Vec<Switch>) -> Result<bool,
 
 /// `switches` written out as `options` text that a server reads back as the same switches,
 /// in the same order: each setting as `-c name=value`, each other switch as itself followed
-/// by its argument, every white-space character and backslash escaped by a backslash.
+/// by its argument, every white-space character and backslash escaped by a backslash. An
+/// empty argument (only a backslash at the very end of a client's text makes one) can only
+/// be written at the very end, so a switch with one is written last.
 pub fn server_text<'a>(switches: impl IntoIterator<Item = &'a Switch>) -> String {
+    let (last, rest): (Vec<&Switch>, Vec<&Switch>) = switches
+        .into_iter()
+        .partition(|s| matches!(s, Switch::Other(_, Some(a)) if a.is_empty()));
     let mut out = String::new();
-    for s in switches {
+    for s in rest.into_iter().chain(last.into_iter().take(1)) {
         match s {
             Switch::Setting(name, value) => {
                 push_word(&mut out, "-c");
@@ -183,8 +188,7 @@ fn push_word(out: &mut String, w: &str) {
         out.push(' ');
     }
     if w.is_empty() {
-        // Only a backslash at the very end of the client's text makes an empty word, so it
-        // is the last one here too, and a lone backslash at the end makes it again.
+        // A lone backslash at the end: `server_text` writes an empty word only there.
         out.push('\\');
     }
     for c in w.chars() {
@@ -350,6 +354,14 @@ mod tests {
         }
         let s = [Switch::Setting("a.b".into(), "x y\\z".into())];
         assert_eq!(server_text(&s), r"-c a.b=x\ y\\z");
+        // A StartupMessage's settings come after `options`; an empty argument stays last.
+        let s = [
+            Switch::Other('d', Some(String::new())),
+            Switch::Setting("a".into(), "b".into()),
+        ];
+        let written = server_text(&s);
+        assert_eq!(written, r"-c a=b -d \");
+        assert_eq!(parse(&written).unwrap(), [s[1].clone(), s[0].clone()]);
     }
 
     proptest::proptest! {
