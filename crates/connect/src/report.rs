@@ -75,10 +75,8 @@ pub struct AttemptReport {
     pub cancelled: bool,
     /// What the entry's failure means.
     pub kind: FailureKind,
-    /// The server's SQLSTATE and primary message when the server ended the attempt with an
-    /// ErrorResponse.
-    pub server_error: Option<(SqlState, String)>,
-    /// That ErrorResponse whole (every field as the server sent it).
+    /// The ErrorResponse with which the server ended the attempt, whole (every field as the
+    /// server sent it).
     pub server_fields: Option<OwnedErrorFields>,
 }
 
@@ -121,8 +119,10 @@ impl ConnectError {
 
     /// The server's SQLSTATE and primary message, when the entry that ended the connect is a
     /// server's ErrorResponse.
-    pub fn server_error(&self) -> Option<&(SqlState, String)> {
-        self.last().and_then(|r| r.server_error.as_ref())
+    pub fn server_error(&self) -> Option<(SqlState, String)> {
+        let f = self.server_fields()?.fields();
+        let message = String::from_utf8_lossy(f.message()?).into_owned();
+        Some((f.sqlstate()?, message))
     }
 
     /// The whole ErrorResponse of [`ConnectError::server_error`], as the server sent it: a
@@ -263,7 +263,6 @@ mod tests {
             text: text.into(),
             cancelled,
             kind,
-            server_error: None,
             server_fields: None,
         }
     }

@@ -158,7 +158,7 @@ fn too_many_clients_is_a_retryable_refusal() {
     let said = "sorry, too many clients already".to_owned();
     assert_eq!(
         e.server_error(),
-        Some(&(code, said)),
+        Some((code, said)),
         "before authentication too"
     );
 }
@@ -191,7 +191,7 @@ fn missing_database_after_authentication_is_a_final_refusal() {
     let said = "database \"shop\" does not exist".to_owned();
     assert_eq!(
         e.server_error(),
-        Some(&(code, said.clone())),
+        Some((code, said.clone())),
         "the server's own words"
     );
     // The whole response, for a pooler to pass on as the server sent it.

@@ -180,12 +180,7 @@ async fn settings_a_pool_cannot_track_hold_for_the_client_that_asked_and_no_othe
     assert_eq!(startup.one("show extra_float_digits").await, "1");
     assert_eq!(plain.one("show statement_timeout").await, "9s");
     // The limit is the server's: a longer statement is cancelled there.
-    let mut b = bytes::BytesMut::new();
-    pgyard_wire::frontend::encode_query(b"select pg_sleep(5)", &mut b).expect("query");
-    tokio::io::AsyncWriteExt::write_all(&mut timed.sock, &b)
-        .await
-        .expect("write");
-    let reply = timed.until_ready().await;
+    let reply = timed.reply("select pg_sleep(5)").await;
     let error = reply.iter().find(|(t, _)| *t == b'E').expect("an error");
     let f = ErrorFields::decode(&error.1).expect("error fields");
     assert_eq!(f.get(b'C'), Some(&b"57014"[..]), "{reply:?}");

@@ -405,27 +405,16 @@ fn pools(s: &Snapshot) -> Vec<Cells> {
         by_state: [u64; 4],
         maxwait: Duration,
     }
-    let name = |k: &PoolKey| {
-        let who = (k.database.clone(), k.user.clone());
-        (who, k.route.as_str(), k.options.clone())
-    };
-    let mut m: BTreeMap<((String, String), &str, String), Count> = BTreeMap::new();
+    let mut m: BTreeMap<PoolKey, Count> = BTreeMap::new();
     for k in &s.pools {
-        m.entry(name(k)).or_default();
+        m.entry(k.clone()).or_default();
     }
     for c in &s.clients {
-        let a = &c.activity;
-        if !a.logged_in || a.admin {
+        let Some(k) = pool_of(c) else {
             continue;
-        }
-        let k = PoolKey {
-            database: c.database.clone(),
-            user: c.user.clone(),
-            route: a.route,
-            options: c.options.clone(),
         };
-        let e = m.entry(name(&k)).or_default();
-        match a.state {
+        let e = m.entry(k).or_default();
+        match c.activity.state {
             ClientState::Waiting => {
                 e.waiting += 1;
                 e.maxwait = e.maxwait.max(c.wait);
@@ -441,18 +430,18 @@ fn pools(s: &Snapshot) -> Vec<Cells> {
             ServerState::Tested => 2,
             ServerState::New => 3,
         };
-        m.entry(name(&sv.key)).or_default().by_state[i] += 1;
+        m.entry(sv.key.clone()).or_default().by_state[i] += 1;
     }
     let mode = match s.pool_mode {
         PoolMode::Session => "session",
         PoolMode::Transaction => "transaction",
     };
     m.iter()
-        .map(|(((db, user), route, options), n)| {
+        .map(|(k, n)| {
             let t = |v: u64| v.to_string();
             let cells: [(&str, String); 12] = [
-                ("database", db.clone()),
-                ("user", user.clone()),
+                ("database", k.database.clone()),
+                ("user", k.user.clone()),
                 ("cl_active", t(n.active)),
                 ("cl_waiting", t(n.waiting)),
                 ("sv_active", t(n.by_state[0])),
@@ -468,8 +457,8 @@ fn pools(s: &Snapshot) -> Vec<Cells> {
                 .into_iter()
                 .map(|(k, v)| (k.to_owned(), Some(v)))
                 .collect();
-            r.insert("route".into(), Some((*route).to_owned()));
-            r.insert("options".into(), Some(options.clone()));
+            r.insert("route".into(), Some(k.route.as_str().to_owned()));
+            r.insert("options".into(), Some(k.options.clone()));
             r
         })
         .collect()
@@ -519,18 +508,20 @@ fn pool_set(s: &Snapshot) -> std::collections::BTreeSet<PoolKey> {
     };
     s.pools.iter().for_each(&mut add);
     s.servers.iter().for_each(|v| add(&v.key));
-    for c in &s.clients {
-        let a = &c.activity;
-        if a.logged_in && !a.admin {
-            add(&PoolKey {
-                database: c.database.clone(),
-                user: c.user.clone(),
-                route: a.route,
-                options: c.options.clone(),
-            });
-        }
-    }
+    s.clients.iter().filter_map(pool_of).for_each(|k| add(&k));
     pools
+}
+
+/// The pool of a client by the docs: a logged-in, non-console client's database, user,
+/// current route and `options`.
+fn pool_of(c: &ClientRow) -> Option<PoolKey> {
+    let a = &c.activity;
+    (a.logged_in && !a.admin).then(|| PoolKey {
+        database: c.database.clone(),
+        user: c.user.clone(),
+        route: a.route,
+        options: c.options.clone(),
+    })
 }
 
 /// SHOW USERS by the docs: the distinct users of the pools, each once, no pool mode.

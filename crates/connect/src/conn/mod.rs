@@ -149,10 +149,8 @@ pub(crate) struct Conn {
     pub role: Option<ServerRole>,
     /// Lines to append to the error buffer (each ends with a newline).
     pub messages: String,
-    /// The server's own SQLSTATE and primary message when it refused the connection with an
-    /// ErrorResponse (a pooler passes them on to its client as the server said them).
-    pub server_error: Option<(SqlState, String)>,
-    /// That ErrorResponse whole, for a pooler that passes it on to its client as it is.
+    /// The ErrorResponse with which the server refused the connection, whole (a pooler
+    /// passes it on to its client as the server said it).
     pub server_fields: Option<pgyard_wire::error_fields::OwnedErrorFields>,
     /// Bytes after ReadyForQuery that belong to the session.
     pub leftover: Vec<u8>,
@@ -195,7 +193,6 @@ impl Conn {
             startup_sent: false,
             role: None,
             messages: String::new(),
-            server_error: None,
             server_fields: None,
             leftover: Vec::new(),
             #[cfg(feature = "planted-bugs")]
@@ -469,15 +466,11 @@ impl Conn {
         verdict
     }
 
-    /// [`Conn::render_error`] of the ErrorResponse that refuses the connection, whose
-    /// SQLSTATE and primary message are kept as the server said them.
+    /// [`Conn::render_error`] of the ErrorResponse that refuses the connection, which is kept
+    /// whole as the server sent it.
     pub(super) fn refusal(&mut self, body: &[u8]) -> (String, Option<SqlState>) {
-        if let Ok(f) = ErrorFields::decode(body) {
-            let message = f.get(b'M').map(|m| String::from_utf8_lossy(m).into_owned());
-            self.server_error = f.sqlstate().zip(message);
-            let body = bytes::Bytes::copy_from_slice(body);
-            self.server_fields = pgyard_wire::error_fields::OwnedErrorFields::decode(body).ok();
-        }
+        let owned = bytes::Bytes::copy_from_slice(body);
+        self.server_fields = pgyard_wire::error_fields::OwnedErrorFields::decode(owned).ok();
         Self::render_error(body)
     }
 

@@ -157,7 +157,6 @@ impl Connector {
         let mut run = self.runs.remove(i);
         if let Some(rep) = self.reports.get_mut(run.report) {
             rep.kind = kind;
-            rep.server_error = run.conn.server_error.take();
             rep.server_fields = run.conn.server_fields.take();
         }
         self.actions.push_back(Action::Close { attempt: run.id });
@@ -360,7 +359,6 @@ impl Connector {
             text: String::new(),
             cancelled: false,
             kind: FailureKind::Transient,
-            server_error: None,
             server_fields: None,
         });
         self.reports.len() - 1

@@ -339,7 +339,6 @@ impl Connector {
             text,
             cancelled: false,
             kind,
-            server_error: None,
             server_fields: None,
         });
     }

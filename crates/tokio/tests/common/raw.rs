@@ -73,12 +73,17 @@ impl Raw {
         all
     }
 
-    /// Runs `sql`, which must not fail; its reply.
-    pub async fn exec(&mut self, sql: &str) -> Vec<(u8, Vec<u8>)> {
+    /// Runs `sql`; its reply, up to and including ReadyForQuery, whether it failed or not.
+    pub async fn reply(&mut self, sql: &str) -> Vec<(u8, Vec<u8>)> {
         let mut b = BytesMut::new();
         frontend::encode_query(sql.as_bytes(), &mut b).expect("query");
         self.sock.write_all(&b).await.expect("write");
-        let reply = self.until_ready().await;
+        self.until_ready().await
+    }
+
+    /// Runs `sql`, which must not fail; its reply.
+    pub async fn exec(&mut self, sql: &str) -> Vec<(u8, Vec<u8>)> {
+        let reply = self.reply(sql).await;
         assert!(reply.iter().all(|(t, _)| *t != b'E'), "{sql}: {reply:?}");
         reply
     }
