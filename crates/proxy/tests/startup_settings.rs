@@ -263,7 +263,7 @@ fn fatal_in(out: &[ClientOut]) -> (bool, Vec<(u8, Vec<u8>)>) {
     let authenticated = frames.iter().any(|(t, b)| *t == b'R' && b == &[0, 0, 0, 0]);
     let (_, body) = frames.iter().find(|(t, _)| *t == b'E').expect("an error");
     let fields = ErrorFields::decode(body).expect("fields");
-    let all = [b'S', b'C', b'M', b'H']
+    let all = [b'S', b'C', b'M', b'D', b'H']
         .into_iter()
         .filter_map(|c| Some((c, fields.get(c)?.to_vec())))
         .collect();
@@ -407,12 +407,10 @@ fn a_server_refusing_the_clients_options_is_passed_on_whole_after_authentication
 
 #[test]
 fn startup_settings_the_proxy_does_not_track_go_to_the_pools_servers_unless_ignored() {
-    let startup: [(&[u8], &[u8]); 5] = [
+    let startup: [(&[u8], &[u8]); 4] = [
         (b"statement_timeout", b"5s"),
         (b"extra_float_digits", b"3"),
         (b"Geqo", b"off"),
-        // `-c` cannot carry a name with `=` in it: left out, as an ignored one is.
-        (b"a=b", b"c"),
         (b"TimeZone", b"UTC"),
     ];
     let (options, _) = pool_of(session(PoolMode::Transaction), &startup);
@@ -432,4 +430,97 @@ fn startup_settings_the_proxy_does_not_track_go_to_the_pools_servers_unless_igno
     };
     let (options, _) = pool_of(session_configured(config), &startup);
     assert_eq!(options, "-c statement_timeout=5s -c extra_float_digits=3");
+}
+
+#[test]
+fn a_setting_named_with_an_equals_sign_is_refused_after_authentication_ok_as_a_server_does() {
+    let refused = |extra: &[(&[u8], &[u8])]| {
+        let mut s = session(PoolMode::Transaction);
+        fatal_in(&start(&mut s, extra))
+    };
+    let unknown = "unrecognized configuration parameter \"a=b\"";
+    assert_eq!(
+        refused(&[(b"statement_timeout", b"5s"), (b"a=b", b"c")]),
+        (
+            true,
+            vec![
+                (b'S', b"FATAL".to_vec()),
+                (b'C', b"42704".to_vec()),
+                (b'M', unknown.as_bytes().to_vec()),
+            ]
+        )
+    );
+    // With a dot it is a custom name that is not one; the server says why.
+    let (authenticated, fields) = refused(&[(b"my.x=y", b"c"), (b"a=b", b"c")]);
+    assert!(authenticated);
+    assert_eq!(fields[1], (b'C', b"42602".to_vec()));
+    assert_eq!(
+        fields[2].1,
+        b"invalid configuration parameter name \"my.x=y\"".to_vec()
+    );
+    assert_eq!(
+        fields[3],
+        (
+            b'D',
+            b"Custom parameter names must be two or more simple identifiers separated by dots."
+                .to_vec()
+        )
+    );
+    // `options`, which a server reads first, speaks first.
+    let (_, fields) = refused(&[(b"a=b", b"c"), (b"options", b"-c foo")]);
+    assert_eq!(fields[2].1, b"-c foo requires a value".to_vec());
+    // Ignored by the configuration: never looked at.
+    let config = ClientConfig {
+        ignore_startup_parameters: Arc::new(["a=b".to_owned()].into()),
+        ..ClientConfig::new(ClientAuth::Trust, PoolMode::Transaction)
+    };
+    let (options, _) = pool_of(session_configured(config), &[(b"a=b", b"c")]);
+    assert_eq!(options, "");
+}
+
+#[test]
+fn startup_values_that_are_not_utf8_are_refused_rather_than_changed() {
+    let latin1: &[u8] = b"caf\xe9";
+    for extra in [
+        &[(&b"search_path"[..], latin1)][..],
+        &[(b"statement_timeout", latin1)],
+        &[(b"options", b"-c search_path=caf\xe9")],
+        &[(b"database", latin1)],
+        &[(b"app.caf\xe9", b"1")],
+    ] {
+        let mut s = common::session(PoolMode::Transaction);
+        let mut packet = Vec::new();
+        for (n, v) in [(&b"user"[..], &b"postgres"[..])].iter().chain(extra) {
+            packet.extend_from_slice(n);
+            packet.push(0);
+            packet.extend_from_slice(v);
+            packet.push(0);
+        }
+        packet.push(0);
+        let mut p = ((8 + packet.len()) as u32).to_be_bytes().to_vec();
+        p.extend_from_slice(&0x0003_0000u32.to_be_bytes());
+        p.extend_from_slice(&packet);
+        s.handle_client_bytes(T0, &p);
+        let (authenticated, fields) = fatal_in(&outputs(&mut s));
+        assert!(!authenticated, "{extra:?}");
+        assert_eq!(fields[1], (b'C', b"22021".to_vec()), "{extra:?}");
+        let name = String::from_utf8_lossy(extra[0].0);
+        let want = format!("startup parameter \"{name}\" is not valid UTF-8");
+        assert_eq!(fields[2].1, want.into_bytes());
+        assert!(s.is_closed());
+    }
+    // application_name is cleaned byte by byte, as a server cleans it; an ignored name's
+    // value is never read.
+    let (_, mut s) = pool_of(
+        session(PoolMode::Transaction),
+        &[
+            (b"application_name", latin1),
+            (b"extra_float_digits", latin1),
+        ],
+    );
+    s.handle_server(T0, server(1, &[("application_name", "")]));
+    assert_eq!(
+        the_query(&outputs(&mut s)),
+        r"SET application_name TO E'caf\\xe9';"
+    );
 }

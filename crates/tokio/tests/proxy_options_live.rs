@@ -18,14 +18,14 @@ mod raw;
 use raw::{loopback, status, Raw};
 
 /// What a login with `extra` in its StartupMessage ended with: the tracked settings of its
-/// welcome, or AuthenticationOk (whether it came first) and the error's code, message and
-/// hint.
+/// welcome, or AuthenticationOk (whether it came first) and the error's code, message,
+/// detail and hint.
 #[derive(Debug, PartialEq, Eq)]
 enum Login {
     Welcome(BTreeMap<&'static str, Option<String>>),
     Refused {
         authenticated: bool,
-        fields: (String, String, Option<String>),
+        fields: (String, String, Option<String>, Option<String>),
     },
 }
 
@@ -43,6 +43,7 @@ async fn login(addr: SocketAddr, extra: &[(&str, &str)]) -> Login {
             fields: (
                 text(b'C').unwrap_or_default(),
                 text(b'M').unwrap_or_default(),
+                text(b'D'),
                 text(b'H'),
             ),
         };
@@ -109,6 +110,10 @@ async fn options_give_what_a_direct_login_gets() {
         ],
         &[("options", "-B 100")],
         &[("options", "-c Transaction_Isolation=serializable")],
+        // A name no `-c` can carry: refused after the password, in the server's words.
+        &[("statement_timeout", "5s"), ("a=b", "x")],
+        &[("my.x=y", "x")],
+        &[("my.x=y", "x"), ("options", "-c foo")],
         // `replication` off in a server's spellings is a plain session; a value a server
         // cannot read is refused before the password, in its words.
         &[("replication", "false")],

@@ -708,19 +708,6 @@ impl ClientSession {
         self.fatal_sent();
     }
 
-    /// FATAL as a server ends a login it has let in: AuthenticationOk first (a refusal over
-    /// `options`, or over the database a pool's server would not open).
-    fn fatal_after_auth_ok(&mut self, code: &[u8], message: &str, hint: Option<&str>) {
-        if self.is_closed() {
-            return;
-        }
-        let mut buf = BytesMut::new();
-        let _ = pgyard_wire::backend::Authentication::Ok.encode(&mut buf);
-        self.out.push_back(ClientOut::ToClient(buf.freeze()));
-        self.error_hinted(b"FATAL", code, message, hint);
-        self.fatal_sent();
-    }
-
     /// The connection closes after a FATAL error already queued.
     fn fatal_sent(&mut self) {
         self.release_for_good();

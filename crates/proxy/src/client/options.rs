@@ -19,23 +19,64 @@ const WITH_ARGUMENT: &[u8] = b"BCcDdfhkNprStvW-";
 /// The switches that take none.
 const WITHOUT_ARGUMENT: &[u8] = b"bEeFijlnOPsT";
 
-/// How a server ends a login whose `options` it cannot read: FATAL with these fields.
+/// How a server ends a login whose `options` (or a StartupMessage setting) it cannot read:
+/// FATAL with these fields.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OptionsError {
     /// The SQLSTATE.
     pub code: &'static [u8],
     /// The server's message.
     pub message: String,
+    /// The server's detail, where it gives one.
+    pub detail: Option<&'static str>,
     /// The server's hint, where it gives one.
     pub hint: Option<&'static str>,
+}
+
+impl OptionsError {
+    /// An error with a code and a message only.
+    fn plain(code: &'static [u8], message: String) -> Self {
+        OptionsError {
+            code,
+            message,
+            detail: None,
+            hint: None,
+        }
+    }
+
+    /// How a server refuses a setting named `name`, empty or with `=` in it (no
+    /// `-c name=value` can carry such a name to a server): as a custom name that is not one
+    /// (two or more identifiers joined by dots) when it has a dot, else as a name it does
+    /// not know.
+    pub fn setting_name(name: &str) -> Self {
+        if name.contains('.') {
+            OptionsError {
+                detail: Some(
+                    "Custom parameter names must be two or more simple identifiers \
+                     separated by dots.",
+                ),
+                ..Self::plain(
+                    b"42602",
+                    format!("invalid configuration parameter name \"{name}\""),
+                )
+            }
+        } else {
+            Self::plain(
+                b"42704",
+                format!("unrecognized configuration parameter \"{name}\""),
+            )
+        }
+    }
 }
 
 /// A word the server's switch reader refuses.
 fn invalid(word: &str) -> OptionsError {
     OptionsError {
-        code: b"42601",
-        message: format!("invalid command-line argument for server process: {word}"),
         hint: Some("Try \"postgres --help\" for more information."),
+        ..OptionsError::plain(
+            b"42601",
+            format!("invalid command-line argument for server process: {word}"),
+        )
     }
 }
 
@@ -208,18 +249,13 @@ fn is_space(c: char) -> bool {
 fn named(flag: u8, arg: &str) -> Result<(String, String), OptionsError> {
     let Some((name, value)) = arg.split_once('=') else {
         let shown = if flag == b'c' { "-c " } else { "--" };
-        return Err(OptionsError {
-            code: b"42601",
-            message: format!("{shown}{arg} requires a value"),
-            hint: None,
-        });
+        return Err(OptionsError::plain(
+            b"42601",
+            format!("{shown}{arg} requires a value"),
+        ));
     };
     if name.is_empty() {
-        return Err(OptionsError {
-            code: b"42704",
-            message: "unrecognized configuration parameter \"\"".to_owned(),
-            hint: None,
-        });
+        return Err(OptionsError::setting_name(""));
     }
     Ok((name.replace('-', "_"), value.to_owned()))
 }

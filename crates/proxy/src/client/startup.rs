@@ -137,8 +137,13 @@ impl ClientSession {
         let mut options: Option<String> = None;
         let mut passed: Vec<Switch> = Vec::new();
         for (name, value) in m.params.iter() {
-            let text = String::from_utf8_lossy(value).into_owned();
+            let lossy = String::from_utf8_lossy(value);
+            // A value the proxy would carry as text must be text: a lossy reading would
+            // hand a server other bytes than the client sent (it takes them as they are).
+            let exact = matches!(lossy, std::borrow::Cow::Borrowed(_));
+            let text = lossy.into_owned();
             match name {
+                b"user" | b"database" | b"options" if !exact => return self.not_utf8(name),
                 b"user" => who.user = text,
                 b"database" => who.database = text,
                 b"replication" => match replication(value) {
@@ -169,11 +174,22 @@ impl ClientSession {
                         // any spelling of the name.
                         let text = match t {
                             "application_name" => params::clean_application_name(value),
+                            _ if !exact => return self.not_utf8(n),
                             _ => text,
                         };
                         self.wanted.insert(t.to_owned(), text);
                     } else if self.passes_on(&name) {
-                        passed.push(Switch::Setting(name.into_owned(), text));
+                        if !exact || std::str::from_utf8(n).is_err() {
+                            return self.not_utf8(n);
+                        }
+                        if name.contains('=') {
+                            // The server refuses it once the password is right; an error
+                            // in `options`, which it reads first, wins.
+                            let e = super::options::OptionsError::setting_name(&name);
+                            self.options_refused.get_or_insert(e);
+                        } else {
+                            passed.push(Switch::Setting(name.into_owned(), text));
+                        }
                     }
                 }
             }
@@ -242,11 +258,48 @@ impl ClientSession {
     }
 
     /// Whether the StartupMessage setting `name`, which the proxy does not track, goes to
-    /// the servers of the client's pool. Not one the configuration ignores, and not a name
-    /// that `-c name=value` cannot carry (one with `=` in it, which a server would refuse).
+    /// the servers of the client's pool: not one the configuration ignores.
     fn passes_on(&self, name: &str) -> bool {
-        let ignored = &self.config.ignore_startup_parameters;
-        !name.contains('=') && !ignored.contains(&name.to_ascii_lowercase())
+        !self
+            .config
+            .ignore_startup_parameters
+            .contains(&name.to_ascii_lowercase())
+    }
+
+    /// Ends the login over StartupMessage parameter `name`, whose name or value is not
+    /// UTF-8: the proxy carries them to servers as text, and would change the bytes.
+    fn not_utf8(&mut self, name: &[u8]) {
+        let text = format!(
+            "startup parameter \"{}\" is not valid UTF-8",
+            String::from_utf8_lossy(name)
+        );
+        let hint = "pgyard proxy passes user and database names and settings to its servers \
+                    as UTF-8 text; only application_name is cleaned as a server cleans it.";
+        self.error_hinted(b"FATAL", b"22021", &text, Some(hint));
+        self.fatal_sent();
+    }
+
+    /// FATAL as a server ends a login it has let in: AuthenticationOk first (a refusal over
+    /// `options` or a StartupMessage setting), every field the server sends but its source
+    /// position.
+    fn refuse_after_auth_ok(&mut self, e: super::options::OptionsError) {
+        if self.is_closed() {
+            return;
+        }
+        let mut buf = BytesMut::new();
+        let _ = Authentication::Ok.encode(&mut buf);
+        let mut fields: Vec<(u8, &[u8])> = vec![
+            (b'S', b"FATAL"),
+            (b'V', b"FATAL"),
+            (b'C', e.code),
+            (b'M', e.message.as_bytes()),
+        ];
+        fields.extend(e.detail.map(|d| (b'D', d.as_bytes())));
+        fields.extend(e.hint.map(|h| (b'H', h.as_bytes())));
+        if pgyard_wire::error_fields::encode_error_response(&fields, &mut buf).is_ok() {
+            self.out.push_back(ClientOut::ToClient(buf.freeze()));
+        }
+        self.fatal_sent();
     }
 
     /// The tracked settings `options` gives, under those the StartupMessage names itself (a
@@ -390,7 +443,7 @@ impl ClientSession {
         }
         if let Some(e) = self.options_refused.take() {
             // A server reads `options` after it has let the client in.
-            return self.fatal_after_auth_ok(e.code, &e.message, e.hint);
+            return self.refuse_after_auth_ok(e);
         }
         self.logged_in = true;
         self.labels = self.labels.wrapping_add(1);
