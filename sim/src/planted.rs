@@ -63,7 +63,7 @@ pub use registry::{Entry, Planted, REGISTRY};
 mod registry {
     use super::{ApplyBug, ConnectBug, FollowBug, ProxyBug, ScenarioBug, SyncBug};
     use crate::runner::{derive_seed, SeedOutcome};
-    use crate::scenarios::{connect, delayq, failover, proxy, slotsync};
+    use crate::scenarios::{connect, delayq, failover, proxy, proxy_login, slotsync};
     use crate::trace::Trace;
     use crate::Violation;
     use pgyard_connect::PlantedBug as C;
@@ -78,7 +78,7 @@ mod registry {
     pub enum Planted {
         /// In every `Connector` the `connect` and `failover` scenarios build.
         Connect(ConnectBug),
-        /// In every client session of the `proxy` scenario.
+        /// In every client session of the `proxy` and `proxy-login` scenarios.
         Proxy(ProxyBug),
         /// In every apply machine the `delayq` scenario starts.
         Apply(ApplyBug),
@@ -213,6 +213,11 @@ mod registry {
             "settings-private",
         ),
         entry(
+            Proxy(P::PoolIgnoresOptions),
+            "proxy-login",
+            "pool-per-options",
+        ),
+        entry(
             Follow(F::ReportWriteAsFlush),
             "delayq",
             "flushed-survives-crash",
@@ -252,6 +257,7 @@ mod registry {
                 (Connect(b), "connect") => connect::run_connect(&mut rng, trace, Some(b)),
                 (Connect(b), "failover") => failover::run_failover(&mut rng, trace, Some(b)),
                 (Proxy(b), "proxy") => proxy::run_proxy(&mut rng, trace, Some(b)),
+                (Proxy(b), "proxy-login") => proxy_login::run_proxy_login(&mut rng, trace, Some(b)),
                 (Apply(b), "delayq") => delayq::run_delayq(&mut rng, trace, Some(b), None),
                 (Follow(b), "delayq") => delayq::run_delayq(&mut rng, trace, None, Some(b)),
                 (Scenario(b), "slotsync") => {

@@ -12,7 +12,7 @@ mod proxy_cluster;
 mod proxy_connect;
 mod proxy_console;
 mod proxy_limits;
-mod proxy_login;
+pub mod proxy_login;
 mod proxy_login_auth;
 mod proxy_login_prelude;
 mod proxy_login_settings;

@@ -28,8 +28,10 @@ use pgyard_types::{side_stream, uniform_inclusive, Instant, Rng, RngCore};
 use pgyard_wire::frame::ProtocolVersion;
 use pgyard_wire::frontend::encode_startup;
 
+use super::proxy::Bug;
 use super::proxy_console as console;
 use super::proxy_login_auth::{self as auth, Login};
+use super::proxy_login_settings::{gone, has, judge_activity, refused_at_welcome};
 use crate::{trace, Scenario, Trace, Violation};
 
 /// The scenario.
@@ -109,14 +111,14 @@ pub(super) struct Conn {
     /// `options`.
     pub(super) acquired: Option<String>,
     /// It gave its server back (transaction mode, after the welcome), with these settings.
-    released: Option<pgyard_proxy::client::Settings>,
+    pub(super) released: Option<pgyard_proxy::client::Settings>,
     /// What it wrote to its server (the settings the client asked for), not answered yet.
     to_server: Vec<u8>,
     /// Under a client CA, the stream this connection's certificate is drawn from.
     pub(super) certs: Option<Rng>,
     /// The certificate the client showed in its handshake.
     pub(super) cert: Option<ClientCert>,
-    now: Instant,
+    pub(super) now: Instant,
 }
 
 impl Conn {
@@ -296,15 +298,20 @@ impl Scenario for ProxyLoginScenario {
     }
 
     fn run(&self, rng: &mut Rng, t: &mut Trace) -> Result<u64, Violation> {
-        let proxy = draw_proxy(rng, t)?;
-        let conns = 1 + uniform_inclusive(rng, 5);
-        let mut now = Instant::ZERO;
-        for k in 0..conns {
-            now = Instant(now.0 + 1_000_000);
-            connection(rng, t, &proxy, k, now)?;
-        }
-        Ok(now.0)
+        run_proxy_login(rng, t, None)
     }
+}
+
+/// Runs one seed with `bug` planted in every client session.
+pub fn run_proxy_login(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Violation> {
+    let proxy = draw_proxy(rng, t)?;
+    let conns = 1 + uniform_inclusive(rng, 5);
+    let mut now = Instant::ZERO;
+    for k in 0..conns {
+        now = Instant(now.0 + 1_000_000);
+        connection(rng, t, (&proxy, bug), k, now)?;
+    }
+    Ok(now.0)
 }
 
 /// The proxy's mode, certificate, password check and admin users.
@@ -358,7 +365,7 @@ fn draw_proxy(rng: &mut Rng, t: &mut Trace) -> Result<Proxy, Violation> {
 fn connection(
     rng: &mut Rng,
     t: &mut Trace,
-    p: &Proxy,
+    (p, bug): (&Proxy, Bug),
     k: u64,
     now: Instant,
 ) -> Result<(), Violation> {
@@ -396,8 +403,15 @@ fn connection(
         mode: p.mode,
         end_point: p.end_point.clone(),
     };
-    let s = ClientSession::new(now, pgyard_proxy::ClientId(k), config, key.clone(), random)
+    #[allow(unused_mut)]
+    let mut s = ClientSession::new(now, pgyard_proxy::ClientId(k), config, key.clone(), random)
         .with_tls(tls);
+    #[cfg(feature = "planted-bugs")]
+    if let Some(b) = bug {
+        s = s.with_planted_bug(b);
+    }
+    #[cfg(not(feature = "planted-bugs"))]
+    let _ = bug;
     let mut c = Conn {
         s,
         rx: BytesMut::new(),
@@ -707,91 +721,9 @@ fn direct_date_style(
     Ok(())
 }
 
-/// Whether a server's settings record holds the tracked values `have`.
-fn has(
-    settings: &pgyard_proxy::client::Settings,
-    have: &std::collections::BTreeMap<String, String>,
-) -> bool {
-    [
-        "DateStyle",
-        "TimeZone",
-        "application_name",
-        "client_encoding",
-    ]
-    .into_iter()
-    .all(|n| settings.get(n) == have.get(n))
-}
-
-/// The server refused a value the client sent: AuthenticationOk, then the server's error as
-/// FATAL and the end; the server goes back clean (the failed `SET`s changed nothing).
-fn refused_at_welcome(c: &mut Conn, text: &str) -> Result<(), Violation> {
-    let ok = c.message();
-    if ok != Some((b'R', 0u32.to_be_bytes().to_vec())) {
-        let detail = format!("a refused startup setting: {ok:?} before the error");
-        return Err(fail("login-answered-as-postgresql", detail));
-    }
-    ends_with_fatal(c, "22023", text)?;
-    if c.released.is_none() {
-        let detail = "a refused startup setting kept its server".to_owned();
-        return Err(fail("welcome-as-documented", detail));
-    }
-    Ok(())
-}
-
-/// Session mode: the client leaves, and the server goes back with the settings it now has —
-/// the client's.
-fn gone(c: &mut Conn, have: &std::collections::BTreeMap<String, String>) -> Result<(), Violation> {
-    let state = c.s.activity().state;
-    if !c.rx.is_empty() || state != ClientState::Active {
-        let detail = format!(
-            "after the welcome the client got {} bytes, the session is {state:?}",
-            c.rx.len()
-        );
-        return Err(fail("alignment-is-the-proxys", detail));
-    }
-    c.s.handle_client_bytes(c.now, b"X\0\0\0\x04");
-    let mut back = None;
-    while let Some(o) = c.s.poll_output() {
-        match o {
-            ClientOut::Release { server, .. } => back = Some(server.settings),
-            ClientOut::Close => c.closed = true,
-            other => return Err(fail("login-outputs", format!("at Terminate: {other:?}"))),
-        }
-    }
-    let settings = back.ok_or_else(|| fail("alignment-is-the-proxys", "no server back".into()))?;
-    if !has(&settings, have) || !c.closed {
-        let detail = format!("the server went back with {settings:?}, it reported {have:?}");
-        return Err(fail("alignment-is-the-proxys", detail));
-    }
-    Ok(())
-}
-
 /// SIGTERM reaches a session that holds no server: FATAL 08P01 `pooler is shutting down`.
 fn drained(c: &mut Conn) -> Result<(), Violation> {
     c.s.handle_shutdown();
     c.pump()?;
     ends_with_fatal(c, "08P01", "pooler is shutting down")
-}
-
-/// What a logged-in session tells the adapter about itself (SHOW CLIENTS shows it): where it
-/// stands, that it logged in, whether it is a console, its `application_name`.
-fn judge_activity(
-    c: &Conn,
-    state: ClientState,
-    admin: bool,
-    app: Option<&str>,
-) -> Result<(), Violation> {
-    let a = c.s.activity();
-    if a.state == state && a.admin == admin && a.logged_in && c.s.application_name() == app {
-        return Ok(());
-    }
-    let detail = format!(
-        "after its login a session reports {:?} admin={} logged_in={} application_name={:?}; \
-         expected {state:?} admin={admin} application_name {app:?}",
-        a.state,
-        a.admin,
-        a.logged_in,
-        c.s.application_name()
-    );
-    Err(fail("session-reports-itself", detail))
 }

@@ -10,7 +10,10 @@ use pgyard_types::Rng;
 use pgyard_wire::backend::{self, ParameterStatus, TransactionStatus};
 use pgyard_wire::error_fields::encode_error_response;
 
-use super::proxy_login::fail;
+use pgyard_proxy::admin::ClientState;
+use pgyard_proxy::ClientOut;
+
+use super::proxy_login::{ends_with_fatal, fail, Conn};
 use crate::Violation;
 use pgyard_types::uniform_inclusive;
 
@@ -162,6 +165,91 @@ fn answer_one(
     }
     backend::encode_ready_for_query(TransactionStatus::Idle, out);
     Some(None)
+}
+
+/// Whether a server's settings record holds the tracked values `have`.
+pub(super) fn has(
+    settings: &pgyard_proxy::client::Settings,
+    have: &std::collections::BTreeMap<String, String>,
+) -> bool {
+    [
+        "DateStyle",
+        "TimeZone",
+        "application_name",
+        "client_encoding",
+    ]
+    .into_iter()
+    .all(|n| settings.get(n) == have.get(n))
+}
+
+/// The server refused a value the client sent: AuthenticationOk, then the server's error as
+/// FATAL and the end; the server goes back clean (the failed `SET`s changed nothing).
+pub(super) fn refused_at_welcome(c: &mut Conn, text: &str) -> Result<(), Violation> {
+    let ok = c.message();
+    if ok != Some((b'R', 0u32.to_be_bytes().to_vec())) {
+        let detail = format!("a refused startup setting: {ok:?} before the error");
+        return Err(fail("login-answered-as-postgresql", detail));
+    }
+    ends_with_fatal(c, "22023", text)?;
+    if c.released.is_none() {
+        let detail = "a refused startup setting kept its server".to_owned();
+        return Err(fail("welcome-as-documented", detail));
+    }
+    Ok(())
+}
+
+/// Session mode: the client leaves, and the server goes back with the settings it now has —
+/// the client's.
+pub(super) fn gone(
+    c: &mut Conn,
+    have: &std::collections::BTreeMap<String, String>,
+) -> Result<(), Violation> {
+    let state = c.s.activity().state;
+    if !c.rx.is_empty() || state != ClientState::Active {
+        let detail = format!(
+            "after the welcome the client got {} bytes, the session is {state:?}",
+            c.rx.len()
+        );
+        return Err(fail("alignment-is-the-proxys", detail));
+    }
+    c.s.handle_client_bytes(c.now, b"X\0\0\0\x04");
+    let mut back = None;
+    while let Some(o) = c.s.poll_output() {
+        match o {
+            ClientOut::Release { server, .. } => back = Some(server.settings),
+            ClientOut::Close => c.closed = true,
+            other => return Err(fail("login-outputs", format!("at Terminate: {other:?}"))),
+        }
+    }
+    let settings = back.ok_or_else(|| fail("alignment-is-the-proxys", "no server back".into()))?;
+    if !has(&settings, have) || !c.closed {
+        let detail = format!("the server went back with {settings:?}, it reported {have:?}");
+        return Err(fail("alignment-is-the-proxys", detail));
+    }
+    Ok(())
+}
+
+/// What a logged-in session tells the adapter about itself (SHOW CLIENTS shows it): where it
+/// stands, that it logged in, whether it is a console, its `application_name`.
+pub(super) fn judge_activity(
+    c: &Conn,
+    state: ClientState,
+    admin: bool,
+    app: Option<&str>,
+) -> Result<(), Violation> {
+    let a = c.s.activity();
+    if a.state == state && a.admin == admin && a.logged_in && c.s.application_name() == app {
+        return Ok(());
+    }
+    let detail = format!(
+        "after its login a session reports {:?} admin={} logged_in={} application_name={:?}; \
+         expected {state:?} admin={admin} application_name {app:?}",
+        a.state,
+        a.admin,
+        a.logged_in,
+        c.s.application_name()
+    );
+    Err(fail("session-reports-itself", detail))
 }
 
 #[cfg(test)]

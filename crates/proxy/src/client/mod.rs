@@ -231,6 +231,9 @@ pub enum PlantedBug {
     /// spells them after taking them (the bug fixed in session 33: a client that sent
     /// `DateStyle=ISO` had it set again before every transaction).
     WelcomeShowsClientSpelling,
+    /// Key a client's pool by its database, user and route only, so a server logged in with
+    /// one client's `options` (say `-c work_mem=1MB`) serves another's transactions.
+    PoolIgnoresOptions,
 }
 
 /// The planted bug in force (never anything without the `planted-bugs` feature).
@@ -751,11 +754,17 @@ impl ClientSession {
         if let Some(key) = self.keys.iter().find(|k| k.route == route) {
             return key.clone();
         }
+        #[allow(unused_mut)]
+        let mut options = self.who.options.clone();
+        #[cfg(feature = "planted-bugs")]
+        if self.planted(PlantedBug::PoolIgnoresOptions) {
+            options.clear();
+        }
         let key = Arc::new(PoolKey {
             database: self.who.database.clone(),
             user: self.who.user.clone(),
             route,
-            options: self.who.options.clone(),
+            options,
         });
         self.keys.push(key.clone());
         key
