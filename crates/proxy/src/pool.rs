@@ -34,8 +34,9 @@ pub struct ClientId(pub u64);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ServerId(pub u64);
 
-/// Which pool a server belongs to.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// Which pool a server belongs to. Ordered by its fields in turn, each name by its bytes (as
+/// a derived order would), without a call to the C library's `memcmp` per name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PoolKey {
     /// The database name the client asked for.
     pub database: String,
@@ -46,6 +47,44 @@ pub struct PoolKey {
     /// The `options` its servers log in with: the client's switches and settings other
     /// than the tracked ones (empty: none), so each client gets what it asked a server for.
     pub options: String,
+}
+
+impl Ord for PoolKey {
+    // Every lend and return looks its pool up by key, and the names are short: a `memcmp`
+    // call per name was 2 % of the proxy's CPU time in `perf` (session 37).
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        bytes_cmp(self.database.as_bytes(), other.database.as_bytes())
+            .then_with(|| bytes_cmp(self.user.as_bytes(), other.user.as_bytes()))
+            .then_with(|| self.route.cmp(&other.route))
+            .then_with(|| bytes_cmp(self.options.as_bytes(), other.options.as_bytes()))
+    }
+}
+
+impl PartialOrd for PoolKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// `a.cmp(b)` for byte strings, eight bytes at a time (big-endian words order as their
+/// bytes do), inlined.
+#[inline]
+fn bytes_cmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    let (mut x, mut y) = (a, b);
+    while let (Some((p, xr)), Some((q, yr))) =
+        (x.split_first_chunk::<8>(), y.split_first_chunk::<8>())
+    {
+        if p != q {
+            return u64::from_be_bytes(*p).cmp(&u64::from_be_bytes(*q));
+        }
+        (x, y) = (xr, yr);
+    }
+    for (p, q) in x.iter().zip(y) {
+        if p != q {
+            return p.cmp(q);
+        }
+    }
+    x.len().cmp(&y.len())
 }
 
 /// Limits of every pool.

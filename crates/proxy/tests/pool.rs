@@ -646,3 +646,36 @@ fn pools_that_hold_nothing_are_forgotten() {
     p.acquire(ms(100_000), ClientId(5_000), &name(0));
     assert!(matches!(drain(&mut p)[..], [PoolOut::Open { .. }]));
 }
+
+proptest::proptest! {
+    /// Pool keys order as their fields do in turn, each name by its bytes (SHOW POOLS lists
+    /// them in this order, and the pools' map finds them by it): the hand-written order
+    /// agrees with a tuple's, and is equal exactly when the keys are.
+    #[test]
+    fn pool_keys_order_by_their_fields_bytes(
+        a in proptest::collection::vec((r"[a-c\u{e9}]{0,19}", r"[a-c]{0,10}", 0..3u8, r"[-ca=]{0,12}"), 2),
+    ) {
+        let route = |r: u8| [Route::Primary, Route::Standby, Route::Any][usize::from(r)];
+        let keys: Vec<PoolKey> = a
+            .iter()
+            .map(|(d, u, r, o)| PoolKey {
+                database: d.clone(),
+                user: u.clone(),
+                route: route(*r),
+                options: o.clone(),
+            })
+            .collect();
+        let (x, y) = (&keys[0], &keys[1]);
+        let tuple = |k: &PoolKey| (k.database.clone().into_bytes(), k.user.clone().into_bytes(), k.route, k.options.clone().into_bytes());
+        proptest::prop_assert_eq!(x.cmp(y), tuple(x).cmp(&tuple(y)));
+        proptest::prop_assert_eq!(x.cmp(y) == std::cmp::Ordering::Equal, x == y);
+        proptest::prop_assert_eq!(x.cmp(x), std::cmp::Ordering::Equal);
+        // A shared prefix longer than a word, then a difference.
+        let mut z = x.clone();
+        z.database.push_str("aaaaaaaaa");
+        let mut w = x.clone();
+        w.database.push_str("aaaaaaaab");
+        proptest::prop_assert_eq!(z.cmp(&w), std::cmp::Ordering::Less);
+        proptest::prop_assert_eq!(w.cmp(&z), std::cmp::Ordering::Greater);
+    }
+}
