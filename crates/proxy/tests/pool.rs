@@ -666,7 +666,9 @@ proptest::proptest! {
             })
             .collect();
         let (x, y) = (&keys[0], &keys[1]);
-        let tuple = |k: &PoolKey| (k.database.clone().into_bytes(), k.user.clone().into_bytes(), k.route, k.options.clone().into_bytes());
+        let tuple = |k: &PoolKey| {
+            (k.database.as_bytes().to_vec(), k.user.as_bytes().to_vec(), k.route, k.options.as_bytes().to_vec())
+        };
         proptest::prop_assert_eq!(x.cmp(y), tuple(x).cmp(&tuple(y)));
         proptest::prop_assert_eq!(x.cmp(y) == std::cmp::Ordering::Equal, x == y);
         proptest::prop_assert_eq!(x.cmp(x), std::cmp::Ordering::Equal);

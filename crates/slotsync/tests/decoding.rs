@@ -13,6 +13,9 @@ use pgyard_types::{Lsn, Xid};
 mod common;
 use common::*;
 
+/// PostgreSQL's default WAL segment size.
+const SEG: u64 = 16 << 20;
+
 fn rx(at: &str, oldest: u32, next: u32, xids: &[u32]) -> RunningXacts {
     RunningXacts {
         start_lsn: lsn(at),
@@ -178,6 +181,7 @@ fn candidates_before_the_old_confirmed_flush_apply_at_once() {
     let adv = advance(
         pos("0/1000100", "0/1000600", 750),
         lsn("0/1000A00"),
+        SEG,
         &running,
         &[],
         &mut snaps,
@@ -237,6 +241,7 @@ fn running_transactions_hold_back_xmin_and_restart() {
     let adv = advance(
         pos("0/1000100", "0/1000500", 790),
         lsn("0/1000A00"),
+        SEG,
         &running,
         &xacts,
         &mut snaps,
@@ -256,6 +261,7 @@ fn a_serialized_snapshot_at_a_busy_running_xacts_gives_consistency() {
     let adv = advance(
         pos("0/1000100", "0/1000100", 790),
         lsn("0/1000200"),
+        SEG,
         &running,
         &[],
         &mut snaps,
@@ -266,6 +272,7 @@ fn a_serialized_snapshot_at_a_busy_running_xacts_gives_consistency() {
     let adv = advance(
         pos("0/1000100", "0/1000100", 790),
         lsn("0/1000200"),
+        SEG,
         &running,
         &[],
         &mut none,
@@ -286,6 +293,7 @@ fn a_restored_snapshot_xmin_used_as_candidate_is_marked_approximate() {
     let adv = advance(
         pos("0/1000100", "0/1000100", 790),
         lsn("0/1000400"),
+        SEG,
         &running,
         &xacts,
         &mut snaps,
@@ -333,11 +341,22 @@ fn without_the_snapshot_list_updates_are_copies_as_before() {
 
 #[test]
 fn records_read_stop_at_moveto_except_right_after_a_page_header() {
-    assert!(record_is_read(lsn("0/1000100"), lsn("0/1000101")));
-    assert!(!record_is_read(lsn("0/1000100"), lsn("0/1000100")));
-    assert!(record_is_read(lsn("0/1002018"), lsn("0/1002018")));
-    assert!(record_is_read(lsn("0/2000028"), lsn("0/2000028")));
-    assert!(!record_is_read(lsn("0/1002018"), lsn("0/1002000")));
+    let read = |start: &str, moveto: &str| record_is_read(lsn(start), lsn(moveto), SEG);
+    assert!(read("0/1000100", "0/1000101"));
+    assert!(!read("0/1000100", "0/1000100"));
+    assert!(read("0/1002018", "0/1002018"));
+    // A segment's first page has the long header.
+    assert!(read("0/2000028", "0/2000028"));
+    assert!(!read("0/2000018", "0/2000018"));
+    assert!(!read("0/1002018", "0/1002000"));
+    // At the long header's offset on any other page, the record follows 16 bytes of its
+    // predecessor's continuation, which ends at `moveto`: not read (session 37's failure,
+    // a RUNNING_XACTS at 0/90A6028 with moveto 0/90A6028).
+    assert!(!read("0/90A6028", "0/90A6028"));
+    assert!(!read("0/1002028", "0/1002028"));
+    // With 1 MiB segments, 0/1100000 starts one.
+    assert!(record_is_read(lsn("0/1100028"), lsn("0/1100028"), 1 << 20));
+    assert!(!record_is_read(lsn("0/1100018"), lsn("0/1100018"), 1 << 20));
 }
 
 #[test]
@@ -409,6 +428,7 @@ fn catalog_scenario(with_invalidation: bool) -> decoding::Advance {
     advance(
         pos("0/1000100", "0/1000700", 790),
         lsn("0/1000800"),
+        SEG,
         &running,
         &[x800, x801, x802, x803],
         &mut snaps,
@@ -445,6 +465,7 @@ fn an_aborted_catalog_change_does_not_rebuild_the_snapshot() {
     let adv = advance(
         pos("0/1000100", "0/1000700", 790),
         lsn("0/1000800"),
+        SEG,
         &running,
         &[x800, x801, x802, x803],
         &mut snaps,
@@ -478,6 +499,7 @@ fn a_catalog_change_in_a_known_subtransaction_flags_its_top_level_transaction() 
     let adv = advance(
         pos("0/1000100", "0/1000700", 790),
         lsn("0/1000800"),
+        SEG,
         &running,
         &[x800, x801, x802, x805, x803],
         &mut snaps,
@@ -500,6 +522,7 @@ fn a_catalog_change_in_a_known_subtransaction_flags_its_top_level_transaction() 
     let adv = advance(
         pos("0/1000100", "0/1000700", 790),
         lsn("0/1000800"),
+        SEG,
         &running,
         &[x800, x801, x802, x805, x803],
         &mut snaps,
@@ -529,6 +552,7 @@ fn subxact_scenario(mapped: bool) -> decoding::Advance {
     advance(
         pos("0/1000100", "0/1000650", 800),
         lsn("0/1000800"),
+        SEG,
         &running,
         &[sub, top],
         &mut snaps,
@@ -571,6 +595,7 @@ fn a_subtransactions_base_snapshot_goes_to_its_top_level_transaction() {
     let adv = advance(
         pos("0/1000100", "0/1000380", 810),
         lsn("0/1000600"),
+        SEG,
         &running,
         &[top, sub],
         &mut snaps,
@@ -590,6 +615,7 @@ fn running_subtransactions_without_a_known_top_level_xid_are_approximate() {
     let adv = advance(
         pos("0/1000100", "0/1000100", 820),
         lsn("0/1000400"),
+        SEG,
         &running,
         &[],
         &mut snaps,
@@ -603,6 +629,7 @@ fn running_subtransactions_without_a_known_top_level_xid_are_approximate() {
     let adv = advance(
         pos("0/1000100", "0/1000100", 820),
         lsn("0/1000400"),
+        SEG,
         &running,
         &[sub],
         &mut snaps,
@@ -627,6 +654,7 @@ fn a_prepare_record_enters_the_transaction_once_the_snapshot_is_full() {
         advance(
             pos("0/1000100", "0/1000350", 830),
             lsn("0/1000400"),
+            SEG,
             &running,
             &x,
             &mut snaps,
@@ -751,6 +779,7 @@ fn a_restored_file_with_known_contents_is_exact() {
     let adv = decoding::advance_with_files(
         pos("0/1000100", "0/1000100", 790),
         lsn("0/1000400"),
+        SEG,
         &running,
         &xacts,
         &mut snaps,
@@ -793,6 +822,7 @@ fn a_restored_catalog_change_list_makes_a_commit_with_invalidations_rebuild() {
         decoding::advance_with_files(
             pos("0/1000100", "0/1000700", 790),
             lsn("0/1000800"),
+            SEG,
             &running,
             &[x801.clone(), x802.clone(), x803.clone()],
             &mut snaps,

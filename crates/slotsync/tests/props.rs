@@ -205,7 +205,7 @@ proptest! {
         };
         let mut set: BTreeSet<Lsn> = snaps.into_iter().map(Lsn).collect();
         let before = set.clone();
-        let adv = advance(start, Lsn(moveto), &running, &xacts, &mut set);
+        let adv = advance(start, Lsn(moveto), 16 << 20, &running, &xacts, &mut set);
         let p = adv.positions;
         prop_assert_eq!(p.confirmed_flush_lsn, Lsn(confirmed.max(moveto)));
         prop_assert!(p.restart_lsn >= start.restart_lsn);
@@ -219,7 +219,7 @@ proptest! {
         }
         // Same input, same answer.
         let mut again: BTreeSet<Lsn> = before.clone();
-        prop_assert_eq!(advance(start, Lsn(moveto), &running, &xacts, &mut again), adv);
+        prop_assert_eq!(advance(start, Lsn(moveto), 16 << 20, &running, &xacts, &mut again), adv);
     }
 
     #[test]

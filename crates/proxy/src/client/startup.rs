@@ -179,7 +179,7 @@ impl ClientSession {
                         };
                         self.wanted.insert(t.to_owned(), text);
                     } else if self.passes_on(&name) {
-                        if !exact || std::str::from_utf8(n).is_err() {
+                        if !exact || matches!(name, std::borrow::Cow::Owned(_)) {
                             return self.not_utf8(n);
                         }
                         if name.contains('=') {

@@ -98,11 +98,12 @@ pub struct Advance {
 }
 
 /// Advances a slot to `moveto` by decoding the records described by `running` and `xacts`
-/// (`LogicalSlotAdvanceAndCheckSnapState(moveto)`), with the serialized snapshots `snapshots`
-/// (which it extends).
+/// (`LogicalSlotAdvanceAndCheckSnapState(moveto)`) in WAL of `segment_bytes` segments, with
+/// the serialized snapshots `snapshots` (which it extends).
 pub fn advance(
     start: SlotPositions,
     moveto: Lsn,
+    segment_bytes: u64,
     running: &[RunningXacts],
     xacts: &[XactRecords],
     snapshots: &mut BTreeSet<Lsn>,
@@ -110,6 +111,7 @@ pub fn advance(
     advance_with_files(
         start,
         moveto,
+        segment_bytes,
         running,
         xacts,
         snapshots,
@@ -123,6 +125,7 @@ pub fn advance(
 pub fn advance_with_files(
     start: SlotPositions,
     moveto: Lsn,
+    segment_bytes: u64,
     running: &[RunningXacts],
     xacts: &[XactRecords],
     snapshots: &mut BTreeSet<Lsn>,
@@ -134,7 +137,7 @@ pub fn advance_with_files(
         .filter(|x| x.top_xid.is_some())
         .map(|x| x.xid)
         .collect();
-    for (at, event) in events(start.restart_lsn, moveto, running, xacts) {
+    for (at, event) in events(start.restart_lsn, (moveto, segment_bytes), running, xacts) {
         match event {
             Event::Running(i) => {
                 if let Some(rec) = running.get(i) {
@@ -175,11 +178,12 @@ pub fn advance_with_files(
     }
 }
 
-/// Whether the advance reads a record starting at `start` on its way to `moveto`: it reads
-/// while the end of the previous record is before `moveto`, and a record right after a page
-/// header had its predecessor end at the page boundary at the latest.
-pub fn record_is_read(start: Lsn, moveto: Lsn) -> bool {
-    start < moveto || (start == moveto && first_on_page(start))
+/// Whether the advance reads a record starting at `start` on its way to `moveto`, in WAL of
+/// `segment_bytes` segments: it reads while the end of the previous record is before
+/// `moveto`, and a record right after a page header had its predecessor end at the page
+/// boundary at the latest.
+pub fn record_is_read(start: Lsn, moveto: Lsn, segment_bytes: u64) -> bool {
+    start < moveto || (start == moveto && first_on_page(start, segment_bytes))
 }
 
 /// What decoding reads from a serialized snapshot file when it restores it.
@@ -210,11 +214,11 @@ enum Event {
 /// entry, then the change).
 fn events(
     from: Lsn,
-    moveto: Lsn,
+    (moveto, segment_bytes): (Lsn, u64),
     running: &[RunningXacts],
     xacts: &[XactRecords],
 ) -> Vec<(Lsn, Event)> {
-    let read = |l: Lsn| l >= from && record_is_read(l, moveto);
+    let read = |l: Lsn| l >= from && record_is_read(l, moveto, segment_bytes);
     let mut ev: Vec<(Lsn, u8, Event)> = Vec::new();
     for (i, r) in running.iter().enumerate() {
         if read(r.start_lsn) {

@@ -675,6 +675,7 @@ fn update_local(
             let adv = decoding::advance_with_files(
                 start,
                 r.confirmed,
+                wal.standby.wal_segment_size_bytes,
                 &wal.standby.running_xacts,
                 &wal.standby.xacts,
                 snaps,

@@ -237,7 +237,7 @@ pub(super) fn advances(
         let x0 = old.catalog_xmin.map_or(0, |x| x.0);
         let mut idle = input.running_xacts.iter().filter(|r| {
             r.start_lsn >= r0
-                && record_is_read(r.start_lsn, c)
+                && record_is_read(r.start_lsn, c, input.wal_segment_size_bytes)
                 && r.xids.is_empty()
                 && r.subxids.is_empty()
         });
