@@ -4,7 +4,7 @@
 use bytes::{Bytes, BytesMut};
 use pgyard_types::Instant;
 use pgyard_wire::backend::TransactionStatus;
-use pgyard_wire::error_fields::{encode_error_response, encode_notice_response, OwnedErrorFields};
+use pgyard_wire::error_fields::{encode_notice_response, OwnedErrorFields};
 use pgyard_wire::frontend::encode_query;
 
 use pgyard_wire::frame::{decode_frame, Decoded};
@@ -357,19 +357,9 @@ impl ClientSession {
     /// server's HINT), and the connection closes.
     pub fn handle_refused_as(&mut self, answer: &OwnedErrorFields) {
         self.wait_since = None;
-        if self.is_closed() {
-            return;
-        }
-        let mut buf = BytesMut::new();
-        if matches!(self.phase, Phase::Welcome) {
-            let _ = pgyard_wire::backend::Authentication::Ok.encode(&mut buf);
-        }
         let fields = answer.fields();
         let fields: Vec<(u8, &[u8])> = fields.iter().map(|(c, v)| (c.byte(), v)).collect();
-        if encode_error_response(&fields, &mut buf).is_ok() {
-            self.out.push_back(ClientOut::ToClient(buf.freeze()));
-        }
-        self.fatal_sent();
+        self.fatal_fields(matches!(self.phase, Phase::Welcome), &fields);
     }
 
     /// The alignment's ReadyForQuery came; `rest` followed it in the same chunk.

@@ -279,15 +279,10 @@ impl ClientSession {
         self.fatal_sent();
     }
 
-    /// FATAL as a server ends a login it has let in: AuthenticationOk first (a refusal over
-    /// `options` or a StartupMessage setting), every field the server sends but its source
+    /// FATAL as a server ends a login it has let in over `options` or a StartupMessage
+    /// setting: AuthenticationOk first, then every field the server sends but its source
     /// position.
     fn refuse_after_auth_ok(&mut self, e: super::options::OptionsError) {
-        if self.is_closed() {
-            return;
-        }
-        let mut buf = BytesMut::new();
-        let _ = Authentication::Ok.encode(&mut buf);
         let mut fields: Vec<(u8, &[u8])> = vec![
             (b'S', b"FATAL"),
             (b'V', b"FATAL"),
@@ -296,7 +291,20 @@ impl ClientSession {
         ];
         fields.extend(e.detail.map(|d| (b'D', d.as_bytes())));
         fields.extend(e.hint.map(|h| (b'H', h.as_bytes())));
-        if pgyard_wire::error_fields::encode_error_response(&fields, &mut buf).is_ok() {
+        self.fatal_fields(true, &fields);
+    }
+
+    /// Ends the connection with an ErrorResponse of `fields`, after AuthenticationOk when
+    /// `authenticated` (a server that has let the client in and then refuses it).
+    pub(super) fn fatal_fields(&mut self, authenticated: bool, fields: &[(u8, &[u8])]) {
+        if self.is_closed() {
+            return;
+        }
+        let mut buf = BytesMut::new();
+        if authenticated {
+            let _ = Authentication::Ok.encode(&mut buf);
+        }
+        if pgyard_wire::error_fields::encode_error_response(fields, &mut buf).is_ok() {
             self.out.push_back(ClientOut::ToClient(buf.freeze()));
         }
         self.fatal_sent();
