@@ -9,7 +9,7 @@ use std::path::Path;
 
 /// A snapshot of everything libpq would read: environment variables, the OS user and its home
 /// directory, and the service and password files those point at.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RealInputs {
     /// The environment, as the pure resolver takes it.
     pub env: Environment,
@@ -30,25 +30,90 @@ impl RealInputs {
     /// passwd entry only when no user is given or `HOME` is unset or empty. The resolution is
     /// the same as with [`RealInputs::read`]'s inputs.
     pub fn read_for(info: &ConnInfo) -> Self {
-        let env = consulted_environment(info);
-        let needs = Needs::of(info, &env);
-        Self::read_with(env, info.get(Keyword::Passfile), needs)
+        Reading::take(info).0
     }
 
-    fn read_with(mut env: Environment, passfile_keyword: Option<&[u8]>, needs: Needs) -> Self {
-        if needs.passwd {
-            if let Some((name, home)) = passwd_entry() {
-                env.os_user = Some(name);
-                env.passwd_home = Some(home);
-            }
+    fn read_with(env: Environment, passfile_keyword: Option<&[u8]>, needs: Needs) -> Self {
+        Self::read_files(env, passfile_keyword, needs).0
+    }
+
+    /// The passwd entry and the files `needs` asks for, read into `env` and a file set; also
+    /// what was read, for [`Reading::unchanged`].
+    fn read_files(
+        mut env: Environment,
+        passfile_keyword: Option<&[u8]>,
+        needs: Needs,
+    ) -> (Self, Option<Passwd>, Vec<Looked>) {
+        let passwd = needs.passwd.then(passwd_entry);
+        if let Some(Some((name, home))) = &passwd {
+            env.os_user = Some(name.clone());
+            env.passwd_home = Some(home.clone());
         }
         let mut files = MemFiles::new();
+        let mut read = Vec::new();
         for path in candidates(&env, passfile_keyword, needs) {
-            if let Some(file) = load(&path) {
-                files.insert(path, file);
+            let file = load(&path);
+            if let Some(f) = &file {
+                files.insert(path.clone(), f.clone());
+            }
+            read.push((path, file));
+        }
+        (RealInputs { env, files }, passwd, read)
+    }
+}
+
+/// A passwd lookup's outcome: the user's name and home directory, if found.
+type Passwd = Option<(Vec<u8>, Vec<u8>)>;
+
+/// A file looked for: its path, and what was there.
+type Looked = (Vec<u8>, Option<MemFile>);
+
+/// What [`RealInputs::read_for`] read for one parsed connection string, kept so that a later
+/// connect with the same string can tell, without building its inputs again, whether reading
+/// them now would give the same: the variables by name and their values, the passwd entry if
+/// it was looked up, and each file looked for with what was found there.
+#[derive(Debug)]
+pub(crate) struct Reading {
+    names: Vec<&'static str>,
+    values: Vec<Option<Vec<u8>>>,
+    passwd: Option<Passwd>,
+    files: Vec<Looked>,
+}
+
+impl Reading {
+    /// Reads the inputs of `info` as [`RealInputs::read_for`] does, and how. The variables
+    /// are the resolver's ([`consulted_variables_for`]) and the startup packet's
+    /// ([`STARTUP_VARIABLES`]), read as libpq's `getenv`s read them (the first occurrence of a
+    /// name counts) but in one pass over the environment (`environ.rs`).
+    pub(crate) fn take(info: &ConnInfo) -> (RealInputs, Reading) {
+        let startup = STARTUP_VARIABLES.iter().map(|(var, _)| *var);
+        let names: Vec<&'static str> = consulted_variables_for(info).chain(startup).collect();
+        let values = crate::environ::lookup(&names);
+        let mut env = Environment::new();
+        for (name, value) in names.iter().zip(&values) {
+            if let Some(v) = value {
+                env.vars.insert((*name).to_owned(), v.clone());
             }
         }
-        RealInputs { env, files }
+        let needs = Needs::of(info, &env);
+        let (inputs, passwd, files) =
+            RealInputs::read_files(env, info.get(Keyword::Passfile), needs);
+        let reading = Reading {
+            names,
+            values,
+            passwd,
+            files,
+        };
+        (inputs, reading)
+    }
+
+    /// Whether reading the inputs again now would give what was read: the same variables,
+    /// the same passwd entry (looked up again only if it was), the same files. The variables
+    /// decide which files are looked for, so equal variables mean the same paths.
+    pub(crate) fn unchanged(&self) -> bool {
+        crate::environ::holds(&self.names, &self.values)
+            && self.passwd.as_ref().is_none_or(|p| passwd_entry() == *p)
+            && self.files.iter().all(|(path, file)| load(path) == *file)
     }
 }
 
@@ -105,23 +170,6 @@ impl Needs {
             passfile: service || !given(Keyword::Password, "PGPASSWORD"),
         }
     }
-}
-
-/// The process environment's variables the resolver and the startup packet may read
-/// for `info` ([`consulted_variables_for`] and [`STARTUP_VARIABLES`]), read as libpq's
-/// `getenv`s read them (the first occurrence of a name counts) but in one pass over the
-/// environment (`environ.rs`): copying the whole environment to keep a few was a third of the
-/// instructions a trust connect spends outside the kernel, and one lookup per name a fifth.
-fn consulted_environment(info: &ConnInfo) -> Environment {
-    let mut env = Environment::new();
-    let startup = STARTUP_VARIABLES.iter().map(|(var, _)| *var);
-    let names: Vec<&str> = consulted_variables_for(info).chain(startup).collect();
-    for (name, value) in names.iter().zip(crate::environ::lookup(&names)) {
-        if let Some(v) = value {
-            env.vars.insert((*name).to_owned(), v);
-        }
-    }
-    env
 }
 
 /// The startup parameters libpq takes from the environment: variable, parameter.

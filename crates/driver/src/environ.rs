@@ -27,6 +27,41 @@ extern "C" {
 /// `getenv`. A name holding `=` or NUL is never found, as for `std::env::var_os`.
 pub(crate) fn lookup(names: &[&str]) -> Vec<Option<Vec<u8>>> {
     let mut values: Vec<Option<Vec<u8>>> = vec![None; names.len()];
+    scan(names, |entry| take(names, entry, &mut values));
+    values
+}
+
+/// Whether [`lookup`] of `names` would give `values` now, without copying anything: how a
+/// connect that resolved the same string before finds its environment unchanged.
+pub(crate) fn holds(names: &[&str], values: &[Option<Vec<u8>>]) -> bool {
+    // A bit per name: which were found (at their first occurrence) so far.
+    if names.len() > 128 || values.len() != names.len() {
+        return lookup(names) == values;
+    }
+    let mut found = 0u128;
+    let mut same = true;
+    scan(names, |entry| {
+        let Some(eq) = entry.iter().position(|&b| b == b'=') else {
+            return;
+        };
+        let (name, value) = (&entry[..eq], &entry[eq + 1..]);
+        for (i, (n, v)) in names.iter().zip(values).enumerate() {
+            if found & (1 << i) == 0 && n.as_bytes() == name {
+                found |= 1 << i;
+                same &= v.as_deref() == Some(value);
+            }
+        }
+    });
+    let unset = names
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| found & (1 << i) == 0);
+    same && unset.map(|(i, _)| i).all(|i| values[i].is_none())
+}
+
+/// Calls `visit` with every `NAME=value` entry of the process environment that may name one
+/// of `names`, in the environment's order.
+fn scan(names: &[&str], mut visit: impl FnMut(&[u8])) {
     // Nearly every variable starts otherwise than every asked name (all but `HOME` begin with
     // `PG`): a test of an entry's first two bytes sets it aside. A one-byte name's entry has
     // `=` second. Past a few distinct prefixes every entry is compared.
@@ -48,24 +83,22 @@ pub(crate) fn lookup(names: &[&str]) -> Vec<Option<Vec<u8>>> {
     // SAFETY: `environ` is libc's, valid for reading and NULL-terminated; each entry is a
     // NUL-terminated string that lives as long as the array does, and both stay unchanged
     // while this loop runs under `set_var`'s contract (see the module's comment). An entry's
-    // second byte is read only when its first is not the terminating NUL. The value is copied
-    // out before the loop moves on.
+    // second byte is read only when its first is not the terminating NUL. `visit` sees the
+    // entry only while the loop is at it.
     unsafe {
         let mut entry = environ;
         if entry.is_null() {
-            return values;
+            return;
         }
         while !(*entry).is_null() {
             let at = (*entry).cast::<u8>();
             let first = *at;
             if first != 0 && (every || prefixes.contains(&[first, *at.add(1)])) {
-                let bytes = CStr::from_ptr(*entry).to_bytes();
-                take(names, bytes, &mut values);
+                visit(CStr::from_ptr(*entry).to_bytes());
             }
             entry = entry.add(1);
         }
     }
-    values
 }
 
 /// Records `NAME=value` under each unset name of `names` it names.
@@ -145,5 +178,37 @@ mod tests {
             values,
             vec![Some(b"B=C".to_vec()), Some(Vec::new()), None, None]
         );
+    }
+
+    /// `holds` agrees with `lookup`: true for what `lookup` gives, false for any one value
+    /// changed, set or unset, duplicates and names `lookup` never finds included.
+    #[test]
+    fn holds_is_true_exactly_for_what_lookup_gives() {
+        let real = std::env::vars_os()
+            .find_map(|(k, _)| k.into_string().ok().filter(|k| !k.is_empty()))
+            .expect("a variable");
+        let names = [
+            real.as_str(),
+            "PGYARD_NOT_SET_ANYWHERE",
+            real.as_str(),
+            "A=B",
+            "PATH",
+        ];
+        let values = lookup(&names);
+        assert!(holds(&names, &values));
+        for i in 0..names.len() {
+            let mut changed = values.clone();
+            changed[i] = match &changed[i] {
+                Some(v) if v.is_empty() => Some(b"x".to_vec()),
+                Some(v) => Some(v[..v.len() - 1].to_vec()),
+                None => Some(Vec::new()),
+            };
+            assert!(!holds(&names, &changed), "value {i} changed");
+            if values[i].is_some() {
+                changed[i] = None;
+                assert!(!holds(&names, &changed), "value {i} unset");
+            }
+        }
+        assert!(!holds(&names, &values[1..]), "one value short");
     }
 }
