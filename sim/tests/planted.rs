@@ -62,3 +62,18 @@ fn the_registry_names_each_bug_once() {
         assert!(e.seeds_max > 0, "{}: an empty budget", e.bug);
     }
 }
+
+/// A pool that ignores `options`, whose registry row names the `proxy-login` scenario (the
+/// session's Acquire), is also caught end to end by the `proxy` world, where clients with and
+/// without `options` share routes, servers fail over and pools shrink: a server is lent to a
+/// client that did not ask for the options it logged in with.
+#[test]
+fn the_proxy_world_catches_pools_that_ignore_options() {
+    let entry = Entry {
+        bug: pgyard_sim::planted::Planted::Proxy(pgyard_sim::planted::ProxyBug::PoolIgnoresOptions),
+        scenario: "proxy",
+        invariant: "pool-per-options",
+        seeds_max: 1000,
+    };
+    assert_eq!(judge(&entry), None);
+}

@@ -24,7 +24,7 @@ pub use super::proxy_client::Bug;
 use super::proxy_client::{new_session, Client};
 use super::proxy_cluster::{Change, Cluster, ClusterMix};
 use super::proxy_connect::{NetEv, Opening, Routes};
-use super::proxy_plan::{plan, startup_zone, PlanMix, PoolMix};
+use super::proxy_plan::{plan, startup_options, startup_zone, PlanMix, PoolMix};
 use super::proxy_server::{FakeServer, Placement};
 use crate::world::{pg, Queue};
 use crate::{trace, Scenario, Trace, Violation};
@@ -118,6 +118,8 @@ pub(super) struct Conn {
     pub(super) run: u64,
     /// Its pool's route.
     pub(super) route: Route,
+    /// The `options` its StartupMessage carried (empty: none).
+    pub(super) options: Vec<u8>,
 }
 
 /// The answer a waiting client's task reads from its channel.
@@ -275,12 +277,18 @@ pub fn run_proxy(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Violatio
     };
     for c in 0..clients {
         let zone = startup_zone(rng, &pmix);
+        let options = startup_options(rng);
         let txns = plan(rng, &pmix, limits.session);
         let sid = w.new_session_id(c);
         let mode = w.mode();
         let session = new_session(w.now, sid, &mut w.rng, bug, mode);
-        w.clients
-            .push(Client::new(c as u64, session, txns, limits.session, zone));
+        w.clients.push(Client::new(
+            c as u64,
+            session,
+            txns,
+            limits.session,
+            (zone, options),
+        ));
     }
     if let Some((at, by_name)) = limits.reconnect_ns {
         w.q.push(Instant(at), Ev::Reconnect { by_name });

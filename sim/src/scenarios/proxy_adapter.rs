@@ -310,6 +310,18 @@ impl World {
             let detail = format!("server {} lent to c{i} while it {why}", server.0);
             return Err(violation("pool-never-lends-mid-protocol", detail));
         }
+        let wants = self.clients[i]
+            .startup_options
+            .as_deref()
+            .unwrap_or_default();
+        if conn.options != wants.as_bytes() {
+            let detail = format!(
+                "server {} lent to c{i} logged in with options {:?}; the client asked for {wants:?}",
+                server.0,
+                String::from_utf8_lossy(&conn.options)
+            );
+            return Err(violation("pool-per-options", detail));
+        }
         if let Some((c, x)) = conn.fake.open_block() {
             let detail = format!(
                 "server {} lent to c{i} inside the block of client {c} transaction {x}",
@@ -579,7 +591,14 @@ impl World {
     fn open(&mut self, t: &mut Trace, server: ServerId, key: PoolKey) {
         trace!(t, "t={} open s{} for {:?}", self.now.0, server.0, key.route);
         let seed = uniform_inclusive(&mut self.rng, u64::MAX);
-        let opening = Opening::new(&self.routes, key.route, self.now, seed, self.cluster.epoch);
+        let pool = (key.route, key.options.as_str());
+        let opening = match Opening::new(&self.routes, pool, self.now, seed, self.cluster.epoch) {
+            Ok(o) => o,
+            Err(v) => {
+                self.fault.get_or_insert(v);
+                return;
+            }
+        };
         self.openings.insert(server, opening);
         self.born.insert(server, self.now);
         // The connect runs on a task of its own, which starts right away.
@@ -618,7 +637,18 @@ impl World {
                 let settings: pgyard_proxy::client::Settings = est.parameters.iter().collect();
                 let standby = settings.get("in_hot_standby").is_some_and(|v| v == "on");
                 let key = est.backend_key.map(|k| (k.pid, k.key)).unwrap_or_default();
+                let options = super::proxy_connect::login_options(&sock.session);
+                if options != o.options.as_bytes() {
+                    let detail = format!(
+                        "server {} of a pool with options {:?} logged in with {:?}",
+                        server.0,
+                        o.options,
+                        String::from_utf8_lossy(&options)
+                    );
+                    return Err(violation("pool-per-options", detail));
+                }
                 let conn = Conn {
+                    options,
                     node,
                     life: sock.life,
                     fake: FakeServer::new(server.0, standby),

@@ -134,6 +134,9 @@ pub(super) struct Client {
     ended: bool,
     /// The `TimeZone` it sends in its StartupMessage, if any.
     startup_zone: Option<String>,
+    /// The `options` it sends in its StartupMessage, if any: every server it is lent must
+    /// have logged in with them.
+    pub(super) startup_options: Option<String>,
     /// Its `TimeZone` on this connection: the startup one or else the servers' login value,
     /// then what its own `settz` set. Its transactions must run with it.
     zone: String,
@@ -155,11 +158,12 @@ impl Client {
         session: ClientSession,
         txns: Vec<Txn>,
         session_mode: bool,
-        startup_zone: Option<String>,
+        (startup_zone, startup_options): (Option<String>, Option<String>),
     ) -> Client {
         Client {
             zone: spelt(startup_zone.as_deref()),
             startup_zone,
+            startup_options,
             path: PATH.to_owned(),
             c,
             session,
@@ -262,6 +266,9 @@ impl Client {
             let mut params: Vec<(&[u8], &[u8])> = vec![(b"user", b"app")];
             if let Some(zone) = &self.startup_zone {
                 params.push((b"TimeZone", zone.as_bytes()));
+            }
+            if let Some(options) = &self.startup_options {
+                params.push((b"options", options.as_bytes()));
             }
             let _ = frontend::encode_startup(ProtocolVersion::V3_0, &params, &mut b);
             if self.session_mode && (self.c + u64::from(self.gen)) % 2 == 1 {
@@ -673,7 +680,7 @@ mod tests {
             txn(1, Kind::Read),
             txn(2, Kind::Named(1)),
         ];
-        let mut c = Client::new(4, session, plan, false, None);
+        let mut c = Client::new(4, session, plan, false, (None, None));
         let startup = c.next_request().expect("startup");
         assert!(startup.first_of.is_none() && c.waiting);
         c.read(&[b'Z', 0, 0, 0, 5, b'I']).expect("welcome");
@@ -724,7 +731,7 @@ mod tests {
             cancel_after: None,
             leave_after: None,
         }];
-        let mut c = Client::new(1, session, plan, false, Some("z1".into()));
+        let mut c = Client::new(1, session, plan, false, (Some("z1".into()), None));
         let startup = c.next_request().expect("startup");
         assert!(String::from_utf8_lossy(&startup.bytes).contains("TimeZone\0z1"));
         let wrong = c.read(&zone_status(ZONE));

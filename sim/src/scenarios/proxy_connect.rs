@@ -18,6 +18,7 @@ use pgyard_proxy::Route;
 use pgyard_types::{uniform_inclusive, Instant, Rng};
 
 use super::proxy_cluster::Cluster;
+use super::proxy_plan::OPTIONS;
 use crate::world::net::{addr_node, node_addr};
 use crate::world::pg::{self, NodeState, USER};
 use crate::world::Queue;
@@ -41,17 +42,16 @@ pub(super) enum NetEv {
     Closed { attempt: AttemptId },
 }
 
-/// The connection settings of each route's pool, as the adapter builds them
-/// (`server_conninfo`): the backend's hosts, and the route's settings.
+/// The connection settings of each pool, as the adapter builds them (`server_conninfo`):
+/// the backend's hosts, the route's settings, and the pool's `options`.
 #[derive(Clone, Debug)]
 pub(super) struct Routes {
-    primary: ConnectConfig,
-    standby: ConnectConfig,
-    any: ConnectConfig,
+    /// Per route and per `options` a client may send (`""` for none, then [`OPTIONS`]).
+    configs: Vec<(Route, String, ConnectConfig)>,
 }
 
 impl Routes {
-    /// The three configurations over `nodes` servers with the failover budget.
+    /// The configurations over `nodes` servers with the failover budget.
     pub(super) fn new(nodes: usize, failover_ns: Option<u64>) -> Result<Routes, Violation> {
         let hosts: Vec<String> = (0..nodes).map(|n| format!("pg{n}")).collect();
         let base = format!(
@@ -70,19 +70,33 @@ impl Routes {
             c.set_failover_timeout(failover_ns.map(Duration::from_nanos));
             Ok(c)
         };
-        Ok(Routes {
-            primary: make("target_session_attrs=read-write")?,
-            standby: make("target_session_attrs=prefer-standby")?,
-            any: make("target_session_attrs=any load_balance_hosts=random")?,
-        })
+        let routes = [
+            (Route::Primary, "target_session_attrs=read-write"),
+            (Route::Standby, "target_session_attrs=prefer-standby"),
+            (
+                Route::Any,
+                "target_session_attrs=any load_balance_hosts=random",
+            ),
+        ];
+        let mut configs = Vec::new();
+        for (route, settings) in routes {
+            for options in std::iter::once("").chain(OPTIONS) {
+                let extra = match options {
+                    "" => settings.to_owned(),
+                    o => format!("{settings} options='{o}'"),
+                };
+                configs.push((route, options.to_owned(), make(&extra)?));
+            }
+        }
+        Ok(Routes { configs })
     }
 
-    fn of(&self, route: Route) -> &ConnectConfig {
-        match route {
-            Route::Primary => &self.primary,
-            Route::Standby => &self.standby,
-            Route::Any => &self.any,
-        }
+    /// The configuration of `route`'s pool for `options`, if a client can ask for it.
+    fn of(&self, route: Route, options: &str) -> Option<&ConnectConfig> {
+        self.configs
+            .iter()
+            .find(|(r, o, _)| *r == route && o == options)
+            .map(|(_, _, c)| c)
     }
 }
 
@@ -139,6 +153,8 @@ pub(super) enum Outcome {
 pub(super) struct Opening {
     /// The route it is for.
     pub(super) route: Route,
+    /// The `options` of its pool.
+    pub(super) options: String,
     /// The cluster's epoch when it began.
     pub(super) epoch: u64,
     machine: Connector,
@@ -153,16 +169,32 @@ pub(super) fn hop(rng: &mut Rng) -> u64 {
 }
 
 impl Opening {
-    /// Starts a connect for `route` at `now`.
-    pub(super) fn new(routes: &Routes, route: Route, now: Instant, seed: u64, epoch: u64) -> Self {
-        Opening {
+    /// Starts a connect for `route`'s pool with `options` at `now`; a violation when no
+    /// client could have asked for that pool.
+    pub(super) fn new(
+        routes: &Routes,
+        (route, options): (Route, &str),
+        now: Instant,
+        seed: u64,
+        epoch: u64,
+    ) -> Result<Self, Violation> {
+        let Some(config) = routes.of(route, options) else {
+            let detail =
+                format!("the pools opened a server for {route:?} with options {options:?}");
+            return Err(Violation {
+                invariant: "pool-per-options",
+                detail,
+            });
+        };
+        Ok(Opening {
             route,
+            options: options.to_owned(),
             epoch,
-            machine: Connector::new(routes.of(route).clone(), now, seed),
+            machine: Connector::new(config.clone(), now, seed),
             core: Core::new(NoTls, None),
             mail: Rc::default(),
             socks: BTreeMap::new(),
-        }
+        })
     }
 
     /// When the machine next needs the clock.
@@ -394,4 +426,15 @@ impl Opening {
         }
         Ok(())
     }
+}
+
+/// The `options` a server's StartupMessage carried (empty: none).
+pub(super) fn login_options(login: &pg::Session) -> Vec<u8> {
+    let params = login.startup_seen.as_ref().map(|s| s.params.as_slice());
+    params
+        .unwrap_or_default()
+        .iter()
+        .find(|(n, _)| n == b"options")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default()
 }

@@ -131,6 +131,23 @@ pub(super) fn startup_zone(rng: &Rng, mix: &PlanMix) -> Option<String> {
     })
 }
 
+/// The stream that draws the `options` a client logs in with.
+const OPTIONS_STREAM: u64 = 0x6f70_7469_6f6e_7373;
+
+/// The `options` clients may send: settings the proxy does not track, which it passes to
+/// the servers it opens and pools by. Written as the proxy writes them back
+/// (`options::server_text`), so a server's login must carry them byte for byte.
+pub(super) const OPTIONS: [&str; 2] = ["-c work_mem=64kB", "-c work_mem=128kB"];
+
+/// The `options` a client sends in its StartupMessage, if any (its own stream, so the main
+/// stream draws what it drew before): a quarter of the clients, one of [`OPTIONS`], so
+/// that the clients of one route split into pools by it.
+pub(super) fn startup_options(rng: &Rng) -> Option<String> {
+    let mut side = side_stream(rng, OPTIONS_STREAM);
+    (uniform_inclusive(&mut side, 3) == 0)
+        .then(|| OPTIONS[uniform_inclusive(&mut side, 1) as usize].to_owned())
+}
+
 /// The stream that draws the RECONNECT.
 const RECONNECT_STREAM: u64 = 0x7265_636f_6e6e_6563;
 
