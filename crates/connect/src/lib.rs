@@ -91,5 +91,5 @@ pub use io::{
 };
 pub use memory::{HostEntry, HostStatus, HostStatusMemory};
 pub use parameters::{Iter as ParameterIter, Parameters};
-pub use report::{AttemptReport, ConnectError, FailureKind};
+pub use report::{ip_text, AttemptReport, ConnectError, FailureKind};
 pub use verdict::{alpn_refusal, resolver_text, ALPN_POSTGRESQL};

@@ -380,7 +380,7 @@ impl<M: Mailbox<T::Start>, T: TlsSetup> Core<M, T> {
                         .hosts
                         .get(&a.ip())
                         .cloned()
-                        .unwrap_or_else(|| ip_text(a.ip())),
+                        .unwrap_or_else(|| pgyard_connect::ip_text(a.ip())),
                     OpenTarget::Unix(p) => String::from_utf8_lossy(p).into_owned(),
                 };
                 self.attempts
@@ -456,46 +456,4 @@ impl<M: Mailbox<T::Start>, T: TlsSetup> Core<M, T> {
 /// The adapters' clocks start at the connect, so the machine's instant is the time since.
 fn since_start(now: Instant) -> Duration {
     Duration::from_nanos(now.as_nanos())
-}
-
-/// An address as `IpAddr`'s `Display` writes it. An IPv4 address is written by hand: this
-/// runs before the socket opens, on every connect to a host given by address, and the
-/// formatting machinery took some 2,800 instructions of cold code there.
-fn ip_text(ip: IpAddr) -> String {
-    let IpAddr::V4(v4) = ip else {
-        return ip.to_string();
-    };
-    let mut s = String::with_capacity(15);
-    for (i, octet) in v4.octets().into_iter().enumerate() {
-        if i > 0 {
-            s.push('.');
-        }
-        if octet >= 100 {
-            s.push(char::from(b'0' + octet / 100));
-        }
-        if octet >= 10 {
-            s.push(char::from(b'0' + octet / 10 % 10));
-        }
-        s.push(char::from(b'0' + octet % 10));
-    }
-    s
-}
-
-#[cfg(test)]
-mod ip_text_tests {
-    use super::ip_text;
-    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-
-    #[test]
-    fn addresses_are_written_as_display_writes_them() {
-        let mut octets = vec![0u8, 1, 9, 10, 11, 99, 100, 101, 109, 110, 199, 200, 255];
-        octets.extend([7, 250, 49, 190]);
-        for w in octets.windows(4) {
-            let ip = IpAddr::V4(Ipv4Addr::new(w[0], w[1], w[2], w[3]));
-            assert_eq!(ip_text(ip), ip.to_string());
-        }
-        for ip in [Ipv6Addr::LOCALHOST, Ipv6Addr::UNSPECIFIED] {
-            assert_eq!(ip_text(IpAddr::V6(ip)), ip.to_string());
-        }
-    }
 }
