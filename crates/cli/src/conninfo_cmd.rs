@@ -3,7 +3,7 @@
 use clap::{Subcommand, ValueEnum};
 use pgyard_blocking::RealInputs;
 use pgyard_conninfo::typed::ConnectConfig;
-use pgyard_conninfo::{configure, keywords, parse, Configured, ConnInfo, Keyword, Lossy};
+use pgyard_conninfo::{configure, keywords, parse, Configured, ConnInfo, Lossy};
 use std::io::{BufRead, BufWriter, Write};
 use std::process::ExitCode;
 
@@ -88,7 +88,7 @@ fn parse_one(input: &[u8], json: bool, dialect: Dialect) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let real = RealInputs::read(ci.get(Keyword::Passfile));
+    let real = RealInputs::read(&ci);
     let configured = configure(ci.clone(), &real.env, &real.files);
     let mut ok = true;
     let mut out = serde_json::Map::new();

@@ -19,9 +19,9 @@ pub struct RealInputs {
 
 impl RealInputs {
     /// Reads the process environment, the passwd entry of the effective user, and every file
-    /// the resolver may consult for `passfile_keyword` (the connection string's own value).
-    pub fn read(passfile_keyword: Option<&[u8]>) -> Self {
-        Self::read_with(whole_environment(), passfile_keyword, Needs::ALL)
+    /// the resolver may consult for `info`.
+    pub fn read(info: &ConnInfo) -> Self {
+        Self::read_files(whole_environment(), info, Needs::ALL).0
     }
 
     /// Reads what resolving `info` can consult, and nothing else, as libpq reads lazily: the
@@ -33,15 +33,11 @@ impl RealInputs {
         Reading::take(info).0
     }
 
-    fn read_with(env: Environment, passfile_keyword: Option<&[u8]>, needs: Needs) -> Self {
-        Self::read_files(env, passfile_keyword, needs).0
-    }
-
     /// The passwd entry and the files `needs` asks for, read into `env` and a file set; also
     /// what was read, for [`Reading::unchanged`].
     fn read_files(
         mut env: Environment,
-        passfile_keyword: Option<&[u8]>,
+        info: &ConnInfo,
         needs: Needs,
     ) -> (Self, Option<Passwd>, Vec<Looked>) {
         let passwd = needs.passwd.then(passwd_entry);
@@ -51,12 +47,24 @@ impl RealInputs {
         }
         let mut files = MemFiles::new();
         let mut read = Vec::new();
-        for path in candidates(&env, passfile_keyword, needs) {
+        let look = |path: Vec<u8>, files: &mut MemFiles, read: &mut Vec<Looked>| {
             let file = load(&path);
             if let Some(f) = &file {
                 files.insert(path.clone(), f.clone());
             }
             read.push((path, file));
+        };
+        for path in candidates(&env, info.get(Keyword::Passfile), needs) {
+            look(path, &mut files, &mut read);
+        }
+        if needs.service && needs.passfile {
+            // Known only once the service files are read: a service may name the password
+            // file (`passfile=`), which libpq then reads as one the string names.
+            if let Some(path) = service_passfile(info, &env, &files) {
+                if !read.iter().any(|(p, _)| *p == path) {
+                    look(path, &mut files, &mut read);
+                }
+            }
         }
         (RealInputs { env, files }, passwd, read)
     }
@@ -96,8 +104,7 @@ impl Reading {
             }
         }
         let needs = Needs::of(info, &env);
-        let (inputs, passwd, files) =
-            RealInputs::read_files(env, info.get(Keyword::Passfile), needs);
+        let (inputs, passwd, files) = RealInputs::read_files(env, info, needs);
         let reading = Reading {
             names,
             values,
@@ -115,6 +122,21 @@ impl Reading {
             && self.passwd.as_ref().is_none_or(|p| passwd_entry() == *p)
             && self.files.iter().all(|(path, file)| load(path) == *file)
     }
+}
+
+/// The password file the named service sets, if the string names none of its own (a service
+/// fills only what the string leaves unset); `None` also when the service cannot be read,
+/// which the resolution reports itself.
+fn service_passfile(info: &ConnInfo, env: &Environment, files: &MemFiles) -> Option<Vec<u8>> {
+    if info.get(Keyword::Passfile).is_some() {
+        return None;
+    }
+    let mut resolved = info.clone();
+    pgyard_conninfo::resolve::add_defaults(&mut resolved, env, files).ok()?;
+    resolved
+        .get(Keyword::Passfile)
+        .filter(|p| !p.is_empty())
+        .map(<[u8]>::to_vec)
 }
 
 /// The files a resolution may open, given what it needs.

@@ -1,7 +1,9 @@
 //! libpq 18 loaded at run time, as the oracle that pgyard's parser is compared against.
 //!
-//! Only the parse-time entry points are wrapped: `PQconninfoParse`, `PQconndefaults`,
-//! `PQconninfoFree`, `PQfreemem` and `PQlibVersion`. Nothing here opens a connection.
+//! The parse-time entry points are wrapped: `PQconninfoParse`, `PQconndefaults`,
+//! `PQconninfoFree`, `PQfreemem` and `PQlibVersion`; and, for the password libpq settles on
+//! (the string's, the service file's, or the password file's), `PQconnectdb`, `PQpass` and
+//! `PQfinish` ([`Libpq::password_for`], which opens a connection).
 //!
 //! The library is loaded once per process ([`Libpq::shared`]); every call copies what libpq
 //! returns into owned Rust values and frees libpq's memory before returning.
@@ -37,6 +39,9 @@ type ConndefaultsFn = unsafe extern "C" fn() -> *mut PQconninfoOption;
 type ConninfoFreeFn = unsafe extern "C" fn(*mut PQconninfoOption);
 type FreememFn = unsafe extern "C" fn(*mut c_void);
 type LibVersionFn = unsafe extern "C" fn() -> c_int;
+type ConnectdbFn = unsafe extern "C" fn(*const c_char) -> *mut c_void;
+type PassFn = unsafe extern "C" fn(*const c_void) -> *const c_char;
+type FinishFn = unsafe extern "C" fn(*mut c_void);
 
 /// The TLS libraries a libpq build links against, in dependency order. Each one present in
 /// libpq's own folder is loaded by full path before libpq, so the dynamic loader then resolves
@@ -90,6 +95,9 @@ pub struct Libpq {
     conninfo_free: ConninfoFreeFn,
     freemem: FreememFn,
     lib_version: LibVersionFn,
+    connectdb: ConnectdbFn,
+    pass: PassFn,
+    finish: FinishFn,
     // Kept last and never dropped early: the function pointers above point into it.
     _libs: Vec<Library>,
 }
@@ -132,6 +140,14 @@ impl Libpq {
                 *lib.get::<LibVersionFn>(b"PQlibVersion\0").map_err(err)?,
             )
         };
+        // SAFETY: as above, the prototypes of libpq-fe.h, used only while `lib` lives.
+        let (connectdb, pass, finish) = unsafe {
+            (
+                *lib.get::<ConnectdbFn>(b"PQconnectdb\0").map_err(err)?,
+                *lib.get::<PassFn>(b"PQpass\0").map_err(err)?,
+                *lib.get::<FinishFn>(b"PQfinish\0").map_err(err)?,
+            )
+        };
         libs.push(lib);
         Ok(Libpq {
             path: path.to_owned(),
@@ -140,6 +156,9 @@ impl Libpq {
             conninfo_free,
             freemem,
             lib_version,
+            connectdb,
+            pass,
+            finish,
             _libs: libs,
         })
     }
@@ -206,6 +225,28 @@ impl Libpq {
             .into_iter()
             .filter_map(|r| r.val.map(|v| (r.keyword, v)))
             .collect())
+    }
+
+    /// The password libpq settles on for `conninfo`'s first host (`PQpass` after
+    /// `PQconnectdb`, then `PQfinish`), `None` when it has none. This connects: give a
+    /// string whose server refuses at once (a port nothing listens on) so that it returns
+    /// quickly; the environment and files libpq reads are this process's.
+    ///
+    /// # Panics
+    /// If `conninfo` contains a NUL byte, or libpq cannot allocate a connection object.
+    pub fn password_for(&self, conninfo: &str) -> Option<Vec<u8>> {
+        let c = CString::new(conninfo).expect("a connection string without NUL");
+        // SAFETY: `c` is NUL-terminated and outlives the call; the connection object is only
+        // used below and freed once with PQfinish. PQpass returns a string owned by the
+        // connection, copied before PQfinish.
+        unsafe {
+            let conn = (self.connectdb)(c.as_ptr());
+            assert!(!conn.is_null(), "PQconnectdb returned NULL");
+            let p = (self.pass)(conn);
+            let password = (!p.is_null()).then(|| CStr::from_ptr(p).to_bytes().to_vec());
+            (self.finish)(conn);
+            password.filter(|p| !p.is_empty())
+        }
     }
 
     /// `PQconndefaults()`: every keyword in table order with its env var, compiled default and
