@@ -31,10 +31,12 @@ fn text(p: &Path) -> &str {
     p.to_str().expect("a UTF-8 path")
 }
 
-/// pgyard's password for the first host of `conninfo`.
+/// pgyard's password for the last host of `conninfo`: where libpq's `PQpass` looks once
+/// every host has refused.
 fn pgyard(conninfo: &str) -> Option<Vec<u8>> {
     let p = prepare(conninfo, &ConnectOptions::default().seed(1)).expect("prepares");
-    p.config.password_for(0).map(<[u8]>::to_vec)
+    let last = p.config.slots().len().saturating_sub(1);
+    p.config.password_for(last).map(<[u8]>::to_vec)
 }
 
 #[test]
@@ -97,6 +99,33 @@ fn passwords_match_libpq_with_service_and_password_files() {
             want,
             "{conninfo} with PGPASSFILE={pgpassfile:?} (libpq: {:?})",
             want.as_deref().map(String::from_utf8_lossy)
+        );
+    }
+    // Matching within one password file: host, port, database and user fields, wildcards,
+    // escaped colons and backslashes, comments, the first match winning.
+    let lines = "# comment\n127.0.0.1:1:d:u:exact\n127.0.0.1:*:d:u:any-port\n\
+                 localhost:1:*:*:by-name\n*:*:e\\:x:u:escaped\n*:*:*:v:user-v\n\
+                 *:*:*:*:fall\\\\back\n";
+    write(&own, lines, 0o600);
+    set("PGPASSFILE", Some(text(&own)));
+    for extra in [
+        "",
+        "port=2",
+        "dbname=other",
+        "user=v",
+        "dbname=e:x",
+        "host=localhost",
+        "host=localhost port=2",
+        "hostaddr=127.0.0.1",
+        "host=localhost hostaddr=127.0.0.1",
+        "host=127.0.0.1,localhost",
+        "host=localhost,127.0.0.1 port=1,2",
+    ] {
+        let conninfo = format!("{base} {extra}");
+        assert_eq!(
+            pgyard(&conninfo),
+            libpq.password_for(&conninfo),
+            "{conninfo} over {lines:?}"
         );
     }
     // The service's password file changes between two connects with the same string.
