@@ -128,8 +128,13 @@ fn passwords_match_libpq_with_service_and_password_files() {
             "{conninfo} over {lines:?}"
         );
     }
-    // The service's password file changes between two connects with the same string.
+    // A service named by PGSERVICE sets the password file too.
     set("PGPASSFILE", None);
+    set("PGSERVICE", Some("named"));
+    assert_eq!(pgyard(base), libpq.password_for(base));
+    assert_eq!(pgyard(base).as_deref(), Some(&b"from-named"[..]));
+    set("PGSERVICE", None);
+    // The service's password file changes between two connects with the same string.
     let conninfo = format!("{base} service=named");
     assert_eq!(pgyard(&conninfo).as_deref(), Some(&b"from-named"[..]));
     write(&named, "*:*:*:*:named-again\n", 0o600);
