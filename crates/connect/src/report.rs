@@ -191,8 +191,6 @@ pub(crate) fn prefix_for(
     s
 }
 
-/// Dotted-quad text of `ip`, as `Ipv4Addr`'s `Display` prints it, without the formatting
-/// machinery (a tenth of the instructions).
 /// An address as `IpAddr`'s `Display` writes it, an IPv4 address by hand: a driver names
 /// its attempt by address before the socket opens, where the formatting machinery cost some
 /// 2,800 instructions of cold code per connect.
@@ -207,6 +205,8 @@ pub fn ip_text(ip: std::net::IpAddr) -> String {
     }
 }
 
+/// Dotted-quad text of `ip`, as `Ipv4Addr`'s `Display` prints it, without the formatting
+/// machinery (a tenth of the instructions).
 fn push_ipv4(s: &mut String, ip: std::net::Ipv4Addr) {
     for (i, octet) in ip.octets().into_iter().enumerate() {
         if i > 0 {
