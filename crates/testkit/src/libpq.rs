@@ -3,7 +3,8 @@
 //! The parse-time entry points are wrapped: `PQconninfoParse`, `PQconndefaults`,
 //! `PQconninfoFree`, `PQfreemem` and `PQlibVersion`; and, for the password libpq settles on
 //! (the string's, the service file's, or the password file's), `PQconnectdb`, `PQpass` and
-//! `PQfinish` ([`Libpq::password_for`], which opens a connection).
+//! `PQfinish` ([`Libpq::password_for`], which opens a connection), and `PQuser`, `PQdb`,
+//! `PQhost`, `PQport` and `PQoptions` ([`Libpq::resolved_for`]) for what it resolved.
 //!
 //! The library is loaded once per process ([`Libpq::shared`]); every call copies what libpq
 //! returns into owned Rust values and frees libpq's memory before returning.
@@ -55,6 +56,30 @@ const COMPANIONS: &[&str] = &[
     "libssl.so.3",
 ];
 
+/// A copy of a C string libpq returned (`None` for NULL).
+///
+/// # Safety
+/// `p` is NULL or a valid NUL-terminated string.
+unsafe fn owned(p: *const c_char) -> Option<Vec<u8>> {
+    // SAFETY: per the contract.
+    (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_bytes().to_vec())
+}
+
+/// What a connection object holds after `PQconnectdb`: the values libpq resolved.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Resolved {
+    /// `PQuser`.
+    pub user: Vec<u8>,
+    /// `PQdb`.
+    pub db: Vec<u8>,
+    /// `PQhost` (the host it tried last).
+    pub host: Vec<u8>,
+    /// `PQport` (of that host).
+    pub port: Vec<u8>,
+    /// `PQoptions`.
+    pub options: Vec<u8>,
+}
+
 /// Why libpq could not be loaded.
 #[derive(Debug)]
 pub struct LoadError {
@@ -98,6 +123,8 @@ pub struct Libpq {
     connectdb: ConnectdbFn,
     pass: PassFn,
     finish: FinishFn,
+    /// `PQuser`, `PQdb`, `PQhost`, `PQport`, `PQoptions`, in [`Resolved`]'s order.
+    accessors: [PassFn; 5],
     // Kept last and never dropped early: the function pointers above point into it.
     _libs: Vec<Library>,
 }
@@ -148,6 +175,18 @@ impl Libpq {
                 *lib.get::<FinishFn>(b"PQfinish\0").map_err(err)?,
             )
         };
+        let mut accessors = [pass; 5];
+        for (slot, name) in accessors.iter_mut().zip([
+            &b"PQuser\0"[..],
+            b"PQdb\0",
+            b"PQhost\0",
+            b"PQport\0",
+            b"PQoptions\0",
+        ]) {
+            // SAFETY: each takes a `const PGconn *` and returns a string the connection
+            // owns, as `PQpass` does.
+            *slot = unsafe { *lib.get::<PassFn>(name).map_err(err)? };
+        }
         libs.push(lib);
         Ok(Libpq {
             path: path.to_owned(),
@@ -159,6 +198,7 @@ impl Libpq {
             connectdb,
             pass,
             finish,
+            accessors,
             _libs: libs,
         })
     }
@@ -235,17 +275,46 @@ impl Libpq {
     /// # Panics
     /// If `conninfo` contains a NUL byte, or libpq cannot allocate a connection object.
     pub fn password_for(&self, conninfo: &str) -> Option<Vec<u8>> {
+        self.with_connection(conninfo, |conn| {
+            // SAFETY: `conn` is live for the closure; PQpass returns a string it owns.
+            unsafe { owned((self.pass)(conn)) }
+        })
+        .filter(|p| !p.is_empty())
+    }
+
+    /// What libpq resolved for `conninfo` (`PQuser`, `PQdb`, `PQhost`, `PQport`,
+    /// `PQoptions` after `PQconnectdb`), the host and port of the host it tried last. This
+    /// connects, as [`Libpq::password_for`] does.
+    ///
+    /// # Panics
+    /// As [`Libpq::password_for`].
+    pub fn resolved_for(&self, conninfo: &str) -> Resolved {
+        self.with_connection(conninfo, |conn| {
+            // SAFETY: `conn` is live for the closure; each accessor returns a string it owns.
+            let [user, db, host, port, options] = self
+                .accessors
+                .map(|f| unsafe { owned(f(conn)) }.unwrap_or_default());
+            Resolved {
+                user,
+                db,
+                host,
+                port,
+                options,
+            }
+        })
+    }
+
+    /// Runs `f` on the connection object `PQconnectdb(conninfo)` made, then `PQfinish`es it.
+    fn with_connection<R>(&self, conninfo: &str, f: impl FnOnce(*const c_void) -> R) -> R {
         let c = CString::new(conninfo).expect("a connection string without NUL");
         // SAFETY: `c` is NUL-terminated and outlives the call; the connection object is only
-        // used below and freed once with PQfinish. PQpass returns a string owned by the
-        // connection, copied before PQfinish.
+        // handed to `f` and then freed once with PQfinish.
         unsafe {
             let conn = (self.connectdb)(c.as_ptr());
             assert!(!conn.is_null(), "PQconnectdb returned NULL");
-            let p = (self.pass)(conn);
-            let password = (!p.is_null()).then(|| CStr::from_ptr(p).to_bytes().to_vec());
+            let out = f(conn);
             (self.finish)(conn);
-            password.filter(|p| !p.is_empty())
+            out
         }
     }
 
