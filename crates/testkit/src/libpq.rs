@@ -4,7 +4,8 @@
 //! `PQconninfoFree`, `PQfreemem` and `PQlibVersion`; and, for the password libpq settles on
 //! (the string's, the service file's, or the password file's), `PQconnectdb`, `PQpass` and
 //! `PQfinish` ([`Libpq::password_for`], which opens a connection), and `PQuser`, `PQdb`,
-//! `PQhost`, `PQport` and `PQoptions` ([`Libpq::resolved_for`]) for what it resolved.
+//! `PQhost`, `PQport` and `PQoptions` ([`Libpq::resolved_for`]) for what it resolved, and
+//! `PQerrorMessage` ([`Libpq::connect_error`]) for why it failed.
 //!
 //! The library is loaded once per process ([`Libpq::shared`]); every call copies what libpq
 //! returns into owned Rust values and frees libpq's memory before returning.
@@ -125,6 +126,7 @@ pub struct Libpq {
     finish: FinishFn,
     /// `PQuser`, `PQdb`, `PQhost`, `PQport`, `PQoptions`, in [`Resolved`]'s order.
     accessors: [PassFn; 5],
+    error_message: PassFn,
     // Kept last and never dropped early: the function pointers above point into it.
     _libs: Vec<Library>,
 }
@@ -187,6 +189,8 @@ impl Libpq {
             // owns, as `PQpass` does.
             *slot = unsafe { *lib.get::<PassFn>(name).map_err(err)? };
         }
+        // SAFETY: as the accessors above.
+        let error_message = unsafe { *lib.get::<PassFn>(b"PQerrorMessage\0").map_err(err)? };
         libs.push(lib);
         Ok(Libpq {
             path: path.to_owned(),
@@ -199,6 +203,7 @@ impl Libpq {
             pass,
             finish,
             accessors,
+            error_message,
             _libs: libs,
         })
     }
@@ -301,6 +306,18 @@ impl Libpq {
                 port,
                 options,
             }
+        })
+    }
+
+    /// `PQerrorMessage` after `PQconnectdb(conninfo)`: libpq's whole text of why the connect
+    /// failed (empty when it did not). This connects, as [`Libpq::password_for`] does.
+    ///
+    /// # Panics
+    /// As [`Libpq::password_for`].
+    pub fn connect_error(&self, conninfo: &str) -> Vec<u8> {
+        self.with_connection(conninfo, |conn| {
+            // SAFETY: `conn` is live for the closure; the message is a string it owns.
+            unsafe { owned((self.error_message)(conn)) }.unwrap_or_default()
         })
     }
 

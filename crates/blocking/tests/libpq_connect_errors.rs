@@ -1,0 +1,64 @@
+//! Why a connect fails, in libpq 18's words: the blocking adapter's error text against
+//! `PQerrorMessage` after libpq's own `PQconnectdb`, side by side on this machine, for
+//! strings that fail without a server (ports nothing listens on, a missing socket directory,
+//! values libpq refuses). The recorded texts elsewhere pin the same from captures; this
+//! checks them against the live library.
+
+use pgyard_blocking::{connect_with, ConnectOptions};
+use pgyard_testkit::libpq::Libpq;
+
+fn trimmed(text: &[u8]) -> String {
+    String::from_utf8_lossy(text).trim_end().to_owned()
+}
+
+#[test]
+fn failed_connects_are_reported_in_libpqs_words() {
+    let libpq = Libpq::shared().expect("libpq 18");
+    let missing = tempfile::tempdir().expect("a directory");
+    let socket_dir = missing.path().join("no-such-dir");
+    let socket_dir = socket_dir.to_str().expect("a UTF-8 path");
+    let cases = [
+        "host=127.0.0.1 port=1".to_owned(),
+        "host=127.0.0.1,127.0.0.1 port=1,2".to_owned(),
+        "hostaddr=127.0.0.1 port=1".to_owned(),
+        "host=localhost hostaddr=127.0.0.1 port=1".to_owned(),
+        "host=127.0.0.1 port=1 sslmode=require".to_owned(),
+        "host=127.0.0.1 port=1 sslmode=prefer target_session_attrs=read-write".to_owned(),
+        format!("host={socket_dir} port=5432"),
+        format!("host={socket_dir},127.0.0.1 port=1"),
+        "host=127.0.0.1 port=abc".to_owned(),
+        "host=127.0.0.1 port=99999".to_owned(),
+        "host=a,b port=1,2,3".to_owned(),
+        "hostaddr=not-an-address port=1".to_owned(),
+        "host=127.0.0.1 port=1 connect_timeout=abc".to_owned(),
+        "host=127.0.0.1 port=1 sslmode=bogus".to_owned(),
+        "host=127.0.0.1 port=1 target_session_attrs=bogus".to_owned(),
+        "host=127.0.0.1 port=1 load_balance_hosts=bogus".to_owned(),
+        "host=127.0.0.1 port=1 require_auth=bogus".to_owned(),
+        "host=127.0.0.1 port=1 channel_binding=require sslmode=disable".to_owned(),
+        "host=127.0.0.1 port=1 min_protocol_version=3.9".to_owned(),
+        "postgresql://127.0.0.1:1,127.0.0.1:2/db?connect_timeout=2".to_owned(),
+        "host=localhost port=1".to_owned(),
+        "host=localhost,127.0.0.1 port=1 load_balance_hosts=disable".to_owned(),
+        "host= port=1".to_owned(),
+        "host=127.0.0.1 port=1 sslmode=verify-full sslrootcert=/nonexistent".to_owned(),
+        "host=127.0.0.1 port=1 sslnegotiation=direct sslmode=prefer".to_owned(),
+        "host=127.0.0.1 port=1 keepalives_idle=x".to_owned(),
+        "host=127.0.0.1 port=1 gssencmode=require".to_owned(),
+        "host=127.0.0.1 port=1 sslcertmode=require sslmode=disable".to_owned(),
+        "host=127.0.0.1 port=1 ssl_min_protocol_version=TLSv1.9".to_owned(),
+        "host=127.0.0.1 port=1 min_protocol_version=3.2 max_protocol_version=3.0".to_owned(),
+        "dbname='host=127.0.0.1 port=1'".to_owned(),
+        "host=127.0.0.1 port=1 sslmode=disable sslnegotiation=direct".to_owned(),
+    ];
+    let options = ConnectOptions::default().seed(1);
+    for conninfo in cases {
+        let want = trimmed(&libpq.connect_error(&conninfo));
+        assert!(!want.is_empty(), "libpq connected with {conninfo}");
+        let got = match connect_with(&conninfo, &options) {
+            Ok(_) => panic!("pgyard connected with {conninfo}"),
+            Err(e) => e.to_string().trim_end().to_owned(),
+        };
+        assert_eq!(got, want, "{conninfo}");
+    }
+}
