@@ -9,7 +9,7 @@ use std::path::Path;
 
 /// A snapshot of everything libpq would read: environment variables, the OS user and its home
 /// directory, and the service and password files those point at.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct RealInputs {
     /// The environment, as the pure resolver takes it.
     pub env: Environment,

@@ -170,27 +170,24 @@ impl Libpq {
             )
         };
         // SAFETY: as above, the prototypes of libpq-fe.h, used only while `lib` lives.
-        let (connectdb, pass, finish) = unsafe {
+        let (connectdb, finish) = unsafe {
             (
                 *lib.get::<ConnectdbFn>(b"PQconnectdb\0").map_err(err)?,
-                *lib.get::<PassFn>(b"PQpass\0").map_err(err)?,
                 *lib.get::<FinishFn>(b"PQfinish\0").map_err(err)?,
             )
         };
-        let mut accessors = [pass; 5];
-        for (slot, name) in accessors.iter_mut().zip([
-            &b"PQuser\0"[..],
-            b"PQdb\0",
-            b"PQhost\0",
-            b"PQport\0",
-            b"PQoptions\0",
-        ]) {
-            // SAFETY: each takes a `const PGconn *` and returns a string the connection
-            // owns, as `PQpass` does.
-            *slot = unsafe { *lib.get::<PassFn>(name).map_err(err)? };
-        }
-        // SAFETY: as the accessors above.
-        let error_message = unsafe { *lib.get::<PassFn>(b"PQerrorMessage\0").map_err(err)? };
+        // SAFETY: each of these takes a `const PGconn *` and returns a string the connection
+        // owns (libpq-fe.h); used only while `lib` lives, as above.
+        let string_of = |name: &[u8]| unsafe { lib.get::<PassFn>(name).map(|f| *f).map_err(err) };
+        let pass = string_of(b"PQpass\0")?;
+        let accessors = [
+            string_of(b"PQuser\0")?,
+            string_of(b"PQdb\0")?,
+            string_of(b"PQhost\0")?,
+            string_of(b"PQport\0")?,
+            string_of(b"PQoptions\0")?,
+        ];
+        let error_message = string_of(b"PQerrorMessage\0")?;
         libs.push(lib);
         Ok(Libpq {
             path: path.to_owned(),
