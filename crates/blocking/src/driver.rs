@@ -107,7 +107,7 @@ pub(crate) fn run(
             }
             Step::Won(mut est) => {
                 let won = take_over(&rx, est.attempt, &mut est.leftover);
-                break won.map(|transport| (est, transport));
+                break won.map(|transport| (*est, transport));
             }
             Step::Failed(e) => break Err(e),
         };

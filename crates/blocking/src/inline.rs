@@ -137,7 +137,7 @@ fn run_with(
                 // The winner's Handover and the losers' Close are queued by now.
                 carry_out(&posted, &mut conns, &mut events, &mut handed);
                 break match handed.take() {
-                    Some((id, t)) if id == est.attempt => Ok((est, t)),
+                    Some((id, t)) if id == est.attempt => Ok((*est, t)),
                     _ => Err(Error::Internal("the winning connection was lost".into())),
                 };
             }

@@ -133,7 +133,7 @@ pub fn connect(conninfo: &str, env: &Environment) -> Result<(Established, TcpStr
                         .remove(&established.attempt)
                         .ok_or("the winning attempt has no socket")?;
                     socket.set_nonblocking(false)?;
-                    return Ok((established, socket));
+                    return Ok((*established, socket));
                 }
             }
         }

@@ -204,7 +204,9 @@ pub enum Action {
         attempt: AttemptId,
     },
     /// The end: the established connection, or every failure.
-    Done(Result<Established, ConnectError>),
+    /// (Boxed: the established connection is by far the largest action, and every action
+    /// is moved through the adapter's queue.)
+    Done(Result<Box<Established>, ConnectError>),
 }
 
 /// BackendKeyData: what a cancel request must quote.

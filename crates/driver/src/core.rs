@@ -257,7 +257,7 @@ pub enum Step {
     /// The machine chose a connection. Its worker has been told to hand its socket over, and
     /// every other mailbox dropped (so their workers end); the bytes the winner's worker read
     /// meanwhile go after `leftover`.
-    Won(Established),
+    Won(Box<Established>),
     /// The connect failed.
     Failed(Error),
 }

@@ -46,7 +46,7 @@ pub(crate) async fn run(
             }
             Step::Won(mut est) => {
                 let won = take_over(&mut rx, est.attempt, &mut est.leftover).await;
-                break won.map(|transport| (est, transport));
+                break won.map(|transport| (*est, transport));
             }
             Step::Failed(e) => break Err(e),
         };

@@ -119,7 +119,7 @@ pub(crate) async fn run(
                 // The winner's Handover and the losers' Close are queued by now.
                 at.carry_out(&posted).await;
                 break match at.handed.take() {
-                    Some((id, t)) if id == est.attempt => Ok((est, t)),
+                    Some((id, t)) if id == est.attempt => Ok((*est, t)),
                     _ => Err(Error::Internal("the winning connection was lost".into())),
                 };
             }

@@ -351,7 +351,7 @@ impl Opening {
                     let sock = self.socks.remove(&est.attempt);
                     self.close_all(cluster);
                     return Ok(Some(match sock {
-                        Some(s) => Outcome::Won(Box::new((est, s))),
+                        Some(s) => Outcome::Won(Box::new((*est, s))),
                         None => Outcome::Failed("the winning socket is gone".into(), false),
                     }));
                 }

@@ -350,7 +350,7 @@ impl World {
         &mut self,
         t: &mut Trace,
         i: usize,
-        result: Result<Established, ConnectError>,
+        result: Result<Box<Established>, ConnectError>,
     ) -> Result<(), Violation> {
         let winner = result.as_ref().ok().map(|e| e.attempt);
         self.check_all_closed(i, winner)?;
@@ -361,7 +361,7 @@ impl World {
     }
 
     /// The connect won a session: judge it, then hold it.
-    fn won(&mut self, t: &mut Trace, i: usize, est: Established) -> Result<(), Violation> {
+    fn won(&mut self, t: &mut Trace, i: usize, est: Box<Established>) -> Result<(), Violation> {
         let now = self.now;
         let id = self.check_winner_known(i, &est)?;
         self.check_alpn(i, &est, id)?;

@@ -324,9 +324,7 @@ impl World {
         let key = est.backend_key.as_ref().map(|k| (k.pid, k.key.as_slice()));
         let protocol = s.session.protocol.map(|v| (v.major(), v.minor()));
         let fits = told.is_some_and(|t| {
-            est.parameters
-                .iter()
-                .eq(t.params.iter().map(|(n, v)| (n.as_str(), v.as_str())))
+            est.parameters.iter().eq(t.params.iter().copied())
                 && key == Some((t.pid, t.key.as_slice()))
         }) && protocol == Some(est.protocol_version);
         if fits {

@@ -374,7 +374,7 @@ pub struct Session {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Told {
     /// The ParameterStatus messages, in order.
-    pub params: Vec<(String, String)>,
+    pub params: Vec<(&'static str, &'static str)>,
     /// BackendKeyData's process id.
     pub pid: i32,
     /// BackendKeyData's secret key.
@@ -616,34 +616,29 @@ impl Session {
     fn finish_startup(&mut self, node: &mut Node, out: &mut BytesMut) {
         put(out, |b| Authentication::Ok.encode(b));
         let recovery = node.state.in_recovery();
-        let version = node.server_version().as_bytes();
-        let onoff = |v: bool| -> &'static [u8] {
-            if v {
-                b"on"
-            } else {
-                b"off"
-            }
-        };
-        let params: [(&[u8], &[u8]); 5] = [
-            (b"server_version", version),
-            (b"client_encoding", b"UTF8"),
-            (b"integer_datetimes", b"on"),
-            (b"in_hot_standby", onoff(recovery)),
+        let version = node.server_version();
+        let onoff = |v: bool| if v { "on" } else { "off" };
+        let params: [(&'static str, &'static str); 5] = [
+            ("server_version", version),
+            ("client_encoding", "UTF8"),
+            ("integer_datetimes", "on"),
+            ("in_hot_standby", onoff(recovery)),
             // The setting itself: a standby reports off unless so configured, and libpq
             // counts it read-only by `in_hot_standby` alone.
-            (b"default_transaction_read_only", onoff(node.read_only)),
+            ("default_transaction_read_only", onoff(node.read_only)),
         ];
         // Servers before 14 report neither of the last two.
         let reported = if node.old_version { 3 } else { 5 };
         self.reported_role = !node.old_version;
         let mut told = Told::default();
-        let zone = node.zone.map(|z| (&b"TimeZone"[..], z.as_bytes()));
-        let path = node.path.map(|p| (&b"search_path"[..], p.as_bytes()));
+        let zone = node.zone.map(|z| ("TimeZone", z));
+        let path = node.path.map(|p| ("search_path", p));
         for &(name, value) in params[..reported].iter().chain(&zone).chain(&path) {
+            let (name, value) = (name.as_bytes(), value.as_bytes());
             put(out, |b| ParameterStatus { name, value }.encode(b));
-            let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-            told.params.push((text(name), text(value)));
         }
+        told.params
+            .extend(params[..reported].iter().chain(&zone).chain(&path));
         node.next_pid += 1;
         let pid = node.next_pid;
         // Protocol 3.2 has PostgreSQL 18's 32-byte cancel key; 3.0 the 4-byte one.

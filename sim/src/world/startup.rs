@@ -5,8 +5,6 @@
 //! received a Terminate first, as libpq sends one whenever it closes such a connection (a
 //! rejected server, a failed check query, `PQfinish`, `PQreset`).
 
-use std::fmt::Write as _;
-
 use pgyard_wire::frame::ProtocolVersion;
 
 use super::invariants::{violation, CheckResult};
@@ -59,8 +57,9 @@ impl StartupKeywords {
     pub fn write_conninfo(&self, text: &mut String) {
         let mut put = |k: &str, v: Option<&str>| {
             if let Some(v) = v {
-                // Writing into a String cannot fail.
-                let _ = write!(text, " {k}='{v}'");
+                for piece in [" ", k, "='", v, "'"] {
+                    text.push_str(piece);
+                }
             }
         };
         put("user", Some(&self.user));

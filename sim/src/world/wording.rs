@@ -5,8 +5,6 @@
 //! ended with a FATAL error carries that error's kind; and the whole message, its `Display`
 //! and its kind are those of the entries libpq renders.
 
-use std::net::SocketAddr;
-
 use pgyard_connect::{
     AttemptId, AttemptReport, ConnectError, FailureKind, IoErrorKind, OpenTarget,
 };
@@ -55,7 +53,8 @@ impl World {
             let Some(OpenTarget::Tcp(addr)) = &r.target else {
                 continue;
             };
-            if !slots.iter().any(|s| prefix(s, addr) == r.prefix) {
+            let ip = addr.ip().to_string();
+            if !slots.iter().any(|s| prefix_is(s, &ip, &r.prefix)) {
                 return bad(format!(
                     "entry of a{:?} starts {:?}, which libpq says for no slot at {addr}",
                     r.attempt, r.prefix
@@ -120,28 +119,39 @@ impl World {
     }
 }
 
-/// libpq's host-identity prefix for `slot` connecting to `addr`: the address slot's
-/// hostaddr, else the host name followed by the address when it reads differently, then the
-/// port (5432 when none or an empty one is given).
-fn prefix(slot: &HostSlot, addr: &SocketAddr) -> String {
-    let text = |b: Option<&[u8]>| String::from_utf8_lossy(b.unwrap_or_default()).into_owned();
+/// Whether `text` is libpq's host-identity prefix for `slot` connecting to an address whose
+/// text is `ip`: the address slot's hostaddr, else the host name followed by the address when
+/// it reads differently, then the port (5432 when none or an empty one is given). Matched
+/// piece by piece, as it is asked for every slot of every entry of every failed connect.
+fn prefix_is(slot: &HostSlot, ip: &str, text: &str) -> bool {
+    fn lossy(b: Option<&[u8]>) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(b.unwrap_or_default())
+    }
     let address = slot.kind() == SlotKind::Address;
     let host = if address {
-        text(slot.hostaddr())
+        lossy(slot.hostaddr())
     } else {
-        text(slot.host())
+        lossy(slot.host())
     };
     let port = match slot.port_raw() {
-        Some(p) if !p.is_empty() => text(Some(p)),
-        _ => "5432".to_owned(),
+        Some(p) if !p.is_empty() => lossy(Some(p)),
+        _ => "5432".into(),
     };
-    let ip = addr.ip().to_string();
-    let named = if address || ip == host {
-        String::new()
-    } else {
-        format!(" ({ip})")
+    let named = !address && ip != host;
+    let rest = text
+        .strip_prefix("connection to server at \"")
+        .and_then(|t| t.strip_prefix(&*host))
+        .and_then(|t| t.strip_prefix('"'));
+    let rest = match rest {
+        Some(t) if named => t
+            .strip_prefix(" (")
+            .and_then(|t| t.strip_prefix(ip))
+            .and_then(|t| t.strip_prefix(')')),
+        other => other,
     };
-    format!("connection to server at \"{host}\"{named}, port {port} failed: ")
+    rest.and_then(|t| t.strip_prefix(", port "))
+        .and_then(|t| t.strip_prefix(&*port))
+        .is_some_and(|t| t == " failed: ")
 }
 
 /// The C library's `strerror` text for the errors the world gives.

@@ -121,7 +121,7 @@ impl Connector {
     fn finish(&mut self, result: Result<Established, ConnectError>) {
         let established = result.as_ref().ok().map(|est| est.attempt);
         self.phase = Phase::Done { established };
-        self.actions.push_back(Action::Done(result));
+        self.actions.push_back(Action::Done(result.map(Box::new)));
     }
 
     pub(super) fn abort(&mut self) {

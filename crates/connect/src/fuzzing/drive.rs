@@ -282,7 +282,7 @@ impl Run<'_, '_> {
                     .retain(|p| !matches!(p, Pending::Open { attempt: a, .. } | Pending::Tls { attempt: a } if *a == attempt));
             }
             Action::Done(result) => {
-                self.result = Some(result.map_err(|e| e.to_string()));
+                self.result = Some(result.map(|est| *est).map_err(|e| e.to_string()));
             }
         }
     }

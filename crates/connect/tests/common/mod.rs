@@ -265,7 +265,7 @@ impl World {
                     assert!(after.is_empty(), "actions after Done: {after:?}");
                     assert!(c.is_done(), "Done emitted but the machine is not done");
                     assert_eq!(c.poll_timeout(), None, "a timer armed after Done");
-                    return r;
+                    return r.map(|est| *est);
                 }
                 self.perform(a);
             }
