@@ -430,11 +430,8 @@ impl Opening {
 
 /// The `options` a server's StartupMessage carried (empty: none).
 pub(super) fn login_options(login: &pg::Session) -> Vec<u8> {
-    let params = login.startup_seen.as_ref().map(|s| s.params.as_slice());
-    params
-        .unwrap_or_default()
-        .iter()
-        .find(|(n, _)| n == b"options")
-        .map(|(_, v)| v.clone())
+    let seen = login.startup_seen.as_ref();
+    seen.and_then(|s| s.params().find(|(n, _)| *n == b"options"))
+        .map(|(_, v)| v.to_vec())
         .unwrap_or_default()
 }

@@ -386,8 +386,16 @@ pub struct Told {
 pub struct StartupSeen {
     /// The version word.
     pub version: ProtocolVersion,
-    /// The parameters, in the order sent.
-    pub params: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The parameters as sent, `name\0value\0` each (one buffer: every login keeps one).
+    raw: Vec<u8>,
+}
+
+impl StartupSeen {
+    /// The (name, value) pairs, in the order sent.
+    pub fn params(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        let mut parts = self.raw.split(|&b| b == 0);
+        std::iter::from_fn(move || Some((parts.next()?, parts.next()?)))
+    }
 }
 
 /// What a session answers to bytes.
@@ -676,11 +684,13 @@ fn start_session(
 ) -> (Phase, bool) {
     s.startup_seen = Some(StartupSeen {
         version: msg.version,
-        params: msg
-            .params
-            .iter()
-            .map(|(k, v)| (k.to_vec(), v.to_vec()))
-            .collect(),
+        raw: msg.params.iter().fold(Vec::new(), |mut raw, (k, v)| {
+            for part in [k, v] {
+                raw.extend_from_slice(part);
+                raw.push(0);
+            }
+            raw
+        }),
     });
     negotiate(s, node, msg, out);
     match node.state {
