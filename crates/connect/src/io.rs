@@ -24,7 +24,7 @@ pub enum OpenTarget {
 }
 
 /// Socket options libpq sets on TCP sockets (spec §12.3).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TcpOptions {
     /// SO_KEEPALIVE.
     pub keepalives: bool,

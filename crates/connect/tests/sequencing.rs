@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use pgyard_connect::{Action, ConnectError, Connector, FailureKind, OpenTarget};
+use pgyard_connect::{Action, ConnectError, Connector, FailureKind, OpenTarget, TcpOptions};
 use pgyard_types::Instant;
 
 const P1: &str = "connection to server at \"127.0.0.1\", port 6001 failed: ";
@@ -636,6 +636,38 @@ fn s38_bad_keepalives_skip_each_tcp_address() {
         format!("{P1}invalid integer value \"x\" for connection option \"keepalives_idle\"\n{P2}invalid integer value \"x\" for connection option \"keepalives_idle\"\n")
     );
     assert!(w.opened.is_empty());
+}
+
+/// libpq reads the keepalive timings and `tcp_user_timeout` only with keepalives on: with
+/// `keepalives=0` invalid values there are never seen, and no timeout is set (found by the
+/// randomized differential against libpq 18 in the blocking adapter's tests).
+#[test]
+fn keepalives_off_reads_no_timing_and_no_user_timeout() {
+    let mut w = World::new().pg("127.0.0.1:6001", Pg::new());
+    let tuned = "keepalives_idle=x keepalives_interval=y keepalives_count=z tcp_user_timeout=t";
+    connect(&mut w, &format!("{TWO} keepalives=0 {tuned}")).unwrap();
+    let tcp: Vec<_> = w
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Open { tcp, .. } => Some(tcp.clone()),
+            _ => None,
+        })
+        .collect();
+    let off = TcpOptions {
+        keepalives: false,
+        ..TcpOptions::default()
+    };
+    assert_eq!(tcp, vec![Some(off)]);
+    // With keepalives on, the same values fail each address, in libpq's order.
+    let mut w = World::new().pg("127.0.0.1:6001", Pg::new());
+    assert_eq!(
+        err(&mut w, &format!("{TWO} keepalives=1 {tuned}")),
+        format!("{P1}invalid integer value \"x\" for connection option \"keepalives_idle\"\n{P2}invalid integer value \"x\" for connection option \"keepalives_idle\"\n")
+    );
+    let mut w = World::new().pg("127.0.0.1:6001", Pg::new());
+    let e = err(&mut w, "host=127.0.0.1 port=6001 tcp_user_timeout=t");
+    assert!(e.contains("\"tcp_user_timeout\""), "{e}");
 }
 
 #[test]

@@ -377,8 +377,17 @@ impl Connector {
         let m = |e: pgyard_conninfo::typed::ConfigError| {
             String::from_utf8_lossy(&e.libpq_message()).into_owned()
         };
+        // libpq's ladder: with keepalives off it reads none of the keepalive timings and not
+        // `tcp_user_timeout` either (an invalid value there is never seen, and the timeout
+        // is not set), so neither is read here.
+        if !c.keepalives().map_err(m)? {
+            return Ok(TcpOptions {
+                keepalives: false,
+                ..TcpOptions::default()
+            });
+        }
         Ok(TcpOptions {
-            keepalives: c.keepalives().map_err(m)?,
+            keepalives: true,
             keepalives_idle: c.keepalives_idle().map_err(m)?,
             keepalives_interval: c.keepalives_interval().map_err(m)?,
             keepalives_count: c.keepalives_count().map_err(m)?,
