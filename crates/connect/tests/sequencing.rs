@@ -638,6 +638,57 @@ fn s38_bad_keepalives_skip_each_tcp_address() {
     assert!(w.opened.is_empty());
 }
 
+/// A server that refuses a startup setting as unknown (42704) after AuthenticationOk gets a
+/// second connection without `application_name` when either name keyword is set (even
+/// empty): libpq's retry for servers older than 9.0, which also shows a misspelt `options`
+/// setting twice. Without either keyword there is no retry.
+#[test]
+fn unknown_setting_after_auth_retries_without_application_name() {
+    let refusal = "unrecognized configuration parameter \"x\"";
+    let server = || {
+        let mut pg = Pg::new();
+        pg.post_auth_error = Some(("42704".into(), refusal.into()));
+        World::new().pg("127.0.0.1:6001", pg)
+    };
+    let sent_names = |w: &World| -> Vec<bool> {
+        w.actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Send { bytes, .. } if bytes.get(4..8) == Some(&[0, 3, 0, 0]) => Some(
+                    bytes
+                        .windows(b"application_name".len())
+                        .any(|w| w == b"application_name"),
+                ),
+                _ => None,
+            })
+            .collect()
+    };
+    let once = format!("{P1}FATAL:  {refusal}\n");
+    for (extra, retried, names) in [
+        ("application_name=app", true, vec![true, false]),
+        ("fallback_application_name=fb", true, vec![true, false]),
+        ("application_name=''", true, vec![false, false]),
+        ("", false, vec![false]),
+    ] {
+        let mut w = server();
+        let e = err(&mut w, &format!("host=127.0.0.1 port=6001 {extra}"));
+        let want = if retried {
+            once.repeat(2)
+        } else {
+            once.clone()
+        };
+        assert_eq!(e, want, "{extra}");
+        assert_eq!(w.opened.len(), if retried { 2 } else { 1 }, "{extra}");
+        assert_eq!(sent_names(&w), names, "{extra}");
+    }
+    // Any other post-authentication error ends the connect at once.
+    let mut pg = Pg::new();
+    pg.post_auth_error = Some(("22023".into(), "invalid value".into()));
+    let mut w = World::new().pg("127.0.0.1:6001", pg);
+    err(&mut w, "host=127.0.0.1 port=6001 application_name=app");
+    assert_eq!(w.opened.len(), 1);
+}
+
 /// libpq reads the keepalive timings and `tcp_user_timeout` only with keepalives on: with
 /// `keepalives=0` invalid values there are never seen, and no timeout is set (found by the
 /// randomized differential against libpq 18 in the blocking adapter's tests).

@@ -49,6 +49,10 @@ pub(crate) enum FailClass {
     Mismatch,
     /// The whole connect fails.
     Abort,
+    /// A new connection to the same address with the encryption in use, its startup packet
+    /// without `application_name` (libpq's retry for servers that refuse the name: 42704
+    /// after AuthenticationOk).
+    WithoutAppName,
 }
 
 impl FailClass {
@@ -96,6 +100,9 @@ pub(crate) struct ConnParams {
     pub max_version: ProtocolVersion,
     pub direct_ssl: bool,
     pub check: Check,
+    /// A 42704 refusal after AuthenticationOk retries without `application_name` (libpq's
+    /// `send_appname` with either name keyword set).
+    pub appname_retry: bool,
 }
 
 #[derive(Debug)]

@@ -3,7 +3,7 @@
 
 use bytes::BytesMut;
 use pgyard_conninfo::typed::TargetSessionAttrs;
-use pgyard_wire::error_fields::ConnectStage;
+use pgyard_wire::error_fields::{ConnectStage, SqlState};
 use pgyard_wire::frontend;
 
 use super::{terminate_bytes, Conn, FailClass, Out, State, Verdict};
@@ -134,7 +134,12 @@ impl Conn {
             b'N' => Verdict::Pending,
             b'E' => {
                 let (text, code) = self.refusal(body);
-                let class = FailClass::for_startup_error(code, ConnectStage::AfterAuthOk);
+                let class = if self.params.appname_retry && code == Some(SqlState::UNDEFINED_OBJECT)
+                {
+                    FailClass::WithoutAppName
+                } else {
+                    FailClass::for_startup_error(code, ConnectStage::AfterAuthOk)
+                };
                 self.fail(class, kinds::server_error(code), &text)
             }
             b'Z' => self.check_target(out),

@@ -23,6 +23,9 @@ pub(super) struct Plan {
     pub(super) methods: &'static [Method],
     pub(super) method_idx: usize,
     pub(super) deadline: Option<Instant>,
+    /// The startup packet carries `application_name` (libpq's `send_appname`, reset for
+    /// every address): false after a 42704 refusal, on the new connection that follows.
+    pub(super) send_appname: bool,
 }
 
 /// One address being tried: its plan and the connection of the current method.
@@ -188,6 +191,23 @@ impl Connector {
                 }
                 return;
             }
+            FailClass::WithoutAppName => {
+                // libpq's retry for servers that refuse `application_name` (42704): the same
+                // address, a new connection with the encryption in use, no name this time.
+                run.plan.send_appname = false;
+                let in_use = if run.conn.tls {
+                    Method::Ssl
+                } else {
+                    Method::Plain
+                };
+                if let Some(i) = run.plan.methods.iter().position(|m| *m == in_use) {
+                    run.plan.method_idx = i;
+                }
+                if !self.open_conn(now, run.plan, Some(run.id)) {
+                    self.pump(now, true);
+                }
+                return;
+            }
             FailClass::NextAddr => self.remember(run.plan.slot, HostStatus::Down, now),
             FailClass::NextSlot => {
                 self.remember(run.plan.slot, HostStatus::Down, now);
@@ -258,6 +278,7 @@ impl Connector {
             methods,
             method_idx: 0,
             deadline,
+            send_appname: true,
         };
         self.open_conn(now, plan, None)
     }
@@ -325,7 +346,7 @@ impl Connector {
             .copied()
             .unwrap_or(Method::Plain);
         let plain_next = plan.methods.get(plan.method_idx + 1) == Some(&Method::Plain);
-        let params = self.conn_params(plan.slot, plan.second_pass);
+        let params = self.conn_params(plan.slot, plan.second_pass, plan.send_appname);
         let mut nonce = [0u8; NONCE_RAW_LEN];
         self.nonce_rng.fill_bytes(&mut nonce);
         self.plant_in_conn(Conn::new(method, plain_next, params, nonce))

@@ -11,8 +11,9 @@ use super::Connector;
 use crate::conn::{Check, ConnParams, StartupParams};
 
 impl Connector {
-    /// The startup parameters every connection sends (the same for all of them).
-    fn startup_params(&self) -> StartupParams {
+    /// The startup parameters a connection sends (the same for all of them, but for
+    /// `application_name` after a server refused it).
+    fn startup_params(&self, send_appname: bool) -> StartupParams {
         let c = &self.config;
         let mut startup: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
         let mut put = |k: &str, v: Option<&[u8]>| {
@@ -24,7 +25,9 @@ impl Connector {
         put("database", Some(c.dbname()));
         put("replication", c.replication());
         put("options", Some(c.options()));
-        put("application_name", c.startup_application_name());
+        if send_appname {
+            put("application_name", c.startup_application_name());
+        }
         put("client_encoding", c.client_encoding());
         for (k, v) in &self.extra_startup {
             if !k.is_empty() && !v.is_empty() {
@@ -35,16 +38,24 @@ impl Connector {
     }
 
     /// What a connection to `slot` is told, in pass 2 when `second_pass`.
-    pub(super) fn conn_params(&mut self, slot: usize, second_pass: bool) -> ConnParams {
+    pub(super) fn conn_params(
+        &mut self,
+        slot: usize,
+        second_pass: bool,
+        send_appname: bool,
+    ) -> ConnParams {
         let startup = match &self.startup {
+            _ if !send_appname => self.startup_params(false),
             Some(s) => s.clone(),
             None => {
-                let s = self.startup_params();
+                let s = self.startup_params(true);
                 self.startup = Some(s.clone());
                 s
             }
         };
         let c = &self.config;
+        // libpq retries without the name when either keyword is set, even empty.
+        let named = c.application_name().is_some() || c.fallback_application_name().is_some();
         let slot_pw = c.slots().get(slot).and_then(|s| s.password());
         let password_from_file = match (slot_pw, c.passfile()) {
             (Some(_), Some(path)) => Some(path.to_vec()),
@@ -67,6 +78,7 @@ impl Connector {
             max_version: wire_version(c.max_protocol_version()),
             direct_ssl: c.sslnegotiation() == SslNegotiation::Direct,
             check: Check::for_pass(c.target_session_attrs(), second_pass),
+            appname_retry: send_appname && named,
         }
     }
 }

@@ -287,7 +287,8 @@ pub enum ConnectDisposition {
 /// AuthenticationOk (53300, 28P01, 28000, a missing SQLSTATE...) falls back to the next
 /// encryption method on the same address; anything after AuthenticationOk aborts.
 ///
-/// Not modelled: the pre-9.0 retry without `application_name` on 42704.
+/// Not here: libpq's retry without `application_name` on 42704 after AuthenticationOk, which
+/// depends on the connection string (pgyard-connect decides it).
 pub fn connect_disposition(sqlstate: Option<SqlState>, stage: ConnectStage) -> ConnectDisposition {
     match stage {
         ConnectStage::AfterAuthOk => ConnectDisposition::Abort,
