@@ -615,7 +615,7 @@ pub fn run_connect(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Violat
             require_auth,
         } = random_config(rng, mix.nodes, all_tls)?;
         let spec = ClientSpec {
-            config,
+            config: config.into(),
             startup,
             memory,
             hosts,

@@ -116,7 +116,7 @@ pub fn run_failover(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Viola
             config.set_failover_timeout(Some(Duration::from_nanos(budget)));
         }
         let spec = ClientSpec {
-            config,
+            config: config.into(),
             startup: StartupSpec::plain(USER, "app"),
             hosts,
             connects: 4,

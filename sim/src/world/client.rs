@@ -302,7 +302,7 @@ impl World {
         c.gen += 1;
         c.seed = c.seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
         #[allow(unused_mut)]
-        let mut m = Connector::new(c.spec.config.clone(), now, c.seed)
+        let mut m = Connector::new(std::sync::Arc::clone(&c.spec.config), now, c.seed)
             .with_extra_startup_params(c.spec.startup.extras.clone());
         #[cfg(feature = "planted-bugs")]
         if let Some(b) = self.bug {

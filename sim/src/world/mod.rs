@@ -47,7 +47,7 @@ const STEPS_MAX: u64 = 200_000;
 #[derive(Clone, Debug)]
 pub struct ClientSpec {
     /// The configuration every connect starts from.
-    pub config: ConnectConfig,
+    pub config: std::sync::Arc<ConnectConfig>,
     /// What its startup packets must carry, and the extra parameters the machine is given.
     pub startup: StartupSpec,
     /// Host names in its list (each resolves through [`Dns`]).

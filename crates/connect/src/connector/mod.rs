@@ -28,7 +28,9 @@ use walk::Walk;
 /// The failover connect machine. See the crate documentation for the run loop.
 pub struct Connector {
     /// The configuration, its slots shuffled once at the start when load balancing.
-    config: ConnectConfig,
+    /// Shared, so that a caller connecting again with the same configuration (a pool, a
+    /// simulated client) hands it over without a copy.
+    config: std::sync::Arc<ConnectConfig>,
     /// Drives the load-balancing shuffles.
     rng: Rng,
     /// Drives the SCRAM nonces, apart from `rng` so that nonces do not move the shuffles.
@@ -81,7 +83,8 @@ enum Phase {
 impl Connector {
     /// A machine for `config` starting at `now`; `seed` drives the load-balancing shuffles
     /// (and SCRAM nonces, from a separate stream). Nothing happens until the first call.
-    pub fn new(config: ConnectConfig, now: Instant, seed: u64) -> Self {
+    pub fn new(config: impl Into<std::sync::Arc<ConnectConfig>>, now: Instant, seed: u64) -> Self {
+        let config = config.into();
         let timeout = config
             .connect_timeout()
             .map_err(|e| String::from_utf8_lossy(&e.libpq_message()).into_owned());
@@ -302,7 +305,8 @@ impl Connector {
         };
         if self.config.load_balance_hosts() == LoadBalanceHosts::Random {
             let rng = &mut self.rng;
-            self.config
+            // The one change a machine makes to its configuration: copied first if shared.
+            std::sync::Arc::make_mut(&mut self.config)
                 .shuffle_slots(|i| uniform_inclusive(rng, i as u64) as usize);
         }
         self.failover_deadline = self.config.failover_timeout().map(|d| now + d);

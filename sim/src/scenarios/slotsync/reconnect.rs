@@ -69,7 +69,7 @@ pub(super) fn subscriber_reconnects(
     let mut w = World::new(nodes, dns, net, rng.next_u64(), None);
     w.add_client(
         ClientSpec {
-            config,
+            config: config.into(),
             startup: StartupKeywords {
                 user: USER.to_owned(),
                 dbname: Some("postgres".to_owned()),
