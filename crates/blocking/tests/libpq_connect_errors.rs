@@ -7,10 +7,6 @@
 use pgyard_blocking::{connect_with, ConnectOptions};
 use pgyard_testkit::libpq::Libpq;
 
-fn trimmed(text: &[u8]) -> String {
-    String::from_utf8_lossy(text).trim_end().to_owned()
-}
-
 #[test]
 fn failed_connects_are_reported_in_libpqs_words() {
     let libpq = Libpq::shared().expect("libpq 18");
@@ -53,7 +49,7 @@ fn failed_connects_are_reported_in_libpqs_words() {
     ];
     let options = ConnectOptions::default().seed(1);
     for conninfo in cases {
-        let want = trimmed(&libpq.connect_error(&conninfo));
+        let want = libpq.connect_error_text(&conninfo);
         assert!(!want.is_empty(), "libpq connected with {conninfo}");
         let got = match connect_with(&conninfo, &options) {
             Ok(_) => panic!("pgyard connected with {conninfo}"),

@@ -15,41 +15,13 @@
 use std::fmt::Write as _;
 
 use pgyard_blocking::{connect_with, ConnectOptions};
+use pgyard_testkit::cluster::quote_conninfo_value;
 use pgyard_testkit::cluster::{Options, Primary};
+use pgyard_testkit::draw::{isolate_env, Draw};
 use pgyard_testkit::libpq::Libpq;
 
 /// Cases per run; each logs in twice (libpq, pgyard).
 const CASES: u64 = 400;
-
-fn set(name: &str, value: Option<&str>) {
-    // SAFETY: this binary's only test runs on one thread and nothing else runs meanwhile
-    // (see the module's comment).
-    match value {
-        Some(v) => std::env::set_var(name, v),
-        None => std::env::remove_var(name),
-    }
-}
-
-/// SplitMix64, seeded per case so a failing case can be named and rerun alone.
-struct Draw(u64);
-
-impl Draw {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-
-    fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
-        from[(self.next() % from.len() as u64) as usize]
-    }
-}
 
 /// Users, the method `pg_hba.conf` gives each, and the password it has.
 const USERS: [(&str, &str, &str); 5] = [
@@ -104,20 +76,12 @@ const SETTINGS: &[(&str, &[&str])] = &[
     ("client_encoding", &["UTF8", "LATIN1", "bogus"]),
 ];
 
-/// One keyword's value, quoted when it needs to be.
-fn quoted(value: &str) -> String {
-    if !value.is_empty() && !value.contains([' ', '\'', '\\']) {
-        return value.to_owned();
-    }
-    format!("'{}'", value.replace('\\', "\\\\").replace('\'', "\\'"))
-}
-
 /// The connection string of a case against the server on `port`.
 fn conninfo(d: &mut Draw, port: u16) -> String {
-    let (user, _, right) = USERS[(d.next() % (USERS.len() as u64 + 1)) as usize % USERS.len()];
+    let (user, _, right) = USERS[(d.next_u64() % (USERS.len() as u64 + 1)) as usize % USERS.len()];
     let user = if d.chance(5) { "nosuchuser" } else { user };
     let mut text = format!("host=127.0.0.1 port={port} user={user}");
-    match d.next() % 4 {
+    match d.next_u64() % 4 {
         0 | 1 => {
             let _ = write!(text, " password={right}");
         }
@@ -128,7 +92,7 @@ fn conninfo(d: &mut Draw, port: u16) -> String {
     let _ = write!(text, " dbname={db}");
     for (key, values) in SETTINGS {
         if d.chance(15) {
-            let _ = write!(text, " {key}={}", quoted(d.pick(values)));
+            let _ = write!(text, " {key}={}", quote_conninfo_value(d.pick(values)));
         }
     }
     text.push_str(" connect_timeout=10");
@@ -160,27 +124,15 @@ fn random_logins_succeed_or_fail_as_in_libpq() {
 
     let libpq = Libpq::shared().expect("libpq 18");
     let home = tempfile::tempdir().expect("a directory");
-    set("HOME", Some(home.path().to_str().expect("a UTF-8 path")));
-    for v in [
-        "PGPASSFILE",
-        "PGPASSWORD",
-        "PGSERVICE",
-        "PGSERVICEFILE",
-        "PGSSLMODE",
-        "PGREQUIREAUTH",
-        "PGOPTIONS",
-        "PGAPPNAME",
-    ] {
-        set(v, None);
-    }
+    // SAFETY: this binary's only test runs on one thread and nothing else runs meanwhile
+    // (see the module's comment).
+    unsafe { isolate_env(home.path()) };
     let options = ConnectOptions::default().seed(1);
     let (mut both_ok, mut both_failed) = (0, 0);
     for case in 0..CASES {
         let mut d = Draw(0x11fe_0000 + case);
         let conninfo = conninfo(&mut d, primary.port());
-        let want = String::from_utf8_lossy(&libpq.connect_error(&conninfo))
-            .trim_end()
-            .to_owned();
+        let want = libpq.connect_error_text(&conninfo);
         let got = match connect_with(&conninfo, &options) {
             Ok(s) => {
                 s.close();

@@ -14,46 +14,17 @@ use std::fmt::Write as _;
 
 use pgyard_blocking::{connect_with, ConnectOptions, SessionInfo};
 use pgyard_testkit::cluster::{Options, Primary};
+use pgyard_testkit::draw::{isolate_env, Draw};
 use pgyard_testkit::libpq::Libpq;
 
 /// Cases per run; each connects up to three times (libpq twice, pgyard once).
 const CASES: u64 = 300;
 
-fn set(name: &str, value: Option<&str>) {
-    // SAFETY: this binary's only test runs on one thread and nothing else runs meanwhile
-    // (see the module's comment).
-    match value {
-        Some(v) => std::env::set_var(name, v),
-        None => std::env::remove_var(name),
-    }
-}
-
-/// SplitMix64, seeded per case so a failing case can be named and rerun alone.
-struct Draw(u64);
-
-impl Draw {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-
-    fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
-        from[(self.next() % from.len() as u64) as usize]
-    }
-}
-
 /// The connection string of a case over the primary, the standby and a refusing port.
 fn conninfo(d: &mut Draw, ports: [u16; 3]) -> String {
-    let n = 1 + d.next() % 4;
+    let n = 1 + d.next_u64() % 4;
     let chosen: Vec<String> = (0..n)
-        .map(|_| ports[(d.next() % 3) as usize].to_string())
+        .map(|_| ports[(d.next_u64() % 3) as usize].to_string())
         .collect();
     let hosts = vec!["127.0.0.1"; chosen.len()].join(",");
     let mut text = format!("host={hosts} port={}", chosen.join(","));
@@ -98,26 +69,15 @@ fn random_host_lists_land_or_fail_as_in_libpq() {
 
     let libpq = Libpq::shared().expect("libpq 18");
     let home = tempfile::tempdir().expect("a directory");
-    set("HOME", Some(home.path().to_str().expect("a UTF-8 path")));
-    for v in [
-        "PGPASSFILE",
-        "PGPASSWORD",
-        "PGSERVICE",
-        "PGSERVICEFILE",
-        "PGSSLMODE",
-        "PGTARGETSESSIONATTRS",
-        "PGAPPNAME",
-    ] {
-        set(v, None);
-    }
+    // SAFETY: this binary's only test runs on one thread and nothing else runs meanwhile
+    // (see the module's comment).
+    unsafe { isolate_env(home.path()) };
     let options = ConnectOptions::default().seed(1);
     let (mut landed, mut failed) = (0, 0);
     for case in 0..CASES {
         let mut d = Draw(0x3a17_0000 + case);
         let conninfo = conninfo(&mut d, ports);
-        let want = String::from_utf8_lossy(&libpq.connect_error(&conninfo))
-            .trim_end()
-            .to_owned();
+        let want = libpq.connect_error_text(&conninfo);
         match connect_with(&conninfo, &options) {
             Ok(s) => {
                 let port = s.port().map(|p| p.to_string()).unwrap_or_default();

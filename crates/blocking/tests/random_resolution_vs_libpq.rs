@@ -1,9 +1,10 @@
-//! Randomized differential against libpq 18: seeded combinations of a connection string
-//! (keyword/value or URI), the `PG…` environment and a service file, each connected by both
-//! sides to ports nothing listens on. libpq's connection object afterwards (`PQuser`, `PQdb`,
-//! `PQhost`, `PQport`, `PQoptions`) must equal what pgyard resolves, and `PQerrorMessage`
-//! must equal the blocking adapter's error text, byte for byte: the refusals name every host,
-//! address and port tried, and a string libpq refuses must be refused in the same words.
+//! Differential against libpq 18: written-out cases first, then seeded combinations of a
+//! connection string (keyword/value or URI), the `PG…` environment and a service file, each
+//! connected by both sides to ports nothing listens on. libpq's connection object afterwards
+//! (`PQuser`, `PQdb`, `PQhost`, `PQport`, `PQoptions`) must equal what pgyard resolves, and
+//! `PQerrorMessage` must equal the blocking adapter's error text, byte for byte: the refusals
+//! name every host, address and port tried, and a string libpq refuses must be refused in the
+//! same words.
 //!
 //! One test in its own binary: it sets the process environment, which libpq reads too, and
 //! no other thread of this process reads it meanwhile.
@@ -15,6 +16,8 @@ use std::fmt::Write as _;
 use pgyard_blocking::{connect_with, ConnectOptions};
 use pgyard_conninfo::typed::{HostSlot, SlotError};
 use pgyard_driver::prepare;
+use pgyard_testkit::cluster::quote_conninfo_value;
+use pgyard_testkit::draw::{set_env, Draw};
 use pgyard_testkit::libpq::{Libpq, Resolved};
 
 /// Cases per run; each connects twice through libpq and once through pgyard.
@@ -80,90 +83,42 @@ const SERVICES: [&str; 4] = ["alpha", "beta", "gamma", "nowhere"];
 fn set(name: &str, value: Option<&str>) {
     // SAFETY: this binary's only test runs on one thread and nothing else runs meanwhile
     // (see the module's comment).
-    match value {
-        Some(v) => std::env::set_var(name, v),
-        None => std::env::remove_var(name),
-    }
+    unsafe { set_env(name, value) }
 }
 
-/// SplitMix64, seeded per case so a failing case can be named and rerun alone.
-struct Draw(u64);
-
-impl Draw {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> usize {
-        (self.next() % n) as usize
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-
-    fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
-        from[self.below(from.len() as u64)]
-    }
-
-    /// A comma-separated list of one to three entries from `from`.
-    fn list(&mut self, from: &[&str]) -> String {
-        let n = 1 + self.below(3);
-        (0..n)
-            .map(|_| self.pick(from))
-            .collect::<Vec<_>>()
-            .join(",")
-    }
-
-    /// A host list: loopback addresses and names, an empty entry, a socket folder that
-    /// does not exist.
-    fn hosts(&mut self, missing_dir: &str) -> String {
-        let from = [
-            "127.0.0.1",
-            "localhost",
-            "127.0.0.1",
-            "",
-            missing_dir,
-            "::1",
-        ];
-        self.list(&from)
-    }
-
-    /// A port list: ports nothing listens on, empty entries, now and then a value libpq
-    /// refuses.
-    fn ports(&mut self) -> String {
-        if self.chance(5) {
-            return self.pick(&["abc", "99999", "-1"]).to_owned();
-        }
-        self.list(&["1", "2", "3", ""])
-    }
+/// A comma-separated list of one to three entries from `from`.
+fn list(d: &mut Draw, from: &[&str]) -> String {
+    let n = 1 + d.below(3);
+    (0..n).map(|_| d.pick(from)).collect::<Vec<_>>().join(",")
 }
 
-/// One keyword's value for a keyword/value string, quoted when it needs to be.
-fn quoted(value: &str) -> String {
-    if !value.is_empty() && !value.contains([' ', '\'', '\\']) {
-        return value.to_owned();
+/// A host list: loopback addresses and names, an empty entry, a socket folder that does not
+/// exist.
+fn hosts(d: &mut Draw, missing_dir: &str) -> String {
+    let from = [
+        "127.0.0.1",
+        "localhost",
+        "127.0.0.1",
+        "",
+        missing_dir,
+        "::1",
+    ];
+    list(d, &from)
+}
+
+/// A port list: ports nothing listens on, empty entries, now and then a value libpq refuses.
+fn ports(d: &mut Draw) -> String {
+    if d.chance(5) {
+        return d.pick(&["abc", "99999", "-1"]).to_owned();
     }
-    let mut q = String::from("'");
-    for c in value.chars() {
-        if c == '\'' || c == '\\' {
-            q.push('\\');
-        }
-        q.push(c);
-    }
-    q.push('\'');
-    q
+    list(d, &["1", "2", "3", ""])
 }
 
 /// Keywords (and values) a string or a service section may hold.
 fn keywords(d: &mut Draw, missing_dir: &str, with_service: bool) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
     if d.chance(60) {
-        out.push(("host", d.hosts(missing_dir)));
+        out.push(("host", hosts(d, missing_dir)));
     }
     if d.chance(20) {
         let from = [
@@ -174,10 +129,10 @@ fn keywords(d: &mut Draw, missing_dir: &str, with_service: bool) -> Vec<(&'stati
             "not-an-address",
             "999.1.1.1",
         ];
-        out.push(("hostaddr", d.list(&from)));
+        out.push(("hostaddr", list(d, &from)));
     }
     if d.chance(60) {
-        out.push(("port", d.ports()));
+        out.push(("port", ports(d)));
     }
     if d.chance(40) {
         out.push(("user", d.pick(&["alice", "bob", ""]).to_owned()));
@@ -230,9 +185,9 @@ fn environment(d: &mut Draw, missing_dir: &str) -> Vec<(&'static str, String)> {
             continue;
         }
         let value = match var {
-            "PGHOST" => d.hosts(missing_dir),
+            "PGHOST" => hosts(d, missing_dir),
             "PGHOSTADDR" => "127.0.0.1".to_owned(),
-            "PGPORT" => d.ports(),
+            "PGPORT" => ports(d),
             "PGUSER" => d.pick(&["carol", ""]).to_owned(),
             "PGDATABASE" => d.pick(&["envdb", ""]).to_owned(),
             "PGOPTIONS" => d.pick(&["-c geqo=off", ""]).to_owned(),
@@ -291,7 +246,7 @@ fn conninfo(d: &mut Draw, missing_dir: &str) -> String {
     }
     let mut text = String::new();
     for (k, v) in &pairs {
-        let _ = write!(text, "{k}={} ", quoted(v));
+        let _ = write!(text, "{k}={} ", quote_conninfo_value(v));
     }
     text.push_str("connect_timeout=2");
     text
@@ -329,8 +284,80 @@ fn pgyard_resolved(conninfo: &str) -> Option<Resolved> {
     })
 }
 
-fn trimmed(text: &[u8]) -> String {
-    String::from_utf8_lossy(text).trim_end().to_owned()
+/// Written-out cases first (session 38): a string's and `PGSERVICE`'s service, the
+/// environment's `PGHOST`, `PGPORT` lists, `PGUSER`, `PGDATABASE`, `PGOPTIONS`, a URI's
+/// `service` parameter, `hostaddr`; then a check that the oracle reads them too.
+fn written_cases(libpq: &Libpq, svc: &std::path::Path) {
+    let services = "[full]\nhost=127.0.0.1\nport=1\nuser=svc_user\ndbname=svc_db\n\
+                    options=-c work_mem=1MB\n[hosts]\nhost=127.0.0.1,localhost\nport=1,2\n\
+                    [bare]\nconnect_timeout=2\n";
+    std::fs::write(svc, services).expect("write the service file");
+    // (string, environment)
+    let cases: &[(&str, &[(&str, &str)])] = &[
+        ("service=full", &[]),
+        ("service=full user=mine dbname=own port=2", &[]),
+        (
+            "service=full",
+            &[("PGUSER", "env_user"), ("PGDATABASE", "env_db")],
+        ),
+        (
+            "service=bare host=127.0.0.1 port=1",
+            &[("PGUSER", "env_user")],
+        ),
+        ("host=127.0.0.1 port=1", &[("PGSERVICE", "full")]),
+        ("service=hosts user=u", &[]),
+        ("service=hosts user=u port=2", &[]),
+        ("user=u", &[("PGHOST", "127.0.0.1"), ("PGPORT", "1")]),
+        ("user=u host=127.0.0.1,127.0.0.1", &[("PGPORT", "1,2")]),
+        (
+            "host=127.0.0.1 port=1 user=u",
+            &[("PGOPTIONS", "-c geqo=off")],
+        ),
+        ("host=127.0.0.1 port=1", &[("PGUSER", "only_user")]),
+        (
+            "host=127.0.0.1 port=1 user=u options=-cx.y=1",
+            &[("PGOPTIONS", "-c geqo=off"), ("PGDATABASE", "d")],
+        ),
+        ("postgresql://u@127.0.0.1:1/db?service=full", &[]),
+        ("host=127.0.0.1 port=1", &[]),
+        ("hostaddr=127.0.0.1 port=1 user=u", &[]),
+        ("host=localhost hostaddr=127.0.0.1 port=1 user=u", &[]),
+        ("host=,127.0.0.1 port=1 user=u", &[("PGHOST", "127.0.0.1")]),
+    ];
+    for (extra, env) in cases {
+        for v in VARS {
+            set(v, None);
+        }
+        for (k, v) in *env {
+            set(k, Some(v));
+        }
+        let conninfo = if extra.starts_with("postgresql://") {
+            format!("{extra}&connect_timeout=2")
+        } else {
+            format!("{extra} connect_timeout=2")
+        };
+        let mine = pgyard_resolved(&conninfo).expect("prepares");
+        assert_eq!(
+            mine,
+            libpq.resolved_for(&conninfo),
+            "{conninfo} with {env:?}"
+        );
+    }
+    for v in VARS {
+        set(v, None);
+    }
+    let r = libpq.resolved_for("service=full connect_timeout=2");
+    let want = (
+        &b"svc_user"[..],
+        &b"svc_db"[..],
+        &b"-c work_mem=1MB"[..],
+        &b"1"[..],
+    );
+    assert_eq!((&r.user[..], &r.db[..], &r.options[..], &r.port[..]), want);
+    set("PGUSER", Some("env_user"));
+    let user = libpq.resolved_for("host=127.0.0.1 port=1").user;
+    assert_eq!(user, b"env_user");
+    set("PGUSER", None);
 }
 
 #[test]
@@ -344,6 +371,7 @@ fn random_strings_environments_and_service_files_resolve_and_fail_as_in_libpq() 
     // An empty home: no ~/.pgpass and no ~/.pg_service.conf to read.
     set("HOME", Some(dir.path().to_str().expect("a UTF-8 path")));
     set("PGPASSFILE", None);
+    written_cases(libpq, &svc);
     let options = ConnectOptions::default().seed(1);
     let mut resolved_compared = 0;
     for case in 0..CASES {
@@ -361,7 +389,7 @@ fn random_strings_environments_and_service_files_resolve_and_fail_as_in_libpq() 
         let context =
             || format!("case {case}: {conninfo:?}, environment {env:?}, services:\n{file}");
 
-        let want = trimmed(&libpq.connect_error(&conninfo));
+        let want = libpq.connect_error_text(&conninfo);
         assert!(!want.is_empty(), "libpq connected: {}", context());
         let got = match connect_with(&conninfo, &options) {
             Ok(_) => panic!("pgyard connected: {}", context()),

@@ -11,15 +11,13 @@ use std::os::unix::fs::PermissionsExt;
 
 use pgyard_conninfo::Keyword;
 use pgyard_driver::{prepare, ConnectOptions, Prepared, RealInputs};
+use pgyard_testkit::draw::set_env;
 
 /// Sets or removes a variable.
 fn set(name: &str, value: Option<&str>) {
     // SAFETY: this binary's only test runs on one thread and nothing else runs meanwhile
     // (see the module's comment), so no reader of the environment races the change.
-    match value {
-        Some(v) => std::env::set_var(name, v),
-        None => std::env::remove_var(name),
-    }
+    unsafe { set_env(name, value) }
 }
 
 fn options() -> ConnectOptions {

@@ -17,6 +17,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use pgyard_driver::{prepare, ConnectOptions};
+use pgyard_testkit::cluster::quote_conninfo_value;
+use pgyard_testkit::draw::{set_env, Draw};
 use pgyard_testkit::libpq::Libpq;
 
 /// Cases per run; each connects once through libpq.
@@ -25,36 +27,12 @@ const CASES: u64 = 3000;
 fn set(name: &str, value: Option<&str>) {
     // SAFETY: this binary's only test runs on one thread and nothing else runs meanwhile
     // (see the module's comment).
-    match value {
-        Some(v) => std::env::set_var(name, v),
-        None => std::env::remove_var(name),
-    }
+    unsafe { set_env(name, value) }
 }
 
 fn write(path: &Path, text: &str, mode: u32) {
     std::fs::write(path, text).expect("write a file");
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
-}
-
-/// SplitMix64, seeded per case so a failing case can be named and rerun alone.
-struct Draw(u64);
-
-impl Draw {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-
-    fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
-        from[(self.next() % from.len() as u64) as usize]
-    }
 }
 
 /// A password-file field: the value, `*`, or the value with its colons and backslashes
@@ -74,9 +52,9 @@ fn field(d: &mut Draw, values: &[&str]) -> String {
 /// One to six lines of a password file.
 fn password_file(d: &mut Draw, socket_dir: &str) -> String {
     let mut text = String::new();
-    let lines = 1 + d.next() % 6;
+    let lines = 1 + d.next_u64() % 6;
     for i in 0..lines {
-        match d.next() % 20 {
+        match d.next_u64() % 20 {
             0 => text.push_str("# a comment\n"),
             1 => text.push('\n'),
             2 => text.push_str("127.0.0.1:1:d\n"),
@@ -89,7 +67,7 @@ fn password_file(d: &mut Draw, socket_dir: &str) -> String {
                 let mut pass = format!("{i}{}", pass.replace('\\', "\\\\").replace(':', "\\:"));
                 // A password field may also run on with an unescaped colon, or end in a lone
                 // backslash.
-                match d.next() % 10 {
+                match d.next_u64() % 10 {
                     0 => pass.push_str(":tail"),
                     1 => pass.push('\\'),
                     _ => {}
@@ -102,22 +80,6 @@ fn password_file(d: &mut Draw, socket_dir: &str) -> String {
         }
     }
     text
-}
-
-/// One keyword's value, quoted when it needs to be.
-fn quoted(value: &str) -> String {
-    if !value.is_empty() && !value.contains([' ', '\'', '\\']) {
-        return value.to_owned();
-    }
-    let mut q = String::from("'");
-    for c in value.chars() {
-        if c == '\'' || c == '\\' {
-            q.push('\\');
-        }
-        q.push(c);
-    }
-    q.push('\'');
-    q
 }
 
 /// pgyard's password for the host where libpq's object stops: the last.
@@ -157,7 +119,7 @@ fn random_password_files_give_the_password_libpq_gives() {
         let file = password_file(&mut d, socket_dir);
         let mode = if d.chance(10) { 0o644 } else { 0o600 };
         // Where the file is: named by the string, by PGPASSFILE, or at ~/.pgpass.
-        let place = d.next() % 3;
+        let place = d.next_u64() % 3;
         let path = if place == 2 {
             home.join(".pgpass")
         } else {
@@ -170,10 +132,10 @@ fn random_password_files_give_the_password_libpq_gives() {
         set("PGPASSFILE", (place == 1).then_some(named_text));
         set("PGPASSWORD", d.chance(10).then_some("from-env"));
 
-        let hosts: Vec<&str> = (0..1 + d.next() % 3)
+        let hosts: Vec<&str> = (0..1 + d.next_u64() % 3)
             .map(|_| d.pick(&["127.0.0.1", "localhost", socket_dir]))
             .collect();
-        let mut conninfo = format!("host={} port=1", quoted(&hosts.join(",")));
+        let mut conninfo = format!("host={} port=1", quote_conninfo_value(&hosts.join(",")));
         if d.chance(15) {
             let addrs = vec!["127.0.0.1"; hosts.len()].join(",");
             let _ = write!(conninfo, " hostaddr={addrs}");
@@ -183,12 +145,17 @@ fn random_password_files_give_the_password_libpq_gives() {
         }
         let db = d.pick(&["d", "other", "e:x", "b\\s"]);
         let user = d.pick(&["u", "v", "w:x"]);
-        let _ = write!(conninfo, " dbname={} user={}", quoted(db), quoted(user));
+        let _ = write!(
+            conninfo,
+            " dbname={} user={}",
+            quote_conninfo_value(db),
+            quote_conninfo_value(user)
+        );
         if d.chance(8) {
             let _ = write!(conninfo, " password={}", d.pick(&["given", ""]));
         }
         if place == 0 {
-            let _ = write!(conninfo, " passfile={}", quoted(named_text));
+            let _ = write!(conninfo, " passfile={}", quote_conninfo_value(named_text));
         }
         conninfo.push_str(" connect_timeout=2");
 

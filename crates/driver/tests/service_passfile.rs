@@ -11,15 +11,13 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use pgyard_driver::{prepare, ConnectOptions};
+use pgyard_testkit::draw::set_env;
 use pgyard_testkit::libpq::Libpq;
 
 fn set(name: &str, value: Option<&str>) {
     // SAFETY: this binary's only test runs on one thread and nothing else runs meanwhile
     // (see the module's comment).
-    match value {
-        Some(v) => std::env::set_var(name, v),
-        None => std::env::remove_var(name),
-    }
+    unsafe { set_env(name, value) }
 }
 
 fn write(path: &Path, text: &str, mode: u32) {

@@ -5,6 +5,7 @@
 //! unprivileged user.
 
 pub mod cluster;
+pub mod draw;
 pub mod fixtures;
 pub mod fuzz;
 pub mod libpq;

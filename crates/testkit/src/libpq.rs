@@ -318,6 +318,16 @@ impl Libpq {
         })
     }
 
+    /// [`Libpq::connect_error`] as text, without its final newline(s): what a driver's error
+    /// `Display` is compared with.
+    ///
+    /// # Panics
+    /// As [`Libpq::password_for`].
+    pub fn connect_error_text(&self, conninfo: &str) -> String {
+        let text = self.connect_error(conninfo);
+        String::from_utf8_lossy(&text).trim_end().to_owned()
+    }
+
     /// Runs `f` on the connection object `PQconnectdb(conninfo)` made, then `PQfinish`es it.
     fn with_connection<R>(&self, conninfo: &str, f: impl FnOnce(*const c_void) -> R) -> R {
         let c = CString::new(conninfo).expect("a connection string without NUL");

@@ -5,24 +5,22 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use pgyard_testkit::draw::Draw;
 use pgyard_testkit::libpq::Libpq;
 
-/// SplitMix64: tiny, fast, and fully determined by its seed on every platform.
-pub struct Rng(u64);
+/// The testkit's SplitMix64 (fully determined by its seed on every platform), with the
+/// `usize` and generic helpers these generators use.
+pub struct Rng(Draw);
 
 impl Rng {
     /// A generator for `seed`.
     pub fn new(seed: u64) -> Rng {
-        Rng(seed)
+        Rng(Draw(seed))
     }
 
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// A number in `0..n` (`n > 0`); the tiny modulo bias does not matter for test generation.
