@@ -69,7 +69,7 @@ const CONNECT_VARIABLES: [&str; 16] = [
 ];
 
 /// Points `HOME` at `home` (so no `~/.pgpass` or `~/.pg_service.conf` of the machine's is
-/// read) and removes every variable of [`CONNECT_VARIABLES`].
+/// read) and removes the `PG…` variables that would otherwise set a connect's defaults.
 ///
 /// # Safety
 /// As [`set_env`].
