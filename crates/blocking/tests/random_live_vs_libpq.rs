@@ -1,11 +1,19 @@
-//! Randomized differential against libpq 18 on a live PostgreSQL 18: seeded connection
-//! strings over one server whose `pg_hba.conf` gives each user another method (trust, md5,
-//! SCRAM, cleartext password, reject), with right, wrong and missing passwords, databases
-//! that exist, do not, or refuse connections, `require_auth`, `channel_binding`, `sslmode`
-//! and `gssencmode` against a server without TLS, `target_session_attrs`, `options` that the
-//! server takes or refuses, protocol versions and replication connections. Each string is
-//! connected by libpq (`PQconnectdb`) and by the blocking adapter: both must succeed, or both
-//! fail with the same text (`PQerrorMessage`), byte for byte.
+//! Randomized differentials against libpq 18 on live PostgreSQL 18 servers, in two phases
+//! over one cluster:
+//!
+//! * logins: seeded connection strings to the primary, whose `pg_hba.conf` gives each user
+//!   another method (trust, md5, SCRAM, cleartext password, reject), with right, wrong and
+//!   missing passwords, databases that exist, do not, or refuse connections, `require_auth`,
+//!   `channel_binding`, `sslmode` and `gssencmode` against a server without TLS,
+//!   `target_session_attrs`, `options` the server takes or refuses, protocol versions and
+//!   replication connections;
+//! * host lists: the primary, its hot standby and a port nothing listens on, in seeded lists
+//!   of one to four hosts, with every `target_session_attrs`, now and then a database or a
+//!   user that does not exist, and `sslmode` disable, allow or prefer.
+//!
+//! Each string is connected by libpq (`PQconnectdb`) and by the blocking adapter: both fail
+//! with the same text (`PQerrorMessage`), byte for byte, or both connect to the same server
+//! (`PQport` against the session's port).
 //!
 //! One test in its own binary: it sets the process environment (an empty home, so that no
 //! password file or service file of the machine's takes part), which libpq reads too.
@@ -14,14 +22,18 @@
 
 use std::fmt::Write as _;
 
-use pgyard_blocking::{connect_with, ConnectOptions};
+use pgyard_blocking::{connect_with, ConnectOptions, SessionInfo};
 use pgyard_testkit::cluster::quote_conninfo_value;
 use pgyard_testkit::cluster::{Options, Primary};
 use pgyard_testkit::draw::{isolate_env, Draw};
 use pgyard_testkit::libpq::Libpq;
 
-/// Cases per run; each logs in twice (libpq, pgyard).
+/// Login cases per run; each logs in two to three times (libpq, pgyard, libpq again for the
+/// port when it landed).
 const CASES: u64 = 400;
+
+/// Host-list cases per run.
+const HOST_LISTS: u64 = 300;
 
 /// Users, the method `pg_hba.conf` gives each, and the password it has.
 const USERS: [(&str, &str, &str); 5] = [
@@ -99,13 +111,82 @@ fn conninfo(d: &mut Draw, port: u16) -> String {
     text
 }
 
+/// The connection string of a case over the primary, the standby and a refusing port.
+fn host_list(d: &mut Draw, ports: [u16; 3]) -> String {
+    let n = 1 + d.next_u64() % 4;
+    let chosen: Vec<String> = (0..n)
+        .map(|_| ports[(d.next_u64() % 3) as usize].to_string())
+        .collect();
+    let hosts = vec!["127.0.0.1"; chosen.len()].join(",");
+    let mut text = format!("host={hosts} port={}", chosen.join(","));
+    let tsa = d.pick(&[
+        "any",
+        "read-write",
+        "read-only",
+        "primary",
+        "standby",
+        "prefer-standby",
+        "",
+    ]);
+    if !tsa.is_empty() {
+        let _ = write!(text, " target_session_attrs={tsa}");
+    }
+    let user = if d.chance(8) {
+        "nosuchuser"
+    } else {
+        "postgres"
+    };
+    let db = if d.chance(8) { "nosuchdb" } else { "postgres" };
+    let _ = write!(text, " user={user} dbname={db}");
+    if d.chance(40) {
+        let _ = write!(text, " sslmode={}", d.pick(&["disable", "allow", "prefer"]));
+    }
+    if d.chance(15) {
+        text.push_str(" application_name=multi");
+    }
+    text.push_str(" connect_timeout=10");
+    text
+}
+
+/// Connects `conninfo` through libpq and through pgyard: the same error text, or the same
+/// server. True when both landed.
+fn compare(libpq: &Libpq, options: &ConnectOptions, case: u64, conninfo: &str) -> bool {
+    let want = libpq.connect_error_text(conninfo);
+    match connect_with(conninfo, options) {
+        Ok(s) => {
+            let port = s.port().map(|p| p.to_string()).unwrap_or_default();
+            s.close();
+            assert_eq!(
+                want, "",
+                "case {case}: pgyard connected, libpq did not: {conninfo}"
+            );
+            let theirs = libpq.resolved_for(conninfo).port;
+            assert_eq!(port.as_bytes(), &theirs[..], "case {case}: {conninfo}");
+            true
+        }
+        Err(e) => {
+            assert_eq!(e.to_string().trim_end(), want, "case {case}: {conninfo}");
+            false
+        }
+    }
+}
+
+/// Both outcomes reached, each in more than a `1/share` of the `cases`.
+fn assert_mixed(what: &str, landed: u64, cases: u64, share: u64) {
+    let failed = cases - landed;
+    assert!(
+        landed > cases / share && failed > cases / share,
+        "{what}: {landed} connects landed and {failed} failed"
+    );
+}
+
 #[test]
-fn random_logins_succeed_or_fail_as_in_libpq() {
+fn random_logins_and_host_lists_land_or_fail_as_in_libpq() {
     let mut options = Options::default();
     for (user, method, _) in USERS {
         options = options.hba(format!("host all {user} 127.0.0.1/32 {method}"));
     }
-    let primary = Primary::start(options).expect("a primary");
+    let mut primary = Primary::start(options).expect("a primary");
     let mut sql = String::new();
     for (user, method, password) in USERS {
         // An md5 method with an md5 secret; every other password stored as SCRAM.
@@ -128,28 +209,25 @@ fn random_logins_succeed_or_fail_as_in_libpq() {
     // (see the module's comment).
     unsafe { isolate_env(home.path()) };
     let options = ConnectOptions::default().seed(1);
-    let (mut both_ok, mut both_failed) = (0, 0);
-    for case in 0..CASES {
-        let mut d = Draw(0x11fe_0000 + case);
-        let conninfo = conninfo(&mut d, primary.port());
-        let want = libpq.connect_error_text(&conninfo);
-        let got = match connect_with(&conninfo, &options) {
-            Ok(s) => {
-                s.close();
-                String::new()
-            }
-            Err(e) => e.to_string().trim_end().to_owned(),
-        };
-        assert_eq!(got, want, "case {case}: {conninfo}");
-        if want.is_empty() {
-            both_ok += 1;
-        } else {
-            both_failed += 1;
-        }
-    }
-    // The draws reach both outcomes, each often.
-    assert!(
-        both_ok > CASES / 10 && both_failed > CASES / 10,
-        "{both_ok} logins succeeded and {both_failed} failed"
-    );
+    let landed = (0..CASES)
+        .filter(|&case| {
+            let conninfo = conninfo(&mut Draw(0x11fe_0000 + case), primary.port());
+            compare(libpq, &options, case, &conninfo)
+        })
+        .count() as u64;
+    assert_mixed("logins", landed, CASES, 10);
+
+    let standby = primary.add_standby("s1").expect("a standby").port();
+    let refused = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    let ports = [primary.port(), standby, refused];
+    let landed = (0..HOST_LISTS)
+        .filter(|&case| {
+            let conninfo = host_list(&mut Draw(0x3a17_0000 + case), ports);
+            compare(libpq, &options, case, &conninfo)
+        })
+        .count() as u64;
+    assert_mixed("host lists", landed, HOST_LISTS, 5);
 }
