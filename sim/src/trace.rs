@@ -171,6 +171,55 @@ pub fn write_pieces(f: &mut std::fmt::Formatter<'_>, pieces: &[Piece<'_>]) -> st
     Ok(())
 }
 
+/// Pushes the pieces of `d` as `{:?}` writes it (`2s`, `1.05s`, `250ms`, `1.5µs`, `0ns`):
+/// the whole units of the largest unit that is not zero, then the fraction without its
+/// trailing zeros. A client's trace line carries two durations, and `Duration`'s `Debug`
+/// was most of that line's cost.
+pub fn push_duration_debug(d: std::time::Duration, out: &mut Vec<Piece<'_>>) {
+    /// Leading zeros of a fraction, as many as needed.
+    const ZEROS: &str = "00000000";
+    let (secs, nanos) = (d.as_secs(), u64::from(d.subsec_nanos()));
+    // (whole units, fraction, digits of the fraction, unit)
+    let (whole, mut frac, mut digits, unit) = if secs > 0 {
+        (secs, nanos, 9, "s")
+    } else if nanos >= 1_000_000 {
+        (nanos / 1_000_000, nanos % 1_000_000, 6, "ms")
+    } else if nanos >= 1_000 {
+        (nanos / 1_000, nanos % 1_000, 3, "\u{b5}s")
+    } else {
+        (nanos, 0, 0, "ns")
+    };
+    out.push(Piece::Num(whole));
+    if frac > 0 {
+        while frac % 10 == 0 {
+            frac /= 10;
+            digits -= 1;
+        }
+        let mut len = 1;
+        let mut rest = frac / 10;
+        while rest > 0 {
+            len += 1;
+            rest /= 10;
+        }
+        out.push(Piece::Text("."));
+        out.push(Piece::Text(&ZEROS[..digits - len]));
+        out.push(Piece::Num(frac));
+    }
+    out.push(Piece::Text(unit));
+}
+
+/// [`push_duration_debug`] for an optional duration: `None` or `Some(…)`, as `{:?}` writes it.
+pub fn push_option_duration_debug(d: Option<std::time::Duration>, out: &mut Vec<Piece<'_>>) {
+    match d {
+        None => out.push(Piece::Text("None")),
+        Some(d) => {
+            out.push(Piece::Text("Some("));
+            push_duration_debug(d, out);
+            out.push(Piece::Text(")"));
+        }
+    }
+}
+
 /// `n` in decimal (ASCII digits), written at the end of `buf`, two digits per step.
 pub(crate) fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
     const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
@@ -407,6 +456,38 @@ mod tests {
             let (a, b) = (cut1.min(cut2), cut1.max(cut2));
             let got = hash_pieces(&[&text[..a], &text[a..b], &[], &text[b..]]);
             assert_eq!(got, whole, "cuts at {a} and {b}");
+        }
+    }
+
+    #[test]
+    fn duration_pieces_read_as_debug_does() {
+        use std::time::Duration;
+        let text = |d: Option<Duration>| {
+            let mut pieces = Vec::new();
+            super::push_option_duration_debug(d, &mut pieces);
+            let mut t = super::Trace::recording();
+            t.line(&pieces);
+            t.lines()[0].clone()
+        };
+        let mut cases = vec![None, Some(Duration::ZERO), Some(Duration::MAX)];
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for i in 0..20_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Whole and round values as well as arbitrary ones, in every unit.
+            let nanos = match i % 5 {
+                0 => x % 1_000,
+                1 => x % 1_000_000,
+                2 => x % 1_000_000_000,
+                3 => (x % 100) * 10u64.pow((x >> 40) as u32 % 10),
+                _ => x % 3_600_000_000_000,
+            };
+            cases.push(Some(Duration::from_nanos(nanos)));
+            cases.push(Some(Duration::new(x >> 20, (x % 1_000_000_000) as u32)));
+        }
+        for d in cases {
+            assert_eq!(text(d), format!("{d:?}"));
         }
     }
 

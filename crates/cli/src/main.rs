@@ -1,6 +1,7 @@
 //! `pgyard`: the command line of the pgyard workspace. This is an adapter: it reads the process
 //! environment, files and clocks, and hands them to the pure crates.
 
+mod allocator;
 mod connect_cmd;
 mod conninfo_cmd;
 mod delayq_apply;
@@ -63,7 +64,7 @@ enum Command {
 /// mimalloc instead of the system allocator: the simulator, the main job, makes many small
 /// short-lived allocations, and this alone is worth a fifth of its speed.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: allocator::Allocator = allocator::Allocator;
 
 fn main() -> ExitCode {
     memory::no_transparent_huge_pages();

@@ -627,7 +627,10 @@ pub fn run_connect(rng: &mut Rng, t: &mut Trace, bug: Bug) -> Result<u64, Violat
             budget_rides_out: false,
             require_auth,
         };
-        trace!(t, "client {i} {}", SpecText(&spec));
+        let mut line = Vec::with_capacity(32);
+        line.extend([Piece::Text("client "), Piece::from(i), Piece::Text(" ")]);
+        SpecText(&spec).push_pieces(&mut line);
+        t.line(&line);
         let start = Instant(uniform_inclusive(rng, mix.safety_ms * MS / 2));
         w.add_client(spec, start);
     }

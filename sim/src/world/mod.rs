@@ -25,10 +25,11 @@ mod startup;
 mod wording;
 
 use pgyard_connect::{Connector, ResolveToken};
-use pgyard_conninfo::typed::ConnectConfig;
+use pgyard_conninfo::typed::{ConnectConfig, LoadBalanceHosts};
+use pgyard_conninfo::Strategy;
 use pgyard_types::{Instant, Rng, RngCore};
 
-use crate::trace::{write_pieces, Piece};
+use crate::trace::{push_option_duration_debug, write_pieces, Piece};
 use crate::{Trace, Violation};
 use client::{AttemptSocks, Client, Mode, Stage};
 use drive::{Mail, Outbox, Seen};
@@ -410,28 +411,70 @@ impl World {
 /// reports).
 pub struct SpecText<'a>(pub &'a ClientSpec);
 
-impl std::fmt::Display for SpecText<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl<'a> SpecText<'a> {
+    /// The line's pieces, pushed onto `out`: every seed traces one per client, and `fmt`
+    /// with the durations' `Debug` was a visible share of a seed's cost.
+    pub fn push_pieces(&self, out: &mut Vec<Piece<'a>>) {
         let c = &self.0.config;
-        f.write_str("hosts=")?;
+        out.push(Piece::Text("hosts="));
         for (i, h) in self.0.hosts.iter().enumerate() {
             if i > 0 {
-                f.write_str(",")?;
+                out.push(Piece::Text(","));
             }
-            f.write_str(h)?;
+            out.push(Piece::Text(h));
         }
-        write!(
-            f,
-            " tsa={} lb={:?} strategy={:?} connect_timeout={:?} failover={:?}",
-            c.target_session_attrs().as_str(),
-            c.load_balance_hosts(),
-            c.strategy(),
-            c.connect_timeout().ok().flatten(),
-            c.failover_timeout()
-        )?;
+        out.push(Piece::Text(" tsa="));
+        out.push(Piece::Text(c.target_session_attrs().as_str()));
+        out.push(Piece::Text(" lb="));
+        out.push(Piece::Text(lb_debug(c.load_balance_hosts())));
+        out.push(Piece::Text(" strategy="));
+        out.push(Piece::Text(strategy_debug(c.strategy())));
+        out.push(Piece::Text(" connect_timeout="));
+        push_option_duration_debug(c.connect_timeout().ok().flatten(), out);
+        out.push(Piece::Text(" failover="));
+        push_option_duration_debug(c.failover_timeout(), out);
         if let Some(r) = self.0.require_auth {
-            write!(f, " require_auth={}", r.raw)?;
+            out.push(Piece::Text(" require_auth="));
+            out.push(Piece::Text(r.raw));
         }
-        Ok(())
+    }
+}
+
+impl std::fmt::Display for SpecText<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut pieces = Vec::with_capacity(32);
+        self.push_pieces(&mut pieces);
+        write_pieces(f, &pieces)
+    }
+}
+
+/// `{:?}` of a `load_balance_hosts` value.
+fn lb_debug(lb: LoadBalanceHosts) -> &'static str {
+    match lb {
+        LoadBalanceHosts::Disable => "Disable",
+        LoadBalanceHosts::Random => "Random",
+    }
+}
+
+/// `{:?}` of a strategy.
+fn strategy_debug(s: Strategy) -> &'static str {
+    match s {
+        Strategy::Sequential => "Sequential",
+        Strategy::Race => "Race",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_line_names_read_as_debug_does() {
+        for lb in LoadBalanceHosts::LIBPQ_VALUES {
+            assert_eq!(lb_debug(*lb), format!("{lb:?}"));
+        }
+        for s in [Strategy::Sequential, Strategy::Race] {
+            assert_eq!(strategy_debug(s), format!("{s:?}"));
+        }
     }
 }

@@ -31,7 +31,7 @@ impl World {
             .flat_map(|r| [&r.prefix, &r.text])
             .map(String::as_str)
             .collect();
-        if e.to_string() != whole {
+        if !displays_as(e, &whole) {
             return bad(format!(
                 "the message is {:?}, its entries say {whole:?}",
                 e.to_string()
@@ -53,8 +53,16 @@ impl World {
             let Some(OpenTarget::Tcp(addr)) = &r.target else {
                 continue;
             };
-            let ip = addr.ip().to_string();
-            if !slots.iter().any(|s| prefix_is(s, &ip, &r.prefix)) {
+            let mut buf = [0u8; 15];
+            let owned;
+            let ip = match addr.ip() {
+                std::net::IpAddr::V4(v4) => ipv4_text(v4, &mut buf),
+                v6 => {
+                    owned = v6.to_string();
+                    &owned
+                }
+            };
+            if !slots.iter().any(|s| prefix_is(s, ip, &r.prefix)) {
                 return bad(format!(
                     "entry of a{:?} starts {:?}, which libpq says for no slot at {addr}",
                     r.attempt, r.prefix
@@ -117,6 +125,49 @@ impl World {
         }
         Ok(())
     }
+}
+
+/// Whether `value`'s `Display` writes exactly `want`, compared as it is written: every
+/// failed connect is checked, and the message is long enough that a copy showed.
+fn displays_as(value: &impl std::fmt::Display, want: &str) -> bool {
+    struct Compare<'a> {
+        rest: &'a str,
+        same: bool,
+    }
+    impl std::fmt::Write for Compare<'_> {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            match self.rest.strip_prefix(s) {
+                Some(rest) if self.same => self.rest = rest,
+                _ => self.same = false,
+            }
+            Ok(())
+        }
+    }
+    let mut c = Compare {
+        rest: want,
+        same: true,
+    };
+    use std::fmt::Write as _;
+    let _ = write!(c, "{value}");
+    c.same && c.rest.is_empty()
+}
+
+/// `ip` as its `Display` writes it (`a.b.c.d`), in `buf`, without allocating.
+fn ipv4_text(ip: std::net::Ipv4Addr, buf: &mut [u8; 15]) -> &str {
+    let mut at = 0;
+    for (i, o) in ip.octets().into_iter().enumerate() {
+        if i > 0 {
+            buf[at] = b'.';
+            at += 1;
+        }
+        for (d, skip) in [(o / 100, o < 100), ((o / 10) % 10, o < 10), (o % 10, false)] {
+            if !skip {
+                buf[at] = b'0' + d;
+                at += 1;
+            }
+        }
+    }
+    std::str::from_utf8(&buf[..at]).unwrap_or_default()
 }
 
 /// Whether `text` is libpq's host-identity prefix for `slot` connecting to an address whose
@@ -208,4 +259,29 @@ fn negotiation_fits(r: &AttemptReport, offered: ProtocolVersion, min: ProtocolVe
         return r.kind == FailureKind::Configuration && r.text.contains(&text);
     }
     !r.text.contains("protocol negotiation message")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ipv4_text_reads_as_display_does() {
+        let mut buf = [0u8; 15];
+        for x in (0..=u32::MAX)
+            .step_by(65_521)
+            .chain([0, u32::MAX, 0x0a00_0001, 0x6400_0a09])
+        {
+            let ip = std::net::Ipv4Addr::from(x);
+            assert_eq!(super::ipv4_text(ip, &mut buf), ip.to_string());
+        }
+    }
+
+    #[test]
+    fn displays_as_compares_the_whole_text() {
+        assert!(super::displays_as(&"ab", "ab"));
+        assert!(super::displays_as(&"", ""));
+        assert!(!super::displays_as(&"ab", "abc"));
+        assert!(!super::displays_as(&"abc", "ab"));
+        assert!(!super::displays_as(&"ax", "ab"));
+        assert!(super::displays_as(&format_args!("{}-{}", 1, "z"), "1-z"));
+    }
 }
