@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use pgyard_connect::{AttemptId, Established, Event, OpenTarget, TcpOptions};
 use pgyard_driver::core::{Io, Mailbox, Step, TlsStart, WorkerCmd};
+use pgyard_driver::tls::CertProbe;
 use pgyard_driver::{io_kind, open_event, tls, Attempt, Driving, Error, Machine};
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustls::ClientConnection;
@@ -202,8 +203,9 @@ fn worker(
     }
     let Ok(sock) = opened else { return };
     let mut stream = Transport::Plain(sock);
-    // The host named in certificate errors while a handshake is under way.
-    let mut handshake: Option<String> = None;
+    // While a handshake is under way: the host named in certificate errors, and what it did
+    // with client certificates.
+    let mut handshake: Option<(String, CertProbe)> = None;
     let mut eof = false;
     let mut buf = vec![0u8; 16 * 1024];
     loop {
@@ -219,9 +221,9 @@ fn worker(
                 Err(_) => Event::Closed { attempt },
             },
             Ok(Cmd::StartTls(start)) => match start_tls(attempt, stream, start) {
-                Ok((tls, host)) => {
+                Ok((tls, pending)) => {
                     stream = tls;
-                    handshake = Some(host);
+                    handshake = Some(pending);
                     continue;
                 }
                 Err((same, ev)) => {
@@ -270,17 +272,23 @@ pub(crate) fn open_attempt(
     Ok(s)
 }
 
-/// Puts TLS over a plain stream: the TLS stream and the host to name in certificate errors
-/// while the handshake runs, or the stream unchanged and the event that says why not.
+/// Puts TLS over a plain stream: the TLS stream, with the host to name in certificate errors
+/// and the client-certificate probe while the handshake runs, or the stream unchanged and the
+/// event that says why not.
 pub(crate) fn start_tls(
     attempt: AttemptId,
     stream: Transport,
-    TlsStart { config, name, host }: TlsStart,
-) -> Result<(Transport, String), (Transport, Event)> {
+    TlsStart {
+        config,
+        name,
+        host,
+        probe,
+    }: TlsStart,
+) -> Result<(Transport, (String, CertProbe)), (Transport, Event)> {
     match (stream, ClientConnection::new(config, name)) {
         (Transport::Plain(sock), Ok(c)) => Ok((
             Transport::Tls(Box::new(rustls::StreamOwned::new(c, sock))),
-            host,
+            (host, probe),
         )),
         (same, result) => {
             let why = result
@@ -291,6 +299,7 @@ pub(crate) fn start_tls(
                 attempt,
                 message: format!("SSL error: {why}"),
                 kind: pgyard_connect::FailureKind::Configuration,
+                client_cert: pgyard_connect::ClientCert::NotRequested,
             };
             Err((same, ev))
         }
@@ -323,19 +332,19 @@ pub(crate) fn may_wait(stream: &Transport) -> bool {
 pub(crate) fn read_step(
     attempt: AttemptId,
     stream: &mut Transport,
-    handshake: &mut Option<String>,
+    handshake: &mut Option<(String, CertProbe)>,
     buf: &mut [u8],
 ) -> Next {
     match (stream, &*handshake) {
-        (Transport::Tls(t), Some(host)) => match t.conn.complete_io(&mut t.sock) {
+        (Transport::Tls(t), Some((host, probe))) => match t.conn.complete_io(&mut t.sock) {
             Ok(_) if t.conn.is_handshaking() => Next::Again,
             Ok(_) => {
-                let ev = tls::established(attempt, &t.conn);
+                let ev = tls::established(attempt, &t.conn, probe);
                 *handshake = None;
                 Next::Report(ev)
             }
             Err(e) if is_timeout(&e) => Next::Again,
-            Err(e) => Next::Report(tls::handshake_failed(attempt, &e, host)),
+            Err(e) => Next::Report(tls::handshake_failed(attempt, &e, host, probe)),
         },
         (stream, _) => match stream.read(buf) {
             Ok(n) if n > 0 => Next::Report(Event::Received {

@@ -27,8 +27,9 @@ use crate::transport::{open, Transport};
 struct Conn {
     attempt: AttemptId,
     stream: Transport,
-    /// The host named in certificate errors while a handshake is under way.
-    handshake: Option<String>,
+    /// While a handshake is under way: the host named in certificate errors, and what it did
+    /// with client certificates.
+    handshake: Option<(String, pgyard_driver::tls::CertProbe)>,
     /// Reading ended (EOF, reset, a failed handshake): only commands are left for it.
     ended: bool,
     /// Its reads are bounded by [`POLL`] (set only where a read may come without a poll
@@ -180,12 +181,12 @@ fn carry_out(
             WorkerCmd::StartTls(start) => {
                 let mut c = conns.swap_remove(at);
                 match start_tls(attempt, c.stream, start) {
-                    Ok((tls, host)) => {
+                    Ok((tls, pending)) => {
                         // The handshake's own reads wait on the socket: bounded, so that the
                         // loop gets back to the machine's deadline.
                         c.timed = c.timed || bound_reads(&tls);
                         c.stream = tls;
-                        c.handshake = Some(host);
+                        c.handshake = Some(pending);
                     }
                     Err((same, ev)) => {
                         c.stream = same;

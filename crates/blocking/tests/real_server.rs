@@ -11,7 +11,7 @@ use pgyard_blocking::{connect, connect_with, ConnectOptions, Error, Session};
 use pgyard_testkit::cluster::{Auth, Options, Primary};
 use pgyard_testkit::fixtures::{
     assert_same_as_psql, fail_over, mixed_rows, psql_outcome as psql, tls_cases, tls_primary,
-    write_for_server, TestCa, MIXED_ROWS_SQL,
+    write_pki, MIXED_ROWS_SQL,
 };
 use pgyard_wire::error_fields::SqlState;
 
@@ -214,48 +214,6 @@ fn scram_and_tls_modes_match_psql() {
     assert!(connect(&format!("{base} sslmode=require")).unwrap().tls());
 }
 
-/// A CA, a server certificate for `localhost` signed by it, and a client certificate for
-/// `certuser`; the server's files are made readable to the server user.
-struct Pki {
-    ca: String,
-    server_cert: String,
-    server_key: String,
-    client_cert: String,
-    client_key: String,
-}
-
-fn write_pki(dir: &std::path::Path) -> Pki {
-    use rcgen::{CertificateParams, DnType};
-    use std::os::unix::fs::PermissionsExt;
-    let ca = TestCa::new("pgyard test CA").expect("CA");
-    let (server_cert, server_key) = ca
-        .sign(CertificateParams::new(vec!["localhost".to_owned()]).expect("server params"))
-        .expect("server certificate");
-    let mut client_params = CertificateParams::new(Vec::<String>::new()).expect("client params");
-    client_params
-        .distinguished_name
-        .push(DnType::CommonName, "certuser");
-    let (client_cert, client_key) = ca.sign(client_params).expect("client certificate");
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    // The server's files belong to the server user; the client's stay this process's.
-    let server = |name: &str, text: String, mode: u32| {
-        write_for_server(dir, name, &text, mode).expect("written for the server")
-    };
-    let client = |name: &str, text: String, mode: u32| {
-        let path = dir.join(name);
-        std::fs::write(&path, text).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
-        path.to_string_lossy().into_owned()
-    };
-    Pki {
-        ca: server("ca.crt", ca.cert.pem(), 0o644),
-        server_cert: server("server.crt", server_cert.pem(), 0o644),
-        server_key: server("server.key", server_key.serialize_pem(), 0o600),
-        client_cert: client("client.crt", client_cert.pem(), 0o644),
-        client_key: client("client.key", client_key.serialize_pem(), 0o600),
-    }
-}
-
 /// Client-certificate authentication (`cert` in pg_hba.conf): with `sslcert`/`sslkey` the
 /// login succeeds, without them it fails, exactly as for psql.
 #[test]
@@ -264,7 +222,7 @@ fn client_certificates_authenticate_as_psql_does() {
         .prefix("pgyard-pki-")
         .tempdir()
         .unwrap();
-    let pki = write_pki(dir.path());
+    let pki = write_pki(dir.path()).expect("certificates written");
     let primary = Primary::start(
         Options::default()
             .conf("ssl = on")

@@ -120,6 +120,7 @@ pub fn connect(conninfo: &str, env: &Environment) -> Result<(Established, TcpStr
                             attempt,
                             message,
                             kind,
+                            client_cert: pgyard_connect::ClientCert::NotRequested,
                         },
                     );
                 }

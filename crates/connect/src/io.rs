@@ -141,6 +141,8 @@ pub enum Event {
         server_end_point: Option<Vec<u8>>,
         /// The protocol the server selected by ALPN, if it selected one.
         alpn: Option<Vec<u8>>,
+        /// Whether the server asked for a client certificate, and whether one was sent.
+        client_cert: ClientCert,
     },
     /// The TLS handshake failed (including certificate checks).
     TlsFailed {
@@ -153,6 +155,9 @@ pub enum Event {
         /// root file) [`FailureKind::Configuration`], an alert or a reset
         /// [`FailureKind::Transient`].
         kind: FailureKind,
+        /// Whether the server asked for a client certificate before the handshake failed
+        /// (libpq keeps what any handshake of the connect saw; see [`ClientCert`]).
+        client_cert: ClientCert,
     },
 }
 
@@ -244,4 +249,21 @@ pub struct Established {
     /// Protocol options asked for (through extra startup parameters named `_pq_.…`) that
     /// the server said it does not support.
     pub refused_options: Vec<String>,
+}
+
+/// What became of client certificates in a TLS handshake: what libpq's certificate callback
+/// records (`ssl_cert_requested`, `ssl_cert_sent`) for `sslcertmode=require`, which refuses a
+/// login the server accepted without asking for a certificate or without getting one. libpq
+/// never clears the two flags during a connect, so what one handshake saw (even one that
+/// failed afterwards) holds for every later attempt and host; the order of the variants is
+/// that of what has been seen, the latest of any two being the larger.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ClientCert {
+    /// The server sent no CertificateRequest (and every connection without TLS).
+    #[default]
+    NotRequested,
+    /// The server asked, and the client had no certificate to send.
+    NoneSent,
+    /// The server asked, and the client had a certificate loaded to send.
+    Sent,
 }

@@ -86,8 +86,8 @@ pub use connector::Connector;
 #[cfg(feature = "planted-bugs")]
 pub use connector::PlantedBug;
 pub use io::{
-    Action, AttemptId, BackendKey, Established, Event, IoErrorKind, OpenTarget, ResolveToken,
-    TcpOptions, TlsVerify,
+    Action, AttemptId, BackendKey, ClientCert, Established, Event, IoErrorKind, OpenTarget,
+    ResolveToken, TcpOptions, TlsVerify,
 };
 pub use memory::{HostEntry, HostStatus, HostStatusMemory};
 pub use parameters::{Iter as ParameterIter, Parameters};

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use pgyard_connect::{Action, Connector, Established, Event};
+use pgyard_connect::{Action, ClientCert, Connector, Established, Event};
 use pgyard_types::Instant;
 
 const ONE: &str = "host=127.0.0.1 port=6001";
@@ -75,6 +75,7 @@ fn a_late_tls_event_changes_nothing() {
             attempt,
             server_end_point: None,
             alpn: Some(b"http/1.1".to_vec()),
+            client_cert: ClientCert::NotRequested,
         },
     );
     assert!(sent.iter().all(|a| matches!(a, Action::Send { .. })));

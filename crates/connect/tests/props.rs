@@ -195,7 +195,7 @@ proptest! {
         c.handle_event(Instant::ZERO, pgyard_connect::Event::Opened { attempt });
         if tls {
             c.handle_event(Instant::ZERO, pgyard_connect::Event::Received { attempt, bytes: b"S".to_vec() });
-            c.handle_event(Instant::ZERO, pgyard_connect::Event::TlsEstablished { attempt, server_end_point: None, alpn: None });
+            c.handle_event(Instant::ZERO, pgyard_connect::Event::TlsEstablished { attempt, server_end_point: None, alpn: None, client_cert: pgyard_connect::ClientCert::NotRequested });
         }
         for ch in chunks {
             c.handle_event(Instant::ZERO, pgyard_connect::Event::Received { attempt, bytes: ch });

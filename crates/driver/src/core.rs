@@ -30,8 +30,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pgyard_connect::{
-    Action, AttemptId, Connector, Established, Event, FailureKind, OpenTarget, ResolveToken,
-    TcpOptions, TlsVerify,
+    Action, AttemptId, ClientCert, Connector, Established, Event, FailureKind, OpenTarget,
+    ResolveToken, TcpOptions, TlsVerify,
 };
 use pgyard_types::Instant;
 use rustls::pki_types::ServerName;
@@ -81,6 +81,8 @@ pub struct TlsStart {
     pub name: ServerName<'static>,
     /// The host as libpq names it in certificate errors.
     pub host: String,
+    /// What the handshake does with client certificates, read when it is done.
+    pub probe: tls::CertProbe,
 }
 
 /// The machine's request for a TLS handshake, as a [`TlsSetup`] sees it.
@@ -109,14 +111,19 @@ impl TlsSetup for &TlsSettings {
     type Start = TlsStart;
 
     fn start(&self, r: TlsRequest<'_>) -> Result<TlsStart, String> {
-        let config = self.client_config(r.verify)?;
+        let (config, probe) = self.client_config(r.verify)?;
         let host = r
             .server_name
             .map(str::to_owned)
             .or_else(|| r.ip.map(|i| i.to_string()))
             .unwrap_or_default();
         let name = tls::server_name(r.server_name, r.ip);
-        Ok(TlsStart { config, name, host })
+        Ok(TlsStart {
+            config,
+            name,
+            host,
+            probe,
+        })
     }
 }
 
@@ -419,6 +426,7 @@ impl<M: Mailbox<T::Start>, T: TlsSetup> Core<M, T> {
                         attempt,
                         message,
                         kind: FailureKind::Configuration,
+                        client_cert: ClientCert::NotRequested,
                     }),
                 }
                 return None;

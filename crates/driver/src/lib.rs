@@ -44,6 +44,7 @@
 
 pub mod attempts;
 mod certnames;
+mod client_cert;
 pub mod core;
 mod env;
 mod environ;

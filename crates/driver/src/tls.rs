@@ -9,6 +9,8 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use crate::client_cert::CertProbe;
+use crate::client_cert::{ProbingResolver, VersionWatch};
 use pgyard_connect::{AttemptId, Event, FailureKind, TlsVerify, ALPN_POSTGRESQL};
 
 use crate::certnames::{CertificateNames, HostNameMismatch};
@@ -20,6 +22,7 @@ use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::sign::CertifiedKey;
 use rustls::{
     CertificateError, ClientConfig, ClientConnection, DigitallySignedStruct, RootCertStore,
     SignatureScheme,
@@ -83,8 +86,12 @@ impl TlsSettings {
         }
     }
 
-    /// A client configuration for one handshake, or libpq's text for why none can be made.
-    pub fn client_config(&self, verify: TlsVerify) -> Result<Arc<ClientConfig>, String> {
+    /// A client configuration for one handshake, with the probe that tells afterwards what
+    /// became of client certificates in it, or libpq's text for why none can be made.
+    pub fn client_config(
+        &self,
+        verify: TlsVerify,
+    ) -> Result<(Arc<ClientConfig>, CertProbe), String> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let root_file_exists = matches!(&self.root, RootCert::File(p) if p.is_file());
         // libpq verifies the chain whenever the root file exists, whatever the sslmode says.
@@ -103,10 +110,12 @@ impl TlsSettings {
                 Some(v)
             }
         };
+        let probe = CertProbe::default();
         let verifier = Arc::new(PgVerifier {
             verify,
             inner,
             provider: provider.clone(),
+            probe: probe.clone(),
         });
         let versions = self.versions();
         let builder = ClientConfig::builder_with_provider(provider)
@@ -114,15 +123,19 @@ impl TlsSettings {
             .map_err(|e| format!("SSL error: {e}"))?
             .dangerous()
             .with_custom_certificate_verifier(verifier);
-        let mut config = match self.client_identity()? {
-            Some((chain, key)) => builder
-                .with_client_auth_cert(chain, key)
-                .map_err(|e| format!("could not load private key file: {e}"))?,
-            None => builder.with_no_client_auth(),
+        let identity = match self.client_identity()? {
+            Some((chain, key)) => Some(Arc::new(
+                CertifiedKey::from_der(chain, key, builder.crypto_provider())
+                    .map_err(|e| format!("could not load private key file: {e}"))?,
+            )),
+            None => None,
         };
+        let resolver = ProbingResolver::new(identity, probe.clone());
+        let mut config = builder.with_client_cert_resolver(Arc::new(resolver));
+        config.key_log = Arc::new(VersionWatch::new(probe.clone()));
         config.alpn_protocols = vec![ALPN_POSTGRESQL.to_vec()];
         config.enable_sni = self.sni;
-        Ok(Arc::new(config))
+        Ok((Arc::new(config), probe))
     }
 
     fn roots(&self) -> Result<RootCertStore, String> {
@@ -239,9 +252,10 @@ pub fn server_name(name: Option<&str>, ip: Option<IpAddr>) -> ServerName<'static
     }
 }
 
-/// The event for a finished handshake: the channel-binding hash of the server's certificate
-/// and what the server selected by ALPN, for the machine to judge.
-pub fn established(attempt: AttemptId, conn: &ClientConnection) -> Event {
+/// The event for a finished handshake: the channel-binding hash of the server's certificate,
+/// what the server selected by ALPN, and what `probe` (the handshake's) saw of client
+/// certificates, for the machine to judge.
+pub fn established(attempt: AttemptId, conn: &ClientConnection, probe: &CertProbe) -> Event {
     Event::TlsEstablished {
         attempt,
         server_end_point: conn
@@ -249,17 +263,25 @@ pub fn established(attempt: AttemptId, conn: &ClientConnection) -> Event {
             .and_then(|certs| certs.first())
             .and_then(|cert| pgyard_wire::auth::tls_server_end_point(cert.as_ref()).ok()),
         alpn: conn.alpn_protocol().map(<[u8]>::to_vec),
+        client_cert: probe.status(),
     }
 }
 
 /// The event for a handshake that failed with `e` (an I/O error that wraps rustls's error, as
-/// `StreamOwned` and tokio-rustls report it): libpq's text for `host`, or a plain EOF.
-pub fn handshake_failed(attempt: AttemptId, e: &std::io::Error, host: &str) -> Event {
+/// `StreamOwned` and tokio-rustls report it): libpq's text for `host` and what `probe` saw of
+/// client certificates before it failed, or a plain EOF.
+pub fn handshake_failed(
+    attempt: AttemptId,
+    e: &std::io::Error,
+    host: &str,
+    probe: &CertProbe,
+) -> Event {
     match e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
         Some(te) => Event::TlsFailed {
             attempt,
             message: handshake_error_text(te, host),
             kind: handshake_failure_kind(te),
+            client_cert: probe.status(),
         },
         None => Event::Closed { attempt },
     }
@@ -329,6 +351,8 @@ struct PgVerifier {
     verify: TlsVerify,
     inner: Option<Arc<WebPkiServerVerifier>>,
     provider: Arc<CryptoProvider>,
+    /// Told when the chain fails (see [`CertProbe`]).
+    probe: CertProbe,
 }
 
 impl ServerCertVerifier for PgVerifier {
@@ -343,7 +367,18 @@ impl ServerCertVerifier for PgVerifier {
         let Some(inner) = &self.inner else {
             return Ok(ServerCertVerified::assertion());
         };
-        match inner.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
+        let result =
+            inner.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now);
+        let name_only = matches!(
+            result,
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            ))
+        );
+        if result.is_err() && !name_only {
+            self.probe.chain_failed();
+        }
+        match result {
             // webpki checks the name only after the chain passed, so for verify-ca a name
             // error means the chain is good.
             Err(rustls::Error::InvalidCertificate(
@@ -398,6 +433,7 @@ impl ServerCertVerifier for PgVerifier {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pgyard_connect::ClientCert;
 
     #[test]
     fn a_certificate_that_does_not_verify_is_authentication_anything_else_transient() {
@@ -406,18 +442,20 @@ mod tests {
         let alert = rustls::Error::AlertReceived(rustls::AlertDescription::HandshakeFailure);
         assert_eq!(handshake_failure_kind(&alert), FailureKind::Transient);
         let io = std::io::Error::new(std::io::ErrorKind::InvalidData, bad);
-        let ev = handshake_failed(AttemptId(3), &io, "db");
+        let probe = CertProbe::default();
+        let ev = handshake_failed(AttemptId(3), &io, "db", &probe);
         assert_eq!(
             ev,
             Event::TlsFailed {
                 attempt: AttemptId(3),
                 message: "SSL error: certificate verify failed".into(),
                 kind: FailureKind::Authentication,
+                client_cert: ClientCert::NotRequested,
             }
         );
         let eof = std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
         assert_eq!(
-            handshake_failed(AttemptId(3), &eof, "db"),
+            handshake_failed(AttemptId(3), &eof, "db", &probe),
             Event::Closed {
                 attempt: AttemptId(3)
             }

@@ -92,6 +92,50 @@ impl TestCa {
     }
 }
 
+/// A CA, a server certificate for `localhost` signed by it, and a client certificate for
+/// `certuser`, as files: the server's readable to the server user, the client's this
+/// process's (the key mode 0600, as libpq requires).
+pub struct Pki {
+    /// The CA's certificate (a root file for `verify-*`, the server's `ssl_ca_file`).
+    pub ca: String,
+    /// The server's certificate, for `localhost`.
+    pub server_cert: String,
+    /// The server's key.
+    pub server_key: String,
+    /// The client certificate, Common Name `certuser`.
+    pub client_cert: String,
+    /// The client certificate's key.
+    pub client_key: String,
+}
+
+/// Writes a [`Pki`] into `dir` (made world-readable, so that the server reaches its files).
+pub fn write_pki(dir: &Path) -> io::Result<Pki> {
+    use rcgen::{CertificateParams, DnType};
+    let ca = TestCa::new("pgyard test CA")?;
+    let params = CertificateParams::new(vec!["localhost".to_owned()]).map_err(io::Error::other)?;
+    let (server_cert, server_key) = ca.sign(params)?;
+    let mut client_params =
+        CertificateParams::new(Vec::<String>::new()).map_err(io::Error::other)?;
+    client_params
+        .distinguished_name
+        .push(DnType::CommonName, "certuser");
+    let (client_cert, client_key) = ca.sign(client_params)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
+    let client = |name: &str, text: String, mode: u32| -> io::Result<String> {
+        let path = dir.join(name);
+        std::fs::write(&path, text)?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))?;
+        Ok(path.to_string_lossy().into_owned())
+    };
+    Ok(Pki {
+        ca: write_for_server(dir, "ca.crt", &ca.cert.pem(), 0o644)?,
+        server_cert: write_for_server(dir, "server.crt", &server_cert.pem(), 0o644)?,
+        server_key: write_for_server(dir, "server.key", &server_key.serialize_pem(), 0o600)?,
+        client_cert: client("client.crt", client_cert.pem(), 0o644)?,
+        client_key: client("client.key", client_key.serialize_pem(), 0o600)?,
+    })
+}
+
 /// Writes a PEM certificate and key into `dir` as `server.crt` and `server.key`, readable by
 /// the server user.
 pub fn write_cert_files(dir: &Path, cert_pem: &str, key_pem: &str) -> io::Result<(String, String)> {

@@ -44,6 +44,7 @@ type LibVersionFn = unsafe extern "C" fn() -> c_int;
 type ConnectdbFn = unsafe extern "C" fn(*const c_char) -> *mut c_void;
 type PassFn = unsafe extern "C" fn(*const c_void) -> *const c_char;
 type FinishFn = unsafe extern "C" fn(*mut c_void);
+type StatusFn = unsafe extern "C" fn(*const c_void) -> c_int;
 
 /// The TLS libraries a libpq build links against, in dependency order. Each one present in
 /// libpq's own folder is loaded by full path before libpq, so the dynamic loader then resolves
@@ -127,6 +128,8 @@ pub struct Libpq {
     /// `PQuser`, `PQdb`, `PQhost`, `PQport`, `PQoptions`, in [`Resolved`]'s order.
     accessors: [PassFn; 5],
     error_message: PassFn,
+    /// `PQstatus`, then `PQsslInUse`.
+    status: [StatusFn; 2],
     // Kept last and never dropped early: the function pointers above point into it.
     _libs: Vec<Library>,
 }
@@ -188,6 +191,10 @@ impl Libpq {
             string_of(b"PQoptions\0")?,
         ];
         let error_message = string_of(b"PQerrorMessage\0")?;
+        // SAFETY: both take a `const PGconn *` and return an int (libpq-fe.h); used only
+        // while `lib` lives, as above.
+        let int_of = |name: &[u8]| unsafe { lib.get::<StatusFn>(name).map(|f| *f).map_err(err) };
+        let status = [int_of(b"PQstatus\0")?, int_of(b"PQsslInUse\0")?];
         libs.push(lib);
         Ok(Libpq {
             path: path.to_owned(),
@@ -201,6 +208,7 @@ impl Libpq {
             finish,
             accessors,
             error_message,
+            status,
             _libs: libs,
         })
     }
@@ -326,6 +334,30 @@ impl Libpq {
     pub fn connect_error_text(&self, conninfo: &str) -> String {
         let text = self.connect_error(conninfo);
         String::from_utf8_lossy(&text).trim_end().to_owned()
+    }
+
+    /// One `PQconnectdb(conninfo)`: where it landed (`PQport`) and whether over TLS
+    /// (`PQsslInUse`) when `PQstatus` says it is up, else `PQerrorMessage` without its final
+    /// newline(s).
+    ///
+    /// # Panics
+    /// As [`Libpq::password_for`].
+    pub fn connect_outcome(&self, conninfo: &str) -> Result<(Vec<u8>, bool), String> {
+        self.with_connection(conninfo, |conn| {
+            let [status, ssl] = self.status;
+            // SAFETY: `conn` is live for the closure; PQstatus and PQsslInUse only read it,
+            // and the strings read are ones it owns.
+            unsafe {
+                // CONNECTION_OK is 0.
+                if status(conn) == 0 {
+                    let port = owned((self.accessors[3])(conn)).unwrap_or_default();
+                    Ok((port, ssl(conn) != 0))
+                } else {
+                    let text = owned((self.error_message)(conn)).unwrap_or_default();
+                    Err(String::from_utf8_lossy(&text).trim_end().to_owned())
+                }
+            }
+        })
     }
 
     /// Runs `f` on the connection object `PQconnectdb(conninfo)` made, then `PQfinish`es it.

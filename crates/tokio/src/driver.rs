@@ -188,7 +188,12 @@ async fn worker(
                     eof = true;
                 }
             }
-            Some(Cmd::StartTls(TlsStart { config, name, host })) => {
+            Some(Cmd::StartTls(TlsStart {
+                config,
+                name,
+                host,
+                probe,
+            })) => {
                 let handshake = tokio_rustls::TlsConnector::from(config).connect(name, stream);
                 let result = tokio::select! {
                     r = handshake => r,
@@ -196,14 +201,14 @@ async fn worker(
                 };
                 match result {
                     Ok(t) => {
-                        let ev = tls::established(attempt, t.get_ref().1);
+                        let ev = tls::established(attempt, t.get_ref().1, &probe);
                         stream = Box::new(t);
                         if !report(ev) {
                             return;
                         }
                     }
                     Err(e) => {
-                        report(tls::handshake_failed(attempt, &e, &host));
+                        report(tls::handshake_failed(attempt, &e, &host, &probe));
                         // The socket went with the failed handshake; wait for the Close.
                         return wait_close(&mut cmds).await;
                     }

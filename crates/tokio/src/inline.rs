@@ -164,17 +164,22 @@ impl Attempts {
                         self.events.push_back(Event::Closed { attempt });
                     }
                 }
-                WorkerCmd::StartTls(TlsStart { config, name, host }) => {
+                WorkerCmd::StartTls(TlsStart {
+                    config,
+                    name,
+                    host,
+                    probe,
+                }) => {
                     let stream = self.conns.swap_remove(at).stream;
                     let fut = async move {
                         let handshake = tokio_rustls::TlsConnector::from(config);
                         match handshake.connect(name, stream).await {
                             Ok(t) => {
-                                let ev = tls::established(attempt, t.get_ref().1);
+                                let ev = tls::established(attempt, t.get_ref().1, &probe);
                                 (ev, Some(Box::new(t) as Transport))
                             }
                             // The socket went with the failed handshake.
-                            Err(e) => (tls::handshake_failed(attempt, &e, &host), None),
+                            Err(e) => (tls::handshake_failed(attempt, &e, &host, &probe), None),
                         }
                     };
                     self.pending.push(Pending {

@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 
-use pgyard_connect::{AttemptId, Event, IoErrorKind};
+use pgyard_connect::{AttemptId, ClientCert, Event, IoErrorKind};
 use pgyard_types::{uniform_inclusive, Instant};
 use pgyard_wire::frame::ProtocolVersion;
 
@@ -444,12 +444,15 @@ impl World {
                     attempt,
                     server_end_point: None,
                     alpn: alpn.map(<[u8]>::to_vec),
+                    // The world's servers never ask for a client certificate.
+                    client_cert: ClientCert::NotRequested,
                 }
             }
             Delivery::TlsDone(Err(())) => Event::TlsFailed {
                 attempt,
                 kind: pgyard_connect::FailureKind::Transient,
                 message: "SSL error: unexpected eof while reading".to_owned(),
+                client_cert: ClientCert::NotRequested,
             },
         };
         self.with_core(i, |core, tap| core.report(tap, now, event));

@@ -131,6 +131,21 @@ impl Conn {
         Verdict::Pending
     }
 
+    /// `sslcertmode=require`'s refusal of an AuthenticationOk: the server never asked for a
+    /// client certificate (always so without TLS), or asked and the client had none to send.
+    fn cert_refusal(&self, code: i32) -> Option<&'static str> {
+        if !self.params.cert_required || u32::try_from(code) != Ok(auth_request::OK) {
+            return None;
+        }
+        match self.client_cert {
+            crate::ClientCert::NotRequested => Some("server did not request an SSL certificate\n"),
+            crate::ClientCert::NoneSent => {
+                Some("server accepted connection without a valid SSL certificate\n")
+            }
+            crate::ClientCert::Sent => None,
+        }
+    }
+
     fn require_auth_reason(&self, code: i32) -> Option<&'static str> {
         let ra = &self.params.require_auth;
         if !ra.is_enforced() {
@@ -169,6 +184,10 @@ impl Conn {
             .raw()
             .map(|r| String::from_utf8_lossy(r).into_owned())
             .unwrap_or_default();
+        // libpq's first check of a request, before `require_auth`'s.
+        if let Some(m) = self.cert_refusal(request.code()) {
+            return self.fail(FailClass::Abort, FailureKind::Authentication, m);
+        }
         if let Some(reason) = self.require_auth_reason(request.code()) {
             let m = format!("authentication method requirement \"{raw}\" failed: {reason}\n");
             return self.fail(FailClass::Abort, FailureKind::Authentication, &m);

@@ -103,6 +103,9 @@ pub(crate) struct ConnParams {
     /// A 42704 refusal after AuthenticationOk retries without `application_name` (libpq's
     /// `send_appname` with either name keyword set).
     pub appname_retry: bool,
+    /// `sslcertmode=require`: AuthenticationOk is refused unless the server asked for a
+    /// client certificate and got one.
+    pub cert_required: bool,
 }
 
 #[derive(Debug)]
@@ -136,6 +139,9 @@ pub(crate) struct Conn {
     client_finished_auth: bool,
     pub tls: bool,
     end_point: Option<Vec<u8>>,
+    /// What the connect's TLS handshakes so far did with client certificates (the
+    /// machine's latch, see [`crate::ClientCert`]).
+    pub client_cert: crate::ClientCert,
     pub protocol: ProtocolVersion,
     negotiated: bool,
     /// Protocol options this connection asked for that the server's NegotiateProtocolVersion
@@ -188,6 +194,7 @@ impl Conn {
             client_finished_auth: false,
             tls: false,
             end_point: None,
+            client_cert: crate::ClientCert::NotRequested,
             protocol,
             negotiated: false,
             refused_options: Vec::new(),

@@ -51,6 +51,14 @@ impl Connector {
         }
     }
 
+    /// Keeps what a handshake of attempt `id` saw of client certificates, if it is still
+    /// running (events of ended attempts are ignored throughout).
+    pub(super) fn latch_client_cert(&mut self, id: AttemptId, seen: crate::ClientCert) {
+        if self.run_index(id).is_some() {
+            self.client_cert = self.client_cert.max(seen);
+        }
+    }
+
     /// Feeds attempt `id`'s connection through `f`, performs what it asks for, and acts on
     /// how it stands afterwards.
     pub(super) fn with_run(
@@ -60,6 +68,7 @@ impl Connector {
         f: impl FnOnce(&mut Conn, &mut Vec<Out>) -> Verdict,
     ) {
         let Some(i) = self.run_index(id) else { return };
+        self.runs[i].conn.client_cert = self.client_cert;
         // The list is the machine's spare one, handed back empty below: no allocation per
         // event.
         let mut out = std::mem::take(&mut self.out_buf);

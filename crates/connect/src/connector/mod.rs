@@ -56,6 +56,9 @@ pub struct Connector {
     timeout: Result<Option<Duration>, String>,
     /// Whether this connect asked for a socket yet (a bad `connect_timeout` fails the first).
     first_open_done: bool,
+    /// What this connect's TLS handshakes saw of client certificates, kept across attempts,
+    /// hosts and resets as libpq keeps its two flags (`sslcertmode=require`).
+    client_cert: crate::ClientCert,
     /// When failover stops walking again (`failover_timeout`).
     failover_deadline: Option<Instant>,
     /// Completed walks of this connect, for the backoff between them.
@@ -106,6 +109,7 @@ impl Connector {
             runs: Vec::new(),
             timeout,
             first_open_done: false,
+            client_cert: crate::ClientCert::NotRequested,
             failover_deadline: None,
             cycle: 0,
             phase: Phase::Idle { start: now },
@@ -200,17 +204,24 @@ impl Connector {
                 attempt,
                 server_end_point,
                 alpn,
+                client_cert,
             } => {
                 let check_alpn = !self.bug(PlantedBug::AcceptAnyAlpn);
+                self.latch_client_cert(attempt, client_cert);
                 self.with_run(now, attempt, |c, out| {
-                    c.tls_established(server_end_point.clone(), alpn.as_deref(), check_alpn, out)
+                    let end_point = server_end_point.clone();
+                    c.tls_established(end_point, alpn.as_deref(), check_alpn, out)
                 })
             }
             Event::TlsFailed {
                 attempt,
                 message,
                 kind,
-            } => self.with_run(now, attempt, |c, _| c.tls_failed(&message, kind)),
+                client_cert,
+            } => {
+                self.latch_client_cert(attempt, client_cert);
+                self.with_run(now, attempt, |c, _| c.tls_failed(&message, kind))
+            }
         }
     }
 

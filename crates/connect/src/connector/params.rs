@@ -2,7 +2,7 @@
 //! per-slot connection parameters.
 
 use pgyard_conninfo::typed::{
-    ChannelBinding as CfgChannelBinding, ProtocolVersion, SslNegotiation,
+    ChannelBinding as CfgChannelBinding, ProtocolVersion, SslCertMode, SslNegotiation,
 };
 use pgyard_wire::auth::ChannelBinding;
 use pgyard_wire::frame::ProtocolVersion as WireVersion;
@@ -79,6 +79,7 @@ impl Connector {
             direct_ssl: c.sslnegotiation() == SslNegotiation::Direct,
             check: Check::for_pass(c.target_session_attrs(), second_pass),
             appname_retry: send_appname && named,
+            cert_required: c.sslcertmode() == SslCertMode::Require,
         }
     }
 }

@@ -379,6 +379,7 @@ impl Run<'_, '_> {
                     attempt,
                     message: "SSL error: unexpected eof while reading".into(),
                     kind: crate::FailureKind::Transient,
+                    client_cert: crate::ClientCert::NotRequested,
                 };
                 self.machine.handle_event(self.now, event);
             }
@@ -409,6 +410,7 @@ impl Run<'_, '_> {
                         attempt,
                         message: "SSL SYSCALL error: EOF detected".into(),
                         kind: crate::FailureKind::Transient,
+                        client_cert: crate::ClientCert::NotRequested,
                     }
                 } else {
                     link.tls = true;
@@ -417,6 +419,7 @@ impl Run<'_, '_> {
                         attempt,
                         server_end_point: None,
                         alpn: persona.alpn.map(<[u8]>::to_vec),
+                        client_cert: crate::ClientCert::NotRequested,
                     }
                 }
             }

@@ -73,6 +73,8 @@ pub struct Pg {
     pub alpn: Option<Vec<u8>>,
     /// The driver's text for a failed handshake (`Ssl::YesButFails`); `None`: an EOF.
     pub tls_failure: Option<(String, pgyard_connect::FailureKind)>,
+    /// What the TLS handshake reports of client certificates.
+    pub client_cert: pgyard_connect::ClientCert,
 }
 
 impl Pg {
@@ -97,6 +99,7 @@ impl Pg {
             hang_after_startup: false,
             alpn: Some(pgyard_connect::ALPN_POSTGRESQL.to_vec()),
             tls_failure: None,
+            client_cert: pgyard_connect::ClientCert::NotRequested,
         }
     }
     pub fn primary() -> Pg {
@@ -138,6 +141,12 @@ impl Pg {
 
     pub fn alpn(mut self, alpn: Option<&[u8]>) -> Pg {
         self.alpn = alpn.map(<[u8]>::to_vec);
+        self
+    }
+
+    /// Reports `client_cert` from every TLS handshake.
+    pub fn client_cert(mut self, client_cert: pgyard_connect::ClientCert) -> Pg {
+        self.client_cert = client_cert;
         self
     }
 
@@ -378,6 +387,7 @@ impl World {
                             attempt,
                             server_end_point: None,
                             alpn: pg.alpn.clone(),
+                            client_cert: pg.client_cert,
                         },
                     );
                 } else {
@@ -393,6 +403,7 @@ impl World {
                             attempt,
                             message,
                             kind,
+                            client_cert: pg.client_cert,
                         }
                     });
                 }
