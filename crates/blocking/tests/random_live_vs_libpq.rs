@@ -7,8 +7,9 @@
 //!   `channel_binding`, `sslmode` and `gssencmode` against a server without TLS,
 //!   `target_session_attrs`, `options` the server takes or refuses, protocol versions and
 //!   replication connections;
-//! * host lists: the primary, its hot standby and a port nothing listens on, in seeded lists
-//!   of one to four hosts, with every `target_session_attrs`, now and then a database or a
+//! * host lists: the primary, its hot standby and a port nothing listens on, over TCP and
+//!   over the servers' Unix sockets (and a socket folder without the socket, and one that
+//!   does not exist), in seeded lists of one to four hosts, with every `target_session_attrs`, now and then a database or a
 //!   user that does not exist, and `sslmode` disable, allow or prefer.
 //!
 //! Each string is connected by libpq (`PQconnectdb`) and by the blocking adapter: both fail
@@ -23,6 +24,7 @@
 use std::fmt::Write as _;
 
 use pgyard_blocking::{connect_with, ConnectOptions, SessionInfo};
+use pgyard_connect::OpenTarget;
 use pgyard_testkit::cluster::quote_conninfo_value;
 use pgyard_testkit::cluster::{Options, Primary};
 use pgyard_testkit::draw::{isolate_env, Draw};
@@ -111,14 +113,16 @@ fn conninfo(d: &mut Draw, port: u16) -> String {
     text
 }
 
-/// The connection string of a case over the primary, the standby and a refusing port.
-fn host_list(d: &mut Draw, ports: [u16; 3]) -> String {
+/// The connection string of a case over `ends`: hosts (addresses or socket folders) with
+/// their ports.
+fn host_list(d: &mut Draw, ends: &[(String, u16)]) -> String {
     let n = 1 + d.next_u64() % 4;
-    let chosen: Vec<String> = (0..n)
-        .map(|_| ports[(d.next_u64() % 3) as usize].to_string())
+    let chosen: Vec<&(String, u16)> = (0..n)
+        .map(|_| &ends[(d.next_u64() % ends.len() as u64) as usize])
         .collect();
-    let hosts = vec!["127.0.0.1"; chosen.len()].join(",");
-    let mut text = format!("host={hosts} port={}", chosen.join(","));
+    let hosts: Vec<&str> = chosen.iter().map(|(h, _)| h.as_str()).collect();
+    let ports: Vec<String> = chosen.iter().map(|(_, p)| p.to_string()).collect();
+    let mut text = format!("host={} port={}", hosts.join(","), ports.join(","));
     let tsa = d.pick(&[
         "any",
         "read-write",
@@ -148,20 +152,33 @@ fn host_list(d: &mut Draw, ports: [u16; 3]) -> String {
     text
 }
 
+/// The port of the server a session reached: the TCP port, or the one in the socket file's
+/// name (`.s.PGSQL.5432`), which is what `PQport` reports for a socket.
+fn session_port(target: &OpenTarget) -> String {
+    match target {
+        OpenTarget::Tcp(a) => a.port().to_string(),
+        OpenTarget::Unix(path) => String::from_utf8_lossy(path)
+            .rsplit_once(".s.PGSQL.")
+            .map(|(_, port)| port.to_owned())
+            .unwrap_or_default(),
+    }
+}
+
 /// Connects `conninfo` through libpq and through pgyard: the same error text, or the same
-/// server. True when both landed.
+/// server (`PQport`) under the same name (`PQhost`). True when both landed.
 fn compare(libpq: &Libpq, options: &ConnectOptions, case: u64, conninfo: &str) -> bool {
     let want = libpq.connect_error_text(conninfo);
     match connect_with(conninfo, options) {
         Ok(s) => {
-            let port = s.port().map(|p| p.to_string()).unwrap_or_default();
+            let (port, host) = (session_port(s.target()), s.host().to_owned());
             s.close();
             assert_eq!(
                 want, "",
                 "case {case}: pgyard connected, libpq did not: {conninfo}"
             );
-            let theirs = libpq.resolved_for(conninfo).port;
-            assert_eq!(port.as_bytes(), &theirs[..], "case {case}: {conninfo}");
+            let theirs = libpq.resolved_for(conninfo);
+            assert_eq!(port.as_bytes(), &theirs.port[..], "case {case}: {conninfo}");
+            assert_eq!(host.as_bytes(), &theirs.host[..], "case {case}: {conninfo}");
             true
         }
         Err(e) => {
@@ -222,10 +239,23 @@ fn random_logins_and_host_lists_land_or_fail_as_in_libpq() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         l.local_addr().expect("addr").port()
     };
-    let ports = [primary.port(), standby, refused];
+    let local = "127.0.0.1".to_owned();
+    let folder = |n: &pgyard_testkit::cluster::Node| n.socket_dir().to_string_lossy().into_owned();
+    let standby_folder = folder(primary.standby("s1").expect("the standby"));
+    // TCP to the primary, the standby and a refusing port; the two servers' sockets; a socket
+    // folder without that port's socket, and a folder that does not exist.
+    let ends = [
+        (local.clone(), primary.port()),
+        (local.clone(), standby),
+        (local, refused),
+        (folder(&primary), primary.port()),
+        (standby_folder, standby),
+        (folder(&primary), refused),
+        ("/nonexistent/socket/folder".to_owned(), primary.port()),
+    ];
     let landed = (0..HOST_LISTS)
         .filter(|&case| {
-            let conninfo = host_list(&mut Draw(0x3a17_0000 + case), ports);
+            let conninfo = host_list(&mut Draw(0x3a17_0000 + case), &ends);
             compare(libpq, &options, case, &conninfo)
         })
         .count() as u64;
