@@ -3,8 +3,9 @@
 //! one that serves no TLS), with every `sslmode`, root files that hold the right CA, another
 //! CA, nothing (a missing file) or `system`, client certificates present, missing or not
 //! asked for (`sslcertmode`), `sslnegotiation`, the TLS version bounds, `channel_binding`,
-//! `sslsni`, `require_auth`, and users whose `pg_hba.conf` line asks for TLS, for no TLS, or
-//! for a client certificate.
+//! `sslsni`, `require_auth`, `target_session_attrs` (its check runs over TLS or not),
+//! `gssencmode`, and users whose `pg_hba.conf` line asks for TLS, for no TLS, or for a client
+//! certificate.
 //!
 //! Each string is connected by libpq (`PQconnectdb`) and by the blocking adapter: both fail
 //! with the same text (`PQerrorMessage`), byte for byte, or both land on the same server
@@ -69,6 +70,11 @@ const SETTINGS: &[(&str, &[&str])] = &[
         "require_auth",
         &["scram-sha-256", "none", "!password", "md5"],
     ),
+    (
+        "target_session_attrs",
+        &["read-write", "read-only", "standby", "prefer-standby"],
+    ),
+    ("gssencmode", &["disable", "prefer"]),
 ];
 
 /// The connection string of a case; `ports` are the TLS server's and the plain one's.
@@ -184,7 +190,8 @@ fn random_tls_connects_land_or_fail_as_in_libpq() {
         };
         let _ = write!(
             sql,
-            "SET password_encryption = '{encryption}'; CREATE ROLE {user} LOGIN PASSWORD '{password}'; "
+            "SET password_encryption = '{encryption}'; \
+             CREATE ROLE {user} LOGIN PASSWORD '{password}'; "
         );
     }
     tls.psql(&sql).expect("create the users");
