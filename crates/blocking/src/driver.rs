@@ -14,7 +14,7 @@ use std::time::Duration;
 use pgyard_connect::{AttemptId, Established, Event, OpenTarget, TcpOptions};
 use pgyard_driver::core::{Io, Mailbox, Step, TlsStart, WorkerCmd};
 use pgyard_driver::tls::CertProbe;
-use pgyard_driver::{io_kind, open_event, tls, Attempt, Driving, Error, Machine};
+use pgyard_driver::{io_kind, open_event, peer_event, tls, Attempt, Driving, Error, Machine};
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustls::ClientConnection;
 
@@ -122,12 +122,14 @@ pub(crate) fn run(
                 attempt,
                 target,
                 tcp,
+                peer_user,
             } => {
                 let out = tx.clone();
                 let spawned = mail().and_then(|(ctx, crx, woken)| {
+                    let open = (target, tcp, peer_user);
                     thread::Builder::new()
                         .name(format!("pgyard-attempt-{}", attempt.0))
-                        .spawn(move || worker(attempt, target, tcp, bound, (crx, woken), out))?;
+                        .spawn(move || worker(attempt, open, bound, (crx, woken), out))?;
                     Ok(ctx)
                 });
                 match spawned {
@@ -186,18 +188,23 @@ enum Msg {
     Handover(AttemptId, Transport),
 }
 
-/// One attempt's thread. After EOF the socket stays open (blocking on commands) until the
-/// loop closes the attempt or takes its socket over.
+/// One attempt's thread (`open`: where to, the TCP options, and whether the machine wants the
+/// socket's peer user). After EOF the socket stays open (blocking on commands) until the loop
+/// closes the attempt or takes its socket over.
 fn worker(
     attempt: AttemptId,
-    target: OpenTarget,
-    tcp: Option<TcpOptions>,
+    (target, tcp, peer_user): (OpenTarget, Option<TcpOptions>, bool),
     bound: Option<Duration>,
     (cmds, woken): (Receiver<Cmd>, UnixStream),
     out: Sender<Msg>,
 ) {
     let report = |ev: Event| out.send(Msg::Event(ev)).is_ok();
     let opened = open_attempt(&target, tcp.as_ref(), bound);
+    if let (true, Ok(sock)) = (peer_user, &opened) {
+        if !report(peer_event(attempt, sock)) {
+            return;
+        }
+    }
     if !report(open_event(attempt, &opened)) {
         return;
     }

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use pgyard_connect::{AttemptId, Established, Event};
 use pgyard_driver::core::{Inline, Io, Posted, Step, WorkerCmd};
-use pgyard_driver::{open_event, Attempt, Driving, Error, Machine};
+use pgyard_driver::{open_event, peer_event, Attempt, Driving, Error, Machine};
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 
 use crate::driver::{ends, may_wait, read_step, start_tls, Next, POLL};
@@ -102,11 +102,15 @@ fn run_with(
                 attempt,
                 target,
                 tcp,
+                peer_user,
             }) => {
                 // A walk moving on posts the previous attempt's Terminate and Close first.
                 carry_out(&posted, &mut conns, &mut events, &mut handed);
                 let opened = open(&target, tcp.as_ref(), bound);
                 core.spawned(attempt, posted.mailbox(attempt));
+                if let (true, Ok(sock)) = (peer_user, &opened) {
+                    events.push_back(peer_event(attempt, sock));
+                }
                 events.push_back(open_event(attempt, &opened));
                 if let Ok(sock) = opened {
                     conns.push(Conn {

@@ -9,7 +9,8 @@
 //!   replication connections;
 //! * host lists: the primary, its hot standby and a port nothing listens on, over TCP and
 //!   over the servers' Unix sockets (and a socket folder without the socket, and one that
-//!   does not exist), in seeded lists of one to four hosts, with every `target_session_attrs`, now and then a database or a
+//!   does not exist), in seeded lists of one to four hosts, now and then with `requirepeer`
+//!   naming the servers' owner or another user, with every `target_session_attrs`, now and then a database or a
 //!   user that does not exist, and `sslmode` disable, allow or prefer.
 //!
 //! Each string is connected by libpq (`PQconnectdb`) and by the blocking adapter: both fail
@@ -114,8 +115,9 @@ fn conninfo(d: &mut Draw, port: u16) -> String {
 }
 
 /// The connection string of a case over `ends`: hosts (addresses or socket folders) with
-/// their ports.
-fn host_list(d: &mut Draw, ends: &[(String, u16)]) -> String {
+/// their ports; `peers` are the values `requirepeer` may take (the servers' owner among
+/// them).
+fn host_list(d: &mut Draw, ends: &[(String, u16)], peers: &[&str]) -> String {
     let n = 1 + d.next_u64() % 4;
     let chosen: Vec<&(String, u16)> = (0..n)
         .map(|_| &ends[(d.next_u64() % ends.len() as u64) as usize])
@@ -147,6 +149,9 @@ fn host_list(d: &mut Draw, ends: &[(String, u16)]) -> String {
     }
     if d.chance(15) {
         text.push_str(" application_name=multi");
+    }
+    if d.chance(4) {
+        let _ = write!(text, " requirepeer={}", quote_conninfo_value(d.pick(peers)));
     }
     text.push_str(" connect_timeout=10");
     text
@@ -239,6 +244,10 @@ fn random_logins_and_host_lists_land_or_fail_as_in_libpq() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         l.local_addr().expect("addr").port()
     };
+    let owner = pgyard_testkit::cluster::ensure_server_user()
+        .expect("the servers' user")
+        .name;
+    let peers = [owner.as_str(), owner.as_str(), "root", "nobody", ""];
     let local = "127.0.0.1".to_owned();
     let folder = |n: &pgyard_testkit::cluster::Node| n.socket_dir().to_string_lossy().into_owned();
     let standby_folder = folder(primary.standby("s1").expect("the standby"));
@@ -253,9 +262,29 @@ fn random_logins_and_host_lists_land_or_fail_as_in_libpq() {
         (folder(&primary), refused),
         ("/nonexistent/socket/folder".to_owned(), primary.port()),
     ];
+    // Written out first: the servers' owner passes `requirepeer` over a socket, another user
+    // fails it in libpq's words, and TCP is never checked.
+    let socket = format!("host={} port={}", folder(&primary), primary.port());
+    for (conninfo, lands) in [
+        (format!("{socket} user=postgres requirepeer={owner}"), true),
+        (format!("{socket} user=postgres requirepeer=root"), false),
+        (
+            format!(
+                "host=127.0.0.1 port={} user=postgres requirepeer=root",
+                primary.port()
+            ),
+            true,
+        ),
+    ] {
+        assert_eq!(
+            compare(libpq, &options, u64::MAX, &conninfo),
+            lands,
+            "{conninfo}"
+        );
+    }
     let landed = (0..HOST_LISTS)
         .filter(|&case| {
-            let conninfo = host_list(&mut Draw(0x3a17_0000 + case), &ends);
+            let conninfo = host_list(&mut Draw(0x3a17_0000 + case), &ends, &peers);
             compare(libpq, &options, case, &conninfo)
         })
         .count() as u64;

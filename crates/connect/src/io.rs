@@ -113,6 +113,17 @@ pub enum Event {
         /// The attempt.
         attempt: AttemptId,
     },
+    /// Who owns the server's end of a Unix socket, asked for by [`Action::Open`]'s
+    /// `peer_user` and sent before [`Event::Opened`]: the operating-system user name of the
+    /// peer's user ID, or libpq's text for why it is not known (`could not get peer
+    /// credentials: …`, `local user with ID N does not exist`). A Unix socket opened
+    /// without it, when it was asked for, fails the `requirepeer` check.
+    PeerUser {
+        /// The attempt.
+        attempt: AttemptId,
+        /// The user name, or why there is none.
+        user: Result<String, String>,
+    },
     /// socket()/connect() failed.
     OpenFailed {
         /// The attempt.
@@ -182,6 +193,9 @@ pub enum Action {
         target: OpenTarget,
         /// TCP options (`None` for Unix sockets).
         tcp: Option<TcpOptions>,
+        /// Read who owns the server's end of this Unix socket once it is connected and report
+        /// it with [`Event::PeerUser`] before [`Event::Opened`] (`requirepeer` is set).
+        peer_user: bool,
     },
     /// Write bytes (through TLS once it is up).
     Send {

@@ -62,6 +62,8 @@ pub enum Io {
         target: OpenTarget,
         /// TCP options to set once connected (`None` for Unix sockets).
         tcp: Option<TcpOptions>,
+        /// Report the socket's peer user ([`crate::net::peer_event`]) before it is opened.
+        peer_user: bool,
     },
     /// Write to the connection a reset replaces (a courtesy Terminate: errors do not matter).
     SendHeld {
@@ -381,6 +383,7 @@ impl<M: Mailbox<T::Start>, T: TlsSetup> Core<M, T> {
                 attempt,
                 target,
                 tcp,
+                peer_user,
             } => {
                 let host = match &target {
                     OpenTarget::Tcp(a) => self
@@ -396,6 +399,7 @@ impl<M: Mailbox<T::Start>, T: TlsSetup> Core<M, T> {
                     attempt,
                     target,
                     tcp,
+                    peer_user,
                 }
             }
             Action::Send { attempt, bytes } if self.held == Some(attempt) => Io::SendHeld { bytes },

@@ -257,6 +257,18 @@ pub fn user_name(uid: u32) -> Option<String> {
     String::from_utf8(name).ok()
 }
 
+/// The name of user `uid` as libpq's `requirepeer` check wants it, or libpq's text for why
+/// there is none.
+pub(crate) fn peer_user_name(uid: u32) -> Result<String, String> {
+    let passwd = std::fs::read("/etc/passwd").map_err(|e| {
+        let why = crate::net::strerror(&e);
+        format!("could not look up local user ID {uid}: {why}")
+    })?;
+    let (name, _) = passwd_entry_of(&passwd, uid)
+        .ok_or_else(|| format!("local user with ID {uid} does not exist"))?;
+    Ok(String::from_utf8_lossy(&name).into_owned())
+}
+
 /// The name and home directory of `uid` in the text of a passwd file.
 fn passwd_entry_of(passwd: &[u8], uid: u32) -> Option<(Vec<u8>, Vec<u8>)> {
     passwd.split(|&b| b == b'\n').find_map(|line| {

@@ -65,7 +65,7 @@ pub use frames::{
     cancel_request, decode, take_frame, RawFrame, Reply, Rows, SimpleQuery, SERVER_CLOSED,
 };
 pub use info::SessionInfo;
-pub use net::{io_kind, open_event, set_tcp_options, unix_address, UnixAddress};
+pub use net::{io_kind, open_event, peer_event, set_tcp_options, unix_address, UnixAddress};
 pub use pgyard_connect::{BackendKey, ConnectError, OpenTarget, Parameters, ServerRole};
 pub use pgyard_conninfo::{Keyword, Strategy};
 pub use prepare::{prepare, DriverConfig, Prepared};

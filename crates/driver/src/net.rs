@@ -18,15 +18,64 @@ pub fn io_kind(e: &io::Error) -> IoErrorKind {
         Some(99) => IoErrorKind::AddrNotAvailable,
         Some(104) => IoErrorKind::ConnectionReset,
         _ if e.kind() == io::ErrorKind::TimedOut => IoErrorKind::TimedOut,
-        _ => {
-            let text = e.to_string();
-            let text = match text.find(" (os error ") {
-                Some(i) => text[..i].to_owned(),
-                None => text,
-            };
-            IoErrorKind::Other(text)
-        }
+        _ => IoErrorKind::Other(strerror(e)),
     }
+}
+
+/// An error's text as the C library's `strerror` gives it (Rust's without ` (os error N)`).
+pub(crate) fn strerror(e: &io::Error) -> String {
+    let text = e.to_string();
+    match text.find(" (os error ") {
+        Some(i) => text[..i].to_owned(),
+        None => text,
+    }
+}
+
+/// The report a worker sends before [`open_event`] when the machine asked for the peer's
+/// user (`Action::Open`'s `peer_user`, a Unix socket under `requirepeer`): who owns the
+/// server's end of `sock` (`SO_PEERCRED`, the user ID named through `/etc/passwd`), or
+/// libpq's text for why that is not known.
+pub fn peer_event(attempt: AttemptId, sock: &impl std::os::fd::AsFd) -> Event {
+    let user = peer_uid(sock.as_fd())
+        .map_err(|e| format!("could not get peer credentials: {}", strerror(&e)))
+        .and_then(crate::env::peer_user_name);
+    Event::PeerUser { attempt, user }
+}
+
+/// The user ID of the process at the other end of a Unix socket.
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+fn peer_uid(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<u32> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `fd` is a live descriptor for the call; SO_PEERCRED writes at most `len` bytes
+    // into `cred`, a `ucred` of exactly that size, and sets `len` to what it wrote.
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(cred.uid)
+}
+
+/// Elsewhere there is no `SO_PEERCRED`; libpq says the same where `getpeereid` is a stub.
+#[cfg(not(target_os = "linux"))]
+fn peer_uid(_fd: std::os::fd::BorrowedFd<'_>) -> io::Result<u32> {
+    Err(io::Error::other(
+        "requirepeer parameter is not supported on this platform",
+    ))
 }
 
 /// A worker's report on opening its socket: Opened, or OpenFailed as libpq reads the error.

@@ -13,7 +13,7 @@ use pgyard_driver::{open_event, tls, Attempt, Driving, Error, Machine};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 
-use crate::transport::{open, write_flush, Transport};
+use crate::transport::{open_attempt, write_flush, Transport};
 
 type Cmd = WorkerCmd<TlsStart>;
 
@@ -63,11 +63,13 @@ pub(crate) async fn run(
                 attempt,
                 target,
                 tcp,
+                peer_user,
             } => {
                 let (ctx, crx) = mpsc::unbounded_channel();
                 core.spawned(attempt, Mail(ctx));
                 let out = tx.clone();
-                tokio::spawn(worker(attempt, target, tcp, bound, crx, out));
+                let open = (target, tcp, peer_user);
+                tokio::spawn(worker(attempt, open, bound, crx, out));
             }
             // The old connection may be dead already; Terminate is a courtesy.
             Io::SendHeld { bytes } => {
@@ -131,21 +133,28 @@ enum Msg {
     Handover(AttemptId, Transport),
 }
 
-/// One attempt's task. After EOF the socket stays open until the loop closes or takes it.
+/// One attempt's task (`open`: where to, the TCP options, and whether the machine wants the
+/// socket's peer user). After EOF the socket stays open until the loop closes or takes it.
 async fn worker(
     attempt: AttemptId,
-    target: OpenTarget,
-    tcp: Option<TcpOptions>,
+    (target, tcp, peer_user): (OpenTarget, Option<TcpOptions>, bool),
     bound: Option<Duration>,
     mut cmds: UnboundedReceiver<Cmd>,
     out: UnboundedSender<Msg>,
 ) {
     let report = |ev: Event| out.send(Msg::Event(ev)).is_ok();
+    let peer = peer_user.then_some(attempt);
     // A Close (or the loop going away) while connect() is pending simply drops the socket.
     let opened = tokio::select! {
-        r = open(&target, tcp.as_ref(), bound) => r,
+        r = open_attempt(&target, tcp.as_ref(), bound, peer) => r,
         _ = wait_close(&mut cmds) => return,
     };
+    let opened = opened.map(|(stream, peer_report)| {
+        if let Some(ev) = peer_report {
+            report(ev);
+        }
+        stream
+    });
     // A worker whose open failed has nothing more to do once it has said so.
     let (true, Ok(mut stream)) = (report(open_event(attempt, &opened)), opened) else {
         return;

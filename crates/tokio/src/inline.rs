@@ -20,10 +20,11 @@ use pgyard_driver::core::{Inline, Io, Posted, Step, TlsStart, WorkerCmd};
 use pgyard_driver::{open_event, tls, Attempt, Driving, Error, Machine};
 use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
 
-use crate::transport::{open, write_flush, Transport};
+use crate::transport::{open_attempt, write_flush, Transport};
 
-/// What a pending open or handshake ends with: its event, and the stream if it has one.
-type Settled = (Event, Option<Transport>);
+/// What a pending open or handshake ends with: the socket's peer user when the machine asked
+/// for it, its event, and the stream if it has one.
+type Settled = (Option<Event>, Event, Option<Transport>);
 
 /// An attempt's open or TLS handshake under way; a Close drops it, and with it the socket.
 struct Pending {
@@ -86,13 +87,21 @@ pub(crate) async fn run(
                 attempt,
                 target,
                 tcp,
+                peer_user,
             }) => {
                 // A walk moving on posts the previous attempt's Terminate and Close first.
                 at.carry_out(&posted).await;
                 core.spawned(attempt, posted.mailbox(attempt));
+                let peer = peer_user.then_some(attempt);
                 let fut = async move {
-                    let opened = open(&target, tcp.as_ref(), bound).await;
-                    (open_event(attempt, &opened), opened.ok())
+                    match open_attempt(&target, tcp.as_ref(), bound, peer).await {
+                        Ok((stream, report)) => (
+                            report,
+                            open_event(attempt, &Ok::<(), std::io::Error>(())),
+                            Some(stream),
+                        ),
+                        Err(e) => (None, open_event::<()>(attempt, &Err(e)), None),
+                    }
                 };
                 at.pending.push(Pending {
                     attempt,
@@ -176,10 +185,14 @@ impl Attempts {
                         match handshake.connect(name, stream).await {
                             Ok(t) => {
                                 let ev = tls::established(attempt, t.get_ref().1, &probe);
-                                (ev, Some(Box::new(t) as Transport))
+                                (None, ev, Some(Box::new(t) as Transport))
                             }
                             // The socket went with the failed handshake.
-                            Err(e) => (tls::handshake_failed(attempt, &e, &host, &probe), None),
+                            Err(e) => (
+                                None,
+                                tls::handshake_failed(attempt, &e, &host, &probe),
+                                None,
+                            ),
                         }
                     };
                     self.pending.push(Pending {
@@ -226,11 +239,12 @@ impl Attempts {
         let mut any = false;
         let mut i = 0;
         while i < self.pending.len() {
-            let Poll::Ready((ev, stream)) = self.pending[i].fut.as_mut().poll(cx) else {
+            let Poll::Ready((peer, ev, stream)) = self.pending[i].fut.as_mut().poll(cx) else {
                 i += 1;
                 continue;
             };
             let attempt = self.pending.swap_remove(i).attempt;
+            self.events.extend(peer);
             self.events.push_back(ev);
             if let Some(stream) = stream {
                 self.conns.push(Conn {

@@ -3,8 +3,8 @@
 use std::io;
 use std::time::Duration;
 
-use pgyard_connect::{OpenTarget, TcpOptions};
-use pgyard_driver::{set_tcp_options, unix_address, UnixAddress};
+use pgyard_connect::{AttemptId, Event, OpenTarget, TcpOptions};
+use pgyard_driver::{peer_event, set_tcp_options, unix_address, UnixAddress};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
 
@@ -115,17 +115,30 @@ pub(crate) async fn open(
     tcp: Option<&TcpOptions>,
     bound: Option<Duration>,
 ) -> io::Result<Transport> {
+    Ok(open_attempt(target, tcp, bound, None).await?.0)
+}
+
+/// [`open`] for an attempt, with the report of the socket's peer user that a Unix socket
+/// under `requirepeer` owes the machine (`peer`: the attempt, when it was asked for).
+pub(crate) async fn open_attempt(
+    target: &OpenTarget,
+    tcp: Option<&TcpOptions>,
+    bound: Option<Duration>,
+    peer: Option<AttemptId>,
+) -> io::Result<(Transport, Option<Event>)> {
     let addr = match target {
         OpenTarget::Tcp(addr) => addr,
         OpenTarget::Unix(path) => {
-            return Ok(match unix_address(path)? {
+            let s = match unix_address(path)? {
                 UnixAddress::Abstract(addr) => {
                     let s = std::os::unix::net::UnixStream::connect_addr(&addr)?;
                     s.set_nonblocking(true)?;
-                    Box::new(UnixStream::from_std(s)?)
+                    UnixStream::from_std(s)?
                 }
-                UnixAddress::Path(p) => Box::new(UnixStream::connect(p).await?),
-            })
+                UnixAddress::Path(p) => UnixStream::connect(p).await?,
+            };
+            let report = peer.map(|attempt| peer_event(attempt, &s));
+            return Ok((Box::new(s), report));
         }
     };
     let s = match bound {
@@ -138,7 +151,7 @@ pub(crate) async fn open(
     if let Some(opts) = tcp {
         set_tcp_options(&s, opts)?;
     }
-    Ok(Box::new(s))
+    Ok((Box::new(s), None))
 }
 
 #[cfg(test)]

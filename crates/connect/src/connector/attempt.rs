@@ -35,6 +35,8 @@ pub(super) struct Run {
     pub(super) conn: Conn,
     /// Index of the attempt's entry in the error buffer.
     pub(super) report: usize,
+    /// Who owns the server's end of its Unix socket ([`Event::PeerUser`]).
+    pub(super) peer: Option<Result<String, String>>,
 }
 
 impl Connector {
@@ -48,6 +50,30 @@ impl Connector {
         let r = self.runs[run].report;
         if let Some(rep) = self.reports.get_mut(r) {
             rep.text.push_str(msg);
+        }
+    }
+
+    /// `requirepeer`, when set and not empty (libpq checks nothing for an empty one).
+    pub(super) fn requirepeer(&self) -> Option<&[u8]> {
+        self.config.requirepeer().filter(|r| !r.is_empty())
+    }
+
+    /// libpq's refusal of attempt `id`'s Unix socket under `requirepeer`: the peer's user is
+    /// unknown, or not the one required. Checked when the socket connects, before anything
+    /// is sent; `None` for TCP, without `requirepeer`, or when the owner is the one named.
+    pub(super) fn peer_refusal(&mut self, id: AttemptId) -> Option<String> {
+        let i = self.run_index(id)?;
+        if !matches!(self.runs[i].plan.target, OpenTarget::Unix(_)) {
+            return None;
+        }
+        let want = String::from_utf8_lossy(self.requirepeer()?).into_owned();
+        match self.runs[i].peer.take() {
+            None => Some("could not get peer credentials: not reported by the driver\n".into()),
+            Some(Err(why)) => Some(format!("{why}\n")),
+            Some(Ok(user)) if user == want => None,
+            Some(Ok(user)) => Some(format!(
+                "requirepeer specifies \"{want}\", but actual peer user name is \"{user}\"\n"
+            )),
         }
     }
 
@@ -321,16 +347,19 @@ impl Connector {
                 return false;
             }
         }
+        let peer_user = matches!(plan.target, OpenTarget::Unix(_)) && self.requirepeer().is_some();
         self.actions.push_back(Action::Open {
             attempt: id,
             target: plan.target.clone(),
             tcp,
+            peer_user,
         });
         self.runs.push(Run {
             plan,
             id,
             conn,
             report,
+            peer: None,
         });
         true
     }

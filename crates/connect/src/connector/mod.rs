@@ -179,7 +179,21 @@ impl Connector {
         match event {
             Event::Resolved { token, addrs } => self.on_resolved(now, token, Ok(addrs)),
             Event::ResolveFailed { token, message } => self.on_resolved(now, token, Err(message)),
-            Event::Opened { attempt } => self.with_run(now, attempt, |c, out| c.opened(out)),
+            Event::Opened { attempt } => {
+                let refusal = self.peer_refusal(attempt);
+                self.with_run(now, attempt, |c, out| match &refusal {
+                    // Like every failed check of who the server is, it ends the connect.
+                    Some(m) if c.is_connecting() => {
+                        c.fail(FailClass::Abort, FailureKind::Authentication, m)
+                    }
+                    _ => c.opened(out),
+                })
+            }
+            Event::PeerUser { attempt, user } => {
+                if let Some(i) = self.run_index(attempt) {
+                    self.runs[i].peer = Some(user);
+                }
+            }
             Event::OpenFailed { attempt, error } => {
                 let Some(i) = self.run_index(attempt) else {
                     return;

@@ -75,6 +75,8 @@ pub struct Pg {
     pub tls_failure: Option<(String, pgyard_connect::FailureKind)>,
     /// What the TLS handshake reports of client certificates.
     pub client_cert: pgyard_connect::ClientCert,
+    /// Who owns its Unix socket, reported when the machine asks (`None`: nothing reported).
+    pub peer: Option<Result<String, String>>,
 }
 
 impl Pg {
@@ -100,6 +102,7 @@ impl Pg {
             alpn: Some(pgyard_connect::ALPN_POSTGRESQL.to_vec()),
             tls_failure: None,
             client_cert: pgyard_connect::ClientCert::NotRequested,
+            peer: Some(Ok("postgres".into())),
         }
     }
     pub fn primary() -> Pg {
@@ -325,7 +328,10 @@ impl World {
                 self.emit("dns", ev);
             }
             Action::Open {
-                attempt, target, ..
+                attempt,
+                target,
+                peer_user,
+                ..
             } => {
                 self.opened.push(attempt);
                 let k = key(&target);
@@ -351,7 +357,10 @@ impl World {
                         );
                         self.emit(&k, Event::Opened { attempt });
                     }
-                    Some(Node::Pg(_)) => {
+                    Some(Node::Pg(pg)) => {
+                        if let (true, Some(user)) = (peer_user, pg.peer.clone()) {
+                            self.emit(&k, Event::PeerUser { attempt, user });
+                        }
                         let n = self.conn_counts.entry(k.clone()).or_insert(0);
                         let conn_no = *n;
                         *n += 1;
