@@ -46,6 +46,7 @@ pub mod attempts;
 mod certnames;
 mod client_cert;
 pub mod core;
+mod crl;
 mod env;
 mod environ;
 mod error;

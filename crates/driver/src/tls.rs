@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 pub use crate::client_cert::CertProbe;
 use crate::client_cert::{ProbingResolver, VersionWatch};
+use crate::crl::CrlSource;
 use pgyard_connect::{AttemptId, Event, FailureKind, TlsVerify, ALPN_POSTGRESQL};
 
 use crate::certnames::{CertificateNames, HostNameMismatch};
@@ -52,6 +53,8 @@ pub struct TlsSettings {
     client_cert: bool,
     min: Option<TlsVersion>,
     max: Option<TlsVersion>,
+    /// Revocation lists, consulted when a root certificate file is.
+    crl: CrlSource,
 }
 
 impl TlsSettings {
@@ -83,6 +86,7 @@ impl TlsSettings {
             client_cert: config.sslcertmode() != SslCertMode::Disable,
             min: config.ssl_min_protocol_version(),
             max: config.ssl_max_protocol_version(),
+            crl: CrlSource::new(config, home.as_deref()),
         }
     }
 
@@ -99,14 +103,25 @@ impl TlsSettings {
             TlsVerify::None if root_file_exists => TlsVerify::Ca,
             v => v,
         };
+        // libpq loads revocation lists only beside a root certificate file.
+        let crls = if root_file_exists {
+            self.crl.load()
+        } else {
+            None
+        };
+        let no_list_found = crls.as_ref().is_some_and(Vec::is_empty);
         let inner = match verify {
             TlsVerify::None => None,
             TlsVerify::Ca | TlsVerify::Full => {
                 let roots = self.roots()?;
-                let v =
-                    WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-                        .build()
-                        .map_err(|e| format!("could not set up certificate verification: {e}"))?;
+                let mut b =
+                    WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone());
+                if let Some(crls) = crls {
+                    b = b.with_crls(crls).enforce_revocation_expiration();
+                }
+                let v = b
+                    .build()
+                    .map_err(|e| format!("could not set up certificate verification: {e}"))?;
                 Some(v)
             }
         };
@@ -116,6 +131,7 @@ impl TlsSettings {
             inner,
             provider: provider.clone(),
             probe: probe.clone(),
+            no_list_found,
         });
         let versions = self.versions();
         let builder = ClientConfig::builder_with_provider(provider)
@@ -353,6 +369,9 @@ struct PgVerifier {
     provider: Arc<CryptoProvider>,
     /// Told when the chain fails (see [`CertProbe`]).
     probe: CertProbe,
+    /// Revocation is checked but no list was found: OpenSSL then refuses every chain, as no
+    /// certificate's status can be known (rustls's verifier would check nothing).
+    no_list_found: bool,
 }
 
 impl ServerCertVerifier for PgVerifier {
@@ -367,7 +386,7 @@ impl ServerCertVerifier for PgVerifier {
         let Some(inner) = &self.inner else {
             return Ok(ServerCertVerified::assertion());
         };
-        let result =
+        let mut result =
             inner.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now);
         let name_only = matches!(
             result,
@@ -375,6 +394,15 @@ impl ServerCertVerifier for PgVerifier {
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
             ))
         );
+        // OpenSSL checks revocation with the chain, before libpq looks at the name.
+        let name_only = if self.no_list_found && (result.is_ok() || name_only) {
+            result = Err(rustls::Error::InvalidCertificate(
+                CertificateError::UnknownRevocationStatus,
+            ));
+            false
+        } else {
+            name_only
+        };
         if result.is_err() && !name_only {
             self.probe.chain_failed();
         }

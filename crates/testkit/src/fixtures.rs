@@ -79,6 +79,35 @@ impl TestCa {
         Ok(TestCa { cert, key })
     }
 
+    /// A revocation list of this CA, in PEM, revoking the certificates with `serials`; issued
+    /// in 2020 and due again at the start of `next_year` (a past year makes it expired).
+    pub fn crl(&self, serials: &[u64], next_year: i32) -> io::Result<String> {
+        use rcgen::{
+            date_time_ymd, CertificateRevocationListParams, KeyIdMethod, RevocationReason,
+            RevokedCertParams, SerialNumber,
+        };
+        let params = CertificateRevocationListParams {
+            this_update: date_time_ymd(2020, 1, 1),
+            next_update: date_time_ymd(next_year, 1, 1),
+            crl_number: SerialNumber::from(1u64),
+            issuing_distribution_point: None,
+            revoked_certs: serials
+                .iter()
+                .map(|&serial| RevokedCertParams {
+                    serial_number: SerialNumber::from(serial),
+                    revocation_time: date_time_ymd(2020, 1, 1),
+                    reason_code: Some(RevocationReason::KeyCompromise),
+                    invalidity_date: None,
+                })
+                .collect(),
+            key_identifier_method: KeyIdMethod::Sha256,
+        };
+        let crl = params
+            .signed_by(&self.cert, &self.key)
+            .map_err(io::Error::other)?;
+        crl.pem().map_err(io::Error::other)
+    }
+
     /// A certificate for `params`, signed by this CA, with its new key.
     pub fn sign(
         &self,
