@@ -50,6 +50,8 @@ const SSLMODES: [&str; 3] = ["disable", "prefer", "require"];
 struct Setup {
     tsa: &'static str,
     sslmode: &'static str,
+    /// `sslcertmode=require` (never beside `sslmode=disable`, which libpq refuses).
+    cert_required: bool,
     personas: Vec<Persona>,
     conninfo: String,
     seed: u64,
@@ -66,12 +68,18 @@ impl Setup {
         let balance = ["disable", "random"][pick(u, 2)];
         let timeout = ["", " connect_timeout=2", " connect_timeout=10"][pick(u, 3)];
         let protocol = ["", " max_protocol_version=3.2"][pick(u, 2)];
+        let cert_required = sslmode != "disable" && pick(u, 4) == 3;
+        let certmode = if cert_required {
+            " sslcertmode=require"
+        } else {
+            ""
+        };
         let seed = u.arbitrary::<u64>().unwrap_or(0);
         let names: Vec<String> = (0..hosts).map(|h| format!("h{h}")).collect();
         let conninfo = format!(
             "host={} port=5432 user={} password={} dbname=d gssencmode=disable \
              sslmode={sslmode} target_session_attrs={tsa} load_balance_hosts={balance}\
-             {timeout}{protocol}{negotiation}",
+             {timeout}{protocol}{negotiation}{certmode}",
             names.join(","),
             super::server::USER,
             super::server::PASSWORD,
@@ -83,6 +91,7 @@ impl Setup {
         Setup {
             tsa,
             sslmode,
+            cert_required,
             personas,
             conninfo,
             seed,
@@ -162,6 +171,8 @@ struct Run<'u, 'd> {
     reachable: Vec<Option<bool>>,
     result: Option<Result<Established, String>>,
     faults: usize,
+    /// The most any handshake of the connect reported of client certificates.
+    cert_seen: crate::ClientCert,
     trace: DefaultHasher,
 }
 
@@ -182,6 +193,7 @@ pub(super) fn run(data: &[u8], plant: impl FnOnce(Connector) -> Connector) -> Ou
         reachable: vec![None; hosts],
         result: None,
         faults: 0,
+        cert_seen: crate::ClientCert::NotRequested,
         trace: DefaultHasher::new(),
     };
     for _ in 0..MAX_STEPS {
@@ -415,11 +427,13 @@ impl Run<'_, '_> {
                 } else {
                     link.tls = true;
                     link.tls_refused = crate::alpn_refusal(persona.alpn, link.direct).is_some();
+                    let client_cert = persona.client_cert;
+                    self.cert_seen = self.cert_seen.max(client_cert);
                     Event::TlsEstablished {
                         attempt,
                         server_end_point: None,
                         alpn: persona.alpn.map(<[u8]>::to_vec),
-                        client_cert: crate::ClientCert::NotRequested,
+                        client_cert,
                     }
                 }
             }
@@ -562,6 +576,13 @@ impl Run<'_, '_> {
             "the parameters reported"
         );
         assert!(e.leftover.is_empty(), "leftover bytes: {:?}", e.leftover);
+        // libpq's latch: some handshake of the connect was asked for a certificate and had
+        // one to send.
+        assert!(
+            !self.setup.cert_required || self.cert_seen == crate::ClientCert::Sent,
+            "accepted a login under sslcertmode=require after {:?}",
+            self.cert_seen
+        );
         match satisfies(self.setup.tsa, told) {
             Some(true) => {}
             verdict => panic!(
@@ -591,7 +612,9 @@ impl Run<'_, '_> {
             let refused = l.session.started && self.setup.personas[l.host].aborts();
             refused || (required && l.session.refused_tls) || l.tls_refused
         });
-        if self.faults > 0 || aborted {
+        // sslcertmode=require refuses every login no handshake of the connect vouched for.
+        let uncertified = self.setup.cert_required && self.cert_seen != crate::ClientCert::Sent;
+        if self.faults > 0 || aborted || uncertified {
             return;
         }
         for h in 0..self.setup.personas.len() {

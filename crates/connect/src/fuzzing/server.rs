@@ -87,6 +87,8 @@ pub(super) struct Persona {
     /// What its TLS handshakes select by ALPN: `postgresql` (17 and later), nothing (older
     /// servers, TLS fronts), or another protocol.
     pub alpn: Option<&'static [u8]>,
+    /// What its TLS handshakes report of client certificates.
+    pub client_cert: crate::ClientCert,
 }
 
 impl Persona {
@@ -103,6 +105,11 @@ impl Persona {
         ][pick(u, 3)];
         let flags = pick(u, 64);
         let alpn = [Some(&b"postgresql"[..]), None, Some(&b"http/1.1"[..])][pick(u, 3)];
+        let client_cert = [
+            crate::ClientCert::NotRequested,
+            crate::ClientCert::NoneSent,
+            crate::ClientCert::Sent,
+        ][pick(u, 3)];
         Persona {
             role,
             flips: flags & 1 != 0,
@@ -114,6 +121,7 @@ impl Persona {
             notice: flags & 16 != 0,
             hangs: may_hang && flags & 32 != 0,
             alpn,
+            client_cert,
         }
     }
 
