@@ -29,6 +29,7 @@ use pgyard_connect::OpenTarget;
 use pgyard_testkit::cluster::quote_conninfo_value;
 use pgyard_testkit::cluster::{Options, Primary};
 use pgyard_testkit::draw::{isolate_env, Draw};
+use pgyard_testkit::fixtures::create_login_roles_sql;
 use pgyard_testkit::libpq::Libpq;
 
 /// Login cases per run; each logs in two to three times (libpq, pgyard, libpq again for the
@@ -209,20 +210,12 @@ fn random_logins_and_host_lists_land_or_fail_as_in_libpq() {
         options = options.hba(format!("host all {user} 127.0.0.1/32 {method}"));
     }
     let mut primary = Primary::start(options).expect("a primary");
-    let mut sql = String::new();
-    for (user, method, password) in USERS {
-        // An md5 method with an md5 secret; every other password stored as SCRAM.
-        let encryption = if method == "md5" {
-            "md5"
-        } else {
-            "scram-sha-256"
-        };
-        let _ = write!(
-            sql,
-            "SET password_encryption = '{encryption}'; \
-             CREATE ROLE {user} LOGIN PASSWORD '{password}'; "
-        );
-    }
+    // An md5 method with an md5 secret; every other password stored as SCRAM.
+    let sql = create_login_roles_sql(
+        USERS
+            .iter()
+            .map(|&(user, method, password)| (user, method == "md5", password)),
+    );
     primary.psql(&sql).expect("create the users");
 
     let libpq = Libpq::shared().expect("libpq 18");

@@ -23,7 +23,9 @@ use std::fmt::Write as _;
 use pgyard_blocking::{connect_with, ConnectOptions, SessionInfo};
 use pgyard_testkit::cluster::{Options, Primary};
 use pgyard_testkit::draw::{isolate_env, Draw};
-use pgyard_testkit::fixtures::{write_pki, TestCa};
+use pgyard_testkit::fixtures::{
+    create_login_roles_sql, pki_tls_options, write_other_ca, write_pki,
+};
 use pgyard_testkit::libpq::Libpq;
 
 /// Cases per run; each connects twice (libpq, then pgyard).
@@ -163,37 +165,22 @@ fn random_tls_connects_land_or_fail_as_in_libpq() {
         .tempdir()
         .expect("a directory");
     let pki = write_pki(dir.path()).expect("certificates written");
-    let other = TestCa::new("another CA").expect("a second CA");
-    let other_ca = dir.path().join("other-ca.crt");
-    std::fs::write(&other_ca, other.cert.pem()).expect("written");
     let files = Files {
         ca: pki.ca.clone(),
-        other_ca: other_ca.to_string_lossy().into_owned(),
+        other_ca: write_other_ca(dir.path()).expect("a second CA"),
         client_cert: pki.client_cert.clone(),
         client_key: pki.client_key.clone(),
     };
-    let mut options = Options::default()
-        .conf("ssl = on")
-        .conf(format!("ssl_cert_file = '{}'", pki.server_cert))
-        .conf(format!("ssl_key_file = '{}'", pki.server_key))
-        .conf(format!("ssl_ca_file = '{}'", pki.ca));
+    let mut options = pki_tls_options(&pki);
     for (_, line, _) in USERS {
         options = options.hba(line);
     }
     let tls = Primary::start(options).expect("a primary serving TLS");
-    let mut sql = String::new();
-    for (user, line, password) in USERS {
-        let encryption = if line.ends_with("md5") {
-            "md5"
-        } else {
-            "scram-sha-256"
-        };
-        let _ = write!(
-            sql,
-            "SET password_encryption = '{encryption}'; \
-             CREATE ROLE {user} LOGIN PASSWORD '{password}'; "
-        );
-    }
+    let sql = create_login_roles_sql(
+        USERS
+            .iter()
+            .map(|&(user, line, password)| (user, line.ends_with("md5"), password)),
+    );
     tls.psql(&sql).expect("create the users");
     let plain = Primary::start(Options::default()).expect("a primary without TLS");
     plain.psql(&sql).expect("create the users");

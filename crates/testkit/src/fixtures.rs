@@ -165,6 +165,41 @@ pub fn write_pki(dir: &Path) -> io::Result<Pki> {
     })
 }
 
+/// Options for a server that serves TLS with `pki`'s certificate for `localhost` and asks
+/// every client for a certificate signed by `pki`'s CA (as any server with `ssl_ca_file`).
+pub fn pki_tls_options(pki: &Pki) -> Options {
+    Options::default()
+        .conf("ssl = on")
+        .conf(format!("ssl_cert_file = '{}'", pki.server_cert))
+        .conf(format!("ssl_key_file = '{}'", pki.server_key))
+        .conf(format!("ssl_ca_file = '{}'", pki.ca))
+}
+
+/// A second CA's certificate, written into `dir` as `other-ca.crt`: a root file under which
+/// nothing a [`Pki`] signed verifies. Returns its path.
+pub fn write_other_ca(dir: &Path) -> io::Result<String> {
+    let other = TestCa::new("another CA")?;
+    let path = dir.join("other-ca.crt");
+    std::fs::write(&path, other.cert.pem())?;
+    Ok(path.to_string_lossy().into_owned())
+}
+
+/// SQL creating login roles with passwords, each stored as md5 where `md5` says so and as
+/// SCRAM otherwise: `(name, md5, password)`.
+pub fn create_login_roles_sql<'a>(
+    roles: impl IntoIterator<Item = (&'a str, bool, &'a str)>,
+) -> String {
+    let mut sql = String::new();
+    for (name, md5, password) in roles {
+        let encryption = if md5 { "md5" } else { "scram-sha-256" };
+        sql.push_str(&format!(
+            "SET password_encryption = '{encryption}'; \
+             CREATE ROLE {name} LOGIN PASSWORD '{password}'; "
+        ));
+    }
+    sql
+}
+
 /// Writes a PEM certificate and key into `dir` as `server.crt` and `server.key`, readable by
 /// the server user.
 pub fn write_cert_files(dir: &Path, cert_pem: &str, key_pem: &str) -> io::Result<(String, String)> {

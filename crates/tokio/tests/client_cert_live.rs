@@ -3,8 +3,8 @@
 //! PostgreSQL 18 that asks for client certificates: each outcome is libpq 18's for the same
 //! string, the error text byte for byte.
 
-use pgyard_testkit::cluster::{Options, Primary};
-use pgyard_testkit::fixtures::{write_pki, TestCa};
+use pgyard_testkit::cluster::Primary;
+use pgyard_testkit::fixtures::{pki_tls_options, write_other_ca, write_pki};
 use pgyard_testkit::libpq::Libpq;
 use pgyard_tokio::{connect_with, ConnectOptions, SessionInfo, Strategy};
 
@@ -15,17 +15,8 @@ async fn sslcertmode_require_is_judged_as_libpq_judges_it() {
         .tempdir()
         .expect("a directory");
     let pki = write_pki(dir.path()).expect("certificates written");
-    let other = TestCa::new("another CA").expect("a second CA");
-    let other_ca = dir.path().join("other-ca.crt");
-    std::fs::write(&other_ca, other.cert.pem()).expect("written");
-    let server = Primary::start(
-        Options::default()
-            .conf("ssl = on")
-            .conf(format!("ssl_cert_file = '{}'", pki.server_cert))
-            .conf(format!("ssl_key_file = '{}'", pki.server_key))
-            .conf(format!("ssl_ca_file = '{}'", pki.ca)),
-    )
-    .expect("a primary asking for client certificates");
+    let other_ca = write_other_ca(dir.path()).expect("a second CA");
+    let server = Primary::start(pki_tls_options(&pki)).expect("a primary asking for certificates");
     let base = format!(
         "host=localhost port={} user=postgres dbname=postgres sslcertmode=require",
         server.port()
@@ -33,7 +24,7 @@ async fn sslcertmode_require_is_judged_as_libpq_judges_it() {
     let with_cert = format!("sslcert={} sslkey={}", pki.client_cert, pki.client_key);
     let without = "sslcert=/nonexistent/client.crt sslkey=/nonexistent/client.key";
     let ca = format!("sslrootcert={}", pki.ca);
-    let wrong_ca = format!("sslrootcert={}", other_ca.display());
+    let wrong_ca = format!("sslrootcert={other_ca}");
     let cases = [
         // Asked and answered: in.
         (format!("{base} sslmode=verify-full {ca} {with_cert}"), true),
