@@ -78,10 +78,14 @@ impl Connector {
     }
 
     /// Keeps what a handshake of attempt `id` saw of client certificates, if it is still
-    /// running (events of ended attempts are ignored throughout).
+    /// running (events of ended attempts are ignored throughout), and tells every running
+    /// connection, each of which judges its AuthenticationOk by it.
     pub(super) fn latch_client_cert(&mut self, id: AttemptId, seen: crate::ClientCert) {
-        if self.run_index(id).is_some() {
-            self.client_cert = self.client_cert.max(seen);
+        if self.run_index(id).is_some() && seen > self.client_cert {
+            self.client_cert = seen;
+            for run in &mut self.runs {
+                run.conn.client_cert = seen;
+            }
         }
     }
 
@@ -94,7 +98,6 @@ impl Connector {
         f: impl FnOnce(&mut Conn, &mut Vec<Out>) -> Verdict,
     ) {
         let Some(i) = self.run_index(id) else { return };
-        self.runs[i].conn.client_cert = self.client_cert;
         // The list is the machine's spare one, handed back empty below: no allocation per
         // event.
         let mut out = std::mem::take(&mut self.out_buf);
@@ -387,7 +390,9 @@ impl Connector {
         let params = self.conn_params(plan.slot, plan.second_pass, plan.send_appname);
         let mut nonce = [0u8; NONCE_RAW_LEN];
         self.nonce_rng.fill_bytes(&mut nonce);
-        self.plant_in_conn(Conn::new(method, plain_next, params, nonce))
+        let mut conn = Conn::new(method, plain_next, params, nonce);
+        conn.client_cert = self.client_cert;
+        self.plant_in_conn(conn)
     }
 
     /// Opens the attempt's entry in the error buffer with libpq's host-identity prefix, and
