@@ -386,25 +386,24 @@ impl ServerCertVerifier for PgVerifier {
         let Some(inner) = &self.inner else {
             return Ok(ServerCertVerified::assertion());
         };
-        let mut result =
+        let result =
             inner.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now);
-        let name_only = matches!(
+        let name_error = matches!(
             result,
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
             ))
         );
-        // OpenSSL checks revocation with the chain, before libpq looks at the name.
-        let name_only = if self.no_list_found && (result.is_ok() || name_only) {
-            result = Err(rustls::Error::InvalidCertificate(
-                CertificateError::UnknownRevocationStatus,
-            ));
-            false
-        } else {
-            name_only
-        };
-        if result.is_err() && !name_only {
+        // What OpenSSL checks in the handshake is the chain, revocation included (with no list
+        // found no status is known); libpq looks at the name only after the handshake.
+        if !(result.is_ok() || name_error) || self.no_list_found {
             self.probe.chain_failed();
+            return match result {
+                Err(e) if !name_error => Err(e),
+                _ => Err(rustls::Error::InvalidCertificate(
+                    CertificateError::UnknownRevocationStatus,
+                )),
+            };
         }
         match result {
             // webpki checks the name only after the chain passed, so for verify-ca a name
