@@ -145,16 +145,15 @@ async fn worker(
     let report = |ev: Event| out.send(Msg::Event(ev)).is_ok();
     let peer = peer_user.then_some(attempt);
     // A Close (or the loop going away) while connect() is pending simply drops the socket.
-    let opened = tokio::select! {
+    let (opened, peer_report) = tokio::select! {
         r = open_attempt(&target, tcp.as_ref(), bound, peer) => r,
         _ = wait_close(&mut cmds) => return,
     };
-    let opened = opened.map(|(stream, peer_report)| {
-        if let Some(ev) = peer_report {
-            report(ev);
+    if let Some(ev) = peer_report {
+        if !report(ev) {
+            return;
         }
-        stream
-    });
+    }
     // A worker whose open failed has nothing more to do once it has said so.
     let (true, Ok(mut stream)) = (report(open_event(attempt, &opened)), opened) else {
         return;

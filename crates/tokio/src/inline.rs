@@ -94,14 +94,8 @@ pub(crate) async fn run(
                 core.spawned(attempt, posted.mailbox(attempt));
                 let peer = peer_user.then_some(attempt);
                 let fut = async move {
-                    match open_attempt(&target, tcp.as_ref(), bound, peer).await {
-                        Ok((stream, report)) => (
-                            report,
-                            open_event(attempt, &Ok::<(), std::io::Error>(())),
-                            Some(stream),
-                        ),
-                        Err(e) => (None, open_event::<()>(attempt, &Err(e)), None),
-                    }
+                    let (opened, report) = open_attempt(&target, tcp.as_ref(), bound, peer).await;
+                    (report, open_event(attempt, &opened), opened.ok())
                 };
                 at.pending.push(Pending {
                     attempt,

@@ -115,12 +115,25 @@ pub(crate) async fn open(
     tcp: Option<&TcpOptions>,
     bound: Option<Duration>,
 ) -> io::Result<Transport> {
-    Ok(open_attempt(target, tcp, bound, None).await?.0)
+    Ok(connect(target, tcp, bound, None).await?.0)
 }
 
-/// [`open`] for an attempt, with the report of the socket's peer user that a Unix socket
-/// under `requirepeer` owes the machine (`peer`: the attempt, when it was asked for).
+/// [`open`] for an attempt: the socket (or why not), and the report of its peer user that a
+/// Unix socket under `requirepeer` owes the machine first (`peer`: the attempt, when the
+/// machine asked for it).
 pub(crate) async fn open_attempt(
+    target: &OpenTarget,
+    tcp: Option<&TcpOptions>,
+    bound: Option<Duration>,
+    peer: Option<AttemptId>,
+) -> (io::Result<Transport>, Option<Event>) {
+    match connect(target, tcp, bound, peer).await {
+        Ok((stream, report)) => (Ok(stream), report),
+        Err(e) => (Err(e), None),
+    }
+}
+
+async fn connect(
     target: &OpenTarget,
     tcp: Option<&TcpOptions>,
     bound: Option<Duration>,
