@@ -53,16 +53,8 @@ impl World {
             let Some(OpenTarget::Tcp(addr)) = &r.target else {
                 continue;
             };
-            let mut buf = [0u8; 15];
-            let owned;
-            let ip = match addr.ip() {
-                std::net::IpAddr::V4(v4) => ipv4_text(v4, &mut buf),
-                v6 => {
-                    owned = v6.to_string();
-                    &owned
-                }
-            };
-            if !slots.iter().any(|s| prefix_is(s, ip, &r.prefix)) {
+            let ip = pgyard_connect::ip_text(addr.ip());
+            if !slots.iter().any(|s| prefix_is(s, &ip, &r.prefix)) {
                 return bad(format!(
                     "entry of a{:?} starts {:?}, which libpq says for no slot at {addr}",
                     r.attempt, r.prefix
@@ -150,24 +142,6 @@ fn displays_as(value: &impl std::fmt::Display, want: &str) -> bool {
     use std::fmt::Write as _;
     let _ = write!(c, "{value}");
     c.same && c.rest.is_empty()
-}
-
-/// `ip` as its `Display` writes it (`a.b.c.d`), in `buf`, without allocating.
-fn ipv4_text(ip: std::net::Ipv4Addr, buf: &mut [u8; 15]) -> &str {
-    let mut at = 0;
-    for (i, o) in ip.octets().into_iter().enumerate() {
-        if i > 0 {
-            buf[at] = b'.';
-            at += 1;
-        }
-        for (d, skip) in [(o / 100, o < 100), ((o / 10) % 10, o < 10), (o % 10, false)] {
-            if !skip {
-                buf[at] = b'0' + d;
-                at += 1;
-            }
-        }
-    }
-    std::str::from_utf8(&buf[..at]).unwrap_or_default()
 }
 
 /// Whether `text` is libpq's host-identity prefix for `slot` connecting to an address whose
@@ -263,18 +237,6 @@ fn negotiation_fits(r: &AttemptReport, offered: ProtocolVersion, min: ProtocolVe
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn ipv4_text_reads_as_display_does() {
-        let mut buf = [0u8; 15];
-        for x in (0..=u32::MAX)
-            .step_by(65_521)
-            .chain([0, u32::MAX, 0x0a00_0001, 0x6400_0a09])
-        {
-            let ip = std::net::Ipv4Addr::from(x);
-            assert_eq!(super::ipv4_text(ip, &mut buf), ip.to_string());
-        }
-    }
-
     #[test]
     fn displays_as_compares_the_whole_text() {
         assert!(super::displays_as(&"ab", "ab"));
