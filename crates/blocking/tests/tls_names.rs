@@ -177,3 +177,121 @@ fn verify_full_name_mismatch_texts_match_psql() {
         differences.join("\n")
     );
 }
+
+/// Certificates whose names libpq accepts for some host and webpki would not (a Common Name
+/// alone, a dNSName spelt like an address, a Common Name beside an iPAddress SAN), and their
+/// neighbours that both refuse.
+fn acceptance_cases() -> Vec<Case> {
+    let case = |label, sans, cn| Case { label, sans, cn };
+    vec![
+        case("no SAN, CN localhost", vec![], Some("localhost")),
+        case("no SAN, CN in capitals", vec![], Some("LocalHost")),
+        case("no SAN, CN an address", vec![], Some("127.0.0.1")),
+        case(
+            "a dNSName spelt as an address",
+            vec![dns("127.0.0.1")],
+            None,
+        ),
+        case(
+            "an IP SAN and CN localhost",
+            vec![ip("127.0.0.1")],
+            Some("localhost"),
+        ),
+        case(
+            "a DNS SAN and another CN",
+            vec![dns("localhost")],
+            Some("cn.example"),
+        ),
+        case(
+            "another IP SAN and CN localhost",
+            vec![ip("10.0.0.1")],
+            Some("localhost"),
+        ),
+        case("no SAN, a wildcard CN", vec![], Some("*.localhost")),
+        case("a wildcard DNS SAN", vec![dns("*.LocalHost")], None),
+        case(
+            "another DNS SAN and CN localhost",
+            vec![dns("other.example")],
+            Some("localhost"),
+        ),
+    ]
+}
+
+/// Host settings for [`acceptance_cases`]: names, an address in two notations, a wildcard's
+/// one and two labels, a trailing dot, an address alone (no host name to compare with: an
+/// empty `host` keeps out the `PGHOST` Debian's psql wrapper sets), and a socket folder
+/// beside an address (libpq then compares the names with the folder's path).
+const ACCEPTANCE_HOSTS: [&str; 9] = [
+    "host=localhost hostaddr=127.0.0.1",
+    "host=LOCALHOST hostaddr=127.0.0.1",
+    "host=127.0.0.1",
+    "host=127.1 hostaddr=127.0.0.1",
+    "host=db.localhost hostaddr=127.0.0.1",
+    "host=a.db.localhost hostaddr=127.0.0.1",
+    "host=localhost. hostaddr=127.0.0.1",
+    "host='' hostaddr=127.0.0.1",
+    "host=/tmp hostaddr=127.0.0.1",
+];
+
+/// Under `verify-full` pgyard connects exactly where libpq connects and refuses with libpq's
+/// text where it refuses: libpq's name rules, not webpki's, decide (the Common Name that the
+/// PostgreSQL documentation's own `openssl req -subj "/CN=…"` recipe puts in a certificate
+/// without subjectAltNames).
+#[test]
+fn verify_full_accepts_the_names_libpq_accepts() {
+    let dir = tempfile::Builder::new()
+        .prefix("pgyard-tls-accept-")
+        .tempdir()
+        .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let ca = TestCa::new("pgyard tls_names acceptance CA").expect("CA");
+    let ca_path = write_for_server(dir.path(), "ca.crt", &ca.cert.pem(), 0o644).expect("written");
+    let cases = acceptance_cases();
+    let issued: Vec<_> = cases
+        .iter()
+        .enumerate()
+        .map(|(n, case)| issue(&ca, dir.path(), n, case))
+        .collect();
+    let primary = Primary::start(Options::default()).expect("primary");
+    let port = primary.port();
+
+    let mut differences = Vec::new();
+    let (mut accepted, mut refused) = (Vec::new(), 0);
+    for (case, (_, cert, key)) in cases.iter().zip(&issued) {
+        serve_certificate(&primary, cert, key).expect("the server takes the certificate");
+        for keywords in ACCEPTANCE_HOSTS {
+            let ci = format!(
+                "{keywords} port={port} user=postgres dbname=postgres \
+                 sslmode=verify-full sslrootcert={ca_path}"
+            );
+            let theirs = psql(&ci, "select 1").map(drop);
+            match &theirs {
+                Ok(()) => accepted.push(format!("{}, {keywords}", case.label)),
+                Err(_) => refused += 1,
+            }
+            let ours = pgyard(&ci);
+            if ours != theirs {
+                differences.push(format!(
+                    "{}, {keywords}:\n  ours: {ours:?}\n  psql: {theirs:?}",
+                    case.label
+                ));
+            }
+        }
+    }
+    assert!(
+        differences.is_empty(),
+        "{} of {} outcomes differ from psql's:\n{}",
+        differences.len(),
+        cases.len() * ACCEPTANCE_HOSTS.len(),
+        differences.join("\n")
+    );
+    // The premise, from the oracle: libpq takes a Common Name alone, and refuses elsewhere.
+    assert!(
+        accepted.contains(&"no SAN, CN localhost, host=localhost hostaddr=127.0.0.1".to_owned()),
+        "psql refused the Common Name: {accepted:?}"
+    );
+    assert!(refused > 0, "psql accepted every case");
+}

@@ -5,34 +5,31 @@
 
 use std::sync::Arc;
 
-use rustls::pki_types::CertificateDer;
 use rustls::CertificateError;
 
-/// A host-name mismatch that carries the server certificate's names, for a verifier to return
-/// (through [`HostNameMismatch::error_for`]) instead of webpki's error: libpq counts the Common
-/// Name when no subjectAltName has the host's kind, and webpki's error has no Common Name and
-/// IPv6 addresses only in a lossy notation, so only this lets [`crate::tls::handshake_error_text`] give
-/// libpq's exact text in every case.
+/// libpq's verdict against a server certificate's names, for a verifier to return (through
+/// [`HostNameMismatch::error`]) instead of webpki's: libpq, not webpki, decides which names a
+/// `verify-full` connection accepts (the Common Name when no subjectAltName has the host's
+/// kind, a dNSName spelt like an address, `inet_aton`'s forms of IPv4), and words the refusal
+/// with every address in PostgreSQL's notation, which webpki's error cannot give.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostNameMismatch {
-    /// The names libpq compares with the host name.
-    pub names: CertificateNames,
+    /// libpq's text for the refusal (see [`CertificateNames::check`]).
+    pub text: String,
 }
 
 impl HostNameMismatch {
-    /// The rustls error for a certificate that does not match the host name, or `None` when
-    /// the certificate cannot be read (webpki's own error is then the one to return).
-    pub fn error_for(end_entity: &CertificateDer<'_>) -> Option<rustls::Error> {
-        let names = CertificateNames::from_der(end_entity.as_ref())?;
-        Some(rustls::Error::InvalidCertificate(CertificateError::Other(
-            rustls::OtherError(Arc::new(HostNameMismatch { names })),
-        )))
+    /// The rustls error that carries libpq's `text`, for [`crate::tls::handshake_error_text`].
+    pub fn error(text: String) -> rustls::Error {
+        rustls::Error::InvalidCertificate(CertificateError::Other(rustls::OtherError(Arc::new(
+            HostNameMismatch { text },
+        ))))
     }
 }
 
 impl std::fmt::Display for HostNameMismatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("server certificate does not match host name")
+        f.write_str(&self.text)
     }
 }
 
@@ -143,12 +140,13 @@ impl CertificateNames {
         }
     }
 
-    /// libpq's text for a certificate the verifier refused for `host`.
+    /// libpq's text for a certificate webpki refused for `host`, from webpki's list alone
+    /// (only where the certificate was one this module cannot read, so libpq's own verdict
+    /// could not be reached).
     pub(crate) fn mismatch_text(&self, host: &str) -> String {
         match self.check(host) {
             Err(text) => text,
-            // webpki refused a name that libpq would take (a Common Name, a DNS name written
-            // like the IP address connected to): no libpq text exists for that.
+            // webpki refused a name that libpq would take: no libpq text exists for that.
             Ok(()) => format!("server certificate does not match host name \"{host}\""),
         }
     }
@@ -712,16 +710,15 @@ mod tests {
     }
 
     #[test]
-    fn handshake_error_text_from_the_certificate() {
+    fn handshake_error_text_from_the_verdict() {
         let der = certificate(Some("cn.x"), &[tlv(0x82, b"a.x")], false);
-        let e = HostNameMismatch::error_for(&CertificateDer::from(der)).unwrap();
+        let names = CertificateNames::from_der(&der).unwrap();
+        let e = HostNameMismatch::error(names.check("10.0.0.9").unwrap_err());
         assert_eq!(
-            handshake_error_text(&e, "10.0.0.9"),
+            handshake_error_text(&e, "ignored"),
             "server certificate for \"a.x\" (and 1 other name) does not match host name \"10.0.0.9\""
         );
-        assert_eq!(
-            handshake_error_text(&e, "db.x"),
-            "server certificate for \"a.x\" does not match host name \"db.x\""
-        );
+        assert_eq!(names.check("cn.x"), mismatch("a.x", 0, "cn.x"));
+        assert_eq!(names.check("A.X"), Ok(()));
     }
 }

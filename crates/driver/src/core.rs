@@ -113,7 +113,7 @@ impl TlsSetup for &TlsSettings {
     type Start = TlsStart;
 
     fn start(&self, r: TlsRequest<'_>) -> Result<TlsStart, String> {
-        let (config, probe) = self.client_config(r.verify)?;
+        let (config, probe) = self.client_config(r.verify, r.server_name)?;
         let host = r
             .server_name
             .map(str::to_owned)

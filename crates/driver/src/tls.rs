@@ -90,11 +90,14 @@ impl TlsSettings {
         }
     }
 
-    /// A client configuration for one handshake, with the probe that tells afterwards what
-    /// became of client certificates in it, or libpq's text for why none can be made.
+    /// A client configuration for one handshake to `host` (the slot's `host` as written, which
+    /// `verify-full` compares the certificate's names with), with the probe that tells
+    /// afterwards what became of client certificates in it, or libpq's text for why none can
+    /// be made.
     pub fn client_config(
         &self,
         verify: TlsVerify,
+        host: Option<&str>,
     ) -> Result<(Arc<ClientConfig>, CertProbe), String> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let root_file_exists = matches!(&self.root, RootCert::File(p) if p.is_file());
@@ -132,6 +135,7 @@ impl TlsSettings {
             provider: provider.clone(),
             probe: probe.clone(),
             no_list_found,
+            host: host.map(str::to_owned),
         });
         let versions = self.versions();
         let builder = ClientConfig::builder_with_provider(provider)
@@ -318,12 +322,12 @@ pub fn handshake_error_text(e: &rustls::Error, host: &str) -> String {
     match e {
         rustls::Error::InvalidCertificate(CertificateError::Other(other)) => {
             match other.0.downcast_ref::<HostNameMismatch>() {
-                Some(mismatch) => mismatch.names.mismatch_text(host),
+                Some(mismatch) => mismatch.text.clone(),
                 None => "SSL error: certificate verify failed".to_owned(),
             }
         }
-        // webpki lists the subjectAltNames but not the Common Name, so this is exact unless
-        // libpq would also have looked at the Common Name (see `HostNameMismatch`).
+        // Only for a certificate the verifier could not read names from (it words every
+        // other refusal itself): webpki lists the subjectAltNames but not the Common Name.
         rustls::Error::InvalidCertificate(CertificateError::NotValidForNameContext {
             presented,
             ..
@@ -372,6 +376,8 @@ struct PgVerifier {
     /// Revocation is checked but no list was found: OpenSSL then refuses every chain, as no
     /// certificate's status can be known (rustls's verifier would check nothing).
     no_list_found: bool,
+    /// The host `verify-full` compares the names with: the slot's `host` as written.
+    host: Option<String>,
 }
 
 impl ServerCertVerifier for PgVerifier {
@@ -405,20 +411,19 @@ impl ServerCertVerifier for PgVerifier {
                 )),
             };
         }
-        match result {
-            // webpki checks the name only after the chain passed, so for verify-ca a name
-            // error means the chain is good.
-            Err(rustls::Error::InvalidCertificate(
-                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) if self.verify == TlsVerify::Ca => Ok(ServerCertVerified::assertion()),
-            // libpq words a mismatch from the certificate's names, Common Name included.
-            Err(
-                e @ rustls::Error::InvalidCertificate(
-                    CertificateError::NotValidForName
-                    | CertificateError::NotValidForNameContext { .. },
-                ),
-            ) => Err(HostNameMismatch::error_for(end_entity).unwrap_or(e)),
-            other => other,
+        // The chain passed (webpki checks the name only after it). libpq, not webpki, judges
+        // the name: it takes the Common Name when no subjectAltName has the host's kind, a
+        // dNSName spelt like the address, inet_aton's forms of IPv4, and compares with the
+        // host as written in the connection string (none when connected by hostaddr alone).
+        match self.verify {
+            TlsVerify::Full => match CertificateNames::from_der(end_entity.as_ref()) {
+                Some(names) => match names.check(self.host.as_deref().unwrap_or("")) {
+                    Ok(()) => Ok(ServerCertVerified::assertion()),
+                    Err(text) => Err(HostNameMismatch::error(text)),
+                },
+                None => result,
+            },
+            _ => Ok(ServerCertVerified::assertion()),
         }
     }
 
