@@ -52,6 +52,7 @@ mod environ;
 mod error;
 mod frames;
 mod info;
+mod keyfile;
 mod net;
 mod prepare;
 mod session;

@@ -12,6 +12,7 @@ use std::sync::Arc;
 pub use crate::client_cert::CertProbe;
 use crate::client_cert::{ProbingResolver, VersionWatch};
 use crate::crl::CrlSource;
+use crate::keyfile::{self, KeyPassword};
 use pgyard_connect::{AttemptId, Event, FailureKind, TlsVerify, ALPN_POSTGRESQL};
 
 use crate::certnames::{CertificateNames, HostNameMismatch};
@@ -55,6 +56,8 @@ pub struct TlsSettings {
     max: Option<TlsVersion>,
     /// Revocation lists, consulted when a root certificate file is.
     crl: CrlSource,
+    /// `sslpassword` when set and not empty: the pass phrase of an encrypted key.
+    password: Option<KeyPassword>,
 }
 
 impl TlsSettings {
@@ -87,6 +90,10 @@ impl TlsSettings {
             min: config.ssl_min_protocol_version(),
             max: config.ssl_max_protocol_version(),
             crl: CrlSource::new(config, home.as_deref()),
+            password: config
+                .raw(Keyword::Sslpassword)
+                .filter(|p| !p.is_empty())
+                .map(|p| KeyPassword(p.to_vec())),
         }
     }
 
@@ -227,12 +234,7 @@ impl TlsSettings {
             ));
         }
         check_key_permissions(&key_path)?;
-        let key = PrivateKeyDer::from_pem_file(&key_path).map_err(|e| {
-            format!(
-                "could not load private key file \"{}\": {e}",
-                key_path.display()
-            )
-        })?;
+        let key = keyfile::load(&key_path, self.password.as_ref())?;
         Ok(Some((chain, key)))
     }
 
