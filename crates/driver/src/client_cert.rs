@@ -17,6 +17,7 @@
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
+use crate::keylog::KeyLogFile;
 use pgyard_connect::ClientCert;
 use rustls::client::ResolvesClientCert;
 use rustls::sign::CertifiedKey;
@@ -89,24 +90,32 @@ impl ResolvesClientCert for ProbingResolver {
 
 /// A key log that logs nothing and notes whether the handshake is TLS 1.3.
 #[derive(Debug)]
-pub(crate) struct VersionWatch(CertProbe);
+pub(crate) struct VersionWatch {
+    probe: CertProbe,
+    /// `sslkeylogfile`, which is given every secret.
+    file: Option<KeyLogFile>,
+}
 
 impl VersionWatch {
-    /// A watch noting into `probe`.
-    pub(crate) fn new(probe: CertProbe) -> Self {
-        VersionWatch(probe)
+    /// A watch noting into `probe`, passing the secrets on to `file`.
+    pub(crate) fn new(probe: CertProbe, file: Option<KeyLogFile>) -> Self {
+        VersionWatch { probe, file }
     }
 }
 
 impl KeyLog for VersionWatch {
-    fn log(&self, _label: &str, _client_random: &[u8], _secret: &[u8]) {}
+    fn log(&self, label: &str, client_random: &[u8], secret: &[u8]) {
+        if let Some(f) = &self.file {
+            f.log(label, client_random, secret);
+        }
+    }
 
     fn will_log(&self, label: &str) -> bool {
         // TLS 1.2 logs only `CLIENT_RANDOM`, and only at its end.
         if label.ends_with("_TRAFFIC_SECRET_0") || label.contains("HANDSHAKE_TRAFFIC_SECRET") {
-            self.0.note(CertProbe::TLS13);
+            self.probe.note(CertProbe::TLS13);
         }
-        false
+        self.file.is_some()
     }
 }
 
@@ -148,12 +157,24 @@ mod tests {
     }
 
     #[test]
-    fn the_version_watch_logs_nothing_and_notes_tls13() {
+    fn the_version_watch_notes_tls13_and_logs_only_into_a_key_log_file() {
         let p = CertProbe::default();
-        let w = VersionWatch::new(p.clone());
+        let w = VersionWatch::new(p.clone(), None);
         assert!(!w.will_log("CLIENT_RANDOM"));
         assert_eq!(p.0.load(Ordering::Acquire) & CertProbe::TLS13, 0);
         assert!(!w.will_log("CLIENT_HANDSHAKE_TRAFFIC_SECRET"));
         assert_ne!(p.0.load(Ordering::Acquire) & CertProbe::TLS13, 0);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("k");
+        let file = KeyLogFile::new(path.to_str().unwrap().as_bytes());
+        let p = CertProbe::default();
+        let w = VersionWatch::new(p.clone(), file);
+        assert!(w.will_log("SERVER_TRAFFIC_SECRET_0"));
+        assert_ne!(p.0.load(Ordering::Acquire) & CertProbe::TLS13, 0);
+        w.log("SERVER_TRAFFIC_SECRET_0", &[7], &[8]);
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "SERVER_TRAFFIC_SECRET_0 07 08\n"
+        );
     }
 }

@@ -53,6 +53,7 @@ mod error;
 mod frames;
 mod info;
 mod keyfile;
+mod keylog;
 mod net;
 mod prepare;
 mod session;

@@ -13,6 +13,7 @@ pub use crate::client_cert::CertProbe;
 use crate::client_cert::{ProbingResolver, VersionWatch};
 use crate::crl::CrlSource;
 use crate::keyfile::{self, KeyPassword};
+use crate::keylog::KeyLogFile;
 use pgyard_connect::{AttemptId, Event, FailureKind, TlsVerify, ALPN_POSTGRESQL};
 
 use crate::certnames::{CertificateNames, HostNameMismatch};
@@ -58,6 +59,8 @@ pub struct TlsSettings {
     crl: CrlSource,
     /// `sslpassword` when set and not empty: the pass phrase of an encrypted key.
     password: Option<KeyPassword>,
+    /// `sslkeylogfile` when set and not empty.
+    keylog: Option<KeyLogFile>,
 }
 
 impl TlsSettings {
@@ -94,6 +97,7 @@ impl TlsSettings {
                 .raw(Keyword::Sslpassword)
                 .filter(|p| !p.is_empty())
                 .map(|p| KeyPassword(p.to_vec())),
+            keylog: config.raw(Keyword::Sslkeylogfile).and_then(KeyLogFile::new),
         }
     }
 
@@ -159,7 +163,7 @@ impl TlsSettings {
         };
         let resolver = ProbingResolver::new(identity, probe.clone());
         let mut config = builder.with_client_cert_resolver(Arc::new(resolver));
-        config.key_log = Arc::new(VersionWatch::new(probe.clone()));
+        config.key_log = Arc::new(VersionWatch::new(probe.clone(), self.keylog.clone()));
         config.alpn_protocols = vec![ALPN_POSTGRESQL.to_vec()];
         config.enable_sni = self.sni;
         Ok((Arc::new(config), probe))
