@@ -58,6 +58,7 @@ mod net;
 mod prepare;
 mod session;
 pub mod tls;
+mod v1chain;
 
 use std::time::Duration;
 

@@ -14,6 +14,7 @@ use crate::client_cert::{ProbingResolver, VersionWatch};
 use crate::crl::CrlSource;
 use crate::keyfile::{self, KeyPassword};
 use crate::keylog::KeyLogFile;
+use crate::v1chain;
 use pgyard_connect::{AttemptId, Event, FailureKind, TlsVerify, ALPN_POSTGRESQL};
 
 use crate::certnames::{CertificateNames, HostNameMismatch};
@@ -124,12 +125,15 @@ impl TlsSettings {
             None
         };
         let no_list_found = crls.as_ref().is_some_and(Vec::is_empty);
+        let revocation = crls.is_some();
+        let mut chain = TrustedChain::default();
         let inner = match verify {
             TlsVerify::None => None,
             TlsVerify::Ca | TlsVerify::Full => {
-                let roots = self.roots()?;
+                let (store, trusted) = TrustedChain::split(self.roots()?);
+                chain = trusted;
                 let mut b =
-                    WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone());
+                    WebPkiServerVerifier::builder_with_provider(Arc::new(store), provider.clone());
                 if let Some(crls) = crls {
                     b = b.with_crls(crls).enforce_revocation_expiration();
                 }
@@ -146,6 +150,8 @@ impl TlsSettings {
             provider: provider.clone(),
             probe: probe.clone(),
             no_list_found,
+            revocation,
+            chain,
             host: host.map(str::to_owned),
         });
         let versions = self.versions();
@@ -169,14 +175,18 @@ impl TlsSettings {
         Ok((Arc::new(config), probe))
     }
 
-    fn roots(&self) -> Result<RootCertStore, String> {
-        let mut store = RootCertStore::empty();
+    /// The certificates of the root file (or the system's store), each one a trust anchor
+    /// webpki can read.
+    fn roots(&self) -> Result<Vec<CertificateDer<'static>>, String> {
+        let mut kept = Vec::new();
         match &self.root {
             RootCert::System => {
                 let found = rustls_native_certs::load_native_certs();
                 for cert in found.certs {
                     // A malformed system certificate is skipped, as OpenSSL skips it.
-                    let _ = store.add(cert);
+                    if RootCertStore::empty().add(cert.clone()).is_ok() {
+                        kept.push(cert);
+                    }
                 }
             }
             RootCert::Unknown => {
@@ -191,25 +201,24 @@ impl TlsSettings {
                         path.display()
                     ));
                 }
+                let unreadable = |e: &dyn std::fmt::Display| {
+                    format!(
+                        "could not read root certificate file \"{}\": {e}",
+                        path.display()
+                    )
+                };
                 let certs = CertificateDer::pem_file_iter(path)
                     .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-                    .map_err(|e| {
-                        format!(
-                            "could not read root certificate file \"{}\": {e}",
-                            path.display()
-                        )
-                    })?;
+                    .map_err(|e| unreadable(&e))?;
                 for cert in certs {
-                    store.add(cert).map_err(|e| {
-                        format!(
-                            "could not read root certificate file \"{}\": {e}",
-                            path.display()
-                        )
-                    })?;
+                    RootCertStore::empty()
+                        .add(cert.clone())
+                        .map_err(|e| unreadable(&e))?;
+                    kept.push(cert);
                 }
             }
         }
-        Ok(store)
+        Ok(kept)
     }
 
     fn client_identity(
@@ -371,6 +380,81 @@ fn check_key_permissions(path: &Path) -> Result<(), String> {
     }
 }
 
+/// The root file's certificates as OpenSSL (without `X509_V_FLAG_PARTIAL_CHAIN`, as libpq
+/// leaves it) uses them: a chain must end at a self-signed one; the others serve as
+/// intermediates on the way. webpki would end a chain at any certificate of the store, so
+/// a root file that holds only an intermediate CA would verify what libpq refuses.
+#[derive(Debug, Default)]
+struct TrustedChain {
+    /// The self-signed certificates: the trust anchors.
+    anchors: Vec<CertificateDer<'static>>,
+    /// The rest, offered as intermediates.
+    intermediates: Vec<CertificateDer<'static>>,
+    /// No certificate is self-signed: webpki's store then holds the others, and any chain
+    /// it verifies ended at one of them, which OpenSSL refuses.
+    partial_only: bool,
+}
+
+impl TrustedChain {
+    /// webpki's store of anchors, and the split.
+    fn split(certs: Vec<CertificateDer<'static>>) -> (RootCertStore, TrustedChain) {
+        let (anchors, intermediates): (Vec<_>, Vec<_>) = certs
+            .into_iter()
+            .partition(|c| v1chain::self_issued(c.as_ref()));
+        let partial_only = anchors.is_empty();
+        let mut store = RootCertStore::empty();
+        let in_store = if partial_only {
+            &intermediates
+        } else {
+            &anchors
+        };
+        for c in in_store {
+            // Each was read as an anchor already (`roots`).
+            let _ = store.add(c.clone());
+        }
+        let chain = TrustedChain {
+            anchors,
+            intermediates,
+            partial_only,
+        };
+        (store, chain)
+    }
+
+    /// The server's intermediates, then the root file's.
+    fn with_intermediates<'a>(&'a self, sent: &[CertificateDer<'a>]) -> Vec<CertificateDer<'a>> {
+        let mut all = sent.to_vec();
+        all.extend(
+            self.intermediates
+                .iter()
+                .map(|c| CertificateDer::from(c.as_ref())),
+        );
+        all
+    }
+
+    /// webpki's verdict, refused where the chain can only have ended at a certificate that
+    /// is not self-signed (its name checked only after the chain passed).
+    fn judge_partial(
+        &self,
+        result: Result<ServerCertVerified, rustls::Error>,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let chain_passed = match &result {
+            Ok(_) => true,
+            Err(rustls::Error::InvalidCertificate(e)) => matches!(
+                e,
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. }
+            ),
+            Err(_) => false,
+        };
+        if self.partial_only && chain_passed {
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::UnknownIssuer,
+            ))
+        } else {
+            result
+        }
+    }
+}
+
 /// Carries out one [`TlsVerify`] level on top of webpki.
 #[derive(Debug)]
 struct PgVerifier {
@@ -382,8 +466,40 @@ struct PgVerifier {
     /// Revocation is checked but no list was found: OpenSSL then refuses every chain, as no
     /// certificate's status can be known (rustls's verifier would check nothing).
     no_list_found: bool,
+    /// Revocation lists are in play (checked by webpki; a version 1 chain, which this
+    /// verifier checks itself, is then refused rather than taken unchecked for revocation).
+    revocation: bool,
+    /// The root file's certificates as OpenSSL uses them.
+    chain: TrustedChain,
     /// The host `verify-full` compares the names with: the slot's `host` as written.
     host: Option<String>,
+}
+
+impl PgVerifier {
+    /// A chain ending in a version 1 certificate, which webpki refuses and OpenSSL takes:
+    /// checked by `v1chain` as OpenSSL would (see there).
+    fn verify_v1_chain(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        if self.revocation {
+            return Err(rustls::Error::InvalidCertificate(
+                CertificateError::UnknownRevocationStatus,
+            ));
+        }
+        let intermediates = self.chain.with_intermediates(intermediates);
+        v1chain::verify(
+            end_entity,
+            &intermediates,
+            &self.chain.anchors,
+            now,
+            &self.provider.signature_verification_algorithms,
+        )
+        .map(|()| ServerCertVerified::assertion())
+        .map_err(rustls::Error::InvalidCertificate)
+    }
 }
 
 impl ServerCertVerifier for PgVerifier {
@@ -398,8 +514,19 @@ impl ServerCertVerifier for PgVerifier {
         let Some(inner) = &self.inner else {
             return Ok(ServerCertVerified::assertion());
         };
-        let result =
-            inner.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now);
+        let result = if v1chain::is_v1(end_entity.as_ref()) {
+            self.verify_v1_chain(end_entity, intermediates, now)
+        } else {
+            let intermediates = self.chain.with_intermediates(intermediates);
+            let result = inner.verify_server_cert(
+                end_entity,
+                &intermediates,
+                server_name,
+                ocsp_response,
+                now,
+            );
+            self.chain.judge_partial(result)
+        };
         let name_error = matches!(
             result,
             Err(rustls::Error::InvalidCertificate(
@@ -439,12 +566,18 @@ impl ServerCertVerifier for PgVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        let algorithms = &self.provider.signature_verification_algorithms;
+        // rustls reads the key through webpki, which refuses version 1 certificates.
+        if v1chain::is_v1(cert.as_ref()) {
+            return v1chain::verify_handshake_signature(
+                cert.as_ref(),
+                message,
+                dss,
+                algorithms,
+                false,
+            );
+        }
+        rustls::crypto::verify_tls12_signature(message, cert, dss, algorithms)
     }
 
     fn verify_tls13_signature(
@@ -453,12 +586,18 @@ impl ServerCertVerifier for PgVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        let algorithms = &self.provider.signature_verification_algorithms;
+        // rustls reads the key through webpki, which refuses version 1 certificates.
+        if v1chain::is_v1(cert.as_ref()) {
+            return v1chain::verify_handshake_signature(
+                cert.as_ref(),
+                message,
+                dss,
+                algorithms,
+                true,
+            );
+        }
+        rustls::crypto::verify_tls13_signature(message, cert, dss, algorithms)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {

@@ -1,0 +1,477 @@
+//! Chains that end in an X.509 **version 1** server certificate, which webpki refuses outright
+//! and OpenSSL (so libpq) accepts. `openssl x509 -req` writes a version 1 certificate unless
+//! given extensions, and the PostgreSQL documentation's own recipe for a server certificate
+//! signed by a root or an intermediate CA does exactly that, so without this a `verify-ca`
+//! or `verify-full` connection — or `require` with a root file present — fails against a
+//! server set up by the book.
+//!
+//! Only the version 1 leaf is what webpki cannot take; everything above it is checked here as
+//! OpenSSL checks it, failing closed on anything this reader does not handle: each signature
+//! with the provider's algorithms (the ones webpki would use), every certificate's validity
+//! (the root's too), each issuer a CA (version 3 with `basicConstraints` cA, its
+//! `pathLenConstraint` and `keyUsage` keyCertSign honoured, or a self-signed version 1 root),
+//! an issuer's `extKeyUsage`, if any, naming serverAuth; name constraints, unknown critical
+//! extensions and revocation lists are refused rather than half-checked. A version 1 leaf has
+//! no extensions, so nothing about its own purpose or names is left for the chain to check.
+
+use rustls::client::danger::HandshakeSignatureValid;
+use rustls::crypto::WebPkiSupportedAlgorithms;
+use rustls::pki_types::{CertificateDer, UnixTime};
+use rustls::{CertificateError, DigitallySignedStruct, PeerMisbehaved, SignatureScheme};
+
+/// The longest chain looked for above the leaf.
+const MAX_DEPTH: usize = 8;
+/// The most server-sent intermediates considered.
+const MAX_INTERMEDIATES: usize = 16;
+/// The most signatures checked for one chain: a server that sends issuers signing each other
+/// cannot make the search take longer than this.
+const MAX_SIGNATURES: u32 = 64;
+
+const SEQUENCE: u8 = 0x30;
+const INTEGER: u8 = 0x02;
+const BIT_STRING: u8 = 0x03;
+const OCTET_STRING: u8 = 0x04;
+const BOOLEAN: u8 = 0x01;
+const OID: u8 = 0x06;
+const UTC_TIME: u8 = 0x17;
+const GENERALIZED_TIME: u8 = 0x18;
+const VERSION: u8 = 0xa0;
+const EXTENSIONS: u8 = 0xa3;
+
+const OID_BASIC_CONSTRAINTS: &[u8] = &[0x55, 0x1d, 0x13];
+const OID_KEY_USAGE: &[u8] = &[0x55, 0x1d, 0x0f];
+const OID_EXT_KEY_USAGE: &[u8] = &[0x55, 0x1d, 0x25];
+const OID_NAME_CONSTRAINTS: &[u8] = &[0x55, 0x1d, 0x1e];
+/// 1.3.6.1.5.5.7.3.1, id-kp-serverAuth.
+const OID_SERVER_AUTH: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x01];
+
+/// Whether `der` is a version 1 certificate (its `version` field absent or 0): the case this
+/// module handles. Anything unreadable is not, and is left to webpki's error.
+pub(crate) fn is_v1(der: &[u8]) -> bool {
+    Cert::parse(der).is_some_and(|c| c.version == 0)
+}
+
+/// Whether `der` is a certificate whose issuer is its subject (as OpenSSL finds a chain's
+/// self-signed end: by name). One this reader cannot read counts as such, leaving it to
+/// webpki as a trust anchor.
+pub(crate) fn self_issued(der: &[u8]) -> bool {
+    Cert::parse(der).is_none_or(|c| c.subject == c.issuer)
+}
+
+/// Verifies the chain from the version 1 `leaf` through `intermediates` to one of `roots` at
+/// `now`, as OpenSSL would; the error is the kind webpki would have given.
+pub(crate) fn verify(
+    leaf: &CertificateDer<'_>,
+    intermediates: &[CertificateDer<'_>],
+    roots: &[CertificateDer<'static>],
+    now: UnixTime,
+    algorithms: &WebPkiSupportedAlgorithms,
+) -> Result<(), CertificateError> {
+    verify_counted(leaf, intermediates, roots, now, algorithms).0
+}
+
+/// [`verify`], and how many signatures it checked.
+fn verify_counted(
+    leaf: &CertificateDer<'_>,
+    intermediates: &[CertificateDer<'_>],
+    roots: &[CertificateDer<'static>],
+    now: UnixTime,
+    algorithms: &WebPkiSupportedAlgorithms,
+) -> (Result<(), CertificateError>, u32) {
+    let Some(cert) = Cert::parse(leaf.as_ref()) else {
+        return (Err(CertificateError::BadEncoding), 0);
+    };
+    if let Err(e) = cert.check_time(now) {
+        return (Err(e), 0);
+    }
+    // A trusted certificate is trusted as it is, as OpenSSL finds it in its store.
+    if roots.iter().any(|r| r.as_ref() == leaf.as_ref()) {
+        return (Ok(()), 0);
+    }
+    let chain = Chain {
+        intermediates: &intermediates[..intermediates.len().min(MAX_INTERMEDIATES)],
+        roots,
+        now,
+        algorithms,
+        budget: std::cell::Cell::new(MAX_SIGNATURES),
+    };
+    let result = chain.issue(&cert, 0);
+    (result, MAX_SIGNATURES - chain.budget.get())
+}
+
+struct Chain<'a, 'b> {
+    intermediates: &'a [CertificateDer<'b>],
+    roots: &'a [CertificateDer<'static>],
+    now: UnixTime,
+    algorithms: &'a WebPkiSupportedAlgorithms,
+    /// Signatures left to check.
+    budget: std::cell::Cell<u32>,
+}
+
+impl Chain<'_, '_> {
+    /// Finds an issuer for `cert` (which has `below` CA certificates under it) that signed
+    /// it, is a CA that may issue at that depth, and reaches a root.
+    fn issue(&self, cert: &Cert<'_>, below: usize) -> Result<(), CertificateError> {
+        let mut error = CertificateError::UnknownIssuer;
+        for root in self.roots {
+            let Some(issuer) = Cert::parse(root.as_ref()) else {
+                continue;
+            };
+            if issuer.subject != cert.issuer {
+                continue;
+            }
+            match self.signed_by_ca(cert, &issuer, below) {
+                Ok(()) => return Ok(()),
+                Err(e) => error = e,
+            }
+        }
+        if below + 1 >= MAX_DEPTH {
+            return Err(error);
+        }
+        for der in self.intermediates {
+            let Some(issuer) = Cert::parse(der.as_ref()) else {
+                continue;
+            };
+            if issuer.subject != cert.issuer || issuer.subject == cert.subject {
+                continue;
+            }
+            match self
+                .signed_by_ca(cert, &issuer, below)
+                .and_then(|()| self.issue(&issuer, below + 1))
+            {
+                Ok(()) => return Ok(()),
+                Err(e) => error = e,
+            }
+        }
+        Err(error)
+    }
+
+    fn signed_by_ca(
+        &self,
+        cert: &Cert<'_>,
+        issuer: &Cert<'_>,
+        below: usize,
+    ) -> Result<(), CertificateError> {
+        let left = self.budget.get();
+        if left == 0 {
+            return Err(CertificateError::UnknownIssuer);
+        }
+        self.budget.set(left - 1);
+        verify_signature(cert, issuer, self.algorithms)?;
+        issuer.check_time(self.now)?;
+        issuer.check_ca(below)
+    }
+}
+
+/// The server's signature in the handshake (over `message`, by the key of the version 1
+/// certificate `der`), which rustls's own check cannot take either: it reads the key through
+/// webpki. Each of the provider's algorithms for the scheme whose key type is the key's is
+/// tried, as rustls tries them; TLS 1.3 allows only its own schemes.
+pub(crate) fn verify_handshake_signature(
+    der: &[u8],
+    message: &[u8],
+    dss: &DigitallySignedStruct,
+    algorithms: &WebPkiSupportedAlgorithms,
+    tls13: bool,
+) -> Result<HandshakeSignatureValid, rustls::Error> {
+    let unadvertised =
+        || rustls::Error::PeerMisbehaved(PeerMisbehaved::SignedHandshakeWithUnadvertisedSigScheme);
+    let tls13_scheme = matches!(
+        dss.scheme,
+        SignatureScheme::ECDSA_NISTP256_SHA256
+            | SignatureScheme::ECDSA_NISTP384_SHA384
+            | SignatureScheme::ECDSA_NISTP521_SHA512
+            | SignatureScheme::RSA_PSS_SHA256
+            | SignatureScheme::RSA_PSS_SHA384
+            | SignatureScheme::RSA_PSS_SHA512
+            | SignatureScheme::ED25519
+            | SignatureScheme::ED448
+    );
+    if tls13 && !tls13_scheme {
+        return Err(unadvertised());
+    }
+    let cert = Cert::parse(der).ok_or(rustls::Error::InvalidCertificate(
+        CertificateError::BadEncoding,
+    ))?;
+    let (_, candidates) = algorithms
+        .mapping
+        .iter()
+        .find(|(scheme, _)| *scheme == dss.scheme)
+        .ok_or_else(unadvertised)?;
+    let alg = candidates
+        .iter()
+        .find(|a| a.public_key_alg_id().as_ref() == cert.key_alg)
+        .ok_or_else(|| {
+            rustls::Error::InvalidCertificate(
+                CertificateError::UnsupportedSignatureAlgorithmForPublicKeyContext {
+                    signature_algorithm_id: Vec::new(),
+                    public_key_algorithm_id: cert.key_alg.to_vec(),
+                },
+            )
+        })?;
+    alg.verify_signature(cert.key, message, dss.signature())
+        .map(|()| HandshakeSignatureValid::assertion())
+        .map_err(|_| rustls::Error::InvalidCertificate(CertificateError::BadSignature))
+}
+
+/// The signature on `cert` by `issuer`'s key, with the provider's algorithm for the pair.
+fn verify_signature(
+    cert: &Cert<'_>,
+    issuer: &Cert<'_>,
+    algorithms: &WebPkiSupportedAlgorithms,
+) -> Result<(), CertificateError> {
+    let alg = algorithms
+        .all
+        .iter()
+        .find(|a| {
+            a.signature_alg_id().as_ref() == cert.signature_alg
+                && a.public_key_alg_id().as_ref() == issuer.key_alg
+        })
+        .ok_or_else(|| CertificateError::UnsupportedSignatureAlgorithmContext {
+            signature_algorithm_id: cert.signature_alg.to_vec(),
+            supported_algorithms: algorithms
+                .all
+                .iter()
+                .map(|a| a.signature_alg_id())
+                .collect(),
+        })?;
+    alg.verify_signature(issuer.key, cert.tbs, cert.signature)
+        .map_err(|_| CertificateError::BadSignature)
+}
+
+/// The parts of a certificate the chain needs, borrowed from its DER.
+struct Cert<'a> {
+    /// The whole `tbsCertificate` element: what the signature covers.
+    tbs: &'a [u8],
+    /// The contents of `signatureAlgorithm`.
+    signature_alg: &'a [u8],
+    /// `signatureValue`'s bits.
+    signature: &'a [u8],
+    /// 0 for version 1, 2 for version 3.
+    version: u8,
+    /// The whole `issuer` and `subject` elements (compared byte for byte, as webpki does).
+    issuer: &'a [u8],
+    subject: &'a [u8],
+    not_before: i64,
+    not_after: i64,
+    /// The contents of the key's `AlgorithmIdentifier`, and its bits.
+    key_alg: &'a [u8],
+    key: &'a [u8],
+    /// The contents of the `extensions` SEQUENCE.
+    extensions: Option<&'a [u8]>,
+}
+
+impl<'a> Cert<'a> {
+    fn parse(der: &'a [u8]) -> Option<Cert<'a>> {
+        let mut outer = der;
+        let mut cert = expect(&mut outer, SEQUENCE)?;
+        if !outer.is_empty() {
+            return None;
+        }
+        let (tbs, mut body) = element_whole(&mut cert, SEQUENCE)?;
+        let signature_alg = expect(&mut cert, SEQUENCE)?;
+        let signature = bits(expect(&mut cert, BIT_STRING)?)?;
+        if !cert.is_empty() {
+            return None;
+        }
+        let mut version = 0;
+        if body.first() == Some(&VERSION) {
+            let mut v = expect(&mut body, VERSION)?;
+            version = match expect(&mut v, INTEGER)? {
+                [n @ (0..=2)] => *n,
+                _ => return None,
+            };
+        }
+        expect(&mut body, INTEGER)?;
+        let inner_alg = expect(&mut body, SEQUENCE)?;
+        if inner_alg != signature_alg {
+            return None;
+        }
+        let (issuer, _) = element_whole(&mut body, SEQUENCE)?;
+        let mut validity = expect(&mut body, SEQUENCE)?;
+        let not_before = time(&mut validity)?;
+        let not_after = time(&mut validity)?;
+        let (subject, _) = element_whole(&mut body, SEQUENCE)?;
+        let mut spki = expect(&mut body, SEQUENCE)?;
+        let key_alg = expect(&mut spki, SEQUENCE)?;
+        let key = bits(expect(&mut spki, BIT_STRING)?)?;
+        let mut extensions = None;
+        while !body.is_empty() {
+            let (tag, contents, after) = pgyard_wire::der::element(body).ok()?;
+            body = after;
+            if tag == EXTENSIONS {
+                let mut c = contents;
+                extensions = Some(expect(&mut c, SEQUENCE)?);
+            }
+        }
+        Some(Cert {
+            tbs,
+            signature_alg,
+            signature,
+            version,
+            issuer,
+            subject,
+            not_before,
+            not_after,
+            key_alg,
+            key,
+            extensions,
+        })
+    }
+
+    fn check_time(&self, now: UnixTime) -> Result<(), CertificateError> {
+        let now = i64::try_from(now.as_secs()).unwrap_or(i64::MAX);
+        if now < self.not_before {
+            Err(CertificateError::NotValidYet)
+        } else if now > self.not_after {
+            Err(CertificateError::Expired)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Whether this certificate may issue one with `below` CA certificates under it.
+    fn check_ca(&self, below: usize) -> Result<(), CertificateError> {
+        let not_ca = Err(CertificateError::UnknownIssuer);
+        let Some(mut extensions) = self.extensions else {
+            // OpenSSL takes a version 1 certificate for a CA only when it is self-signed.
+            return if self.version == 0 && self.subject == self.issuer {
+                Ok(())
+            } else {
+                not_ca
+            };
+        };
+        let mut ca = false;
+        while !extensions.is_empty() {
+            let mut ext = expect(&mut extensions, SEQUENCE).ok_or(CertificateError::BadEncoding)?;
+            let oid = expect(&mut ext, OID).ok_or(CertificateError::BadEncoding)?;
+            let mut critical = false;
+            if ext.first() == Some(&BOOLEAN) {
+                critical = expect(&mut ext, BOOLEAN) == Some(&[0xff][..]);
+            }
+            let mut value = expect(&mut ext, OCTET_STRING).ok_or(CertificateError::BadEncoding)?;
+            match oid {
+                OID_BASIC_CONSTRAINTS => {
+                    let mut bc =
+                        expect(&mut value, SEQUENCE).ok_or(CertificateError::BadEncoding)?;
+                    if bc.first() == Some(&BOOLEAN) {
+                        ca = expect(&mut bc, BOOLEAN) == Some(&[0xff][..]);
+                    }
+                    if bc.first() == Some(&INTEGER) {
+                        let len = expect(&mut bc, INTEGER).ok_or(CertificateError::BadEncoding)?;
+                        let limit = match len {
+                            [n] if *n < 0x80 => usize::from(*n),
+                            _ => return not_ca,
+                        };
+                        if below > limit {
+                            return not_ca;
+                        }
+                    }
+                }
+                OID_KEY_USAGE => {
+                    let usage =
+                        bits(expect(&mut value, BIT_STRING).ok_or(CertificateError::BadEncoding)?)
+                            .ok_or(CertificateError::BadEncoding)?;
+                    // keyCertSign is bit 5, the first byte's 0x04.
+                    if usage.first().is_none_or(|b| b & 0x04 == 0) {
+                        return not_ca;
+                    }
+                }
+                OID_EXT_KEY_USAGE => {
+                    let mut list =
+                        expect(&mut value, SEQUENCE).ok_or(CertificateError::BadEncoding)?;
+                    let mut server = false;
+                    while !list.is_empty() {
+                        server |= expect(&mut list, OID) == Some(OID_SERVER_AUTH);
+                    }
+                    if !server {
+                        return Err(CertificateError::InvalidPurpose);
+                    }
+                }
+                // Constraints this module does not enforce: refused, not ignored.
+                OID_NAME_CONSTRAINTS => return not_ca,
+                _ if critical => return not_ca,
+                _ => {}
+            }
+        }
+        if ca {
+            Ok(())
+        } else {
+            not_ca
+        }
+    }
+}
+
+/// The contents of the next element of `input`, which must have `tag`.
+fn expect<'a>(input: &mut &'a [u8], tag: u8) -> Option<&'a [u8]> {
+    let (contents, after) = pgyard_wire::der::expect(input, tag).ok()?;
+    *input = after;
+    Some(contents)
+}
+
+/// The next element of `input` (which must have `tag`) whole, and its contents.
+fn element_whole<'a>(input: &mut &'a [u8], tag: u8) -> Option<(&'a [u8], &'a [u8])> {
+    let start = *input;
+    let contents = expect(input, tag)?;
+    Some((&start[..start.len() - input.len()], contents))
+}
+
+/// A BIT STRING's bits, which must be whole bytes for a key or a signature.
+fn bits(contents: &[u8]) -> Option<&[u8]> {
+    match contents.split_first() {
+        Some((0, rest)) => Some(rest),
+        // keyUsage may leave bits unused in its last byte.
+        Some((n, rest)) if *n < 8 && !rest.is_empty() => Some(rest),
+        _ => None,
+    }
+}
+
+/// A `Time` (UTCTime `YYMMDDHHMMSSZ`, years 1950–2049, or GeneralizedTime
+/// `YYYYMMDDHHMMSSZ`), as seconds since the Unix epoch.
+fn time(input: &mut &[u8]) -> Option<i64> {
+    let (tag, text, after) = pgyard_wire::der::element(input).ok()?;
+    *input = after;
+    let digits = |s: &[u8]| -> Option<i64> {
+        s.iter().try_fold(0i64, |n, &b| {
+            b.is_ascii_digit().then(|| n * 10 + i64::from(b - b'0'))
+        })
+    };
+    let (year, rest) = match (tag, text.len()) {
+        (UTC_TIME, 13) => {
+            let yy = digits(&text[..2])?;
+            (if yy >= 50 { 1900 + yy } else { 2000 + yy }, &text[2..])
+        }
+        (GENERALIZED_TIME, 15) => (digits(&text[..4])?, &text[4..]),
+        _ => return None,
+    };
+    if rest.last() != Some(&b'Z') {
+        return None;
+    }
+    let field = |i: usize| digits(&rest[i..i + 2]);
+    let (month, day, hour, minute, second) =
+        (field(0)?, field(2)?, field(4)?, field(6)?, field(8)?);
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return None;
+    }
+    Some(days_from_civil(year, month, day) * 86_400 + hour * 3_600 + minute * 60 + second)
+}
+
+/// Days from 1970-01-01 to the given date (proleptic Gregorian; years 0 to 9999).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+#[path = "v1chain_tests.rs"]
+mod tests;

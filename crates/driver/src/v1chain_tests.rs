@@ -1,0 +1,190 @@
+//! The certificates under `testdata/v1chain` were written by OpenSSL 3's command-line tool
+//! (`openssl x509 -req`, EC P-256, valid 2026–2126); the outcome each case expects is what
+//! `openssl verify -purpose sslserver` says of the same files, except where this module
+//! refuses what it does not check (name constraints).
+
+use super::*;
+
+fn der(name: &str) -> CertificateDer<'static> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata/v1chain")
+        .join(format!("{name}.der"));
+    CertificateDer::from(std::fs::read(&path).unwrap_or_else(|e| panic!("{path:?}: {e}")))
+}
+
+/// 2030-01-01, inside every certificate's validity.
+const NOW: u64 = 1_893_456_000;
+
+fn check(
+    leaf: &str,
+    intermediates: &[&str],
+    roots: &[&str],
+    now: u64,
+) -> Result<(), CertificateError> {
+    let algorithms = rustls::crypto::ring::default_provider().signature_verification_algorithms;
+    let inter: Vec<_> = intermediates.iter().map(|n| der(n)).collect();
+    let roots: Vec<_> = roots.iter().map(|n| der(n)).collect();
+    verify(
+        &der(leaf),
+        &inter,
+        &roots,
+        UnixTime::since_unix_epoch(std::time::Duration::from_secs(now)),
+        &algorithms,
+    )
+}
+
+#[test]
+fn what_openssl_accepts() {
+    assert!(is_v1(der("leaf").as_ref()));
+    assert!(!is_v1(der("int").as_ref()));
+    assert!(!is_v1(b"not a certificate"));
+    assert_eq!(check("leaf", &[], &["root"], NOW), Ok(()));
+    assert_eq!(check("leaf-via-int", &["int"], &["root"], NOW), Ok(()));
+    // The server may send more than the chain, in any order.
+    assert_eq!(
+        check(
+            "leaf-via-int",
+            &["int-notca", "other-root", "int"],
+            &["other-root", "root"],
+            NOW
+        ),
+        Ok(())
+    );
+    assert_eq!(check("self-v1", &[], &["self-v1"], NOW), Ok(()));
+}
+
+#[test]
+fn what_openssl_refuses() {
+    // Signed by another key under the same name.
+    assert_eq!(
+        check("leaf", &[], &["other-root"], NOW),
+        Err(CertificateError::BadSignature)
+    );
+    // The intermediate missing.
+    assert_eq!(
+        check("leaf-via-int", &[], &["root"], NOW),
+        Err(CertificateError::UnknownIssuer)
+    );
+    // Issuers that are not CAs: no basicConstraints, a version 1 certificate that is not
+    // self-signed, keyUsage without keyCertSign, a path length exceeded.
+    for (leaf, inter) in [
+        ("leaf-via-notca", "int-notca"),
+        ("leaf-via-v1int", "int-v1"),
+        ("leaf-via-nosign", "int-nosign"),
+    ] {
+        assert_eq!(
+            check(leaf, &[inter], &["root"], NOW),
+            Err(CertificateError::UnknownIssuer),
+            "{leaf}"
+        );
+    }
+    assert_eq!(
+        check(
+            "leaf-via-pathlen0",
+            &["int-pathlen0", "int2-under-pathlen0"],
+            &["root"],
+            NOW
+        ),
+        Err(CertificateError::UnknownIssuer)
+    );
+    // An issuer limited to client authentication.
+    assert_eq!(
+        check("leaf-via-ekuclient", &["int-ekuclient"], &["root"], NOW),
+        Err(CertificateError::InvalidPurpose)
+    );
+    // A self-signed leaf that is not trusted.
+    assert_eq!(
+        check("self-v1", &[], &["root"], NOW),
+        Err(CertificateError::UnknownIssuer)
+    );
+}
+
+#[test]
+fn refused_where_unchecked_and_out_of_time() {
+    // OpenSSL accepts this one (the constraint permits localhost); name constraints are not
+    // checked here, so the chain is refused rather than taken unchecked.
+    assert_eq!(
+        check("leaf-via-nc", &["int-nc"], &["root"], NOW),
+        Err(CertificateError::UnknownIssuer)
+    );
+    assert_eq!(
+        check("leaf", &[], &["root"], 1_577_836_800),
+        Err(CertificateError::NotValidYet)
+    );
+    assert_eq!(
+        check("leaf", &[], &["root"], 7_258_118_400),
+        Err(CertificateError::Expired)
+    );
+    assert_eq!(
+        check("self-v1", &[], &["self-v1"], 7_258_118_400),
+        Err(CertificateError::Expired)
+    );
+}
+
+#[test]
+fn a_changed_byte_fails() {
+    let leaf = der("leaf");
+    let algorithms = rustls::crypto::ring::default_provider().signature_verification_algorithms;
+    let now = UnixTime::since_unix_epoch(std::time::Duration::from_secs(NOW));
+    let roots = [der("root")];
+    assert_eq!(verify(&leaf, &[], &roots, now, &algorithms), Ok(()));
+    let n = leaf.as_ref().len();
+    // In the subject's name, in the key, in the signature.
+    for i in [n / 3, n / 2, n - 1] {
+        let mut bytes = leaf.as_ref().to_vec();
+        bytes[i] ^= 0x01;
+        let result = verify(&CertificateDer::from(bytes), &[], &roots, now, &algorithms);
+        assert!(result.is_err(), "byte {i} changed and still verified");
+    }
+}
+
+#[test]
+fn issuers_that_sign_each_other_cost_bounded_work() {
+    // A and B sign each other, sixteen copies of the pair: without a bound the search would
+    // walk 8^7 paths; no root is ever reached.
+    let mut inter = Vec::new();
+    for _ in 0..MAX_INTERMEDIATES / 2 {
+        inter.push(der("cross-a"));
+        inter.push(der("cross-b"));
+    }
+    let algorithms = rustls::crypto::ring::default_provider().signature_verification_algorithms;
+    let now = UnixTime::since_unix_epoch(std::time::Duration::from_secs(NOW));
+    let (result, checked) = verify_counted(
+        &der("leaf-via-cross"),
+        &inter,
+        &[der("root")],
+        now,
+        &algorithms,
+    );
+    assert_eq!(result, Err(CertificateError::UnknownIssuer));
+    assert_eq!(
+        checked, MAX_SIGNATURES,
+        "the search ran to its bound and stopped"
+    );
+    // The ordinary chain costs one signature per link.
+    let (result, checked) = verify_counted(
+        &der("leaf-via-int"),
+        &[der("int")],
+        &[der("root")],
+        now,
+        &algorithms,
+    );
+    assert_eq!((result, checked), (Ok(()), 2));
+}
+
+#[test]
+fn times_as_written() {
+    let t = |tag: u8, s: &str| {
+        let mut bytes = vec![tag, s.len() as u8];
+        bytes.extend_from_slice(s.as_bytes());
+        time(&mut bytes.as_slice())
+    };
+    assert_eq!(t(UTC_TIME, "700101000000Z"), Some(0));
+    assert_eq!(t(UTC_TIME, "491231235959Z"), Some(2_524_607_999));
+    assert_eq!(t(UTC_TIME, "500101000000Z"), Some(-631_152_000));
+    assert_eq!(t(GENERALIZED_TIME, "21261112080258Z"), Some(4_950_144_178));
+    assert_eq!(t(GENERALIZED_TIME, "20000229000000Z"), Some(951_782_400));
+    assert_eq!(t(UTC_TIME, "700101000000"), None);
+    assert_eq!(t(UTC_TIME, "701301000000Z"), None);
+    assert_eq!(t(GENERALIZED_TIME, "2000022900000Z"), None);
+}
