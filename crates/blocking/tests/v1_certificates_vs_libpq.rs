@@ -84,8 +84,10 @@ fn make_certificates(dir: &Path) {
     std::fs::write(dir.join("notca.ext"), "keyUsage=digitalSignature\n").unwrap();
     std::fs::write(dir.join("v3.ext"), "subjectAltName=DNS:localhost\n").unwrap();
     req("server", "localhost");
+    req("client", "certuser");
     req("intermediate", "intermediate.yourdomain.com");
     sign("server", "server", "root", None);
+    sign("client", "client", "root", None);
     sign("intermediate", "intermediate", "root", Some("ca.ext"));
     sign("server-via-int", "server", "intermediate", None);
     sign("v3-via-int", "server", "intermediate", Some("v3.ext"));
@@ -244,5 +246,60 @@ fn version_1_server_certificates_verify_as_in_libpq() {
         differences.len(),
         cases.len() * 4,
         differences.join("\n")
+    );
+}
+
+/// A version 1 client certificate (the documentation's `openssl x509 -req` for a client) logs
+/// in by certificate as with libpq, and one given the wrong key fails with libpq's text.
+#[test]
+fn version_1_client_certificates_log_in_as_in_libpq() {
+    let dir = tempfile::Builder::new()
+        .prefix("pgyard-v1-client-")
+        .tempdir()
+        .expect("a directory");
+    let d = dir.path();
+    make_certificates(d);
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        for key in ["client.key", "intermediate.key"] {
+            std::fs::set_permissions(d.join(key), std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+    }
+    let cert = write_for_server(d, "served.crt", &read(d, "server.crt"), 0o644).unwrap();
+    let key = write_for_server(d, "served.key", &read(d, "server.key"), 0o600).unwrap();
+    let root = write_for_server(d, "ca.crt", &read(d, "root.crt"), 0o644).unwrap();
+    let options = Options::default()
+        .conf("ssl = on")
+        .conf(format!("ssl_cert_file = '{cert}'"))
+        .conf(format!("ssl_key_file = '{key}'"))
+        .conf(format!("ssl_ca_file = '{root}'"))
+        .hba("hostssl all certuser 127.0.0.1/32 cert");
+    let primary = Primary::start(options).expect("a primary serving TLS");
+    primary
+        .psql("CREATE ROLE certuser LOGIN")
+        .expect("the certificate's user");
+    let client = d.join("client.crt").to_string_lossy().into_owned();
+    let mut outcomes = Vec::new();
+    for key in ["client.key", "intermediate.key"] {
+        for mode in ["require", "verify-full"] {
+            let conninfo = format!(
+                "host=localhost port={} user=certuser dbname=postgres sslmode={mode} \
+                 sslrootcert={root} sslcert={client} sslkey={}",
+                primary.port(),
+                d.join(key).display()
+            );
+            let theirs = psql_outcome(&conninfo, "select current_user").map(drop);
+            let ours = connect(&conninfo)
+                .map(drop)
+                .map_err(|e| e.to_string().trim_end().to_owned());
+            assert_eq!(ours, theirs, "{key}, sslmode={mode}");
+            outcomes.push(ours.is_ok());
+        }
+    }
+    assert_eq!(
+        outcomes,
+        [true, true, false, false],
+        "the right key logs in, the wrong one not"
     );
 }

@@ -161,9 +161,19 @@ impl TlsSettings {
             .dangerous()
             .with_custom_certificate_verifier(verifier);
         let identity = match self.client_identity()? {
-            Some((chain, key)) => Some(Arc::new(
-                CertifiedKey::from_der(chain, key, builder.crypto_provider())
-                    .map_err(|e| format!("could not load private key file: {e}"))?,
+            Some((chain, key, key_path)) => Some(Arc::new(
+                certified_key(chain, key, builder.crypto_provider()).map_err(|e| {
+                    // OpenSSL compares the keys as it loads the key file, so libpq words a
+                    // mismatch as a failed load.
+                    let reason = match e {
+                        rustls::Error::InconsistentKeys(_) => "key values mismatch".to_owned(),
+                        e => e.to_string(),
+                    };
+                    format!(
+                        "could not load private key file \"{}\": {reason}",
+                        key_path.display()
+                    )
+                })?,
             )),
             None => None,
         };
@@ -223,7 +233,14 @@ impl TlsSettings {
 
     fn client_identity(
         &self,
-    ) -> Result<Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>, String> {
+    ) -> Result<
+        Option<(
+            Vec<CertificateDer<'static>>,
+            PrivateKeyDer<'static>,
+            PathBuf,
+        )>,
+        String,
+    > {
         if !self.client_cert {
             return Ok(None);
         }
@@ -248,7 +265,7 @@ impl TlsSettings {
         }
         check_key_permissions(&key_path)?;
         let key = keyfile::load(&key_path, self.password.as_ref())?;
-        Ok(Some((chain, key)))
+        Ok(Some((chain, key, key_path)))
     }
 
     fn versions(&self) -> Vec<&'static rustls::SupportedProtocolVersion> {
@@ -268,6 +285,29 @@ impl TlsSettings {
             out.push(&rustls::version::TLS13);
         }
         out
+    }
+}
+
+/// A certificate chain and its key as a TLS identity, the key checked against the first
+/// certificate as OpenSSL's `SSL_check_private_key` checks it (the two public keys equal) —
+/// for X.509 version 1 certificates too, which rustls's own check (`CertifiedKey::from_der`)
+/// refuses because it reads the certificate through webpki. A mismatch is
+/// `rustls::Error::InconsistentKeys`.
+pub fn certified_key(
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+    provider: &CryptoProvider,
+) -> Result<CertifiedKey, rustls::Error> {
+    let signing = provider.key_provider.load_private_key(key)?;
+    let certified = CertifiedKey::new(chain, signing);
+    let leaf = certified.end_entity_cert()?;
+    match (v1chain::spki(leaf.as_ref()), certified.key.public_key()) {
+        (Some(cert_key), Some(key)) if cert_key == key.as_ref() => Ok(certified),
+        (Some(_), Some(_)) => Err(rustls::Error::InconsistentKeys(
+            rustls::InconsistentKeys::KeyMismatch,
+        )),
+        // Not a certificate this reader knows, or a key that cannot say: rustls's own check.
+        _ => certified.keys_match().map(|()| certified),
     }
 }
 

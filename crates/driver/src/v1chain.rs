@@ -58,6 +58,11 @@ pub(crate) fn self_issued(der: &[u8]) -> bool {
     Cert::parse(der).is_none_or(|c| c.subject == c.issuer)
 }
 
+/// The whole `subjectPublicKeyInfo` of the certificate `der`, if this reader can read it.
+pub(crate) fn spki(der: &[u8]) -> Option<&[u8]> {
+    Cert::parse(der).map(|c| c.spki)
+}
+
 /// Verifies the chain from the version 1 `leaf` through `intermediates` to one of `roots` at
 /// `now`, as OpenSSL would; the error is the kind webpki would have given.
 pub(crate) fn verify(
@@ -257,6 +262,8 @@ struct Cert<'a> {
     /// The contents of the key's `AlgorithmIdentifier`, and its bits.
     key_alg: &'a [u8],
     key: &'a [u8],
+    /// The whole `subjectPublicKeyInfo` element.
+    spki: &'a [u8],
     /// The contents of the `extensions` SEQUENCE.
     extensions: Option<&'a [u8]>,
 }
@@ -292,9 +299,9 @@ impl<'a> Cert<'a> {
         let not_before = time(&mut validity)?;
         let not_after = time(&mut validity)?;
         let (subject, _) = element_whole(&mut body, SEQUENCE)?;
-        let mut spki = expect(&mut body, SEQUENCE)?;
-        let key_alg = expect(&mut spki, SEQUENCE)?;
-        let key = bits(expect(&mut spki, BIT_STRING)?)?;
+        let (spki, mut key_info) = element_whole(&mut body, SEQUENCE)?;
+        let key_alg = expect(&mut key_info, SEQUENCE)?;
+        let key = bits(expect(&mut key_info, BIT_STRING)?)?;
         let mut extensions = None;
         while !body.is_empty() {
             let (tag, contents, after) = pgyard_wire::der::element(body).ok()?;
@@ -315,6 +322,7 @@ impl<'a> Cert<'a> {
             not_after,
             key_alg,
             key,
+            spki,
             extensions,
         })
     }

@@ -287,3 +287,94 @@ async fn a_reload_shows_new_connections_the_new_certificate() {
     let rows = kept.simple_query("select 4").await.expect("kept client");
     assert_eq!(rows[0][0].as_deref(), Some("4"));
 }
+
+/// Runs `openssl ARGS` in `dir` (Debian's openssl package), which must succeed.
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new("openssl")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("the openssl command (Debian's openssl package)");
+    assert!(out.status.success(), "openssl {args:?}: {out:?}");
+}
+
+/// A server certificate made as the PostgreSQL documentation makes one (`openssl x509 -req`,
+/// which writes X.509 version 1) is served, and psql and the pgyard client verify it against
+/// its root; a key that is not the certificate's is refused when the files are read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_1_certificate_is_served_and_verified() {
+    let primary = Primary::start(Options::default()).expect("primary");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let rsa = ["-newkey", "rsa:2048", "-nodes"];
+    let mut root = vec![
+        "req",
+        "-new",
+        "-x509",
+        "-days",
+        "30",
+        "-subj",
+        "/CN=v1 root",
+    ];
+    root.extend_from_slice(&rsa);
+    root.extend_from_slice(&["-keyout", "root.key", "-out", "root.crt"]);
+    openssl(d, &root);
+    let mut req = vec!["req", "-new", "-subj", "/CN=localhost"];
+    req.extend_from_slice(&rsa);
+    req.extend_from_slice(&["-keyout", "server.key", "-out", "server.csr"]);
+    openssl(d, &req);
+    openssl(
+        d,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "root.crt",
+            "-CAkey",
+            "root.key",
+            "-CAcreateserial",
+            "-days",
+            "30",
+            "-out",
+            "server.crt",
+        ],
+    );
+    let shown = std::process::Command::new("openssl")
+        .current_dir(d)
+        .args(["x509", "-in", "server.crt", "-noout", "-text"])
+        .output()
+        .expect("openssl x509 -text");
+    assert!(
+        String::from_utf8_lossy(&shown.stdout).contains("Version: 1 (0x0)"),
+        "openssl x509 -req no longer writes version 1: the test lost its subject"
+    );
+    let tls = ProxyTls::from_files(
+        TlsMode::Prefer,
+        &d.join("server.crt"),
+        &d.join("server.key"),
+    )
+    .expect("a version 1 certificate and its key");
+    let proxy = proxy(primary.port(), Some(tls)).await;
+    let root = d.join("root.crt");
+    let verify_ca = format!("sslmode=verify-ca sslrootcert={}", root.display());
+    assert!(
+        psql_sees_tls(at(&proxy, &verify_ca)).await,
+        "psql, verify-ca"
+    );
+    let mut s = connect(&at(&proxy, &verify_ca))
+        .await
+        .expect("pgyard client");
+    assert!(s.established().tls, "TLS in use");
+    let rows = s.simple_query("select 4").await.expect("query");
+    assert_eq!(rows[0][0].as_deref(), Some("4"));
+
+    let e = ProxyTls::from_files(TlsMode::Prefer, &d.join("server.crt"), &d.join("root.key"))
+        .expect_err("another key");
+    assert!(
+        e.to_string()
+            .contains("the key does not go with the certificate"),
+        "{e}"
+    );
+}

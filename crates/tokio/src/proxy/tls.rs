@@ -160,10 +160,15 @@ impl ProxyTls {
             }
             None => builder.with_no_client_auth(),
         };
-        let mut config = builder.with_single_cert(chain, key).map_err(|e| {
-            let text = format!("the key does not go with the certificate ({e})");
-            fail(TlsFile::Key, text)
-        })?;
+        // The driver's check, not rustls's: it also takes an X.509 version 1 certificate
+        // (`openssl x509 -req` without extensions), which PostgreSQL and PgBouncer serve.
+        let certified = pgyard_driver::tls::certified_key(chain, key, builder.crypto_provider())
+            .map_err(|e| {
+                let text = format!("the key does not go with the certificate ({e})");
+                fail(TlsFile::Key, text)
+            })?;
+        let mut config =
+            builder.with_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(certified)));
         config.alpn_protocols = vec![ALPN_POSTGRESQL.to_vec()];
         Ok(ProxyTls {
             mode,
