@@ -56,6 +56,7 @@ mod keyfile;
 mod keylog;
 mod net;
 mod prepare;
+mod roots;
 mod session;
 pub mod tls;
 mod v1chain;

@@ -14,7 +14,9 @@ use crate::client_cert::{ProbingResolver, VersionWatch};
 use crate::crl::CrlSource;
 use crate::keyfile::{self, KeyPassword};
 use crate::keylog::KeyLogFile;
+use crate::roots::TrustedChain;
 use crate::v1chain;
+pub use crate::v1chain::ChainPurpose;
 use pgyard_connect::{AttemptId, Event, FailureKind, TlsVerify, ALPN_POSTGRESQL};
 
 use crate::certnames::{CertificateNames, HostNameMismatch};
@@ -288,6 +290,45 @@ impl TlsSettings {
     }
 }
 
+/// Whether `der` is an X.509 version 1 certificate, which webpki refuses to read and OpenSSL
+/// takes (docs/driver.md, "Version 1 certificates"): a verifier built on webpki hands such a
+/// certificate to [`verify_v1_chain`] and [`verify_v1_signature`] instead.
+pub fn is_v1_certificate(der: &[u8]) -> bool {
+    v1chain::is_v1(der)
+}
+
+/// Whether `der` names itself as its issuer: where OpenSSL lets a chain end (a trusted
+/// certificate that does not is used as an intermediate). Unreadable counts as yes.
+pub fn is_self_issued(der: &[u8]) -> bool {
+    v1chain::self_issued(der)
+}
+
+/// Verifies the chain from the version 1 certificate `leaf` through `intermediates` to one of
+/// `roots` (whole certificates) at `now` as OpenSSL does, for `purpose`; the error is the
+/// kind webpki would give.
+pub fn verify_v1_chain(
+    leaf: &CertificateDer<'_>,
+    intermediates: &[CertificateDer<'_>],
+    roots: &[CertificateDer<'static>],
+    now: UnixTime,
+    algorithms: &rustls::crypto::WebPkiSupportedAlgorithms,
+    purpose: ChainPurpose,
+) -> Result<(), CertificateError> {
+    v1chain::verify(leaf, intermediates, roots, now, algorithms, purpose)
+}
+
+/// The handshake's signature over `message` by the key of the version 1 certificate `der`
+/// (rustls's own check reads the key through webpki); `tls13` limits the schemes to TLS 1.3's.
+pub fn verify_v1_signature(
+    der: &[u8],
+    message: &[u8],
+    dss: &DigitallySignedStruct,
+    algorithms: &rustls::crypto::WebPkiSupportedAlgorithms,
+    tls13: bool,
+) -> Result<HandshakeSignatureValid, rustls::Error> {
+    v1chain::verify_handshake_signature(der, message, dss, algorithms, tls13)
+}
+
 /// A certificate chain and its key as a TLS identity, the key checked against the first
 /// certificate as OpenSSL's `SSL_check_private_key` checks it (the two public keys equal) —
 /// for X.509 version 1 certificates too, which rustls's own check (`CertifiedKey::from_der`)
@@ -420,81 +461,6 @@ fn check_key_permissions(path: &Path) -> Result<(), String> {
     }
 }
 
-/// The root file's certificates as OpenSSL (without `X509_V_FLAG_PARTIAL_CHAIN`, as libpq
-/// leaves it) uses them: a chain must end at a self-signed one; the others serve as
-/// intermediates on the way. webpki would end a chain at any certificate of the store, so
-/// a root file that holds only an intermediate CA would verify what libpq refuses.
-#[derive(Debug, Default)]
-struct TrustedChain {
-    /// The self-signed certificates: the trust anchors.
-    anchors: Vec<CertificateDer<'static>>,
-    /// The rest, offered as intermediates.
-    intermediates: Vec<CertificateDer<'static>>,
-    /// No certificate is self-signed: webpki's store then holds the others, and any chain
-    /// it verifies ended at one of them, which OpenSSL refuses.
-    partial_only: bool,
-}
-
-impl TrustedChain {
-    /// webpki's store of anchors, and the split.
-    fn split(certs: Vec<CertificateDer<'static>>) -> (RootCertStore, TrustedChain) {
-        let (anchors, intermediates): (Vec<_>, Vec<_>) = certs
-            .into_iter()
-            .partition(|c| v1chain::self_issued(c.as_ref()));
-        let partial_only = anchors.is_empty();
-        let mut store = RootCertStore::empty();
-        let in_store = if partial_only {
-            &intermediates
-        } else {
-            &anchors
-        };
-        for c in in_store {
-            // Each was read as an anchor already (`roots`).
-            let _ = store.add(c.clone());
-        }
-        let chain = TrustedChain {
-            anchors,
-            intermediates,
-            partial_only,
-        };
-        (store, chain)
-    }
-
-    /// The server's intermediates, then the root file's.
-    fn with_intermediates<'a>(&'a self, sent: &[CertificateDer<'a>]) -> Vec<CertificateDer<'a>> {
-        let mut all = sent.to_vec();
-        all.extend(
-            self.intermediates
-                .iter()
-                .map(|c| CertificateDer::from(c.as_ref())),
-        );
-        all
-    }
-
-    /// webpki's verdict, refused where the chain can only have ended at a certificate that
-    /// is not self-signed (its name checked only after the chain passed).
-    fn judge_partial(
-        &self,
-        result: Result<ServerCertVerified, rustls::Error>,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        let chain_passed = match &result {
-            Ok(_) => true,
-            Err(rustls::Error::InvalidCertificate(e)) => matches!(
-                e,
-                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. }
-            ),
-            Err(_) => false,
-        };
-        if self.partial_only && chain_passed {
-            Err(rustls::Error::InvalidCertificate(
-                CertificateError::UnknownIssuer,
-            ))
-        } else {
-            result
-        }
-    }
-}
-
 /// Carries out one [`TlsVerify`] level on top of webpki.
 #[derive(Debug)]
 struct PgVerifier {
@@ -536,6 +502,7 @@ impl PgVerifier {
             &self.chain.anchors,
             now,
             &self.provider.signature_verification_algorithms,
+            ChainPurpose::Server,
         )
         .map(|()| ServerCertVerified::assertion())
         .map_err(rustls::Error::InvalidCertificate)

@@ -10,7 +10,7 @@
 //! with the provider's algorithms (the ones webpki would use), every certificate's validity
 //! (the root's too), each issuer a CA (version 3 with `basicConstraints` cA, its
 //! `pathLenConstraint` and `keyUsage` keyCertSign honoured, or a self-signed version 1 root),
-//! an issuer's `extKeyUsage`, if any, naming serverAuth; name constraints, unknown critical
+//! an issuer's `extKeyUsage`, if any, naming serverAuth (clientAuth for a client's chain); name constraints, unknown critical
 //! extensions and revocation lists are refused rather than half-checked. A version 1 leaf has
 //! no extensions, so nothing about its own purpose or names is left for the chain to check.
 
@@ -44,6 +44,26 @@ const OID_EXT_KEY_USAGE: &[u8] = &[0x55, 0x1d, 0x25];
 const OID_NAME_CONSTRAINTS: &[u8] = &[0x55, 0x1d, 0x1e];
 /// 1.3.6.1.5.5.7.3.1, id-kp-serverAuth.
 const OID_SERVER_AUTH: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x01];
+/// 1.3.6.1.5.5.7.3.2, id-kp-clientAuth.
+const OID_CLIENT_AUTH: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x02];
+
+/// What the end of the chain authenticates: an issuer's `extKeyUsage`, if any, must allow it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChainPurpose {
+    /// A server (the driver's connections).
+    Server,
+    /// A client (the proxy's clients' certificates).
+    Client,
+}
+
+impl ChainPurpose {
+    fn oid(self) -> &'static [u8] {
+        match self {
+            ChainPurpose::Server => OID_SERVER_AUTH,
+            ChainPurpose::Client => OID_CLIENT_AUTH,
+        }
+    }
+}
 
 /// Whether `der` is a version 1 certificate (its `version` field absent or 0): the case this
 /// module handles. Anything unreadable is not, and is left to webpki's error.
@@ -71,8 +91,9 @@ pub(crate) fn verify(
     roots: &[CertificateDer<'static>],
     now: UnixTime,
     algorithms: &WebPkiSupportedAlgorithms,
+    purpose: ChainPurpose,
 ) -> Result<(), CertificateError> {
-    verify_counted(leaf, intermediates, roots, now, algorithms).0
+    verify_counted(leaf, intermediates, roots, now, algorithms, purpose).0
 }
 
 /// [`verify`], and how many signatures it checked.
@@ -82,6 +103,7 @@ fn verify_counted(
     roots: &[CertificateDer<'static>],
     now: UnixTime,
     algorithms: &WebPkiSupportedAlgorithms,
+    purpose: ChainPurpose,
 ) -> (Result<(), CertificateError>, u32) {
     let Some(cert) = Cert::parse(leaf.as_ref()) else {
         return (Err(CertificateError::BadEncoding), 0);
@@ -98,6 +120,7 @@ fn verify_counted(
         roots,
         now,
         algorithms,
+        purpose,
         budget: std::cell::Cell::new(MAX_SIGNATURES),
     };
     let result = chain.issue(&cert, 0);
@@ -109,6 +132,7 @@ struct Chain<'a, 'b> {
     roots: &'a [CertificateDer<'static>],
     now: UnixTime,
     algorithms: &'a WebPkiSupportedAlgorithms,
+    purpose: ChainPurpose,
     /// Signatures left to check.
     budget: std::cell::Cell<u32>,
 }
@@ -164,7 +188,7 @@ impl Chain<'_, '_> {
         self.budget.set(left - 1);
         verify_signature(cert, issuer, self.algorithms)?;
         issuer.check_time(self.now)?;
-        issuer.check_ca(below)
+        issuer.check_ca(below, self.purpose)
     }
 }
 
@@ -339,7 +363,7 @@ impl<'a> Cert<'a> {
     }
 
     /// Whether this certificate may issue one with `below` CA certificates under it.
-    fn check_ca(&self, below: usize) -> Result<(), CertificateError> {
+    fn check_ca(&self, below: usize, purpose: ChainPurpose) -> Result<(), CertificateError> {
         let not_ca = Err(CertificateError::UnknownIssuer);
         let Some(mut extensions) = self.extensions else {
             // OpenSSL takes a version 1 certificate for a CA only when it is self-signed.
@@ -388,11 +412,11 @@ impl<'a> Cert<'a> {
                 OID_EXT_KEY_USAGE => {
                     let mut list =
                         expect(&mut value, SEQUENCE).ok_or(CertificateError::BadEncoding)?;
-                    let mut server = false;
+                    let mut allowed = false;
                     while !list.is_empty() {
-                        server |= expect(&mut list, OID) == Some(OID_SERVER_AUTH);
+                        allowed |= expect(&mut list, OID) == Some(purpose.oid());
                     }
-                    if !server {
+                    if !allowed {
                         return Err(CertificateError::InvalidPurpose);
                     }
                 }

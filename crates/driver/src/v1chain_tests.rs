@@ -30,6 +30,7 @@ fn check(
         &roots,
         UnixTime::since_unix_epoch(std::time::Duration::from_secs(now)),
         &algorithms,
+        ChainPurpose::Server,
     )
 }
 
@@ -127,13 +128,23 @@ fn a_changed_byte_fails() {
     let algorithms = rustls::crypto::ring::default_provider().signature_verification_algorithms;
     let now = UnixTime::since_unix_epoch(std::time::Duration::from_secs(NOW));
     let roots = [der("root")];
-    assert_eq!(verify(&leaf, &[], &roots, now, &algorithms), Ok(()));
+    assert_eq!(
+        verify(&leaf, &[], &roots, now, &algorithms, ChainPurpose::Server),
+        Ok(())
+    );
     let n = leaf.as_ref().len();
     // In the subject's name, in the key, in the signature.
     for i in [n / 3, n / 2, n - 1] {
         let mut bytes = leaf.as_ref().to_vec();
         bytes[i] ^= 0x01;
-        let result = verify(&CertificateDer::from(bytes), &[], &roots, now, &algorithms);
+        let result = verify(
+            &CertificateDer::from(bytes),
+            &[],
+            &roots,
+            now,
+            &algorithms,
+            ChainPurpose::Server,
+        );
         assert!(result.is_err(), "byte {i} changed and still verified");
     }
 }
@@ -155,6 +166,7 @@ fn issuers_that_sign_each_other_cost_bounded_work() {
         &[der("root")],
         now,
         &algorithms,
+        ChainPurpose::Server,
     );
     assert_eq!(result, Err(CertificateError::UnknownIssuer));
     assert_eq!(
@@ -168,6 +180,7 @@ fn issuers_that_sign_each_other_cost_bounded_work() {
         &[der("root")],
         now,
         &algorithms,
+        ChainPurpose::Server,
     );
     assert_eq!((result, checked), (Ok(()), 2));
 }

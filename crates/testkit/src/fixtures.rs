@@ -79,6 +79,11 @@ impl TestCa {
         Ok(TestCa { cert, key })
     }
 
+    /// The CA's private key in PEM, for signing with other tools (`openssl x509 -req`).
+    pub fn key_pem(&self) -> String {
+        self.key.serialize_pem()
+    }
+
     /// A revocation list of this CA, in PEM, revoking the certificates with `serials`; issued
     /// in 2020 and due again at the start of `next_year` (a past year makes it expired).
     pub fn crl(&self, serials: &[u64], next_year: i32) -> io::Result<String> {

@@ -71,6 +71,57 @@ fn files(primary: &Primary) -> Files {
         write(name, &ca, name);
     }
     write("intruder", &other, "alice");
+    // `alice-v1`: Common Name `alice`, X.509 version 1, as PostgreSQL's documentation makes a
+    // client certificate (`openssl x509 -req`, no extensions).
+    let d = dir.path();
+    std::fs::write(d.join("ca.key"), ca.key_pem()).expect("write");
+    std::fs::write(d.join("ca.crt"), ca.cert.pem()).expect("write");
+    let openssl = |args: &[&str]| {
+        let out = std::process::Command::new("openssl")
+            .current_dir(d)
+            .args(args)
+            .output()
+            .expect("the openssl command (Debian's openssl package)");
+        assert!(out.status.success(), "openssl {args:?}: {out:?}");
+        out
+    };
+    openssl(&[
+        "req",
+        "-new",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        "alice-v1.key",
+        "-out",
+        "alice-v1.csr",
+        "-subj",
+        "/CN=alice",
+    ]);
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "alice-v1.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "30",
+        "-out",
+        "alice-v1.crt",
+    ]);
+    let text = openssl(&["x509", "-in", "alice-v1.crt", "-noout", "-text"]);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("Version: 1 (0x0)"));
+    std::fs::set_permissions(
+        d.join("alice-v1.key"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .expect("chmod");
     Files {
         ca: ca_file,
         server_cert,
@@ -152,6 +203,8 @@ async fn certificate_rules_answer_as_postgresql_does() {
         (&cert_rule, "user=alice", f.client("bob"), false),
         (&cert_rule, "user=alice", none.clone(), false),
         (&cert_rule, "user=alice", f.client("intruder"), false),
+        (&cert_rule, "user=alice", f.client("alice-v1"), true),
+        (&cert_rule, "user=bob", f.client("alice-v1"), false),
         (
             &scram_full,
             "user=carol password=pw",
@@ -176,6 +229,7 @@ async fn certificate_rules_answer_as_postgresql_does() {
         (&trust_ca, "user=erin", f.client("alice"), true),
         (&trust_ca, "user=erin", none.clone(), false),
         (&trust_ca, "user=erin", f.client("intruder"), false),
+        (&trust_ca, "user=erin", f.client("alice-v1"), true),
     ];
     for (proxy, who, cert, logs_in) in cases {
         let rest = format!("{who} {cert}");

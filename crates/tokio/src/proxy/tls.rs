@@ -12,12 +12,17 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use pgyard_driver::tls;
 use pgyard_proxy::client::ALPN_POSTGRESQL;
 use pgyard_proxy::{ClientCert, ClientTls, TlsMode};
+use rustls::client::danger::HandshakeSignatureValid;
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
-use rustls::{RootCertStore, ServerConfig};
+use rustls::{
+    DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig, SignatureScheme,
+};
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 use tokio_rustls::TlsAcceptor;
 
 /// Largest certificate or key file read (bytes).
@@ -142,14 +147,15 @@ impl ProxyTls {
             .map_err(|e| fail(TlsFile::Cert, e.to_string()))?;
         let builder = match ca {
             Some(pem) => {
-                let roots = client_roots(pem).map_err(|e| fail(TlsFile::Ca, e))?;
+                let (roots, certs) = client_roots(pem).map_err(|e| fail(TlsFile::Ca, e))?;
                 // A client without a certificate still finishes the handshake: the session
                 // refuses it with PostgreSQL's words where one is required.
-                let verifier = WebPkiClientVerifier::builder_with_provider(roots, provider)
+                let inner = WebPkiClientVerifier::builder_with_provider(roots, provider.clone())
                     .allow_unauthenticated()
                     .build()
                     .map_err(|e| fail(TlsFile::Ca, e.to_string()))?;
-                builder.with_client_cert_verifier(verifier)
+                let verifier = ClientVerifier::new(inner, certs, provider);
+                builder.with_client_cert_verifier(Arc::new(verifier))
             }
             None if mode.requires_cert() => {
                 let text = format!(
@@ -215,18 +221,133 @@ impl ProxyTls {
 }
 
 /// The roots in a PEM file: every certificate in it, at least one.
-fn client_roots(pem: &[u8]) -> Result<Arc<RootCertStore>, String> {
+fn client_roots(pem: &[u8]) -> Result<(Arc<RootCertStore>, Vec<CertificateDer<'static>>), String> {
     let mut roots = RootCertStore::empty();
+    let mut certs = Vec::new();
     for cert in CertificateDer::pem_slice_iter(pem) {
         let cert = cert.map_err(|e| e.to_string())?;
         roots
-            .add(cert)
+            .add(cert.clone())
             .map_err(|e| format!("not a usable CA certificate ({e})"))?;
+        certs.push(cert);
     }
     if roots.is_empty() {
         return Err("no PEM certificate in it".into());
     }
-    Ok(Arc::new(roots))
+    Ok((Arc::new(roots), certs))
+}
+
+/// webpki's client verifier, but for a client certificate of X.509 version 1 (what `openssl
+/// x509 -req` writes without extensions, PostgreSQL's documented recipe for client
+/// certificates), which webpki cannot read and PostgreSQL's server (OpenSSL) accepts: that
+/// one's chain and handshake signature are checked by the driver's reader, as OpenSSL checks
+/// them, against the CA file's self-signed certificates (its others as intermediates).
+#[derive(Debug)]
+struct ClientVerifier {
+    inner: Arc<dyn ClientCertVerifier>,
+    anchors: Vec<CertificateDer<'static>>,
+    intermediates: Vec<CertificateDer<'static>>,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+}
+
+impl ClientVerifier {
+    fn new(
+        inner: Arc<dyn ClientCertVerifier>,
+        certs: Vec<CertificateDer<'static>>,
+        provider: Arc<rustls::crypto::CryptoProvider>,
+    ) -> ClientVerifier {
+        let (anchors, intermediates) = certs
+            .into_iter()
+            .partition(|c| tls::is_self_issued(c.as_ref()));
+        ClientVerifier {
+            inner,
+            anchors,
+            intermediates,
+            provider,
+        }
+    }
+
+    fn signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+        tls13: bool,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        let algorithms = &self.provider.signature_verification_algorithms;
+        tls::verify_v1_signature(cert.as_ref(), message, dss, algorithms, tls13)
+    }
+}
+
+impl ClientCertVerifier for ClientVerifier {
+    fn offer_client_auth(&self) -> bool {
+        self.inner.offer_client_auth()
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        self.inner.client_auth_mandatory()
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.inner.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        if !tls::is_v1_certificate(end_entity.as_ref()) {
+            return self
+                .inner
+                .verify_client_cert(end_entity, intermediates, now);
+        }
+        let mut all = intermediates.to_vec();
+        all.extend(
+            self.intermediates
+                .iter()
+                .map(|c| CertificateDer::from(c.as_ref())),
+        );
+        tls::verify_v1_chain(
+            end_entity,
+            &all,
+            &self.anchors,
+            now,
+            &self.provider.signature_verification_algorithms,
+            tls::ChainPurpose::Client,
+        )
+        .map(|()| ClientCertVerified::assertion())
+        .map_err(rustls::Error::InvalidCertificate)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        if tls::is_v1_certificate(cert.as_ref()) {
+            return self.signature(message, cert, dss, false);
+        }
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        if tls::is_v1_certificate(cert.as_ref()) {
+            return self.signature(message, cert, dss, true);
+        }
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
 }
 
 /// What the session needs of a verified client certificate (DER): its subject's first
