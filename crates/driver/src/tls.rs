@@ -132,7 +132,7 @@ impl TlsSettings {
         let inner = match verify {
             TlsVerify::None => None,
             TlsVerify::Ca | TlsVerify::Full => {
-                let (store, trusted) = TrustedChain::split(self.roots()?);
+                let (store, trusted) = TrustedChain::split(self.roots()?, UnixTime::now());
                 chain = trusted;
                 let mut b =
                     WebPkiServerVerifier::builder_with_provider(Arc::new(store), provider.clone());

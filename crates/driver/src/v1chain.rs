@@ -78,6 +78,12 @@ pub(crate) fn self_issued(der: &[u8]) -> bool {
     Cert::parse(der).is_none_or(|c| c.subject == c.issuer)
 }
 
+/// Whether the certificate `der` is within its validity at `now`; one this reader cannot read
+/// counts as valid, leaving it to webpki.
+pub(crate) fn valid_at(der: &[u8], now: UnixTime) -> bool {
+    Cert::parse(der).is_none_or(|c| c.check_time(now).is_ok())
+}
+
 /// The whole `subjectPublicKeyInfo` of the certificate `der`, if this reader can read it.
 pub(crate) fn spki(der: &[u8]) -> Option<&[u8]> {
     Cert::parse(der).map(|c| c.spki)

@@ -70,10 +70,20 @@ pub struct TestCa {
 impl TestCa {
     /// A new CA whose subject's Common Name is `name`.
     pub fn new(name: &str) -> io::Result<TestCa> {
+        TestCa::with_years(name, None)
+    }
+
+    /// A new CA valid from the start of the first year to the start of the second (rcgen's
+    /// default span for `None`).
+    pub fn with_years(name: &str, years: Option<(i32, i32)>) -> io::Result<TestCa> {
         use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
         let mut params = CertificateParams::new(Vec::<String>::new()).map_err(io::Error::other)?;
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.distinguished_name.push(DnType::CommonName, name);
+        if let Some((from, to)) = years {
+            params.not_before = rcgen::date_time_ymd(from, 1, 1);
+            params.not_after = rcgen::date_time_ymd(to, 1, 1);
+        }
         let key = KeyPair::generate().map_err(io::Error::other)?;
         let cert = params.self_signed(&key).map_err(io::Error::other)?;
         Ok(TestCa { cert, key })
