@@ -80,21 +80,26 @@ impl TrustedChain {
         &self,
         result: Result<ServerCertVerified, rustls::Error>,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        let chain_passed = match &result {
-            Ok(_) => true,
-            Err(rustls::Error::InvalidCertificate(e)) => matches!(
-                e,
-                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. }
-            ),
-            Err(_) => false,
-        };
-        if self.refuse_passed && chain_passed {
+        if self.refuse_passed && chain_passed(&result) {
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::UnknownIssuer,
             ))
         } else {
             result
         }
+    }
+}
+
+/// Whether webpki's verdict says the chain passed: it did, or only the name failed (webpki
+/// checks the name after the chain).
+pub(crate) fn chain_passed(result: &Result<ServerCertVerified, rustls::Error>) -> bool {
+    match result {
+        Ok(_) => true,
+        Err(rustls::Error::InvalidCertificate(e)) => matches!(
+            e,
+            CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. }
+        ),
+        Err(_) => false,
     }
 }
 
@@ -134,7 +139,9 @@ mod tests {
             let refused = chain.judge_partial(Ok(ServerCertVerified::assertion()));
             assert!(matches!(
                 refused,
-                Err(rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer))
+                Err(rustls::Error::InvalidCertificate(
+                    CertificateError::UnknownIssuer
+                ))
             ));
             // A chain that failed keeps its own error.
             let failed = Err(rustls::Error::InvalidCertificate(CertificateError::Expired));

@@ -14,7 +14,7 @@ use crate::client_cert::{ProbingResolver, VersionWatch};
 use crate::crl::CrlSource;
 use crate::keyfile::{self, KeyPassword};
 use crate::keylog::KeyLogFile;
-use crate::roots::TrustedChain;
+use crate::roots::{self, TrustedChain};
 use crate::v1chain;
 pub use crate::v1chain::ChainPurpose;
 use pgyard_connect::{AttemptId, Event, FailureKind, TlsVerify, ALPN_POSTGRESQL};
@@ -482,8 +482,34 @@ struct PgVerifier {
 }
 
 impl PgVerifier {
-    /// A chain ending in a version 1 certificate, which webpki refuses and OpenSSL takes:
-    /// checked by `v1chain` as OpenSSL would (see there).
+    /// Over a chain webpki passed (its name aside), the rules OpenSSL applies and webpki
+    /// does not: the root's and every issuer's CA flags and `extKeyUsage`, the server's
+    /// `keyUsage` (docs/driver.md, "What OpenSSL checks beyond webpki").
+    fn openssl_rules(
+        &self,
+        result: Result<ServerCertVerified, rustls::Error>,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        if !roots::chain_passed(&result) {
+            return result;
+        }
+        let algorithms = &self.provider.signature_verification_algorithms;
+        v1chain::policy(
+            end_entity,
+            intermediates,
+            &self.chain.anchors,
+            now,
+            algorithms,
+            ChainPurpose::Server,
+        )
+        .map_err(rustls::Error::InvalidCertificate)?;
+        result
+    }
+
+    /// A chain ending in a certificate webpki refuses outright and OpenSSL takes (version 1,
+    /// or a CA certificate): checked by `v1chain` as OpenSSL would (see there).
     fn verify_v1_chain(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -521,7 +547,7 @@ impl ServerCertVerifier for PgVerifier {
         let Some(inner) = &self.inner else {
             return Ok(ServerCertVerified::assertion());
         };
-        let result = if v1chain::is_v1(end_entity.as_ref()) {
+        let result = if v1chain::beyond_webpki(end_entity.as_ref()) {
             self.verify_v1_chain(end_entity, intermediates, now)
         } else {
             let intermediates = self.chain.with_intermediates(intermediates);
@@ -532,7 +558,12 @@ impl ServerCertVerifier for PgVerifier {
                 ocsp_response,
                 now,
             );
-            self.chain.judge_partial(result)
+            self.openssl_rules(
+                self.chain.judge_partial(result),
+                end_entity,
+                &intermediates,
+                now,
+            )
         };
         let name_error = matches!(
             result,

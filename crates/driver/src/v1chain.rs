@@ -56,19 +56,21 @@ pub enum ChainPurpose {
     Client,
 }
 
-impl ChainPurpose {
-    fn oid(self) -> &'static [u8] {
-        match self {
-            ChainPurpose::Server => OID_SERVER_AUTH,
-            ChainPurpose::Client => OID_CLIENT_AUTH,
-        }
-    }
-}
-
 /// Whether `der` is a version 1 certificate (its `version` field absent or 0): the case this
 /// module handles. Anything unreadable is not, and is left to webpki's error.
 pub(crate) fn is_v1(der: &[u8]) -> bool {
     Cert::parse(der).is_some_and(|c| c.version == 0)
+}
+
+/// Whether the server certificate `der` is one webpki refuses outright and OpenSSL takes, so
+/// that this module checks its chain alone: version 1, or a CA certificate (OpenSSL lets the
+/// end of a chain be a CA; webpki refuses it as `CaUsedAsEndEntity`).
+pub(crate) fn beyond_webpki(der: &[u8]) -> bool {
+    Cert::parse(der).is_some_and(|c| {
+        c.version == 0
+            || c.extensions()
+                .is_ok_and(|e| matches!(e.basic, Some((true, _))))
+    })
 }
 
 /// Whether `der` is a certificate whose issuer is its subject (as OpenSSL finds a chain's
@@ -99,7 +101,41 @@ pub(crate) fn verify(
     algorithms: &WebPkiSupportedAlgorithms,
     purpose: ChainPurpose,
 ) -> Result<(), CertificateError> {
-    verify_counted(leaf, intermediates, roots, now, algorithms, purpose).0
+    verify_counted(
+        leaf,
+        intermediates,
+        roots,
+        now,
+        algorithms,
+        purpose,
+        Mode::Alone,
+    )
+    .0
+}
+
+/// The rules OpenSSL applies that webpki does not, over a chain webpki has passed (any
+/// version): the end's purpose (`keyUsage` for TLS), and for each issuer up to and with the
+/// root OpenSSL's CA rules (basicConstraints or a keyUsage allowing certificate signing,
+/// keyCertSign where keyUsage is present) and its `extKeyUsage` naming the purpose. The path
+/// is searched again with signatures checked, so it is one that verifies.
+pub(crate) fn policy(
+    leaf: &CertificateDer<'_>,
+    intermediates: &[CertificateDer<'_>],
+    roots: &[CertificateDer<'static>],
+    now: UnixTime,
+    algorithms: &WebPkiSupportedAlgorithms,
+    purpose: ChainPurpose,
+) -> Result<(), CertificateError> {
+    verify_counted(
+        leaf,
+        intermediates,
+        roots,
+        now,
+        algorithms,
+        purpose,
+        Mode::AfterWebpki,
+    )
+    .0
 }
 
 /// [`verify`], and how many signatures it checked.
@@ -110,11 +146,12 @@ fn verify_counted(
     now: UnixTime,
     algorithms: &WebPkiSupportedAlgorithms,
     purpose: ChainPurpose,
+    mode: Mode,
 ) -> (Result<(), CertificateError>, u32) {
     let Some(cert) = Cert::parse(leaf.as_ref()) else {
         return (Err(CertificateError::BadEncoding), 0);
     };
-    if let Err(e) = cert.check_time(now) {
+    if let Err(e) = cert.check_time(now).and_then(|()| cert.check_end(purpose)) {
         return (Err(e), 0);
     }
     // A trusted certificate is trusted as it is, as OpenSSL finds it in its store.
@@ -127,6 +164,7 @@ fn verify_counted(
         now,
         algorithms,
         purpose,
+        mode,
         budget: std::cell::Cell::new(MAX_SIGNATURES),
     };
     let result = chain.issue(&cert, 0);
@@ -139,6 +177,7 @@ struct Chain<'a, 'b> {
     now: UnixTime,
     algorithms: &'a WebPkiSupportedAlgorithms,
     purpose: ChainPurpose,
+    mode: Mode,
     /// Signatures left to check.
     budget: std::cell::Cell<u32>,
 }
@@ -194,7 +233,7 @@ impl Chain<'_, '_> {
         self.budget.set(left - 1);
         verify_signature(cert, issuer, self.algorithms)?;
         issuer.check_time(self.now)?;
-        issuer.check_ca(below, self.purpose)
+        issuer.check_ca(below, self.purpose, self.mode)
     }
 }
 
@@ -368,74 +407,142 @@ impl<'a> Cert<'a> {
         }
     }
 
-    /// Whether this certificate may issue one with `below` CA certificates under it.
-    fn check_ca(&self, below: usize, purpose: ChainPurpose) -> Result<(), CertificateError> {
-        let not_ca = Err(CertificateError::UnknownIssuer);
-        let Some(mut extensions) = self.extensions else {
-            // OpenSSL takes a version 1 certificate for a CA only when it is self-signed.
-            return if self.version == 0 && self.subject == self.issuer {
-                Ok(())
-            } else {
-                not_ca
-            };
+    /// The extensions OpenSSL's chain rules read.
+    fn extensions(&self) -> Result<Extensions, CertificateError> {
+        let bad = CertificateError::BadEncoding;
+        let mut out = Extensions::default();
+        let Some(mut list) = self.extensions else {
+            return Ok(out);
         };
-        let mut ca = false;
-        while !extensions.is_empty() {
-            let mut ext = expect(&mut extensions, SEQUENCE).ok_or(CertificateError::BadEncoding)?;
-            let oid = expect(&mut ext, OID).ok_or(CertificateError::BadEncoding)?;
+        while !list.is_empty() {
+            let mut ext = expect(&mut list, SEQUENCE).ok_or(bad.clone())?;
+            let oid = expect(&mut ext, OID).ok_or(bad.clone())?;
             let mut critical = false;
             if ext.first() == Some(&BOOLEAN) {
                 critical = expect(&mut ext, BOOLEAN) == Some(&[0xff][..]);
             }
-            let mut value = expect(&mut ext, OCTET_STRING).ok_or(CertificateError::BadEncoding)?;
+            let mut value = expect(&mut ext, OCTET_STRING).ok_or(bad.clone())?;
             match oid {
                 OID_BASIC_CONSTRAINTS => {
-                    let mut bc =
-                        expect(&mut value, SEQUENCE).ok_or(CertificateError::BadEncoding)?;
+                    let mut bc = expect(&mut value, SEQUENCE).ok_or(bad.clone())?;
+                    let mut ca = false;
                     if bc.first() == Some(&BOOLEAN) {
                         ca = expect(&mut bc, BOOLEAN) == Some(&[0xff][..]);
                     }
+                    let mut path_len = None;
                     if bc.first() == Some(&INTEGER) {
-                        let len = expect(&mut bc, INTEGER).ok_or(CertificateError::BadEncoding)?;
-                        let limit = match len {
+                        path_len = Some(match expect(&mut bc, INTEGER).ok_or(bad.clone())? {
                             [n] if *n < 0x80 => usize::from(*n),
-                            _ => return not_ca,
-                        };
-                        if below > limit {
-                            return not_ca;
-                        }
+                            // A path length this large limits nothing here.
+                            _ => usize::MAX,
+                        });
                     }
+                    out.basic = Some((ca, path_len));
                 }
                 OID_KEY_USAGE => {
-                    let usage =
-                        bits(expect(&mut value, BIT_STRING).ok_or(CertificateError::BadEncoding)?)
-                            .ok_or(CertificateError::BadEncoding)?;
-                    // keyCertSign is bit 5, the first byte's 0x04.
-                    if usage.first().is_none_or(|b| b & 0x04 == 0) {
-                        return not_ca;
-                    }
+                    let usage = bits(expect(&mut value, BIT_STRING).ok_or(bad.clone())?);
+                    out.key_usage = Some(usage.and_then(|u| u.first().copied()).unwrap_or(0));
                 }
                 OID_EXT_KEY_USAGE => {
-                    let mut list =
-                        expect(&mut value, SEQUENCE).ok_or(CertificateError::BadEncoding)?;
-                    let mut allowed = false;
-                    while !list.is_empty() {
-                        allowed |= expect(&mut list, OID) == Some(purpose.oid());
+                    let mut oids = expect(&mut value, SEQUENCE).ok_or(bad.clone())?;
+                    let (mut server, mut client) = (false, false);
+                    while !oids.is_empty() {
+                        let oid = expect(&mut oids, OID).ok_or(bad.clone())?;
+                        server |= oid == OID_SERVER_AUTH;
+                        client |= oid == OID_CLIENT_AUTH;
                     }
-                    if !allowed {
-                        return Err(CertificateError::InvalidPurpose);
-                    }
+                    out.ext_key_usage = Some((server, client));
                 }
-                // Constraints this module does not enforce: refused, not ignored.
-                OID_NAME_CONSTRAINTS => return not_ca,
-                _ if critical => return not_ca,
+                OID_NAME_CONSTRAINTS => out.unchecked = true,
+                _ if critical => out.unchecked = true,
                 _ => {}
             }
         }
+        Ok(out)
+    }
+
+    /// Whether this certificate may issue one with `below` CA certificates under it, by
+    /// OpenSSL's `check_ca` and its purpose check for a CA.
+    fn check_ca(
+        &self,
+        below: usize,
+        purpose: ChainPurpose,
+        mode: Mode,
+    ) -> Result<(), CertificateError> {
+        let not_ca = Err(CertificateError::UnknownIssuer);
+        let ext = self.extensions()?;
+        // Constraints only webpki enforces: a chain it did not check is refused, not taken.
+        if ext.unchecked && mode == Mode::Alone {
+            return not_ca;
+        }
+        ext.check_purpose(purpose)?;
+        // keyUsage, where present, must allow signing certificates.
+        if ext.key_usage.is_some_and(|ku| ku & KU_KEY_CERT_SIGN == 0) {
+            return not_ca;
+        }
+        // OpenSSL skips the path length of a self-issued certificate (a root's included).
+        let self_issued = self.subject == self.issuer;
+        let ca = match ext.basic {
+            Some((ca, path_len)) => {
+                ca && (self_issued || path_len.is_none_or(|limit| below <= limit))
+            }
+            // Without basicConstraints: a self-signed version 1 root, or a certificate
+            // whose keyUsage allows signing certificates.
+            None => (self.version == 0 && self.subject == self.issuer) || ext.key_usage.is_some(),
+        };
         if ca {
             Ok(())
         } else {
             not_ca
+        }
+    }
+
+    /// The end of the chain, by OpenSSL's purpose check for it: `extKeyUsage`, where
+    /// present, must allow the purpose, and `keyUsage` a TLS use of the key.
+    fn check_end(&self, purpose: ChainPurpose) -> Result<(), CertificateError> {
+        let ext = self.extensions()?;
+        ext.check_purpose(purpose)?;
+        if ext.key_usage.is_some_and(|ku| ku & KU_TLS == 0) {
+            return Err(CertificateError::InvalidPurpose);
+        }
+        Ok(())
+    }
+}
+
+/// keyUsage bits in its first byte: keyCertSign, and those OpenSSL accepts for TLS
+/// (digitalSignature, keyEncipherment, keyAgreement).
+const KU_KEY_CERT_SIGN: u8 = 0x04;
+const KU_TLS: u8 = 0x80 | 0x20 | 0x08;
+
+/// What a chain check is for: a version 1 chain webpki never saw, or the rules OpenSSL
+/// adds over a chain webpki has passed (name constraints and critical extensions are
+/// webpki's there).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Alone,
+    AfterWebpki,
+}
+
+/// The extensions of one certificate that OpenSSL's chain rules read.
+#[derive(Debug, Default)]
+struct Extensions {
+    /// basicConstraints: cA and the path length.
+    basic: Option<(bool, Option<usize>)>,
+    /// keyUsage's first byte.
+    key_usage: Option<u8>,
+    /// extKeyUsage: whether it names serverAuth, clientAuth.
+    ext_key_usage: Option<(bool, bool)>,
+    /// Name constraints or an unknown critical extension.
+    unchecked: bool,
+}
+
+impl Extensions {
+    fn check_purpose(&self, purpose: ChainPurpose) -> Result<(), CertificateError> {
+        match (self.ext_key_usage, purpose) {
+            (Some((false, _)), ChainPurpose::Server) | (Some((_, false)), ChainPurpose::Client) => {
+                Err(CertificateError::InvalidPurpose)
+            }
+            _ => Ok(()),
         }
     }
 }

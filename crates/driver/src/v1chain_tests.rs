@@ -167,6 +167,7 @@ fn issuers_that_sign_each_other_cost_bounded_work() {
         now,
         &algorithms,
         ChainPurpose::Server,
+        Mode::Alone,
     );
     assert_eq!(result, Err(CertificateError::UnknownIssuer));
     assert_eq!(
@@ -181,6 +182,7 @@ fn issuers_that_sign_each_other_cost_bounded_work() {
         now,
         &algorithms,
         ChainPurpose::Server,
+        Mode::Alone,
     );
     assert_eq!((result, checked), (Ok(()), 2));
 }
@@ -200,4 +202,61 @@ fn times_as_written() {
     assert_eq!(t(UTC_TIME, "700101000000"), None);
     assert_eq!(t(UTC_TIME, "701301000000Z"), None);
     assert_eq!(t(GENERALIZED_TIME, "2000022900000Z"), None);
+}
+
+#[test]
+fn after_webpki_name_constraints_are_webpkis_and_the_purpose_is_the_callers() {
+    let algorithms = rustls::crypto::ring::default_provider().signature_verification_algorithms;
+    let now = UnixTime::since_unix_epoch(std::time::Duration::from_secs(NOW));
+    let run = |leaf: &str, inter: &str, purpose, mode| {
+        verify_counted(
+            &der(leaf),
+            &[der(inter)],
+            &[der("root")],
+            now,
+            &algorithms,
+            purpose,
+            mode,
+        )
+        .0
+    };
+    // Refused alone (not checked here), taken after webpki (which checks them).
+    assert_eq!(
+        run("leaf-via-nc", "int-nc", ChainPurpose::Server, Mode::Alone),
+        Err(CertificateError::UnknownIssuer)
+    );
+    assert_eq!(
+        run(
+            "leaf-via-nc",
+            "int-nc",
+            ChainPurpose::Server,
+            Mode::AfterWebpki
+        ),
+        Ok(())
+    );
+    // An issuer limited to client authentication serves a client's chain, not a server's.
+    assert_eq!(
+        run(
+            "leaf-via-ekuclient",
+            "int-ekuclient",
+            ChainPurpose::Client,
+            Mode::Alone
+        ),
+        Ok(())
+    );
+    assert_eq!(
+        run(
+            "leaf-via-ekuclient",
+            "int-ekuclient",
+            ChainPurpose::Server,
+            Mode::AfterWebpki
+        ),
+        Err(CertificateError::InvalidPurpose)
+    );
+    assert!(beyond_webpki(der("leaf").as_ref()));
+    assert!(
+        beyond_webpki(der("int").as_ref()),
+        "a CA certificate as the end"
+    );
+    assert!(!beyond_webpki(der("int-notca").as_ref()));
 }
