@@ -297,6 +297,26 @@ pub fn is_v1_certificate(der: &[u8]) -> bool {
     v1chain::is_v1(der)
 }
 
+/// Whether the end certificate `der` is one webpki refuses outright and OpenSSL takes
+/// (version 1, or a CA certificate): its chain goes to [`verify_v1_chain`].
+pub fn is_beyond_webpki(der: &[u8]) -> bool {
+    v1chain::beyond_webpki(der)
+}
+
+/// The rules OpenSSL applies over a chain that webpki has passed and webpki does not check
+/// (each issuer's and the root's CA flags, keyCertSign and `extKeyUsage`, the end's
+/// `keyUsage`), for `purpose`, with `roots` the self-signed trusted certificates (whole).
+pub fn openssl_chain_rules(
+    leaf: &CertificateDer<'_>,
+    intermediates: &[CertificateDer<'_>],
+    roots: &[CertificateDer<'static>],
+    now: UnixTime,
+    algorithms: &rustls::crypto::WebPkiSupportedAlgorithms,
+    purpose: ChainPurpose,
+) -> Result<(), CertificateError> {
+    v1chain::policy(leaf, intermediates, roots, now, algorithms, purpose)
+}
+
 /// Whether `der` names itself as its issuer: where OpenSSL lets a chain end (a trusted
 /// certificate that does not is used as an intermediate). Unreadable counts as yes.
 pub fn is_self_issued(der: &[u8]) -> bool {

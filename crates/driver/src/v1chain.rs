@@ -498,21 +498,24 @@ impl<'a> Cert<'a> {
     }
 
     /// The end of the chain, by OpenSSL's purpose check for it: `extKeyUsage`, where
-    /// present, must allow the purpose, and `keyUsage` a TLS use of the key.
+    /// present, must allow the purpose, and a server's `keyUsage` a TLS use of the key.
     fn check_end(&self, purpose: ChainPurpose) -> Result<(), CertificateError> {
         let ext = self.extensions()?;
         ext.check_purpose(purpose)?;
-        if ext.key_usage.is_some_and(|ku| ku & KU_TLS == 0) {
+        // PostgreSQL's server (OpenSSL 1.1) takes a client certificate whatever its
+        // keyUsage says (held to it by the proxy's tests); libpq refuses a server's that
+        // allows no TLS use.
+        if purpose == ChainPurpose::Server && ext.key_usage.is_some_and(|ku| ku & KU_SERVER == 0) {
             return Err(CertificateError::InvalidPurpose);
         }
         Ok(())
     }
 }
 
-/// keyUsage bits in its first byte: keyCertSign, and those OpenSSL accepts for TLS
+/// keyUsage bits in its first byte: keyCertSign, and those libpq accepts for a TLS server
 /// (digitalSignature, keyEncipherment, keyAgreement).
 const KU_KEY_CERT_SIGN: u8 = 0x04;
-const KU_TLS: u8 = 0x80 | 0x20 | 0x08;
+const KU_SERVER: u8 = 0x80 | 0x20 | 0x08;
 
 /// What a chain check is for: a version 1 chain webpki never saw, or the rules OpenSSL
 /// adds over a chain webpki has passed (name constraints and critical extensions are

@@ -71,6 +71,44 @@ fn files(primary: &Primary) -> Files {
         write(name, &ca, name);
     }
     write("intruder", &other, "alice");
+    // `alice-ku-int` comes through an intermediate CA whose keyUsage does not allow signing
+    // certificates (the client sends both): OpenSSL refuses it, webpki passes it.
+    // `alice-ku-leaf` has a keyUsage that allows no TLS use: PostgreSQL takes it.
+    let ca_key = rcgen::KeyPair::from_pem(&ca.key_pem()).expect("the CA's key");
+    let mut int_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+    int_params.distinguished_name.push(
+        rcgen::DnType::CommonName,
+        "intermediate without keyCertSign",
+    );
+    int_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    int_params.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
+    let int_key = rcgen::KeyPair::generate().expect("key");
+    let int = int_params
+        .signed_by(&int_key, &ca.cert, &ca_key)
+        .expect("intermediate");
+    let client_with = |name: &str,
+                       params: rcgen::CertificateParams,
+                       by: (&rcgen::Certificate, &rcgen::KeyPair),
+                       chain: &str| {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let cert = params
+            .signed_by(&key, by.0, by.1)
+            .expect("client certificate");
+        let key_path = dir.path().join(format!("{name}.key"));
+        std::fs::write(dir.path().join(format!("{name}.crt")), cert.pem() + chain).expect("write");
+        std::fs::write(&key_path, key.serialize_pem()).expect("write");
+        std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    };
+    let alice = || {
+        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        p.distinguished_name
+            .push(rcgen::DnType::CommonName, "alice");
+        p
+    };
+    client_with("alice-ku-int", alice(), (&int, &int_key), &int.pem());
+    let mut ku_leaf = alice();
+    ku_leaf.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign];
+    client_with("alice-ku-leaf", ku_leaf, (&ca.cert, &ca_key), "");
     // `alice-v1`: Common Name `alice`, X.509 version 1, as PostgreSQL's documentation makes a
     // client certificate (`openssl x509 -req`, no extensions).
     let d = dir.path();
@@ -204,6 +242,8 @@ async fn certificate_rules_answer_as_postgresql_does() {
         (&cert_rule, "user=alice", none.clone(), false),
         (&cert_rule, "user=alice", f.client("intruder"), false),
         (&cert_rule, "user=alice", f.client("alice-v1"), true),
+        (&cert_rule, "user=alice", f.client("alice-ku-int"), false),
+        (&cert_rule, "user=alice", f.client("alice-ku-leaf"), true),
         (&cert_rule, "user=bob", f.client("alice-v1"), false),
         (
             &scram_full,

@@ -237,11 +237,13 @@ fn client_roots(pem: &[u8]) -> Result<(Arc<RootCertStore>, Vec<CertificateDer<'s
     Ok((Arc::new(roots), certs))
 }
 
-/// webpki's client verifier, but for a client certificate of X.509 version 1 (what `openssl
-/// x509 -req` writes without extensions, PostgreSQL's documented recipe for client
-/// certificates), which webpki cannot read and PostgreSQL's server (OpenSSL) accepts: that
-/// one's chain and handshake signature are checked by the driver's reader, as OpenSSL checks
-/// them, against the CA file's self-signed certificates (its others as intermediates).
+/// webpki's client verifier with OpenSSL's rules, as PostgreSQL's server verifies a client:
+/// over a chain webpki passed, the CA flags, keyCertSign and `extKeyUsage` of every issuer
+/// and of the root, the client's `keyUsage`, and a chain that ends at a self-signed
+/// certificate of the CA file (its others are intermediates); and for a client certificate
+/// webpki refuses outright (X.509 version 1, what `openssl x509 -req` writes without
+/// extensions, PostgreSQL's documented recipe; or a CA certificate) the chain and the
+/// handshake signature checked by the driver's reader alone.
 #[derive(Debug)]
 struct ClientVerifier {
     inner: Arc<dyn ClientCertVerifier>,
@@ -298,27 +300,26 @@ impl ClientCertVerifier for ClientVerifier {
         intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
-        if !tls::is_v1_certificate(end_entity.as_ref()) {
-            return self
-                .inner
-                .verify_client_cert(end_entity, intermediates, now);
-        }
         let mut all = intermediates.to_vec();
         all.extend(
             self.intermediates
                 .iter()
                 .map(|c| CertificateDer::from(c.as_ref())),
         );
-        tls::verify_v1_chain(
-            end_entity,
-            &all,
-            &self.anchors,
-            now,
-            &self.provider.signature_verification_algorithms,
-            tls::ChainPurpose::Client,
-        )
-        .map(|()| ClientCertVerified::assertion())
-        .map_err(rustls::Error::InvalidCertificate)
+        let algorithms = &self.provider.signature_verification_algorithms;
+        let purpose = tls::ChainPurpose::Client;
+        let verdict = if tls::is_beyond_webpki(end_entity.as_ref()) {
+            tls::verify_v1_chain(end_entity, &all, &self.anchors, now, algorithms, purpose)
+        } else {
+            self.inner
+                .verify_client_cert(end_entity, intermediates, now)?;
+            // What OpenSSL checks and webpki does not, with PostgreSQL's rule that a chain
+            // ends at a self-signed certificate of the CA file.
+            tls::openssl_chain_rules(end_entity, &all, &self.anchors, now, algorithms, purpose)
+        };
+        verdict
+            .map(|()| ClientCertVerified::assertion())
+            .map_err(rustls::Error::InvalidCertificate)
     }
 
     fn verify_tls12_signature(
