@@ -14,7 +14,7 @@ use std::path::Path;
 use pgyard_blocking::{connect_with, ConnectOptions, SessionInfo};
 use pgyard_testkit::cluster::{Options, Primary};
 use pgyard_testkit::draw::isolate_env;
-use pgyard_testkit::fixtures::{write_for_server, TestCa};
+use pgyard_testkit::fixtures::{openssl, write_for_server, TestCa};
 use pgyard_testkit::libpq::Libpq;
 
 /// The server certificate's serial number.
@@ -22,14 +22,8 @@ const SERIAL: u64 = 4242;
 
 /// OpenSSL's hash of the list's issuer (`openssl crl -hash`), the name a hashed folder wants.
 fn issuer_hash(crl: &Path) -> String {
-    let out = std::process::Command::new("openssl")
-        .args(["crl", "-hash", "-noout", "-in"])
-        .arg(crl)
-        .output()
-        .expect("the openssl command (Debian's openssl package)");
-    assert!(out.status.success(), "openssl crl -hash: {out:?}");
-    String::from_utf8(out.stdout)
-        .expect("text")
+    let file = crl.to_str().expect("a UTF-8 path");
+    openssl(Path::new("/"), &["crl", "-hash", "-noout", "-in", file])
         .trim()
         .to_owned()
 }

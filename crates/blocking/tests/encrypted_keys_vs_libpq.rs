@@ -13,21 +13,16 @@
 //! which pgyard never does (the unit tests of `pgyard-driver`'s key reader hold its text).
 
 use std::path::Path;
-use std::process::Command;
 
 use pgyard_blocking::connect;
 use pgyard_testkit::cluster::Primary;
-use pgyard_testkit::fixtures::{pki_tls_options, psql_outcome, write_pki};
+use pgyard_testkit::fixtures::{self, pki_tls_options, psql_outcome, write_pki};
 
 const PASS: &str = "pw-1 two";
 
-/// Runs `openssl ARGS` (Debian's openssl package), which must succeed.
+/// Runs `openssl ARGS` (Debian's openssl package) with absolute paths, which must succeed.
 fn openssl(args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .output()
-        .expect("the openssl command (Debian's openssl package)");
-    assert!(out.status.success(), "openssl {args:?}: {out:?}");
+    fixtures::openssl(Path::new("/"), args);
 }
 
 /// Writes the key at `clear` (PKCS#8 PEM) into `dir` in every form; returns (name, path,

@@ -13,7 +13,9 @@
 use pgyard_blocking::connect;
 use pgyard_testkit::cluster::{Options, Primary};
 use pgyard_testkit::draw::Draw;
-use pgyard_testkit::fixtures::{psql_outcome, serve_certificate, write_for_server};
+use pgyard_testkit::fixtures::{
+    psql_outcome, serve_certificate, server_readable_dir, write_for_server,
+};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
     KeyUsagePurpose, SanType,
@@ -193,14 +195,7 @@ fn chain(d: &mut Draw, dir: &std::path::Path, n: u64) -> (String, String, String
 
 #[test]
 fn random_chains_verify_as_in_libpq() {
-    let dir = tempfile::Builder::new()
-        .prefix("pgyard-chains-")
-        .tempdir()
-        .expect("a directory");
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
+    let dir = server_readable_dir("pgyard-chains-").expect("a directory");
     let primary = Primary::start(Options::default()).expect("primary");
     let mut differences = Vec::new();
     let (mut connected, mut refused) = (0, 0);

@@ -6,19 +6,14 @@
 
 use pgyard_blocking::connect;
 use pgyard_testkit::cluster::{Options, Primary};
-use pgyard_testkit::fixtures::{psql_outcome, serve_certificate, write_for_server, TestCa};
+use pgyard_testkit::fixtures::{
+    psql_outcome, serve_certificate, server_readable_dir, write_for_server, TestCa,
+};
 
 #[test]
 fn a_root_out_of_its_validity_fails_as_in_libpq() {
-    let dir = tempfile::Builder::new()
-        .prefix("pgyard-root-validity-")
-        .tempdir()
-        .expect("a directory");
+    let dir = server_readable_dir("pgyard-root-validity-").expect("a directory");
     let d = dir.path();
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
     let primary = Primary::start(Options::default()).expect("primary");
     let mut differences = Vec::new();
     for (label, years, connects) in [

@@ -12,7 +12,9 @@ use std::path::Path;
 use pgyard_blocking::connect;
 use pgyard_driver::CertificateNames;
 use pgyard_testkit::cluster::{Options, Primary};
-use pgyard_testkit::fixtures::{psql_outcome as psql, serve_certificate, write_for_server, TestCa};
+use pgyard_testkit::fixtures::{
+    psql_outcome as psql, serve_certificate, server_readable_dir, write_for_server, TestCa,
+};
 use rcgen::{CertificateParams, DistinguishedName, DnType, SanType};
 
 /// What pgyard does with the same conninfo: `Ok(())` or its message.
@@ -113,14 +115,7 @@ const HOSTS: [(&str, &str); 2] = [
 /// words from the certificate's names, and the one pgyard gives when it connects.
 #[test]
 fn verify_full_name_mismatch_texts_match_psql() {
-    let dir = tempfile::Builder::new()
-        .prefix("pgyard-tls-names-")
-        .tempdir()
-        .unwrap();
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
+    let dir = server_readable_dir("pgyard-tls-names-").expect("a directory");
     let ca = TestCa::new("pgyard tls_names CA").expect("CA");
     let ca_path = write_for_server(dir.path(), "ca.crt", &ca.cert.pem(), 0o644).expect("written");
     let cases = cases();
@@ -239,14 +234,7 @@ const ACCEPTANCE_HOSTS: [&str; 9] = [
 /// without subjectAltNames).
 #[test]
 fn verify_full_accepts_the_names_libpq_accepts() {
-    let dir = tempfile::Builder::new()
-        .prefix("pgyard-tls-accept-")
-        .tempdir()
-        .unwrap();
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
+    let dir = server_readable_dir("pgyard-tls-accept-").expect("a directory");
     let ca = TestCa::new("pgyard tls_names acceptance CA").expect("CA");
     let ca_path = write_for_server(dir.path(), "ca.crt", &ca.cert.pem(), 0o644).expect("written");
     let cases = acceptance_cases();

@@ -11,21 +11,12 @@
 //! could reach no server set up by the book with verification on.
 
 use std::path::Path;
-use std::process::Command;
 
 use pgyard_blocking::connect;
 use pgyard_testkit::cluster::{Options, Primary};
-use pgyard_testkit::fixtures::{psql_outcome, serve_certificate, write_for_server};
-
-/// Runs `openssl ARGS` in `dir` (Debian's openssl package), which must succeed.
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("the openssl command (Debian's openssl package)");
-    assert!(out.status.success(), "openssl {args:?}: {out:?}");
-}
+use pgyard_testkit::fixtures::{
+    openssl, psql_outcome, serve_certificate, server_readable_dir, write_for_server,
+};
 
 fn read(dir: &Path, name: &str) -> String {
     std::fs::read_to_string(dir.join(name)).expect("written by openssl")
@@ -112,29 +103,18 @@ fn make_certificates(dir: &Path) {
             "self.crt",
         ],
     );
-    let out = Command::new("openssl")
-        .current_dir(dir)
-        .args(["x509", "-in", "server.crt", "-noout", "-text"])
-        .output()
-        .unwrap();
+    let text = openssl(dir, &["x509", "-in", "server.crt", "-noout", "-text"]);
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains("Version: 1 (0x0)"),
+        text.contains("Version: 1 (0x0)"),
         "openssl x509 -req no longer writes version 1: the test lost its subject"
     );
 }
 
 #[test]
 fn version_1_server_certificates_verify_as_in_libpq() {
-    let dir = tempfile::Builder::new()
-        .prefix("pgyard-v1-")
-        .tempdir()
-        .expect("a directory");
-    make_certificates(dir.path());
+    let dir = server_readable_dir("pgyard-v1-").expect("a directory");
     let d = dir.path();
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
+    make_certificates(d);
     let key = write_for_server(d, "served.key", &read(d, "server.key"), 0o600).unwrap();
     let root = d.join("root.crt").to_string_lossy().into_owned();
     let self_root = d.join("self.crt").to_string_lossy().into_owned();
@@ -253,15 +233,11 @@ fn version_1_server_certificates_verify_as_in_libpq() {
 /// in by certificate as with libpq, and one given the wrong key fails with libpq's text.
 #[test]
 fn version_1_client_certificates_log_in_as_in_libpq() {
-    let dir = tempfile::Builder::new()
-        .prefix("pgyard-v1-client-")
-        .tempdir()
-        .expect("a directory");
+    let dir = server_readable_dir("pgyard-v1-client-").expect("a directory");
     let d = dir.path();
     make_certificates(d);
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
         for key in ["client.key", "intermediate.key"] {
             std::fs::set_permissions(d.join(key), std::fs::Permissions::from_mode(0o600)).unwrap();
         }

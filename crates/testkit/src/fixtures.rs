@@ -328,3 +328,24 @@ pub fn pgbench(args: &[&str], timeout: std::time::Duration) -> io::Result<String
     let out = crate::cluster::run_bounded_output(&mut cmd, timeout)?;
     Ok(out)
 }
+
+/// Runs Debian's `openssl` command with `args` in `dir` (for files made the way users make
+/// them: version 1 certificates, encrypted keys, revocation list hashes) and returns its
+/// standard output; it must succeed.
+pub fn openssl(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("openssl")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("the openssl command (Debian's openssl package)");
+    assert!(out.status.success(), "openssl {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A temporary folder named with `prefix` that the servers' account can read (mode 0755),
+/// for the certificates and keys a test has a server load.
+pub fn server_readable_dir(prefix: &str) -> io::Result<tempfile::TempDir> {
+    let dir = tempfile::Builder::new().prefix(prefix).tempdir()?;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))?;
+    Ok(dir)
+}

@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use pgyard_proxy::{AuthFile, ClientAuth, ClientConfig, PoolMode, TlsMode};
 use pgyard_testkit::cluster::{Options, Primary};
-use pgyard_testkit::fixtures::{psql_outcome, serve_certificate, write_for_server, TestCa};
+use pgyard_testkit::fixtures::{
+    openssl, psql_outcome, serve_certificate, write_for_server, TestCa,
+};
 use pgyard_tokio::proxy::{spawn, Proxy, ProxyConfig, ProxyTls};
 
 /// The CA, the servers' certificate (the server's and the proxy's: both for `127.0.0.1`),
@@ -114,15 +116,7 @@ fn files(primary: &Primary) -> Files {
     let d = dir.path();
     std::fs::write(d.join("ca.key"), ca.key_pem()).expect("write");
     std::fs::write(d.join("ca.crt"), ca.cert.pem()).expect("write");
-    let openssl = |args: &[&str]| {
-        let out = std::process::Command::new("openssl")
-            .current_dir(d)
-            .args(args)
-            .output()
-            .expect("the openssl command (Debian's openssl package)");
-        assert!(out.status.success(), "openssl {args:?}: {out:?}");
-        out
-    };
+    let openssl = |args: &[&str]| openssl(d, args);
     openssl(&[
         "req",
         "-new",
@@ -154,7 +148,7 @@ fn files(primary: &Primary) -> Files {
         "alice-v1.crt",
     ]);
     let text = openssl(&["x509", "-in", "alice-v1.crt", "-noout", "-text"]);
-    assert!(String::from_utf8_lossy(&text.stdout).contains("Version: 1 (0x0)"));
+    assert!(text.contains("Version: 1 (0x0)"));
     std::fs::set_permissions(
         d.join("alice-v1.key"),
         std::fs::Permissions::from_mode(0o600),

@@ -11,7 +11,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use pgyard_proxy::{AuthFile, ClientAuth, ClientConfig, Databases, PoolMode, Route, TlsMode};
 use pgyard_testkit::cluster::{psql, Options, Primary};
-use pgyard_testkit::fixtures::TestCa;
+use pgyard_testkit::fixtures::{openssl, TestCa};
 use pgyard_tokio::proxy::{spawn, Proxy, ProxyConfig, ProxyTls};
 use pgyard_tokio::{connect, SessionInfo};
 use pgyard_wire::frame::ProtocolVersion;
@@ -288,16 +288,6 @@ async fn a_reload_shows_new_connections_the_new_certificate() {
     assert_eq!(rows[0][0].as_deref(), Some("4"));
 }
 
-/// Runs `openssl ARGS` in `dir` (Debian's openssl package), which must succeed.
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = std::process::Command::new("openssl")
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("the openssl command (Debian's openssl package)");
-    assert!(out.status.success(), "openssl {args:?}: {out:?}");
-}
-
 /// A server certificate made as the PostgreSQL documentation makes one (`openssl x509 -req`,
 /// which writes X.509 version 1) is served, and psql and the pgyard client verify it against
 /// its root; a key that is not the certificate's is refused when the files are read.
@@ -341,13 +331,9 @@ async fn a_version_1_certificate_is_served_and_verified() {
             "server.crt",
         ],
     );
-    let shown = std::process::Command::new("openssl")
-        .current_dir(d)
-        .args(["x509", "-in", "server.crt", "-noout", "-text"])
-        .output()
-        .expect("openssl x509 -text");
+    let shown = openssl(d, &["x509", "-in", "server.crt", "-noout", "-text"]);
     assert!(
-        String::from_utf8_lossy(&shown.stdout).contains("Version: 1 (0x0)"),
+        shown.contains("Version: 1 (0x0)"),
         "openssl x509 -req no longer writes version 1: the test lost its subject"
     );
     let tls = ProxyTls::from_files(
