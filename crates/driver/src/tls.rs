@@ -187,20 +187,14 @@ impl TlsSettings {
         Ok((Arc::new(config), probe))
     }
 
-    /// The certificates of the root file (or the system's store), each one a trust anchor
-    /// webpki can read.
+    /// The certificates of the root file, each one a trust anchor webpki can read, or the
+    /// system's store.
     fn roots(&self) -> Result<Vec<CertificateDer<'static>>, String> {
         let mut kept = Vec::new();
         match &self.root {
-            RootCert::System => {
-                let found = rustls_native_certs::load_native_certs();
-                for cert in found.certs {
-                    // A malformed system certificate is skipped, as OpenSSL skips it.
-                    if RootCertStore::empty().add(cert.clone()).is_ok() {
-                        kept.push(cert);
-                    }
-                }
-            }
+            // A malformed system certificate is skipped, as OpenSSL skips it (webpki's store
+            // refuses it when `TrustedChain::split` adds it).
+            RootCert::System => kept = rustls_native_certs::load_native_certs().certs,
             RootCert::Unknown => {
                 return Err(format!(
                     "could not get home directory to locate root certificate file\n{ROOT_HINT}"
