@@ -4,7 +4,8 @@
 //! without keyCertSign, digitalSignature, keyEncipherment), `extKeyUsage` (serverAuth,
 //! clientAuth, both), validity (now, expired, not yet valid) and, for the server, names
 //! (a subjectAltName for `localhost`, the Common Name alone, another name); the server sends
-//! the intermediate or not, and the root file holds the root, the intermediate, or both.
+//! the intermediate or not, and the root file holds the root, the intermediate, or both; the
+//! handshake is TLS 1.3 or 1.2.
 //! psql and the blocking adapter, under `verify-ca` and `verify-full`, both connect or both
 //! fail with the same text. The TLS library under libpq is OpenSSL and under pgyard webpki
 //! (and pgyard's own rules where the two differ), so this is where their chain rules meet.
@@ -203,10 +204,13 @@ fn random_chains_verify_as_in_libpq() {
         let mut d = Draw(0x0c4a_1000 + case);
         let (cert, key, root, desc) = chain(&mut d, dir.path(), case);
         serve_certificate(&primary, &cert, &key).expect("the server takes the certificate");
+        // TLS 1.2 checks the certificate's keyUsage against the cipher suite's use of it.
+        let version = if d.chance(30) { "TLSv1.2" } else { "TLSv1.3" };
+        let desc = format!("{desc} {version}");
         for mode in ["verify-ca", "verify-full"] {
             let conninfo = format!(
                 "host=localhost port={} user=postgres dbname=postgres sslmode={mode} \
-                 sslrootcert={root}",
+                 sslrootcert={root} ssl_max_protocol_version={version}",
                 primary.port()
             );
             let theirs = psql_outcome(&conninfo, "select 1").map(drop);

@@ -446,8 +446,51 @@ pub fn handshake_error_text(e: &rustls::Error, host: &str) -> String {
             format!("server certificate does not match host name \"{host}\"")
         }
         rustls::Error::InvalidCertificate(_) => "SSL error: certificate verify failed".to_owned(),
+        rustls::Error::AlertReceived(alert) => match openssl_alert_text(*alert) {
+            Some(text) => format!("SSL error: {text}"),
+            None => format!("SSL error: {e}"),
+        },
         other => format!("SSL error: {other}"),
     }
+}
+
+/// OpenSSL's reason for an alert received from the server (libpq prints OpenSSL's reason).
+fn openssl_alert_text(alert: rustls::AlertDescription) -> Option<&'static str> {
+    use rustls::AlertDescription as A;
+    Some(match alert {
+        A::UnexpectedMessage => "sslv3 alert unexpected message",
+        A::BadRecordMac => "sslv3 alert bad record mac",
+        A::DecryptionFailed => "tlsv1 alert decryption failed",
+        A::RecordOverflow => "tlsv1 alert record overflow",
+        A::DecompressionFailure => "sslv3 alert decompression failure",
+        A::HandshakeFailure => "sslv3 alert handshake failure",
+        A::NoCertificate => "sslv3 alert no certificate",
+        A::BadCertificate => "sslv3 alert bad certificate",
+        A::UnsupportedCertificate => "sslv3 alert unsupported certificate",
+        A::CertificateRevoked => "sslv3 alert certificate revoked",
+        A::CertificateExpired => "sslv3 alert certificate expired",
+        A::CertificateUnknown => "sslv3 alert certificate unknown",
+        A::IllegalParameter => "sslv3 alert illegal parameter",
+        A::UnknownCA => "tlsv1 alert unknown ca",
+        A::AccessDenied => "tlsv1 alert access denied",
+        A::DecodeError => "tlsv1 alert decode error",
+        A::DecryptError => "tlsv1 alert decrypt error",
+        A::ProtocolVersion => "tlsv1 alert protocol version",
+        A::InsufficientSecurity => "tlsv1 alert insufficient security",
+        A::InternalError => "tlsv1 alert internal error",
+        A::InappropriateFallback => "tlsv1 alert inappropriate fallback",
+        A::UserCanceled => "tlsv1 alert user cancelled",
+        A::NoRenegotiation => "tlsv1 alert no renegotiation",
+        A::MissingExtension => "tlsv13 alert missing extension",
+        A::UnsupportedExtension => "tlsv1 unsupported extension",
+        A::CertificateUnobtainable => "tlsv1 certificate unobtainable",
+        A::UnrecognisedName => "tlsv1 unrecognized name",
+        A::BadCertificateStatusResponse => "tlsv1 bad certificate status response",
+        A::BadCertificateHashValue => "tlsv1 bad certificate hash value",
+        A::CertificateRequired => "tlsv13 alert certificate required",
+        A::NoApplicationProtocol => "tlsv1 alert no application protocol",
+        _ => return None,
+    })
 }
 
 /// libpq refuses a key file readable by group or others unless root owns it (0640 at most).
@@ -663,6 +706,27 @@ impl ServerCertVerifier for PgVerifier {
 mod tests {
     use super::*;
     use pgyard_connect::ClientCert;
+
+    #[test]
+    fn alerts_from_the_server_are_worded_as_openssl_words_them() {
+        let text = |a| handshake_error_text(&rustls::Error::AlertReceived(a), "db");
+        assert_eq!(
+            text(rustls::AlertDescription::HandshakeFailure),
+            "SSL error: sslv3 alert handshake failure"
+        );
+        assert_eq!(
+            text(rustls::AlertDescription::UnknownCA),
+            "SSL error: tlsv1 alert unknown ca"
+        );
+        assert_eq!(
+            text(rustls::AlertDescription::CertificateRequired),
+            "SSL error: tlsv13 alert certificate required"
+        );
+        assert_eq!(
+            text(rustls::AlertDescription::Unknown(0xee)),
+            "SSL error: received fatal alert: AlertDescription(0xee)"
+        );
+    }
 
     #[test]
     fn a_certificate_that_does_not_verify_is_authentication_anything_else_transient() {
