@@ -11,6 +11,11 @@
 //! `tokio_postgres_config` connects from a `Config` parsed once, as a pool holding one does.
 //! Run one group with `cargo bench -p pgyard-benches --bench connect -- connect_single`.
 //!
+//! `connect_tls/{pgyard_blocking,pgyard_tokio,libpq}`: the same over TLS with
+//! `sslmode=verify-full` against a CA-signed certificate for `localhost` (the chain checked
+//! by webpki, then by OpenSSL's rules in pgyard, by OpenSSL in libpq), ids taking turns as
+//! above. tokio-postgres is left out: this workspace has no TLS connector for it.
+//!
 //! The failover ids use the host list [hung, hung, refused, primary] with `connect_timeout=2`:
 //! two listeners of this benchmark that accept and never answer, then a port nothing listens
 //! on, then the primary. `pgyard_sequential` (the blocking adapter, libpq's strategy) and
@@ -34,6 +39,7 @@ use criterion::{BenchmarkGroup, Criterion, SamplingMode};
 use pgyard_benches::libpq18::Libpq18;
 use pgyard_blocking::{ConnectOptions, Strategy};
 use pgyard_testkit::cluster::{Auth, Options, Primary, DEFAULT_PASSWORD};
+use pgyard_testkit::fixtures::{pki_tls_options, server_readable_dir, write_pki};
 use pgyard_testkit::postgres;
 
 /// Seed of pgyard's random source, fixed so that no connect draws from the OS.
@@ -363,12 +369,80 @@ fn connect_single(c: &mut Criterion, libpq: &Libpq18) {
     connect_single_group(c, "connect_single_scram", &conninfo, libpq, scram.port());
 }
 
+/// `connect_tls`: single-host connects with TLS and full verification (see the module's
+/// comment), trust authentication.
+fn connect_tls(c: &mut Criterion, libpq: &Libpq18) {
+    let dir = server_readable_dir("pgyard-bench-tls-").expect("a directory");
+    let pki = write_pki(dir.path()).expect("certificates written");
+    let primary = Primary::start(pki_tls_options(&pki)).expect("start a TLS primary");
+    let port = primary.port();
+    let conninfo = format!(
+        "host=localhost port={port} user=postgres dbname=postgres sslmode=verify-full \
+         sslrootcert={} sslcertmode=disable",
+        pki.ca
+    );
+    let options = ConnectOptions::default().seed(SEED);
+    let tokio_options = pgyard_tokio::ConnectOptions::default().seed(SEED);
+    let libpq_c = CString::new(conninfo.as_str()).expect("conninfo holds no NUL byte");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let pgyard_tokio_once = || async {
+        let s = pgyard_tokio::connect_with(&conninfo, &tokio_options)
+            .await
+            .unwrap_or_else(|e| panic!("pgyard-tokio could not connect: {e}"));
+        assert!(pgyard_tokio::SessionInfo::tls(&s), "TLS in use");
+        s.close().await;
+    };
+    let s = pgyard_connect(&conninfo, &options, port);
+    assert!(s.tls(), "TLS in use");
+    s.close();
+    rt.block_on(pgyard_tokio_once());
+    drop(
+        libpq
+            .connect(&libpq_c)
+            .unwrap_or_else(|e| panic!("libpq 18 could not connect: {e}")),
+    );
+    let mut ids: Vec<Id<'_>> = vec![
+        (
+            "pgyard_blocking",
+            Box::new(|| pgyard_connect(&conninfo, &options, port).close()),
+        ),
+        (
+            "pgyard_tokio",
+            Box::new(|| rt.block_on(pgyard_tokio_once())),
+        ),
+        (
+            "libpq",
+            Box::new(|| {
+                let conn = libpq.connect(&libpq_c).expect("libpq 18 connects");
+                black_box(&conn);
+            }),
+        ),
+    ];
+    let names: Vec<&str> = ids.iter().map(|(n, _)| *n).collect();
+    let mut paired = Paired::new(ids.len());
+    let mut group = c.benchmark_group("connect_tls");
+    group
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(4));
+    for (me, own) in names.iter().enumerate() {
+        group.bench_function(*own, |b| {
+            b.iter_custom(|iters| interleaved(&mut ids, &mut paired, me, iters))
+        });
+    }
+    group.finish();
+    paired.report("connect_tls", &names);
+}
+
 fn main() {
     // `criterion_main!` spelled out: its generated `pub fn` would lack a doc comment.
     let mut c = Criterion::default().configure_from_args();
     let install = postgres::ensure_installed().expect("PostgreSQL 18 from pgyard-testkit");
     let libpq = Libpq18::load(&install.libpq).expect("load libpq 18");
     connect_single(&mut c, &libpq);
+    connect_tls(&mut c, &libpq);
     connect_failover(&mut c, &libpq);
     c.final_summary();
 }

@@ -253,6 +253,32 @@ fn after_webpki_name_constraints_are_webpkis_and_the_purpose_is_the_callers() {
         ),
         Err(CertificateError::InvalidPurpose)
     );
+    // A name only one certificate has: after webpki, that is the one webpki's path went
+    // through, its signature already checked, so it is not checked again (alone it is).
+    let lone = |roots: &[&str], mode| {
+        let roots: Vec<_> = roots.iter().map(|n| der(n)).collect();
+        verify_counted(
+            &der("leaf"),
+            &[],
+            &roots,
+            now,
+            &algorithms,
+            ChainPurpose::Server,
+            mode,
+        )
+        .0
+    };
+    assert_eq!(lone(&["other-root"], Mode::AfterWebpki), Ok(()));
+    assert_eq!(
+        lone(&["other-root"], Mode::Alone),
+        Err(CertificateError::BadSignature)
+    );
+    // Two of the name: the signatures pick.
+    assert_eq!(lone(&["other-root", "root"], Mode::AfterWebpki), Ok(()));
+    assert_eq!(
+        lone(&["other-root", "other-root"], Mode::AfterWebpki),
+        Err(CertificateError::BadSignature)
+    );
     assert!(beyond_webpki(der("leaf").as_ref()));
     assert!(
         beyond_webpki(der("int").as_ref()),
