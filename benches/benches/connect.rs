@@ -239,19 +239,24 @@ fn connect_single_group(c: &mut Criterion, name: &str, conninfo: &str, libpq: &L
             Box::new(|| rt.block_on(tokio_postgres_config_once())),
         ),
     ];
+    run_interleaved(c, name, &mut ids);
+}
+
+/// Runs the group `name` of `ids`. Each iteration runs every id (one connect each) and the id
+/// being measured reports only its own connect's time, so it is sampled beside the others
+/// rather than minutes apart: the server's connect cost drifts by more than the differences
+/// between ids. The wall time is as many times what criterion plans for as there are ids; its
+/// warning says so. The paired figures are printed after the group.
+fn run_interleaved(c: &mut Criterion, name: &str, ids: &mut [Id<'_>]) {
     let names: Vec<&str> = ids.iter().map(|(n, _)| *n).collect();
     let mut paired = Paired::new(ids.len());
     let mut group = c.benchmark_group(name);
-    // Each iteration runs every id (one connect each) and the id being measured reports
-    // only its own connect's time, so it is sampled beside the others rather than minutes
-    // apart: the server's connect cost drifts by more than the differences between ids. The
-    // wall time is five times what criterion plans for; its warning says so.
     group
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(4));
     for (me, own) in names.iter().enumerate() {
         group.bench_function(*own, |b| {
-            b.iter_custom(|iters| interleaved(&mut ids, &mut paired, me, iters))
+            b.iter_custom(|iters| interleaved(ids, &mut paired, me, iters))
         });
     }
     group.finish();
@@ -421,19 +426,7 @@ fn connect_tls(c: &mut Criterion, libpq: &Libpq18) {
             }),
         ),
     ];
-    let names: Vec<&str> = ids.iter().map(|(n, _)| *n).collect();
-    let mut paired = Paired::new(ids.len());
-    let mut group = c.benchmark_group("connect_tls");
-    group
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(4));
-    for (me, own) in names.iter().enumerate() {
-        group.bench_function(*own, |b| {
-            b.iter_custom(|iters| interleaved(&mut ids, &mut paired, me, iters))
-        });
-    }
-    group.finish();
-    paired.report("connect_tls", &names);
+    run_interleaved(c, "connect_tls", &mut ids);
 }
 
 fn main() {

@@ -104,6 +104,33 @@ fn issue(ca: &TestCa, dir: &Path, n: usize, case: &Case) -> (Vec<u8>, String, St
     (cert.der().to_vec(), cert_path, key_path)
 }
 
+/// A CA, the certificates of `cases` it signed (written where the server reads them), and a
+/// primary to serve them in turn.
+struct Served {
+    dir: tempfile::TempDir,
+    ca_path: String,
+    issued: Vec<(Vec<u8>, String, String)>,
+    primary: Primary,
+}
+
+fn served(prefix: &str, cases: &[Case]) -> Served {
+    let dir = server_readable_dir(prefix).expect("a directory");
+    let ca = TestCa::new(&format!("{prefix}CA")).expect("CA");
+    let ca_path = write_for_server(dir.path(), "ca.crt", &ca.cert.pem(), 0o644).expect("written");
+    let issued = cases
+        .iter()
+        .enumerate()
+        .map(|(n, case)| issue(&ca, dir.path(), n, case))
+        .collect();
+    let primary = Primary::start(Options::default()).expect("primary");
+    Served {
+        dir,
+        ca_path,
+        issued,
+        primary,
+    }
+}
+
 /// The two kinds of host name libpq tells apart (an IP address turns off the Common Name
 /// fallback only when an iPAddress SAN exists), neither of which any certificate here names.
 const HOSTS: [(&str, &str); 2] = [
@@ -115,16 +142,13 @@ const HOSTS: [(&str, &str); 2] = [
 /// words from the certificate's names, and the one pgyard gives when it connects.
 #[test]
 fn verify_full_name_mismatch_texts_match_psql() {
-    let dir = server_readable_dir("pgyard-tls-names-").expect("a directory");
-    let ca = TestCa::new("pgyard tls_names CA").expect("CA");
-    let ca_path = write_for_server(dir.path(), "ca.crt", &ca.cert.pem(), 0o644).expect("written");
     let cases = cases();
-    let issued: Vec<_> = cases
-        .iter()
-        .enumerate()
-        .map(|(n, case)| issue(&ca, dir.path(), n, case))
-        .collect();
-    let primary = Primary::start(Options::default()).expect("primary");
+    let Served {
+        dir: _dir,
+        ca_path,
+        issued,
+        primary,
+    } = served("pgyard-tls-names-", &cases);
     let port = primary.port();
 
     let mut differences = Vec::new();
@@ -234,16 +258,13 @@ const ACCEPTANCE_HOSTS: [&str; 9] = [
 /// without subjectAltNames).
 #[test]
 fn verify_full_accepts_the_names_libpq_accepts() {
-    let dir = server_readable_dir("pgyard-tls-accept-").expect("a directory");
-    let ca = TestCa::new("pgyard tls_names acceptance CA").expect("CA");
-    let ca_path = write_for_server(dir.path(), "ca.crt", &ca.cert.pem(), 0o644).expect("written");
     let cases = acceptance_cases();
-    let issued: Vec<_> = cases
-        .iter()
-        .enumerate()
-        .map(|(n, case)| issue(&ca, dir.path(), n, case))
-        .collect();
-    let primary = Primary::start(Options::default()).expect("primary");
+    let Served {
+        dir: _dir,
+        ca_path,
+        issued,
+        primary,
+    } = served("pgyard-tls-accept-", &cases);
     let port = primary.port();
 
     let mut differences = Vec::new();
