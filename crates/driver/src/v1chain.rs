@@ -159,8 +159,8 @@ fn verify_counted(
         return (Ok(()), 0);
     }
     let chain = Chain {
-        intermediates: &intermediates[..intermediates.len().min(MAX_INTERMEDIATES)],
-        roots,
+        intermediates: parsed(&intermediates[..intermediates.len().min(MAX_INTERMEDIATES)]),
+        roots: parsed(roots),
         now,
         algorithms,
         purpose,
@@ -171,9 +171,10 @@ fn verify_counted(
     (result, MAX_SIGNATURES - chain.budget.get())
 }
 
-struct Chain<'a, 'b> {
-    intermediates: &'a [CertificateDer<'b>],
-    roots: &'a [CertificateDer<'static>],
+struct Chain<'a> {
+    /// Parsed once (the search visits them at every step); unreadable ones left out.
+    intermediates: Vec<Cert<'a>>,
+    roots: Vec<Cert<'a>>,
     now: UnixTime,
     algorithms: &'a WebPkiSupportedAlgorithms,
     purpose: ChainPurpose,
@@ -182,7 +183,7 @@ struct Chain<'a, 'b> {
     budget: std::cell::Cell<u32>,
 }
 
-impl Chain<'_, '_> {
+impl Chain<'_> {
     /// Finds an issuer for `cert` (which has `below` CA certificates under it) that signed
     /// it, is a CA that may issue at that depth, and reaches a root.
     fn issue(&self, cert: &Cert<'_>, below: usize) -> Result<(), CertificateError> {
@@ -191,14 +192,11 @@ impl Chain<'_, '_> {
         // webpki's path went through, whose signature webpki has checked; where several
         // share the name, the signatures pick the path.
         let check_signature = self.mode == Mode::Alone || self.named(cert.issuer) > 1;
-        for root in self.roots {
-            let Some(issuer) = Cert::parse(root.as_ref()) else {
-                continue;
-            };
+        for issuer in &self.roots {
             if issuer.subject != cert.issuer {
                 continue;
             }
-            match self.signed_by_ca(cert, &issuer, below, check_signature) {
+            match self.signed_by_ca(cert, issuer, below, check_signature) {
                 Ok(()) => return Ok(()),
                 Err(e) => error = e,
             }
@@ -206,16 +204,13 @@ impl Chain<'_, '_> {
         if below + 1 >= MAX_DEPTH {
             return Err(error);
         }
-        for der in self.intermediates {
-            let Some(issuer) = Cert::parse(der.as_ref()) else {
-                continue;
-            };
+        for issuer in &self.intermediates {
             if issuer.subject != cert.issuer || issuer.subject == cert.subject {
                 continue;
             }
             match self
-                .signed_by_ca(cert, &issuer, below, check_signature)
-                .and_then(|()| self.issue(&issuer, below + 1))
+                .signed_by_ca(cert, issuer, below, check_signature)
+                .and_then(|()| self.issue(issuer, below + 1))
             {
                 Ok(()) => return Ok(()),
                 Err(e) => error = e,
@@ -228,8 +223,8 @@ impl Chain<'_, '_> {
     fn named(&self, name: &[u8]) -> usize {
         self.roots
             .iter()
-            .chain(self.intermediates.iter().map(|c| c as &CertificateDer<'_>))
-            .filter(|c| Cert::parse(c.as_ref()).is_some_and(|c| c.subject == name))
+            .chain(&self.intermediates)
+            .filter(|c| c.subject == name)
             .count()
     }
 
@@ -564,6 +559,14 @@ impl Extensions {
             _ => Ok(()),
         }
     }
+}
+
+/// The certificates this reader can read, parsed.
+fn parsed<'a>(certs: &'a [CertificateDer<'_>]) -> Vec<Cert<'a>> {
+    certs
+        .iter()
+        .filter_map(|c| Cert::parse(c.as_ref()))
+        .collect()
 }
 
 /// The contents of the next element of `input`, which must have `tag`.
