@@ -43,6 +43,10 @@ pub struct CertificateNames {
     common_name: Option<Vec<u8>>,
 }
 
+/// [`CertificateNames::parts`]: the DNS (`true`) and IP subjectAltNames, the Common Name.
+#[cfg(feature = "fuzzing")]
+pub(crate) type NameParts<'a> = (Vec<(bool, &'a [u8])>, Option<&'a [u8]>);
+
 /// One subjectAltName libpq examines; the other kinds (e-mail, URI, directory name, …) it skips.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum SanName {
@@ -130,6 +134,22 @@ impl CertificateNames {
                 if others == 1 { "" } else { "s" }
             ),
         })
+    }
+
+    /// The DNS (`true`) and IP (`false`) subjectAltNames in order, and the Common Name's
+    /// bytes: what the differential fuzz target compares with another X.509 reader.
+    #[cfg(feature = "fuzzing")]
+    pub(crate) fn parts(&self) -> NameParts<'_> {
+        let sans = self
+            .sans
+            .iter()
+            .filter_map(|s| match s {
+                SanName::Dns(n) => Some((true, n.as_slice())),
+                SanName::Ip(a) => Some((false, a.as_slice())),
+                SanName::IpText(_) => None,
+            })
+            .collect();
+        (sans, self.common_name.as_deref())
     }
 
     /// The names in webpki's error: the subjectAltNames, but not the Common Name.

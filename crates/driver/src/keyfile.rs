@@ -50,11 +50,35 @@ pub(crate) fn load(
         return Err(fail(&format!("file too large ({size} bytes)")));
     }
     let bytes = std::fs::read(path).map_err(|e| fail(&e.to_string()))?;
+    decode(bytes, password, &Limits::FILE).map_err(|r| fail(&r))
+}
+
+/// What a key file may ask of the key derivation.
+pub(crate) struct Limits {
+    pub(crate) pbkdf2_iterations: u32,
+    pub(crate) scrypt_memory: u64,
+}
+
+impl Limits {
+    /// The bounds for a key file (OpenSSL's scrypt bound; PBKDF2 bounded to seconds).
+    pub(crate) const FILE: Limits = Limits {
+        pbkdf2_iterations: MAX_PBKDF2_ITERATIONS,
+        scrypt_memory: MAX_SCRYPT_MEMORY,
+    };
+}
+
+/// A key file's contents decoded (and decrypted with `password`) as [`load`] decodes them;
+/// the error is OpenSSL's reason alone.
+pub(crate) fn decode(
+    bytes: Vec<u8>,
+    password: Option<&KeyPassword>,
+    limits: &Limits,
+) -> Result<PrivateKeyDer<'static>, String> {
     match first_key_block(&bytes) {
-        Some(block) => decode_block(&block, password).map_err(|r| fail(&r)),
+        Some(block) => decode_block(&block, password, limits),
         // libpq tries the file as DER when PEM finds nothing, and reports the PEM error if
         // that fails too.
-        None => PrivateKeyDer::try_from(bytes).map_err(|_| fail("no start line")),
+        None => PrivateKeyDer::try_from(bytes).map_err(|_| "no start line".to_owned()),
     }
 }
 
@@ -123,12 +147,13 @@ fn is_key_label(label: &str) -> bool {
 fn decode_block(
     block: &PemBlock,
     password: Option<&KeyPassword>,
+    limits: &Limits,
 ) -> Result<PrivateKeyDer<'static>, String> {
     let der = base64::engine::general_purpose::STANDARD
         .decode(block.body.as_bytes())
         .map_err(|_| "bad base64 decode".to_owned())?;
     if block.label == "ENCRYPTED PRIVATE KEY" {
-        return decrypt_pkcs8(&der, need(password)?).map(PrivateKeyDer::Pkcs8);
+        return decrypt_pkcs8(&der, need(password)?, limits).map(PrivateKeyDer::Pkcs8);
     }
     let header = |name: &str| {
         block
@@ -162,15 +187,19 @@ fn need(password: Option<&KeyPassword>) -> Result<&[u8], String> {
 }
 
 /// A PKCS#8 `EncryptedPrivateKeyInfo` decrypted into a PKCS#8 `PrivateKeyInfo`.
-fn decrypt_pkcs8(der: &[u8], password: &[u8]) -> Result<PrivatePkcs8KeyDer<'static>, String> {
+fn decrypt_pkcs8(
+    der: &[u8],
+    password: &[u8],
+    limits: &Limits,
+) -> Result<PrivatePkcs8KeyDer<'static>, String> {
     let info = EncryptedPrivateKeyInfoRef::try_from(der)
         .map_err(|e| format!("unsupported encrypted key ({e})"))?;
     if let EncryptionScheme::Pbes2(params) = &info.encryption_algorithm {
         match &params.kdf {
-            Kdf::Pbkdf2(p) if p.iteration_count > MAX_PBKDF2_ITERATIONS => {
+            Kdf::Pbkdf2(p) if p.iteration_count > limits.pbkdf2_iterations => {
                 return Err(format!(
-                    "PBKDF2 iteration count {} above the limit of {MAX_PBKDF2_ITERATIONS}",
-                    p.iteration_count
+                    "PBKDF2 iteration count {} above the limit of {}",
+                    p.iteration_count, limits.pbkdf2_iterations
                 ))
             }
             Kdf::Scrypt(p) => {
@@ -178,7 +207,7 @@ fn decrypt_pkcs8(der: &[u8], password: &[u8]) -> Result<PrivatePkcs8KeyDer<'stat
                     .saturating_mul(u64::from(p.block_size))
                     .saturating_mul(p.cost_parameter)
                     .saturating_mul(u64::from(p.parallelization.max(1)));
-                if memory > MAX_SCRYPT_MEMORY {
+                if memory > limits.scrypt_memory {
                     return Err("memory limit exceeded".to_owned());
                 }
             }

@@ -51,6 +51,8 @@ mod env;
 mod environ;
 mod error;
 mod frames;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 mod info;
 mod keyfile;
 mod keylog;

@@ -139,7 +139,7 @@ pub(crate) fn policy(
 }
 
 /// [`verify`], and how many signatures it checked.
-fn verify_counted(
+pub(crate) fn verify_counted(
     leaf: &CertificateDer<'_>,
     intermediates: &[CertificateDer<'_>],
     roots: &[CertificateDer<'static>],
@@ -259,10 +259,23 @@ pub(crate) fn verify_handshake_signature(
     algorithms: &WebPkiSupportedAlgorithms,
     tls13: bool,
 ) -> Result<HandshakeSignatureValid, rustls::Error> {
+    verify_scheme_signature(der, message, dss.scheme, dss.signature(), algorithms, tls13)
+}
+
+/// [`verify_handshake_signature`] with the scheme and the signature apart (rustls makes a
+/// `DigitallySignedStruct` only inside itself; the fuzz target draws both).
+pub(crate) fn verify_scheme_signature(
+    der: &[u8],
+    message: &[u8],
+    scheme: SignatureScheme,
+    signature: &[u8],
+    algorithms: &WebPkiSupportedAlgorithms,
+    tls13: bool,
+) -> Result<HandshakeSignatureValid, rustls::Error> {
     let unadvertised =
         || rustls::Error::PeerMisbehaved(PeerMisbehaved::SignedHandshakeWithUnadvertisedSigScheme);
     let tls13_scheme = matches!(
-        dss.scheme,
+        scheme,
         SignatureScheme::ECDSA_NISTP256_SHA256
             | SignatureScheme::ECDSA_NISTP384_SHA384
             | SignatureScheme::ECDSA_NISTP521_SHA512
@@ -281,7 +294,7 @@ pub(crate) fn verify_handshake_signature(
     let (_, candidates) = algorithms
         .mapping
         .iter()
-        .find(|(scheme, _)| *scheme == dss.scheme)
+        .find(|(s, _)| *s == scheme)
         .ok_or_else(unadvertised)?;
     let alg = candidates
         .iter()
@@ -294,7 +307,7 @@ pub(crate) fn verify_handshake_signature(
                 },
             )
         })?;
-    alg.verify_signature(cert.key, message, dss.signature())
+    alg.verify_signature(cert.key, message, signature)
         .map(|()| HandshakeSignatureValid::assertion())
         .map_err(|_| rustls::Error::InvalidCertificate(CertificateError::BadSignature))
 }
@@ -325,31 +338,31 @@ fn verify_signature(
 }
 
 /// The parts of a certificate the chain needs, borrowed from its DER.
-struct Cert<'a> {
+pub(crate) struct Cert<'a> {
     /// The whole `tbsCertificate` element: what the signature covers.
-    tbs: &'a [u8],
+    pub(crate) tbs: &'a [u8],
     /// The contents of `signatureAlgorithm`.
-    signature_alg: &'a [u8],
+    pub(crate) signature_alg: &'a [u8],
     /// `signatureValue`'s bits.
-    signature: &'a [u8],
+    pub(crate) signature: &'a [u8],
     /// 0 for version 1, 2 for version 3.
-    version: u8,
+    pub(crate) version: u8,
     /// The whole `issuer` and `subject` elements (compared byte for byte, as webpki does).
-    issuer: &'a [u8],
-    subject: &'a [u8],
-    not_before: i64,
-    not_after: i64,
+    pub(crate) issuer: &'a [u8],
+    pub(crate) subject: &'a [u8],
+    pub(crate) not_before: i64,
+    pub(crate) not_after: i64,
     /// The contents of the key's `AlgorithmIdentifier`, and its bits.
-    key_alg: &'a [u8],
-    key: &'a [u8],
+    pub(crate) key_alg: &'a [u8],
+    pub(crate) key: &'a [u8],
     /// The whole `subjectPublicKeyInfo` element.
-    spki: &'a [u8],
+    pub(crate) spki: &'a [u8],
     /// The contents of the `extensions` SEQUENCE.
-    extensions: Option<&'a [u8]>,
+    pub(crate) extensions: Option<&'a [u8]>,
 }
 
 impl<'a> Cert<'a> {
-    fn parse(der: &'a [u8]) -> Option<Cert<'a>> {
+    pub(crate) fn parse(der: &'a [u8]) -> Option<Cert<'a>> {
         let mut outer = der;
         let mut cert = expect(&mut outer, SEQUENCE)?;
         if !outer.is_empty() {
@@ -419,7 +432,7 @@ impl<'a> Cert<'a> {
     }
 
     /// The extensions OpenSSL's chain rules read.
-    fn extensions(&self) -> Result<Extensions, CertificateError> {
+    pub(crate) fn extensions(&self) -> Result<Extensions, CertificateError> {
         let bad = CertificateError::BadEncoding;
         let mut out = Extensions::default();
         let Some(mut list) = self.extensions else {
@@ -451,8 +464,8 @@ impl<'a> Cert<'a> {
                     out.basic = Some((ca, path_len));
                 }
                 OID_KEY_USAGE => {
-                    let usage = bits(expect(&mut value, BIT_STRING).ok_or(bad.clone())?);
-                    out.key_usage = Some(usage.and_then(|u| u.first().copied()).unwrap_or(0));
+                    let usage = expect(&mut value, BIT_STRING).ok_or(bad.clone())?;
+                    out.key_usage = Some(key_usage_byte(usage));
                 }
                 OID_EXT_KEY_USAGE => {
                     let mut oids = expect(&mut value, SEQUENCE).ok_or(bad.clone())?;
@@ -532,22 +545,22 @@ const KU_SERVER: u8 = 0x80 | 0x20 | 0x08;
 /// adds over a chain webpki has passed (name constraints and critical extensions are
 /// webpki's there).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Mode {
+pub(crate) enum Mode {
     Alone,
     AfterWebpki,
 }
 
 /// The extensions of one certificate that OpenSSL's chain rules read.
 #[derive(Debug, Default)]
-struct Extensions {
+pub(crate) struct Extensions {
     /// basicConstraints: cA and the path length.
-    basic: Option<(bool, Option<usize>)>,
+    pub(crate) basic: Option<(bool, Option<usize>)>,
     /// keyUsage's first byte.
-    key_usage: Option<u8>,
+    pub(crate) key_usage: Option<u8>,
     /// extKeyUsage: whether it names serverAuth, clientAuth.
-    ext_key_usage: Option<(bool, bool)>,
+    pub(crate) ext_key_usage: Option<(bool, bool)>,
     /// Name constraints or an unknown critical extension.
-    unchecked: bool,
+    pub(crate) unchecked: bool,
 }
 
 impl Extensions {
@@ -590,6 +603,17 @@ fn bits(contents: &[u8]) -> Option<&[u8]> {
         // keyUsage may leave bits unused in its last byte.
         Some((n, rest)) if *n < 8 && !rest.is_empty() => Some(rest),
         _ => None,
+    }
+}
+
+/// keyUsage's first byte from its BIT STRING's contents, with the bits the encoding marks
+/// unused cleared, as OpenSSL clears them when it reads a BIT STRING (so a stray bit there
+/// grants nothing); 0 for a malformed one, which grants nothing either.
+fn key_usage_byte(contents: &[u8]) -> u8 {
+    match bits(contents) {
+        Some([only]) => only & (0xff << contents[0]),
+        Some([first, ..]) => *first,
+        _ => 0,
     }
 }
 

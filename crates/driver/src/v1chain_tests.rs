@@ -286,3 +286,19 @@ fn after_webpki_name_constraints_are_webpkis_and_the_purpose_is_the_callers() {
     );
     assert!(!beyond_webpki(der("int-notca").as_ref()));
 }
+
+#[test]
+fn key_usage_ignores_the_bits_its_encoding_marks_unused() {
+    // `03 02 05 a8`: three bits used (digitalSignature, nonRepudiation, keyEncipherment as
+    // 1, 0, 1), a stray keyAgreement bit among the five unused ones: OpenSSL clears it.
+    assert_eq!(key_usage_byte(&[5, 0xa8]), 0xa0);
+    // One bit used, the rest stray: nothing a server may use the key for.
+    assert_eq!(key_usage_byte(&[7, 0x08]), 0x00);
+    assert_eq!(key_usage_byte(&[0, 0x84]), 0x84);
+    // Two bytes (decipherOnly set): the unused bits are in the second.
+    assert_eq!(key_usage_byte(&[7, 0x05, 0x80]), 0x05);
+    // Malformed: grants nothing.
+    assert_eq!(key_usage_byte(&[8, 0xff]), 0);
+    assert_eq!(key_usage_byte(&[3]), 0);
+    assert_eq!(key_usage_byte(&[]), 0);
+}
