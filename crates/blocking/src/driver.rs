@@ -323,7 +323,10 @@ pub(crate) enum Next {
 
 /// Whether `ev` ends the worker's reading (the connection is gone or unusable).
 pub(crate) fn ends(ev: &Event) -> bool {
-    matches!(ev, Event::Closed { .. } | Event::TlsFailed { .. })
+    matches!(
+        ev,
+        Event::Closed { .. } | Event::Broken { .. } | Event::TlsFailed { .. }
+    )
 }
 
 /// Whether the worker may wait on the socket: not while TLS has bytes to write or plaintext
@@ -359,8 +362,8 @@ pub(crate) fn read_step(
                 bytes: buf[..n].to_vec(),
             }),
             Err(e) if is_timeout(&e) => Next::Again,
-            // EOF, a reset, or a TLS peer dropping TCP without close_notify.
-            _ => Next::Report(Event::Closed { attempt }),
+            // EOF, a reset, or a TLS peer dropping TCP without close_notify; an alert.
+            failed => Next::Report(tls::read_failed(attempt, failed.as_ref().err())),
         },
     }
 }

@@ -143,6 +143,18 @@ pub enum Event {
         /// The attempt.
         attempt: AttemptId,
     },
+    /// The connection broke with an error libpq words in its own way, where it would not
+    /// say the server closed the connection: after the TLS handshake, an alert from the
+    /// server (`SSL error: tlsv1 alert unknown ca` when the server refuses the client's
+    /// certificate, which TLS 1.3 tells only after the client's handshake is done). The
+    /// machine ends the attempt as for [`Event::Closed`], with `message` in place of libpq's
+    /// text for a closed connection.
+    Broken {
+        /// The attempt.
+        attempt: AttemptId,
+        /// libpq's text, without a trailing newline.
+        message: String,
+    },
     /// The TLS handshake of [`Action::StartTls`] completed. The machine still refuses the
     /// connection when the ALPN selection is not what libpq accepts.
     TlsEstablished {

@@ -75,6 +75,7 @@ impl AttemptLog {
                 attempt, message, ..
             } => self.end(*attempt, || message.trim_end().to_owned(), at),
             Event::Closed { attempt } => self.end(*attempt, || "closed by server".to_owned(), at),
+            Event::Broken { attempt, message } => self.end(*attempt, || message.clone(), at),
             _ => {}
         }
     }

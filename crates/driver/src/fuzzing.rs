@@ -7,7 +7,11 @@
 //! `x509-cert` (a strict DER reader) takes a certificate, pgyard's readers must take it too
 //! and find the same version, names, validity, key, signature and the extension values the
 //! chain rules read. pgyard may take more than `x509-cert` (OpenSSL does: times before 1970,
-//! long serial numbers), never less or differently.
+//! long serial numbers), never less or differently. And wherever webpki reads an end
+//! certificate whose validity and key are well-formed (webpki reads those two only when it
+//! verifies a chain), pgyard's reader must read it too: the chain rules run over every chain
+//! webpki passes, so a certificate only webpki could read would make pgyard refuse a server
+//! libpq accepts.
 
 use std::time::Duration;
 
@@ -140,6 +144,14 @@ pub fn certificate(der: &[u8]) -> bool {
     for secs in NOW {
         let _ = v1chain::valid_at(der, UnixTime::since_unix_epoch(Duration::from_secs(secs)));
     }
+    if webpki::EndEntityCert::try_from(&CertificateDer::from(der)).is_ok()
+        && validity_and_key_read(der)
+    {
+        assert!(
+            cert.is_some(),
+            "webpki reads the end certificate, pgyard does not"
+        );
+    }
     let names = CertificateNames::from_der(der);
     if let Some(names) = &names {
         for host in HOSTS {
@@ -157,6 +169,38 @@ pub fn certificate(der: &[u8]) -> bool {
         return true;
     }
     false
+}
+
+/// Whether the certificate's validity and its key are well-formed as `x509-cert` reads them:
+/// webpki reads a certificate's validity and key only when it verifies a chain, so its
+/// reading the rest says nothing about them (no chain verifies with a malformed one).
+fn validity_and_key_read(der: &[u8]) -> bool {
+    fn next(input: &[u8]) -> Option<(&[u8], &[u8])> {
+        let (_, _, after) = pgyard_wire::der::element(input).ok()?;
+        Some((&input[..input.len() - after.len()], after))
+    }
+    fn contents(input: &[u8]) -> Option<&[u8]> {
+        pgyard_wire::der::element(input).ok().map(|(_, c, _)| c)
+    }
+    let parts = (|| {
+        let tbs = contents(contents(der)?)?;
+        let mut rest = tbs;
+        if rest.first() == Some(&0xa0) {
+            rest = next(rest)?.1;
+        }
+        // The serial number, the signature algorithm and the issuer come first.
+        for _ in 0..3 {
+            rest = next(rest)?.1;
+        }
+        let (validity, rest) = next(rest)?;
+        let (_subject, rest) = next(rest)?;
+        let (key, _) = next(rest)?;
+        Some((validity, key))
+    })();
+    parts.is_some_and(|(validity, key)| {
+        x509_cert::time::Validity::<x509_cert::certificate::Rfc5280>::from_der(validity).is_ok()
+            && x509_cert::spki::SubjectPublicKeyInfoOwned::from_der(key).is_ok()
+    })
 }
 
 /// The whole DER of a part of a certificate `x509-cert` wrote back byte for byte.

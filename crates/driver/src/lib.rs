@@ -45,6 +45,7 @@
 pub mod attempts;
 mod certnames;
 mod client_cert;
+mod client_chain;
 pub mod core;
 mod crl;
 mod env;

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 pub use crate::client_cert::CertProbe;
 use crate::client_cert::{ProbingResolver, VersionWatch};
+use crate::client_chain;
 use crate::crl::CrlSource;
 use crate::keyfile::{self, KeyPassword};
 use crate::keylog::KeyLogFile;
@@ -129,10 +130,14 @@ impl TlsSettings {
         let no_list_found = crls.as_ref().is_some_and(Vec::is_empty);
         let revocation = crls.is_some();
         let mut chain = TrustedChain::default();
+        // What OpenSSL's store holds: where a client certificate's chain is completed from.
+        let mut trusted_certs = Vec::new();
         let inner = match verify {
             TlsVerify::None => None,
             TlsVerify::Ca | TlsVerify::Full => {
-                let (store, trusted) = TrustedChain::split(self.roots()?, UnixTime::now());
+                let roots = self.roots()?;
+                trusted_certs.clone_from(&roots);
+                let (store, trusted) = TrustedChain::split(roots, UnixTime::now());
                 chain = trusted;
                 let mut b =
                     WebPkiServerVerifier::builder_with_provider(Arc::new(store), provider.clone());
@@ -164,7 +169,12 @@ impl TlsSettings {
             .with_custom_certificate_verifier(verifier);
         let identity = match self.client_identity()? {
             Some((chain, key, key_path)) => Some(Arc::new(
-                certified_key(chain, key, builder.crypto_provider()).map_err(|e| {
+                certified_key(
+                    client_chain::complete(chain, &trusted_certs, UnixTime::now()),
+                    key,
+                    builder.crypto_provider(),
+                )
+                .map_err(|e| {
                     // OpenSSL compares the keys as it loads the key file, so libpq words a
                     // mismatch as a failed load.
                     let reason = match e {
@@ -451,6 +461,22 @@ pub fn handshake_error_text(e: &rustls::Error, host: &str) -> String {
             None => format!("SSL error: {e}"),
         },
         other => format!("SSL error: {other}"),
+    }
+}
+
+/// What a failed read of a connection tells the machine: an alert the server sent after the
+/// handshake (a client certificate refused, which TLS 1.3 tells only then) is libpq's `SSL
+/// error: …` ([`Event::Broken`]); anything else — EOF, a reset — is [`Event::Closed`].
+pub fn read_failed(attempt: AttemptId, e: Option<&std::io::Error>) -> Event {
+    let tls = e
+        .and_then(|e| e.get_ref())
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>());
+    match tls {
+        Some(alert @ rustls::Error::AlertReceived(_)) => Event::Broken {
+            attempt,
+            message: handshake_error_text(alert, ""),
+        },
+        _ => Event::Closed { attempt },
     }
 }
 

@@ -42,6 +42,10 @@ const OID_BASIC_CONSTRAINTS: &[u8] = &[0x55, 0x1d, 0x13];
 const OID_KEY_USAGE: &[u8] = &[0x55, 0x1d, 0x0f];
 const OID_EXT_KEY_USAGE: &[u8] = &[0x55, 0x1d, 0x25];
 const OID_NAME_CONSTRAINTS: &[u8] = &[0x55, 0x1d, 0x1e];
+const OID_AUTHORITY_KEY_ID: &[u8] = &[0x55, 0x1d, 0x23];
+const OID_SUBJECT_KEY_ID: &[u8] = &[0x55, 0x1d, 0x0e];
+/// authorityKeyIdentifier's `[0] IMPLICIT KeyIdentifier`.
+const KEY_IDENTIFIER: u8 = 0x80;
 /// 1.3.6.1.5.5.7.3.1, id-kp-serverAuth.
 const OID_SERVER_AUTH: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x01];
 /// 1.3.6.1.5.5.7.3.2, id-kp-clientAuth.
@@ -338,6 +342,7 @@ fn verify_signature(
 }
 
 /// The parts of a certificate the chain needs, borrowed from its DER.
+#[derive(Clone)]
 pub(crate) struct Cert<'a> {
     /// The whole `tbsCertificate` element: what the signature covers.
     pub(crate) tbs: &'a [u8],
@@ -418,6 +423,42 @@ impl<'a> Cert<'a> {
             spki,
             extensions,
         })
+    }
+
+    /// Whether `now` is within the certificate's validity.
+    pub(crate) fn within_validity(&self, now: UnixTime) -> bool {
+        self.check_time(now).is_ok()
+    }
+
+    /// The value (the OCTET STRING's contents) of the extension `oid`, if present once or
+    /// more (the first).
+    fn extension(&self, oid: &[u8]) -> Option<&'a [u8]> {
+        let mut list = self.extensions?;
+        while !list.is_empty() {
+            let mut ext = expect(&mut list, SEQUENCE)?;
+            let id = expect(&mut ext, OID)?;
+            if ext.first() == Some(&BOOLEAN) {
+                expect(&mut ext, BOOLEAN)?;
+            }
+            let value = expect(&mut ext, OCTET_STRING)?;
+            if id == oid {
+                return Some(value);
+            }
+        }
+        None
+    }
+
+    /// The `keyIdentifier` of the authorityKeyIdentifier extension.
+    pub(crate) fn authority_key_id(&self) -> Option<&'a [u8]> {
+        let mut value = self.extension(OID_AUTHORITY_KEY_ID)?;
+        let mut akid = expect(&mut value, SEQUENCE)?;
+        expect(&mut akid, KEY_IDENTIFIER)
+    }
+
+    /// The subjectKeyIdentifier extension's identifier.
+    pub(crate) fn subject_key_id(&self) -> Option<&'a [u8]> {
+        let mut value = self.extension(OID_SUBJECT_KEY_ID)?;
+        expect(&mut value, OCTET_STRING)
     }
 
     fn check_time(&self, now: UnixTime) -> Result<(), CertificateError> {

@@ -123,6 +123,16 @@ impl TestCa {
         crl.pem().map_err(io::Error::other)
     }
 
+    /// An intermediate CA under this one, whose subject's Common Name is `name`.
+    pub fn intermediate(&self, name: &str) -> io::Result<TestCa> {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa};
+        let mut params = CertificateParams::new(Vec::<String>::new()).map_err(io::Error::other)?;
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        let (cert, key) = self.sign(params)?;
+        Ok(TestCa { cert, key })
+    }
+
     /// A certificate for `params`, signed by this CA, with its new key.
     pub fn sign(
         &self,

@@ -4,6 +4,7 @@
 //! parsing, and starts primaries and streaming standbys on free loopback ports as an
 //! unprivileged user.
 
+pub mod client_chain;
 pub mod cluster;
 pub mod draw;
 pub mod fixtures;

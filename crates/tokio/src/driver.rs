@@ -176,10 +176,11 @@ async fn worker(
                             buf.clear();
                             Event::Received { attempt, bytes }
                         }
-                        // EOF, a reset, or a TLS peer dropping TCP without close_notify.
-                        _ => {
+                        // EOF, a reset, or a TLS peer dropping TCP without close_notify;
+                        // an alert.
+                        failed => {
                             eof = true;
-                            Event::Closed { attempt }
+                            tls::read_failed(attempt, failed.as_ref().err())
                         }
                     };
                     if !report(ev) {

@@ -258,10 +258,10 @@ impl Attempts {
                     attempt: c.attempt,
                     bytes: rb.filled().to_vec(),
                 },
-                // EOF, a reset, or a TLS peer dropping TCP without close_notify.
-                Poll::Ready(_) => {
+                // EOF, a reset, or a TLS peer dropping TCP without close_notify; an alert.
+                Poll::Ready(failed) => {
                     c.ended = true;
-                    Event::Closed { attempt: c.attempt }
+                    tls::read_failed(c.attempt, failed.as_ref().err())
                 }
             };
             self.events.push_back(ev);

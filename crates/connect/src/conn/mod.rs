@@ -347,21 +347,36 @@ impl Conn {
 
     /// The server closed the connection.
     pub(crate) fn closed(&mut self) -> Verdict {
+        if matches!(self.state, State::Tls) {
+            return self.end_tls("SSL SYSCALL error: EOF detected", FailureKind::Transient);
+        }
+        self.lost(EOF_MESSAGE)
+    }
+
+    /// The connection broke with `message` (libpq's text; see `Event::Broken`).
+    pub(crate) fn broke(&mut self, message: &str) -> Verdict {
+        if matches!(self.state, State::Tls) {
+            return self.end_tls(message, FailureKind::Transient);
+        }
+        let mut m = message.trim_end_matches('\n').to_owned();
+        m.push('\n');
+        self.lost(&m)
+    }
+
+    /// The connection is gone, `message` saying why.
+    fn lost(&mut self, message: &str) -> Verdict {
         match self.state {
-            State::Finished => Verdict::Pending,
-            State::Connecting => {
-                self.fail(FailClass::NextAddr, FailureKind::Transient, EOF_MESSAGE)
-            }
-            State::Tls => self.end_tls("SSL SYSCALL error: EOF detected", FailureKind::Transient),
+            State::Finished | State::Tls => Verdict::Pending,
+            State::Connecting => self.fail(FailClass::NextAddr, FailureKind::Transient, message),
             State::AwaitCheck { query, .. } => {
-                self.messages.push_str(EOF_MESSAGE);
+                self.messages.push_str(message);
                 self.fail(
                     FailClass::Mismatch,
                     FailureKind::Transient,
                     query.failed_line(),
                 )
             }
-            _ => self.fail(FailClass::Abort, FailureKind::Transient, EOF_MESSAGE),
+            _ => self.fail(FailClass::Abort, FailureKind::Transient, message),
         }
     }
 

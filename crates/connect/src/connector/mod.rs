@@ -214,6 +214,9 @@ impl Connector {
                 self.with_run(now, attempt, |c, out| c.received(bytes, out))
             }
             Event::Closed { attempt } => self.with_run(now, attempt, |c, _| c.closed()),
+            Event::Broken { attempt, message } => {
+                self.with_run(now, attempt, |c, _| c.broke(&message))
+            }
             Event::TlsEstablished {
                 attempt,
                 server_end_point,
