@@ -136,7 +136,10 @@ impl TlsSettings {
             TlsVerify::None => None,
             TlsVerify::Ca | TlsVerify::Full => {
                 let roots = self.roots()?;
-                trusted_certs.clone_from(&roots);
+                // Only where a client certificate may be sent (a system store holds hundreds).
+                if self.client_cert && self.cert.as_deref().is_some_and(Path::is_file) {
+                    trusted_certs.clone_from(&roots);
+                }
                 let (store, trusted) = TrustedChain::split(roots, UnixTime::now());
                 chain = trusted;
                 let mut b =
