@@ -173,7 +173,7 @@ impl TlsSettings {
         let identity = match self.client_identity()? {
             Some((chain, key, key_path)) => Some(Arc::new(
                 certified_key(
-                    client_chain::complete(chain, &trusted_certs, UnixTime::now()),
+                    chain_to_send(chain, &trusted_certs, UnixTime::now()),
                     key,
                     builder.crypto_provider(),
                 )
@@ -354,6 +354,19 @@ pub fn verify_v1_signature(
     tls13: bool,
 ) -> Result<HandshakeSignatureValid, rustls::Error> {
     v1chain::verify_handshake_signature(der, message, dss, algorithms, tls13)
+}
+
+/// The chain OpenSSL sends for the certificates of a certificate file: the file's own when it
+/// holds more than one; for a lone certificate, it and its issuers found among `trusted` (a
+/// root or CA file, the system's store) up to and with the self-signed root, as OpenSSL's
+/// auto-chaining finds them (by name and key identifier, no signature checked). libpq sends a
+/// client's chain so, and PostgreSQL's server its own from `ssl_ca_file`.
+pub fn chain_to_send(
+    chain: Vec<CertificateDer<'static>>,
+    trusted: &[CertificateDer<'static>],
+    now: UnixTime,
+) -> Vec<CertificateDer<'static>> {
+    client_chain::complete(chain, trusted, now)
 }
 
 /// A certificate chain and its key as a TLS identity, the key checked against the first

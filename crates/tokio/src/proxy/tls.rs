@@ -128,7 +128,7 @@ impl ProxyTls {
         ca: Option<&[u8]>,
     ) -> Result<ProxyTls, TlsFileError> {
         let fail = |file, message: String| TlsFileError { file, message };
-        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert)
+        let mut chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert)
             .collect::<Result<_, _>>()
             .map_err(|e| fail(TlsFile::Cert, e.to_string()))?;
         let Some(leaf) = chain.first() else {
@@ -148,6 +148,9 @@ impl ProxyTls {
         let builder = match ca {
             Some(pem) => {
                 let (roots, certs) = client_roots(pem).map_err(|e| fail(TlsFile::Ca, e))?;
+                // A certificate file with the server's certificate alone is sent with its
+                // issuers from the CA file, as PostgreSQL's server (OpenSSL) sends it.
+                chain = pgyard_driver::tls::chain_to_send(chain, &certs, UnixTime::now());
                 // A client without a certificate still finishes the handshake: the session
                 // refuses it with PostgreSQL's words where one is required.
                 let inner = WebPkiClientVerifier::builder_with_provider(roots, provider.clone())
