@@ -43,7 +43,7 @@ const HOSTS: [&str; 10] = [
 ];
 
 /// Times the chains are checked at: 2001, 2025 and 2060.
-const NOW: [u64; 3] = [1_000_000_000, 1_750_000_000, 2_840_000_000];
+const NOW_SECS: [u64; 3] = [1_000_000_000, 1_750_000_000, 2_840_000_000];
 
 /// The most certificates one input is cut into.
 const MAX_CHUNKS: usize = 24;
@@ -81,7 +81,7 @@ pub fn certificates(data: &[u8]) {
         .map(|c| CertificateDer::from(c.to_vec()))
         .collect();
     let algorithms = rustls::crypto::ring::default_provider().signature_verification_algorithms;
-    for secs in NOW {
+    for secs in NOW_SECS {
         let now = UnixTime::since_unix_epoch(Duration::from_secs(secs));
         for mode in [Mode::Alone, Mode::AfterWebpki] {
             let (_, checked) = v1chain::verify_counted(
@@ -98,6 +98,29 @@ pub fn certificates(data: &[u8]) {
                 "the chain search checked {checked} signatures"
             );
         }
+    }
+    // A lone certificate's chain as OpenSSL would send it, from the others as trusted ones:
+    // it starts with the certificate, and the rest are trusted ones, each once.
+    let trusted: Vec<CertificateDer<'static>> = others
+        .iter()
+        .map(|c| CertificateDer::from(c.to_vec()))
+        .collect();
+    let sent = crate::tls::chain_to_send(
+        vec![leaf.clone().into_owned()],
+        &trusted,
+        UnixTime::since_unix_epoch(Duration::from_secs(NOW_SECS[1])),
+    );
+    assert_eq!(sent.first().map(|c| c.as_ref()), Some(leaf.as_ref()));
+    assert!(
+        sent.len() <= trusted.len() + 1 && sent.len() <= 9,
+        "{} sent",
+        sent.len()
+    );
+    for c in &sent[1..] {
+        assert!(
+            trusted.contains(c),
+            "a certificate not among the trusted ones"
+        );
     }
     // The handshake signature by the end certificate's key: the scheme from the last chunk's
     // first two bytes, the signature its rest, the message the first chunk.
@@ -141,7 +164,7 @@ pub fn certificate(der: &[u8]) -> bool {
     assert_eq!(v1chain::spki(der), cert.as_ref().map(|c| c.spki));
     let _ = v1chain::beyond_webpki(der);
     let _ = v1chain::self_issued(der);
-    for secs in NOW {
+    for secs in NOW_SECS {
         let _ = v1chain::valid_at(der, UnixTime::since_unix_epoch(Duration::from_secs(secs)));
     }
     if webpki::EndEntityCert::try_from(&CertificateDer::from(der)).is_ok()
