@@ -47,6 +47,29 @@ fn failed_connects_are_reported_in_libpqs_words() {
         "dbname='host=127.0.0.1 port=1'".to_owned(),
         "host=127.0.0.1 port=1 sslmode=disable sslnegotiation=direct".to_owned(),
     ];
+    // hostaddr as getaddrinfo reads it with AI_NUMERICHOST: inet_aton's forms too.
+    let hostaddrs = [
+        "127.1",
+        "127.0.1",
+        "2130706433",
+        "0x7f.1",
+        "0177.0.0.01",
+        "0X7F000001",
+        "127.0.0.256",
+        "08",
+        "0x",
+        "1.2.3.4.5",
+        "'127.0.0.1 '",
+        "' 127.0.0.1'",
+        "127.0.0.1.",
+        "+127.0.0.1",
+        "::1",
+        "::ffff:127.0.0.1",
+        "[::1]",
+    ];
+    let cases = cases
+        .into_iter()
+        .chain(hostaddrs.iter().map(|a| format!("hostaddr={a} port=1")));
     let options = ConnectOptions::default().seed(1);
     for conninfo in cases {
         let want = libpq.connect_error_text(&conninfo);

@@ -77,6 +77,7 @@ pub mod fuzzing;
 mod io;
 mod kinds;
 mod memory;
+mod numeric;
 mod parameters;
 mod report;
 mod verdict;
@@ -90,6 +91,7 @@ pub use io::{
     ResolveToken, TcpOptions, TlsVerify,
 };
 pub use memory::{HostEntry, HostStatus, HostStatusMemory};
+pub use numeric::inet_aton;
 pub use parameters::{Iter as ParameterIter, Parameters};
 pub use report::{ip_text, AttemptReport, ConnectError, FailureKind};
 pub use verdict::{alpn_refusal, resolver_text, ALPN_POSTGRESQL};

@@ -327,43 +327,11 @@ fn ipv6_text(address: &[u8; 16]) -> String {
     out
 }
 
-/// Whether libpq takes `host` for an IPv4 address, as glibc's `inet_aton` reads one: one to
-/// four parts in decimal, octal (leading `0`) or hex (`0x`), the last filling the remaining
-/// bytes, and anything after the first blank ignored.
+/// Whether libpq takes `host` for an IPv4 address, as glibc's `inet_aton` reads one (see
+/// `pgyard_connect::inet_aton`), anything after the first blank ignored.
 fn inet_aton(host: &str) -> Option<[u8; 4]> {
     let text = host.split(|c: char| c.is_ascii_whitespace()).next()?;
-    let parts = text
-        .split('.')
-        .map(inet_aton_part)
-        .collect::<Option<Vec<u32>>>()?;
-    let (&last, leading) = parts.split_last()?;
-    if leading.len() > 3 || leading.iter().any(|&p| p > 0xff) {
-        return None;
-    }
-    let last_bits = 32 - 8 * leading.len() as u32;
-    if last_bits < 32 && last >> last_bits != 0 {
-        return None;
-    }
-    let value = leading
-        .iter()
-        .enumerate()
-        .fold(last, |acc, (i, &p)| acc | (p << (24 - 8 * i as u32)));
-    Some(value.to_be_bytes())
-}
-
-fn inet_aton_part(part: &str) -> Option<u32> {
-    if !part.starts_with(|c: char| c.is_ascii_digit()) {
-        return None;
-    }
-    let (digits, radix) = match part.strip_prefix("0x").or_else(|| part.strip_prefix("0X")) {
-        Some(hex) => (hex, 16),
-        None if part.len() > 1 && part.starts_with('0') => (&part[1..], 8),
-        None => (part, 10),
-    };
-    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
-        return None;
-    }
-    u32::from_str_radix(digits, radix).ok()
+    pgyard_connect::inet_aton(text).map(|a| a.octets())
 }
 
 const DER_INTEGER: u8 = 0x02;

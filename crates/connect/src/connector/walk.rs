@@ -327,9 +327,13 @@ impl Connector {
             },
             SlotKind::Address => {
                 let text = String::from_utf8_lossy(s.hostaddr().unwrap_or_default()).into_owned();
-                match text.parse::<IpAddr>() {
-                    Ok(ip) => Prep::Ready(vec![OpenTarget::Tcp(SocketAddr::new(ip, port))]),
-                    Err(_) => Prep::NextSlot(format!(
+                // getaddrinfo with AI_NUMERICHOST: inet_aton's forms (`127.1`), then IPv6.
+                let ip = crate::inet_aton(&text)
+                    .map(IpAddr::V4)
+                    .or_else(|| text.parse::<IpAddr>().ok());
+                match ip {
+                    Some(ip) => Prep::Ready(vec![OpenTarget::Tcp(SocketAddr::new(ip, port))]),
+                    None => Prep::NextSlot(format!(
                         "could not parse network address \"{text}\": Name or service not known\n"
                     )),
                 }
