@@ -7,7 +7,9 @@
 //! intermediate is in the root file, as the PostgreSQL documentation tells users to put it
 //! there for the server's chain; without this, pgyard sent the certificate alone and the
 //! server refused it. A certificate file that holds more than one certificate is sent as it
-//! is, as OpenSSL sends it.
+//! is, as OpenSSL sends it. PostgreSQL's server completes its own certificate's chain the
+//! same way from `ssl_ca_file`, and so does `pgyard proxy` from its CA file
+//! (`tls::chain_to_send`).
 
 use rustls::pki_types::{CertificateDer, UnixTime};
 

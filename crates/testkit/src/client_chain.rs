@@ -9,7 +9,7 @@ use std::os::unix::fs::PermissionsExt;
 use rcgen::{CertificateParams, DnType};
 
 use crate::cluster::{Options, Primary};
-use crate::fixtures::{server_readable_dir, write_for_server, TestCa};
+use crate::fixtures::{psql_outcome, server_readable_dir, write_for_server, TestCa};
 
 /// The running server, the folder of the files, and the cases.
 pub struct ClientChainCases {
@@ -98,4 +98,20 @@ pub fn client_chain_cases() -> io::Result<ClientChainCases> {
         dir,
         cases,
     })
+}
+
+impl ClientChainCases {
+    /// Each case where `ours` (an adapter's outcome for it, in order: logged in, or its error
+    /// text) is not psql's, word for word, or psql did not do what libpq 18 is known to.
+    pub fn differences(&self, ours: &[Result<(), String>]) -> Vec<String> {
+        assert_eq!(ours.len(), self.cases.len(), "one outcome per case");
+        let mut out = Vec::new();
+        for ((label, conninfo, logs_in), ours) in self.cases.iter().zip(ours) {
+            let theirs = psql_outcome(conninfo, "select current_user").map(|_| ());
+            if *ours != theirs || theirs.is_ok() != *logs_in {
+                out.push(format!("{label}:\n  ours: {ours:?}\n  psql: {theirs:?}"));
+            }
+        }
+        out
+    }
 }
