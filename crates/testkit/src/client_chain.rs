@@ -101,9 +101,20 @@ pub fn client_chain_cases() -> io::Result<ClientChainCases> {
 }
 
 impl ClientChainCases {
-    /// Each case where `ours` (an adapter's outcome for it, in order: logged in, or its error
-    /// text) is not psql's, word for word, or psql did not do what libpq 18 is known to.
-    pub fn differences(&self, ours: &[Result<(), String>]) -> Vec<String> {
+    /// Asserts that `ours` (an adapter's outcome for each case, in order: logged in, or its
+    /// error text) is psql's, word for word, and psql did what libpq 18 is known to.
+    pub fn assert_same_as_psql(&self, ours: &[Result<(), String>]) {
+        let differences = self.differences(ours);
+        assert!(
+            differences.is_empty(),
+            "{} of {} outcomes differ:\n{}",
+            differences.len(),
+            ours.len(),
+            differences.join("\n")
+        );
+    }
+
+    fn differences(&self, ours: &[Result<(), String>]) -> Vec<String> {
         assert_eq!(ours.len(), self.cases.len(), "one outcome per case");
         let mut out = Vec::new();
         for ((label, conninfo, logs_in), ours) in self.cases.iter().zip(ours) {
