@@ -69,7 +69,13 @@ fn failed_connects_are_reported_in_libpqs_words() {
     ];
     let cases = cases
         .into_iter()
-        .chain(hostaddrs.iter().map(|a| format!("hostaddr={a} port=1")));
+        .chain(hostaddrs.iter().map(|a| format!("hostaddr={a} port=1")))
+        // The same forms as a host name: resolved by getaddrinfo without AI_NUMERICHOST.
+        .chain(
+            ["127.1", "2130706433", "0x7f.1", "::1"]
+                .iter()
+                .map(|h| format!("host={h} port=1")),
+        );
     let options = ConnectOptions::default().seed(1);
     for conninfo in cases {
         let want = libpq.connect_error_text(&conninfo);
