@@ -321,7 +321,8 @@ pub fn openssl_chain_rules(
     algorithms: &rustls::crypto::WebPkiSupportedAlgorithms,
     purpose: ChainPurpose,
 ) -> Result<(), CertificateError> {
-    v1chain::policy(leaf, intermediates, roots, now, algorithms, purpose)
+    let mode = v1chain::Mode::AfterWebpki;
+    v1chain::verify_counted(leaf, intermediates, roots, now, algorithms, purpose, mode).0
 }
 
 /// Whether `der` names itself as its issuer: where OpenSSL lets a chain end (a trusted
@@ -341,7 +342,8 @@ pub fn verify_v1_chain(
     algorithms: &rustls::crypto::WebPkiSupportedAlgorithms,
     purpose: ChainPurpose,
 ) -> Result<(), CertificateError> {
-    v1chain::verify(leaf, intermediates, roots, now, algorithms, purpose)
+    let mode = v1chain::Mode::Alone;
+    v1chain::verify_counted(leaf, intermediates, roots, now, algorithms, purpose, mode).0
 }
 
 /// The handshake's signature over `message` by the key of the version 1 certificate `der`
@@ -595,7 +597,7 @@ impl PgVerifier {
             return result;
         }
         let algorithms = &self.provider.signature_verification_algorithms;
-        v1chain::policy(
+        openssl_chain_rules(
             end_entity,
             intermediates,
             &self.chain.anchors,
@@ -621,7 +623,7 @@ impl PgVerifier {
             ));
         }
         let intermediates = self.chain.with_intermediates(intermediates);
-        v1chain::verify(
+        verify_v1_chain(
             end_entity,
             &intermediates,
             &self.chain.anchors,

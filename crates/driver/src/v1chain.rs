@@ -95,54 +95,13 @@ pub(crate) fn spki(der: &[u8]) -> Option<&[u8]> {
     Cert::parse(der).map(|c| c.spki)
 }
 
-/// Verifies the chain from the version 1 `leaf` through `intermediates` to one of `roots` at
-/// `now`, as OpenSSL would; the error is the kind webpki would have given.
-pub(crate) fn verify(
-    leaf: &CertificateDer<'_>,
-    intermediates: &[CertificateDer<'_>],
-    roots: &[CertificateDer<'static>],
-    now: UnixTime,
-    algorithms: &WebPkiSupportedAlgorithms,
-    purpose: ChainPurpose,
-) -> Result<(), CertificateError> {
-    verify_counted(
-        leaf,
-        intermediates,
-        roots,
-        now,
-        algorithms,
-        purpose,
-        Mode::Alone,
-    )
-    .0
-}
-
-/// The rules OpenSSL applies that webpki does not, over a chain webpki has passed (any
-/// version): the end's purpose (`keyUsage` for TLS), and for each issuer up to and with the
-/// root OpenSSL's CA rules (basicConstraints or a keyUsage allowing certificate signing,
-/// keyCertSign where keyUsage is present) and its `extKeyUsage` naming the purpose. The path
-/// is searched again with signatures checked, so it is one that verifies.
-pub(crate) fn policy(
-    leaf: &CertificateDer<'_>,
-    intermediates: &[CertificateDer<'_>],
-    roots: &[CertificateDer<'static>],
-    now: UnixTime,
-    algorithms: &WebPkiSupportedAlgorithms,
-    purpose: ChainPurpose,
-) -> Result<(), CertificateError> {
-    verify_counted(
-        leaf,
-        intermediates,
-        roots,
-        now,
-        algorithms,
-        purpose,
-        Mode::AfterWebpki,
-    )
-    .0
-}
-
-/// [`verify`], and how many signatures it checked.
+/// Verifies the chain from `leaf` through `intermediates` to one of `roots` at `now` as
+/// OpenSSL would, for `purpose` (the error is the kind webpki would have given), and says how
+/// many signatures it checked. `Mode::Alone`: a chain webpki cannot take (a version 1 or CA
+/// end certificate), checked wholly here. `Mode::AfterWebpki`: the rules OpenSSL applies that
+/// webpki does not, over a chain webpki has passed — the end's purpose (`keyUsage` for TLS),
+/// and for each issuer up to and with the root OpenSSL's CA rules and its `extKeyUsage`; the
+/// path is searched again, signatures checked where names leave it ambiguous.
 pub(crate) fn verify_counted(
     leaf: &CertificateDer<'_>,
     intermediates: &[CertificateDer<'_>],

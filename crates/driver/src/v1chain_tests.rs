@@ -12,6 +12,27 @@ fn der(name: &str) -> CertificateDer<'static> {
     CertificateDer::from(std::fs::read(&path).unwrap_or_else(|e| panic!("{path:?}: {e}")))
 }
 
+/// A chain checked alone (the version 1 route).
+fn verify(
+    leaf: &CertificateDer<'_>,
+    intermediates: &[CertificateDer<'_>],
+    roots: &[CertificateDer<'static>],
+    now: UnixTime,
+    algorithms: &WebPkiSupportedAlgorithms,
+    purpose: ChainPurpose,
+) -> Result<(), CertificateError> {
+    verify_counted(
+        leaf,
+        intermediates,
+        roots,
+        now,
+        algorithms,
+        purpose,
+        Mode::Alone,
+    )
+    .0
+}
+
 /// 2030-01-01, inside every certificate's validity.
 const NOW: u64 = 1_893_456_000;
 

@@ -347,27 +347,22 @@ impl Conn {
 
     /// The server closed the connection.
     pub(crate) fn closed(&mut self) -> Verdict {
-        if matches!(self.state, State::Tls) {
-            return self.end_tls("SSL SYSCALL error: EOF detected", FailureKind::Transient);
-        }
-        self.lost(EOF_MESSAGE)
+        self.lost(EOF_MESSAGE, "SSL SYSCALL error: EOF detected")
     }
 
     /// The connection broke with `message` (libpq's text; see `Event::Broken`).
     pub(crate) fn broke(&mut self, message: &str) -> Verdict {
-        if matches!(self.state, State::Tls) {
-            return self.end_tls(message, FailureKind::Transient);
-        }
         let mut m = message.trim_end_matches('\n').to_owned();
         m.push('\n');
-        self.lost(&m)
+        self.lost(&m, &m)
     }
 
-    /// The connection is gone, `message` saying why.
-    fn lost(&mut self, message: &str) -> Verdict {
+    /// The connection is gone: `message` says why, `in_handshake` during a TLS handshake.
+    fn lost(&mut self, message: &str, in_handshake: &str) -> Verdict {
         match self.state {
-            State::Finished | State::Tls => Verdict::Pending,
+            State::Finished => Verdict::Pending,
             State::Connecting => self.fail(FailClass::NextAddr, FailureKind::Transient, message),
+            State::Tls => self.end_tls(in_handshake, FailureKind::Transient),
             State::AwaitCheck { query, .. } => {
                 self.messages.push_str(message);
                 self.fail(
