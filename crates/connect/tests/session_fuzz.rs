@@ -40,6 +40,10 @@ fn seeded_inputs_pass_every_check_and_reach_every_outcome() {
     );
     assert!(runs.iter().any(|o| o.ok && o.tls), "a TLS connection");
     assert!(
+        runs.iter().any(|o| !o.ok && o.broken > 0),
+        "a failure after a connection broke with an alert"
+    );
+    assert!(
         runs.iter().any(|o| o.protocol == Some((3, 2))),
         "protocol 3.2"
     );

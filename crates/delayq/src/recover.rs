@@ -181,45 +181,58 @@ pub(crate) fn scan<S: Storage>(storage: &S, delay_micros: i64) -> Result<Scanned
             records,
         });
     }
-    // A carry-forward set cut short by a crash: its originals are still there (segments are
-    // removed only after the set is durable), so the copies are cut off like a torn tail.
-    if let Some((c, start)) = model.carrying.take() {
-        let Some(last) = segs.last_mut().filter(|s| s.seq == start.seg) else {
-            return Err(Error::Corrupt {
-                file: crate::format::segment_name(start.seg),
-                offset: start.off,
-                reason: "incomplete carry-forward set in a segment that is not the newest".into(),
-            });
-        };
-        if !model.items.contains_key(&c.id) {
-            return Err(Error::Corrupt {
-                file: last.name.clone(),
-                offset: start.off,
-                reason: format!(
-                    "incomplete carry-forward set of item {}, whose original records are gone",
-                    c.id
-                ),
-            });
-        }
-        let size = storage.size(&last.name).map_err(Error::Storage)?;
-        recovery.torn_tail = Some(TornTail {
-            file: last.name.clone(),
-            offset: start.off,
-            dropped_bytes: size - start.off,
-            reason: "incomplete carry-forward set".into(),
-        });
-        last.len = start.off;
-        // The set's copies were counted as they were read; they go with the tail.
-        let kept = carry_from.unwrap_or(last.records).min(last.records);
-        recovery.records -= last.records - kept;
-        last.records = kept;
-    }
+    cut_carry_forward(storage, &mut model, &mut segs, &mut recovery, carry_from)?;
     recovery.segments = segs.len();
     Ok(Scanned {
         segs,
         model,
         recovery,
     })
+}
+
+/// A carry-forward set cut short by a crash: its originals are still there (segments are
+/// removed only after the set is durable), so the copies are cut off like a torn tail
+/// (`carry_from`: how many records of the newest segment precede the set).
+fn cut_carry_forward<S: Storage>(
+    storage: &S,
+    model: &mut Model,
+    segs: &mut [SegState],
+    recovery: &mut Recovery,
+    carry_from: Option<u64>,
+) -> Result<(), Error> {
+    let Some((c, start)) = model.carrying.take() else {
+        return Ok(());
+    };
+    let Some(last) = segs.last_mut().filter(|s| s.seq == start.seg) else {
+        return Err(Error::Corrupt {
+            file: crate::format::segment_name(start.seg),
+            offset: start.off,
+            reason: "incomplete carry-forward set in a segment that is not the newest".into(),
+        });
+    };
+    if !model.items.contains_key(&c.id) {
+        return Err(Error::Corrupt {
+            file: last.name.clone(),
+            offset: start.off,
+            reason: format!(
+                "incomplete carry-forward set of item {}, whose original records are gone",
+                c.id
+            ),
+        });
+    }
+    let size = storage.size(&last.name).map_err(Error::Storage)?;
+    recovery.torn_tail = Some(TornTail {
+        file: last.name.clone(),
+        offset: start.off,
+        dropped_bytes: size - start.off,
+        reason: "incomplete carry-forward set".into(),
+    });
+    last.len = start.off;
+    // The set's copies were counted as they were read; they go with the tail.
+    let kept = carry_from.unwrap_or(last.records).min(last.records);
+    recovery.records -= last.records - kept;
+    last.records = kept;
+    Ok(())
 }
 
 const CHUNK: u64 = 64 << 10;

@@ -12,7 +12,8 @@ use pgyard_slotsync::decoding::parse_running_xacts_description;
 use pgyard_slotsync::engine::{check_user_op, promote, UserOp};
 use pgyard_slotsync::snapshot::{self, QueryError, Source};
 use pgyard_slotsync::{
-    Action, PlanInput, Positions, SkipReason, SlotOpError, SlotRow, StandbySlotList, Version,
+    Action, Outcome, PlanInput, Positions, SkipReason, SlotOpError, SlotRow, StandbySlotList,
+    Version,
 };
 use pgyard_testkit::cluster::{self, Node, Options, Primary};
 use pgyard_testkit::postgres::Major;
@@ -210,8 +211,6 @@ impl Harness {
         let log_start = self.standby().log_text().len();
         let called_at = SystemTime::now();
         let result = self.standby().psql("select pg_sync_replication_slots()");
-        // The LOG lines of the call: a temporary slot's skip shows the local catalog_xmin the
-        // server computed (the initial one for a new slot), which the view never shows.
         if let Some(stale) = self.input_went_stale(&input) {
             self.mismatches.push(format!("[{step}] {stale}"));
         }
@@ -227,6 +226,22 @@ impl Harness {
                 outcome.actions
             ));
         }
+        self.compare_skip_logs(step, &input, &outcome, log_start);
+        let actual_error = self.compare_error(step, &input, &outcome, &result);
+        self.compare_slots(step, &input, &outcome);
+        actual_error
+    }
+
+    /// The call's LOG lines show what the view cannot, so the predicted skips must match them.
+    fn compare_skip_logs(
+        &mut self,
+        step: &str,
+        input: &PlanInput,
+        outcome: &Outcome,
+        log_start: usize,
+    ) {
+        // The LOG lines of the call: a temporary slot's skip shows the local catalog_xmin the
+        // server computed (the initial one for a new slot), which the view never shows.
         let log = self.standby().log_text();
         let logged = sync_skip_logs(log.get(log_start..).unwrap_or(""));
         let predicted_logs: Vec<(String, Option<String>)> = outcome
@@ -251,6 +266,16 @@ impl Harness {
                 outcome.actions
             ));
         }
+    }
+
+    /// The server must fail exactly when, and as (DETAIL too), predicted; returns its error.
+    fn compare_error(
+        &mut self,
+        step: &str,
+        input: &PlanInput,
+        outcome: &Outcome,
+        result: &io::Result<String>,
+    ) -> Option<String> {
         let actual_error = result.as_ref().err().map(server_error);
         let predicted_error = outcome.error.as_ref().map(|e| e.to_string());
         if actual_error != predicted_error {
@@ -262,12 +287,17 @@ impl Harness {
         } else if actual_error.is_some() {
             self.errors_checked += 1;
         }
-        if let (Err(e), Some(pe)) = (&result, &outcome.error) {
+        if let (Err(e), Some(pe)) = (result, &outcome.error) {
             if pe.detail().is_some() && server_detail(e) != pe.detail() {
                 self.mismatches
                     .push(format!("[{step}] detail differs: {e}"));
             }
         }
+        actual_error
+    }
+
+    /// The heart of the check: exact but for positions the engine itself calls approximate.
+    fn compare_slots(&mut self, step: &str, input: &PlanInput, outcome: &Outcome) {
         let predicted: Vec<Value> = outcome
             .slots_after
             .iter()
@@ -277,62 +307,7 @@ impl Harness {
         let (mut p, mut a) = (normalized(&predicted), normalized(&actual));
         // Only where the engine says a case it does not model decided the positions are
         // restart_lsn and catalog_xmin left out; everything else is compared exactly.
-        let mut exempt: Vec<&str> = Vec::new();
-        for act in &outcome.actions {
-            if let Action::Update {
-                slot,
-                positions: Some(pos),
-                ..
-            } = act
-            {
-                match pos {
-                    Positions::Copied => self.copied += 1,
-                    Positions::Decoded { approximate, .. } => {
-                        self.decoded += 1;
-                        let before = input.local_slots.iter().find(|r| &r.slot_name == slot);
-                        let remote = input.remote_slots.iter().find(|r| &r.slot_name == slot);
-                        if let (Some(from), Some(to)) = (
-                            before.and_then(|r| r.restart_lsn),
-                            remote.and_then(|r| r.confirmed_flush_lsn),
-                        ) {
-                            let inside = |l: &Lsn| *l >= from && *l < to;
-                            let xs = &input.standby.xacts;
-                            self.with_subxacts += usize::from(
-                                xs.iter()
-                                    .any(|x| x.top_xid_lsn.as_ref().is_some_and(inside)),
-                            );
-                            self.with_catalog += usize::from(
-                                xs.iter().any(|x| x.invalidation_lsns.iter().any(inside)),
-                            );
-                            self.with_prepared += usize::from(
-                                xs.iter()
-                                    .any(|x| x.prepare_lsn.as_ref().is_some_and(inside)),
-                            );
-                            self.with_open +=
-                                usize::from(xs.iter().any(|x| {
-                                    x.end_lsn.is_none() && x.record_lsns.iter().any(inside)
-                                }));
-                        }
-                        let after = outcome.slots_after.iter().find(|r| &r.slot_name == slot);
-                        let remote = input.remote_slots.iter().find(|r| &r.slot_name == slot);
-                        if let (Some(l), Some(r)) = (after, remote) {
-                            if l.restart_lsn != r.restart_lsn || l.catalog_xmin != r.catalog_xmin {
-                                self.decoded_differs += 1;
-                            }
-                        }
-                        if *approximate {
-                            if let Ok(dir) = std::env::var("SLOTSYNC_DUMP_EXEMPT") {
-                                let _ = std::fs::write(
-                                    format!("{dir}/exempt_{}_{slot}.json", self.syncs),
-                                    input.to_json().to_string(),
-                                );
-                            }
-                            exempt.push(slot.as_str());
-                        }
-                    }
-                }
-            }
-        }
+        let exempt = self.count_position_updates(input, outcome);
         for row in p.iter_mut().chain(a.iter_mut()) {
             let name = row["slot_name"].as_str().unwrap_or("").to_owned();
             if exempt.contains(&name.as_str()) {
@@ -353,7 +328,75 @@ impl Harness {
                 outcome.actions
             ));
         }
-        actual_error
+    }
+
+    /// Coverage counters show which update paths ran; returns the approximated slots to exempt.
+    fn count_position_updates<'o>(
+        &mut self,
+        input: &PlanInput,
+        outcome: &'o Outcome,
+    ) -> Vec<&'o str> {
+        let mut exempt: Vec<&str> = Vec::new();
+        for act in &outcome.actions {
+            if let Action::Update {
+                slot,
+                positions: Some(pos),
+                ..
+            } = act
+            {
+                match pos {
+                    Positions::Copied => self.copied += 1,
+                    Positions::Decoded { approximate, .. } => {
+                        self.decoded += 1;
+                        self.count_decoded_range(input, slot);
+                        let after = outcome.slots_after.iter().find(|r| &r.slot_name == slot);
+                        let remote = input.remote_slots.iter().find(|r| &r.slot_name == slot);
+                        if let (Some(l), Some(r)) = (after, remote) {
+                            if l.restart_lsn != r.restart_lsn || l.catalog_xmin != r.catalog_xmin {
+                                self.decoded_differs += 1;
+                            }
+                        }
+                        if *approximate {
+                            if let Ok(dir) = std::env::var("SLOTSYNC_DUMP_EXEMPT") {
+                                let _ = std::fs::write(
+                                    format!("{dir}/exempt_{}_{slot}.json", self.syncs),
+                                    input.to_json().to_string(),
+                                );
+                            }
+                            exempt.push(slot.as_str());
+                        }
+                    }
+                }
+            }
+        }
+        exempt
+    }
+
+    /// Shows whether the run reached the hard decoding cases (subxacts, catalog, PREPARE, open).
+    fn count_decoded_range(&mut self, input: &PlanInput, slot: &str) {
+        let before = input.local_slots.iter().find(|r| r.slot_name == slot);
+        let remote = input.remote_slots.iter().find(|r| r.slot_name == slot);
+        if let (Some(from), Some(to)) = (
+            before.and_then(|r| r.restart_lsn),
+            remote.and_then(|r| r.confirmed_flush_lsn),
+        ) {
+            let inside = |l: &Lsn| *l >= from && *l < to;
+            let xs = &input.standby.xacts;
+            self.with_subxacts += usize::from(
+                xs.iter()
+                    .any(|x| x.top_xid_lsn.as_ref().is_some_and(inside)),
+            );
+            self.with_catalog +=
+                usize::from(xs.iter().any(|x| x.invalidation_lsns.iter().any(inside)));
+            self.with_prepared += usize::from(
+                xs.iter()
+                    .any(|x| x.prepare_lsn.as_ref().is_some_and(inside)),
+            );
+            self.with_open += usize::from(
+                xs.iter()
+                    .any(|x| x.end_lsn.is_none() && x.record_lsns.iter().any(inside)),
+            );
+        }
     }
 
     /// The harness's own check that the input still described the standby when the call ran:

@@ -115,6 +115,103 @@ impl Running {
     }
 }
 
+/// Both tests follow the same slot of the same publication, so they start from this.
+fn publish_with_slot(node: &Node) {
+    q(
+        node,
+        "create table t (id serial primary key, v text not null); \
+         create publication pgyard for table t",
+    );
+    q(
+        node,
+        &format!("select pg_create_logical_replication_slot('{SLOT}', 'pgoutput')"),
+    );
+}
+
+/// Holding for an hour must not pin WAL: checkpoints go on until the slot and segments move.
+async fn checkpoint_until_the_slot_moves(
+    primary: &Primary,
+    work_end: Lsn,
+    (flush0, restart0): (Lsn, Lsn),
+    oldest0: &str,
+) {
+    // Checkpoints log running-xacts records (the slot's next restart point) and recycle the
+    // segments no one needs any more; keep making them until the slot has moved on.
+    let t0 = Instant::now();
+    loop {
+        q(primary, "select pg_switch_wal(); checkpoint");
+        let (flush, restart, _) = slot_state(primary);
+        let oldest = oldest_segment(primary);
+        if flush >= work_end && restart >= work_end && oldest.as_str() > oldest0 {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(25),
+            "slot did not advance: confirmed_flush {flush} (was {flush0}), restart {restart} \
+             (was {restart0}), work ended at {work_end}; oldest segment {oldest} (was {oldest0})"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The slot may advance only because nothing was applied: all held, each an hour from due.
+fn assert_held_for_the_hour(running: &Running, work_end: Lsn) {
+    let p = running.progress.borrow();
+    let info = p.inspection.as_ref().unwrap();
+    assert_eq!(info.apply_lsn, Lsn(0));
+    let soon = pgyard_types::UnixTime(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_micros() as i64
+            + 59 * 60 * 1_000_000,
+    );
+    for t in &info.transactions {
+        assert_eq!(t.state, TxnState::Committed, "{t:?}");
+        assert!(t.due.unwrap() > soon, "{t:?} is due within the hour");
+        assert!(t.messages >= 3, "{t:?}");
+    }
+    assert!(p.reported_flush >= work_end);
+}
+
+/// Exactly once is judged on the queue as a restart finds it, not on what `follow` reported.
+fn assert_queue_holds_each_once(dir: &std::path::Path, xids: &[u32]) {
+    let storage = FsStorage::open(dir).unwrap();
+    let report = pgyard_delayq::verify(&storage).expect("verify");
+    assert!(report.torn_tail.is_none(), "{report:?}");
+    let queue = DelayQueue::open(
+        storage,
+        Config {
+            delay: HOUR,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    let info = queue.inspect();
+    let mut held: Vec<u32> = info
+        .transactions
+        .iter()
+        .filter(|t| t.state == TxnState::Committed)
+        .map(|t| t.xid.0)
+        .collect();
+    let mut expected = xids.to_vec();
+    held.sort_unstable();
+    expected.sort_unstable();
+    assert_eq!(held, expected, "{info:#?}");
+    assert_eq!(info.apply_lsn, Lsn(0));
+    assert!(info
+        .transactions
+        .iter()
+        .all(|t| t.state == TxnState::Committed));
+    // Commit LSNs are strictly increasing in commit order: no transaction twice.
+    let commits: Vec<Lsn> = info
+        .transactions
+        .iter()
+        .map(|t| t.commit_lsn.unwrap())
+        .collect();
+    assert!(commits.windows(2).all(|w| w[0] < w[1]), "{commits:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn follow_holds_an_hour_while_the_slot_advances_and_resumes_exactly_once() {
     let primary = Primary::start(
@@ -125,15 +222,7 @@ async fn follow_holds_an_hour_while_the_slot_advances_and_resumes_exactly_once()
             .conf("checkpoint_timeout = 1h"),
     )
     .expect("primary");
-    q(
-        &primary,
-        "create table t (id serial primary key, v text not null); \
-         create publication pgyard for table t",
-    );
-    q(
-        &primary,
-        &format!("select pg_create_logical_replication_slot('{SLOT}', 'pgoutput')"),
-    );
+    publish_with_slot(&primary);
     let dir = tempfile::Builder::new()
         .prefix("pgyard-follow-")
         .tempdir()
@@ -156,23 +245,7 @@ async fn follow_holds_an_hour_while_the_slot_advances_and_resumes_exactly_once()
         q(&primary, "select pg_switch_wal()");
     }
     let work_end = lsn(&q(&primary, "select pg_current_wal_lsn()"));
-    // Checkpoints log running-xacts records (the slot's next restart point) and recycle the
-    // segments no one needs any more; keep making them until the slot has moved on.
-    let t0 = Instant::now();
-    loop {
-        q(&primary, "select pg_switch_wal(); checkpoint");
-        let (flush, restart, _) = slot_state(&primary);
-        let oldest = oldest_segment(&primary);
-        if flush >= work_end && restart >= work_end && oldest > oldest0 {
-            break;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(25),
-            "slot did not advance: confirmed_flush {flush} (was {flush0}), restart {restart} \
-             (was {restart0}), work ended at {work_end}; oldest segment {oldest} (was {oldest0})"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    checkpoint_until_the_slot_moves(&primary, work_end, (flush0, restart0), &oldest0).await;
     // Meanwhile nothing is due: every transaction is queued, committed and pending an hour.
     wait_until(
         Duration::from_secs(5),
@@ -180,24 +253,7 @@ async fn follow_holds_an_hour_while_the_slot_advances_and_resumes_exactly_once()
         || running.committed().len() == xids.len(),
     )
     .await;
-    {
-        let p = running.progress.borrow();
-        let info = p.inspection.as_ref().unwrap();
-        assert_eq!(info.apply_lsn, Lsn(0));
-        let soon = pgyard_types::UnixTime(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_micros() as i64
-                + 59 * 60 * 1_000_000,
-        );
-        for t in &info.transactions {
-            assert_eq!(t.state, TxnState::Committed, "{t:?}");
-            assert!(t.due.unwrap() > soon, "{t:?} is due within the hour");
-            assert!(t.messages >= 3, "{t:?}");
-        }
-        assert!(p.reported_flush >= work_end);
-    }
+    assert_held_for_the_hour(&running, work_end);
     let first = running.stop().await;
     assert_eq!(first.start_lsn, Lsn(0));
 
@@ -235,40 +291,7 @@ async fn follow_holds_an_hour_while_the_slot_advances_and_resumes_exactly_once()
         !slot_state(&primary).2
     })
     .await;
-    let storage = FsStorage::open(dir.path()).unwrap();
-    let report = pgyard_delayq::verify(&storage).expect("verify");
-    assert!(report.torn_tail.is_none(), "{report:?}");
-    let queue = DelayQueue::open(
-        storage,
-        Config {
-            delay: HOUR,
-            ..Config::default()
-        },
-    )
-    .unwrap();
-    let info = queue.inspect();
-    let mut held: Vec<u32> = info
-        .transactions
-        .iter()
-        .filter(|t| t.state == TxnState::Committed)
-        .map(|t| t.xid.0)
-        .collect();
-    let mut expected = xids.clone();
-    held.sort_unstable();
-    expected.sort_unstable();
-    assert_eq!(held, expected, "{info:#?}");
-    assert_eq!(info.apply_lsn, Lsn(0));
-    assert!(info
-        .transactions
-        .iter()
-        .all(|t| t.state == TxnState::Committed));
-    // Commit LSNs are strictly increasing in commit order: no transaction twice.
-    let commits: Vec<Lsn> = info
-        .transactions
-        .iter()
-        .map(|t| t.commit_lsn.unwrap())
-        .collect();
-    assert!(commits.windows(2).all(|w| w[0] < w[1]), "{commits:?}");
+    assert_queue_holds_each_once(dir.path(), &xids);
 }
 
 /// Commits `n` transactions one after the other through `conninfo`, returning their xids in
@@ -309,15 +332,7 @@ async fn terminate_walsender(node: &Node) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn follow_reconnects_after_walsender_kills_and_a_restart_exactly_once_in_order() {
     let mut primary = Primary::start(Options::default()).expect("primary");
-    q(
-        &primary,
-        "create table t (id serial primary key, v text not null); \
-         create publication pgyard for table t",
-    );
-    q(
-        &primary,
-        &format!("select pg_create_logical_replication_slot('{SLOT}', 'pgoutput')"),
-    );
+    publish_with_slot(&primary);
     let dir = tempfile::Builder::new()
         .prefix("pgyard-follow-reconnect-")
         .tempdir()

@@ -433,27 +433,27 @@ fn psql_session_script(dir: &Path) -> String {
     )
 }
 
+/// The password of the live server's SCRAM login, which every recorded client presents.
+const PASSWORD: &str = "golden-Secret";
+
+/// How long any one client may run before it counts as hung.
+const BOUND: Duration = Duration::from_secs(30);
+
+/// Through the proxy at `port`; `sslmode=prefer` so libpq sends the SSLRequest `EXPECTED` lists.
+fn conninfo(port: u16, extra: &str) -> String {
+    format!(
+        "host=127.0.0.1 port={port} user=postgres dbname=postgres sslmode=prefer \
+         application_name=pgyard-golden {extra}"
+    )
+}
+
 #[test]
 fn live_capture_decodes_and_reencodes_exactly() {
-    // `cargo xtask test` installs these; a missing tool is a failure, never a skip.
-    let psql = psql_path().expect("psql must be installed (cargo xtask provision installs it)");
-    let bin = psql.parent().expect("psql's folder").to_owned();
-    for tool in ["pgbench", "pg_recvlogical"] {
-        assert!(
-            bin.join(tool).is_file(),
-            "{tool} must be installed next to psql (cargo xtask provision installs it)"
-        );
-    }
-    let install = postgres::ensure_installed().expect("PostgreSQL 18");
-    let tools = Tools {
-        bin,
-        lib_dir: install.lib_dir.clone(),
-    };
-    let password = "golden-Secret";
+    let tools = live_tools();
     let node = Primary::start(
         Options::default()
             .auth(Auth::ScramSha256)
-            .password(password)
+            .password(PASSWORD)
             .conf("max_prepared_transactions = 10")
             .conf("logical_decoding_work_mem = 64kB")
             .conf("debug_logical_replication_streaming = immediate")
@@ -464,41 +464,63 @@ fn live_capture_decodes_and_reencodes_exactly() {
     let _ = fs::remove_dir_all(&out);
     fs::create_dir_all(&out).expect("scratch folder");
     node.psql(SETUP).expect("setup");
-    let conninfo = |port: u16, extra: &str| {
-        format!(
-            "host=127.0.0.1 port={port} user=postgres dbname=postgres sslmode=prefer \
-             application_name=pgyard-golden {extra}"
-        )
-    };
-    let bound = Duration::from_secs(30);
+
+    let mut scenarios = record_client_sessions(&node, &tools, &out);
+    let (create, endpos) = record_slot_creation_and_workload(&node, &tools, &out);
+    scenarios.push(create);
+    scenarios.extend(record_recvlogical_runs(&node, &tools, &out, &endpos));
+    check_live_recordings(&out, &scenarios);
+    drop(node);
+    let _ = fs::remove_dir_all(&out);
+}
+
+/// `cargo xtask test` installs the client tools; a missing tool is a failure, never a skip.
+fn live_tools() -> Tools {
+    let psql = psql_path().expect("psql must be installed (cargo xtask provision installs it)");
+    let bin = psql.parent().expect("psql's folder").to_owned();
+    for tool in ["pgbench", "pg_recvlogical"] {
+        assert!(
+            bin.join(tool).is_file(),
+            "{tool} must be installed next to psql (cargo xtask provision installs it)"
+        );
+    }
+    let install = postgres::ensure_installed().expect("PostgreSQL 18");
+    Tools {
+        bin,
+        lib_dir: install.lib_dir.clone(),
+    }
+}
+
+/// One scenario per client run, so a failing capture names the client that made it.
+fn record_client_sessions(node: &Node, tools: &Tools, out: &Path) -> Vec<PathBuf> {
     let mut scenarios = Vec::new();
 
     // psql: SCRAM login, COPY out and in, a notice, LISTEN/NOTIFY, an error.
     let script = out.join("session.sql");
-    fs::write(&script, psql_session_script(&out)).expect("script");
-    scenarios.push(record(&node, &out, "psql", |port| {
-        let mut c = tools.cmd("psql", password);
+    fs::write(&script, psql_session_script(out)).expect("script");
+    scenarios.push(record(node, out, "psql", |port| {
+        let mut c = tools.cmd("psql", PASSWORD);
         c.args(["-X", "-v", "ON_ERROR_STOP=0", "-f"])
             .arg(&script)
             .arg("-d")
             .arg(conninfo(port, ""));
-        let (ok, err) = run(&mut c, &out, "psql", bound);
+        let (ok, err) = run(&mut c, out, "psql", BOUND);
         assert!(ok, "psql: {err}");
         assert!(err.contains("division by zero"), "{err}");
     }));
 
     // pgbench: initialisation (server-side data generation keeps it small), then the
     // extended query protocol.
-    scenarios.push(record(&node, &out, "pgbench_init", |port| {
-        let mut c = tools.cmd("pgbench", password);
+    scenarios.push(record(node, out, "pgbench_init", |port| {
+        let mut c = tools.cmd("pgbench", PASSWORD);
         c.args(["-i", "-s", "1", "-I", "dtGvp", "-h", "127.0.0.1", "-p"])
             .arg(port.to_string())
             .args(["-U", "postgres", "postgres"]);
-        let (ok, err) = run(&mut c, &out, "pgbench_init", bound);
+        let (ok, err) = run(&mut c, out, "pgbench_init", BOUND);
         assert!(ok, "pgbench -i: {err}");
     }));
-    scenarios.push(record(&node, &out, "pgbench", |port| {
-        let mut c = tools.cmd("pgbench", password);
+    scenarios.push(record(node, out, "pgbench", |port| {
+        let mut c = tools.cmd("pgbench", PASSWORD);
         c.args([
             "-M",
             "extended",
@@ -513,10 +535,14 @@ fn live_capture_decodes_and_reencodes_exactly() {
         .arg("-p")
         .arg(port.to_string())
         .args(["-U", "postgres", "postgres"]);
-        let (ok, err) = run(&mut c, &out, "pgbench", bound);
+        let (ok, err) = run(&mut c, out, "pgbench", BOUND);
         assert!(ok, "pgbench: {err}");
     }));
+    scenarios
+}
 
+/// Slots made after the workload would miss its changes; returns the creation and end LSN.
+fn record_slot_creation_and_workload(node: &Node, tools: &Tools, out: &Path) -> (PathBuf, String) {
     // Logical replication: one slot per run. The two-phase slot of the buffered v4 run is
     // made by pg_recvlogical itself, through the proxy.
     node.psql(
@@ -525,8 +551,8 @@ fn live_capture_decodes_and_reencodes_exactly() {
          SELECT pg_create_logical_replication_slot('s_parallel', 'pgoutput', false, true);",
     )
     .expect("slots");
-    scenarios.push(record(&node, &out, "recvlogical_create", |port| {
-        let mut c = tools.cmd("pg_recvlogical", password);
+    let create = record(node, out, "recvlogical_create", |port| {
+        let mut c = tools.cmd("pg_recvlogical", PASSWORD);
         c.args([
             "--create-slot",
             "--two-phase",
@@ -537,23 +563,27 @@ fn live_capture_decodes_and_reencodes_exactly() {
         ])
         .arg("-d")
         .arg(conninfo(port, ""));
-        let (ok, err) = run(&mut c, &out, "recvlogical_create", bound);
+        let (ok, err) = run(&mut c, out, "recvlogical_create", BOUND);
         assert!(ok, "pg_recvlogical --create-slot: {err}");
-    }));
+    });
     // The workload on the unix socket (not recorded); each statement on its own.
     let workload = out.join("workload.sql");
     fs::write(&workload, WORKLOAD).expect("workload");
-    let mut c = tools.cmd("psql", password);
+    let mut c = tools.cmd("psql", PASSWORD);
     c.args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-f"])
         .arg(&workload)
         .arg("-d")
         .arg(node.socket_conninfo());
-    let (ok, err) = run(&mut c, &out, "workload", bound);
+    let (ok, err) = run(&mut c, out, "workload", BOUND);
     assert!(ok, "workload: {err}");
     let endpos = node
         .psql("SELECT pg_current_wal_lsn()")
         .expect("end position");
+    (create, endpos)
+}
 
+/// Each protocol version and streaming mode lays pgoutput out differently, so each is recorded.
+fn record_recvlogical_runs(node: &Node, tools: &Tools, out: &Path, endpos: &str) -> Vec<PathBuf> {
     let runs: [(&str, &str, &[&str]); 4] = [
         (
             "recvlogical_v1",
@@ -586,27 +616,32 @@ fn live_capture_decodes_and_reencodes_exactly() {
             ],
         ),
     ];
+    let mut scenarios = Vec::new();
     for (scenario, slot, opts) in runs {
-        scenarios.push(record(&node, &out, scenario, |port| {
-            let mut c = tools.cmd("pg_recvlogical", password);
+        scenarios.push(record(node, out, scenario, |port| {
+            let mut c = tools.cmd("pg_recvlogical", PASSWORD);
             c.args(["--start", "-n", "-s", "1", "-f", "/dev/null", "-S", slot])
                 .args(["-o", "publication_names=pub"])
                 .arg("-E")
-                .arg(&endpos)
+                .arg(endpos)
                 .arg("-d")
                 .arg(conninfo(port, ""));
             for o in opts {
                 c.args(["-o", o]);
             }
-            let (ok, err) = run(&mut c, &out, scenario, bound);
+            let (ok, err) = run(&mut c, out, scenario, BOUND);
             assert!(ok, "pg_recvlogical {scenario}: {err}");
         }));
     }
+    scenarios
+}
 
+/// Named as the committed captures are, so `PGYARD_REGEN_GOLDEN=1` can commit them as they are.
+fn check_live_recordings(out: &Path, scenarios: &[PathBuf]) {
     // Gather the recordings as `<scenario>-<n>.<side>`, check them, optionally commit them.
     let flat = out.join("flat");
     fs::create_dir_all(&flat).expect("flat folder");
-    for dir in &scenarios {
+    for dir in scenarios {
         let scenario = dir
             .file_name()
             .expect("name")
@@ -630,6 +665,4 @@ fn live_capture_decodes_and_reencodes_exactly() {
         }
         eprintln!("regenerated {}", golden.display());
     }
-    drop(node);
-    let _ = fs::remove_dir_all(&out);
 }

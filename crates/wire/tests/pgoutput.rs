@@ -118,20 +118,6 @@ impl Owned {
     fn with<R>(&self, f: impl FnOnce(PgOutputMessage<'_>) -> R) -> R {
         let xid = |x: &Option<u32>| x.map(Xid);
         match self {
-            Owned::Begin(l, t, x) => f(PgOutputMessage::Begin(Begin {
-                final_lsn: Lsn(*l),
-                commit_time: PgTimestamp(*t),
-                xid: Xid(*x),
-            })),
-            Owned::Commit(a, b, t) => f(PgOutputMessage::Commit(Commit {
-                commit_lsn: Lsn(*a),
-                end_lsn: Lsn(*b),
-                commit_time: PgTimestamp(*t),
-            })),
-            Owned::Origin(l, n) => f(PgOutputMessage::Origin(Origin {
-                commit_lsn: Lsn(*l),
-                name: n,
-            })),
             Owned::Relation {
                 xid: x,
                 oid,
@@ -158,17 +144,6 @@ impl Owned {
                     columns: Seq::from_slice(&cols),
                 }))
             }
-            Owned::Type {
-                xid: x,
-                oid,
-                ns,
-                name,
-            } => f(PgOutputMessage::Type(Type {
-                xid: xid(x),
-                oid: *oid,
-                namespace: ns,
-                name,
-            })),
             Owned::Insert { xid: x, rel, new } => {
                 let new = values(new);
                 f(PgOutputMessage::Insert(Insert {
@@ -217,49 +192,82 @@ impl Owned {
                     old,
                 }))
             }
+            other => f(other.without_tuples()),
+        }
+    }
+
+    /// These borrow only from `self`, so unlike the tuple-carrying ones they can be returned.
+    fn without_tuples(&self) -> PgOutputMessage<'_> {
+        let xid = |x: &Option<u32>| x.map(Xid);
+        match self {
+            Owned::Begin(l, t, x) => PgOutputMessage::Begin(Begin {
+                final_lsn: Lsn(*l),
+                commit_time: PgTimestamp(*t),
+                xid: Xid(*x),
+            }),
+            Owned::Commit(a, b, t) => PgOutputMessage::Commit(Commit {
+                commit_lsn: Lsn(*a),
+                end_lsn: Lsn(*b),
+                commit_time: PgTimestamp(*t),
+            }),
+            Owned::Origin(l, n) => PgOutputMessage::Origin(Origin {
+                commit_lsn: Lsn(*l),
+                name: n,
+            }),
+            Owned::Type {
+                xid: x,
+                oid,
+                ns,
+                name,
+            } => PgOutputMessage::Type(Type {
+                xid: xid(x),
+                oid: *oid,
+                namespace: ns,
+                name,
+            }),
             Owned::Truncate {
                 xid: x,
                 cascade,
                 restart,
                 rels,
-            } => f(PgOutputMessage::Truncate(Truncate {
+            } => PgOutputMessage::Truncate(Truncate {
                 xid: xid(x),
                 cascade: *cascade,
                 restart_identity: *restart,
                 relations: Seq::from_slice(rels),
-            })),
+            }),
             Owned::Message {
                 xid: x,
                 transactional,
                 lsn,
                 prefix,
                 content,
-            } => f(PgOutputMessage::Message(LogicalMessage {
+            } => PgOutputMessage::Message(LogicalMessage {
                 xid: xid(x),
                 transactional: *transactional,
                 lsn: Lsn(*lsn),
                 prefix,
                 content,
-            })),
-            Owned::StreamStart(x, first) => f(PgOutputMessage::StreamStart(StreamStart {
+            }),
+            Owned::StreamStart(x, first) => PgOutputMessage::StreamStart(StreamStart {
                 xid: Xid(*x),
                 first_segment: *first,
-            })),
-            Owned::StreamStop => f(PgOutputMessage::StreamStop),
-            Owned::StreamCommit(x, a, b, t) => f(PgOutputMessage::StreamCommit(StreamCommit {
+            }),
+            Owned::StreamStop => PgOutputMessage::StreamStop,
+            Owned::StreamCommit(x, a, b, t) => PgOutputMessage::StreamCommit(StreamCommit {
                 xid: Xid(*x),
                 commit_lsn: Lsn(*a),
                 end_lsn: Lsn(*b),
                 commit_time: PgTimestamp(*t),
-            })),
-            Owned::StreamAbort(x, s, info) => f(PgOutputMessage::StreamAbort(StreamAbort {
+            }),
+            Owned::StreamAbort(x, s, info) => PgOutputMessage::StreamAbort(StreamAbort {
                 xid: Xid(*x),
                 subxid: Xid(*s),
                 abort: info.map(|(l, t)| AbortInfo {
                     lsn: Lsn(l),
                     time: PgTimestamp(t),
                 }),
-            })),
+            }),
             Owned::BeginPrepare(a, b, t, x, g)
             | Owned::Prepare(a, b, t, x, g)
             | Owned::StreamPrepare(a, b, t, x, g) => {
@@ -270,31 +278,35 @@ impl Owned {
                     xid: Xid(*x),
                     gid: g,
                 };
-                f(match self {
+                match self {
                     Owned::BeginPrepare(..) => PgOutputMessage::BeginPrepare(p),
                     Owned::Prepare(..) => PgOutputMessage::Prepare(p),
                     _ => PgOutputMessage::StreamPrepare(p),
-                })
+                }
             }
             Owned::CommitPrepared(a, b, t, x, g) => {
-                f(PgOutputMessage::CommitPrepared(CommitPrepared {
+                PgOutputMessage::CommitPrepared(CommitPrepared {
                     commit_lsn: Lsn(*a),
                     end_lsn: Lsn(*b),
                     commit_time: PgTimestamp(*t),
                     xid: Xid(*x),
                     gid: g,
-                }))
+                })
             }
             Owned::RollbackPrepared(a, b, t1, t2, x, g) => {
-                f(PgOutputMessage::RollbackPrepared(RollbackPrepared {
+                PgOutputMessage::RollbackPrepared(RollbackPrepared {
                     prepare_end_lsn: Lsn(*a),
                     rollback_end_lsn: Lsn(*b),
                     prepare_time: PgTimestamp(*t1),
                     rollback_time: PgTimestamp(*t2),
                     xid: Xid(*x),
                     gid: g,
-                }))
+                })
             }
+            Owned::Relation { .. }
+            | Owned::Insert { .. }
+            | Owned::Update { .. }
+            | Owned::Delete { .. } => unreachable!("`with` builds the tuple-carrying messages"),
         }
     }
 

@@ -248,8 +248,16 @@ fn decode_all(payloads: &[Vec<u8>], version: ProtoVersion) -> Seen {
     seen
 }
 
+/// Makes the server stream each change at once instead of buffering it to its transaction's end.
+const IMMEDIATE: &str = "SET debug_logical_replication_streaming = immediate;";
+
 const V4_STREAM: &str = "'proto_version', '4', 'publication_names', 'pub', 'streaming', 'on', \
                          'two_phase', 'on', 'messages', 'true', 'binary', 'false'";
+
+/// Panics with the statement on failure, so a broken workload step names itself.
+fn query(node: &Node, s: &str) -> String {
+    node.psql(s).unwrap_or_else(|e| panic!("{s}: {e}"))
+}
 
 #[test]
 fn pgoutput_from_postgresql_18_decodes_and_reencodes_exactly() {
@@ -260,14 +268,22 @@ fn pgoutput_from_postgresql_18_decodes_and_reencodes_exactly() {
     )
     .expect("primary starts");
     let node: &Node = &primary;
-    let sql = |s: &str| node.psql(s).unwrap_or_else(|e| panic!("{s}: {e}"));
+    replication_commands_round_trip(node);
+    run_workload(node);
+    check_v4_buffered(node);
+    check_v4_streamed(node);
+    check_v4_binary(node);
+    check_v1(node);
+}
 
+/// The slots the peeks read are made with pgyard's own command text, which this also checks.
+fn replication_commands_round_trip(node: &Node) {
     // Replication commands built by pgyard, answered by the server, parsed by pgyard.
     let ident_row = repl_command(node, IDENTIFY_SYSTEM);
     let ident = IdentifySystem::from_row(&fields(&ident_row)).expect("IDENTIFY_SYSTEM row");
     assert_eq!(
         ident.systemid.to_string(),
-        sql("select system_identifier from pg_control_system()")
+        query(node, "select system_identifier from pg_control_system()")
     );
     assert_eq!(ident.timeline, 1);
     assert_eq!(ident.dbname, Some("postgres"));
@@ -303,7 +319,10 @@ fn pgoutput_from_postgresql_18_decodes_and_reencodes_exactly() {
     let created = CreatedSlot::from_row(&fields(&row)).expect("CREATE_REPLICATION_SLOT row");
     assert_eq!(created.snapshot_name, None);
     assert_eq!(
-        sql("select slot_name, two_phase, failover from pg_replication_slots order by 1"),
+        query(
+            node,
+            "select slot_name, two_phase, failover from pg_replication_slots order by 1"
+        ),
         "s1|f|t\ns4|t|f"
     );
     let phys = create_replication_slot("phys", false, &SlotKind::Physical { reserve_wal: true });
@@ -319,7 +338,11 @@ fn pgoutput_from_postgresql_18_decodes_and_reencodes_exactly() {
     assert!(!ReadSlot::from_row(&fields(&row))
         .expect("all NULL")
         .exists());
+}
 
+/// One statement or transaction per message kind the checks below expect to see.
+fn run_workload(node: &Node) {
+    let sql = |s: &str| query(node, s);
     // The schema (after the slots: DDL is not published anyway).
     sql("CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy')");
     sql(
@@ -365,7 +388,10 @@ fn pgoutput_from_postgresql_18_decodes_and_reencodes_exactly() {
     );
     // Large enough to exceed logical_decoding_work_mem (64 kB) and stream on its own.
     sql("INSERT INTO t (a, b) SELECT g, repeat('x', 200) FROM generate_series(1000, 1599) g");
+}
 
+/// Buffered decoding is where every message kind shows up with its full content.
+fn check_v4_buffered(node: &Node) {
     // v4, streaming on, buffered: only the big transaction streams.
     let payloads = peek(node, "", "s4", V4_STREAM);
     let v4 = decode_all(&payloads, ProtoVersion::V4);
@@ -419,10 +445,12 @@ fn pgoutput_from_postgresql_18_decodes_and_reencodes_exactly() {
     let at = |l: &str| v4.lines.iter().position(|x| x == l).expect("present");
     assert!(at("M tx pfx tx-msg") < at("I t (10,with-msg,null,null,null,null,null,null)"));
     assert!(at("b gid1") < at("P gid1") && at("P gid1") < at("K gid1"));
+}
 
+/// Aborted work reaches the client only when streamed before its transaction ends.
+fn check_v4_streamed(node: &Node) {
     // v4, streaming on, every change streamed at once: aborts appear, without abort info.
-    let immediate = "SET debug_logical_replication_streaming = immediate;";
-    let payloads = peek(node, immediate, "s4", V4_STREAM);
+    let payloads = peek(node, IMMEDIATE, "s4", V4_STREAM);
     let st = decode_all(&payloads, ProtoVersion::V4);
     let dump = st.dump();
     for line in ["A sub", "A top", "p gid1", "K gid1", "p gid2", "r gid2"] {
@@ -435,7 +463,7 @@ fn pgoutput_from_postgresql_18_decodes_and_reencodes_exactly() {
 
     // v4, parallel streaming: Stream Abort carries abort LSN and time (25 bytes).
     let parallel = V4_STREAM.replace("'streaming', 'on'", "'streaming', 'parallel'");
-    let payloads = peek(node, immediate, "s4", &parallel);
+    let payloads = peek(node, IMMEDIATE, "s4", &parallel);
     let par = decode_all(&payloads, ProtoVersion::V4);
     assert!(
         par.has("A sub info") && par.has("A top info"),
@@ -447,7 +475,10 @@ fn pgoutput_from_postgresql_18_decodes_and_reencodes_exactly() {
     let mut v3 = PgOutputDecoder::new(ProtoVersion::V3);
     let rejected = payloads.iter().any(|p| v3.decode(p).is_err());
     assert!(rejected, "a v3 decoder accepted v4-only Stream Abort");
+}
 
+/// Binary mode sends values in their send/recv form, a tuple kind text mode never uses.
+fn check_v4_binary(node: &Node) {
     // v4 with binary values.
     let binary = V4_STREAM.replace("'binary', 'false'", "'binary', 'true'");
     let payloads = peek(node, "", "s4", &binary);
@@ -457,10 +488,13 @@ fn pgoutput_from_postgresql_18_decodes_and_reencodes_exactly() {
         "{}",
         bin.dump()
     );
+}
 
+/// Version 1 must leave out everything newer, even when the server is asked to stream.
+fn check_v1(node: &Node) {
     // v1: no streaming, no two-phase; prepared transactions arrive at COMMIT PREPARED.
     let v1_options = "'proto_version', '1', 'publication_names', 'pub', 'messages', 'true'";
-    let payloads = peek(node, immediate, "s1", v1_options);
+    let payloads = peek(node, IMMEDIATE, "s1", v1_options);
     let v1 = decode_all(&payloads, ProtoVersion::V1);
     let dump = v1.dump();
     for tag in [b'S', b'E', b'c', b'A', b'b', b'P', b'K', b'r', b'p'] {

@@ -16,7 +16,7 @@
 //! password check offers, who reaches a server or the console, and that the cancel key the
 //! adapter would register is the one the client was told.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use bytes::{Buf, BytesMut};
@@ -31,7 +31,9 @@ use pgyard_wire::frontend::encode_startup;
 use super::proxy::Bug;
 use super::proxy_console as console;
 use super::proxy_login_auth::{self as auth, Login};
-use super::proxy_login_settings::{gone, has, judge_activity, refused_at_welcome};
+use super::proxy_login_settings::{
+    direct_date_style, gone, has, judge_activity, refused_at_welcome, server_settings, SERVER_LOGIN,
+};
 use crate::{trace, Scenario, Trace, Violation};
 
 /// The scenario.
@@ -122,6 +124,23 @@ pub(super) struct Conn {
 }
 
 impl Conn {
+    /// A connection to session `s` nothing has happened on yet; `certs` as for [`Conn::certs`].
+    fn new(s: ClientSession, certs: Option<Rng>, now: Instant) -> Self {
+        Conn {
+            s,
+            rx: BytesMut::new(),
+            closed: false,
+            started_tls: None,
+            asks: Vec::new(),
+            acquired: None,
+            released: None,
+            to_server: Vec::new(),
+            certs,
+            cert: None,
+            now,
+        }
+    }
+
     /// Feeds client bytes and collects what comes out.
     pub(super) fn send(&mut self, bytes: &[u8]) -> Result<(), Violation> {
         self.s.handle_client_bytes(self.now, bytes);
@@ -370,20 +389,8 @@ fn connection(
     now: Instant,
 ) -> Result<(), Violation> {
     let prelude = PRELUDES[uniform_inclusive(rng, PRELUDES.len() as u64 - 1) as usize];
-    let mut secret = vec![0u8; 32];
-    rng.fill_bytes(&mut secret);
-    let key = CancelKey {
-        pid: (rng.next_u32() >> 1) as i32,
-        secret,
-    };
-    let mut random = pgyard_wire::auth::LoginRandom {
-        salt: [0; 4],
-        nonce: [0; 18],
-        mock_salt: [0; 16],
-    };
-    rng.fill_bytes(&mut random.salt);
-    rng.fill_bytes(&mut random.nonce);
-    rng.fill_bytes(&mut random.mock_salt);
+    let key = draw_key(rng);
+    let random = draw_login_random(rng);
     // Peer authentication: the adapter names the socket's owner when the client connects.
     let owner = auth::socket_owner(rng, &p.login);
     let own = owner.as_ref().map(|os_user| Login {
@@ -393,38 +400,8 @@ fn connection(
         users: Vec::new(),
     });
     let login = own.as_ref().unwrap_or(&p.login);
-    let config = ClientConfig {
-        auth: login.auth.clone(),
-        disabled: Default::default(),
-        admin_users: Arc::new(p.admins.clone()),
-        ..super::proxy_client::client_config(p.pool_mode)
-    };
-    let tls = ClientTls {
-        mode: p.mode,
-        end_point: p.end_point.clone(),
-    };
-    #[allow(unused_mut)]
-    let mut s = ClientSession::new(now, pgyard_proxy::ClientId(k), config, key.clone(), random)
-        .with_tls(tls);
-    #[cfg(feature = "planted-bugs")]
-    if let Some(b) = bug {
-        s = s.with_planted_bug(b);
-    }
-    #[cfg(not(feature = "planted-bugs"))]
-    let _ = bug;
-    let mut c = Conn {
-        s,
-        rx: BytesMut::new(),
-        closed: false,
-        started_tls: None,
-        asks: Vec::new(),
-        acquired: None,
-        released: None,
-        to_server: Vec::new(),
-        certs: p.client_ca.then(|| auth::cert_stream(rng, k)),
-        cert: None,
-        now,
-    };
+    let s = session((p, bug), login, (k, now), &key, random);
+    let mut c = Conn::new(s, p.client_ca.then(|| auth::cert_stream(rng, k)), now);
     trace!(t, "conn {k} prelude {prelude:?}");
     if let Some(os_user) = &owner {
         trace!(t, "conn {k} on the Unix socket of {os_user:?}");
@@ -437,60 +414,29 @@ fn connection(
     let Some(tls) = super::proxy_login_prelude::prelude(rng, t, p, &mut c, prelude)? else {
         return Ok(());
     };
-    let who = auth::draw_client(rng, &p.login);
-    let version = if uniform_inclusive(rng, 1) == 0 {
-        ProtocolVersion::V3_0
-    } else {
-        ProtocolVersion::V3_2
-    };
-    trace!(t, "conn {k} {who:?} tls={tls} {version:?}");
-    let app = ["", "psql", "nightly batch"][uniform_inclusive(rng, 2) as usize];
-    let mut params: Vec<(&[u8], &[u8])> = vec![
-        (b"user", who.user.as_bytes()),
-        (b"database", who.database.as_bytes()),
-    ];
-    if !app.is_empty() {
-        params.push((b"application_name", app.as_bytes()));
-    }
-    let options = (uniform_inclusive(rng, 3) == 0).then(|| {
-        // Which text is drawn on a side stream, so that the other draws stay as they were
-        // when every client's `options` was `-c geqo=off`.
-        let side = &mut side_stream(rng, OPTIONS_STREAM);
-        OPTIONS[uniform_inclusive(side, OPTIONS.len() as u64 - 1) as usize]
-    });
-    if let Some((text, _)) = options {
-        params.push((b"options", text.as_bytes()));
-    }
-    let asked = super::proxy_login_settings::draw_asked(rng);
-    for (n, v) in &asked {
-        params.push((n.as_bytes(), v.as_bytes()));
-    }
-    let middleware = uniform_inclusive(rng, 2) == 0;
-    if middleware {
-        params.push((b"_pq_.middleware_messages", b"on"));
-    }
-    let mut b = BytesMut::new();
-    let _ = encode_startup(version, &params, &mut b);
-    c.send(&b)?;
+    let start = Startup::draw(rng, t, k, &p.login, tls);
+    c.send(&start.encode())?;
     let tls_only = [TlsMode::Require, TlsMode::VerifyCa, TlsMode::VerifyFull];
     if tls_only.contains(&p.mode) && !tls {
         return ends_with_fatal(&mut c, "08P01", "SSL required");
     }
+    let who = &start.who;
     let end_point = p.end_point.as_deref().filter(|_| tls);
     let shown = c.cert.clone();
     let cert = shown.as_ref();
     if !auth::cert_gate(&mut c, p.mode, &login.auth, cert)?
-        || !auth::log_in(&mut c, login, &who, end_point, cert)?
-        || !auth::full_verify(&mut c, p.mode, &login.auth, &who, cert)?
+        || !auth::log_in(&mut c, login, who, end_point, cert)?
+        || !auth::full_verify(&mut c, p.mode, &login.auth, who, cert)?
     {
         return Ok(());
     }
-    let app = (!app.is_empty()).then_some(app);
+    let app = start.app();
     let drain = uniform_inclusive(rng, 9) == 0;
     if who.database != pgyard_proxy::admin::ADMIN_DATABASE {
         if let Some(got) = c.acquired.as_deref() {
             // docs/proxy.md: settings and switches of `options` that are not tracked make
             // a pool of their own, whose servers log in with them, written again.
+            let options = start.options;
             let want = options.map_or("", |(_, rest)| rest);
             if got != want {
                 let detail = format!("options {options:?}: a pool with options {got:?}");
@@ -503,9 +449,7 @@ fn connection(
                 return drained(&mut c);
             }
             let session = p.pool_mode == pgyard_proxy::PoolMode::Session;
-            return lend(
-                rng, &mut c, k, &key, version, &asked, app, middleware, session,
-            );
+            return lend(rng, &mut c, k, &key, &start, session);
         }
         let detail = format!(
             "{who:?} passed the password check but the session did not ask for a server \
@@ -519,7 +463,7 @@ fn connection(
     if !trusted && !p.admins.contains(&who.user) {
         return ends_with_fatal(&mut c, "08P01", "not allowed");
     }
-    console::welcome(&mut c, &key, version, middleware)?;
+    console::welcome(&mut c, &key, start.version, start.middleware)?;
     judge_activity(&c, ClientState::Idle, true, app)?;
     if drain {
         return drained(&mut c);
@@ -527,18 +471,140 @@ fn connection(
     console::commands(rng, t, &mut c)
 }
 
+/// The cancel key a connection's client is told: the secret is drawn before the pid.
+fn draw_key(rng: &mut Rng) -> CancelKey {
+    let mut secret = vec![0u8; 32];
+    rng.fill_bytes(&mut secret);
+    CancelKey {
+        pid: (rng.next_u32() >> 1) as i32,
+        secret,
+    }
+}
+
+/// The salt and nonces a session's password exchanges use, drawn in the order the fields
+/// are declared.
+fn draw_login_random(rng: &mut Rng) -> pgyard_wire::auth::LoginRandom {
+    let mut random = pgyard_wire::auth::LoginRandom {
+        salt: [0; 4],
+        nonce: [0; 18],
+        mock_salt: [0; 16],
+    };
+    rng.fill_bytes(&mut random.salt);
+    rng.fill_bytes(&mut random.nonce);
+    rng.fill_bytes(&mut random.mock_salt);
+    random
+}
+
+/// Connection `k`'s session on `p`, checking passwords by `login` (the proxy's, or the
+/// socket owner's under peer authentication), with `bug` planted when the feature is on.
+fn session(
+    (p, bug): (&Proxy, Bug),
+    login: &Login,
+    (k, now): (u64, Instant),
+    key: &CancelKey,
+    random: pgyard_wire::auth::LoginRandom,
+) -> ClientSession {
+    let config = ClientConfig {
+        auth: login.auth.clone(),
+        disabled: Default::default(),
+        admin_users: Arc::new(p.admins.clone()),
+        ..super::proxy_client::client_config(p.pool_mode)
+    };
+    let tls = ClientTls {
+        mode: p.mode,
+        end_point: p.end_point.clone(),
+    };
+    let s = ClientSession::new(now, pgyard_proxy::ClientId(k), config, key.clone(), random)
+        .with_tls(tls);
+    #[cfg(feature = "planted-bugs")]
+    if let Some(b) = bug {
+        return s.with_planted_bug(b);
+    }
+    #[cfg(not(feature = "planted-bugs"))]
+    let _ = bug;
+    s
+}
+
+/// What a client's StartupMessage asks for, kept for judging the answers to it.
+struct Startup {
+    who: auth::Who,
+    version: ProtocolVersion,
+    /// `application_name`, empty when the client sends none.
+    app: &'static str,
+    /// The client's `options`, and what its pool's servers log in with (see [`OPTIONS`]).
+    options: Option<(&'static str, &'static str)>,
+    /// The tracked settings the client sends.
+    asked: Vec<(&'static str, &'static str)>,
+    /// The client asks for `_pq_.middleware_messages`.
+    middleware: bool,
+}
+
+impl Startup {
+    /// Draws connection `k`'s StartupMessage, after a prelude that did (or did not) start TLS.
+    fn draw(rng: &mut Rng, t: &mut Trace, k: u64, login: &Login, tls: bool) -> Self {
+        let who = auth::draw_client(rng, login);
+        let version = if uniform_inclusive(rng, 1) == 0 {
+            ProtocolVersion::V3_0
+        } else {
+            ProtocolVersion::V3_2
+        };
+        trace!(t, "conn {k} {who:?} tls={tls} {version:?}");
+        let app = ["", "psql", "nightly batch"][uniform_inclusive(rng, 2) as usize];
+        let options = (uniform_inclusive(rng, 3) == 0).then(|| {
+            // Which text is drawn on a side stream, so that the other draws stay as they were
+            // when every client's `options` was `-c geqo=off`.
+            let side = &mut side_stream(rng, OPTIONS_STREAM);
+            OPTIONS[uniform_inclusive(side, OPTIONS.len() as u64 - 1) as usize]
+        });
+        let asked = super::proxy_login_settings::draw_asked(rng);
+        let middleware = uniform_inclusive(rng, 2) == 0;
+        Startup {
+            who,
+            version,
+            app,
+            options,
+            asked,
+            middleware,
+        }
+    }
+
+    /// The message as the client sends it.
+    fn encode(&self) -> BytesMut {
+        let mut params: Vec<(&[u8], &[u8])> = vec![
+            (b"user", self.who.user.as_bytes()),
+            (b"database", self.who.database.as_bytes()),
+        ];
+        if !self.app.is_empty() {
+            params.push((b"application_name", self.app.as_bytes()));
+        }
+        if let Some((text, _)) = self.options {
+            params.push((b"options", text.as_bytes()));
+        }
+        for (n, v) in &self.asked {
+            params.push((n.as_bytes(), v.as_bytes()));
+        }
+        if self.middleware {
+            params.push((b"_pq_.middleware_messages", b"on"));
+        }
+        let mut b = BytesMut::new();
+        let _ = encode_startup(self.version, &params, &mut b);
+        b
+    }
+
+    /// The `application_name` the session must report, if the client sent one.
+    fn app(&self) -> Option<&'static str> {
+        (!self.app.is_empty()).then_some(self.app)
+    }
+}
+
 /// The adapter's answer to the session's request for a server: the pool's refusal (its wait
 /// timed out), or a server whose settings make the welcome.
-#[allow(clippy::too_many_arguments)]
 fn lend(
     rng: &mut Rng,
     c: &mut Conn,
     k: u64,
     key: &CancelKey,
-    version: ProtocolVersion,
-    asked: &[(&str, &str)],
-    app: Option<&str>,
-    middleware: bool,
+    start: &Startup,
     session: bool,
 ) -> Result<(), Violation> {
     if uniform_inclusive(rng, 4) == 0 {
@@ -546,58 +612,10 @@ fn lend(
         c.pump()?;
         return ends_with_fatal(c, "08P01", "query_wait_timeout");
     }
-    // What a PostgreSQL 18 server reports at login.
-    let server: [(&str, &str); 8] = [
-        ("DateStyle", "ISO, MDY"),
-        ("TimeZone", "UTC"),
-        ("application_name", ""),
-        ("client_encoding", "UTF8"),
-        ("in_hot_standby", "off"),
-        ("integer_datetimes", "on"),
-        ("server_version", "18.1"),
-        ("standard_conforming_strings", "on"),
-    ];
-    let settings_of = |hot_standby: &str| {
-        let mut s = pgyard_proxy::client::Settings::new();
-        for (n, v) in server {
-            let v = if n == "in_hot_standby" {
-                hot_standby
-            } else {
-                v
-            };
-            s.insert(n.to_owned(), v.to_owned());
-        }
-        s
-    };
     if uniform_inclusive(rng, 5) == 0 {
-        // A primary demoted since it was opened never serves the `primary` route: it goes
-        // back as unusable and another is asked for; the client hears nothing of it.
-        let demoted = pgyard_proxy::Lent {
-            id: pgyard_proxy::ServerId(1000 + k),
-            settings: settings_of("on"),
-            prepared: Default::default(),
-        };
-        c.s.handle_server(c.now, demoted);
-        let outs: Vec<String> = std::iter::from_fn(|| c.s.poll_output())
-            .map(|o| match o {
-                ClientOut::Release { server, reusable } => {
-                    format!("release {} reusable={reusable}", server.id.0)
-                }
-                ClientOut::Acquire(key) => format!("acquire {:?}", key.route),
-                other => format!("{other:?}"),
-            })
-            .collect();
-        let want = [
-            format!("release {} reusable=false", 1000 + k),
-            "acquire Primary".into(),
-        ];
-        if outs != want {
-            let detail =
-                format!("a demoted primary lent for `primary`: {outs:?}, expected {want:?}");
-            return Err(fail("welcome-as-documented", detail));
-        }
+        demoted_primary(c, k)?;
     }
-    let mut settings = settings_of("off");
+    let mut settings = server_settings("off");
     // One server in four was left by an earlier client with a DateStyle of its own.
     let leftover = (uniform_inclusive(rng, 3) == 0)
         .then(|| ["SQL, DMY", "German, YMD", "Postgres, DMY"][uniform_inclusive(rng, 2) as usize]);
@@ -611,10 +629,7 @@ fn lend(
     };
     c.s.handle_server(c.now, lent);
     c.pump_lent()?;
-    // The docs: the server first takes the tracked values the client sent that differ from
-    // its own (nothing reaches the client meanwhile); a value it refuses ends the login with
-    // its error, after AuthenticationOk, as a direct login ends.
-    let login: std::collections::BTreeMap<String, String> = server
+    let login: BTreeMap<String, String> = SERVER_LOGIN
         .iter()
         .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
         .collect();
@@ -622,49 +637,105 @@ fn lend(
     if let Some(left) = leftover {
         have.insert("DateStyle".to_owned(), left.to_owned());
     }
+    if let Some(text) = align(c, start, &mut have, leftover.is_some())? {
+        return refused_at_welcome(c, &text);
+    }
+    direct_date_style(&start.asked, &login, &have)?;
+    judge_welcome(c, k, key, start, &have, session)
+}
+
+/// A primary demoted since it was opened never serves the `primary` route: it goes back as
+/// unusable and another is asked for; the client hears nothing of it.
+fn demoted_primary(c: &mut Conn, k: u64) -> Result<(), Violation> {
+    let demoted = pgyard_proxy::Lent {
+        id: pgyard_proxy::ServerId(1000 + k),
+        settings: server_settings("on"),
+        prepared: Default::default(),
+    };
+    c.s.handle_server(c.now, demoted);
+    let outs: Vec<String> = std::iter::from_fn(|| c.s.poll_output())
+        .map(|o| match o {
+            ClientOut::Release { server, reusable } => {
+                format!("release {} reusable={reusable}", server.id.0)
+            }
+            ClientOut::Acquire(key) => format!("acquire {:?}", key.route),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    let want = [
+        format!("release {} reusable=false", 1000 + k),
+        "acquire Primary".into(),
+    ];
+    if outs != want {
+        let detail = format!("a demoted primary lent for `primary`: {outs:?}, expected {want:?}");
+        return Err(fail("welcome-as-documented", detail));
+    }
+    Ok(())
+}
+
+/// The docs: the server first takes the tracked values the client sent that differ from
+/// what it has, `have` (nothing reaches the client meanwhile); the text of a value it refuses,
+/// which ends the login with its error after AuthenticationOk, as a direct login ends.
+fn align(
+    c: &mut Conn,
+    start: &Startup,
+    have: &mut BTreeMap<String, String>,
+    leftover: bool,
+) -> Result<Option<String>, Violation> {
     let canonical = |n: &str| {
         ["DateStyle", "TimeZone", "client_encoding"]
             .into_iter()
             .find(|t| t.eq_ignore_ascii_case(n))
     };
-    let differs = asked
+    let differs = start
+        .asked
         .iter()
         .filter_map(|(n, v)| Some((canonical(n)?, *v)))
-        .chain(app.map(|a| ("application_name", a)))
+        .chain(start.app().map(|a| ("application_name", a)))
         .any(|(n, v)| have.get(n).map(String::as_str) != Some(v));
-    if differs || leftover.is_some() {
-        let sql = std::mem::take(&mut c.to_server);
-        if sql.is_empty() || !c.rx.is_empty() || c.released.is_some() || c.closed {
-            let detail = format!(
-                "the welcome did not wait for the client's settings: wrote {} bytes to the \
-                 server, {} to the client, released={}",
-                sql.len(),
-                c.rx.len(),
-                c.released.is_some()
-            );
-            return Err(fail("welcome-as-documented", detail));
-        }
-        let (reply, refused) = super::proxy_login_settings::answer(&sql, &mut have)?;
-        c.s.handle_server_bytes(c.now, reply);
-        c.pump_lent()?;
-        if let Some(text) = refused {
-            return refused_at_welcome(c, &text);
-        }
+    if !differs && !leftover {
+        return Ok(None);
     }
-    direct_date_style(asked, &login, &have)?;
+    let sql = std::mem::take(&mut c.to_server);
+    if sql.is_empty() || !c.rx.is_empty() || c.released.is_some() || c.closed {
+        let detail = format!(
+            "the welcome did not wait for the client's settings: wrote {} bytes to the \
+             server, {} to the client, released={}",
+            sql.len(),
+            c.rx.len(),
+            c.released.is_some()
+        );
+        return Err(fail("welcome-as-documented", detail));
+    }
+    let (reply, refused) = super::proxy_login_settings::answer(&sql, have)?;
+    c.s.handle_server_bytes(c.now, reply);
+    c.pump_lent()?;
+    Ok(refused)
+}
+
+/// The welcome once the server has the client's settings, `have`, and what the session then
+/// does with its server (connection `k`'s): keeps it in session mode, else gives it back.
+fn judge_welcome(
+    c: &mut Conn,
+    k: u64,
+    key: &CancelKey,
+    start: &Startup,
+    have: &BTreeMap<String, String>,
+    session: bool,
+) -> Result<(), Violation> {
     // The server's values as it now has them (the client's as the server spells them),
     // `middleware_messages=on` when asked for, in the order of the names.
     let mut shown = have.clone();
-    if middleware {
+    if start.middleware {
         shown.insert("middleware_messages".into(), "on".into());
     }
     let want = welcome_messages(
         shown.iter().map(|(n, v)| (n.as_str(), v.as_str())),
         key,
-        version,
+        start.version,
     );
     let got = c.messages();
-    judge_key(c, key, version)?;
+    judge_key(c, key, start.version)?;
     // Transaction mode gives the server back at once, with the client's settings; session
     // mode keeps it.
     let keeps = c.s.server() == Some(pgyard_proxy::ServerId(k));
@@ -672,10 +743,10 @@ fn lend(
         && if session {
             keeps && c.released.is_none()
         } else {
-            !keeps && c.released.as_ref().is_some_and(|s| has(s, &have))
+            !keeps && c.released.as_ref().is_some_and(|s| has(s, have))
         };
     if got == want && !c.closed && holds {
-        return if session { gone(c, &have) } else { Ok(()) };
+        return if session { gone(c, have) } else { Ok(()) };
     }
     let show = |l: &[(u8, Vec<u8>)]| -> Vec<String> {
         l.iter()
@@ -693,32 +764,6 @@ fn lend(
         show(&want)
     );
     Err(fail("welcome-as-documented", detail))
-}
-
-/// A direct login puts the client's DateStyle (which may name half of one) over the
-/// server's login value, never over what an earlier client left: the welcomed server must
-/// have what a direct login would.
-fn direct_date_style(
-    asked: &[(&str, &str)],
-    login: &std::collections::BTreeMap<String, String>,
-    have: &std::collections::BTreeMap<String, String>,
-) -> Result<(), Violation> {
-    let asked = asked
-        .iter()
-        .find(|(n, _)| n.eq_ignore_ascii_case("DateStyle"));
-    let direct = match asked {
-        Some((_, v)) => super::proxy_login_settings::spell("DateStyle", v, login).ok(),
-        None => login.get("DateStyle").cloned(),
-    };
-    if direct.is_some() && have.get("DateStyle") != direct.as_ref() {
-        let detail = format!(
-            "the welcome left DateStyle {:?} on the server, a direct login {direct:?} \
-             (asked {asked:?})",
-            have.get("DateStyle")
-        );
-        return Err(fail("welcome-as-documented", detail));
-    }
-    Ok(())
 }
 
 /// SIGTERM reaches a session that holds no server: FATAL 08P01 `pooler is shutting down`.

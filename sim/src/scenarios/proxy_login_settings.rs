@@ -78,6 +78,59 @@ pub(super) fn spell(
     }
 }
 
+/// What a PostgreSQL 18 server reports at login.
+pub(super) const SERVER_LOGIN: [(&str, &str); 8] = [
+    ("DateStyle", "ISO, MDY"),
+    ("TimeZone", "UTC"),
+    ("application_name", ""),
+    ("client_encoding", "UTF8"),
+    ("in_hot_standby", "off"),
+    ("integer_datetimes", "on"),
+    ("server_version", "18.1"),
+    ("standard_conforming_strings", "on"),
+];
+
+/// A freshly opened server's settings record: [`SERVER_LOGIN`], but `in_hot_standby` as
+/// given (`on` for a primary demoted since).
+pub(super) fn server_settings(hot_standby: &str) -> pgyard_proxy::client::Settings {
+    let mut s = pgyard_proxy::client::Settings::new();
+    for (n, v) in SERVER_LOGIN {
+        let v = if n == "in_hot_standby" {
+            hot_standby
+        } else {
+            v
+        };
+        s.insert(n.to_owned(), v.to_owned());
+    }
+    s
+}
+
+/// A direct login puts the client's DateStyle (which may name half of one) over the
+/// server's login value, never over what an earlier client left: the welcomed server must
+/// have what a direct login would.
+pub(super) fn direct_date_style(
+    asked: &[(&str, &str)],
+    login: &BTreeMap<String, String>,
+    have: &BTreeMap<String, String>,
+) -> Result<(), Violation> {
+    let asked = asked
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case("DateStyle"));
+    let direct = match asked {
+        Some((_, v)) => spell("DateStyle", v, login).ok(),
+        None => login.get("DateStyle").cloned(),
+    };
+    if direct.is_some() && have.get("DateStyle") != direct.as_ref() {
+        let detail = format!(
+            "the welcome left DateStyle {:?} on the server, a direct login {direct:?} \
+             (asked {asked:?})",
+            have.get("DateStyle")
+        );
+        return Err(fail("welcome-as-documented", detail));
+    }
+    Ok(())
+}
+
 /// The server's answer to the proxy's alignment, one or two Query messages (the encoding in
 /// a query of its own, first) of `SET name TO 'value';` statements: for each query, a `SET`
 /// tag a statement, then each setting whose value changed as it spells it, then

@@ -33,6 +33,8 @@ pub struct Outcome {
     pub attempts: usize,
     /// Faults injected: hang-ups, failed handshakes and timers fired early.
     pub faults: usize,
+    /// Connections that broke with an alert after their handshake (some of the hang-ups).
+    pub broken: usize,
     /// A hash of every action, in order.
     pub trace: u64,
 }
@@ -145,7 +147,13 @@ struct Link {
     outbox: Vec<u8>,
     /// The server closes once the outbox is delivered.
     server_closes: bool,
+    /// The connection broke with an alert ([`BROKEN_MESSAGE`]) after its handshake.
+    broken: bool,
 }
+
+/// What a link that breaks with an alert reports (the adapters' text for a refused client
+/// certificate under TLS 1.3).
+const BROKEN_MESSAGE: &str = "SSL error: tlsv1 alert unknown ca";
 
 /// One step the network can take.
 #[derive(Clone, Copy)]
@@ -252,6 +260,7 @@ impl Run<'_, '_> {
                     tls_refused: false,
                     outbox: Vec::new(),
                     server_closes: false,
+                    broken: false,
                 });
                 self.pending.push(Pending::Open { attempt, addr });
             }
@@ -376,8 +385,16 @@ impl Run<'_, '_> {
                 let attempt = self.links[i].attempt;
                 self.links[i].open = false;
                 self.links[i].outbox.clear();
-                self.machine
-                    .handle_event(self.now, Event::Closed { attempt });
+                // Over TLS the peer may end with an alert instead: the adapters report it as
+                // `Broken`, in libpq's words, which the final error must carry.
+                let event = if self.links[i].tls && pick(self.u, 2) == 1 {
+                    self.links[i].broken = true;
+                    let message = BROKEN_MESSAGE.to_owned();
+                    Event::Broken { attempt, message }
+                } else {
+                    Event::Closed { attempt }
+                };
+                self.machine.handle_event(self.now, event);
             }
             Move::FailTls(i) => {
                 let Pending::Tls { attempt } = self.pending.remove(i) else {
@@ -541,6 +558,7 @@ impl Run<'_, '_> {
             target_session_attrs: self.setup.tsa,
             attempts: self.links.len(),
             faults: self.faults,
+            broken: self.links.iter().filter(|l| l.broken).count(),
             trace: self.trace.finish(),
         }
     }
@@ -603,6 +621,13 @@ impl Run<'_, '_> {
     }
 
     fn check_failure_was_due(&self, message: &str) {
+        // Every attempt's reason joins libpq's final message, an alert's text among them.
+        if self.links.iter().any(|l| l.broken) {
+            assert!(
+                message.contains(BROKEN_MESSAGE),
+                "a connection broke with an alert, and the error does not say so: {message}"
+            );
+        }
         // libpq gives up on every host after a refused login, and after a server that will
         // not encrypt when encryption is required.
         let required = self.setup.sslmode == "require";

@@ -444,150 +444,15 @@ impl World {
             return;
         };
         let mut out = BytesMut::new();
-        let mut close = false;
-        match s.phase {
-            Phase::Initial => {
-                if bytes.len() < 8 {
-                    return;
-                }
-                let code = u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
-                if code == 80_877_103 {
-                    self.log.push(format!("{k} sslrequest"));
-                    match pg.ssl {
-                        Ssl::No => out.extend_from_slice(b"N"),
-                        Ssl::Yes | Ssl::YesButFails => {
-                            out.extend_from_slice(b"S");
-                            s.phase = Phase::Tls;
-                        }
-                        Ssl::Error => out.extend_from_slice(b"E"),
-                    }
-                } else {
-                    self.log.push(format!(
-                        "{k} startup {}",
-                        if s.ssl { "ssl" } else { "plain" }
-                    ));
-                    let version = code;
-                    if pg.close_after_startup {
-                        close = true;
-                    } else if pg.hang_after_startup {
-                    } else {
-                        let err = pg
-                            .startup_errors
-                            .get(s.conn_no)
-                            .or(pg.startup_errors.last())
-                            .cloned()
-                            .flatten()
-                            .or(if s.ssl {
-                                pg.ssl_error.clone()
-                            } else {
-                                pg.plain_error.clone()
-                            });
-                        if let Some((state, msg)) = err {
-                            fatal(&mut out, &state, &msg);
-                            close = true;
-                        } else {
-                            if let Some((v, names)) = &pg.npv {
-                                let names: Vec<&[u8]> =
-                                    names.iter().map(|n| n.as_bytes()).collect();
-                                backend::encode_negotiate_protocol_version(
-                                    ProtocolVersion(*v),
-                                    &names,
-                                    &mut out,
-                                )
-                                .unwrap();
-                            }
-                            match &pg.auth {
-                                Auth::Trust => self.auth_ok(&pg, version, &mut out, &mut close),
-                                Auth::Cleartext(_) => {
-                                    backend::Authentication::CleartextPassword
-                                        .encode(&mut out)
-                                        .unwrap();
-                                    s.phase = Phase::Auth;
-                                }
-                                Auth::Md5 => {
-                                    backend::Authentication::Md5Password { salt: [1, 2, 3, 4] }
-                                        .encode(&mut out)
-                                        .unwrap();
-                                    s.phase = Phase::Auth;
-                                }
-                            }
-                            if let Some(s) = self.sessions.get_mut(&attempt) {
-                                if s.phase == Phase::Initial && !close {
-                                    s.phase = Phase::Ready;
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-            Phase::Auth => {
-                // PasswordMessage (anything else, e.g. Terminate, is ignored).
-                if bytes.len() < 6 || bytes[0] != b'p' {
-                    return;
-                }
-                let body = &bytes[5..bytes.len() - 1];
-                let ok = match &pg.auth {
-                    Auth::Cleartext(p) => body == p.as_bytes(),
-                    _ => true,
-                };
-                if ok {
-                    self.auth_ok(&pg, 196608, &mut out, &mut close);
-                    if let Some(s) = self.sessions.get_mut(&attempt) {
-                        s.phase = Phase::Ready;
-                    }
-                } else {
-                    fatal(
-                        &mut out,
-                        "28P01",
-                        "password authentication failed for user \"u\"",
-                    );
-                    close = true;
-                }
-            }
+        let close = match s.phase {
+            Phase::Initial => self.initial_recv(attempt, &k, &pg, bytes, &mut out),
+            Phase::Auth => self.password_recv(attempt, &pg, bytes, &mut out),
             Phase::Ready => {
-                let mut rest = bytes;
-                while rest.len() >= 5 {
-                    let len = u32::from_be_bytes([rest[1], rest[2], rest[3], rest[4]]) as usize;
-                    let (msg, r) = rest.split_at((len + 1).min(rest.len()));
-                    rest = r;
-                    match msg[0] {
-                        b'X' => {
-                            self.log.push(format!("{k} terminate"));
-                            close = false;
-                        }
-                        b'Q' => {
-                            let sql = String::from_utf8_lossy(&msg[5..msg.len() - 1]).into_owned();
-                            self.log.push(format!("{k} query {sql}"));
-                            let answer = if sql.starts_with("SHOW") {
-                                pg.show_ro.clone()
-                            } else {
-                                pg.in_recovery.clone()
-                            };
-                            match answer {
-                                Some(v) => {
-                                    backend::encode_data_row(&[Some(v.as_bytes())], &mut out)
-                                        .unwrap();
-                                    backend::encode_command_complete(b"SHOW", &mut out).unwrap();
-                                }
-                                None => {
-                                    encode_error_response(
-                                        &[(b'S', b"ERROR"), (b'C', b"XX000"), (b'M', b"boom")],
-                                        &mut out,
-                                    )
-                                    .unwrap();
-                                }
-                            }
-                            backend::encode_ready_for_query(
-                                backend::TransactionStatus::Idle,
-                                &mut out,
-                            );
-                        }
-                        _ => {}
-                    }
-                }
+                self.queries_recv(&k, &pg, bytes, &mut out);
+                false
             }
-            Phase::Tls | Phase::Gone => {}
-        }
+            Phase::Tls | Phase::Gone => false,
+        };
         if !out.is_empty() {
             self.emit(
                 &k,
@@ -599,6 +464,175 @@ impl World {
         }
         if close {
             self.emit(&k, Event::Closed { attempt });
+        }
+    }
+
+    /// Scripted refusals, hangs and startup errors all act on the first packet; returns close.
+    fn initial_recv(
+        &mut self,
+        attempt: AttemptId,
+        k: &str,
+        pg: &Pg,
+        bytes: &[u8],
+        out: &mut BytesMut,
+    ) -> bool {
+        if bytes.len() < 8 {
+            return false;
+        }
+        let Some(s) = self.sessions.get_mut(&attempt) else {
+            return false;
+        };
+        let code = u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
+        if code == 80_877_103 {
+            self.log.push(format!("{k} sslrequest"));
+            match pg.ssl {
+                Ssl::No => out.extend_from_slice(b"N"),
+                Ssl::Yes | Ssl::YesButFails => {
+                    out.extend_from_slice(b"S");
+                    s.phase = Phase::Tls;
+                }
+                Ssl::Error => out.extend_from_slice(b"E"),
+            }
+            return false;
+        }
+        self.log.push(format!(
+            "{k} startup {}",
+            if s.ssl { "ssl" } else { "plain" }
+        ));
+        let version = code;
+        if pg.close_after_startup {
+            return true;
+        }
+        if pg.hang_after_startup {
+            return false;
+        }
+        let err = pg
+            .startup_errors
+            .get(s.conn_no)
+            .or(pg.startup_errors.last())
+            .cloned()
+            .flatten()
+            .or(if s.ssl {
+                pg.ssl_error.clone()
+            } else {
+                pg.plain_error.clone()
+            });
+        if let Some((state, msg)) = err {
+            fatal(out, &state, &msg);
+            return true;
+        }
+        self.startup_accepted(attempt, pg, version, out)
+    }
+
+    /// Trust finishes at once and passwords wait, so the next phase is settled here; returns close.
+    fn startup_accepted(
+        &mut self,
+        attempt: AttemptId,
+        pg: &Pg,
+        version: u32,
+        out: &mut BytesMut,
+    ) -> bool {
+        let mut close = false;
+        if let Some((v, names)) = &pg.npv {
+            let names: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
+            backend::encode_negotiate_protocol_version(ProtocolVersion(*v), &names, out).unwrap();
+        }
+        let asks_password = match &pg.auth {
+            Auth::Trust => {
+                self.auth_ok(pg, version, out, &mut close);
+                false
+            }
+            Auth::Cleartext(_) => {
+                backend::Authentication::CleartextPassword
+                    .encode(out)
+                    .unwrap();
+                true
+            }
+            Auth::Md5 => {
+                backend::Authentication::Md5Password { salt: [1, 2, 3, 4] }
+                    .encode(out)
+                    .unwrap();
+                true
+            }
+        };
+        if let Some(s) = self.sessions.get_mut(&attempt) {
+            if asks_password {
+                s.phase = Phase::Auth;
+            }
+            if s.phase == Phase::Initial && !close {
+                s.phase = Phase::Ready;
+            }
+        }
+        close
+    }
+
+    /// Only cleartext is checked: enough to provoke a wrong-password failure; returns close.
+    fn password_recv(
+        &mut self,
+        attempt: AttemptId,
+        pg: &Pg,
+        bytes: &[u8],
+        out: &mut BytesMut,
+    ) -> bool {
+        // PasswordMessage (anything else, e.g. Terminate, is ignored).
+        if bytes.len() < 6 || bytes[0] != b'p' {
+            return false;
+        }
+        let body = &bytes[5..bytes.len() - 1];
+        let ok = match &pg.auth {
+            Auth::Cleartext(p) => body == p.as_bytes(),
+            _ => true,
+        };
+        if !ok {
+            fatal(
+                out,
+                "28P01",
+                "password authentication failed for user \"u\"",
+            );
+            return true;
+        }
+        let mut close = false;
+        self.auth_ok(pg, 196608, out, &mut close);
+        if let Some(s) = self.sessions.get_mut(&attempt) {
+            s.phase = Phase::Ready;
+        }
+        close
+    }
+
+    /// Scripted answers to the session checks let target_session_attrs run without a server.
+    fn queries_recv(&mut self, k: &str, pg: &Pg, bytes: &[u8], out: &mut BytesMut) {
+        let mut rest = bytes;
+        while rest.len() >= 5 {
+            let len = u32::from_be_bytes([rest[1], rest[2], rest[3], rest[4]]) as usize;
+            let (msg, r) = rest.split_at((len + 1).min(rest.len()));
+            rest = r;
+            match msg[0] {
+                b'X' => self.log.push(format!("{k} terminate")),
+                b'Q' => {
+                    let sql = String::from_utf8_lossy(&msg[5..msg.len() - 1]).into_owned();
+                    self.log.push(format!("{k} query {sql}"));
+                    let answer = if sql.starts_with("SHOW") {
+                        pg.show_ro.clone()
+                    } else {
+                        pg.in_recovery.clone()
+                    };
+                    match answer {
+                        Some(v) => {
+                            backend::encode_data_row(&[Some(v.as_bytes())], out).unwrap();
+                            backend::encode_command_complete(b"SHOW", out).unwrap();
+                        }
+                        None => {
+                            encode_error_response(
+                                &[(b'S', b"ERROR"), (b'C', b"XX000"), (b'M', b"boom")],
+                                out,
+                            )
+                            .unwrap();
+                        }
+                    }
+                    backend::encode_ready_for_query(backend::TransactionStatus::Idle, out);
+                }
+                _ => {}
+            }
         }
     }
 

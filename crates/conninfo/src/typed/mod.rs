@@ -183,6 +183,82 @@ pub struct ConnectConfig {
     keep_trying_addresses_after_mismatch: bool,
 }
 
+/// The user, the database and the password of a configuration.
+type Identity = (Vec<u8>, Vec<u8>, Option<Vec<u8>>);
+
+/// Step 2 of [`ConnectConfig::from_resolved`]: the user (the OS user when unset or empty),
+/// the database (the user when unset or empty), the password, and each slot's password from
+/// the lookup (the password file) when no password was given.
+fn identity(
+    info: &ConnInfo,
+    ctx: &Context<'_>,
+    slots: &mut [HostSlot],
+) -> Result<Identity, ConfigError> {
+    let user = match info.get(Keyword::User) {
+        Some(u) if !u.is_empty() => u.to_vec(),
+        _ => ctx
+            .os_user
+            .clone()
+            .ok_or_else(|| ConfigError::UserUnavailable {
+                message: ctx.os_user_error.clone(),
+            })?,
+    };
+    let dbname = match info.get(Keyword::Dbname) {
+        Some(d) if !d.is_empty() => d.to_vec(),
+        _ => user.clone(),
+    };
+    let password = info.get(Keyword::Password).map(<[u8]>::to_vec);
+    if !matches!(password.as_deref(), Some(p) if !p.is_empty()) {
+        if let Some(lookup) = ctx.password_lookup {
+            for slot in slots {
+                let key = HostSlotKey {
+                    host: slot.host.as_deref(),
+                    hostaddr: slot.hostaddr.as_deref(),
+                    port: slot.port.as_deref(),
+                    dbname: &dbname,
+                    user: &user,
+                };
+                slot.password = lookup(&key);
+            }
+        }
+    }
+    Ok((user, dbname, password))
+}
+
+/// Step 9: the TLS version bounds, each checked, then that they form a range.
+fn tls_range(info: &ConnInfo) -> Result<(Option<TlsVersion>, Option<TlsVersion>), ConfigError> {
+    let bound = |kw: Keyword| match info.get(kw) {
+        None => Ok(None),
+        Some(v) => TlsVersion::parse(kw, v),
+    };
+    let min = bound(Keyword::SslMinProtocolVersion)?;
+    let max = bound(Keyword::SslMaxProtocolVersion)?;
+    if let (Some(lo), Some(hi)) = (min, max) {
+        if lo > hi {
+            return Err(ConfigError::InvalidTlsVersionRange);
+        }
+    }
+    Ok((min, max))
+}
+
+/// Step 15: the protocol versions; the maximum defaults to 3.0 unless the minimum asks for
+/// more.
+fn protocol_range(info: &ConnInfo) -> Result<(ProtocolVersion, ProtocolVersion), ConfigError> {
+    let min = match info.get(Keyword::MinProtocolVersion) {
+        Some(v) => ProtocolVersion::parse(Keyword::MinProtocolVersion, v)?,
+        None => ProtocolVersion::V3_0,
+    };
+    let max = match info.get(Keyword::MaxProtocolVersion) {
+        Some(v) => ProtocolVersion::parse(Keyword::MaxProtocolVersion, v)?,
+        None if min > ProtocolVersion::V3_0 => ProtocolVersion::LATEST,
+        None => ProtocolVersion::V3_0,
+    };
+    if min > max {
+        return Err(ConfigError::ProtocolVersionRange);
+    }
+    Ok((min, max))
+}
+
 /// pgyard's default delay between the starts of two raced attempts.
 pub const DEFAULT_RACE_STAGGER: Duration = Duration::from_millis(250);
 
@@ -205,37 +281,8 @@ impl ConnectConfig {
             &ctx.default_socket_dir,
         )?;
 
-        // 2. user, then dbname.
-        let user = match get(Keyword::User) {
-            Some(u) if !u.is_empty() => u.to_vec(),
-            _ => ctx
-                .os_user
-                .clone()
-                .ok_or_else(|| ConfigError::UserUnavailable {
-                    message: ctx.os_user_error.clone(),
-                })?,
-        };
-        let dbname = match get(Keyword::Dbname) {
-            Some(d) if !d.is_empty() => d.to_vec(),
-            _ => user.clone(),
-        };
-
-        // Per-slot passwords, only when no password was given.
-        let password = get(Keyword::Password).map(<[u8]>::to_vec);
-        if !matches!(password.as_deref(), Some(p) if !p.is_empty()) {
-            if let Some(lookup) = ctx.password_lookup {
-                for slot in &mut slots {
-                    let key = HostSlotKey {
-                        host: slot.host.as_deref(),
-                        hostaddr: slot.hostaddr.as_deref(),
-                        port: slot.port.as_deref(),
-                        dbname: &dbname,
-                        user: &user,
-                    };
-                    slot.password = lookup(&key);
-                }
-            }
-        }
+        // 2. user, then dbname (and per-slot passwords when none was given).
+        let (user, dbname, password) = identity(info, ctx, &mut slots)?;
 
         // 3. require_auth.
         let require_auth = RequireAuth::parse(get(Keyword::RequireAuth))?;
@@ -259,17 +306,7 @@ impl ConnectConfig {
         }
 
         // 9. TLS version bounds, then their range.
-        let tls_bound = |kw: Keyword| match get(kw) {
-            None => Ok(None),
-            Some(v) => TlsVersion::parse(kw, v),
-        };
-        let ssl_min_protocol_version = tls_bound(Keyword::SslMinProtocolVersion)?;
-        let ssl_max_protocol_version = tls_bound(Keyword::SslMaxProtocolVersion)?;
-        if let (Some(min), Some(max)) = (ssl_min_protocol_version, ssl_max_protocol_version) {
-            if min > max {
-                return Err(ConfigError::InvalidTlsVersionRange);
-            }
-        }
+        let (ssl_min_protocol_version, ssl_max_protocol_version) = tls_range(info)?;
 
         // 10. sslcertmode.
         let sslcertmode = parse_or_default(get(Keyword::Sslcertmode), SslCertMode::parse)?;
@@ -298,19 +335,8 @@ impl ConnectConfig {
         let load_balance_hosts =
             parse_or_default(get(Keyword::LoadBalanceHosts), LoadBalanceHosts::parse)?;
 
-        // 15. Protocol versions: max defaults to 3.0 unless min asks for more.
-        let min_protocol_version = match get(Keyword::MinProtocolVersion) {
-            Some(v) => ProtocolVersion::parse(Keyword::MinProtocolVersion, v)?,
-            None => ProtocolVersion::V3_0,
-        };
-        let max_protocol_version = match get(Keyword::MaxProtocolVersion) {
-            Some(v) => ProtocolVersion::parse(Keyword::MaxProtocolVersion, v)?,
-            None if min_protocol_version > ProtocolVersion::V3_0 => ProtocolVersion::LATEST,
-            None => ProtocolVersion::V3_0,
-        };
-        if min_protocol_version > max_protocol_version {
-            return Err(ConfigError::ProtocolVersionRange);
-        }
+        // 15. Protocol versions.
+        let (min_protocol_version, max_protocol_version) = protocol_range(info)?;
 
         // 16. client_encoding=auto.
         let client_encoding = get(Keyword::ClientEncoding).map(|v| {

@@ -29,8 +29,8 @@
 use pgyard_slotsync::check::check;
 use pgyard_slotsync::snapshot::{PrimaryFacts, Snapshot};
 use pgyard_slotsync::{
-    promote, sync_cycle, sync_function, Caller, Outcome, PlanInput, SlotRow, Standby,
-    StandbySlotList, SyncError, Version,
+    promote, sync_cycle, sync_function, Caller, Outcome, PlanInput, SlotRow, Standby, SyncError,
+    Version,
 };
 use pgyard_types::{side_stream, uniform_inclusive, Instant, Lsn, Rng, RngCore, UnixTime};
 
@@ -38,6 +38,7 @@ use crate::planted::{ScenarioBug, SyncBug};
 use crate::publisher::{Publisher, Workload};
 use crate::{trace, Scenario, Trace, Violation};
 use cluster::Cluster;
+use gate::Gate;
 use loss::loss_at;
 pub use loss::{LossWindow, Unusable};
 use settings::{wrong_at, Misconfig, Wrong};
@@ -47,6 +48,7 @@ mod actions;
 mod cluster;
 mod collect;
 mod decode;
+mod gate;
 mod horizon;
 mod judge;
 mod loss;
@@ -54,6 +56,7 @@ mod plan_json;
 mod reason;
 mod reconnect;
 mod report;
+mod schedule;
 mod settings;
 mod user;
 mod wal;
@@ -174,29 +177,7 @@ pub fn run_slotsync(
     for i in 0..mix.standbys as usize {
         publ.add_standby(&format!("standby{}", i + 1), mix.stall_percent[i]);
     }
-    let listed: Vec<usize> = if mix.list_all {
-        (0..mix.standbys as usize).collect()
-    } else {
-        vec![0]
-    };
-    let setting = settings::spell_list(rng, listed.iter().map(|&i| &publ.standbys[i].slot));
-    let list = StandbySlotList::parse(if mix.gate_on { &setting } else { "" })
-        .map_err(|e| fail("setting-parses", format!("{setting:?}: {e:?}")))?;
-    let intended: Vec<&String> = listed.iter().map(|&i| &publ.standbys[i].slot).collect();
-    if mix.gate_on && !list.names().iter().eq(intended.iter().copied()) {
-        return Err(fail(
-            "setting-parses",
-            format!("{setting:?} parses as {:?}, not {intended:?}", list.names()),
-        ));
-    }
-    settings::judge_typo(&setting)?;
-    let mistyped = walsender::mistakes(&list)?;
-    let in_setting: Vec<usize> = if mix.gate_on {
-        listed.clone()
-    } else {
-        Vec::new()
-    };
-    trace!(t, "synchronized_standby_slots = {:?}", list.names());
+    let gate = Gate::draw(rng, t, &mix, &publ)?;
     let mut cluster = Cluster::new(&publ, mix.keep_bytes);
     if let Some((i, max)) = settings::draw_slots_max(rng, &mut cluster.slots_max) {
         trace!(t, "standby{} has max_replication_slots = {max:?}", i + 1);
@@ -228,41 +209,11 @@ pub fn run_slotsync(
         if mix.decoding.is_some_and(|p| r(&mut dec, 99) < p) {
             publ.log_running_xacts();
         }
-        if mix.two_phase_tick == Some(tick) && cluster.logical_invalid.is_none() {
-            // Decoding restarts with two-phase on: it applies from what was confirmed.
-            cluster.two_phase_at = Some(publ.slot.confirmed_flush_lsn);
-            trace!(
-                t,
-                "tick {tick}: sub_slot two_phase on at {}",
-                publ.slot.confirmed_flush_lsn
-            );
-        }
-        if let Some((_, k)) = mix.rebuild.filter(|&(at, _)| at == tick) {
-            let k = k % publ.standbys.len();
-            cluster.rebuild(&mut publ, k, mix.stall_percent[k]);
-            standbys.locals[k].clear();
-            standbys.workers[k] = Worker::new();
-            trace!(
-                t,
-                "tick {tick}: standby{} rebuilt from a base backup at {}",
-                k + 1,
-                publ.flush_lsn()
-            );
-        }
+        schedule::at_tick(t, tick, &mix, &mut publ, &mut cluster, &mut standbys);
         publ.advance_standbys(rng);
         cluster.standbys_step(rng, t, tick, &mix, &publ, &mut standbys.locals);
         let primary_rows = primary_rows(&publ, &cluster);
-        // The walsender's bound.
-        let flush = publ.flush_lsn();
-        let bound = if bug == Some(ScenarioBug::IgnoreStandbySlots) {
-            Some(flush)
-        } else {
-            list.send_bound(&primary_rows, flush, true, false, false)
-                .upto
-        };
-        if mix.gate_on {
-            walsender::judge(tick, &list, &mistyped, &primary_rows, flush)?;
-        }
+        let bound = gate.bound(tick, bug, &primary_rows, publ.flush_lsn())?;
         // An invalidated slot cannot be streamed from (or confirmed through) at all.
         if cluster.logical_invalid.is_none() {
             sub.step(rng, t, tick, &mix, &mut publ, bound);
@@ -270,15 +221,15 @@ pub fn run_slotsync(
         let world = (&publ, &mut cluster);
         standbys.sync(t, tick, (now, wall), &mix, world, &primary_rows)?;
         let feedback_off = misconfig.and_then(|m| m.feedback_off_at(tick));
-        let locals = &standbys.locals;
+        let locals = standbys.locals.as_slice();
         cluster.primary_step(rng, t, (tick, &mix), &mut publ, locals, feedback_off);
         let received = sub.received;
         let applied_end = received
             .checked_sub(1)
             .map_or(START, |i| publ.commits[i].end_lsn);
         let facts = Facts {
-            setting: if mix.gate_on { &setting } else { "" },
-            in_setting: &in_setting,
+            setting: &gate.text,
+            in_setting: &gate.in_setting,
             failover_tick: mix.failover_tick,
             sent: applied_end,
             worker: mix.worker,
@@ -290,30 +241,15 @@ pub fn run_slotsync(
         let someone = uniform_inclusive(&mut users, mix.standbys - 1) as usize;
         user::attempt(&mut users, tick, someone, &locals[someone], true)?;
         if tick == mix.failover_tick {
-            let candidates: Vec<usize> = if mix.gate_on {
-                listed.clone()
-            } else {
-                (0..mix.standbys as usize).collect()
-            };
-            let p = candidates[r(rng, candidates.len() as u64 - 1) as usize];
-            let ready = verdict_ready(tick, world, &locals[p], p, &facts)?;
-            trace!(t, "check right before the failover: ready {ready}");
-            settings::at_promotion(tick, world, &locals[p], p, &facts)?;
-            let wrong = wrong_at(misconfig, p, tick);
-            let at = (p, wrong);
-            let loss = failover(rng, t, &mix, world, &locals[p], at, received, sub.confirmed)?;
-            // The promoted server's slots are its own.
-            let (_, promoted) = promote(&locals[p]);
-            user::attempt(&mut users, tick, p, &promoted, false)?;
-            if ready && loss.total() > 0 {
-                return Err(fail(
-                    "ready-means-lossless",
-                    format!(
-                        "the check said ready for standby{}, and the failover lost {loss:?}",
-                        p + 1
-                    ),
-                ));
-            }
+            let loss = fail_over_at(
+                rng,
+                t,
+                (&mix, &gate),
+                world,
+                (locals, &mut users),
+                &facts,
+                &sub,
+            )?;
             return Ok(SlotsyncRun {
                 nanos: now.0,
                 loss: Some(loss),
@@ -568,6 +504,49 @@ fn check_at_random(
         }
     }
     Ok(())
+}
+
+/// The failover at its tick: the check asked of the standby to promote right before it, the
+/// promotion, and a user reaching for the promoted server's slots; returns what it cost.
+fn fail_over_at(
+    rng: &mut Rng,
+    t: &mut Trace,
+    (mix, gate): (&Mix, &Gate),
+    world: (&Publisher, &Cluster),
+    (locals, users): (&[Vec<SlotRow>], &mut Rng),
+    facts: &Facts,
+    sub: &Subscriber,
+) -> Result<LossWindow, Violation> {
+    let tick = mix.failover_tick;
+    let candidates = gate.candidates(mix.standbys);
+    let p = candidates[uniform_inclusive(rng, candidates.len() as u64 - 1) as usize];
+    let ready = verdict_ready(tick, world, &locals[p], p, facts)?;
+    trace!(t, "check right before the failover: ready {ready}");
+    settings::at_promotion(tick, world, &locals[p], p, facts)?;
+    let at = (p, wrong_at(facts.misconfig, p, tick));
+    let loss = failover(
+        rng,
+        t,
+        mix,
+        world,
+        &locals[p],
+        at,
+        sub.received,
+        sub.confirmed,
+    )?;
+    // The promoted server's slots are its own.
+    let (_, promoted) = promote(&locals[p]);
+    user::attempt(users, tick, p, &promoted, false)?;
+    if ready && loss.total() > 0 {
+        return Err(fail(
+            "ready-means-lossless",
+            format!(
+                "the check said ready for standby{}, and the failover lost {loss:?}",
+                p + 1
+            ),
+        ));
+    }
+    Ok(loss)
 }
 
 /// Promotes standby `p` and checks how the subscriber resumes there.
