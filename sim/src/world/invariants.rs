@@ -76,7 +76,13 @@ pub(super) enum Heard {
         /// What the server selected.
         alpn: Option<&'static [u8]>,
     },
+    /// After its TLS handshake the connection broke with an alert ([`ALERT_TEXT`]), as the
+    /// adapters report a server that refuses the client's certificate under TLS 1.3.
+    Broken,
 }
+
+/// What the adapters report for a connection that broke with that alert (libpq's words).
+pub(super) const ALERT_TEXT: &str = "SSL error: tlsv1 alert unknown ca";
 
 impl Watch {
     /// A connect on a new machine begins: nothing of the old one counts any more.

@@ -210,6 +210,9 @@ pub struct World {
     next_sock: u64,
     clients: Vec<Client>,
     rng: Rng,
+    /// Whether a TLS connection the server ends breaks with an alert instead (a stream of
+    /// its own, so that the draws of runs without TLS stay as they were).
+    alerts: Rng,
     bug: Bug,
     steps: u64,
     /// Counters.
@@ -221,6 +224,9 @@ pub struct World {
     seen_buf: Vec<Seen>,
     mail_buf: Vec<Mail>,
 }
+
+/// The stream of [`World::alerts`].
+const ALERT_STREAM: u64 = 0x0061_6c65_7274;
 
 impl World {
     /// A world with these nodes, resolver and network; `seed` drives every draw the world
@@ -236,6 +242,7 @@ impl World {
             next_sock: 1,
             clients: Vec::new(),
             rng: pgyard_types::rng_from_seed(seed),
+            alerts: pgyard_types::side_stream(&pgyard_types::rng_from_seed(seed), ALERT_STREAM),
             bug,
             steps: 0,
             stats: Stats::default(),

@@ -9,7 +9,7 @@ use pgyard_types::{uniform_inclusive, Instant};
 use pgyard_wire::frame::ProtocolVersion;
 
 use super::client::Mode;
-use super::invariants::Heard;
+use super::invariants::{Heard, ALERT_TEXT};
 use super::memory::LastSeen;
 use super::net::SYN_TIMEOUT_NS;
 use super::pg::{NodeState, Session};
@@ -337,6 +337,22 @@ impl World {
         Ok(())
     }
 
+    /// The server's end of `id` reaches its client during a connect: end of stream, or on a
+    /// TLS connection, one time in two, an alert that breaks it (drawn from
+    /// [`World::alerts`](super::World), so runs without TLS draw as before).
+    fn closed_event(&mut self, t: &mut Trace, id: u64, i: usize, attempt: AttemptId) -> Event {
+        let now = self.now;
+        let tls = self.socks.get(&id).is_some_and(|s| s.tls.is_some());
+        if tls && uniform_inclusive(&mut self.alerts, 1) == 0 {
+            trace_line!(t, "t=", now.0, " c", i, " a", attempt.0, " alert");
+            self.clients[i].watch.heard(attempt, Heard::Broken);
+            let message = ALERT_TEXT.to_owned();
+            return Event::Broken { attempt, message };
+        }
+        trace_line!(t, "t=", now.0, " c", i, " a", attempt.0, " eof");
+        Event::Closed { attempt }
+    }
+
     /// A delivery reaches the client end of `id`: the end of a held session, or an event
     /// for the connect under way.
     pub(super) fn deliver_to_client(
@@ -428,10 +444,7 @@ impl World {
                 }
                 Event::Received { attempt, bytes }
             }
-            Delivery::Closed => {
-                trace_line!(t, "t=", now.0, " c", i, " a", attempt.0, " eof");
-                Event::Closed { attempt }
-            }
+            Delivery::Closed => self.closed_event(t, id, i, attempt),
             Delivery::TlsDone(Ok(alpn)) => {
                 let direct = self
                     .socks

@@ -12,7 +12,7 @@ use pgyard_conninfo::typed::{HostSlot, SlotKind};
 use pgyard_wire::error_fields::SqlState;
 use pgyard_wire::frame::ProtocolVersion;
 
-use super::invariants::{violation, CheckResult, Heard};
+use super::invariants::{violation, CheckResult, Heard, ALERT_TEXT};
 use super::World;
 
 impl World {
@@ -88,6 +88,11 @@ impl World {
                 Heard::AuthRefused(reason) => {
                     let want = c.spec.require_auth.map(|a| a.message(reason));
                     r.kind == FailureKind::Authentication && Some(&r.text) == want.as_ref()
+                }
+                // Like a closed connection (the attempt ends, the connect goes on as libpq
+                // would), in the alert's words.
+                Heard::Broken => {
+                    r.kind == FailureKind::Transient && r.text.contains(&format!("{ALERT_TEXT}\n"))
                 }
             };
             if !fits {
