@@ -174,8 +174,8 @@ fn assert_held_for_the_hour(running: &Running, work_end: Lsn) {
     assert!(p.reported_flush >= work_end);
 }
 
-/// Exactly once is judged on the queue as a restart finds it, not on what `follow` reported.
-fn assert_queue_holds_each_once(dir: &std::path::Path, xids: &[u32]) {
+/// What the queue in `dir` holds as a restart finds it, after a recovery with no torn tail.
+fn recovered(dir: &std::path::Path) -> pgyard_delayq::Inspection {
     let storage = FsStorage::open(dir).unwrap();
     let report = pgyard_delayq::verify(&storage).expect("verify");
     assert!(report.torn_tail.is_none(), "{report:?}");
@@ -187,7 +187,12 @@ fn assert_queue_holds_each_once(dir: &std::path::Path, xids: &[u32]) {
         },
     )
     .unwrap();
-    let info = queue.inspect();
+    queue.inspect()
+}
+
+/// Exactly once is judged on the queue as a restart finds it, not on what `follow` reported.
+fn assert_queue_holds_each_once(dir: &std::path::Path, xids: &[u32]) {
+    let info = recovered(dir);
     let mut held: Vec<u32> = info
         .transactions
         .iter()
@@ -379,18 +384,7 @@ async fn follow_reconnects_after_walsender_kills_and_a_restart_exactly_once_in_o
     assert!(last.sessions >= 4, "{last:?}");
 
     // Exactly once, in commit order, after a clean recovery.
-    let storage = FsStorage::open(dir.path()).unwrap();
-    let report = pgyard_delayq::verify(&storage).expect("verify");
-    assert!(report.torn_tail.is_none(), "{report:?}");
-    let queue = DelayQueue::open(
-        storage,
-        Config {
-            delay: HOUR,
-            ..Config::default()
-        },
-    )
-    .unwrap();
-    let info = queue.inspect();
+    let info = recovered(dir.path());
     let held: Vec<u32> = info
         .transactions
         .iter()

@@ -390,7 +390,7 @@ fn connection(
 ) -> Result<(), Violation> {
     let prelude = PRELUDES[uniform_inclusive(rng, PRELUDES.len() as u64 - 1) as usize];
     let key = draw_key(rng);
-    let random = draw_login_random(rng);
+    let random = pgyard_wire::auth::LoginRandom::draw(rng);
     // Peer authentication: the adapter names the socket's owner when the client connects.
     let owner = auth::socket_owner(rng, &p.login);
     let own = owner.as_ref().map(|os_user| Login {
@@ -479,20 +479,6 @@ fn draw_key(rng: &mut Rng) -> CancelKey {
         pid: (rng.next_u32() >> 1) as i32,
         secret,
     }
-}
-
-/// The salt and nonces a session's password exchanges use, drawn in the order the fields
-/// are declared.
-fn draw_login_random(rng: &mut Rng) -> pgyard_wire::auth::LoginRandom {
-    let mut random = pgyard_wire::auth::LoginRandom {
-        salt: [0; 4],
-        nonce: [0; 18],
-        mock_salt: [0; 16],
-    };
-    rng.fill_bytes(&mut random.salt);
-    rng.fill_bytes(&mut random.nonce);
-    rng.fill_bytes(&mut random.mock_salt);
-    random
 }
 
 /// Connection `k`'s session on `p`, checking passwords by `login` (the proxy's, or the

@@ -70,14 +70,7 @@ impl ClientTask {
             pid: (rng.next_u32() >> 1) as i32,
             secret,
         };
-        let mut random = LoginRandom {
-            salt: [0; 4],
-            nonce: [0; 18],
-            mock_salt: [0; 16],
-        };
-        rng.fill_bytes(&mut random.salt);
-        rng.fill_bytes(&mut random.nonce);
-        rng.fill_bytes(&mut random.mock_salt);
+        let random = LoginRandom::draw(&mut rng);
         let clock = slot.clock();
         let id = ClientId(id);
         let mut session = ClientSession::new(clock.now(), id, config, key, random);

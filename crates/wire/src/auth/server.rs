@@ -40,6 +40,22 @@ pub struct LoginRandom {
     pub mock_salt: [u8; 16],
 }
 
+impl LoginRandom {
+    /// Draws every field from `rng`, in the order they are declared (a seeded caller gets
+    /// the same login whoever draws it: the proxy, or the simulator's model of it).
+    pub fn draw(rng: &mut impl rand_core::RngCore) -> Self {
+        let mut random = LoginRandom {
+            salt: [0; 4],
+            nonce: [0; NONCE_RAW_LEN],
+            mock_salt: [0; 16],
+        };
+        rng.fill_bytes(&mut random.salt);
+        rng.fill_bytes(&mut random.nonce);
+        rng.fill_bytes(&mut random.mock_salt);
+        random
+    }
+}
+
 /// Where a login stands after a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LoginStep {
