@@ -66,7 +66,7 @@ fn planted_connect_bugs_trip_the_connect_session_fuzzers_checks() {
     // Each bug with the checks it breaks. A role misjudged (a stale one, or read-only judged
     // by `in_hot_standby` alone) makes the machine accept a server that does not fit or
     // refuse one that would have served, whichever the first catching input shows.
-    let bugs: [(PlantedBug, &[&str]); 8] = [
+    let bugs: [(PlantedBug, &[&str]); 9] = [
         (PlantedBug::IgnoreTargetSessionAttrs, &["accepted"]),
         (PlantedBug::SkipPreferSecondPass, &["would have served"]),
         (PlantedBug::StartupErrorNextAddress, &["after its 57P03"]),
@@ -81,6 +81,7 @@ fn planted_connect_bugs_trip_the_connect_session_fuzzers_checks() {
             PlantedBug::IgnoreDefaultReadOnly,
             &["accepted", "would have served"],
         ),
+        (PlantedBug::BrokenWordedAsClosed, &["broke with an alert"]),
     ];
     let mut missed = Vec::new();
     for (bug, checks) in bugs {

@@ -152,3 +152,41 @@ fn ignore_default_read_only() {
     let est = mk().run(&mut c).expect("the first server");
     assert_eq!(est.slot, 0);
 }
+
+#[test]
+fn broken_worded_as_closed() {
+    // An alert after the startup went out: the error carries its text, and with the bug the
+    // text of a closed connection instead.
+    let alert = "SSL error: tlsv1 alert unknown ca";
+    let broken = |bug: Option<PlantedBug>| {
+        let mut c = Connector::new(config("host=127.0.0.1 port=6001"), Instant::ZERO, 3);
+        if let Some(b) = bug {
+            c = c.with_planted_bug(b);
+        }
+        let Some(Action::Open { attempt, .. }) = c.poll_action() else {
+            panic!("the machine opens first")
+        };
+        c.handle_event(Instant::ZERO, pgyard_connect::Event::Opened { attempt });
+        while let Some(Action::Send { .. }) = c.poll_action() {}
+        let message = alert.to_owned();
+        c.handle_event(
+            Instant::ZERO,
+            pgyard_connect::Event::Broken { attempt, message },
+        );
+        loop {
+            match c.poll_action() {
+                Some(Action::Done(Err(e))) => return e.message(),
+                Some(Action::Done(Ok(_))) => panic!("connected"),
+                Some(_) => {}
+                None => panic!("the machine stopped without an outcome"),
+            }
+        }
+    };
+    assert!(broken(None).contains(alert), "{}", broken(None));
+    let with_bug = broken(Some(PlantedBug::BrokenWordedAsClosed));
+    assert!(!with_bug.contains(alert), "{with_bug}");
+    assert!(
+        with_bug.contains("server closed the connection unexpectedly"),
+        "{with_bug}"
+    );
+}

@@ -29,6 +29,9 @@ pub enum PlantedBug {
     /// Judge a server read-only by `in_hot_standby` alone, ignoring
     /// `default_transaction_read_only` (a primary in maintenance passes as read-write).
     IgnoreDefaultReadOnly,
+    /// Report a connection that broke with a TLS alert as one the server closed, losing the
+    /// alert's text (`SSL error: tlsv1 alert unknown ca` for a refused client certificate).
+    BrokenWordedAsClosed,
 }
 
 impl Connector {
