@@ -186,7 +186,7 @@ fn test() -> Result<(), String> {
     });
 
     let mut test_log = TestLog::default();
-    let steps: [(&str, &[&str], bool); 5] = [
+    let steps: [(&str, &[&str], bool); 6] = [
         ("cargo fmt", &["fmt", "--all", "--check"], false),
         // With RUSTDOCFLAGS=-D warnings (set below): a broken intra-doc link fails the run.
         ("cargo doc", &["doc", "--workspace", "--no-deps"], false),
@@ -206,6 +206,22 @@ fn test() -> Result<(), String> {
         (
             "cargo test (debug)",
             &["test", "--workspace", "--no-fail-fast"],
+            true,
+        ),
+        // The connect machine's planted bugs, each shown to change an outcome on its own
+        // (the feature is off in the workspace run above, so these ran nowhere before).
+        (
+            "cargo test -p pgyard-connect --features planted-bugs --test planted",
+            &[
+                "test",
+                "-p",
+                "pgyard-connect",
+                "--features",
+                "planted-bugs",
+                "--test",
+                "planted",
+                "--no-fail-fast",
+            ],
             true,
         ),
         // The release sweeps run with the planted bugs compiled in (each off unless a test
