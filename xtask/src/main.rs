@@ -186,7 +186,7 @@ fn test() -> Result<(), String> {
     });
 
     let mut test_log = TestLog::default();
-    let steps: [(&str, &[&str], bool); 6] = [
+    let steps: [(&str, &[&str], bool); 7] = [
         ("cargo fmt", &["fmt", "--all", "--check"], false),
         // With RUSTDOCFLAGS=-D warnings (set below): a broken intra-doc link fails the run.
         ("cargo doc", &["doc", "--workspace", "--no-deps"], false),
@@ -209,7 +209,8 @@ fn test() -> Result<(), String> {
             true,
         ),
         // The connect machine's planted bugs, each shown to change an outcome on its own
-        // (the feature is off in the workspace run above, so these ran nowhere before).
+        // (the feature is off in the workspace run above, so these ran nowhere before
+        // session 43).
         (
             "cargo test -p pgyard-connect --features planted-bugs --test planted",
             &[
@@ -220,6 +221,21 @@ fn test() -> Result<(), String> {
                 "planted-bugs",
                 "--test",
                 "planted",
+                "--no-fail-fast",
+            ],
+            true,
+        ),
+        // The apply machine's unit tests with its planted bug compiled in (one of them plants
+        // it), for the same reason.
+        (
+            "cargo test -p pgyard-delayq --features planted-bugs --lib",
+            &[
+                "test",
+                "-p",
+                "pgyard-delayq",
+                "--features",
+                "planted-bugs",
+                "--lib",
                 "--no-fail-fast",
             ],
             true,
