@@ -12,9 +12,9 @@
 use std::path::Path;
 
 use pgyard_blocking::{connect_with, ConnectOptions, SessionInfo};
-use pgyard_testkit::cluster::{Options, Primary};
+use pgyard_testkit::cluster::Primary;
 use pgyard_testkit::draw::isolate_env;
-use pgyard_testkit::fixtures::{openssl, write_for_server, TestCa};
+use pgyard_testkit::fixtures::{openssl, tls_options, write_for_server, TestCa};
 use pgyard_testkit::libpq::Libpq;
 
 /// The server certificate's serial number.
@@ -45,13 +45,8 @@ fn revocation_lists_are_honoured_as_libpq_honours_them() {
     let server_cert = write_for_server(d, "server.crt", &cert.pem(), 0o644).expect("written");
     let server_key =
         write_for_server(d, "server.key", &key.serialize_pem(), 0o600).expect("written");
-    let server = Primary::start(
-        Options::default()
-            .conf("ssl = on")
-            .conf(format!("ssl_cert_file = '{server_cert}'"))
-            .conf(format!("ssl_key_file = '{server_key}'")),
-    )
-    .expect("a primary serving TLS");
+    let server = Primary::start(tls_options(&server_cert, &server_key, None))
+        .expect("a primary serving TLS");
 
     let write = |name: &str, text: &str| {
         let path = d.join(name);

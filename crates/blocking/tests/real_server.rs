@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use pgyard_blocking::{connect, connect_with, ConnectOptions, Error, Session};
 use pgyard_testkit::cluster::{Auth, Options, Primary};
 use pgyard_testkit::fixtures::{
-    assert_same_as_psql, fail_over, mixed_rows, psql_outcome as psql, tls_cases, tls_primary,
-    write_pki, MIXED_ROWS_SQL,
+    assert_same_as_psql, fail_over, mixed_rows, pki_tls_options, psql_outcome as psql, tls_cases,
+    tls_primary, write_pki, MIXED_ROWS_SQL,
 };
 use pgyard_wire::error_fields::SqlState;
 
@@ -223,15 +223,9 @@ fn client_certificates_authenticate_as_psql_does() {
         .tempdir()
         .unwrap();
     let pki = write_pki(dir.path()).expect("certificates written");
-    let primary = Primary::start(
-        Options::default()
-            .conf("ssl = on")
-            .conf(format!("ssl_cert_file = '{}'", pki.server_cert))
-            .conf(format!("ssl_key_file = '{}'", pki.server_key))
-            .conf(format!("ssl_ca_file = '{}'", pki.ca))
-            .hba("hostssl all certuser 127.0.0.1/32 cert"),
-    )
-    .expect("primary with client-certificate auth");
+    let primary =
+        Primary::start(pki_tls_options(&pki).hba("hostssl all certuser 127.0.0.1/32 cert"))
+            .expect("primary with client-certificate auth");
     primary
         .psql("create role certuser login")
         .expect("role created");

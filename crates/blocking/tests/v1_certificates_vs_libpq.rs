@@ -15,7 +15,7 @@ use std::path::Path;
 use pgyard_blocking::connect;
 use pgyard_testkit::cluster::{Options, Primary};
 use pgyard_testkit::fixtures::{
-    openssl, psql_outcome, serve_certificate, server_readable_dir, write_for_server,
+    openssl, psql_outcome, serve_certificate, server_readable_dir, tls_options, write_for_server,
 };
 
 fn read(dir: &Path, name: &str) -> String {
@@ -245,12 +245,8 @@ fn version_1_client_certificates_log_in_as_in_libpq() {
     let cert = write_for_server(d, "served.crt", &read(d, "server.crt"), 0o644).unwrap();
     let key = write_for_server(d, "served.key", &read(d, "server.key"), 0o600).unwrap();
     let root = write_for_server(d, "ca.crt", &read(d, "root.crt"), 0o644).unwrap();
-    let options = Options::default()
-        .conf("ssl = on")
-        .conf(format!("ssl_cert_file = '{cert}'"))
-        .conf(format!("ssl_key_file = '{key}'"))
-        .conf(format!("ssl_ca_file = '{root}'"))
-        .hba("hostssl all certuser 127.0.0.1/32 cert");
+    let options =
+        tls_options(&cert, &key, Some(&root)).hba("hostssl all certuser 127.0.0.1/32 cert");
     let primary = Primary::start(options).expect("a primary serving TLS");
     primary
         .psql("CREATE ROLE certuser LOGIN")

@@ -8,8 +8,8 @@ use std::os::unix::fs::PermissionsExt;
 
 use rcgen::{CertificateParams, DnType};
 
-use crate::cluster::{Options, Primary};
-use crate::fixtures::{psql_outcome, server_readable_dir, write_for_server, TestCa};
+use crate::cluster::Primary;
+use crate::fixtures::{psql_outcome, server_readable_dir, tls_options, write_for_server, TestCa};
 
 /// The running server, the folder of the files, and the cases.
 pub struct ClientChainCases {
@@ -42,11 +42,7 @@ pub fn client_chain_cases() -> io::Result<ClientChainCases> {
     let server_key =
         write_for_server(dir.path(), "server.key", &server_key.serialize_pem(), 0o600)?;
     let ca = write_for_server(dir.path(), "root.crt", &root.cert.pem(), 0o644)?;
-    let options = Options::default()
-        .conf("ssl = on")
-        .conf(format!("ssl_cert_file = '{server_cert}'"))
-        .conf(format!("ssl_key_file = '{server_key}'"))
-        .conf(format!("ssl_ca_file = '{ca}'"))
+    let options = tls_options(&server_cert, &server_key, Some(&ca))
         .hba("hostssl all certuser 127.0.0.1/32 cert");
     let primary = Primary::start(options)?;
     primary.psql("CREATE ROLE certuser LOGIN")?;

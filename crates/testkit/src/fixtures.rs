@@ -193,11 +193,21 @@ pub fn write_pki(dir: &Path) -> io::Result<Pki> {
 /// Options for a server that serves TLS with `pki`'s certificate for `localhost` and asks
 /// every client for a certificate signed by `pki`'s CA (as any server with `ssl_ca_file`).
 pub fn pki_tls_options(pki: &Pki) -> Options {
-    Options::default()
+    tls_options(&pki.server_cert, &pki.server_key, Some(&pki.ca))
+}
+
+/// Options for a server that serves TLS with the certificate file `cert` and key file `key`
+/// (paths the server's account can read), with `ca` as its `ssl_ca_file` when given: the
+/// issuers it sends with its certificate, and the CAs a client certificate must chain to.
+pub fn tls_options(cert: &str, key: &str, ca: Option<&str>) -> Options {
+    let options = Options::default()
         .conf("ssl = on")
-        .conf(format!("ssl_cert_file = '{}'", pki.server_cert))
-        .conf(format!("ssl_key_file = '{}'", pki.server_key))
-        .conf(format!("ssl_ca_file = '{}'", pki.ca))
+        .conf(format!("ssl_cert_file = '{cert}'"))
+        .conf(format!("ssl_key_file = '{key}'"));
+    match ca {
+        Some(ca) => options.conf(format!("ssl_ca_file = '{ca}'")),
+        None => options,
+    }
 }
 
 /// A second CA's certificate, written into `dir` as `other-ca.crt`: a root file under which

@@ -4,6 +4,9 @@
 //! rule, and must get the same outcome, word for word — the login, or libpq's error text.
 //! pgyard's own client logs in with a certificate too.
 
+#[path = "common/psql.rs"]
+mod psql;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -11,9 +14,7 @@ use std::time::Duration;
 
 use pgyard_proxy::{AuthFile, ClientAuth, ClientConfig, PoolMode, TlsMode};
 use pgyard_testkit::cluster::{Options, Primary};
-use pgyard_testkit::fixtures::{
-    openssl, psql_outcome, serve_certificate, write_for_server, TestCa,
-};
+use pgyard_testkit::fixtures::{openssl, serve_certificate, write_for_server, TestCa};
 use pgyard_tokio::proxy::{spawn, Proxy, ProxyConfig, ProxyTls};
 
 /// The CA, the servers' certificate (the server's and the proxy's: both for `127.0.0.1`),
@@ -182,13 +183,9 @@ async fn proxy(primary: &Primary, f: &Files, auth: ClientAuth, mode: TlsMode) ->
         .expect("proxy")
 }
 
-/// psql's outcome at `port`, with the port taken out of libpq's message.
+/// psql's outcome at `port` (see [`psql::outcome`]).
 async fn outcome(port: u16, rest: &str) -> Result<String, String> {
-    let conninfo = format!("host=127.0.0.1 port={port} dbname=postgres sslmode=require {rest}");
-    tokio::task::spawn_blocking(move || psql_outcome(&conninfo, "select current_user"))
-        .await
-        .expect("psql thread")
-        .map_err(|e| e.replace(&format!("port {port} "), "port PORT "))
+    psql::outcome(port, &format!("dbname=postgres sslmode=require {rest}")).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

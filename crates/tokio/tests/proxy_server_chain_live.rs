@@ -5,22 +5,21 @@
 //! root verifies it; the proxy must too. Every case must get the same outcome from both, word
 //! for word.
 
+#[path = "common/psql.rs"]
+mod psql;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use pgyard_proxy::{ClientAuth, ClientConfig, PoolMode, TlsMode};
-use pgyard_testkit::cluster::{Options, Primary};
-use pgyard_testkit::fixtures::{psql_outcome, server_readable_dir, write_for_server, TestCa};
+use pgyard_testkit::cluster::Primary;
+use pgyard_testkit::fixtures::{server_readable_dir, tls_options, write_for_server, TestCa};
 use pgyard_tokio::proxy::{spawn, ProxyConfig, ProxyTls};
 
-/// psql's outcome at `port`, with the port taken out of libpq's message.
+/// psql's outcome at `port` (see [`psql::outcome`]).
 async fn outcome(port: u16, rest: &str) -> Result<String, String> {
-    let conninfo = format!("host=127.0.0.1 port={port} user=alice dbname=postgres {rest}");
-    tokio::task::spawn_blocking(move || psql_outcome(&conninfo, "select current_user"))
-        .await
-        .expect("psql thread")
-        .map_err(|e| e.replace(&format!("port {port} "), "port PORT "))
+    psql::outcome(port, &format!("user=alice dbname=postgres {rest}")).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -47,12 +46,8 @@ async fn the_proxy_sends_its_certificate_with_the_issuers_postgresql_sends() {
         std::fs::write(path(name), text).expect("a root file");
     }
 
-    let options = Options::default()
-        .conf("ssl = on")
-        .conf(format!("ssl_cert_file = '{cert_file}'"))
-        .conf(format!("ssl_key_file = '{key_file}'"))
-        .conf(format!("ssl_ca_file = '{ca_file}'"))
-        .hba("host all all 127.0.0.1/32 trust");
+    let options =
+        tls_options(&cert_file, &key_file, Some(&ca_file)).hba("host all all 127.0.0.1/32 trust");
     let primary = Primary::start(options).expect("a primary serving TLS");
     primary.psql("CREATE ROLE alice LOGIN").expect("a user");
 
