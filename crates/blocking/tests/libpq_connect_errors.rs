@@ -66,15 +66,43 @@ fn failed_connects_are_reported_in_libpqs_words() {
         "::1",
         "::ffff:127.0.0.1",
         "[::1]",
+        // IPv6 zones: numbers anywhere, interface names only in link-local scope (where
+        // the system's resolver looks them up); a link-local address without a usable zone
+        // fails at connect, one with a zone naming no device as well.
+        "::1%1",
+        "::1%0",
+        "::1%001",
+        "::1%lo",
+        "::1%",
+        "::1%1%2",
+        "::1%+1",
+        "::1%4294967295",
+        "::1%4294967296",
+        "127.0.0.1%1",
+        "fe80::1%lo",
+        "fe80::1%1",
+        "fe80::1%99",
+        "fe80::1%nope",
+        "fe80::1%",
+        "fe80::1",
+        "ff02::1%lo",
     ];
     let cases = cases
         .into_iter()
         .chain(hostaddrs.iter().map(|a| format!("hostaddr={a} port=1")))
         // The same forms as a host name: resolved by getaddrinfo without AI_NUMERICHOST.
         .chain(
-            ["127.1", "2130706433", "0x7f.1", "::1"]
-                .iter()
-                .map(|h| format!("host={h} port=1")),
+            [
+                "127.1",
+                "2130706433",
+                "0x7f.1",
+                "::1",
+                "::1%1",
+                "::1%lo",
+                "fe80::1%99",
+            ]
+            .iter()
+            .map(|h| format!("host={h} port=1")),
         );
     let options = ConnectOptions::default().seed(1);
     for conninfo in cases {

@@ -102,6 +102,7 @@ fn hosts(d: &mut Draw, missing_dir: &str) -> String {
         "",
         missing_dir,
         "::1",
+        "::1%1",
     ];
     list(d, &from)
 }
@@ -128,6 +129,9 @@ fn keywords(d: &mut Draw, missing_dir: &str, with_service: bool) -> Vec<(&'stati
             "::1",
             "not-an-address",
             "999.1.1.1",
+            "::1%1",
+            "fe80::1%lo",
+            "::1%lo",
         ];
         out.push(("hostaddr", list(d, &from)));
     }

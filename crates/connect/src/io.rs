@@ -188,11 +188,12 @@ pub enum Event {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
     /// Resolve a host name (getaddrinfo, AF_UNSPEC, SOCK_STREAM); answer with
-    /// [`Event::Resolved`] or [`Event::ResolveFailed`].
+    /// [`Event::Resolved`] or [`Event::ResolveFailed`]. Also asked for a link-local IPv6
+    /// `hostaddr` with a zone (`fe80::1%eth0`), whose interface name only the system knows.
     Resolve {
         /// Token for the answer.
         token: ResolveToken,
-        /// The host name.
+        /// The host name (or zoned address).
         host: String,
         /// The port.
         port: u16,

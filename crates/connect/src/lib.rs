@@ -91,7 +91,7 @@ pub use io::{
     ResolveToken, TcpOptions, TlsVerify,
 };
 pub use memory::{HostEntry, HostStatus, HostStatusMemory};
-pub use numeric::inet_aton;
+pub use numeric::{inet_aton, numeric_host, NumericHost};
 pub use parameters::{Iter as ParameterIter, Parameters};
 pub use report::{ip_text, AttemptReport, ConnectError, FailureKind};
 pub use verdict::{alpn_refusal, resolver_text, ALPN_POSTGRESQL};

@@ -10,7 +10,9 @@ use pgyard_types::{uniform_inclusive, Instant};
 use super::attempt::Plan;
 use super::{Connector, Phase, PlantedBug};
 use crate::conn::{Check, ServerRole};
-use crate::{resolver_text, Action, FailureKind, HostStatus, OpenTarget, ResolveToken};
+use crate::{
+    resolver_text, Action, FailureKind, HostStatus, NumericHost, OpenTarget, ResolveToken,
+};
 
 /// Base delay between failover cycles; doubles per cycle.
 const FAILOVER_BACKOFF_BASE: Duration = Duration::from_millis(100);
@@ -280,9 +282,18 @@ impl Connector {
         let host = |c: &Self| {
             String::from_utf8_lossy(c.config.slots()[slot].host().unwrap_or_default()).into_owned()
         };
+        let address = self.config.slots()[slot].kind() == SlotKind::Address;
         match result {
             Ok(addrs) if !addrs.is_empty() => {
                 self.set_addrs(addrs.into_iter().map(OpenTarget::Tcp).collect())
+            }
+            // A link-local `hostaddr` with a zone the system knows no interface by: libpq's
+            // AI_NUMERICHOST lookup fails with EAI_NONAME, whatever the resolver said.
+            _ if address => {
+                let text = self.config.slots()[slot].hostaddr().unwrap_or_default();
+                let text = unparsable(&String::from_utf8_lossy(text));
+                self.remember(slot, HostStatus::Down, now);
+                self.push_plain_report(slot, text, FailureKind::Configuration);
             }
             Ok(_) => {
                 let host = host(self);
@@ -327,15 +338,15 @@ impl Connector {
             },
             SlotKind::Address => {
                 let text = String::from_utf8_lossy(s.hostaddr().unwrap_or_default()).into_owned();
-                // getaddrinfo with AI_NUMERICHOST: inet_aton's forms (`127.1`), then IPv6.
-                let ip = crate::inet_aton(&text)
-                    .map(IpAddr::V4)
-                    .or_else(|| text.parse::<IpAddr>().ok());
-                match ip {
-                    Some(ip) => Prep::Ready(vec![OpenTarget::Tcp(SocketAddr::new(ip, port))]),
-                    None => Prep::NextSlot(format!(
-                        "could not parse network address \"{text}\": Name or service not known\n"
-                    )),
+                // getaddrinfo with AI_NUMERICHOST: inet_aton's forms (`127.1`), then IPv6
+                // with its zone.
+                match crate::numeric_host(&text) {
+                    NumericHost::Invalid => Prep::NextSlot(unparsable(&text)),
+                    NumericHost::Interface => Prep::Resolve { host: text, port },
+                    numeric => match numeric.at(port) {
+                        Some(addr) => Prep::Ready(vec![OpenTarget::Tcp(addr)]),
+                        None => Prep::NextSlot(unparsable(&text)),
+                    },
                 }
             }
             SlotKind::HostName => {
@@ -356,4 +367,9 @@ fn role_fits(check: Check, role: ServerRole) -> bool {
         Check::Primary | Check::ReadWrite => role == ServerRole::Primary,
         Check::Standby | Check::ReadOnly => role == ServerRole::Standby,
     }
+}
+
+/// libpq's line for a `hostaddr` that `getaddrinfo` with `AI_NUMERICHOST` refuses.
+fn unparsable(text: &str) -> String {
+    format!("could not parse network address \"{text}\": Name or service not known\n")
 }
