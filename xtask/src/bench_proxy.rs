@@ -260,12 +260,12 @@ fn median(runs: &[Option<f64>]) -> Option<f64> {
     ok.get(ok.len() / 2).copied()
 }
 
-fn free_port() -> Result<u16, String> {
+pub(crate) fn free_port() -> Result<u16, String> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     Ok(l.local_addr().map_err(|e| e.to_string())?.port())
 }
 
-fn wait_listening(port: u16) -> Result<(), String> {
+pub(crate) fn wait_listening(port: u16) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
         if TcpStream::connect(("127.0.0.1", port)).is_ok() {
@@ -283,13 +283,13 @@ fn wait_listening(port: u16) -> Result<(), String> {
 /// the benchmark's session would share one share with pgbench's threads (every PostgreSQL
 /// backend makes a session of its own). `setsid` execs in place (the child is no process
 /// group leader), so the child's pid is the proxy's.
-fn daemon(program: &Path) -> Command {
+pub(crate) fn daemon(program: &Path) -> Command {
     let mut command = Command::new("setsid");
     command.arg(program);
     command
 }
 
-fn ensure_pgbouncer() -> Result<PathBuf, String> {
+pub(crate) fn ensure_pgbouncer() -> Result<PathBuf, String> {
     let path = PathBuf::from("/usr/sbin/pgbouncer");
     if path.is_file() {
         return Ok(path);
@@ -316,6 +316,27 @@ fn ensure_pgbouncer() -> Result<PathBuf, String> {
 /// PgBouncer in transaction mode with the same pool size, run as the servers' account (it
 /// refuses to run as root).
 fn start_pgbouncer(bin: &Path, dir: &Path, pg_port: u16, port: u16) -> Result<Running, String> {
+    let ini = write_pgbouncer_config(dir, pg_port, port)?;
+    let user = ensure_server_user().map_err(|e| e.to_string())?;
+    let child = daemon(bin)
+        .arg(ini)
+        .uid(user.uid)
+        .gid(user.gid)
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("starting pgbouncer: {e}"))?;
+    Ok(Running(child))
+}
+
+/// PgBouncer's configuration in `dir` (owned by the servers' account, which runs it): transaction
+/// mode, the benchmark's pool size, trust; returns the ini file's path.
+pub(crate) fn write_pgbouncer_config(
+    dir: &Path,
+    pg_port: u16,
+    port: u16,
+) -> Result<PathBuf, String> {
     let user = ensure_server_user().map_err(|e| e.to_string())?;
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
     let ini = format!(
@@ -341,14 +362,5 @@ fn start_pgbouncer(bin: &Path, dir: &Path, pg_port: u16, port: u16) -> Result<Ru
     ] {
         chown(&entry, Some(user.uid), Some(user.gid)).map_err(|e| e.to_string())?;
     }
-    let child = daemon(bin)
-        .arg(dir.join("pgbouncer.ini"))
-        .uid(user.uid)
-        .gid(user.gid)
-        .current_dir(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("starting pgbouncer: {e}"))?;
-    Ok(Running(child))
+    Ok(dir.join("pgbouncer.ini"))
 }

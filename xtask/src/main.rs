@@ -14,6 +14,8 @@
 //!   (default 60), installing cargo-fuzz first if it is missing.
 //! - `cargo xtask bench-proxy [SECONDS] [MODES] [ROUNDS]`: pgbench through PgBouncer and `pgyard proxy` beside
 //!   a direct connection (see `bench_proxy.rs`).
+//! - `cargo xtask cache-proxy [MODES]`: instructions and level-1 cache misses per transaction
+//!   of both proxies under cachegrind (see `cache_proxy.rs`).
 //! - `cargo xtask bench-delayq [SCALE] [WORKLOADS]`: a subscriber's catch-up, native logical replication
 //!   against `pgyard delayq run` (see `bench_delayq.rs`).
 //! - `cargo xtask mutants [CRATE…] [--sample N] [--jobs N]`: the mutation score of the
@@ -21,6 +23,7 @@
 
 mod bench_delayq;
 mod bench_proxy;
+mod cache_proxy;
 mod mutants;
 mod planted_only;
 
@@ -68,6 +71,10 @@ commands:
                     SECONDS per run (default 15), medians of ROUNDS (odd, default 3);
                     MODES is a comma-separated list of simple, extended, prepared
                     (default all three)
+  cache-proxy [MODES]
+                    instructions and level-1 cache misses per transaction of pgyard proxy
+                    and PgBouncer under valgrind's cachegrind (fixed 32 KiB caches), for
+                    MODES as in bench-proxy (default simple,extended)
   bench-delayq [SCALE] [WORKLOADS]
                     catch-up of native logical replication and pgyard delayq run on the
                     same WAL: (a) 100k×SCALE single-row inserts, (b) 20 transactions of
@@ -95,6 +102,23 @@ fn main() -> ExitCode {
             )),
         },
         Some("bench-proxy") if args.len() <= 4 => bench_proxy_args(&args[1..]),
+        Some("cache-proxy") if args.len() <= 2 => {
+            let modes: Vec<&str> = args
+                .get(1)
+                .map_or("simple,extended", String::as_str)
+                .split(',')
+                .collect();
+            if modes
+                .iter()
+                .all(|m| ["simple", "extended", "prepared"].contains(m))
+            {
+                cache_proxy::run(&modes)
+            } else {
+                Err(format!(
+                    "cache-proxy: MODES is a comma-separated list of simple, extended, prepared\n\n{USAGE}"
+                ))
+            }
+        }
         Some("bench-delayq") if args.len() <= 3 => {
             let which = args.get(2).map_or("abc", String::as_str);
             match args.get(1).map(|s| s.parse::<u64>()) {

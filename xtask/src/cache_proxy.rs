@@ -1,0 +1,259 @@
+//! `cargo xtask cache-proxy [MODES]`: what each proxy's process executes per transaction, and
+//! how often that misses the level-1 caches, counted by valgrind's cachegrind with fixed
+//! cache sizes (a 32 KiB, 8-way instruction cache and a 32 KiB, 8-way data cache, as most
+//! x86 cores of the last decade have), so that the figures are the same on any machine and
+//! from one run to the next. Each proxy (`pgyard proxy` and Debian's PgBouncer, transaction
+//! mode, the benchmark's pool size) runs under cachegrind twice, for `pgbench -n -S -c 4 -j 1
+//! -t T` with T = 1000 and T = 2000; the difference of the two runs, divided by the 4,000
+//! transactions between them, is one transaction's cost without start-up, login and
+//! shutdown. Wall-clock speed is `bench-proxy`'s; this says where it goes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use pgyard_testkit::cluster::{ensure_server_user, Options, Primary};
+use pgyard_testkit::fixtures::pgbench;
+use std::os::unix::fs::chown;
+use std::os::unix::process::CommandExt;
+
+use crate::bench_proxy::{daemon, ensure_pgbouncer, free_port, wait_listening};
+use crate::Running;
+
+/// The caches simulated: size, associativity and line size.
+const I1: &str = "--I1=32768,8,64";
+const D1: &str = "--D1=32768,8,64";
+const LL: &str = "--LL=8388608,16,64";
+
+/// Transactions of the short and the long run (their difference is what is reported).
+const SHORT: u64 = 1000;
+const LONG: u64 = 2000;
+const CLIENTS: u64 = 4;
+
+/// cachegrind's totals of one run.
+#[derive(Clone, Copy, Debug, Default)]
+struct Counts {
+    instructions: u64,
+    i1_misses: u64,
+    d1_misses: u64,
+}
+
+pub fn run(modes: &[&str]) -> Result<(), String> {
+    let valgrind = ensure_valgrind()?;
+    let pgbouncer = ensure_pgbouncer()?;
+    let pgyard = crate::build_pgyard_release()?;
+    let primary = Primary::start(Options::default().conf("max_connections = 200"))
+        .map_err(|e| format!("primary: {e}"))?;
+    let direct = format!(
+        "host=127.0.0.1 port={} user=postgres dbname=postgres",
+        primary.port()
+    );
+    pgbench(&["-i", "-q", "-s", "1", &direct], Duration::from_secs(300))
+        .map_err(|e| format!("pgbench -i: {e}"))?;
+    let dir = primary.root().join("cachegrind");
+    let user = ensure_server_user().map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    chown(&dir, Some(user.uid), Some(user.gid)).map_err(|e| e.to_string())?;
+    println!(
+        "cachegrind {I1} {D1}; pgbench -n -S -c {CLIENTS} -j 1 -t {SHORT} and -t {LONG}; \
+         per transaction: (long - short) / {}",
+        CLIENTS * (LONG - SHORT)
+    );
+    for &mode in modes {
+        for proxy in [Proxy::Pgyard, Proxy::Pgbouncer] {
+            let mut runs = [Counts::default(); 2];
+            for (slot, t) in runs.iter_mut().zip([SHORT, LONG]) {
+                let target = Target {
+                    valgrind: &valgrind,
+                    pgyard: &pgyard,
+                    pgbouncer: &pgbouncer,
+                    dir: &dir,
+                    pg_port: primary.port(),
+                };
+                *slot = target.measure(proxy, mode, t)?;
+            }
+            let per = |f: fn(&Counts) -> u64| {
+                f(&runs[1]).saturating_sub(f(&runs[0])) as f64 / (CLIENTS * (LONG - SHORT)) as f64
+            };
+            println!(
+                "{mode:<9} {:<9} instructions {:>8.0}  I1 misses {:>7.1}  D1 misses {:>6.1}",
+                proxy.name(),
+                per(|c| c.instructions),
+                per(|c| c.i1_misses),
+                per(|c| c.d1_misses),
+            );
+        }
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy)]
+enum Proxy {
+    Pgyard,
+    Pgbouncer,
+}
+
+impl Proxy {
+    fn name(self) -> &'static str {
+        match self {
+            Proxy::Pgyard => "pgyard",
+            Proxy::Pgbouncer => "pgbouncer",
+        }
+    }
+}
+
+struct Target<'a> {
+    valgrind: &'a Path,
+    pgyard: &'a Path,
+    pgbouncer: &'a Path,
+    dir: &'a Path,
+    pg_port: u16,
+}
+
+impl Target<'_> {
+    /// One proxy under cachegrind for `transactions` per client; its totals once it exited.
+    fn measure(&self, proxy: Proxy, mode: &str, transactions: u64) -> Result<Counts, String> {
+        let port = free_port()?;
+        let out = self
+            .dir
+            .join(format!("{}.{mode}.{transactions}.out", proxy.name()));
+        let _ = std::fs::remove_file(&out);
+        let mut command = daemon(self.valgrind);
+        command.args(["--tool=cachegrind", "--cache-sim=yes", I1, D1, LL]);
+        command.arg(format!("--cachegrind-out-file={}", out.display()));
+        match proxy {
+            Proxy::Pgyard => {
+                let backend = format!("host=127.0.0.1 port={}", self.pg_port);
+                command
+                    .arg(self.pgyard)
+                    .args(["proxy", "--listen", &format!("127.0.0.1:{port}")])
+                    .args(["--backend", &backend, "--auth", "trust"])
+                    .args(["--pool-mode", "transaction", "--pool-size", "16"]);
+            }
+            Proxy::Pgbouncer => {
+                let home = self.dir.join(format!("pgbouncer.{port}"));
+                let ini = crate::bench_proxy::write_pgbouncer_config(&home, self.pg_port, port)?;
+                let user = ensure_server_user().map_err(|e| e.to_string())?;
+                command
+                    .arg(self.pgbouncer)
+                    .arg(ini)
+                    .uid(user.uid)
+                    .gid(user.gid)
+                    .current_dir(&home);
+            }
+        }
+        let mut running = Running(
+            command
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(|e| format!("starting {} under valgrind: {e}", proxy.name()))?,
+        );
+        // Valgrind starts slowly.
+        wait_listening_long(port)?;
+        let conninfo = format!("host=127.0.0.1 port={port} user=postgres dbname=postgres");
+        let (c, t) = (CLIENTS.to_string(), transactions.to_string());
+        let args = [
+            "-n", "-S", "-c", &c, "-j", "1", "-t", &t, "-M", mode, &conninfo,
+        ];
+        pgbench(&args, Duration::from_secs(600))
+            .map_err(|e| format!("pgbench through {}: {e}", proxy.name()))?;
+        // SIGINT: both proxies end their event loop and exit, and cachegrind writes its file.
+        let pid = running.0.id().to_string();
+        crate::run_inherit(Command::new("kill").args(["-INT", &pid]))?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while running.0.try_wait().map_err(|e| e.to_string())?.is_none() {
+            if Instant::now() > deadline {
+                return Err(format!("{} did not stop after SIGINT", proxy.name()));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        read_summary(&out)
+    }
+}
+
+fn wait_listening_long(port: u16) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match wait_listening(port) {
+            Ok(()) => return Ok(()),
+            Err(e) if Instant::now() > deadline => return Err(e),
+            Err(_) => {}
+        }
+    }
+}
+
+/// The `summary:` line of a cachegrind output file, in the order of its `events:` line.
+fn read_summary(path: &Path) -> Result<Counts, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    let field = |prefix: &str| -> Result<Vec<&str>, String> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .map(|l| l.split_whitespace().collect())
+            .ok_or_else(|| format!("{}: no {prefix:?} line", path.display()))
+    };
+    let events = field("events:")?;
+    let values = field("summary:")?;
+    let get = |name: &str| -> Result<u64, String> {
+        let i = events
+            .iter()
+            .position(|e| *e == name)
+            .ok_or_else(|| format!("{}: no {name} event", path.display()))?;
+        values
+            .get(i)
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| format!("{}: no {name} total", path.display()))
+    };
+    Ok(Counts {
+        instructions: get("Ir")?,
+        i1_misses: get("I1mr")?,
+        d1_misses: get("D1mr")? + get("D1mw")?,
+    })
+}
+
+/// valgrind, installed with apt-get when missing.
+fn ensure_valgrind() -> Result<PathBuf, String> {
+    let path = PathBuf::from("/usr/bin/valgrind");
+    if path.is_file() {
+        return Ok(path);
+    }
+    println!("valgrind missing; installing it with apt-get");
+    let install = || {
+        crate::run_inherit(
+            Command::new("apt-get")
+                .args(["install", "-y", "-q", "--no-install-recommends"])
+                .arg("valgrind")
+                .env("DEBIAN_FRONTEND", "noninteractive"),
+        )
+    };
+    install()
+        .or_else(|_| {
+            crate::run_inherit(Command::new("apt-get").args(["update", "-q"]))?;
+            install()
+        })
+        .map_err(|e| format!("installing valgrind: {e}"))?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_summary;
+
+    #[test]
+    fn the_summary_is_read_by_event_name() {
+        let path = std::env::temp_dir().join(format!("pgyard-cg-{}.out", std::process::id()));
+        std::fs::write(
+            &path,
+            "desc: I1 cache: 32768 B, 64 B, 8-way associative\ncmd: x\n\
+             events: Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw\nfl=a\n\
+             summary: 100 7 1 50 3 0 40 2 0\n",
+        )
+        .expect("write");
+        let c = read_summary(&path).expect("a summary");
+        assert_eq!((c.instructions, c.i1_misses, c.d1_misses), (100, 7, 5));
+        std::fs::write(&path, "events: Ir\n").expect("write");
+        assert!(read_summary(&path).is_err());
+        let _ = std::fs::remove_file(&path);
+    }
+}
