@@ -3,10 +3,12 @@
 //! cache sizes (a 32 KiB, 8-way instruction cache and a 32 KiB, 8-way data cache, as most
 //! x86 cores of the last decade have), so that the figures are the same on any machine and
 //! from one run to the next. Each proxy (`pgyard proxy` and Debian's PgBouncer, transaction
-//! mode, the benchmark's pool size) runs under cachegrind twice, for `pgbench -n -S -c 4 -j 1
-//! -t T` with T = 1000 and T = 2000; the difference of the two runs, divided by the 4,000
+//! mode, the benchmark's pool size) runs under cachegrind twice, for `pgbench -n -S -c 1 -j 1
+//! -t T` with T = 2000 and T = 4000; the difference of the two runs, divided by the 2,000
 //! transactions between them, is one transaction's cost without start-up, login and
-//! shutdown. Wall-clock speed is `bench-proxy`'s; this says where it goes.
+//! shutdown. One client, so that each transaction takes the same path through the proxy and
+//! the figures repeat to within a percent (with four, how the clients' requests happen to
+//! meet moves them by a tenth). Wall-clock speed is `bench-proxy`'s; this says where it goes.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -26,9 +28,9 @@ const D1: &str = "--D1=32768,8,64";
 const LL: &str = "--LL=8388608,16,64";
 
 /// Transactions of the short and the long run (their difference is what is reported).
-const SHORT: u64 = 1000;
-const LONG: u64 = 2000;
-const CLIENTS: u64 = 4;
+const SHORT: u64 = 2000;
+const LONG: u64 = 4000;
+const CLIENTS: u64 = 1;
 
 /// cachegrind's totals of one run.
 #[derive(Clone, Copy, Debug, Default)]
