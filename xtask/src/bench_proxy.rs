@@ -276,7 +276,6 @@ pub(crate) fn wait_listening(port: u16) -> Result<(), String> {
     Err(format!("nothing listens on port {port}"))
 }
 
-/// Debian's pgbouncer, installed with apt-get when missing.
 /// A command that runs `program` in a session of its own, as a service manager starts a
 /// proxy. With the kernel's autogroup scheduling (`/proc/sys/kernel/sched_autogroup_enabled`)
 /// a session is also a scheduling group that gets its fair share of the CPU: a proxy left in
@@ -289,17 +288,23 @@ pub(crate) fn daemon(program: &Path) -> Command {
     command
 }
 
+/// Debian's pgbouncer, installed with apt-get when missing.
 pub(crate) fn ensure_pgbouncer() -> Result<PathBuf, String> {
-    let path = PathBuf::from("/usr/sbin/pgbouncer");
+    ensure_package("/usr/sbin/pgbouncer", "pgbouncer")
+}
+
+/// `program`, installed with Debian's `package` through apt-get when missing.
+pub(crate) fn ensure_package(program: &str, package: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(program);
     if path.is_file() {
         return Ok(path);
     }
-    println!("pgbouncer missing; installing it with apt-get");
+    println!("{package} missing; installing it with apt-get");
     let install = || {
         crate::run_inherit(
             Command::new("apt-get")
                 .args(["install", "-y", "-q", "--no-install-recommends"])
-                .arg("pgbouncer")
+                .arg(package)
                 .env("DEBIAN_FRONTEND", "noninteractive"),
         )
     };
@@ -309,7 +314,7 @@ pub(crate) fn ensure_pgbouncer() -> Result<PathBuf, String> {
             crate::run_inherit(Command::new("apt-get").args(["update", "-q"]))?;
             install()
         })
-        .map_err(|e| format!("installing pgbouncer: {e}"))?;
+        .map_err(|e| format!("installing {package}: {e}"))?;
     Ok(path)
 }
 

@@ -10,7 +10,7 @@
 //! the figures repeat to within a percent (with four, how the clients' requests happen to
 //! meet moves them by a tenth). Wall-clock speed is `bench-proxy`'s; this says where it goes.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -19,7 +19,7 @@ use pgyard_testkit::fixtures::pgbench;
 use std::os::unix::fs::chown;
 use std::os::unix::process::CommandExt;
 
-use crate::bench_proxy::{daemon, ensure_pgbouncer, free_port, wait_listening};
+use crate::bench_proxy::{daemon, ensure_package, ensure_pgbouncer, free_port, wait_listening};
 use crate::Running;
 
 /// The caches simulated: size, associativity and line size.
@@ -41,7 +41,7 @@ struct Counts {
 }
 
 pub fn run(modes: &[&str]) -> Result<(), String> {
-    let valgrind = ensure_valgrind()?;
+    let valgrind = ensure_package("/usr/bin/valgrind", "valgrind")?;
     let pgbouncer = ensure_pgbouncer()?;
     let pgyard = crate::build_pgyard_release()?;
     let primary = Primary::start(Options::default().conf("max_connections = 200"))
@@ -212,30 +212,6 @@ fn read_summary(path: &Path) -> Result<Counts, String> {
         i1_misses: get("I1mr")?,
         d1_misses: get("D1mr")? + get("D1mw")?,
     })
-}
-
-/// valgrind, installed with apt-get when missing.
-fn ensure_valgrind() -> Result<PathBuf, String> {
-    let path = PathBuf::from("/usr/bin/valgrind");
-    if path.is_file() {
-        return Ok(path);
-    }
-    println!("valgrind missing; installing it with apt-get");
-    let install = || {
-        crate::run_inherit(
-            Command::new("apt-get")
-                .args(["install", "-y", "-q", "--no-install-recommends"])
-                .arg("valgrind")
-                .env("DEBIAN_FRONTEND", "noninteractive"),
-        )
-    };
-    install()
-        .or_else(|_| {
-            crate::run_inherit(Command::new("apt-get").args(["update", "-q"]))?;
-            install()
-        })
-        .map_err(|e| format!("installing valgrind: {e}"))?;
-    Ok(path)
 }
 
 #[cfg(test)]
