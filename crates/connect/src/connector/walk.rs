@@ -341,7 +341,6 @@ impl Connector {
                 // getaddrinfo with AI_NUMERICHOST: inet_aton's forms (`127.1`), then IPv6
                 // with its zone.
                 match crate::numeric_host(&text) {
-                    NumericHost::Invalid => Prep::NextSlot(unparsable(&text)),
                     NumericHost::Interface => Prep::Resolve { host: text, port },
                     numeric => match numeric.at(port) {
                         Some(addr) => Prep::Ready(vec![OpenTarget::Tcp(addr)]),
