@@ -20,7 +20,7 @@ use pgyard_testkit::fixtures::pgbench;
 
 const CLIENTS: &str = "16";
 const THREADS: &str = "2";
-const POOL_SIZE: &str = "16";
+pub(crate) const POOL_SIZE: &str = "16";
 /// Rounds per mode unless the command line asks for more (the method: three).
 pub const ROUNDS_DEFAULT: usize = 3;
 
@@ -52,8 +52,8 @@ pub fn run(seconds: u64, modes: &[&str], rounds: usize) -> Result<(), String> {
     let bouncer_port = free_port()?;
     let dir = primary.root().join("pgbouncer");
     let _bouncer = start_pgbouncer(&pgbouncer, &dir, primary.port(), bouncer_port)?;
-    wait_listening(pgyard_port)?;
-    wait_listening(bouncer_port)?;
+    wait_listening(pgyard_port, Duration::from_secs(20))?;
+    wait_listening(bouncer_port, Duration::from_secs(20))?;
     for (name, pid) in [
         ("pgbench", std::process::id()),
         ("pgbouncer", _bouncer.0.id()),
@@ -265,8 +265,9 @@ pub(crate) fn free_port() -> Result<u16, String> {
     Ok(l.local_addr().map_err(|e| e.to_string())?.port())
 }
 
-pub(crate) fn wait_listening(port: u16) -> Result<(), String> {
-    let deadline = Instant::now() + Duration::from_secs(20);
+/// Waits up to `timeout` for something to listen on `port`.
+pub(crate) fn wait_listening(port: u16, timeout: Duration) -> Result<(), String> {
+    let deadline = Instant::now() + timeout;
     while Instant::now() < deadline {
         if TcpStream::connect(("127.0.0.1", port)).is_ok() {
             return Ok(());

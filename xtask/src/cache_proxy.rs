@@ -19,7 +19,9 @@ use pgyard_testkit::fixtures::pgbench;
 use std::os::unix::fs::chown;
 use std::os::unix::process::CommandExt;
 
-use crate::bench_proxy::{daemon, ensure_package, ensure_pgbouncer, free_port, wait_listening};
+use crate::bench_proxy::{
+    daemon, ensure_package, ensure_pgbouncer, free_port, wait_listening, POOL_SIZE,
+};
 use crate::Running;
 
 /// The caches simulated: size, associativity and line size.
@@ -61,17 +63,18 @@ pub fn run(modes: &[&str]) -> Result<(), String> {
          per transaction: (long - short) / {}",
         CLIENTS * (LONG - SHORT)
     );
+    let target = Target {
+        valgrind: &valgrind,
+        pgyard: &pgyard,
+        pgbouncer: &pgbouncer,
+        dir: &dir,
+        pg_port: primary.port(),
+        owner: (user.uid, user.gid),
+    };
     for &mode in modes {
         for proxy in [Proxy::Pgyard, Proxy::Pgbouncer] {
             let mut runs = [Counts::default(); 2];
             for (slot, t) in runs.iter_mut().zip([SHORT, LONG]) {
-                let target = Target {
-                    valgrind: &valgrind,
-                    pgyard: &pgyard,
-                    pgbouncer: &pgbouncer,
-                    dir: &dir,
-                    pg_port: primary.port(),
-                };
                 *slot = target.measure(proxy, mode, t)?;
             }
             let per = |f: fn(&Counts) -> u64| {
@@ -110,6 +113,8 @@ struct Target<'a> {
     pgbouncer: &'a Path,
     dir: &'a Path,
     pg_port: u16,
+    /// The servers' account (uid, gid), which PgBouncer runs as (it refuses root).
+    owner: (u32, u32),
 }
 
 impl Target<'_> {
@@ -130,17 +135,16 @@ impl Target<'_> {
                     .arg(self.pgyard)
                     .args(["proxy", "--listen", &format!("127.0.0.1:{port}")])
                     .args(["--backend", &backend, "--auth", "trust"])
-                    .args(["--pool-mode", "transaction", "--pool-size", "16"]);
+                    .args(["--pool-mode", "transaction", "--pool-size", POOL_SIZE]);
             }
             Proxy::Pgbouncer => {
                 let home = self.dir.join(format!("pgbouncer.{port}"));
                 let ini = crate::bench_proxy::write_pgbouncer_config(&home, self.pg_port, port)?;
-                let user = ensure_server_user().map_err(|e| e.to_string())?;
                 command
                     .arg(self.pgbouncer)
                     .arg(ini)
-                    .uid(user.uid)
-                    .gid(user.gid)
+                    .uid(self.owner.0)
+                    .gid(self.owner.1)
                     .current_dir(&home);
             }
         }
@@ -152,7 +156,7 @@ impl Target<'_> {
                 .map_err(|e| format!("starting {} under valgrind: {e}", proxy.name()))?,
         );
         // Valgrind starts slowly.
-        wait_listening_long(port)?;
+        wait_listening(port, Duration::from_secs(60))?;
         let conninfo = format!("host=127.0.0.1 port={port} user=postgres dbname=postgres");
         let (c, t) = (CLIENTS.to_string(), transactions.to_string());
         let args = [
@@ -171,17 +175,6 @@ impl Target<'_> {
             std::thread::sleep(Duration::from_millis(100));
         }
         read_summary(&out)
-    }
-}
-
-fn wait_listening_long(port: u16) -> Result<(), String> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        match wait_listening(port) {
-            Ok(()) => return Ok(()),
-            Err(e) if Instant::now() > deadline => return Err(e),
-            Err(_) => {}
-        }
     }
 }
 

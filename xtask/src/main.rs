@@ -103,21 +103,8 @@ fn main() -> ExitCode {
         },
         Some("bench-proxy") if args.len() <= 4 => bench_proxy_args(&args[1..]),
         Some("cache-proxy") if args.len() <= 2 => {
-            let modes: Vec<&str> = args
-                .get(1)
-                .map_or("simple,extended", String::as_str)
-                .split(',')
-                .collect();
-            if modes
-                .iter()
-                .all(|m| ["simple", "extended", "prepared"].contains(m))
-            {
-                cache_proxy::run(&modes)
-            } else {
-                Err(format!(
-                    "cache-proxy: MODES is a comma-separated list of simple, extended, prepared\n\n{USAGE}"
-                ))
-            }
+            proxy_modes("cache-proxy", args.get(1), "simple,extended")
+                .and_then(|modes| cache_proxy::run(&modes))
         }
         Some("bench-delayq") if args.len() <= 3 => {
             let which = args.get(2).map_or("abc", String::as_str);
@@ -157,23 +144,28 @@ struct StepReport {
     failure: Option<String>,
 }
 
-/// Provisions, then runs every step even after a failure (so one CI run shows fmt, clippy and
-/// test results together), and fails at the end naming each failed step.
-/// `bench-proxy [SECONDS] [MODES] [ROUNDS]`, checked before anything starts.
-fn bench_proxy_args(args: &[String]) -> Result<(), String> {
-    let modes: Vec<&str> = args
-        .get(1)
-        .map_or("simple,extended,prepared", String::as_str)
-        .split(',')
-        .collect();
-    if !modes
+/// A proxy benchmark's MODES argument (`default` when absent), checked.
+fn proxy_modes<'a>(
+    command: &str,
+    arg: Option<&'a String>,
+    default: &'a str,
+) -> Result<Vec<&'a str>, String> {
+    let modes: Vec<&str> = arg.map_or(default, String::as_str).split(',').collect();
+    if modes
         .iter()
         .all(|m| ["simple", "extended", "prepared"].contains(m))
     {
-        return Err(format!(
-            "bench-proxy: MODES is a comma-separated list of simple, extended, prepared\n\n{USAGE}"
-        ));
+        Ok(modes)
+    } else {
+        Err(format!(
+            "{command}: MODES is a comma-separated list of simple, extended, prepared\n\n{USAGE}"
+        ))
     }
+}
+
+/// `bench-proxy [SECONDS] [MODES] [ROUNDS]`, checked before anything starts.
+fn bench_proxy_args(args: &[String]) -> Result<(), String> {
+    let modes = proxy_modes("bench-proxy", args.get(1), "simple,extended,prepared")?;
     let seconds = match args.first().map(|s| s.parse::<u64>()) {
         None => 15,
         Some(Ok(seconds)) if seconds > 0 => seconds,
@@ -196,6 +188,8 @@ fn bench_proxy_args(args: &[String]) -> Result<(), String> {
     bench_proxy::run(seconds, &modes, rounds)
 }
 
+/// Provisions, then runs every step even after a failure (so one CI run shows fmt, clippy and
+/// test results together), and fails at the end naming each failed step.
 fn test() -> Result<(), String> {
     let root = workspace_root();
     let started = Instant::now();
