@@ -1,9 +1,11 @@
 //! `cargo xtask bench-proxy [SECONDS] [MODES] [ROUNDS]`: pgbench's select-only load
 //! (`-S -c 16 -j 2`) against one PostgreSQL 18, directly, through PgBouncer (Debian's package,
 //! transaction mode) and through `pgyard proxy` (transaction mode), with the same pool size,
-//! in simple, extended and prepared query mode. The three targets run in turn three times per
-//! mode (or ROUNDS times, an odd number); the medians and the ratios are printed, with the
-//! median of the two proxies' ratio within each round, each target's CPU time per transaction
+//! in simple, extended and prepared query mode; pgyard twice, as `cargo build --release`
+//! builds it and built with profile-guided optimisation for the proxy (`pgo.rs`). The four
+//! targets run in turn three times per mode (or ROUNDS times, an odd number); the medians
+//! and the ratios are printed, with the median of each pgyard build's ratio to PgBouncer
+//! within each round, each target's CPU time per transaction
 //! (the whole machine's, and the proxy process's) and the machine's idle and stolen shares.
 //! Each proxy runs in a session of its own, as a service would. A whole-process load
 //! benchmark: criterion does not fit it.
@@ -37,27 +39,22 @@ pub fn run(seconds: u64, modes: &[&str], rounds: usize) -> Result<(), String> {
     );
     pgbench(&["-i", "-q", "-s", "10", &direct], Duration::from_secs(300))
         .map_err(|e| format!("pgbench -i: {e}"))?;
+    let pgyard_pgo = crate::pgo::build(primary.port())?;
 
-    let pgyard_port = free_port()?;
-    let backend = format!("host=127.0.0.1 port={}", primary.port());
-    let _pgyard = Running(
-        daemon(&pgyard)
-            .args(["proxy", "--listen", &format!("127.0.0.1:{pgyard_port}")])
-            .args(["--backend", &backend, "--auth", "trust"])
-            .args(["--pool-mode", "transaction", "--pool-size", POOL_SIZE])
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("starting pgyard proxy: {e}"))?,
-    );
+    let (pgyard_port, pgo_port) = (free_port()?, free_port()?);
+    let _pgyard = start_pgyard(&pgyard, primary.port(), pgyard_port)?;
+    let _pgo = start_pgyard(&pgyard_pgo, primary.port(), pgo_port)?;
     let bouncer_port = free_port()?;
     let dir = primary.root().join("pgbouncer");
     let _bouncer = start_pgbouncer(&pgbouncer, &dir, primary.port(), bouncer_port)?;
-    wait_listening(pgyard_port, Duration::from_secs(20))?;
-    wait_listening(bouncer_port, Duration::from_secs(20))?;
+    for port in [pgyard_port, pgo_port, bouncer_port] {
+        wait_listening(port, Duration::from_secs(20))?;
+    }
     for (name, pid) in [
         ("pgbench", std::process::id()),
         ("pgbouncer", _bouncer.0.id()),
         ("pgyard", _pgyard.0.id()),
+        ("pgyard-pgo", _pgo.0.id()),
     ] {
         let group = std::fs::read_to_string(format!("/proc/{pid}/autogroup")).unwrap_or_default();
         println!(
@@ -66,9 +63,11 @@ pub fn run(seconds: u64, modes: &[&str], rounds: usize) -> Result<(), String> {
         );
     }
 
-    // Each target with the process whose CPU time it adds (none when direct).
+    // Each target with the process whose CPU time it adds (none when direct). PgBouncer
+    // stands between the two builds of pgyard, so that it runs next to each in every round.
     let targets = [
         ("direct", primary.port(), None),
+        ("pgyard-pgo", pgo_port, Some(_pgo.0.id())),
         ("pgbouncer", bouncer_port, Some(_bouncer.0.id())),
         ("pgyard", pgyard_port, Some(_pgyard.0.id())),
     ];
@@ -100,51 +99,82 @@ pub fn run(seconds: u64, modes: &[&str], rounds: usize) -> Result<(), String> {
             }
             println!("{line}");
         }
-        let medians: Vec<Option<f64>> = tps.iter().map(|r| median(r)).collect();
-        let show = |m: Option<f64>| m.map_or("failed".to_owned(), |v| format!("{v:.0}"));
-        let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
-            (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
-            _ => "-".to_owned(),
-        };
-        println!(
-            "{mode:<9} direct {:>8}  pgbouncer {:>8}  pgyard {:>8}  pgyard/pgbouncer {}  pgyard/direct {}",
-            show(medians[0]),
-            show(medians[1]),
-            show(medians[2]),
-            ratio(medians[2], medians[1]),
-            ratio(medians[2], medians[0]),
-        );
-        // The two proxies run next to each other in every round, so the ratio within a round
-        // is spared the drift of the machine between rounds.
-        let paired: Vec<Option<f64>> = tps[2]
+        let names: Vec<&str> = targets.iter().map(|t| t.0).collect();
+        report(mode, &names, &tps, &cpu);
+    }
+    Ok(())
+}
+
+/// `pgyard proxy` from `program` in transaction mode on `port`, in front of `pg_port`.
+fn start_pgyard(program: &Path, pg_port: u16, port: u16) -> Result<Running, String> {
+    let backend = format!("host=127.0.0.1 port={pg_port}");
+    Ok(Running(
+        daemon(program)
+            .args(["proxy", "--listen", &format!("127.0.0.1:{port}")])
+            .args(["--backend", &backend, "--auth", "trust"])
+            .args(["--pool-mode", "transaction", "--pool-size", POOL_SIZE])
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("starting {}: {e}", program.display()))?,
+    ))
+}
+
+/// Prints one mode's medians, each pgyard build's ratio to PgBouncer (of the medians, and
+/// within each round) and to a direct connection, and each target's CPU time.
+fn report(mode: &str, names: &[&str], tps: &[Vec<Option<f64>>], cpu: &[Vec<Option<Cpu>>]) {
+    let medians: Vec<Option<f64>> = tps.iter().map(|r| median(r)).collect();
+    let at = |name: &str| names.iter().position(|n| *n == name);
+    let show = |m: Option<f64>| m.map_or("failed".to_owned(), |v| format!("{v:.0}"));
+    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
+        _ => "-".to_owned(),
+    };
+    let mut line = format!("{mode:<9}");
+    for (name, m) in names.iter().zip(&medians) {
+        line.push_str(&format!(" {name} {:>8}", show(*m)));
+    }
+    println!("{line}");
+    let (Some(direct), Some(bouncer)) = (at("direct"), at("pgbouncer")) else {
+        return;
+    };
+    for build in ["pgyard", "pgyard-pgo"] {
+        let Some(i) = at(build) else { continue };
+        // The proxies run next to each other in every round, so the ratio within a round is
+        // spared the drift of the machine between rounds.
+        let paired: Vec<Option<f64>> = tps[i]
             .iter()
-            .zip(&tps[1])
+            .zip(&tps[bouncer])
             .map(|(a, b)| Some(a.as_ref()? / b.as_ref()?))
             .collect();
+        let mut line = format!(
+            "          {build}/pgbouncer {}  {build}/direct {}",
+            ratio(medians[i], medians[bouncer]),
+            ratio(medians[i], medians[direct]),
+        );
         if let (Some(m), Some(lo), Some(hi)) = (
             median(&paired),
             paired.iter().flatten().copied().reduce(f64::min),
             paired.iter().flatten().copied().reduce(f64::max),
         ) {
-            println!(
-                "          pgyard/pgbouncer within each round: median {m:.3}x, from {lo:.3}x to {hi:.3}x"
-            );
+            line.push_str(&format!(
+                "; within each round: median {m:.3}x, from {lo:.3}x to {hi:.3}x"
+            ));
         }
-        for (i, (name, _, _)) in targets.iter().enumerate() {
-            let pick = |f: fn(&Cpu) -> f64| {
-                median(&cpu[i].iter().map(|c| c.as_ref().map(f)).collect::<Vec<_>>())
-            };
-            let us = |m: Option<f64>| m.map_or("-".to_owned(), |v| format!("{v:.1}"));
-            println!(
-                "          {name:<9} CPU per transaction: machine {} us, proxy {} us; idle {}%, steal {}%",
-                us(pick(|c| c.machine_us)),
-                us(pick(|c| c.proxy_us)),
-                us(pick(|c| c.idle_percent)),
-                us(pick(|c| c.steal_percent)),
-            );
-        }
+        println!("{line}");
     }
-    Ok(())
+    for (name, runs) in names.iter().zip(cpu) {
+        let pick = |f: fn(&Cpu) -> f64| {
+            median(&runs.iter().map(|c| c.as_ref().map(f)).collect::<Vec<_>>())
+        };
+        let us = |m: Option<f64>| m.map_or("-".to_owned(), |v| format!("{v:.1}"));
+        println!(
+            "          {name:<10} CPU per transaction: machine {} us, proxy {} us; idle {}%, steal {}%",
+            us(pick(|c| c.machine_us)),
+            us(pick(|c| c.proxy_us)),
+            us(pick(|c| c.idle_percent)),
+            us(pick(|c| c.steal_percent)),
+        );
+    }
 }
 
 /// Where the CPU went during one run, per transaction.

@@ -2,8 +2,9 @@
 //! how often that misses the level-1 caches, counted by valgrind's cachegrind with fixed
 //! cache sizes (a 32 KiB, 8-way instruction cache and a 32 KiB, 8-way data cache, as most
 //! x86 cores of the last decade have), so that the figures are the same on any machine and
-//! from one run to the next. Each proxy (`pgyard proxy` and Debian's PgBouncer, transaction
-//! mode, the benchmark's pool size) runs under cachegrind twice, for `pgbench -n -S -c 1 -j 1
+//! from one run to the next. Each proxy (`pgyard proxy` as `cargo build --release` builds it
+//! and as built with profile-guided optimisation (`pgo.rs`), and Debian's PgBouncer;
+//! transaction mode, the benchmark's pool size) runs under cachegrind twice, for `pgbench -n -S -c 1 -j 1
 //! -t T` with T = 2000 and T = 4000; the difference of the two runs, divided by the 2,000
 //! transactions between them, is one transaction's cost without start-up, login and
 //! shutdown. One client, so that each transaction takes the same path through the proxy and
@@ -54,6 +55,7 @@ pub fn run(modes: &[&str]) -> Result<(), String> {
     );
     pgbench(&["-i", "-q", "-s", "1", &direct], Duration::from_secs(300))
         .map_err(|e| format!("pgbench -i: {e}"))?;
+    let pgyard_pgo = crate::pgo::build(primary.port())?;
     let dir = primary.root().join("cachegrind");
     let user = ensure_server_user().map_err(|e| e.to_string())?;
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
@@ -66,13 +68,14 @@ pub fn run(modes: &[&str]) -> Result<(), String> {
     let target = Target {
         valgrind: &valgrind,
         pgyard: &pgyard,
+        pgyard_pgo: &pgyard_pgo,
         pgbouncer: &pgbouncer,
         dir: &dir,
         pg_port: primary.port(),
         owner: (user.uid, user.gid),
     };
     for &mode in modes {
-        for proxy in [Proxy::Pgyard, Proxy::Pgbouncer] {
+        for proxy in [Proxy::Pgyard, Proxy::PgyardPgo, Proxy::Pgbouncer] {
             let mut runs = [Counts::default(); 2];
             for (slot, t) in runs.iter_mut().zip([SHORT, LONG]) {
                 *slot = target.measure(proxy, mode, t)?;
@@ -81,7 +84,7 @@ pub fn run(modes: &[&str]) -> Result<(), String> {
                 f(&runs[1]).saturating_sub(f(&runs[0])) as f64 / (CLIENTS * (LONG - SHORT)) as f64
             };
             println!(
-                "{mode:<9} {:<9} instructions {:>8.0}  I1 misses {:>7.1}  D1 misses {:>6.1}",
+                "{mode:<9} {:<10} instructions {:>8.0}  I1 misses {:>7.1}  D1 misses {:>6.1}",
                 proxy.name(),
                 per(|c| c.instructions),
                 per(|c| c.i1_misses),
@@ -95,6 +98,8 @@ pub fn run(modes: &[&str]) -> Result<(), String> {
 #[derive(Clone, Copy)]
 enum Proxy {
     Pgyard,
+    /// pgyard built with profile-guided optimisation (`pgo.rs`).
+    PgyardPgo,
     Pgbouncer,
 }
 
@@ -102,6 +107,7 @@ impl Proxy {
     fn name(self) -> &'static str {
         match self {
             Proxy::Pgyard => "pgyard",
+            Proxy::PgyardPgo => "pgyard-pgo",
             Proxy::Pgbouncer => "pgbouncer",
         }
     }
@@ -110,6 +116,7 @@ impl Proxy {
 struct Target<'a> {
     valgrind: &'a Path,
     pgyard: &'a Path,
+    pgyard_pgo: &'a Path,
     pgbouncer: &'a Path,
     dir: &'a Path,
     pg_port: u16,
@@ -129,10 +136,14 @@ impl Target<'_> {
         command.args(["--tool=cachegrind", "--cache-sim=yes", I1, D1, LL]);
         command.arg(format!("--cachegrind-out-file={}", out.display()));
         match proxy {
-            Proxy::Pgyard => {
+            Proxy::Pgyard | Proxy::PgyardPgo => {
                 let backend = format!("host=127.0.0.1 port={}", self.pg_port);
+                let program = match proxy {
+                    Proxy::PgyardPgo => self.pgyard_pgo,
+                    _ => self.pgyard,
+                };
                 command
-                    .arg(self.pgyard)
+                    .arg(program)
                     .args(["proxy", "--listen", &format!("127.0.0.1:{port}")])
                     .args(["--backend", &backend, "--auth", "trust"])
                     .args(["--pool-mode", "transaction", "--pool-size", POOL_SIZE]);

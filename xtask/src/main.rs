@@ -25,6 +25,7 @@ mod bench_delayq;
 mod bench_proxy;
 mod cache_proxy;
 mod mutants;
+mod pgo;
 mod planted_only;
 
 /// A child process killed on drop (the benchmarks' servers and proxies).
@@ -67,13 +68,14 @@ commands:
                     every library crate together, upload nothing
   fuzz [SECONDS]    run every cargo-fuzz target in fuzz/ for SECONDS each (default 60)
   bench-proxy [SECONDS] [MODES] [ROUNDS]
-                    pgbench -S directly, through PgBouncer and through pgyard proxy,
-                    SECONDS per run (default 15), medians of ROUNDS (odd, default 3);
+                    pgbench -S directly, through PgBouncer and through pgyard proxy
+                    (the release build, and a build with profile-guided optimisation
+                    trained on the proxy's load: target/pgo), SECONDS per run (default 15), medians of ROUNDS (odd, default 3);
                     MODES is a comma-separated list of simple, extended, prepared
                     (default all three)
   cache-proxy [MODES]
                     instructions and level-1 cache misses per transaction of pgyard proxy
-                    and PgBouncer under valgrind's cachegrind (fixed 32 KiB caches), for
+                    (both builds, as in bench-proxy) and PgBouncer under valgrind's cachegrind (fixed 32 KiB caches), for
                     MODES as in bench-proxy (default simple,extended)
   bench-delayq [SCALE] [WORKLOADS]
                     catch-up of native logical replication and pgyard delayq run on the
