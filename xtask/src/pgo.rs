@@ -5,8 +5,8 @@
 //! what to inline, and, what matters most here, where each piece of code goes, so that the
 //! code one transaction runs sits together instead of being spread over the binary among
 //! the branches it never takes. `docs/proxy-performance.md` shows why: the plain build's
-//! per-transaction path does not fit a 32 KiB instruction cache and misses it some 190-260
-//! times a transaction; the PGO build misses it 30-50 times.
+//! per-transaction path does not fit a 32 KiB instruction cache and misses it some 160-260
+//! times a transaction; the PGO build 6-51 times, depending on the training.
 //!
 //! The instrumented and the final build each have their own target directory under
 //! `target/pgo`, so neither disturbs the plain release build. The profile's file name holds
@@ -58,7 +58,7 @@ pub fn build(pg_port: u16) -> Result<PathBuf, String> {
     println!("PGO: building pgyard with {}", named.display());
     // LLD keeps the functions the profile marks hot in a `.text.hot` section of their own
     // only when asked; otherwise they stay where the one codegen unit put them, spread among
-    // cold ones, and half of the instruction-cache misses remain (cache-proxy, session 45).
+    // cold ones (with the same profile, twice the instruction-cache misses; session 45).
     let use_profile = format!(
         "-Cprofile-use={} -Clink-arg=-Wl,-z,keep-text-section-prefix",
         named.display()
