@@ -28,18 +28,49 @@ pub const ROUNDS_DEFAULT: usize = 3;
 
 use crate::Running;
 
-pub fn run(seconds: u64, modes: &[&str], rounds: usize) -> Result<(), String> {
-    let pgbouncer = ensure_pgbouncer()?;
-    let pgyard = crate::build_pgyard_release()?;
-    let options = Options::default().conf("max_connections = 200");
-    let primary = Primary::start(options).map_err(|e| format!("primary: {e}"))?;
-    let direct = format!(
-        "host=127.0.0.1 port={} user=postgres dbname=postgres",
-        primary.port()
-    );
-    pgbench(&["-i", "-q", "-s", "10", &direct], Duration::from_secs(300))
+/// What both proxy benchmarks measure: PgBouncer, the two builds of pgyard, and one
+/// PostgreSQL 18 with pgbench's tables.
+pub(crate) struct Contenders {
+    pub pgbouncer: PathBuf,
+    pub pgyard: PathBuf,
+    pub pgyard_pgo: PathBuf,
+    pub primary: Primary,
+}
+
+impl Contenders {
+    /// Installs PgBouncer if missing, builds pgyard, starts the server, fills pgbench's
+    /// tables at `scale`, then builds pgyard with PGO (its training needs those tables).
+    pub(crate) fn prepare(scale: &str) -> Result<Contenders, String> {
+        let pgbouncer = ensure_pgbouncer()?;
+        let pgyard = crate::build_pgyard_release()?;
+        let options = Options::default().conf("max_connections = 200");
+        let primary = Primary::start(options).map_err(|e| format!("primary: {e}"))?;
+        let direct = format!(
+            "host=127.0.0.1 port={} user=postgres dbname=postgres",
+            primary.port()
+        );
+        pgbench(
+            &["-i", "-q", "-s", scale, &direct],
+            Duration::from_secs(300),
+        )
         .map_err(|e| format!("pgbench -i: {e}"))?;
-    let pgyard_pgo = crate::pgo::build(primary.port())?;
+        let pgyard_pgo = crate::pgo::build(primary.port())?;
+        Ok(Contenders {
+            pgbouncer,
+            pgyard,
+            pgyard_pgo,
+            primary,
+        })
+    }
+}
+
+pub fn run(seconds: u64, modes: &[&str], rounds: usize) -> Result<(), String> {
+    let Contenders {
+        pgbouncer,
+        pgyard,
+        pgyard_pgo,
+        primary,
+    } = Contenders::prepare("10")?;
 
     let (pgyard_port, pgo_port) = (free_port()?, free_port()?);
     let _pgyard = start_pgyard(&pgyard, primary.port(), pgyard_port)?;

@@ -15,13 +15,13 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use pgyard_testkit::cluster::{ensure_server_user, Options, Primary};
+use pgyard_testkit::cluster::ensure_server_user;
 use pgyard_testkit::fixtures::pgbench;
 use std::os::unix::fs::chown;
 use std::os::unix::process::CommandExt;
 
 use crate::bench_proxy::{
-    daemon, ensure_package, ensure_pgbouncer, free_port, wait_listening, POOL_SIZE,
+    daemon, ensure_package, free_port, wait_listening, Contenders, POOL_SIZE,
 };
 use crate::Running;
 
@@ -45,17 +45,12 @@ struct Counts {
 
 pub fn run(modes: &[&str]) -> Result<(), String> {
     let valgrind = ensure_package("/usr/bin/valgrind", "valgrind")?;
-    let pgbouncer = ensure_pgbouncer()?;
-    let pgyard = crate::build_pgyard_release()?;
-    let primary = Primary::start(Options::default().conf("max_connections = 200"))
-        .map_err(|e| format!("primary: {e}"))?;
-    let direct = format!(
-        "host=127.0.0.1 port={} user=postgres dbname=postgres",
-        primary.port()
-    );
-    pgbench(&["-i", "-q", "-s", "1", &direct], Duration::from_secs(300))
-        .map_err(|e| format!("pgbench -i: {e}"))?;
-    let pgyard_pgo = crate::pgo::build(primary.port())?;
+    let Contenders {
+        pgbouncer,
+        pgyard,
+        pgyard_pgo,
+        primary,
+    } = Contenders::prepare("1")?;
     let dir = primary.root().join("cachegrind");
     let user = ensure_server_user().map_err(|e| e.to_string())?;
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
