@@ -22,7 +22,7 @@ use pgyard_testkit::fixtures::pgbench;
 
 const CLIENTS: &str = "16";
 const THREADS: &str = "2";
-pub(crate) const POOL_SIZE: &str = "16";
+const POOL_SIZE: &str = "16";
 /// Rounds per mode unless the command line asks for more (the method: three).
 pub const ROUNDS_DEFAULT: usize = 3;
 
@@ -136,18 +136,37 @@ pub fn run(seconds: u64, modes: &[&str], rounds: usize) -> Result<(), String> {
     Ok(())
 }
 
-/// `pgyard proxy` from `program` in transaction mode on `port`, in front of `pg_port`.
+/// `pgyard proxy` from `program` on `port`, in front of `pg_port`.
 fn start_pgyard(program: &Path, pg_port: u16, port: u16) -> Result<Running, String> {
-    let backend = format!("host=127.0.0.1 port={pg_port}");
     Ok(Running(
         daemon(program)
-            .args(["proxy", "--listen", &format!("127.0.0.1:{port}")])
-            .args(["--backend", &backend, "--auth", "trust"])
-            .args(["--pool-mode", "transaction", "--pool-size", POOL_SIZE])
+            .args(proxy_args(pg_port, port))
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| format!("starting {}: {e}", program.display()))?,
     ))
+}
+
+/// `pgyard proxy`'s arguments in every proxy benchmark (and the PGO training): listening on
+/// `port`, in front of `pg_port`, trust, transaction mode, the benchmark's pool size.
+pub(crate) fn proxy_args(pg_port: u16, port: u16) -> Vec<String> {
+    let listen = format!("127.0.0.1:{port}");
+    let backend = format!("host=127.0.0.1 port={pg_port}");
+    [
+        "proxy",
+        "--listen",
+        &listen,
+        "--backend",
+        &backend,
+        "--auth",
+        "trust",
+        "--pool-mode",
+        "transaction",
+        "--pool-size",
+        POOL_SIZE,
+    ]
+    .map(str::to_owned)
+    .to_vec()
 }
 
 /// Prints one mode's medians, each pgyard build's ratio to PgBouncer (of the medians, and

@@ -12,8 +12,8 @@
 //! meet moves them by a tenth). Wall-clock speed is `bench-proxy`'s; this says where it goes.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Stdio;
+use std::time::Duration;
 
 use pgyard_testkit::cluster::ensure_server_user;
 use pgyard_testkit::fixtures::pgbench;
@@ -21,7 +21,7 @@ use std::os::unix::fs::chown;
 use std::os::unix::process::CommandExt;
 
 use crate::bench_proxy::{
-    daemon, ensure_package, free_port, wait_listening, Contenders, POOL_SIZE,
+    daemon, ensure_package, free_port, proxy_args, wait_listening, Contenders,
 };
 use crate::Running;
 
@@ -131,17 +131,15 @@ impl Target<'_> {
         command.args(["--tool=cachegrind", "--cache-sim=yes", I1, D1, LL]);
         command.arg(format!("--cachegrind-out-file={}", out.display()));
         match proxy {
-            Proxy::Pgyard | Proxy::PgyardPgo => {
-                let backend = format!("host=127.0.0.1 port={}", self.pg_port);
-                let program = match proxy {
-                    Proxy::PgyardPgo => self.pgyard_pgo,
-                    _ => self.pgyard,
-                };
+            Proxy::Pgyard => {
                 command
-                    .arg(program)
-                    .args(["proxy", "--listen", &format!("127.0.0.1:{port}")])
-                    .args(["--backend", &backend, "--auth", "trust"])
-                    .args(["--pool-mode", "transaction", "--pool-size", POOL_SIZE]);
+                    .arg(self.pgyard)
+                    .args(proxy_args(self.pg_port, port));
+            }
+            Proxy::PgyardPgo => {
+                command
+                    .arg(self.pgyard_pgo)
+                    .args(proxy_args(self.pg_port, port));
             }
             Proxy::Pgbouncer => {
                 let home = self.dir.join(format!("pgbouncer.{port}"));
@@ -170,16 +168,7 @@ impl Target<'_> {
         ];
         pgbench(&args, Duration::from_secs(600))
             .map_err(|e| format!("pgbench through {}: {e}", proxy.name()))?;
-        // SIGINT: both proxies end their event loop and exit, and cachegrind writes its file.
-        let pid = running.0.id().to_string();
-        crate::run_inherit(Command::new("kill").args(["-INT", &pid]))?;
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while running.0.try_wait().map_err(|e| e.to_string())?.is_none() {
-            if Instant::now() > deadline {
-                return Err(format!("{} did not stop after SIGINT", proxy.name()));
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        running.interrupt(proxy.name(), Duration::from_secs(60))?;
         read_summary(&out)
     }
 }

@@ -31,6 +31,30 @@ mod planted_only;
 /// A child process killed on drop (the benchmarks' servers and proxies).
 pub(crate) struct Running(pub std::process::Child);
 
+impl Running {
+    /// Sends SIGINT (on which both proxies end their event loop and exit normally: cachegrind
+    /// and the PGO instrumentation write their files then) and waits up to `timeout` for the
+    /// process to end; `what` names it in the error.
+    pub(crate) fn interrupt(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+    ) -> Result<std::process::ExitStatus, String> {
+        let pid = self.0.id().to_string();
+        run_inherit(Command::new("kill").args(["-INT", &pid]))?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.0.try_wait().map_err(|e| e.to_string())? {
+                Some(status) => return Ok(status),
+                None if Instant::now() > deadline => {
+                    return Err(format!("{what} did not stop after SIGINT"))
+                }
+                None => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+    }
+}
+
 impl Drop for Running {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -70,13 +94,15 @@ commands:
   bench-proxy [SECONDS] [MODES] [ROUNDS]
                     pgbench -S directly, through PgBouncer and through pgyard proxy
                     (the release build, and a build with profile-guided optimisation
-                    trained on the proxy's load: target/pgo), SECONDS per run (default 15), medians of ROUNDS (odd, default 3);
+                    trained on the proxy's load: target/pgo), SECONDS per run
+                    (default 15), medians of ROUNDS (odd, default 3);
                     MODES is a comma-separated list of simple, extended, prepared
                     (default all three)
   cache-proxy [MODES]
                     instructions and level-1 cache misses per transaction of pgyard proxy
-                    (both builds, as in bench-proxy) and PgBouncer under valgrind's cachegrind (fixed 32 KiB caches), for
-                    MODES as in bench-proxy (default simple,extended)
+                    (both builds, as in bench-proxy) and PgBouncer under valgrind's
+                    cachegrind (fixed 32 KiB caches), for MODES as in bench-proxy
+                    (default simple,extended)
   bench-delayq [SCALE] [WORKLOADS]
                     catch-up of native logical replication and pgyard delayq run on the
                     same WAL: (a) 100k×SCALE single-row inserts, (b) 20 transactions of

@@ -15,11 +15,11 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use pgyard_testkit::fixtures::pgbench;
 
-use crate::bench_proxy::{daemon, free_port, wait_listening, POOL_SIZE};
+use crate::bench_proxy::{daemon, free_port, proxy_args, wait_listening};
 use crate::{cargo, run_inherit, workspace_root, Running};
 
 /// Seconds of pgbench per query mode while training.
@@ -152,12 +152,9 @@ fn cargo_build(host: &str, target_dir: &Path, flags: &str) -> Result<PathBuf, St
 /// SIGINT, on which it exits normally and writes its counts into `raw`.
 fn train(instrumented: &Path, raw: &Path, pg_port: u16) -> Result<(), String> {
     let port = free_port()?;
-    let backend = format!("host=127.0.0.1 port={pg_port}");
     let mut proxy = Running(
         daemon(instrumented)
-            .args(["proxy", "--listen", &format!("127.0.0.1:{port}")])
-            .args(["--backend", &backend, "--auth", "trust"])
-            .args(["--pool-mode", "transaction", "--pool-size", POOL_SIZE])
+            .args(proxy_args(pg_port, port))
             .env("LLVM_PROFILE_FILE", raw.join("pgyard-%p.profraw"))
             .stderr(Stdio::null())
             .spawn()
@@ -182,18 +179,11 @@ fn train(instrumented: &Path, raw: &Path, pg_port: u16) -> Result<(), String> {
         pgbench(&args, Duration::from_secs(120))
             .map_err(|e| format!("training pgbench -M {mode}: {e}"))?;
     }
-    let pid = proxy.0.id().to_string();
-    run_inherit(Command::new("kill").args(["-INT", &pid]))?;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match proxy.0.try_wait().map_err(|e| e.to_string())? {
-            Some(status) if status.success() => return Ok(()),
-            Some(status) => return Err(format!("the instrumented proxy ended with {status}")),
-            None if Instant::now() > deadline => {
-                return Err("the instrumented proxy did not stop after SIGINT".into())
-            }
-            None => std::thread::sleep(Duration::from_millis(100)),
-        }
+    let status = proxy.interrupt("the instrumented proxy", Duration::from_secs(30))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("the instrumented proxy ended with {status}"))
     }
 }
 
