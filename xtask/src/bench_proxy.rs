@@ -43,17 +43,7 @@ impl Contenders {
     pub(crate) fn prepare(scale: &str) -> Result<Contenders, String> {
         let pgbouncer = ensure_pgbouncer()?;
         let pgyard = crate::build_pgyard_release()?;
-        let options = Options::default().conf("max_connections = 200");
-        let primary = Primary::start(options).map_err(|e| format!("primary: {e}"))?;
-        let direct = format!(
-            "host=127.0.0.1 port={} user=postgres dbname=postgres",
-            primary.port()
-        );
-        pgbench(
-            &["-i", "-q", "-s", scale, &direct],
-            Duration::from_secs(300),
-        )
-        .map_err(|e| format!("pgbench -i: {e}"))?;
+        let primary = bench_server(scale)?;
         let pgyard_pgo = crate::pgo::build(primary.port())?;
         Ok(Contenders {
             pgbouncer,
@@ -64,13 +54,30 @@ impl Contenders {
     }
 }
 
+/// Starts the benchmarks' PostgreSQL 18 (room for the pools of several proxies) and fills
+/// pgbench's tables at `scale` in database `postgres`.
+pub(crate) fn bench_server(scale: &str) -> Result<Primary, String> {
+    let options = Options::default().conf("max_connections = 200");
+    let primary = Primary::start(options).map_err(|e| format!("primary: {e}"))?;
+    let direct = format!(
+        "host=127.0.0.1 port={} user=postgres dbname=postgres",
+        primary.port()
+    );
+    pgbench(
+        &["-i", "-q", "-s", scale, &direct],
+        Duration::from_secs(300),
+    )
+    .map_err(|e| format!("pgbench -i: {e}"))?;
+    Ok(primary)
+}
+
 pub fn run(seconds: u64, modes: &[&str], rounds: usize) -> Result<(), String> {
     let Contenders {
         pgbouncer,
         pgyard,
         pgyard_pgo,
         primary,
-    } = Contenders::prepare("10")?;
+    } = Contenders::prepare(crate::pgo::BENCH_SCALE)?;
 
     let (pgyard_port, pgo_port) = (free_port()?, free_port()?);
     let _pgyard = start_pgyard(&pgyard, primary.port(), pgyard_port)?;

@@ -14,6 +14,8 @@
 //!   (default 60), installing cargo-fuzz first if it is missing.
 //! - `cargo xtask bench-proxy [SECONDS] [MODES] [ROUNDS]`: pgbench through PgBouncer and `pgyard proxy` beside
 //!   a direct connection (see `bench_proxy.rs`).
+//! - `cargo xtask pgo`: `pgyard` built with profile-guided optimisation for the proxy, the
+//!   build to deploy it with (see `pgo.rs`).
 //! - `cargo xtask cache-proxy [MODES]`: instructions and level-1 cache misses per transaction
 //!   of both proxies under cachegrind (see `cache_proxy.rs`).
 //! - `cargo xtask bench-delayq [SCALE] [WORKLOADS]`: a subscriber's catch-up, native logical replication
@@ -98,6 +100,9 @@ commands:
                     (default 15), medians of ROUNDS (odd, default 3);
                     MODES is a comma-separated list of simple, extended, prepared
                     (default all three)
+  pgo               build pgyard with profile-guided optimisation, trained on the proxy's
+                    load against a PostgreSQL 18 of its own (the build to deploy pgyard
+                    proxy with; bench-proxy measures it as pgyard-pgo); prints its path
   cache-proxy [MODES]
                     instructions and level-1 cache misses per transaction of pgyard proxy
                     (both builds, as in bench-proxy) and PgBouncer under valgrind's
@@ -130,6 +135,7 @@ fn main() -> ExitCode {
             )),
         },
         Some("bench-proxy") if args.len() <= 4 => bench_proxy_args(&args[1..]),
+        Some("pgo") if args.len() == 1 => pgo::standalone(),
         Some("cache-proxy") if args.len() <= 2 => {
             proxy_modes("cache-proxy", args.get(1), "simple,extended")
                 .and_then(|modes| cache_proxy::run(&modes))

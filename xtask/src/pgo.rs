@@ -66,6 +66,19 @@ pub fn build(pg_port: u16) -> Result<PathBuf, String> {
     cargo_build(&host, &pgo.join("use"), &use_profile)
 }
 
+/// `cargo xtask pgo`: only the PGO build, for deploying the proxy. It trains against a
+/// PostgreSQL 18 of its own, filled as the benchmarks fill theirs (so the build is the one
+/// they measure), and prints the binary's path.
+pub fn standalone() -> Result<(), String> {
+    let primary = crate::bench_proxy::bench_server(BENCH_SCALE)?;
+    let binary = build(primary.port())?;
+    println!("PGO: pgyard for the proxy is {}", binary.display());
+    Ok(())
+}
+
+/// pgbench's scale for the benchmarks' tables and the training's.
+pub(crate) const BENCH_SCALE: &str = "10";
+
 /// Removes the profiles of earlier builds (each is named by its digest, so they pile up).
 fn remove_profiles(pgo: &Path) -> Result<(), String> {
     let entries = std::fs::read_dir(pgo).map_err(|e| format!("{}: {e}", pgo.display()))?;
