@@ -38,12 +38,12 @@ pub(crate) struct Contenders {
 }
 
 impl Contenders {
-    /// Installs PgBouncer if missing, builds pgyard, starts the server, fills pgbench's
-    /// tables at `scale`, then builds pgyard with PGO (its training needs those tables).
-    pub(crate) fn prepare(scale: &str) -> Result<Contenders, String> {
+    /// Installs PgBouncer if missing, builds pgyard, starts the server with pgbench's
+    /// tables, then builds pgyard with PGO (its training needs those tables).
+    pub(crate) fn prepare() -> Result<Contenders, String> {
         let pgbouncer = ensure_pgbouncer()?;
         let pgyard = crate::build_pgyard_release()?;
-        let primary = bench_server(scale)?;
+        let primary = bench_server()?;
         let pgyard_pgo = crate::pgo::build(primary.port())?;
         Ok(Contenders {
             pgbouncer,
@@ -54,9 +54,13 @@ impl Contenders {
     }
 }
 
-/// Starts the benchmarks' PostgreSQL 18 (room for the pools of several proxies) and fills
-/// pgbench's tables at `scale` in database `postgres`.
-pub(crate) fn bench_server(scale: &str) -> Result<Primary, String> {
+/// pgbench's scale for the proxy benchmarks' tables (and so for every PGO training).
+const SCALE: &str = "10";
+
+/// Starts the proxy benchmarks' PostgreSQL 18 (room for the pools of several proxies) and
+/// fills pgbench's tables at [`SCALE`] in database `postgres`: the one server every proxy
+/// benchmark and PGO training runs against, so that each PGO build is trained alike.
+pub(crate) fn bench_server() -> Result<Primary, String> {
     let options = Options::default().conf("max_connections = 200");
     let primary = Primary::start(options).map_err(|e| format!("primary: {e}"))?;
     let direct = format!(
@@ -64,7 +68,7 @@ pub(crate) fn bench_server(scale: &str) -> Result<Primary, String> {
         primary.port()
     );
     pgbench(
-        &["-i", "-q", "-s", scale, &direct],
+        &["-i", "-q", "-s", SCALE, &direct],
         Duration::from_secs(300),
     )
     .map_err(|e| format!("pgbench -i: {e}"))?;
@@ -77,7 +81,7 @@ pub fn run(seconds: u64, modes: &[&str], rounds: usize) -> Result<(), String> {
         pgyard,
         pgyard_pgo,
         primary,
-    } = Contenders::prepare(crate::pgo::BENCH_SCALE)?;
+    } = Contenders::prepare()?;
 
     let (pgyard_port, pgo_port) = (free_port()?, free_port()?);
     let _pgyard = start_pgyard(&pgyard, primary.port(), pgyard_port)?;

@@ -50,7 +50,7 @@ pub fn run(modes: &[&str]) -> Result<(), String> {
         pgyard,
         pgyard_pgo,
         primary,
-    } = Contenders::prepare("1")?;
+    } = Contenders::prepare()?;
     let dir = primary.root().join("cachegrind");
     let user = ensure_server_user().map_err(|e| e.to_string())?;
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
@@ -131,15 +131,12 @@ impl Target<'_> {
         command.args(["--tool=cachegrind", "--cache-sim=yes", I1, D1, LL]);
         command.arg(format!("--cachegrind-out-file={}", out.display()));
         match proxy {
-            Proxy::Pgyard => {
-                command
-                    .arg(self.pgyard)
-                    .args(proxy_args(self.pg_port, port));
-            }
-            Proxy::PgyardPgo => {
-                command
-                    .arg(self.pgyard_pgo)
-                    .args(proxy_args(self.pg_port, port));
+            Proxy::Pgyard | Proxy::PgyardPgo => {
+                let program = match proxy {
+                    Proxy::PgyardPgo => self.pgyard_pgo,
+                    _ => self.pgyard,
+                };
+                command.arg(program).args(proxy_args(self.pg_port, port));
             }
             Proxy::Pgbouncer => {
                 let home = self.dir.join(format!("pgbouncer.{port}"));

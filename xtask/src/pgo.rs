@@ -67,17 +67,14 @@ pub fn build(pg_port: u16) -> Result<PathBuf, String> {
 }
 
 /// `cargo xtask pgo`: only the PGO build, for deploying the proxy. It trains against a
-/// PostgreSQL 18 of its own, filled as `bench-proxy` fills its server (so the build is
-/// trained as the one it measures), and prints the binary's path.
+/// PostgreSQL 18 of its own, the proxy benchmarks' server (so the build is trained as the
+/// ones they measure), and prints the binary's path.
 pub fn standalone() -> Result<(), String> {
-    let primary = crate::bench_proxy::bench_server(BENCH_SCALE)?;
+    let primary = crate::bench_proxy::bench_server()?;
     let binary = build(primary.port())?;
     println!("PGO: pgyard for the proxy is {}", binary.display());
     Ok(())
 }
-
-/// pgbench's scale for `bench-proxy`'s tables and `cargo xtask pgo`'s.
-pub(crate) const BENCH_SCALE: &str = "10";
 
 /// Removes the profiles of earlier builds (each is named by its digest, so they pile up).
 fn remove_profiles(pgo: &Path) -> Result<(), String> {
